@@ -1,0 +1,3 @@
+// doctest runner for all cldl suites.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>

@@ -1,0 +1,87 @@
+// Shared helpers for the doctest suites: one context per process, random data, tolerance checks,
+// running child processes.
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "runtime/cldl.hpp"
+
+namespace cldl::test {
+
+// The process-wide test context on the default test device (CLDL_DEVICE, cpu under ctest).
+inline Context& ctx() {
+  static std::shared_ptr<Context> c = Context::create();
+  return *c;
+}
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+inline HostTensor random_tensor(Shape s, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  HostTensor t(DType::f32, s);
+  auto v = random_floats(static_cast<size_t>(t.numel()), seed, lo, hi);
+  std::copy(v.begin(), v.end(), t.as<float>());
+  return t;
+}
+
+struct Compare {
+  double max_abs = 0, max_rel = 0;
+  size_t worst = 0, mismatches = 0;
+};
+
+// |got - want| <= atol + rtol * |want| element-wise; reports the worst element on failure.
+inline Compare compare(const float* got, const float* want, size_t n, double rtol, double atol) {
+  Compare c;
+  for (size_t i = 0; i < n; ++i) {
+    double d = std::fabs(double(got[i]) - double(want[i]));
+    bool bad = !(d <= atol + rtol * std::fabs(double(want[i])));  // NaN counts as a mismatch
+    if (bad) c.mismatches++;
+    if (d > c.max_abs || bad) {
+      if (d > c.max_abs) c.max_abs = d;
+      if (bad && c.mismatches == 1) c.worst = i;
+    }
+    if (std::fabs(want[i]) > 1e-6) c.max_rel = std::max(c.max_rel, d / std::fabs(double(want[i])));
+  }
+  return c;
+}
+
+#define CLDL_CHECK_CLOSE(got_ptr, want_ptr, n, rtol, atol)                                                    \
+  do {                                                                                                        \
+    auto _c = ::cldl::test::compare((got_ptr), (want_ptr), (n), (rtol), (atol));                              \
+    INFO("max abs error " << _c.max_abs << ", first bad index " << _c.worst << " got "                       \
+                          << ((n) ? (got_ptr)[_c.worst] : 0) << " want " << ((n) ? (want_ptr)[_c.worst] : 0)); \
+    CHECK(_c.mismatches == 0);                                                                                \
+  } while (0)
+
+// Runs a shell command, returns exit status and captures stdout+stderr.
+inline int run_command(const std::string& cmd, std::string& output) {
+  output.clear();
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, n);
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+inline std::string temp_dir(const std::string& tag) {
+  std::string t = "/tmp/cldl-test-" + tag + "-" + std::to_string(::getpid()) + "-" +
+                  std::to_string(std::random_device{}());
+  std::string cmd = "mkdir -p " + t;
+  if (std::system(cmd.c_str()) != 0) FAIL("cannot create " << t);
+  return t;
+}
+
+}  // namespace cldl::test

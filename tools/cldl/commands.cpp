@@ -1,0 +1,16 @@
+// The list of subcommands.
+#include "tools/cldl/commands.hpp"
+
+namespace cldl::cli {
+namespace {
+int g_exit = 0;
+}
+int exit_code() { return g_exit; }
+void set_exit_code(int code) { g_exit = code; }
+
+void register_commands(CLI::App& app) {
+  add_devices_command(app);
+  add_selftest_command(app);
+}
+
+}  // namespace cldl::cli
