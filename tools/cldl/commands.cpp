@@ -11,6 +11,7 @@ void set_exit_code(int code) { g_exit = code; }
 void register_commands(CLI::App& app) {
   add_devices_command(app);
   add_selftest_command(app);
+  add_bench_command(app);
 }
 
 }  // namespace cldl::cli

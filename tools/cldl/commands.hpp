@@ -13,5 +13,6 @@ void set_exit_code(int code);
 // One function per subcommand file.
 void add_devices_command(CLI::App& app);
 void add_selftest_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace cldl::cli

@@ -1,0 +1,110 @@
+// `cldl bench <family>...`: runs registered op benchmarks; prints min / median / max and rates.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.hpp"
+#include "tools/cldl/bench.hpp"
+#include "tools/cldl/commands.hpp"
+
+namespace cldl::bench {
+
+namespace {
+std::vector<Family>& registry() {
+  static std::vector<Family> r;
+  return r;
+}
+}  // namespace
+
+Registration::Registration(std::string family, std::string description, Fn fn) {
+  registry().push_back({std::move(family), std::move(description), std::move(fn)});
+}
+const std::vector<Family>& families() { return registry(); }
+
+bool Options::selected(const std::string& case_name) const {
+  if (filter.empty()) return true;
+  for (const auto& f : filter)
+    if (case_name.find(f) != std::string::npos) return true;
+  return false;
+}
+
+Stats time_runs(const std::function<void()>& fn, int runs, int warmup) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(1, runs); ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  Stats s;
+  s.runs = static_cast<int>(ms.size());
+  s.min_ms = ms.front();
+  s.max_ms = ms.back();
+  s.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  return s;
+}
+
+void Reporter::add(const Result& r) {
+  results_.push_back(r);
+  if (opts_.json) {
+    nlohmann::json j{{"family", r.family}, {"name", r.name},         {"impl", r.impl},
+                     {"min_ms", r.wall.min_ms}, {"median_ms", r.wall.median_ms}, {"max_ms", r.wall.max_ms},
+                     {"runs", r.wall.runs}, {"unit", r.unit},         {"rate", r.rate()},
+                     {"note", r.note}};
+    if (r.device_ms >= 0) j["device_ms"] = r.device_ms;
+    std::puts(j.dump().c_str());
+  } else {
+    if (!header_) {
+      fmt::print("{:<8} {:<44} {:<14} {:>10} {:>10} {:>10} {:>11}  {}\n", "family", "case", "impl", "min ms",
+                 "median ms", "max ms", "rate", "note");
+      header_ = true;
+    }
+    fmt::print("{:<8} {:<44} {:<14} {:>10.3f} {:>10.3f} {:>10.3f} {:>11}  {}\n", r.family, r.name, r.impl,
+               r.wall.min_ms, r.wall.median_ms, r.wall.max_ms,
+               r.work > 0 ? fmt::format("{:.2f} {}", r.rate(), r.unit.substr(0, r.unit.find('/'))) : "-", r.note);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace cldl::bench
+
+namespace cldl::cli {
+
+void add_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Benchmark op families (gemm, conv, ...) with min / median / max");
+  static bench::Options opts;
+  static std::vector<std::string> which;
+  static bool list = false;
+  cmd->add_option("families", which, "Families to run (default: all); see --list");
+  cmd->add_option("-d,--device", opts.device, "Device spec")->envname("CLDL_DEVICE");
+  cmd->add_option("--runs", opts.runs, "Timed runs per case")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", opts.warmup, "Untimed runs first")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--filter", opts.filter, "Only cases whose name contains one of these");
+  cmd->add_option("--set", opts.args, "Family settings as key=value");
+  cmd->add_flag("--json", opts.json, "One JSON object per result line");
+  cmd->add_flag("!--no-compare", opts.compare, "Skip the peer measurements");
+  cmd->add_flag("--list", list, "List the families");
+  cmd->callback([] {
+    if (list) {
+      for (const auto& f : bench::families()) fmt::print("{:<12} {}\n", f.name, f.description);
+      return;
+    }
+    for (const auto& w : which) {
+      bool known = std::any_of(bench::families().begin(), bench::families().end(), [&](auto& f) { return f.name == w; });
+      if (!known) fail("unknown bench family '{}' (see cldl bench --list)", w);
+    }
+    auto ctx = Context::create(opts.device);
+    if (!opts.json)
+      fmt::print("device: {} ({}), {} runs after {} warm-up\n", ctx->device().info.name, ctx->device().info.platform_name,
+                 opts.runs, opts.warmup);
+    bench::Reporter rep(opts);
+    for (const auto& f : bench::families())
+      if (which.empty() || std::find(which.begin(), which.end(), f.name) != which.end()) f.fn(*ctx, opts, rep);
+  });
+}
+
+}  // namespace cldl::cli
