@@ -145,6 +145,11 @@ std::string ProgramCache::key_hash(const Device& device, std::string_view kernel
   return hash_hex(disk_key(device, kernel_file, full_source(kernel_file), options));
 }
 
+std::string ProgramCache::disk_key_for(const Device& device, std::string_view kernel_file,
+                                      std::string_view options) const {
+  return disk_key(device, kernel_file, full_source(kernel_file), options);
+}
+
 cl::Program ProgramCache::get(const cl::Context& ctx, const Device& device, std::string_view kernel_file,
                               std::string_view options) {
   return get_source(ctx, device, kernel_file, full_source(kernel_file), options);

@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -45,6 +46,8 @@ class ProgramCache {
   void set_binary_bundle(std::string dir, bool strict);
   // The disk key hash that get() uses for this program (for bundle writers).
   std::string key_hash(const Device& device, std::string_view kernel_file, std::string_view options) const;
+  // The full disk key (what a cache or bundle entry records and checks).
+  std::string disk_key_for(const Device& device, std::string_view kernel_file, std::string_view options) const;
   // Writes the program's binary for `device` to `path` atomically.
   static void save_binary(const cl::Program& p, const cl::Device& d, const std::string& path,
                           const std::string& key);

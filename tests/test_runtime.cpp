@@ -340,3 +340,36 @@ TEST_CASE("two devices: one context, a buffer moved between devices") {
   CHECK(select_device("cpu:1").type_index == 1);
 }
 }
+
+#include "runtime/bundle.hpp"
+
+TEST_SUITE("runtime") {
+TEST_CASE("offline bundles: programs load with no source compiled; foreign bundles are refused") {
+  std::string dir = cldl::test::temp_dir("bundle");
+  std::vector<ProgramSpec> progs{{"selftest.cl", "-DBUNDLE_TEST=1"}, {"gemm.cl", "-DTRANS_A=1"}};
+  auto entries = write_bundle(ctx(), 0, progs, dir);
+  REQUIRE(entries.size() == 2);
+  ProgramCache cache(cldl::test::temp_dir("bundle-cache"), false);
+  cache.set_binary_bundle(dir, true);
+  auto p = cache.get(ctx().cl(), ctx().device(), "selftest.cl", "-DBUNDLE_TEST=1");
+  CHECK_NOTHROW(make_kernel(p, "fill_f32"));
+  cache.get(ctx().cl(), ctx().device(), "gemm.cl", "-DTRANS_A=1");
+  CHECK(cache.stats().binary_loads == 2);
+  CHECK(cache.stats().builds == 0);
+  // A program the bundle lacks is refused rather than compiled.
+  CHECK_THROWS_WITH_AS(cache.get(ctx().cl(), ctx().device(), "selftest.cl", "-DOTHER=1"),
+                       doctest::Contains("not in the binary bundle"), Error);
+  // A bundle for another device or driver is refused with a clear message.
+  {
+    std::ifstream in(dir + "/manifest.json");
+    std::string m((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto pos = m.find(ctx().device().info.driver_version);
+    REQUIRE(pos != std::string::npos);
+    m.replace(pos, ctx().device().info.driver_version.size(), "99.9-other");
+    std::ofstream(dir + "/manifest.json") << m;
+  }
+  CHECK_THROWS_WITH_AS(use_bundle(ctx().device(), dir), doctest::Contains("driver 99.9-other"), Error);
+  CHECK_THROWS_WITH_AS(use_bundle(ctx().device(), "/nonexistent-bundle"), doctest::Contains("no manifest.json"), Error);
+  std::filesystem::remove_all(dir);
+}
+}

@@ -12,6 +12,7 @@ void register_commands(CLI::App& app) {
   add_devices_command(app);
   add_selftest_command(app);
   add_bench_command(app);
+  add_compile_command(app);
 }
 
 }  // namespace cldl::cli

@@ -14,5 +14,6 @@ void set_exit_code(int code);
 void add_devices_command(CLI::App& app);
 void add_selftest_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_compile_command(CLI::App& app);
 
 }  // namespace cldl::cli

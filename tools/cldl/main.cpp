@@ -12,6 +12,14 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("cldl ") + CLDL_VERSION);
   app.require_subcommand(1);
   cldl::cli::register_commands(app);
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) known |= sub->check_name(argv[1]);
+    if (!known) {
+      std::fprintf(stderr, "cldl: unknown command '%s' (see cldl --help)\n", argv[1]);
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
