@@ -26,9 +26,8 @@ TEST_CASE("one Gemm op shared by four threads, each on its own queue and data") 
           Tensor da = ctx().upload(a), db = ctx().upload(b), dc = ctx().alloc({19, 23}, DType::f32);
           ExecutionContext ec(ctx().queue(0, 20 + t));
           gemm->run(da, db, dc, ec);
-          HostTensor c = ctx().download(dc);  // queue 0 — wait for this thread's queue first
-          ec.queue.finish();
-          c = ctx().download(dc);
+          ec.queue.finish();  // download() reads on queue 0: this thread's queue must be done first
+          HostTensor c = ctx().download(dc);
           for (int m = 0; m < 19; ++m)
             for (int n = 0; n < 23; ++n) {
               double want = 0;
