@@ -38,6 +38,12 @@
 #define A_PACKED 0
 #endif
 
+// Clang warns that float16 arguments of vload16/vstore16 change the ABI without AVX-512; the calls are
+// inlined, so the warning is noise on every PoCL build.
+#if defined(__clang__) && NR == 16
+#pragma clang diagnostic ignored "-Wpsabi"
+#endif
+
 #define CLDL_CAT_(a, b) a##b
 #define CLDL_CAT(a, b) CLDL_CAT_(a, b)
 #define VEC CLDL_CAT(float, NR)
@@ -80,35 +86,44 @@ __kernel void gemm_simple(int M, int N, int K, __global const float* A, long a_o
 }
 
 // Copies op(B) of every batch item into panels of NR columns: P[b][panel][k][NR], zero-padded past N,
-// so gemm_tile (B_PACKED=1) reads one aligned vector per k whatever the transpose and ldb.
-// NDRange: (NR * panels, K, batch_b).
+// so gemm_tile (B_PACKED=1) reads one aligned vector per k whatever the transpose and ldb. One
+// work-item writes one NR-wide row (a vector load when B is row-major and the panel is full).
+// NDRange: (panels, K, batch_b).
 __kernel void gemm_pack_b(int N, int K, __global const float* B, long b_off, int ldb, long stride_b,
                           __global float* P, long p_off) {
-  const int j = get_global_id(0);
+  const int panel = get_global_id(0);
   const int k = get_global_id(1);
   const int b = get_global_id(2);
   const int panels = (N + NR - 1) / NR;
-  if (j >= panels * NR || k >= K) return;
-  const int panel = j / NR, c = j % NR;
+  if (panel >= panels || k >= K) return;
+  const int n0 = panel * NR;
   B += b_off + b * stride_b;
-  P += p_off + ((long)b * panels * K + (long)panel * K + k) * NR + c;
-  *P = j < N ? B_AT(k, j) : 0.0f;
+  P += p_off + ((long)b * panels * K + (long)panel * K + k) * NR;
+#if !TRANS_B
+  if (n0 + NR <= N) {
+    VSTORE(VLOAD(0, B + (long)k * ldb + n0), 0, P);
+    return;
+  }
+#endif
+  for (int j = 0; j < NR; ++j) P[j] = n0 + j < N ? B_AT(k, n0 + j) : 0.0f;
 }
 
 // Copies op(A) of every batch item into panels of MR rows: P[b][panel][k][MR], zero-padded past M, so
-// gemm_tile (A_PACKED=1) reads the MR values of step k from one place with a single pointer.
-// NDRange: (MR * panels, K, batch_a).
+// gemm_tile (A_PACKED=1) reads the MR values of step k from one place with a single pointer. One
+// work-item writes the MR values of one (panel, k).
+// NDRange: (panels, K, batch_a).
 __kernel void gemm_pack_a(int M, int K, __global const float* A, long a_off, int lda, long stride_a,
                           __global float* P, long p_off) {
-  const int i = get_global_id(0);
+  const int panel = get_global_id(0);
   const int k = get_global_id(1);
   const int b = get_global_id(2);
   const int panels = (M + MR - 1) / MR;
-  if (i >= panels * MR || k >= K) return;
-  const int panel = i / MR, r = i % MR;
+  if (panel >= panels || k >= K) return;
+  const int m0 = panel * MR;
   A += a_off + b * stride_a;
-  P += p_off + ((long)b * panels * K + (long)panel * K + k) * MR + r;
-  *P = i < M ? A_AT(i, k) : 0.0f;
+  P += p_off + ((long)b * panels * K + (long)panel * K + k) * MR;
+#pragma unroll
+  for (int i = 0; i < MR; ++i) P[i] = m0 + i < M ? A_AT(m0 + i, k) : 0.0f;
 }
 
 // One step of the register block: acc[i] += A(row i, k) * (row k of the B panel), for all MR rows.

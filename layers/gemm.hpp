@@ -49,16 +49,19 @@ struct GemmConfig {
 // Inputs: A, B, [bias]; output: C (read too when beta != 0). Each tensor is used from its view offset
 // with the config's leading dimensions and strides; shapes are checked only for element counts.
 //
-// Provider choice (GemmProvider::automatic), documented heuristic until a tuning database exists:
-//   CPU devices            -> own kernel: gemm_tile with MR=6, NR=16 (float16 rows, 12 256-bit
-//                             accumulators), work-group size 1, B packed into panels when trans_b
-//                             (column gathers otherwise) or when ldb is a multiple of 1024 floats
-//                             (4 KiB strides alias in the caches); CLBlast's defaults reach ~0.1x
-//                             OpenBLAS on PoCL, the own kernel several times that.
-//   GPUs / accelerators    -> CLBlast (tuned per device by its own database).
-// algorithm() names the choice and its parameters ("own:tile mr=6 nr=16 packB", "clblast:gemm"), also
-// logged at debug level. Packing B needs workspace_bytes(); without a workspace tensor enqueue uses a
-// scratch buffer owned by the op (then one op object must not run on two queues at once).
+// Provider choice (GemmProvider::automatic), a documented heuristic until a tuning database exists:
+//   CPU devices          -> own kernel gemm_tile: MR=6 rows x NR=16 columns per work-item (float16 rows,
+//                           12 256-bit accumulators; NR=4 or 8 when N is that narrow), work-group size 1.
+//                           B is copied into NR-wide panels first when trans_b (each row of B^T would be
+//                           a gather) or when ldb is a multiple of 1024 floats (4 KiB strides alias in
+//                           the caches); A is copied into MR-tall panels when row-major with such an lda
+//                           (and reused by >= 4 panels of B). CLBlast with its default parameters
+//                           reaches ~0.1x OpenBLAS on PoCL; this kernel ~0.6-0.9x (`cldl bench gemm`).
+//   GPUs / accelerators  -> CLBlast (tuned per device by its own database).
+// algorithm() names the choice and its parameters ("own:tile mr=6 nr=16 local=1 packA packB",
+// "clblast:gemm +epilogue"), also logged at debug level. Packing needs workspace_bytes(); when enqueue
+// gets no workspace it uses a scratch buffer owned by the op (then one op object must not run on two
+// queues at once).
 class Gemm : public Op {
  public:
   static void validate(const GemmConfig& cfg);

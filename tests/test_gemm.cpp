@@ -48,6 +48,7 @@ void check_gemm(const GemmConfig& cfg, uint32_t seed, const char* expect_algo = 
 GemmConfig make(int64_t M, int64_t N, int64_t K, bool ta, bool tb, GemmProvider p = GemmProvider::own) {
   GemmConfig c;
   c.M = M, c.N = N, c.K = K, c.trans_a = ta, c.trans_b = tb, c.provider = p;
+  c.own.nr = 16;  // one vector width for most cases (fewer kernel builds); edges are then exercised too
   return c;
 }
 
@@ -137,25 +138,34 @@ TEST_CASE("CLBlast provider: transposes, batches, beta, and the bias/activation 
 
 TEST_CASE("automatic provider: own kernel on CPUs, named with its parameters, packing by shape") {
   GemmConfig c = make(64, 100, 40, false, false, GemmProvider::automatic);
+  c.own.nr = 0;
   if (ctx().device().info.type != DeviceType::cpu) {
     CHECK(Gemm::create(ctx(), 0, c)->algorithm().rfind("clblast", 0) == 0);
     return;
   }
-  // A reused by 7 B panels: packed into 11 panels of 6 rows (66 x 40 floats); B read in place.
+  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 local=1");
+  // Row-major A with a 4 KiB-multiple lda, reused by 7 B panels: packed into 11 panels of 6 rows
+  // (66 x 70 floats); B read in place.
+  c.K = 70, c.lda = 1024;
   auto g = Gemm::create(ctx(), 0, c);
   CHECK(g->algorithm() == "own:tile mr=6 nr=16 local=1 packA");
-  CHECK(g->workspace_bytes() == 66 * 40 * sizeof(float));
+  CHECK(g->workspace_bytes() == 66 * 70 * sizeof(float));
   c.beta = 0.5f, c.batch = 2;
   check_gemm(c, 600, "packA");
-  // trans_b packs B too: 7 panels of 16 columns (112 x 40 floats) after packed A.
+  // trans_b packs B too: 7 panels of 16 columns (112 x 70 floats) after packed A, per batch item.
   c.trans_b = true;
   auto gt = Gemm::create(ctx(), 0, c);
   CHECK(gt->algorithm() == "own:tile mr=6 nr=16 local=1 packA packB");
-  CHECK(gt->workspace_bytes() == 2 * (66 + 112) * 40 * sizeof(float));
+  CHECK(gt->workspace_bytes() == 2 * (66 + 112) * 70 * sizeof(float));
   check_gemm(c, 601, "packA packB");
-  // Skinny N (A used by one panel): A read in place.
+  // Packed A with a broadcast A (packed once) and explicit pack_a on an odd shape.
+  c = make(45, 70, 33, true, false);
+  c.own.pack_a = 1, c.batch = 3, c.stride_a = 0;
+  check_gemm(c, 602, "packA");
+  // Narrow N: float4 columns, A read in place.
   c = make(1000, 3, 257, false, false, GemmProvider::automatic);
-  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 local=1");
+  c.own.nr = 0;
+  check_gemm(c, 603, "own:tile mr=6 nr=4 local=1");
 }
 
 TEST_CASE("bad configurations name Gemm, the argument and the value") {
