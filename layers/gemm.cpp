@@ -8,12 +8,14 @@
 namespace cldl {
 
 namespace {
-// Variants built by `cldl compile` / warm-up: the CPU tile kernel for the plain and dense-layer
-// layouts (with the B-packing kernel), and the CLBlast epilogue.
-const ProgramVariants kGemmVariants("gemm.cl", {"-DTRANS_A=0 -DTRANS_B=0 -DBIAS=0 -DACT=0 -DMR=6 -DNR=16 -DB_PACKED=0",
-                                                "-DTRANS_A=0 -DTRANS_B=0 -DBIAS=0 -DACT=0 -DMR=6 -DNR=16 -DB_PACKED=1",
-                                                "-DTRANS_A=0 -DTRANS_B=1 -DBIAS=1 -DACT=0 -DMR=6 -DNR=16 -DB_PACKED=1",
-                                                "-DTRANS_A=0 -DTRANS_B=0 -DBIAS=1 -DACT=1 -DMR=6 -DNR=16 -DB_PACKED=0"});
+// Variants built by `cldl compile` / warm-up, spelled exactly as create() spells them for the CPU
+// defaults: plain row-major, square power-of-two (A and B packed), the dense layer (B^T + column bias)
+// and conv-as-GEMM (row bias + ReLU).
+const ProgramVariants kGemmVariants(
+    "gemm.cl", {"-DTRANS_A=0 -DTRANS_B=0 -DBIAS=0 -DACT=0 -DMR=6 -DNR=16 -DA_PACKED=0 -DB_PACKED=0",
+                "-DTRANS_A=0 -DTRANS_B=0 -DBIAS=0 -DACT=0 -DMR=6 -DNR=16 -DA_PACKED=1 -DB_PACKED=1",
+                "-DTRANS_A=0 -DTRANS_B=1 -DBIAS=1 -DACT=0 -DMR=6 -DNR=16 -DA_PACKED=0 -DB_PACKED=1",
+                "-DTRANS_A=0 -DTRANS_B=0 -DBIAS=2 -DACT=1 -DMR=6 -DNR=16 -DA_PACKED=0 -DB_PACKED=0"});
 
 int64_t batch_b(const GemmConfig& c) { return c.eff_stride_b() == 0 ? 1 : c.batch; }
 int64_t batch_a(const GemmConfig& c) { return c.eff_stride_a() == 0 ? 1 : c.batch; }
