@@ -85,45 +85,58 @@ __kernel void gemm_simple(int M, int N, int K, __global const float* A, long a_o
   C[m * ldc + n] = APPLY_ACT(v, act_a, act_b);
 }
 
+// Steps of K each pack work-item copies: a PACK_K x NR (or MR) block touches each source cache line
+// once whichever way the source is transposed.
+#define PACK_K 16
+
 // Copies op(B) of every batch item into panels of NR columns: P[b][panel][k][NR], zero-padded past N,
-// so gemm_tile (B_PACKED=1) reads one aligned vector per k whatever the transpose and ldb. One
-// work-item writes one NR-wide row (a vector load when B is row-major and the panel is full).
-// NDRange: (panels, K, batch_b).
+// so gemm_tile (B_PACKED=1) reads one aligned vector per k whatever the transpose and ldb.
+// NDRange: (panels, ceil(K / PACK_K), batch_b).
 __kernel void gemm_pack_b(int N, int K, __global const float* B, long b_off, int ldb, long stride_b,
                           __global float* P, long p_off) {
   const int panel = get_global_id(0);
-  const int k = get_global_id(1);
+  const int k0 = get_global_id(1) * PACK_K;
   const int b = get_global_id(2);
   const int panels = (N + NR - 1) / NR;
-  if (panel >= panels || k >= K) return;
-  const int n0 = panel * NR;
+  if (panel >= panels || k0 >= K) return;
+  const int n0 = panel * NR, kn = min(PACK_K, K - k0);
   B += b_off + b * stride_b;
-  P += p_off + ((long)b * panels * K + (long)panel * K + k) * NR;
-#if !TRANS_B
+  P += p_off + ((long)b * panels * K + (long)panel * K + k0) * NR;
+#if TRANS_B
+  // Column by column: each column of op(B) is a contiguous row of B.
+  for (int j = 0; j < NR; ++j)
+    for (int kk = 0; kk < kn; ++kk) P[kk * NR + j] = n0 + j < N ? B_AT(k0 + kk, n0 + j) : 0.0f;
+#else
   if (n0 + NR <= N) {
-    VSTORE(VLOAD(0, B + (long)k * ldb + n0), 0, P);
-    return;
+    for (int kk = 0; kk < kn; ++kk) VSTORE(VLOAD(0, B + (long)(k0 + kk) * ldb + n0), kk, P);
+  } else {
+    for (int kk = 0; kk < kn; ++kk)
+      for (int j = 0; j < NR; ++j) P[kk * NR + j] = n0 + j < N ? B_AT(k0 + kk, n0 + j) : 0.0f;
   }
 #endif
-  for (int j = 0; j < NR; ++j) P[j] = n0 + j < N ? B_AT(k, n0 + j) : 0.0f;
 }
 
 // Copies op(A) of every batch item into panels of MR rows: P[b][panel][k][MR], zero-padded past M, so
-// gemm_tile (A_PACKED=1) reads the MR values of step k from one place with a single pointer. One
-// work-item writes the MR values of one (panel, k).
-// NDRange: (panels, K, batch_a).
+// gemm_tile (A_PACKED=1) reads the MR values of step k from one place with a single pointer.
+// NDRange: (panels, ceil(K / PACK_K), batch_a).
 __kernel void gemm_pack_a(int M, int K, __global const float* A, long a_off, int lda, long stride_a,
                           __global float* P, long p_off) {
   const int panel = get_global_id(0);
-  const int k = get_global_id(1);
+  const int k0 = get_global_id(1) * PACK_K;
   const int b = get_global_id(2);
   const int panels = (M + MR - 1) / MR;
-  if (panel >= panels || k >= K) return;
-  const int m0 = panel * MR;
+  if (panel >= panels || k0 >= K) return;
+  const int m0 = panel * MR, kn = min(PACK_K, K - k0);
   A += a_off + b * stride_a;
-  P += p_off + ((long)b * panels * K + (long)panel * K + k) * MR;
-#pragma unroll
-  for (int i = 0; i < MR; ++i) P[i] = m0 + i < M ? A_AT(m0 + i, k) : 0.0f;
+  P += p_off + ((long)b * panels * K + (long)panel * K + k0) * MR;
+#if TRANS_A
+  for (int kk = 0; kk < kn; ++kk)
+    for (int i = 0; i < MR; ++i) P[kk * MR + i] = m0 + i < M ? A_AT(m0 + i, k0 + kk) : 0.0f;
+#else
+  // Row by row: each row of A is contiguous along k.
+  for (int i = 0; i < MR; ++i)
+    for (int kk = 0; kk < kn; ++kk) P[kk * MR + i] = m0 + i < M ? A_AT(m0 + i, k0 + kk) : 0.0f;
+#endif
 }
 
 // One step of the register block: acc[i] += A(row i, k) * (row k of the B panel), for all MR rows.

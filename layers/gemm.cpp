@@ -17,6 +17,8 @@ const ProgramVariants kGemmVariants(
                 "-DTRANS_A=0 -DTRANS_B=1 -DBIAS=1 -DACT=0 -DMR=6 -DNR=16 -DA_PACKED=0 -DB_PACKED=1",
                 "-DTRANS_A=0 -DTRANS_B=0 -DBIAS=2 -DACT=1 -DMR=6 -DNR=16 -DA_PACKED=0 -DB_PACKED=0"});
 
+constexpr int64_t kPackK = 16;  // PACK_K in kernels/gemm.cl
+
 int64_t batch_b(const GemmConfig& c) { return c.eff_stride_b() == 0 ? 1 : c.batch; }
 int64_t batch_a(const GemmConfig& c) { return c.eff_stride_a() == 0 ? 1 : c.batch; }
 
@@ -194,7 +196,7 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
       const int64_t panels = (c.M + int64_t(tile_m_) - 1) / int64_t(tile_m_);
       set_args(pack_a_kernel_, cl_int(c.M), cl_int(c.K), A.buffer, a_off, cl_int(c.eff_lda()), a_stride, ws->buffer,
                cl_long(ws->offset_elems()));
-      ec.enqueue_kernel(pack_a_kernel_, cl::NDRange(panels, c.K, batch_a(c)), cl::NullRange, "gemm_pack_a");
+      ec.enqueue_kernel(pack_a_kernel_, cl::NDRange(panels, (c.K + kPackK - 1) / kPackK, batch_a(c)), cl::NullRange, "gemm_pack_a");
       abuf = &ws->buffer;
       a_off = cl_long(ws->offset_elems());
       a_stride = c.eff_stride_a() == 0 ? 0 : cl_long(panels * c.K * tile_m_);
@@ -203,7 +205,7 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
       const int64_t panels = (c.N + int64_t(tile_n_) - 1) / int64_t(tile_n_);
       const cl_long off = cl_long(ws->offset_elems() + ws_b_offset_);
       set_args(pack_kernel_, cl_int(c.N), cl_int(c.K), B.buffer, b_off, cl_int(c.eff_ldb()), b_stride, ws->buffer, off);
-      ec.enqueue_kernel(pack_kernel_, cl::NDRange(panels, c.K, batch_b(c)), cl::NullRange, "gemm_pack_b");
+      ec.enqueue_kernel(pack_kernel_, cl::NDRange(panels, (c.K + kPackK - 1) / kPackK, batch_b(c)), cl::NullRange, "gemm_pack_b");
       bbuf = &ws->buffer;
       b_off = off;
       b_stride = c.eff_stride_b() == 0 ? 0 : cl_long(panels * c.K * tile_n_);
