@@ -155,21 +155,26 @@ inline VEC gemm_b_gather(__global const float* B, int ldb, int k, int n0, int N)
   return VLOAD(0, tmp);
 }
 
-// NDRange: (ceil(M / MR), ceil(N / NR), batch); any work-group size (1 on CPUs). Same arguments as
-// gemm_simple; with B_PACKED, B is the gemm_pack_b output and stride_b its per-batch stride.
+// NDRange: (ceil(M / (MR * mt)), ceil(N / NR), batch); any work-group size (1 on CPUs). Same arguments as
+// gemm_simple plus `mt`; with B_PACKED, B is the gemm_pack_b output and stride_b its per-batch stride.
 __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off, int lda, long stride_a,
                         __global const float* B, long b_off, int ldb, long stride_b, __global float* C,
                         long c_off, int ldc, long stride_c, float alpha, float beta,
-                        __global const float* bias, long bias_off, float act_a, float act_b) {
-  const int m0 = get_global_id(0) * MR;
+                        __global const float* bias, long bias_off, float act_a, float act_b, int mt) {
   const int panel = get_global_id(1);
   const int n0 = panel * NR;
   const int b = get_global_id(2);
-  if (m0 >= M || n0 >= N) return;
+  if (n0 >= N) return;
   A += a_off + b * stride_a;
   B += b_off + b * stride_b;
   C += c_off + b * stride_c;
 
+  // `mt` consecutive row blocks per work-item (a run-time count, so no extra builds): with small K one
+  // block is too little work next to the cost of starting a work-group on a CPU.
+  for (int t = 0; t < mt; ++t) {
+  const int mpanel = get_global_id(0) * mt + t;
+  const int m0 = mpanel * MR;
+  if (m0 >= M) return;
   VEC acc[MR];
 #pragma unroll
   for (int i = 0; i < MR; ++i) acc[i] = (VEC)(0.0f);
@@ -177,7 +182,7 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
   // branches. The loops are written out here rather than in a helper function so the accumulators
   // stay in registers (PoCL does not always inline).
 #if A_PACKED
-  __global const float* ap = A + (long)get_global_id(0) * K * MR;
+  __global const float* ap = A + (long)mpanel * K * MR;
 #define A_K(i, k) ap[(k) * MR + (i)]
 #else
   int rows[MR];
@@ -221,6 +226,8 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
       }
     }
   }
+#undef A_K
+  }  // row blocks
 }
 
 // Bias and activation after a provider that has no epilogue (CLBlast): C = act(C + bias) in place.

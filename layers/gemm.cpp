@@ -1,6 +1,8 @@
 // Gemm op: validation, provider choice (own kernel or CLBlast) and enqueue.
 #include "layers/gemm.hpp"
 
+#include <algorithm>
+
 #include <clblast.h>
 
 #include "runtime/log.hpp"
@@ -53,6 +55,7 @@ void Gemm::validate(const GemmConfig& c) {
   if (o.pack_b < -1 || o.pack_b > 1) invalid("Gemm", "own.pack_b must be -1, 0 or 1, got {}", o.pack_b);
   if (o.pack_a < -1 || o.pack_a > 1) invalid("Gemm", "own.pack_a must be -1, 0 or 1, got {}", o.pack_a);
   if (o.local < 0) invalid("Gemm", "own.local must be >= 0, got {}", o.local);
+  if (o.mt < 0 || o.mt > 64) invalid("Gemm", "own.mt must be 1..64 (0 = auto), got {}", o.mt);
 }
 
 Gemm::Gemm(Context& ctx, int device, GemmConfig cfg) : ctx_(&ctx), device_(device), cfg_(std::move(cfg)) {}
@@ -86,10 +89,14 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
     // cache sets (1024^3 runs ~2x faster packed); otherwise reading in place wins (measured on PoCL:
     // the extra pass over A costs more than it saves), and A^T already gives MR contiguous values.
     if (o.pack_a < 0) o.pack_a = !cfg.trans_a && cfg.eff_lda() % 1024 == 0 && cfg.K >= 64 && cfg.N >= 4 * o.nr ? 1 : 0;
+    // About 64K multiply-adds per work-item at least: PoCL starts each work-group on a thread, which
+    // costs about as much as a 6x16x64 block.
+    if (o.mt == 0) o.mt = cpu ? int(std::clamp<int64_t>(65536 / (int64_t(o.mr) * o.nr * cfg.K), 1, 8)) : 1;
     if (o.local == 0) o.local = cpu ? 1 : 16;
     g->tile_m_ = size_t(o.mr);
     g->tile_n_ = size_t(o.nr);
     g->local_ = size_t(o.local);
+    g->mt_ = size_t(o.mt);
     g->pack_b_ = o.pack_b == 1;
     g->pack_a_ = o.pack_a == 1;
     g->cfg_.own = o;
@@ -108,7 +115,7 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
       floats += size_t(batch_b(cfg) * ((cfg.N + o.nr - 1) / o.nr) * cfg.K * o.nr);
     }
     g->workspace_bytes_ = floats * sizeof(float);
-    g->algorithm_ = fmt::format("own:tile mr={} nr={} local={}{}{}", o.mr, o.nr, o.local, g->pack_a_ ? " packA" : "",
+    g->algorithm_ = fmt::format("own:tile mr={} nr={} mt={} local={}{}{}", o.mr, o.nr, o.mt, o.local, g->pack_a_ ? " packA" : "",
                                 g->pack_b_ ? " packB" : "");
   }
   log::debug("Gemm {}x{}x{} batch {} trans {}{} on {}: {}", cfg.M, cfg.N, cfg.K, cfg.batch, int(cfg.trans_a),
@@ -214,8 +221,8 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
   cl::Kernel& k = kernel_;
   set_args(k, cl_int(c.M), cl_int(c.N), cl_int(c.K), *abuf, a_off, cl_int(c.eff_lda()), a_stride, *bbuf, b_off, cl_int(c.eff_ldb()), b_stride, C.buffer,
            cl_long(C.offset_elems()), cl_int(c.eff_ldc()), cl_long(c.eff_stride_c()), c.alpha, c.beta, bias.buffer,
-           cl_long(bias.offset_elems()), c.act.alpha, c.act.beta);
-  const size_t gm = round_up((c.M + tile_m_ - 1) / tile_m_, local_);
+           cl_long(bias.offset_elems()), c.act.alpha, c.act.beta, cl_int(mt_));
+  const size_t gm = round_up(((c.M + tile_m_ - 1) / tile_m_ + mt_ - 1) / mt_, local_);
   const size_t gn = (c.N + tile_n_ - 1) / tile_n_;
   ec.enqueue_kernel(k, cl::NDRange(gm, gn, c.batch), cl::NDRange(local_, 1, 1), "gemm_tile");
 }

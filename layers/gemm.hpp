@@ -20,6 +20,7 @@ struct GemmOwnParams {
   int nr = 0;        // columns of C per work-item = vector width: 4, 8 or 16
   int pack_b = -1;   // 1: copy op(B) into NR-wide panels in the workspace first; 0: read B in place
   int pack_a = -1;   // 1: copy op(A) into MR-tall panels in the workspace first; 0: read A in place
+  int mt = 0;        // row blocks per work-item (more work per work-group when K is small)
   int local = 0;     // work-group size along M (1 on CPUs, where each work-group runs on one thread)
 };
 
@@ -55,10 +56,11 @@ struct GemmConfig {
 //                           B is copied into NR-wide panels first when trans_b (each row of B^T would be
 //                           a gather) or when ldb is a multiple of 1024 floats (4 KiB strides alias in
 //                           the caches); A is copied into MR-tall panels when row-major with such an lda
-//                           (and reused by >= 4 panels of B). CLBlast with its default parameters
+//                           (and reused by >= 4 panels of B). Each work-item does mt = 1..8 row blocks
+//                           so it has ~64K multiply-adds at least (small K). CLBlast with its default parameters
 //                           reaches ~0.1x OpenBLAS on PoCL; this kernel ~0.6-0.9x (`cldl bench gemm`).
 //   GPUs / accelerators  -> CLBlast (tuned per device by its own database).
-// algorithm() names the choice and its parameters ("own:tile mr=6 nr=16 local=1 packA packB",
+// algorithm() names the choice and its parameters ("own:tile mr=6 nr=16 mt=1 local=1 packA packB",
 // "clblast:gemm +epilogue"), also logged at debug level. Packing needs workspace_bytes(); when enqueue
 // gets no workspace it uses a scratch buffer owned by the op (then one op object must not run on two
 // queues at once).
@@ -85,7 +87,7 @@ class Gemm : public Op {
   cl::Kernel kernel_;       // gemm_tile (own) or gemm_epilogue (CLBlast with bias / activation)
   cl::Kernel pack_kernel_;    // gemm_pack_b when B is packed
   cl::Kernel pack_a_kernel_;  // gemm_pack_a when A is packed
-  size_t tile_m_ = 1, tile_n_ = 1, local_ = 1;
+  size_t tile_m_ = 1, tile_n_ = 1, local_ = 1, mt_ = 1;
   bool clblast_ = false, pack_b_ = false, pack_a_ = false;
   size_t workspace_bytes_ = 0, ws_b_offset_ = 0;  // workspace: [packed A][packed B] (floats)
   Tensor scratch_;  // workspace used when enqueue gets none

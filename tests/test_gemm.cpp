@@ -143,19 +143,19 @@ TEST_CASE("automatic provider: own kernel on CPUs, named with its parameters, pa
     CHECK(Gemm::create(ctx(), 0, c)->algorithm().rfind("clblast", 0) == 0);
     return;
   }
-  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 local=1");
+  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 mt=8 local=1");
   // Row-major A with a 4 KiB-multiple lda, reused by 7 B panels: packed into 11 panels of 6 rows
   // (66 x 70 floats); B read in place.
   c.K = 70, c.lda = 1024;
   auto g = Gemm::create(ctx(), 0, c);
-  CHECK(g->algorithm() == "own:tile mr=6 nr=16 local=1 packA");
+  CHECK(g->algorithm() == "own:tile mr=6 nr=16 mt=8 local=1 packA");
   CHECK(g->workspace_bytes() == 66 * 70 * sizeof(float));
   c.beta = 0.5f, c.batch = 2;
   check_gemm(c, 600, "packA");
   // trans_b packs B too: 7 panels of 16 columns (112 x 70 floats) after packed A, per batch item.
   c.trans_b = true;
   auto gt = Gemm::create(ctx(), 0, c);
-  CHECK(gt->algorithm() == "own:tile mr=6 nr=16 local=1 packA packB");
+  CHECK(gt->algorithm() == "own:tile mr=6 nr=16 mt=8 local=1 packA packB");
   CHECK(gt->workspace_bytes() == 2 * (66 + 112) * 70 * sizeof(float));
   check_gemm(c, 601, "packA packB");
   // Packed A with a broadcast A (packed once) and explicit pack_a on an odd shape.
@@ -165,7 +165,7 @@ TEST_CASE("automatic provider: own kernel on CPUs, named with its parameters, pa
   // Narrow N: float4 columns, A read in place.
   c = make(1000, 3, 257, false, false, GemmProvider::automatic);
   c.own.nr = 0;
-  check_gemm(c, 603, "own:tile mr=6 nr=4 local=1");
+  check_gemm(c, 603, "own:tile mr=6 nr=4 mt=8 local=1");
 }
 
 TEST_CASE("bad configurations name Gemm, the argument and the value") {

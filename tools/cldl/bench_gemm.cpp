@@ -1,6 +1,6 @@
 // `cldl bench gemm`: SGEMM GFLOP/s of the own kernel and CLBlast against OpenBLAS (the peer) in the
 // same run, with the ratio own / OpenBLAS. Settings: --set openblas_threads=N (default: the device's
-// compute units, so both sides use the same cores), --set mr=.. nr=.. pack_a=0|1 pack_b=0|1 (own kernel),
+// compute units, so both sides use the same cores), --set mr=.. nr=.. pack_a=0|1 pack_b=0|1 local=.. mt=.. (own kernel),
 // --set clblast=0 (skip CLBlast, which is slow with its default parameters on CPUs).
 #include <algorithm>
 #include <chrono>
@@ -50,6 +50,8 @@ void run_gemm(Context& ctx, const Options& opts, Reporter& rep) {
     cfg.own.nr = setting(opts, "nr", 0);
     cfg.own.pack_b = setting(opts, "pack_b", -1);
     cfg.own.pack_a = setting(opts, "pack_a", -1);
+    cfg.own.local = setting(opts, "local", 0);
+    cfg.own.mt = setting(opts, "mt", 0);
     std::vector<float> ha(size_t(cs.M * cs.K)), hb(size_t(cs.K * cs.N)), hc(size_t(cs.M * cs.N));
     for (size_t i = 0; i < ha.size(); ++i) ha[i] = float(int(i * 7 % 13) - 6) / 8.0f;
     for (size_t i = 0; i < hb.size(); ++i) hb[i] = float(int(i * 5 % 11) - 5) / 8.0f;
