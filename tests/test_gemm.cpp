@@ -168,6 +168,40 @@ TEST_CASE("automatic provider: own kernel on CPUs, named with its parameters, pa
   check_gemm(c, 603, "own:tile mr=6 nr=4 mt=8 local=1");
 }
 
+TEST_CASE("tensor views with offsets and an explicit workspace view, own and CLBlast") {
+  // Every tensor (and the workspace) starts inside a larger buffer; packing A and B both on.
+  for (GemmProvider p : {GemmProvider::own, GemmProvider::clblast}) {
+    GemmConfig c = make(45, 70, 33, false, true, p);
+    c.own.pack_a = 1, c.bias = GemmBias::per_col, c.act = Activation(Act::relu), c.beta = 0.5f, c.batch = 2;
+    auto g = Gemm::create(ctx(), 0, c);
+    CAPTURE(g->algorithm());
+    const int64_t na = 2 * 45 * 33, nb = 2 * 70 * 33, nc = 2 * 45 * 70, offs[] = {5, 17, 3, 11, 7};
+    HostTensor a = test::random_tensor(Shape{na}, 700), b = test::random_tensor(Shape{nb}, 701),
+               cc = test::random_tensor(Shape{nc}, 702), bias = test::random_tensor(Shape{70}, 703);
+    std::vector<float> want(cc.as<float>(), cc.as<float>() + nc);
+    ref::gemm(c, a.as<float>(), b.as<float>(), want.data(), bias.as<float>());
+    auto view = [&](const HostTensor& h, int64_t off) {
+      Tensor big = ctx().alloc(Shape{h.numel() + off + 9}, DType::f32);
+      Tensor v = big.slice_elems(off, h.numel(), h.shape());
+      auto ec = ctx().exec();
+      ctx().write_async(v, h.data(), h.bytes(), ec);
+      ctx().finish();
+      return v;
+    };
+    Tensor da = view(a, offs[0]), db = view(b, offs[1]), dc = view(cc, offs[2]), dbias = view(bias, offs[3]);
+    Tensor ws;
+    if (g->workspace_bytes()) {
+      Tensor wbig = ctx().alloc(Shape{int64_t(g->workspace_bytes() / 4) + 64}, DType::f32);
+      ws = wbig.slice_elems(offs[4], int64_t(g->workspace_bytes() / 4), Shape{int64_t(g->workspace_bytes() / 4)});
+    }
+    Tensor in[3] = {da, db, dbias}, out[1] = {dc};
+    auto ec = ctx().exec();
+    g->enqueue(in, out, ws.valid() ? &ws : nullptr, ec);
+    HostTensor got = ctx().download(dc);
+    CLDL_CHECK_CLOSE(got.as<float>(), want.data(), size_t(nc), 1e-4, 1e-5 * 33);
+  }
+}
+
 TEST_CASE("bad configurations name Gemm, the argument and the value") {
   auto expect = [](GemmConfig c, std::initializer_list<const char*> parts) {
     try {
