@@ -1,9 +1,9 @@
 // Gemm op: validation, provider choice (own kernel or CLBlast) and enqueue.
 #include "layers/gemm.hpp"
 
-#include <algorithm>
-
 #include <clblast.h>
+
+#include <algorithm>
 
 #include "runtime/log.hpp"
 
@@ -51,7 +51,8 @@ void Gemm::validate(const GemmConfig& c) {
     invalid("Gemm", "leading dimensions above 2^31 are not supported");
   const auto& o = c.own;
   if (o.mr < 0 || o.mr > 8) invalid("Gemm", "own.mr must be 1..8 (0 = auto), got {}", o.mr);
-  if (o.nr != 0 && o.nr != 4 && o.nr != 8 && o.nr != 16) invalid("Gemm", "own.nr must be 4, 8 or 16 (0 = auto), got {}", o.nr);
+  if (o.nr != 0 && o.nr != 4 && o.nr != 8 && o.nr != 16)
+    invalid("Gemm", "own.nr must be 4, 8 or 16 (0 = auto), got {}", o.nr);
   if (o.pack_b < -1 || o.pack_b > 1) invalid("Gemm", "own.pack_b must be -1, 0 or 1, got {}", o.pack_b);
   if (o.pack_a < -1 || o.pack_a > 1) invalid("Gemm", "own.pack_a must be -1, 0 or 1, got {}", o.pack_a);
   if (o.local < 0) invalid("Gemm", "own.local must be >= 0, got {}", o.local);
@@ -73,8 +74,8 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
     g->clblast_ = true;
     bool epi = cfg.bias != GemmBias::none || cfg.act.kind != Act::none;
     if (epi) g->kernel_ = make_kernel(ctx.program("gemm.cl", base, device), "gemm_epilogue");
-    g->algorithm_ = fmt::format("clblast:{}{}", cfg.batch > 1 ? "gemm_strided_batched" : "gemm",
-                                epi ? " +epilogue" : "");
+    g->algorithm_ =
+        fmt::format("clblast:{}{}", cfg.batch > 1 ? "gemm_strided_batched" : "gemm", epi ? " +epilogue" : "");
   } else {
     GemmOwnParams o = cfg.own;
     // Register block: 6 rows x 16 columns = 12 AVX accumulators on CPUs; small blocks elsewhere, where the
@@ -115,8 +116,8 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
       floats += size_t(batch_b(cfg) * ((cfg.N + o.nr - 1) / o.nr) * cfg.K * o.nr);
     }
     g->workspace_bytes_ = floats * sizeof(float);
-    g->algorithm_ = fmt::format("own:tile mr={} nr={} mt={} local={}{}{}", o.mr, o.nr, o.mt, o.local, g->pack_a_ ? " packA" : "",
-                                g->pack_b_ ? " packB" : "");
+    g->algorithm_ = fmt::format("own:tile mr={} nr={} mt={} local={}{}{}", o.mr, o.nr, o.mt, o.local,
+                                g->pack_a_ ? " packA" : "", g->pack_b_ ? " packB" : "");
   }
   log::debug("Gemm {}x{}x{} batch {} trans {}{} on {}: {}", cfg.M, cfg.N, cfg.K, cfg.batch, int(cfg.trans_a),
              int(cfg.trans_b), info.name, g->algorithm_);
@@ -144,7 +145,11 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
   auto need = [&](int64_t stride, int64_t rows, int64_t cols, int64_t ld) {
     return stride * (c.batch - 1) + (rows - 1) * ld + cols;
   };
-  struct Req { const Tensor* t; const char* name; int64_t n; };
+  struct Req {
+    const Tensor* t;
+    const char* name;
+    int64_t n;
+  };
   const Req reqs[] = {{&A, "A", need(c.eff_stride_a(), c.trans_a ? c.K : c.M, c.trans_a ? c.M : c.K, c.eff_lda())},
                       {&B, "B", need(c.eff_stride_b(), c.trans_b ? c.N : c.K, c.trans_b ? c.K : c.N, c.eff_ldb())},
                       {&C, "C", need(c.eff_stride_c(), c.M, c.N, c.eff_ldc())}};
@@ -196,14 +201,16 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
     const Tensor* ws = workspace;
     if (!ws || ws->bytes() < workspace_bytes_) {
       if (workspace) invalid("Gemm", "workspace has {} bytes, needs {}", workspace->bytes(), workspace_bytes_);
-      if (!scratch_.valid()) scratch_ = ctx_->alloc(Shape{int64_t(workspace_bytes_ / sizeof(float))}, DType::f32, device_);
+      if (!scratch_.valid())
+        scratch_ = ctx_->alloc(Shape{int64_t(workspace_bytes_ / sizeof(float))}, DType::f32, device_);
       ws = &scratch_;
     }
     if (pack_a_) {
       const int64_t panels = (c.M + int64_t(tile_m_) - 1) / int64_t(tile_m_);
       set_args(pack_a_kernel_, cl_int(c.M), cl_int(c.K), A.buffer, a_off, cl_int(c.eff_lda()), a_stride, ws->buffer,
                cl_long(ws->offset_elems()));
-      ec.enqueue_kernel(pack_a_kernel_, cl::NDRange(panels, (c.K + kPackK - 1) / kPackK, batch_a(c)), cl::NullRange, "gemm_pack_a");
+      ec.enqueue_kernel(pack_a_kernel_, cl::NDRange(panels, (c.K + kPackK - 1) / kPackK, batch_a(c)), cl::NullRange,
+                        "gemm_pack_a");
       abuf = &ws->buffer;
       a_off = cl_long(ws->offset_elems());
       a_stride = c.eff_stride_a() == 0 ? 0 : cl_long(panels * c.K * tile_m_);
@@ -212,16 +219,18 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
       const int64_t panels = (c.N + int64_t(tile_n_) - 1) / int64_t(tile_n_);
       const cl_long off = cl_long(ws->offset_elems() + ws_b_offset_);
       set_args(pack_kernel_, cl_int(c.N), cl_int(c.K), B.buffer, b_off, cl_int(c.eff_ldb()), b_stride, ws->buffer, off);
-      ec.enqueue_kernel(pack_kernel_, cl::NDRange(panels, (c.K + kPackK - 1) / kPackK, batch_b(c)), cl::NullRange, "gemm_pack_b");
+      ec.enqueue_kernel(pack_kernel_, cl::NDRange(panels, (c.K + kPackK - 1) / kPackK, batch_b(c)), cl::NullRange,
+                        "gemm_pack_b");
       bbuf = &ws->buffer;
       b_off = off;
       b_stride = c.eff_stride_b() == 0 ? 0 : cl_long(panels * c.K * tile_n_);
     }
   }
   cl::Kernel& k = kernel_;
-  set_args(k, cl_int(c.M), cl_int(c.N), cl_int(c.K), *abuf, a_off, cl_int(c.eff_lda()), a_stride, *bbuf, b_off, cl_int(c.eff_ldb()), b_stride, C.buffer,
-           cl_long(C.offset_elems()), cl_int(c.eff_ldc()), cl_long(c.eff_stride_c()), c.alpha, c.beta, bias.buffer,
-           cl_long(bias.offset_elems()), c.act.alpha, c.act.beta, cl_int(mt_));
+  set_args(k, cl_int(c.M), cl_int(c.N), cl_int(c.K), *abuf, a_off, cl_int(c.eff_lda()), a_stride, *bbuf, b_off,
+           cl_int(c.eff_ldb()), b_stride, C.buffer, cl_long(C.offset_elems()), cl_int(c.eff_ldc()),
+           cl_long(c.eff_stride_c()), c.alpha, c.beta, bias.buffer, cl_long(bias.offset_elems()), c.act.alpha,
+           c.act.beta, cl_int(mt_));
   const size_t gm = round_up(((c.M + tile_m_ - 1) / tile_m_ + mt_ - 1) / mt_, local_);
   const size_t gn = (c.N + tile_n_ - 1) / tile_n_;
   ec.enqueue_kernel(k, cl::NDRange(gm, gn, c.batch), cl::NDRange(local_, 1, 1), "gemm_tile");

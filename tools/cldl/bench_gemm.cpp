@@ -1,7 +1,8 @@
 // `cldl bench gemm`: SGEMM GFLOP/s of the own kernel and CLBlast against OpenBLAS (the peer) in the
-// same run, with the ratio own / OpenBLAS. Settings: --set openblas_threads=N (default: the device's
-// compute units, so both sides use the same cores), --set mr=.. nr=.. pack_a=0|1 pack_b=0|1 local=.. mt=.. (own kernel),
-// --set clblast=0 (skip CLBlast, which is slow with its default parameters on CPUs).
+// same run, with the ratio own / OpenBLAS. Settings (--set key=value):
+//   openblas_threads=N   default: the device's compute units, so both sides use the same cores
+//   mr, nr, mt, local, pack_a=0|1, pack_b=0|1   own-kernel parameters (default: Gemm's heuristic)
+//   clblast=0            skip CLBlast (slow with its default parameters on CPUs)
 #include <algorithm>
 #include <chrono>
 #include <functional>
