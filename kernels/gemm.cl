@@ -1,5 +1,20 @@
-// GEMM: C = act(alpha * op(A) * op(B) + beta * C + bias), row-major, strided batch on dimension 2.
-// Macros: TRANS_A, TRANS_B (0/1), BIAS (0 none, 1 per column, 2 per row), ACT (see common.cl).
+// GEMM: C = act(alpha * op(A) * op(B) + beta * C + bias), row-major, strided batch on the last NDRange
+// dimension (stride 0 = the same matrix for every batch item).
+//
+// Macros (defaults are correct on any device):
+//   TRANS_A, TRANS_B  0/1: A stored K x M / B stored N x K
+//   BIAS              0 none, 1 per column (length N), 2 per row (length M)
+//   ACT               activation number (common.cl)
+//   MR                rows of C per work-item in gemm_tile (register block), 1..8
+//   NR                columns of C per work-item in gemm_tile: the vector width, 4, 8 or 16
+//   B_PACKED          gemm_tile reads B from the panel layout written by gemm_pack_b
+//   A_PACKED          gemm_tile reads A from the panel layout written by gemm_pack_a
+//
+// gemm_tile is the fast kernel: every work-item keeps an MR x NR block of C in MR vector registers and
+// walks K once, loading one contiguous NR-wide row of B and MR scalars of A per step. That shape suits
+// CPUs (PoCL runs one work-group per thread and vectorises only up to 256 bits on its own, so explicit
+// float8/float16 rows are what fill the FMA units) and needs neither local memory nor barriers.
+// gemm_simple is the reference-grade kernel (one output per work-item).
 
 #ifndef TRANS_A
 #define TRANS_A 0
@@ -10,16 +25,40 @@
 #ifndef BIAS
 #define BIAS 0
 #endif
+#ifndef MR
+#define MR 4
+#endif
+#ifndef NR
+#define NR 8
+#endif
+#ifndef B_PACKED
+#define B_PACKED 0
+#endif
+#ifndef A_PACKED
+#define A_PACKED 0
+#endif
+
+// Clang warns that float16 arguments of vload16/vstore16 change the ABI without AVX-512; the calls are
+// inlined, so the warning is noise on every PoCL build.
+#if defined(__clang__) && NR == 16
+#pragma clang diagnostic ignored "-Wpsabi"
+#endif
+
+#define CLDL_CAT_(a, b) a##b
+#define CLDL_CAT(a, b) CLDL_CAT_(a, b)
+#define VEC CLDL_CAT(float, NR)
+#define VLOAD CLDL_CAT(vload, NR)
+#define VSTORE CLDL_CAT(vstore, NR)
 
 #if TRANS_A
-#define A_AT(m, k) A[(k) * lda + (m)]
+#define A_AT(m, k) A[(k) * (long)lda + (m)]
 #else
-#define A_AT(m, k) A[(m) * lda + (k)]
+#define A_AT(m, k) A[(m) * (long)lda + (k)]
 #endif
 #if TRANS_B
-#define B_AT(k, n) B[(n) * ldb + (k)]
+#define B_AT(k, n) B[(n) * (long)ldb + (k)]
 #else
-#define B_AT(k, n) B[(k) * ldb + (n)]
+#define B_AT(k, n) B[(k) * (long)ldb + (n)]
 #endif
 
 // Reference-grade kernel: one output per work-item. Correct on any device and any shape.
@@ -44,4 +83,167 @@ __kernel void gemm_simple(int M, int N, int K, __global const float* A, long a_o
   v += bias[bias_off + m];
 #endif
   C[m * ldc + n] = APPLY_ACT(v, act_a, act_b);
+}
+
+// Steps of K each pack work-item copies: a PACK_K x NR (or MR) block touches each source cache line
+// once whichever way the source is transposed.
+#define PACK_K 16
+
+// Copies op(B) of every batch item into panels of NR columns: P[b][panel][k][NR], zero-padded past N,
+// so gemm_tile (B_PACKED=1) reads one aligned vector per k whatever the transpose and ldb.
+// NDRange: (panels, ceil(K / PACK_K), batch_b).
+__kernel void gemm_pack_b(int N, int K, __global const float* B, long b_off, int ldb, long stride_b,
+                          __global float* P, long p_off) {
+  const int panel = get_global_id(0);
+  const int k0 = get_global_id(1) * PACK_K;
+  const int b = get_global_id(2);
+  const int panels = (N + NR - 1) / NR;
+  if (panel >= panels || k0 >= K) return;
+  const int n0 = panel * NR, kn = min(PACK_K, K - k0);
+  B += b_off + b * stride_b;
+  P += p_off + ((long)b * panels * K + (long)panel * K + k0) * NR;
+#if TRANS_B
+  // Column by column: each column of op(B) is a contiguous row of B.
+  for (int j = 0; j < NR; ++j)
+    for (int kk = 0; kk < kn; ++kk) P[kk * NR + j] = n0 + j < N ? B_AT(k0 + kk, n0 + j) : 0.0f;
+#else
+  if (n0 + NR <= N) {
+    for (int kk = 0; kk < kn; ++kk) VSTORE(VLOAD(0, B + (long)(k0 + kk) * ldb + n0), kk, P);
+  } else {
+    for (int kk = 0; kk < kn; ++kk)
+      for (int j = 0; j < NR; ++j) P[kk * NR + j] = n0 + j < N ? B_AT(k0 + kk, n0 + j) : 0.0f;
+  }
+#endif
+}
+
+// Copies op(A) of every batch item into panels of MR rows: P[b][panel][k][MR], zero-padded past M, so
+// gemm_tile (A_PACKED=1) reads the MR values of step k from one place with a single pointer.
+// NDRange: (panels, ceil(K / PACK_K), batch_a).
+__kernel void gemm_pack_a(int M, int K, __global const float* A, long a_off, int lda, long stride_a,
+                          __global float* P, long p_off) {
+  const int panel = get_global_id(0);
+  const int k0 = get_global_id(1) * PACK_K;
+  const int b = get_global_id(2);
+  const int panels = (M + MR - 1) / MR;
+  if (panel >= panels || k0 >= K) return;
+  const int m0 = panel * MR, kn = min(PACK_K, K - k0);
+  A += a_off + b * stride_a;
+  P += p_off + ((long)b * panels * K + (long)panel * K + k0) * MR;
+#if TRANS_A
+  for (int kk = 0; kk < kn; ++kk)
+    for (int i = 0; i < MR; ++i) P[kk * MR + i] = m0 + i < M ? A_AT(m0 + i, k0 + kk) : 0.0f;
+#else
+  // Row by row: each row of A is contiguous along k.
+  for (int i = 0; i < MR; ++i)
+    for (int kk = 0; kk < kn; ++kk) P[kk * MR + i] = m0 + i < M ? A_AT(m0 + i, k0 + kk) : 0.0f;
+#endif
+}
+
+// One step of the register block: acc[i] += A(row i, k) * (row k of the B panel), for all MR rows.
+#define GEMM_RANK1(bvec)                                                      \
+  do {                                                                        \
+    const VEC b_ = (bvec);                                                    \
+    _Pragma("unroll") for (int i = 0; i < MR; ++i)                           \
+      acc[i] = fma((VEC)(A_K(i, k)), b_, acc[i]);                             \
+  } while (0)
+
+// Reads row k of the NR-wide B panel at column n0 into a vector, zero past N (edge panels and TRANS_B).
+inline VEC gemm_b_gather(__global const float* B, int ldb, int k, int n0, int N) {
+  float tmp[NR];
+#pragma unroll
+  for (int j = 0; j < NR; ++j) tmp[j] = n0 + j < N ? B_AT(k, n0 + j) : 0.0f;
+  return VLOAD(0, tmp);
+}
+
+// NDRange: (ceil(M / (MR * mt)), ceil(N / NR), batch); any work-group size (1 on CPUs). Same arguments as
+// gemm_simple plus `mt`; with B_PACKED, B is the gemm_pack_b output and stride_b its per-batch stride.
+__kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off, int lda, long stride_a,
+                        __global const float* B, long b_off, int ldb, long stride_b, __global float* C,
+                        long c_off, int ldc, long stride_c, float alpha, float beta,
+                        __global const float* bias, long bias_off, float act_a, float act_b, int mt) {
+  const int panel = get_global_id(1);
+  const int n0 = panel * NR;
+  const int b = get_global_id(2);
+  if (n0 >= N) return;
+  A += a_off + b * stride_a;
+  B += b_off + b * stride_b;
+  C += c_off + b * stride_c;
+
+  // `mt` consecutive row blocks per work-item (a run-time count, so no extra builds): with small K one
+  // block is too little work next to the cost of starting a work-group on a CPU.
+  for (int t = 0; t < mt; ++t) {
+  const int mpanel = get_global_id(0) * mt + t;
+  const int m0 = mpanel * MR;
+  if (m0 >= M) return;
+  VEC acc[MR];
+#pragma unroll
+  for (int i = 0; i < MR; ++i) acc[i] = (VEC)(0.0f);
+  // Rows past M are clamped to M - 1 (computed, then dropped by the epilogue) so the K loop has no
+  // branches. The loops are written out here rather than in a helper function so the accumulators
+  // stay in registers (PoCL does not always inline).
+#if A_PACKED
+  __global const float* ap = A + (long)mpanel * K * MR;
+#define A_K(i, k) ap[(k) * MR + (i)]
+#else
+  int rows[MR];
+#pragma unroll
+  for (int i = 0; i < MR; ++i) rows[i] = min(m0 + i, M - 1);
+#define A_K(i, k) A_AT(rows[i], k)
+#endif
+#if B_PACKED
+  __global const float* bp = B + (long)panel * K * NR;
+  for (int k = 0; k < K; ++k) GEMM_RANK1(VLOAD(0, bp + (long)k * NR));
+#elif TRANS_B
+  for (int k = 0; k < K; ++k) GEMM_RANK1(gemm_b_gather(B, ldb, k, n0, N));
+#else
+  if (n0 + NR <= N) {
+    for (int k = 0; k < K; ++k) GEMM_RANK1(VLOAD(0, B + (long)k * ldb + n0));
+  } else {
+    for (int k = 0; k < K; ++k) GEMM_RANK1(gemm_b_gather(B, ldb, k, n0, N));
+  }
+#endif
+
+  // Epilogue, scalar per element: O(M*N) work next to O(M*N*K), and it keeps every edge simple.
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+    const int m = m0 + i;
+    if (m < M) {
+      float out[NR];
+      VSTORE(acc[i], 0, out);
+      __global float* crow = C + (long)m * ldc;
+      for (int j = 0; j < NR; ++j) {
+        const int n = n0 + j;
+        if (n < N) {
+          float v = alpha * out[j];
+          if (beta != 0.0f) v += beta * crow[n];
+#if BIAS == 1
+          v += bias[bias_off + n];
+#elif BIAS == 2
+          v += bias[bias_off + m];
+#endif
+          crow[n] = APPLY_ACT(v, act_a, act_b);
+        }
+      }
+    }
+  }
+#undef A_K
+  }  // row blocks
+}
+
+// Bias and activation after a provider that has no epilogue (CLBlast): C = act(C + bias) in place.
+// NDRange: (N, M, batch).
+__kernel void gemm_epilogue(int M, int N, __global float* C, long c_off, int ldc, long stride_c,
+                            __global const float* bias, long bias_off, float act_a, float act_b) {
+  const int n = get_global_id(0);
+  const int m = get_global_id(1);
+  const int b = get_global_id(2);
+  if (m >= M || n >= N) return;
+  C += c_off + b * stride_c + (long)m * ldc + n;
+  float v = *C;
+#if BIAS == 1
+  v += bias[bias_off + n];
+#elif BIAS == 2
+  v += bias[bias_off + m];
+#endif
+  *C = APPLY_ACT(v, act_a, act_b);
 }

@@ -13,6 +13,17 @@ namespace cldl {
 enum class GemmProvider { automatic, own, clblast };
 enum class GemmBias { none, per_col /* length N: dense layers */, per_row /* length M: conv as GEMM */ };
 
+// Parameters of the own kernel (kernels/gemm.cl, gemm_tile); 0 / -1 = chosen by Gemm::create for the
+// device. Exposed for `cldl bench` / tuning; every combination is correct.
+struct GemmOwnParams {
+  int mr = 0;        // rows of C per work-item (register block), 1..8
+  int nr = 0;        // columns of C per work-item = vector width: 4, 8 or 16
+  int pack_b = -1;   // 1: copy op(B) into NR-wide panels in the workspace first; 0: read B in place
+  int pack_a = -1;   // 1: copy op(A) into MR-tall panels in the workspace first; 0: read A in place
+  int mt = 0;        // row blocks per work-item (more work per work-group when K is small)
+  int local = 0;     // work-group size along M (1 on CPUs, where each work-group runs on one thread)
+};
+
 struct GemmConfig {
   int64_t M = 0, N = 0, K = 0;
   bool trans_a = false;  // A stored K x M (row-major) when true, else M x K
@@ -25,6 +36,7 @@ struct GemmConfig {
   GemmBias bias = GemmBias::none;
   Activation act;
   GemmProvider provider = GemmProvider::automatic;
+  GemmOwnParams own;  // own-kernel parameters (only read when the own kernel is chosen)
 
   int64_t eff_lda() const { return lda ? lda : (trans_a ? M : K); }
   int64_t eff_ldb() const { return ldb ? ldb : (trans_b ? K : N); }
@@ -37,6 +49,21 @@ struct GemmConfig {
 
 // Inputs: A, B, [bias]; output: C (read too when beta != 0). Each tensor is used from its view offset
 // with the config's leading dimensions and strides; shapes are checked only for element counts.
+//
+// Provider choice (GemmProvider::automatic), a documented heuristic until a tuning database exists:
+//   CPU devices          -> own kernel gemm_tile: MR=6 rows x NR=16 columns per work-item (float16 rows,
+//                           12 256-bit accumulators; NR=4 or 8 when N is that narrow), work-group size 1.
+//                           B is copied into NR-wide panels first when trans_b (each row of B^T would be
+//                           a gather) or when ldb is a multiple of 1024 floats (4 KiB strides alias in
+//                           the caches); A is copied into MR-tall panels when row-major with such an lda
+//                           (and reused by >= 4 panels of B). Each work-item does mt = 1..8 row blocks
+//                           so it has ~64K multiply-adds at least (small K). CLBlast with its default parameters
+//                           reaches ~0.1x OpenBLAS on PoCL; this kernel ~0.6-0.9x (`cldl bench gemm`).
+//   GPUs / accelerators  -> CLBlast (tuned per device by its own database).
+// algorithm() names the choice and its parameters ("own:tile mr=6 nr=16 mt=1 local=1 packA packB",
+// "clblast:gemm +epilogue"), also logged at debug level. Packing needs workspace_bytes(); when enqueue
+// gets no workspace it uses a scratch buffer owned by the op (then one op object must not run on two
+// queues at once).
 class Gemm : public Op {
  public:
   static void validate(const GemmConfig& cfg);
@@ -48,6 +75,8 @@ class Gemm : public Op {
   // Convenience form.
   void run(const Tensor& a, const Tensor& b, const Tensor& c, ExecutionContext& ec, const Tensor* bias = nullptr);
   const GemmConfig& config() const { return cfg_; }
+  size_t workspace_bytes() const override { return workspace_bytes_; }
+  bool uses_clblast() const { return clblast_; }
 
  private:
   Gemm(Context& ctx, int device, GemmConfig cfg);
@@ -55,8 +84,13 @@ class Gemm : public Op {
   int device_;
   GemmConfig cfg_;
   std::string algorithm_;
-  cl::Kernel kernel_;
-  size_t tile_m_ = 1, tile_n_ = 1;
+  cl::Kernel kernel_;       // gemm_tile (own) or gemm_epilogue (CLBlast with bias / activation)
+  cl::Kernel pack_kernel_;    // gemm_pack_b when B is packed
+  cl::Kernel pack_a_kernel_;  // gemm_pack_a when A is packed
+  size_t tile_m_ = 1, tile_n_ = 1, local_ = 1, mt_ = 1;
+  bool clblast_ = false, pack_b_ = false, pack_a_ = false;
+  size_t workspace_bytes_ = 0, ws_b_offset_ = 0;  // workspace: [packed A][packed B] (floats)
+  Tensor scratch_;  // workspace used when enqueue gets none
 };
 
 }  // namespace cldl
