@@ -177,18 +177,31 @@ bool ConvOp::applies(const ConvConfig& cfg, ConvAlgo a, std::string* why) {
   return no("unknown algorithm");
 }
 
-namespace {
-ConvAlgo pick(const ConvConfig& cfg, const ConvGeometry& g, std::string& why) {
-  if (ConvOp::applies(cfg, ConvAlgo::depthwise)) return why = "depthwise shape", ConvAlgo::depthwise;
-  if (ConvOp::applies(cfg, ConvAlgo::gemm_1x1)) return why = "1x1 stride 1 unpadded", ConvAlgo::gemm_1x1;
-  if (ConvOp::applies(cfg, ConvAlgo::winograd) && g.C >= 16 && g.K >= 16)
-    return why = "3x3 stride 1, >= 16 channels", ConvAlgo::winograd;
-  if (ConvOp::applies(cfg, ConvAlgo::fft) && g.KH * g.KW >= 49 && std::min(g.KH, g.KW) >= 5)
-    return why = "large kernel, stride 1", ConvAlgo::fft;
-  if (g.C / g.groups * g.KH * g.KW >= 16) return why = "reduction >= 16", ConvAlgo::im2col_gemm;
-  return why = "small reduction", ConvAlgo::direct;
+ConvAlgo ConvOp::choose(const ConvConfig& cfg, std::string* why_out) {
+  const ConvGeometry g = geometry(cfg);
+  std::string why;
+  ConvAlgo a;
+  if (cfg.algo != ConvAlgo::automatic) {
+    if (!applies(cfg, cfg.algo, &why))
+      invalid("Conv", "algorithm {} does not apply to input {} weight {} stride {}x{} dilation {}x{} group {}: {}",
+              to_string(cfg.algo), cfg.input.str(), cfg.weight.shape().str(), g.SH, g.SW, g.DH, g.DW, g.groups, why);
+    a = cfg.algo, why = "requested";
+  } else if (applies(cfg, ConvAlgo::depthwise)) {
+    a = ConvAlgo::depthwise, why = "depthwise shape";
+  } else if (applies(cfg, ConvAlgo::gemm_1x1)) {
+    a = ConvAlgo::gemm_1x1, why = "1x1 stride 1 unpadded";
+  } else if (applies(cfg, ConvAlgo::winograd) && g.C >= 16 && g.K >= 16) {
+    a = ConvAlgo::winograd, why = "3x3 stride 1, >= 16 channels";
+  } else if (applies(cfg, ConvAlgo::fft) && std::min(g.KH, g.KW) >= 7) {
+    a = ConvAlgo::fft, why = "kernel >= 7x7, stride 1";
+  } else if (g.C / g.groups * g.KH * g.KW >= 16) {
+    a = ConvAlgo::im2col_gemm, why = "reduction C/group*KH*KW >= 16";
+  } else {
+    a = ConvAlgo::direct, why = "small reduction";
+  }
+  if (why_out) *why_out = why;
+  return a;
 }
-}  // namespace
 
 std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfig& cfg) {
   std::unique_ptr<ConvOp> op(new ConvOp());
@@ -199,15 +212,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   op->act_ = cfg.act;
   const ConvGeometry& g = op->g_;
   std::string why;
-  if (cfg.algo == ConvAlgo::automatic) {
-    op->algo_ = pick(cfg, g, why);
-  } else {
-    if (!applies(cfg, cfg.algo, &why))
-      invalid("Conv", "algorithm {} does not apply to input {} weight {} stride {}x{} dilation {}x{} group {}: {}",
-              to_string(cfg.algo), cfg.input.str(), cfg.weight.shape().str(), g.SH, g.SW, g.DH, g.DW, g.groups, why);
-    op->algo_ = cfg.algo;
-    why = "requested";
-  }
+  op->algo_ = choose(cfg, &why);
   log::debug("Conv input {} weight {} -> {}: algorithm {} ({})", cfg.input.str(), cfg.weight.shape().str(),
              op->out_shape_.str(), to_string(op->algo_), why);
 

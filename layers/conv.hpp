@@ -22,7 +22,7 @@ enum class AutoPad { notset, same_upper, same_lower, valid };
 //   groups == C == K (depthwise)                         -> depthwise
 //   1x1, stride 1, no padding, dilation 1               -> gemm_1x1
 //   3x3, stride 1, dilation 1, groups 1, C,K >= 16      -> winograd
-//   kernel >= 7x7, stride 1, dilation 1, groups 1       -> fft
+//   kernel >= 7x7, stride 1, dilation 1, groups 1       -> fft (FFT work does not grow with KH*KW)
 //   C*KH*KW >= 16 (enough reduction for a GEMM)          -> im2col_gemm
 //   otherwise                                           -> direct
 enum class ConvAlgo { automatic, im2col_gemm, gemm_1x1, direct, depthwise, winograd, fft };
@@ -58,6 +58,8 @@ class ConvOp : public Op {
   static ConvGeometry geometry(const ConvConfig& cfg);  // validates too
   // Whether `algo` can run this (valid) config; `why` says why not.
   static bool applies(const ConvConfig& cfg, ConvAlgo algo, std::string* why = nullptr);
+  // The algorithm `create` would use (cfg.algo, or the heuristic above when automatic); `why` says why.
+  static ConvAlgo choose(const ConvConfig& cfg, std::string* why = nullptr);
   static std::unique_ptr<ConvOp> create(Context& ctx, int device, const ConvConfig& cfg);
   ~ConvOp() override;
 

@@ -6,6 +6,7 @@
 // FH >= H + pads, so it equals the linear correlation.
 #include <clFFT.h>
 
+#include <cstdlib>
 #include <mutex>
 
 #include "layers/conv.hpp"
@@ -20,12 +21,23 @@ void check_fft(clfftStatus s, const char* call) {
   if (s != CLFFT_SUCCESS) throw Error(fmt::format("Conv (fft): {} failed with status {}", call, int(s)), int(s), call);
 }
 
+bool& fft_torn_down() {
+  static bool done = false;
+  return done;
+}
+
 void fft_setup_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     clfftSetupData d;
     check_fft(clfftInitSetupData(&d), "clfftInitSetupData");
     check_fft(clfftSetup(&d), "clfftSetup");
+    // Registered after every earlier static (the OpenCL context of a process-wide Context included), so
+    // it runs before their destructors. Plans of ops still alive at exit are left to the teardown.
+    std::atexit([] {
+      fft_torn_down() = true;
+      clfftTeardown();
+    });
   });
 }
 
@@ -119,39 +131,41 @@ void ConvOp::prepare_fft(const ConvConfig& cfg) {
   fft_fwd_ = make_plan(ctx_->cl(), q, fh_, fw_, size_t(g.N * g.C), true);
   fft_inv_ = make_plan(ctx_->cl(), q, fh_, fw_, size_t(g.N * g.K), false);
   fft_plans_ = true;
-  // Weights: zero-padded real planes -> spectra, once.
-  HostTensor wp(DType::f32, Shape{g.K * g.C, fh_, fw_});
+  // Weights: zero-padded real planes -> spectra, once. They go through the input plan (batch N*C) in
+  // chunks, which saves building a third plan (clFFT compiles kernels per plan); the plane count is
+  // rounded up to whole chunks with zero planes.
+  const int64_t chunk = g.N * g.C, planes = g.K * g.C, chunks = (planes + chunk - 1) / chunk;
+  HostTensor wp(DType::f32, Shape{chunks * chunk, fh_, fw_});
   std::fill(wp.as<float>(), wp.as<float>() + wp.numel(), 0.0f);
   const float* w = cfg.weight.as<float>();
-  for (int64_t kc = 0; kc < g.K * g.C; ++kc)
+  for (int64_t kc = 0; kc < planes; ++kc)
     for (int64_t i = 0; i < g.KH; ++i)
       for (int64_t j = 0; j < g.KW; ++j) wp.as<float>()[(kc * fh_ + i) * fw_ + j] = w[(kc * g.KH + i) * g.KW + j];
   Tensor wreal = ctx_->upload(wp, device_);
-  weight_ = ctx_->alloc(Shape{int64_t(F) * 2 * g.K * g.C}, DType::f32, device_);
-  clfftPlanHandle wplan = make_plan(ctx_->cl(), q, fh_, fw_, size_t(g.K * g.C), true);
-  try {
-    cl::Buffer tmp;
-    if (size_t n = tmp_size(wplan)) tmp = cl::Buffer(ctx_->cl(), CL_MEM_READ_WRITE, n);
-    // Sub-buffers (whole-buffer views when the offsets are 0): clFFT takes cl_mem without offsets.
-    cl::Buffer inb = wreal.offset_bytes ? sub_buffer(wreal.buffer, wreal.offset_bytes, wreal.bytes()) : wreal.buffer;
-    cl::Buffer outb =
-        weight_.offset_bytes ? sub_buffer(weight_.buffer, weight_.offset_bytes, weight_.bytes()) : weight_.buffer;
+  weight_ = ctx_->alloc(Shape{int64_t(F) * 2 * chunks * chunk}, DType::f32, device_);
+  cl::Buffer tmp;
+  if (size_t n = tmp_size(fft_fwd_)) tmp = cl::Buffer(ctx_->cl(), CL_MEM_READ_WRITE, n);
+  cl_command_queue qq = q();
+  // clFFT takes cl_mem without offsets and chunk origins are not aligned for sub-buffers in general, so
+  // each chunk goes through staging buffers (once, at create).
+  const size_t in_bytes = size_t(chunk * fh_ * fw_) * sizeof(float), out_bytes = size_t(chunk) * F * 2 * sizeof(float);
+  cl::Buffer inb(ctx_->cl(), CL_MEM_READ_WRITE, in_bytes), outb(ctx_->cl(), CL_MEM_READ_WRITE, out_bytes);
+  for (int64_t i = 0; i < chunks; ++i) {
+    check(q.enqueueCopyBuffer(wreal.buffer, inb, wreal.offset_bytes + size_t(i) * in_bytes, 0, in_bytes),
+          "clEnqueueCopyBuffer", "Conv (fft) weight planes");
     cl_mem in = inb(), out = outb();
-    cl_command_queue qq = q();
-    clfftStatus s = clfftEnqueueTransform(wplan, CLFFT_FORWARD, 1, &qq, 0, nullptr, nullptr, &in, &out, tmp());
+    check_fft(clfftEnqueueTransform(fft_fwd_, CLFFT_FORWARD, 1, &qq, 0, nullptr, nullptr, &in, &out, tmp()),
+              "clfftEnqueueTransform (weights)");
+    check(q.enqueueCopyBuffer(outb, weight_.buffer, 0, weight_.offset_bytes + size_t(i) * out_bytes, out_bytes),
+          "clEnqueueCopyBuffer", "Conv (fft) weight spectra");
     check(q.finish(), "clFinish", "Conv (fft) weight transform");
-    check_fft(s, "clfftEnqueueTransform (weights)");
-  } catch (...) {
-    clfftDestroyPlan(&wplan);
-    throw;
   }
-  clfftDestroyPlan(&wplan);
   workspace_ = fft_layout(g, fh_, fw_, std::max(tmp_size(fft_fwd_), tmp_size(fft_inv_))).total();
   log::debug("Conv (fft): transform size {}x{}, workspace {} bytes", fh_, fw_, workspace_);
 }
 
 void ConvOp::release_fft() {
-  if (!fft_plans_) return;
+  if (!fft_plans_ || fft_torn_down()) return;
   clfftDestroyPlan(&fft_fwd_);
   clfftDestroyPlan(&fft_inv_);
   fft_plans_ = false;
