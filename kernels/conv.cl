@@ -22,47 +22,54 @@
 #define G_CG g.se  // input channels per group
 #define G_KG g.sf  // output channels per group
 
-// Output pixels per work-item along W in the direct kernel: reuses each weight load across OW_BLOCK
-// outputs. Any value >= 1 is correct.
-#ifndef OW_BLOCK
-#define OW_BLOCK 4
+// Output channels per work-item in the direct kernel: each input load is reused K_BLOCK times, while
+// neighbouring work-items (along OW) read neighbouring pixels, which PoCL and GPUs vectorise/coalesce
+// across the work-group. Any value >= 1 is correct.
+#ifndef K_BLOCK
+#define K_BLOCK 8
 #endif
 
-// Direct convolution, any stride/pad/dilation/groups. Global (ceil(OW/OW_BLOCK), OH, N*K).
+// Direct convolution, any stride/pad/dilation/groups. Blocks of K_BLOCK output channels never cross a
+// group. Global (OW, OH, N * groups * ceil(KG / K_BLOCK)).
 __kernel void conv_direct(int16 g, __global const float* x, long x_off, __global const float* w, long w_off,
                           __global const float* bias, long b_off, int has_bias, __global float* y, long y_off,
                           float act_a, float act_b) {
-  const int ow0 = get_global_id(0) * OW_BLOCK;
+  const int ow = get_global_id(0);
   const int oh = get_global_id(1);
-  const int nk = get_global_id(2);
-  if (ow0 >= G_OW || oh >= G_OH) return;
-  const int n = nk / G_K, k = nk % G_K;
-  const int grp = k / G_KG;
+  if (ow >= G_OW || oh >= G_OH) return;
+  const int groups = G_C / G_CG;
+  const int bpg = (G_KG + K_BLOCK - 1) / K_BLOCK;  // blocks per group
+  const int z = get_global_id(2);
+  const int n = z / (groups * bpg), grp = (z / bpg) % groups, blk = z % bpg;
+  const int k0 = grp * G_KG + blk * K_BLOCK;
+  const int nk = min(K_BLOCK, G_KG - blk * K_BLOCK);
   x += x_off + ((long)n * G_C + (long)grp * G_CG) * G_H * G_W;
-  w += w_off + (long)k * G_CG * G_KH * G_KW;
-  float acc[OW_BLOCK];
-  for (int i = 0; i < OW_BLOCK; ++i) acc[i] = 0.0f;
-  const int ih0 = oh * G_SH - G_PT;
+  w += w_off + (long)k0 * G_CG * G_KH * G_KW;
+  const int wk = G_CG * G_KH * G_KW;  // weight stride between output channels
+  float acc[K_BLOCK];
+  for (int i = 0; i < K_BLOCK; ++i) acc[i] = 0.0f;
+  const int ih0 = oh * G_SH - G_PT, iw0 = ow * G_SW - G_PL;
   for (int c = 0; c < G_CG; ++c) {
     __global const float* xc = x + (long)c * G_H * G_W;
-    __global const float* wc = w + c * G_KH * G_KW;
     for (int kh = 0; kh < G_KH; ++kh) {
       const int ih = ih0 + kh * G_DH;
       if (ih < 0 || ih >= G_H) continue;
-      __global const float* xr = xc + (long)ih * G_W;
       for (int kw = 0; kw < G_KW; ++kw) {
-        const float wv = wc[kh * G_KW + kw];
-        for (int i = 0; i < OW_BLOCK; ++i) {
-          const int iw = (ow0 + i) * G_SW - G_PL + kw * G_DW;
-          if (iw >= 0 && iw < G_W) acc[i] = fma(xr[iw], wv, acc[i]);
-        }
+        const int iw = iw0 + kw * G_DW;
+        if (iw < 0 || iw >= G_W) continue;
+        const float xv = xc[(long)ih * G_W + iw];
+        const int t = (c * G_KH + kh) * G_KW + kw;
+        for (int i = 0; i < K_BLOCK; ++i)
+          if (i < nk) acc[i] = fma(xv, w[i * wk + t], acc[i]);
       }
     }
   }
-  const float b = has_bias ? bias[b_off + k] : 0.0f;
-  __global float* yr = y + y_off + (((long)n * G_K + k) * G_OH + oh) * G_OW;
-  for (int i = 0; i < OW_BLOCK; ++i)
-    if (ow0 + i < G_OW) yr[ow0 + i] = APPLY_ACT(acc[i] + b, act_a, act_b);
+  for (int i = 0; i < K_BLOCK; ++i) {
+    if (i >= nk) break;
+    const int k = k0 + i;
+    const float b = has_bias ? bias[b_off + k] : 0.0f;
+    y[y_off + (((long)n * G_K + k) * G_OH + oh) * G_OW + ow] = APPLY_ACT(acc[i] + b, act_a, act_b);
+  }
 }
 
 // Depthwise convolution (groups == C == K): weight [C, 1, KH, KW]. Global (OW, OH, N*C).

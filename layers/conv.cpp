@@ -311,8 +311,9 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
     case ConvAlgo::direct: {
       set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,
                cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
-      const size_t blk = 4;  // OW_BLOCK default in conv.cl
-      ec.enqueue_kernel(main_, cl::NDRange((OW + blk - 1) / blk, OH, N * K), cl::NullRange, "conv_direct");
+      const size_t kb = 8;  // K_BLOCK default in conv.cl
+      const size_t groups = size_t(g_.groups), bpg = (size_t(g_.K / g_.groups) + kb - 1) / kb;
+      ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * groups * bpg), cl::NullRange, "conv_direct");
       break;
     }
     case ConvAlgo::depthwise:

@@ -120,7 +120,7 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
   // name, N, C, H, W, K, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR, groups, bias, act, one_d
   const Problem problems[] = {
       {"3x3 pad 1 bias relu", 3, 5, 7, 13, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, relu},
-      {"3x3 unpadded", 1, 3, 7, 13, 5, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, false, {}},
+      {"3x3 unpadded K 11", 1, 3, 7, 13, 11, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, false, {}},
       {"3x3 stride 2 asymmetric pads", 1, 3, 7, 13, 5, 3, 3, 2, 2, 1, 1, 0, 1, 2, 1, 1, false, {}},
       {"3x3 dilation 2", 3, 5, 7, 13, 3, 3, 3, 1, 1, 2, 2, 2, 1, 0, 2, 1, true, {}},
       {"2x3 groups 3 stride 2x1 dilation 1x2", 3, 6, 7, 13, 9, 2, 3, 2, 1, 1, 2, 1, 0, 0, 2, 3, true, leaky},
