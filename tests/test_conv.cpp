@@ -145,6 +145,42 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
   CHECK(total >= 35);
 }
 
+TEST_CASE("tensor views with offsets: input, output and an unaligned workspace") {
+  // Same problems as above (no new program or FFT plan builds), run on views into larger buffers.
+  const Problem problems[] = {
+      {"7x7 pad 3", 3, 3, 7, 13, 4, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 1, true, {}},
+      {"3x3 pad 1 bias relu", 3, 5, 7, 13, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, Activation(Act::relu)},
+  };
+  for (const auto& p : problems) {
+    ConvConfig cfg = make_config(p, 77);
+    HostTensor x = test::random_tensor(cfg.input, 78);
+    int64_t OH, OW;
+    auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(), cfg.bias->as<float>(), p.act, OH, OW);
+    for (ConvAlgo a : {ConvAlgo::fft, ConvAlgo::im2col_gemm, ConvAlgo::winograd, ConvAlgo::direct}) {
+      if (!ConvOp::applies(cfg, a)) continue;
+      cfg.algo = a;
+      auto op = ConvOp::create(ctx(), 0, cfg);
+      const int64_t nx = x.numel(), ny = op->output_shape().numel();
+      HostTensor xbig(DType::f32, Shape{nx + 5});
+      std::fill(xbig.as<float>(), xbig.as<float>() + 5, 1e6f);  // garbage before the view
+      std::copy(x.as<float>(), x.as<float>() + nx, xbig.as<float>() + 5);
+      Tensor dx = ctx().upload(xbig).slice_elems(5, nx, cfg.input);
+      Tensor ybig = ctx().alloc(Shape{ny + 3 + 4}, DType::f32);
+      Tensor dy = ybig.slice_elems(3, ny, op->output_shape());
+      Tensor wsbig = ctx().alloc(Shape{int64_t(op->workspace_bytes()) + 100}, DType::u8);
+      Tensor ws = wsbig.slice_elems(100, int64_t(op->workspace_bytes()), Shape{int64_t(op->workspace_bytes())});
+      auto ec = ctx().exec();
+      Tensor in[1] = {dx}, out[1] = {dy};
+      op->enqueue(in, out, op->workspace_bytes() ? &ws : nullptr, ec);
+      HostTensor h = ctx().download(ybig);
+      double rtol, atol;
+      tolerance(a, rtol, atol);
+      INFO(p.name << " with " << to_string(a));
+      CLDL_CHECK_CLOSE(h.as<float>() + 3, want.data(), size_t(ny), rtol, atol);
+    }
+  }
+}
+
 TEST_CASE("auto_pad SAME_UPPER / SAME_LOWER / VALID") {
   // H 7, kernel 4, stride 2: output 4, total pad (4-1)*2 + 4 - 7 = 3 -> upper 1/2, lower 2/1.
   // W 13, kernel 3, stride 2: output 7, total pad (7-1)*2 + 3 - 13 = 2 -> 1/1 either way.
