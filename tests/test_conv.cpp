@@ -208,6 +208,25 @@ TEST_CASE("auto_pad SAME_UPPER / SAME_LOWER / VALID") {
   }
 }
 
+TEST_CASE("auto_pad SAME_LOWER on a 1-D dilated strided conv") {
+  // L 29, kernel 4, dilation 2 (extent 7), stride 3: output 10, total pad 9*3 + 7 - 29 = 5 -> lower 3/2.
+  Problem p{"1-D same_lower", 3, 5, 1, 29, 4, 1, 4, 1, 3, 1, 2, 0, 3, 0, 2, 1, true, Activation(Act::relu), true};
+  ConvConfig cfg = make_config(p, 9);
+  cfg.pads.clear();
+  cfg.auto_pad = AutoPad::same_lower;
+  CHECK(ConvOp::validate(cfg) == Shape{3, 4, 10});
+  HostTensor x = test::random_tensor(cfg.input, 10);
+  int64_t OH, OW;
+  auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(), cfg.bias->as<float>(), p.act, OH, OW);
+  REQUIRE(OW == 10);
+  for (ConvAlgo a : {ConvAlgo::direct, ConvAlgo::im2col_gemm}) {
+    cfg.algo = a;
+    auto op = ConvOp::create(ctx(), 0, cfg);
+    auto got = run(*op, x);
+    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+  }
+}
+
 TEST_CASE("automatic choice follows the documented heuristic") {
   auto algo_for = [](int64_t C, int64_t K, int64_t k, int64_t s, int64_t groups, int64_t pad) {
     Problem p{"auto", 1, C, 20, 20, K, k, k, s, s, 1, 1, pad, pad, pad, pad, groups, false, {}};
