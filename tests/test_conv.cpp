@@ -94,7 +94,7 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
     REQUIRE(got.size() == want.size());
     double rtol, atol;
     tolerance(a, rtol, atol);
-    INFO(p.name << " with " << to_string(a));
+    INFO(std::string(p.name) << " with " << to_string(a));
     CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), rtol, atol);
     ++ran;
   }
@@ -175,7 +175,7 @@ TEST_CASE("tensor views with offsets: input, output and an unaligned workspace")
       HostTensor h = ctx().download(ybig);
       double rtol, atol;
       tolerance(a, rtol, atol);
-      INFO(p.name << " with " << to_string(a));
+      INFO(std::string(p.name) << " with " << to_string(a));
       CLDL_CHECK_CLOSE(h.as<float>() + 3, want.data(), size_t(ny), rtol, atol);
     }
   }
@@ -333,7 +333,7 @@ TEST_CASE("ConvTranspose matches the reference: stride, pads, output_padding, di
     auto op = ConvTransposeOp::create(ctx(), 0, c);
     CHECK(op->output_shape() == (p.one_d ? Shape{p.N, p.K, OW} : Shape{p.N, p.K, OH, OW}));
     auto got = run(*op, x);
-    INFO(p.name);
+    INFO(std::string(p.name));
     REQUIRE(got.size() == want.size());
     CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
   }
