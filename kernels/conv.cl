@@ -58,9 +58,9 @@ __kernel void conv_direct(int16 g, __global const float* x, long x_off, __global
         const int iw = iw0 + kw * G_DW;
         if (iw < 0 || iw >= G_W) continue;
         const float xv = xc[(long)ih * G_W + iw];
-        const int t = (c * G_KH + kh) * G_KW + kw;
-        for (int i = 0; i < K_BLOCK; ++i)
-          if (i < nk) acc[i] = fma(xv, w[i * wk + t], acc[i]);
+        __global const float* wt = w + (c * G_KH + kh) * G_KW + kw;
+        // Channels past nk repeat the last valid one (results discarded) so the loop has no branch.
+        for (int i = 0; i < K_BLOCK; ++i) acc[i] = fma(xv, wt[min(i, nk - 1) * wk], acc[i]);
       }
     }
   }
