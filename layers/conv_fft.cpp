@@ -41,9 +41,11 @@ void fft_setup_once() {
   });
 }
 
-// Smallest n' >= n whose prime factors are all in {2, 3, 5, 7}.
+// Smallest even n' >= n whose prime factors are all in {2, 3, 5, 7} (1 stays 1: a 1-D problem). Even
+// lengths keep the real-to-complex transforms on clFFT's most exercised path.
 int64_t fft_size(int64_t n) {
-  for (int64_t m = std::max<int64_t>(n, 1);; ++m) {
+  if (n <= 1) return 1;
+  for (int64_t m = n + (n & 1);; m += 2) {
     int64_t r = m;
     for (int64_t p : {2, 3, 5, 7})
       while (r % p == 0) r /= p;
