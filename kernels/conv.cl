@@ -98,21 +98,26 @@ __kernel void conv_depthwise(int16 g, __global const float* x, long x_off, __glo
 }
 
 // im2col: col[n][c*KH*KW + kh*KW + kw][oh*OW + ow] (zero where the tap falls in the padding).
-// Rows of one group are contiguous, so a group's GEMM operand is a plain offset view.
-// Global (OH*OW, C*KH*KW, N).
+// Rows of one group are contiguous, so a group's GEMM operand is a plain offset view. One work-item
+// writes the KH*KW taps of one (n, c, oh, ow): index arithmetic (integer division is slow on CPUs) is
+// paid once per pixel, and neighbouring work-items write neighbouring addresses. Global (OW, OH, N*C).
 __kernel void im2col(int16 g, __global const float* x, long x_off, __global float* col, long col_off) {
-  const int p = get_global_id(0);
-  const int r = get_global_id(1);
-  const int n = get_global_id(2);
-  const int P = G_OH * G_OW;
-  if (p >= P) return;
-  const int kk = G_KH * G_KW;
-  const int c = r / kk, kh = (r % kk) / G_KW, kw = r % G_KW;
-  const int oh = p / G_OW, ow = p % G_OW;
-  const int ih = oh * G_SH - G_PT + kh * G_DH, iw = ow * G_SW - G_PL + kw * G_DW;
-  float v = 0.0f;
-  if (ih >= 0 && ih < G_H && iw >= 0 && iw < G_W) v = x[x_off + (((long)n * G_C + c) * G_H + ih) * G_W + iw];
-  col[col_off + ((long)n * G_C * kk + r) * P + p] = v;
+  const int ow = get_global_id(0);
+  const int oh = get_global_id(1);
+  const int nc = get_global_id(2);
+  if (ow >= G_OW || oh >= G_OH) return;
+  const long P = (long)G_OH * G_OW;
+  __global const float* xc = x + x_off + (long)nc * G_H * G_W;
+  __global float* out = col + col_off + (long)nc * G_KH * G_KW * P + (long)oh * G_OW + ow;
+  const int ih0 = oh * G_SH - G_PT, iw0 = ow * G_SW - G_PL;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int ih = ih0 + kh * G_DH;
+    const bool row_in = ih >= 0 && ih < G_H;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      const int iw = iw0 + kw * G_DW;
+      out[(kh * G_KW + kw) * P] = (row_in && iw >= 0 && iw < G_W) ? xc[(long)ih * G_W + iw] : 0.0f;
+    }
+  }
 }
 
 // Winograd F(2x2,3x3) input transform V = B^T d B of each 4x4 input tile (stride 2 between tiles).

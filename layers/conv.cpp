@@ -332,7 +332,7 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
         src.dtype = DType::f32;
         src.shape = Shape{int64_t(workspace->bytes() / sizeof(float))};
         set_args(pre_, ga, x.buffer, cl_long(x.offset_elems()), src.buffer, cl_long(src.offset_elems()));
-        ec.enqueue_kernel(pre_, cl::NDRange(size_t(P), size_t(g_.C * g_.KH * g_.KW), N), cl::NullRange, "im2col");
+        ec.enqueue_kernel(pre_, cl::NDRange(OW, OH, N * size_t(g_.C)), cl::NullRange, "im2col");
       }
       for (int64_t grp = 0; grp < g_.groups; ++grp) {
         std::vector<Tensor> in{view(weight_, grp * KG * R), view(src, grp * R * P)};

@@ -1,11 +1,15 @@
 // `cldl bench conv`: GFLOP/s of every applicable Conv algorithm on ResNet/MobileNet-style shapes
 // (direct-convolution FLOPs, 2 * N*K*OH*OW * C/group*KH*KW, for every algorithm so rates compare).
 // Settings: --set batch=N overrides every case's batch; --set algos=winograd,direct limits algorithms.
-#include <sstream>
+// After the timed runs, one profiled run splits the time by kernel (the note's stage list, device ms).
+#include <algorithm>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "layers/conv.hpp"
+#include "runtime/profiler.hpp"
 #include "tools/cldl/bench.hpp"
 
 namespace cldl::bench {
@@ -74,8 +78,25 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
           },
           opts.runs, opts.warmup);
       r.work = op->geom().flops();
-      r.note = fmt::format("workspace {:.1f} MB{}", op->workspace_bytes() / 1048576.0,
-                           automatic == to_string(a) ? ", automatic choice" : "");
+      // One profiled run: device time per stage (im2col / gemm / transforms / FFTs).
+      Profiler prof;
+      ExecutionContext pec = ctx.exec(0, 0, true);
+      pec.profiler = &prof;
+      op->enqueue(in, out, op->workspace_bytes() ? &ws : nullptr, pec);
+      pec.queue.finish();
+      std::vector<std::pair<std::string, double>> stage_ms;  // in first-seen order, summed by name
+      double device_ms = 0;
+      for (const auto& rec : prof.records()) {
+        auto it = std::find_if(stage_ms.begin(), stage_ms.end(), [&](auto& s) { return s.first == rec.name; });
+        if (it == stage_ms.end()) it = stage_ms.insert(stage_ms.end(), {rec.name, 0.0});
+        it->second += rec.duration_ms();
+        device_ms += rec.duration_ms();
+      }
+      std::string stages;
+      for (const auto& [name, ms] : stage_ms) stages += fmt::format("{}{} {:.1f}", stages.empty() ? "" : ", ", name, ms);
+      r.device_ms = device_ms;
+      r.note = fmt::format("{}ws {:.1f} MB; {}", automatic == to_string(a) ? "automatic; " : "",
+                           op->workspace_bytes() / 1048576.0, stages);
       rep.add(r);
     }
   }
