@@ -202,34 +202,22 @@ __kernel void fft_pad(int16 g, int fh, int fw, __global const float* x, long x_o
   out[((long)nc * fh + i) * fw + j] = v;
 }
 
-// Output channels per work-item in fft_multiply: each input bin load is reused FFT_K_BLOCK times.
-#ifndef FFT_K_BLOCK
-#define FFT_K_BLOCK 4
-#endif
-
 // FFT convolution, step 2: Y[n,k,f] = sum_c X[n,c,f] * conj(Wf[k,c,f]) (cross-correlation, as Conv is).
-// F complex bins per plane. Global (F, ceil(K / FFT_K_BLOCK), N).
+// F complex bins per plane. Global (F, K, N).
 __kernel void fft_multiply(int F, int C, int K, __global const float2* X, __global const float2* Wf, long wf_off,
                            __global float2* Y) {
   const int f = get_global_id(0);
-  const int k0 = get_global_id(1) * FFT_K_BLOCK;
+  const int k = get_global_id(1);
   const int n = get_global_id(2);
   if (f >= F) return;
-  const int nk = min(FFT_K_BLOCK, K - k0);
-  float2 acc[FFT_K_BLOCK];
-  for (int i = 0; i < FFT_K_BLOCK; ++i) acc[i] = (float2)(0.0f, 0.0f);
-  __global const float2* xp = X + (long)n * C * F + f;
-  __global const float2* wp = Wf + wf_off + (long)k0 * C * F + f;
+  float2 acc = (float2)(0.0f, 0.0f);
   for (int c = 0; c < C; ++c) {
-    const float2 a = xp[(long)c * F];
-    for (int i = 0; i < FFT_K_BLOCK; ++i) {
-      // Channels past nk repeat the last valid one (results discarded): no branch in the loop.
-      const float2 b = wp[((long)min(i, nk - 1) * C + c) * F];
-      acc[i].x += a.x * b.x + a.y * b.y;
-      acc[i].y += a.y * b.x - a.x * b.y;
-    }
+    const float2 a = X[((long)n * C + c) * F + f];
+    const float2 b = Wf[wf_off + ((long)k * C + c) * F + f];
+    acc.x += a.x * b.x + a.y * b.y;
+    acc.y += a.y * b.x - a.x * b.y;
   }
-  for (int i = 0; i < nk; ++i) Y[((long)n * K + k0 + i) * F + f] = acc[i];
+  Y[((long)n * K + k) * F + f] = acc;
 }
 
 // FFT convolution, step 3: the valid OH x OW corner of each inverse-transformed plane, plus bias and

@@ -199,8 +199,7 @@ void ConvOp::enqueue_fft(const Tensor& x, const Tensor& y, const Tensor& ws, Exe
   if (ev) ec.record(cl::Event(ev), "fft_forward");
 
   set_args(main_, cl_int(F), cl_int(g.C), cl_int(g.K), xc, weight_.buffer, cl_long(weight_.offset_bytes / 8), yc);
-  const size_t kb = 4;  // FFT_K_BLOCK default in conv.cl
-  ec.enqueue_kernel(main_, cl::NDRange(F, (size_t(g.K) + kb - 1) / kb, size_t(g.N)), cl::NullRange, "fft_multiply");
+  ec.enqueue_kernel(main_, cl::NDRange(F, size_t(g.K), size_t(g.N)), cl::NullRange, "fft_multiply");
 
   in = yc(), out = real(), ev = nullptr;
   check_fft(clfftEnqueueTransform(fft_inv_, CLFFT_BACKWARD, 1, &q, 0, nullptr, ec.wants_event() ? &ev : nullptr, &in,
