@@ -1,7 +1,8 @@
 // `cldl bench conv`: GFLOP/s of every applicable Conv algorithm on ResNet/MobileNet-style shapes
 // (direct-convolution FLOPs, 2 * N*K*OH*OW * C/group*KH*KW, for every algorithm so rates compare).
 // Settings: --set batch=N overrides every case's batch; --set algos=winograd,direct limits algorithms.
-// After the timed runs, one profiled run splits the time by kernel (the note's stage list, device ms).
+// After the timed runs, one profiled run splits the time by kernel (the note's stage list, device ms;
+// a clFFT transform that runs several kernels reports only its last one).
 #include <algorithm>
 #include <utility>
 #include <vector>
