@@ -20,11 +20,12 @@ enum class AutoPad { notset, same_upper, same_lower, valid };
 
 // Algorithm choice. `automatic` heuristic (ConvOp::create, in this order):
 //   groups == C == K (depthwise)                         -> depthwise
-//   1x1, stride 1, no padding, dilation 1               -> gemm_1x1
+//   1x1, stride 1, no padding (dilation irrelevant)     -> gemm_1x1
 //   3x3, stride 1, dilation 1, groups 1, C,K >= 16      -> winograd
 //   kernel >= 7x7, stride 1, dilation 1, groups 1       -> fft (FFT work does not grow with KH*KW)
-//   C*KH*KW >= 16 (enough reduction for a GEMM)          -> im2col_gemm
+//   C/group*KH*KW >= 16 (enough reduction for a GEMM)    -> im2col_gemm
 //   otherwise                                           -> direct
+// The order assumes a fast GEMM (layers/gemm.hpp); no tuning database is consulted yet.
 enum class ConvAlgo { automatic, im2col_gemm, gemm_1x1, direct, depthwise, winograd, fft };
 std::string_view to_string(ConvAlgo a);
 
