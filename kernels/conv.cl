@@ -1,0 +1,266 @@
+// Convolution kernels (NCHW, fp32): direct, depthwise, im2col, Winograd F(2x2,3x3) input/output
+// transforms, FFT-convolution helpers (pad, complex multiply-accumulate, crop) and direct ConvTranspose.
+// All geometry is a runtime int16 argument so one program build (per -DACT) serves every shape; only
+// the fused activation is a build-time macro (ACT, see common.cl).
+
+// Geometry vector `g`, filled by layers/conv.cpp (conv_geometry_arg). For ConvTranspose, C/H/W describe
+// the input and K/OH/OW the output, as for Conv.
+#define G_C g.s0
+#define G_H g.s1
+#define G_W g.s2
+#define G_K g.s3
+#define G_OH g.s4
+#define G_OW g.s5
+#define G_KH g.s6
+#define G_KW g.s7
+#define G_SH g.s8
+#define G_SW g.s9
+#define G_PT g.sa
+#define G_PL g.sb
+#define G_DH g.sc
+#define G_DW g.sd
+#define G_CG g.se  // input channels per group
+#define G_KG g.sf  // output channels per group
+
+// Output channels per work-item in the direct kernel: each input load is reused K_BLOCK times, while
+// neighbouring work-items (along OW) read neighbouring pixels, which PoCL and GPUs vectorise/coalesce
+// across the work-group. Any value >= 1 is correct.
+#ifndef K_BLOCK
+#define K_BLOCK 8
+#endif
+
+// Direct convolution, any stride/pad/dilation/groups. Blocks of K_BLOCK output channels never cross a
+// group. Global (OW, OH, N * groups * ceil(KG / K_BLOCK)).
+__kernel void conv_direct(int16 g, __global const float* x, long x_off, __global const float* w, long w_off,
+                          __global const float* bias, long b_off, int has_bias, __global float* y, long y_off,
+                          float act_a, float act_b) {
+  const int ow = get_global_id(0);
+  const int oh = get_global_id(1);
+  if (ow >= G_OW || oh >= G_OH) return;
+  const int groups = G_C / G_CG;
+  const int bpg = (G_KG + K_BLOCK - 1) / K_BLOCK;  // blocks per group
+  const int z = get_global_id(2);
+  const int n = z / (groups * bpg), grp = (z / bpg) % groups, blk = z % bpg;
+  const int k0 = grp * G_KG + blk * K_BLOCK;
+  const int nk = min(K_BLOCK, G_KG - blk * K_BLOCK);
+  x += x_off + ((long)n * G_C + (long)grp * G_CG) * G_H * G_W;
+  w += w_off + (long)k0 * G_CG * G_KH * G_KW;
+  const int wk = G_CG * G_KH * G_KW;  // weight stride between output channels
+  float acc[K_BLOCK];
+  for (int i = 0; i < K_BLOCK; ++i) acc[i] = 0.0f;
+  const int ih0 = oh * G_SH - G_PT, iw0 = ow * G_SW - G_PL;
+  for (int c = 0; c < G_CG; ++c) {
+    __global const float* xc = x + (long)c * G_H * G_W;
+    for (int kh = 0; kh < G_KH; ++kh) {
+      const int ih = ih0 + kh * G_DH;
+      if (ih < 0 || ih >= G_H) continue;
+      for (int kw = 0; kw < G_KW; ++kw) {
+        const int iw = iw0 + kw * G_DW;
+        if (iw < 0 || iw >= G_W) continue;
+        const float xv = xc[(long)ih * G_W + iw];
+        __global const float* wt = w + (c * G_KH + kh) * G_KW + kw;
+        // Channels past nk repeat the last valid one (results discarded) so the loop has no branch.
+        for (int i = 0; i < K_BLOCK; ++i) acc[i] = fma(xv, wt[min(i, nk - 1) * wk], acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < K_BLOCK; ++i) {
+    if (i >= nk) break;
+    const int k = k0 + i;
+    const float b = has_bias ? bias[b_off + k] : 0.0f;
+    y[y_off + (((long)n * G_K + k) * G_OH + oh) * G_OW + ow] = APPLY_ACT(acc[i] + b, act_a, act_b);
+  }
+}
+
+// Depthwise convolution (groups == C == K): weight [C, 1, KH, KW]. Global (OW, OH, N*C).
+__kernel void conv_depthwise(int16 g, __global const float* x, long x_off, __global const float* w, long w_off,
+                             __global const float* bias, long b_off, int has_bias, __global float* y, long y_off,
+                             float act_a, float act_b) {
+  const int ow = get_global_id(0);
+  const int oh = get_global_id(1);
+  const int nc = get_global_id(2);
+  if (ow >= G_OW || oh >= G_OH) return;
+  const int c = nc % G_C;
+  x += x_off + (long)nc * G_H * G_W;
+  w += w_off + c * G_KH * G_KW;
+  const int ih0 = oh * G_SH - G_PT, iw0 = ow * G_SW - G_PL;
+  float acc = 0.0f;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int ih = ih0 + kh * G_DH;
+    if (ih < 0 || ih >= G_H) continue;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      const int iw = iw0 + kw * G_DW;
+      if (iw >= 0 && iw < G_W) acc = fma(x[(long)ih * G_W + iw], w[kh * G_KW + kw], acc);
+    }
+  }
+  if (has_bias) acc += bias[b_off + c];
+  y[y_off + (long)nc * G_OH * G_OW + oh * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
+}
+
+// im2col: col[n][c*KH*KW + kh*KW + kw][oh*OW + ow] (zero where the tap falls in the padding).
+// Rows of one group are contiguous, so a group's GEMM operand is a plain offset view. One work-item
+// writes the KH*KW taps of one (n, c, oh, ow): index arithmetic (integer division is slow on CPUs) is
+// paid once per pixel, and neighbouring work-items write neighbouring addresses. Global (OW, OH, N*C).
+__kernel void im2col(int16 g, __global const float* x, long x_off, __global float* col, long col_off) {
+  const int ow = get_global_id(0);
+  const int oh = get_global_id(1);
+  const int nc = get_global_id(2);
+  if (ow >= G_OW || oh >= G_OH) return;
+  const long P = (long)G_OH * G_OW;
+  __global const float* xc = x + x_off + (long)nc * G_H * G_W;
+  __global float* out = col + col_off + (long)nc * G_KH * G_KW * P + (long)oh * G_OW + ow;
+  const int ih0 = oh * G_SH - G_PT, iw0 = ow * G_SW - G_PL;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int ih = ih0 + kh * G_DH;
+    const bool row_in = ih >= 0 && ih < G_H;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      const int iw = iw0 + kw * G_DW;
+      out[(kh * G_KW + kw) * P] = (row_in && iw >= 0 && iw < G_W) ? xc[(long)ih * G_W + iw] : 0.0f;
+    }
+  }
+}
+
+// Winograd F(2x2,3x3) input transform V = B^T d B of each 4x4 input tile (stride 2 between tiles).
+// V layout [16][C][P] with P = N * tiles_h * tiles_w, so the 16 products are one strided-batch GEMM.
+// Global (tiles_h*tiles_w, C, N).
+__kernel void winograd_input(int16 g, int tiles_h, int tiles_w, __global const float* x, long x_off,
+                             __global float* v, long v_off) {
+  const int t = get_global_id(0);
+  const int c = get_global_id(1);
+  const int n = get_global_id(2);
+  const int T = tiles_h * tiles_w;
+  if (t >= T) return;
+  const int th = t / tiles_w, tw = t % tiles_w;
+  const int ih0 = th * 2 - G_PT, iw0 = tw * 2 - G_PL;
+  __global const float* xc = x + x_off + ((long)n * G_C + c) * G_H * G_W;
+  float d[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int ih = ih0 + i, iw = iw0 + j;
+      d[i][j] = (ih >= 0 && ih < G_H && iw >= 0 && iw < G_W) ? xc[(long)ih * G_W + iw] : 0.0f;
+    }
+  float tmp[4][4];  // B^T d
+  for (int j = 0; j < 4; ++j) {
+    tmp[0][j] = d[0][j] - d[2][j];
+    tmp[1][j] = d[1][j] + d[2][j];
+    tmp[2][j] = d[2][j] - d[1][j];
+    tmp[3][j] = d[1][j] - d[3][j];
+  }
+  const long P = (long)get_global_size(2) * T;
+  const long plane = (long)G_C * P;
+  __global float* out = v + v_off + (long)c * P + (long)n * T + t;
+  for (int i = 0; i < 4; ++i) {  // (B^T d) B
+    out[(i * 4 + 0) * plane] = tmp[i][0] - tmp[i][2];
+    out[(i * 4 + 1) * plane] = tmp[i][1] + tmp[i][2];
+    out[(i * 4 + 2) * plane] = tmp[i][2] - tmp[i][1];
+    out[(i * 4 + 3) * plane] = tmp[i][1] - tmp[i][3];
+  }
+}
+
+// Winograd output transform Y = A^T m A per tile, plus bias and activation. M layout [16][K][P].
+// Global (tiles_h*tiles_w, K, N).
+__kernel void winograd_output(int16 g, int tiles_h, int tiles_w, __global const float* m, long m_off,
+                              __global const float* bias, long b_off, int has_bias, __global float* y,
+                              long y_off, float act_a, float act_b) {
+  const int t = get_global_id(0);
+  const int k = get_global_id(1);
+  const int n = get_global_id(2);
+  const int T = tiles_h * tiles_w;
+  if (t >= T) return;
+  const long P = (long)get_global_size(2) * T;
+  const long plane = (long)G_K * P;
+  __global const float* src = m + m_off + (long)k * P + (long)n * T + t;
+  float a[4][4];
+  for (int i = 0; i < 16; ++i) a[i / 4][i % 4] = src[i * plane];
+  float tmp[2][4];  // A^T m
+  for (int j = 0; j < 4; ++j) {
+    tmp[0][j] = a[0][j] + a[1][j] + a[2][j];
+    tmp[1][j] = a[1][j] - a[2][j] - a[3][j];
+  }
+  const float b = has_bias ? bias[b_off + k] : 0.0f;
+  const int oh0 = (t / tiles_w) * 2, ow0 = (t % tiles_w) * 2;
+  __global float* yk = y + y_off + ((long)n * G_K + k) * G_OH * G_OW;
+  for (int i = 0; i < 2; ++i) {
+    const float r0 = tmp[i][0] + tmp[i][1] + tmp[i][2];
+    const float r1 = tmp[i][1] - tmp[i][2] - tmp[i][3];
+    const int oh = oh0 + i;
+    if (oh >= G_OH) continue;
+    yk[oh * G_OW + ow0] = APPLY_ACT(r0 + b, act_a, act_b);
+    if (ow0 + 1 < G_OW) yk[oh * G_OW + ow0 + 1] = APPLY_ACT(r1 + b, act_a, act_b);
+  }
+}
+
+// FFT convolution, step 1: each (n, c) plane zero-padded into an FH x FW real plane (FH >= H + pads).
+// Global (FW, FH, N*C).
+__kernel void fft_pad(int16 g, int fh, int fw, __global const float* x, long x_off, __global float* out) {
+  const int j = get_global_id(0);
+  const int i = get_global_id(1);
+  const int nc = get_global_id(2);
+  const int ih = i - G_PT, iw = j - G_PL;
+  float v = 0.0f;
+  if (ih >= 0 && ih < G_H && iw >= 0 && iw < G_W) v = x[x_off + ((long)nc * G_H + ih) * G_W + iw];
+  out[((long)nc * fh + i) * fw + j] = v;
+}
+
+// FFT convolution, step 2: Y[n,k,f] = sum_c X[n,c,f] * conj(Wf[k,c,f]) (cross-correlation, as Conv is).
+// F complex bins per plane. Global (F, K, N).
+__kernel void fft_multiply(int F, int C, int K, __global const float2* X, __global const float2* Wf, long wf_off,
+                           __global float2* Y) {
+  const int f = get_global_id(0);
+  const int k = get_global_id(1);
+  const int n = get_global_id(2);
+  if (f >= F) return;
+  float2 acc = (float2)(0.0f, 0.0f);
+  for (int c = 0; c < C; ++c) {
+    const float2 a = X[((long)n * C + c) * F + f];
+    const float2 b = Wf[wf_off + ((long)k * C + c) * F + f];
+    acc.x += a.x * b.x + a.y * b.y;
+    acc.y += a.y * b.x - a.x * b.y;
+  }
+  Y[((long)n * K + k) * F + f] = acc;
+}
+
+// FFT convolution, step 3: the valid OH x OW corner of each inverse-transformed plane, plus bias and
+// activation. Global (OW, OH, N*K).
+__kernel void fft_crop(int16 g, int fh, int fw, __global const float* src, __global const float* bias, long b_off,
+                       int has_bias, __global float* y, long y_off, float act_a, float act_b) {
+  const int ow = get_global_id(0);
+  const int oh = get_global_id(1);
+  const int nk = get_global_id(2);
+  float v = src[((long)nk * fh + oh) * fw + ow];
+  if (has_bias) v += bias[b_off + nk % G_K];
+  y[y_off + ((long)nk * G_OH + oh) * G_OW + ow] = APPLY_ACT(v, act_a, act_b);
+}
+
+// ConvTranspose2D as a gather: each output pixel sums the input taps that scatter onto it.
+// Weight [C, K/groups, KH, KW]. Global (OW, OH, N*K).
+__kernel void conv_transpose_direct(int16 g, __global const float* x, long x_off, __global const float* w,
+                                    long w_off, __global const float* bias, long b_off, int has_bias,
+                                    __global float* y, long y_off, float act_a, float act_b) {
+  const int ow = get_global_id(0);
+  const int oh = get_global_id(1);
+  const int nk = get_global_id(2);
+  if (ow >= G_OW || oh >= G_OH) return;
+  const int n = nk / G_K, k = nk % G_K;
+  const int grp = k / G_KG, kl = k % G_KG;
+  float acc = 0.0f;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int hn = oh + G_PT - kh * G_DH;
+    if (hn < 0 || hn % G_SH) continue;
+    const int ih = hn / G_SH;
+    if (ih >= G_H) continue;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      const int wn = ow + G_PL - kw * G_DW;
+      if (wn < 0 || wn % G_SW) continue;
+      const int iw = wn / G_SW;
+      if (iw >= G_W) continue;
+      for (int cl = 0; cl < G_CG; ++cl) {
+        const int c = grp * G_CG + cl;
+        acc = fma(x[x_off + (((long)n * G_C + c) * G_H + ih) * G_W + iw],
+                  w[w_off + (((long)c * G_KG + kl) * G_KH + kh) * G_KW + kw], acc);
+      }
+    }
+  }
+  if (has_bias) acc += bias[b_off + k];
+  y[y_off + (((long)n * G_K + k) * G_OH + oh) * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
+}

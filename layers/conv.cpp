@@ -1,0 +1,369 @@
+// Conv op: validation (ONNX attributes, auto_pad), the algorithm heuristic, weight preparation and
+// enqueue for direct, depthwise, im2col + GEMM, 1x1-as-GEMM and Winograd F(2x2,3x3). FFT lives in
+// layers/conv_fft.cpp, ConvTranspose and BatchNorm folding in layers/conv_transpose.cpp.
+#include "layers/conv.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "layers/conv_internal.hpp"
+#include "runtime/log.hpp"
+
+namespace cldl {
+
+namespace {
+// The program variants the library uses most: no activation and ReLU (conv.cl has runtime geometry).
+const ProgramVariants kConvVariants("conv.cl", {"-DACT=0", "-DACT=1"});
+
+int64_t attr(const std::vector<int64_t>& v, size_t i, int64_t def) { return v.empty() ? def : v[i]; }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+std::string_view to_string(ConvAlgo a) {
+  switch (a) {
+    case ConvAlgo::automatic: return "automatic";
+    case ConvAlgo::im2col_gemm: return "im2col_gemm";
+    case ConvAlgo::gemm_1x1: return "gemm_1x1";
+    case ConvAlgo::direct: return "direct";
+    case ConvAlgo::depthwise: return "depthwise";
+    case ConvAlgo::winograd: return "winograd";
+    case ConvAlgo::fft: return "fft";
+  }
+  return "?";
+}
+
+namespace detail {
+
+cl_int16 geometry_arg(const ConvGeometry& g) {
+  cl_int16 v;
+  const int64_t vals[16] = {g.C,  g.H,  g.W,  g.K,  g.OH, g.OW, g.KH,           g.KW,
+                            g.SH, g.SW, g.PT, g.PL, g.DH, g.DW, g.C / g.groups, g.K / g.groups};
+  for (int i = 0; i < 16; ++i) v.s[i] = static_cast<cl_int>(vals[i]);
+  return v;
+}
+
+Tensor view(const Tensor& t, int64_t start_elems) {
+  Tensor v = t;
+  v.offset_bytes += static_cast<size_t>(start_elems) * dtype_size(t.dtype);
+  v.shape = Shape{t.numel() - start_elems};
+  return v;
+}
+
+// Shared by Conv and ConvTranspose: rank, strides, dilations, pads. `op` names the op in errors.
+void parse_spatial(std::string_view op, const Shape& in, const Shape& w, const std::vector<int64_t>& strides,
+                   const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads, ConvGeometry& g) {
+  if (in.rank() != 4 && in.rank() != 3)
+    invalid(op, "input must be [N, C, H, W] or [N, C, L], got shape {}", in.str());
+  for (size_t i = 0; i < in.rank(); ++i)
+    if (in[i] <= 0) invalid(op, "input dimension {} must be positive, got {} (shape {})", i, in[i], in.str());
+  if (w.rank() != in.rank())
+    invalid(op, "weight rank {} does not match input rank {} (weight shape {})", w.rank(), in.rank(), w.str());
+  for (size_t i = 0; i < w.rank(); ++i)
+    if (w[i] <= 0) invalid(op, "weight dimension {} must be positive, got {} (shape {})", i, w[i], w.str());
+  const size_t sp = in.rank() - 2;
+  g.one_d = sp == 1;
+  if (!strides.empty() && strides.size() != sp) invalid(op, "strides has {} values, expected {}", strides.size(), sp);
+  if (!dilations.empty() && dilations.size() != sp)
+    invalid(op, "dilations has {} values, expected {}", dilations.size(), sp);
+  if (!pads.empty() && pads.size() != 2 * sp) invalid(op, "pads has {} values, expected {}", pads.size(), 2 * sp);
+  for (size_t i = 0; i < strides.size(); ++i)
+    if (strides[i] <= 0) invalid(op, "strides[{}] must be positive, got {}", i, strides[i]);
+  for (size_t i = 0; i < dilations.size(); ++i)
+    if (dilations[i] <= 0) invalid(op, "dilations[{}] must be positive, got {}", i, dilations[i]);
+  for (size_t i = 0; i < pads.size(); ++i)
+    if (pads[i] < 0) invalid(op, "pads[{}] must be >= 0, got {}", i, pads[i]);
+  g.N = in[0];
+  g.C = in[1];
+  if (g.one_d) {
+    g.H = 1, g.W = in[2], g.KH = 1, g.KW = w[2];
+    g.SW = attr(strides, 0, 1), g.DW = attr(dilations, 0, 1);
+    g.PL = attr(pads, 0, 0), g.PR = attr(pads, 1, 0);
+  } else {
+    g.H = in[2], g.W = in[3], g.KH = w[2], g.KW = w[3];
+    g.SH = attr(strides, 0, 1), g.SW = attr(strides, 1, 1);
+    g.DH = attr(dilations, 0, 1), g.DW = attr(dilations, 1, 1);
+    g.PT = attr(pads, 0, 0), g.PL = attr(pads, 1, 0), g.PB = attr(pads, 2, 0), g.PR = attr(pads, 3, 0);
+  }
+}
+
+void check_tensor(std::string_view op, std::string_view what, const HostTensor& t, const Shape& want) {
+  if (t.dtype() != DType::f32) invalid(op, "{} must be f32, got {}", what, to_string(t.dtype()));
+  if (t.shape() != want) invalid(op, "{} shape {} does not match the expected {}", what, t.shape().str(), want.str());
+}
+
+}  // namespace detail
+
+using detail::geometry_arg;
+using detail::view;
+
+ConvGeometry ConvOp::geometry(const ConvConfig& c) {
+  ConvGeometry g;
+  const Shape& ws = c.weight.shape();
+  detail::parse_spatial("Conv", c.input, ws, c.strides, c.dilations, c.pads, g);
+  if (c.weight.dtype() != DType::f32) invalid("Conv", "weight must be f32, got {}", to_string(c.weight.dtype()));
+  g.K = ws[0];
+  g.groups = c.groups;
+  if (c.groups <= 0) invalid("Conv", "group must be positive, got {}", c.groups);
+  if (g.C % c.groups) invalid("Conv", "input channels {} are not divisible by group {}", g.C, c.groups);
+  if (g.K % c.groups) invalid("Conv", "output channels (weight dim 0) {} are not divisible by group {}", g.K, c.groups);
+  if (ws[1] != g.C / c.groups)
+    invalid("Conv", "weight shape {}: dim 1 is {}, expected input channels / group = {} / {} = {}", ws.str(), ws[1],
+            g.C, c.groups, g.C / c.groups);
+  if (c.bias) detail::check_tensor("Conv", "bias", *c.bias, Shape{g.K});
+  const int64_t eh = (g.KH - 1) * g.DH + 1, ew = (g.KW - 1) * g.DW + 1;  // dilated kernel extent
+  if (c.auto_pad != AutoPad::notset) {
+    bool nonzero = std::any_of(c.pads.begin(), c.pads.end(), [](int64_t p) { return p != 0; });
+    if (nonzero) invalid("Conv", "pads must not be set together with auto_pad");
+    auto same = [&](int64_t in, int64_t s, int64_t e, int64_t& lo, int64_t& hi) {
+      int64_t total = std::max<int64_t>(0, (ceil_div(in, s) - 1) * s + e - in);
+      lo = c.auto_pad == AutoPad::same_upper ? total / 2 : total - total / 2;
+      hi = total - lo;
+    };
+    if (c.auto_pad == AutoPad::valid) {
+      g.PT = g.PL = g.PB = g.PR = 0;
+    } else {
+      if (!g.one_d) same(g.H, g.SH, eh, g.PT, g.PB);
+      same(g.W, g.SW, ew, g.PL, g.PR);
+    }
+  }
+  if (g.H + g.PT + g.PB < eh)
+    invalid("Conv", "kernel height {} (dilated extent {}) is larger than the padded input height {}", g.KH, eh,
+            g.H + g.PT + g.PB);
+  if (g.W + g.PL + g.PR < ew)
+    invalid("Conv", "kernel width {} (dilated extent {}) is larger than the padded input width {}", g.KW, ew,
+            g.W + g.PL + g.PR);
+  g.OH = (g.H + g.PT + g.PB - eh) / g.SH + 1;
+  g.OW = (g.W + g.PL + g.PR - ew) / g.SW + 1;
+  const int64_t lim = int64_t(1) << 31;
+  if (g.N * g.C * g.H * g.W >= lim || g.N * g.K * g.OH * g.OW >= lim)
+    invalid("Conv", "tensors of 2^31 elements or more are not supported (input {})", c.input.str());
+  return g;
+}
+
+Shape ConvOp::validate(const ConvConfig& c) {
+  ConvGeometry g = geometry(c);
+  return g.one_d ? Shape{g.N, g.K, g.OW} : Shape{g.N, g.K, g.OH, g.OW};
+}
+
+bool ConvOp::applies(const ConvConfig& cfg, ConvAlgo a, std::string* why) {
+  const ConvGeometry g = geometry(cfg);
+  auto no = [&](const char* reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const bool unit = g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1;
+  switch (a) {
+    case ConvAlgo::automatic:
+    case ConvAlgo::im2col_gemm:
+    case ConvAlgo::direct: return true;
+    case ConvAlgo::depthwise:
+      return g.groups == g.C && g.K == g.C ? true : no("needs group == input channels == output channels");
+    case ConvAlgo::gemm_1x1:
+      if (g.KH != 1 || g.KW != 1) return no("needs a 1x1 kernel");
+      if (g.SH != 1 || g.SW != 1) return no("needs stride 1");
+      if (g.PT || g.PL || g.PB || g.PR) return no("needs zero padding");
+      return true;
+    case ConvAlgo::winograd:
+      if (g.KH != 3 || g.KW != 3) return no("needs a 3x3 kernel");
+      if (!unit) return no("needs stride 1 and dilation 1");
+      if (g.groups != 1) return no("needs group 1");
+      return true;
+    case ConvAlgo::fft:
+      if (!unit) return no("needs stride 1 and dilation 1");
+      if (g.groups != 1) return no("needs group 1");
+      return true;
+  }
+  return no("unknown algorithm");
+}
+
+ConvAlgo ConvOp::choose(const ConvConfig& cfg, std::string* why_out) {
+  const ConvGeometry g = geometry(cfg);
+  std::string why;
+  ConvAlgo a;
+  if (cfg.algo != ConvAlgo::automatic) {
+    if (!applies(cfg, cfg.algo, &why))
+      invalid("Conv", "algorithm {} does not apply to input {} weight {} stride {}x{} dilation {}x{} group {}: {}",
+              to_string(cfg.algo), cfg.input.str(), cfg.weight.shape().str(), g.SH, g.SW, g.DH, g.DW, g.groups, why);
+    a = cfg.algo, why = "requested";
+  } else if (applies(cfg, ConvAlgo::depthwise)) {
+    a = ConvAlgo::depthwise, why = "depthwise shape";
+  } else if (applies(cfg, ConvAlgo::gemm_1x1)) {
+    a = ConvAlgo::gemm_1x1, why = "1x1 stride 1 unpadded";
+  } else if (applies(cfg, ConvAlgo::winograd) && g.C >= 16 && g.K >= 16) {
+    a = ConvAlgo::winograd, why = "3x3 stride 1, >= 16 channels";
+  } else if (applies(cfg, ConvAlgo::fft) && std::min(g.KH, g.KW) >= 7) {
+    a = ConvAlgo::fft, why = "kernel >= 7x7, stride 1";
+  } else if (g.C / g.groups * g.KH * g.KW >= 16) {
+    a = ConvAlgo::im2col_gemm, why = "reduction C/group*KH*KW >= 16";
+  } else {
+    a = ConvAlgo::direct, why = "small reduction";
+  }
+  if (why_out) *why_out = why;
+  return a;
+}
+
+std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfig& cfg) {
+  std::unique_ptr<ConvOp> op(new ConvOp());
+  op->g_ = geometry(cfg);
+  op->out_shape_ = validate(cfg);
+  op->ctx_ = &ctx;
+  op->device_ = device;
+  op->act_ = cfg.act;
+  const ConvGeometry& g = op->g_;
+  std::string why;
+  op->algo_ = choose(cfg, &why);
+  log::debug("Conv input {} weight {} -> {}: algorithm {} ({})", cfg.input.str(), cfg.weight.shape().str(),
+             op->out_shape_.str(), to_string(op->algo_), why);
+
+  op->has_bias_ = cfg.bias.has_value();
+  if (op->has_bias_) op->bias_ = ctx.upload(*cfg.bias, device);
+  cl::Program prog = ctx.program("conv.cl", fmt::format("-DACT={}", int(cfg.act.kind)), device);
+  const int64_t P = g.OH * g.OW, KG = g.K / g.groups, CG = g.C / g.groups, R = CG * g.KH * g.KW;
+  switch (op->algo_) {
+    case ConvAlgo::direct:
+      op->weight_ = ctx.upload(cfg.weight, device);
+      op->main_ = make_kernel(prog, "conv_direct");
+      break;
+    case ConvAlgo::depthwise:
+      op->weight_ = ctx.upload(cfg.weight, device);
+      op->main_ = make_kernel(prog, "conv_depthwise");
+      break;
+    case ConvAlgo::im2col_gemm:
+    case ConvAlgo::gemm_1x1: {
+      // Per group: Y[n][grp] (KG x P) = W[grp] (KG x R) * B[n][grp] (R x P), batched over images with
+      // the weight broadcast (stride 0); B is the im2col matrix or, for 1x1, the input itself.
+      op->weight_ = ctx.upload(cfg.weight, device);
+      const bool is1x1 = op->algo_ == ConvAlgo::gemm_1x1;
+      if (!is1x1) {
+        op->pre_ = make_kernel(prog, "im2col");
+        op->workspace_ = size_t(g.N * g.C * g.KH * g.KW * P) * sizeof(float);
+      }
+      GemmConfig gc;
+      gc.M = KG, gc.N = P, gc.K = R;
+      gc.batch = g.N;
+      gc.stride_a = 0;
+      gc.stride_b = is1x1 ? g.C * g.H * g.W : g.C * g.KH * g.KW * P;
+      gc.stride_c = g.K * P;
+      gc.bias = op->has_bias_ ? GemmBias::per_row : GemmBias::none;
+      gc.act = cfg.act;
+      // One Gemm op serves every group: the group is only a view offset.
+      op->gemm_.push_back(Gemm::create(ctx, device, gc));
+      break;
+    }
+    case ConvAlgo::winograd: {
+      // U = G g G^T per (k, c), stored [16][K][C] so the 16 element-wise products are a batch of GEMMs.
+      const float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+      HostTensor u(DType::f32, Shape{16, g.K, g.C});
+      const float* w = cfg.weight.as<float>();
+      float* U = u.as<float>();
+      for (int64_t k = 0; k < g.K; ++k)
+        for (int64_t c = 0; c < g.C; ++c) {
+          const float* f = w + (k * g.C + c) * 9;
+          double t[4][3];  // G f
+          for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * f[0 * 3 + j] + G[i][1] * f[1 * 3 + j] + G[i][2] * f[2 * 3 + j];
+          for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j)
+              U[((i * 4 + j) * g.K + k) * g.C + c] = float(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
+        }
+      op->weight_ = ctx.upload(u, device);
+      op->pre_ = make_kernel(prog, "winograd_input");
+      op->post_ = make_kernel(prog, "winograd_output");
+      const int64_t T = g.N * ceil_div(g.OH, 2) * ceil_div(g.OW, 2);
+      op->workspace_ = size_t(16 * (g.C + g.K) * T) * sizeof(float);
+      GemmConfig gc;
+      gc.M = g.K, gc.N = T, gc.K = g.C;
+      gc.batch = 16;
+      op->gemm_.push_back(Gemm::create(ctx, device, gc));
+      break;
+    }
+    case ConvAlgo::fft:
+      op->pre_ = make_kernel(prog, "fft_pad");
+      op->main_ = make_kernel(prog, "fft_multiply");
+      op->post_ = make_kernel(prog, "fft_crop");
+      op->prepare_fft(cfg);
+      break;
+    case ConvAlgo::automatic: break;
+  }
+  return op;
+}
+
+ConvOp::~ConvOp() { release_fft(); }
+
+void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+                     ExecutionContext& ec) {
+  if (inputs.size() != 1 || outputs.size() != 1)
+    invalid("Conv", "expects 1 input and 1 output, got {} and {}", inputs.size(), outputs.size());
+  const Tensor &x = inputs[0], &y = outputs[0];
+  if (x.dtype != DType::f32 || y.dtype != DType::f32) invalid("Conv", "only f32 tensors are supported");
+  if (x.numel() != g_.N * g_.C * g_.H * g_.W)
+    invalid("Conv", "input shape {} does not match the configured problem", x.shape.str());
+  if (y.shape != out_shape_) invalid("Conv", "output shape {} does not match the expected {}", y.shape.str(), out_shape_.str());
+  if (workspace_ && (!workspace || workspace->bytes() < workspace_))
+    invalid("Conv", "algorithm {} needs a workspace of {} bytes, got {}", algorithm(), workspace_,
+            workspace ? workspace->bytes() : 0);
+  const Tensor& b = has_bias_ ? bias_ : y;  // any valid buffer when there is no bias
+  const cl_int16 ga = geometry_arg(g_);
+  const size_t N = size_t(g_.N), K = size_t(g_.K), OH = size_t(g_.OH), OW = size_t(g_.OW);
+  std::lock_guard lock(launch_mutex_);
+  switch (algo_) {
+    case ConvAlgo::direct: {
+      set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,
+               cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+      const size_t kb = 8;  // K_BLOCK default in conv.cl
+      const size_t groups = size_t(g_.groups), bpg = (size_t(g_.K / g_.groups) + kb - 1) / kb;
+      ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * groups * bpg), cl::NullRange, "conv_direct");
+      break;
+    }
+    case ConvAlgo::depthwise:
+      set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,
+               cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+      ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K), cl::NullRange, "conv_depthwise");
+      break;
+    case ConvAlgo::im2col_gemm:
+    case ConvAlgo::gemm_1x1: {
+      const bool is1x1 = algo_ == ConvAlgo::gemm_1x1;
+      const int64_t P = g_.OH * g_.OW, KG = g_.K / g_.groups, CG = g_.C / g_.groups;
+      const int64_t R = CG * g_.KH * g_.KW;
+      Tensor src = x;
+      if (!is1x1) {
+        src = *workspace;
+        src.dtype = DType::f32;
+        src.shape = Shape{int64_t(workspace->bytes() / sizeof(float))};
+        set_args(pre_, ga, x.buffer, cl_long(x.offset_elems()), src.buffer, cl_long(src.offset_elems()));
+        ec.enqueue_kernel(pre_, cl::NDRange(OW, OH, N * size_t(g_.C)), cl::NullRange, "im2col");
+      }
+      for (int64_t grp = 0; grp < g_.groups; ++grp) {
+        std::vector<Tensor> in{view(weight_, grp * KG * R), view(src, grp * R * P)};
+        if (has_bias_) in.push_back(view(bias_, grp * KG));
+        Tensor out[1] = {view(y, grp * KG * P)};
+        gemm_[0]->enqueue(in, out, nullptr, ec);
+      }
+      break;
+    }
+    case ConvAlgo::winograd: {
+      const int64_t th = (g_.OH + 1) / 2, tw = (g_.OW + 1) / 2, T = g_.N * th * tw;
+      Tensor v = *workspace;
+      v.dtype = DType::f32;
+      v.shape = Shape{16 * g_.C * T};
+      Tensor m = view(v, 0);
+      m.offset_bytes += size_t(16 * g_.C * T) * sizeof(float);
+      m.shape = Shape{16 * g_.K * T};
+      set_args(pre_, ga, cl_int(th), cl_int(tw), x.buffer, cl_long(x.offset_elems()), v.buffer,
+               cl_long(v.offset_elems()));
+      ec.enqueue_kernel(pre_, cl::NDRange(size_t(th * tw), size_t(g_.C), N), cl::NullRange, "winograd_input");
+      std::vector<Tensor> in{weight_, v};
+      Tensor out[1] = {m};
+      gemm_[0]->enqueue(in, out, nullptr, ec);
+      set_args(post_, ga, cl_int(th), cl_int(tw), m.buffer, cl_long(m.offset_elems()), b.buffer,
+               cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+      ec.enqueue_kernel(post_, cl::NDRange(size_t(th * tw), K, N), cl::NullRange, "winograd_output");
+      break;
+    }
+    case ConvAlgo::fft: enqueue_fft(x, y, *workspace, ec); break;
+    case ConvAlgo::automatic: break;
+  }
+}
+
+}  // namespace cldl

@@ -1,0 +1,135 @@
+// Conv (2-D and 1-D, NCHW / NCL, ONNX semantics) with six algorithms, ConvTranspose, and the host-side
+// BatchNorm folding into conv weights. Kernels: kernels/conv.cl; GEMM-based algorithms use layers/gemm.hpp.
+//
+// Weights are given as HOST tensors in the config and prepared once at create (uploaded, and for
+// Winograd/FFT transformed); the op keeps its own device copies, so enqueue takes only the data input.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layers/activation.hpp"
+#include "layers/gemm.hpp"
+#include "layers/op.hpp"
+
+namespace cldl {
+
+enum class AutoPad { notset, same_upper, same_lower, valid };
+
+// Algorithm choice. `automatic` heuristic (ConvOp::create, in this order):
+//   groups == C == K (depthwise)                         -> depthwise
+//   1x1, stride 1, no padding (dilation irrelevant)     -> gemm_1x1
+//   3x3, stride 1, dilation 1, groups 1, C,K >= 16      -> winograd
+//   kernel >= 7x7, stride 1, dilation 1, groups 1       -> fft (FFT work does not grow with KH*KW)
+//   C/group*KH*KW >= 16 (enough reduction for a GEMM)    -> im2col_gemm
+//   otherwise                                           -> direct
+// The order assumes a fast GEMM (layers/gemm.hpp); no tuning database is consulted yet.
+enum class ConvAlgo { automatic, im2col_gemm, gemm_1x1, direct, depthwise, winograd, fft };
+std::string_view to_string(ConvAlgo a);
+
+struct ConvConfig {
+  Shape input;        // [N, C, H, W], or [N, C, L] for 1-D convolution (treated as H = 1)
+  HostTensor weight;  // f32 [K, C/groups, KH, KW] (or [K, C/groups, KL])
+  std::optional<HostTensor> bias;  // f32 [K]
+  // ONNX attributes; empty = defaults (1s, 0s). 2-D: strides {sh, sw}, dilations {dh, dw},
+  // pads {top, left, bottom, right}; 1-D: one / one / {begin, end}.
+  std::vector<int64_t> strides, dilations, pads;
+  AutoPad auto_pad = AutoPad::notset;
+  int64_t groups = 1;
+  Activation act;  // fused after bias
+  ConvAlgo algo = ConvAlgo::automatic;
+};
+
+// Resolved 2-D geometry (1-D problems have H = KH = 1).
+struct ConvGeometry {
+  int64_t N = 0, C = 0, H = 0, W = 0, K = 0, KH = 0, KW = 0;
+  int64_t SH = 1, SW = 1, DH = 1, DW = 1, PT = 0, PL = 0, PB = 0, PR = 0, groups = 1;
+  int64_t OH = 0, OW = 0;
+  bool one_d = false;
+  double flops() const { return 2.0 * double(N * K * OH * OW) * double(C / groups * KH * KW); }
+};
+
+// Inputs: X; output: Y. Workspace: workspace_bytes() (im2col columns, Winograd/FFT planes).
+class ConvOp : public Op {
+ public:
+  // Checks the config; returns the output shape. Errors name Conv, the argument and the value.
+  static Shape validate(const ConvConfig& cfg);
+  static ConvGeometry geometry(const ConvConfig& cfg);  // validates too
+  // Whether `algo` can run this (valid) config; `why` says why not.
+  static bool applies(const ConvConfig& cfg, ConvAlgo algo, std::string* why = nullptr);
+  // The algorithm `create` would use (cfg.algo, or the heuristic above when automatic); `why` says why.
+  static ConvAlgo choose(const ConvConfig& cfg, std::string* why = nullptr);
+  static std::unique_ptr<ConvOp> create(Context& ctx, int device, const ConvConfig& cfg);
+  ~ConvOp() override;
+
+  std::string_view type() const override { return "Conv"; }
+  std::string algorithm() const override { return std::string(to_string(algo_)); }
+  ConvAlgo algo() const { return algo_; }
+  size_t workspace_bytes() const override { return workspace_; }
+  const ConvGeometry& geom() const { return g_; }
+  Shape output_shape() const { return out_shape_; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  ConvOp() = default;
+  void prepare_fft(const ConvConfig& cfg);  // layers/conv_fft.cpp
+  void enqueue_fft(const Tensor& x, const Tensor& y, const Tensor& ws, ExecutionContext& ec);
+  void release_fft();
+  Context* ctx_ = nullptr;
+  int device_ = 0;
+  ConvGeometry g_;
+  Shape out_shape_;
+  Activation act_;
+  ConvAlgo algo_ = ConvAlgo::direct;
+  size_t workspace_ = 0;
+  Tensor weight_, bias_;  // device copies (weight_ transformed for Winograd / FFT)
+  bool has_bias_ = false;
+  cl::Kernel main_, pre_, post_;                 // algorithm kernels (see create)
+  std::vector<std::unique_ptr<Gemm>> gemm_;      // one per group (GEMM-based) or one (Winograd)
+  // FFT: plan handles (clfftPlanHandle), transform sizes.
+  size_t fft_fwd_ = 0, fft_inv_ = 0, fft_inv_batch_ = 0;
+  bool fft_plans_ = false;
+  int64_t fh_ = 0, fw_ = 0;
+};
+
+struct ConvTransposeConfig {
+  Shape input;        // [N, C, H, W] or [N, C, L]
+  HostTensor weight;  // f32 [C, K/groups, KH, KW] (or [C, K/groups, KL])
+  std::optional<HostTensor> bias;  // f32 [K]
+  std::vector<int64_t> strides, dilations, pads, output_padding;  // empty = defaults; layout as Conv
+  int64_t groups = 1;
+  Activation act;
+};
+
+// ConvTranspose (ONNX): one algorithm, a direct gather kernel ("direct").
+// Output H = SH*(H-1) + output_padding + (KH-1)*DH + 1 - PT - PB.
+class ConvTransposeOp : public Op {
+ public:
+  static Shape validate(const ConvTransposeConfig& cfg);
+  static std::unique_ptr<ConvTransposeOp> create(Context& ctx, int device, const ConvTransposeConfig& cfg);
+  std::string_view type() const override { return "ConvTranspose"; }
+  std::string algorithm() const override { return "direct"; }
+  Shape output_shape() const { return out_shape_; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  ConvTransposeOp() = default;
+  ConvGeometry g_;
+  Shape out_shape_;
+  Activation act_;
+  Tensor weight_, bias_;
+  bool has_bias_ = false;
+  cl::Kernel kernel_;
+};
+
+// Folds an inference BatchNorm y = scale * (x - mean) / sqrt(var + epsilon) + b that follows a conv into
+// the conv's weight [K, ...] and bias [K] (created as zeros when absent). Works for Dense weights
+// [K, ...] too. Errors name BatchNorm and the mismatched argument.
+void fold_batch_norm(HostTensor& weight, std::optional<HostTensor>& bias, const HostTensor& scale,
+                     const HostTensor& b, const HostTensor& mean, const HostTensor& var, float epsilon);
+
+}  // namespace cldl

@@ -1,0 +1,387 @@
+// Conv / ConvTranspose / BatchNorm folding against tests/reference/conv_ref.cpp (double accumulation).
+//
+// Tolerances (|got - want| <= atol + rtol * |want|), inputs and weights uniform in [-1, 1]:
+//  - direct, depthwise, im2col + GEMM, 1x1 GEMM, ConvTranspose: rtol 1e-4, atol 1e-4 (fp32 accumulation
+//    of at most a few hundred products; differences are summation-order rounding only).
+//  - Winograd F(2x2,3x3): rtol 1e-3, atol 1e-3: the transforms add and subtract up to 16 input values
+//    per tile before the products and up to 16 products after, so rounding grows by about that factor.
+//  - FFT: rtol 1e-3, atol 2e-3: the error of a float FFT is relative to the whole plane's energy
+//    (about log2(FH*FW) * eps * norm), not to each output, so small outputs get an absolute bound.
+#include <algorithm>
+#include <string>
+
+#include "layers/conv.hpp"
+#include "tests/reference/conv_ref.hpp"
+#include "support/test_util.hpp"
+
+using namespace cldl;
+using cldl::test::ctx;
+
+namespace {
+
+struct Problem {
+  const char* name;
+  int64_t N, C, H, W, K, KH, KW;
+  int64_t SH = 1, SW = 1, DH = 1, DW = 1, PT = 0, PL = 0, PB = 0, PR = 0, groups = 1;
+  bool bias = false;
+  Activation act{};
+  bool one_d = false;  // H and KH must be 1; pads/strides/dilations given as 1-D attributes
+};
+
+ConvConfig make_config(const Problem& p, uint32_t seed) {
+  ConvConfig c;
+  c.input = p.one_d ? Shape{p.N, p.C, p.W} : Shape{p.N, p.C, p.H, p.W};
+  Shape ws = p.one_d ? Shape{p.K, p.C / p.groups, p.KW} : Shape{p.K, p.C / p.groups, p.KH, p.KW};
+  c.weight = test::random_tensor(ws, seed);
+  if (p.bias) c.bias = test::random_tensor(Shape{p.K}, seed + 1);
+  if (p.one_d) {
+    c.strides = {p.SW}, c.dilations = {p.DW}, c.pads = {p.PL, p.PR};
+  } else {
+    c.strides = {p.SH, p.SW}, c.dilations = {p.DH, p.DW}, c.pads = {p.PT, p.PL, p.PB, p.PR};
+  }
+  c.groups = p.groups;
+  c.act = p.act;
+  return c;
+}
+
+ref::ConvParams ref_params(const Problem& p) {
+  ref::ConvParams r;
+  r.N = p.N, r.C = p.C, r.H = p.H, r.W = p.W, r.K = p.K, r.KH = p.KH, r.KW = p.KW;
+  r.SH = p.SH, r.SW = p.SW, r.DH = p.DH, r.DW = p.DW, r.PT = p.PT, r.PL = p.PL, r.PB = p.PB, r.PR = p.PR;
+  r.groups = p.groups;
+  return r;
+}
+
+// Runs `op` on host input x (with a fresh workspace) and returns the output.
+template <typename OpT>
+std::vector<float> run(OpT& op, const HostTensor& x) {
+  Tensor dx = ctx().upload(x);
+  Tensor dy = ctx().alloc(op.output_shape(), DType::f32);
+  Tensor ws;
+  if (op.workspace_bytes()) ws = ctx().alloc(Shape{int64_t(op.workspace_bytes())}, DType::u8);
+  auto ec = ctx().exec();
+  Tensor in[1] = {dx}, out[1] = {dy};
+  op.enqueue(in, out, op.workspace_bytes() ? &ws : nullptr, ec);
+  HostTensor h = ctx().download(dy);
+  return std::vector<float>(h.as<float>(), h.as<float>() + h.numel());
+}
+
+void tolerance(ConvAlgo a, double& rtol, double& atol) {
+  rtol = 1e-4, atol = 1e-4;
+  if (a == ConvAlgo::winograd) rtol = 1e-3, atol = 1e-3;
+  if (a == ConvAlgo::fft) rtol = 1e-3, atol = 2e-3;
+}
+
+const ConvAlgo kAlgos[] = {ConvAlgo::direct,   ConvAlgo::im2col_gemm, ConvAlgo::gemm_1x1,
+                           ConvAlgo::depthwise, ConvAlgo::winograd,    ConvAlgo::fft};
+
+// Every applicable algorithm against the reference (FFT only when `fft`: clFFT compiles kernels for each
+// plan, ~seconds each on PoCL); returns how many ran.
+int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
+  ConvConfig cfg = make_config(p, seed);
+  HostTensor x = test::random_tensor(cfg.input, seed + 7);
+  int64_t OH = 0, OW = 0;
+  auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(),
+                          cfg.bias ? cfg.bias->as<float>() : nullptr, p.act, OH, OW);
+  CHECK(ConvOp::validate(cfg) == (p.one_d ? Shape{p.N, p.K, OW} : Shape{p.N, p.K, OH, OW}));
+  int ran = 0;
+  for (ConvAlgo a : kAlgos) {
+    if (!ConvOp::applies(cfg, a) || (a == ConvAlgo::fft && !fft)) continue;
+    cfg.algo = a;
+    auto op = ConvOp::create(ctx(), 0, cfg);
+    CHECK(op->algorithm() == to_string(a));
+    auto got = run(*op, x);
+    REQUIRE(got.size() == want.size());
+    double rtol, atol;
+    tolerance(a, rtol, atol);
+    INFO(std::string(p.name) << " with " << to_string(a));
+    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), rtol, atol);
+    ++ran;
+  }
+  return ran;
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_SUITE("conv") {
+
+TEST_CASE("every applicable algorithm matches the reference on the same problem") {
+  const Activation relu(Act::relu), leaky(Act::leaky_relu, 0.1f);
+  // name, N, C, H, W, K, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR, groups, bias, act, one_d
+  const Problem problems[] = {
+      {"3x3 pad 1 bias relu", 3, 5, 7, 13, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, relu},
+      {"3x3 unpadded K 11", 1, 3, 7, 13, 11, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, false, {}},
+      {"3x3 stride 2 asymmetric pads", 1, 3, 7, 13, 5, 3, 3, 2, 2, 1, 1, 0, 1, 2, 1, 1, false, {}},
+      {"3x3 dilation 2", 3, 5, 7, 13, 3, 3, 3, 1, 1, 2, 2, 2, 1, 0, 2, 1, true, {}},
+      {"2x3 groups 3 stride 2x1 dilation 1x2", 3, 6, 7, 13, 9, 2, 3, 2, 1, 1, 2, 1, 0, 0, 2, 3, true, leaky},
+      {"depthwise 3x3", 3, 5, 7, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, true, relu},
+      {"depthwise 5x5 stride 2 dilation 2", 1, 3, 7, 13, 3, 5, 5, 2, 2, 2, 2, 2, 2, 2, 2, 3, false, {}},
+      {"1x1 bias relu", 3, 5, 7, 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, true, relu},
+      {"1x1 groups 2", 1, 6, 7, 13, 4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, true, {}},
+      {"1x1 stride 2", 1, 5, 7, 13, 3, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, false, {}},
+      {"7x7 pad 3", 3, 3, 7, 13, 4, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 1, true, {}},
+      {"5x4 asymmetric pads", 1, 3, 7, 13, 5, 5, 4, 1, 1, 1, 1, 2, 0, 1, 3, 1, true, relu},
+      {"1-D k5 stride 2 dilation 2", 3, 5, 1, 29, 4, 1, 5, 1, 2, 1, 2, 0, 3, 0, 1, 1, true, {}, true},
+      {"1-D k7 stride 1", 1, 3, 1, 31, 5, 1, 7, 1, 1, 1, 1, 0, 2, 0, 4, 1, false, relu, true},
+  };
+  int total = 0;
+  uint32_t seed = 100;
+  for (const auto& p : problems) {
+    const bool fft = p.KH * p.KW >= 49 || (p.one_d && p.KW == 7);  // one 2-D and one 1-D FFT problem
+    int ran = check_all_algorithms(p, seed += 10, fft);
+    CHECK_MESSAGE(ran >= 2, p.name);  // every problem is checked by at least two algorithms
+    total += ran;
+  }
+  CHECK(total >= 35);
+}
+
+TEST_CASE("tensor views with offsets: input, output and an unaligned workspace") {
+  // Same problems as above (no new program or FFT plan builds), run on views into larger buffers.
+  const Problem problems[] = {
+      {"7x7 pad 3", 3, 3, 7, 13, 4, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 1, true, {}},
+      {"3x3 pad 1 bias relu", 3, 5, 7, 13, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, Activation(Act::relu)},
+  };
+  for (const auto& p : problems) {
+    ConvConfig cfg = make_config(p, 77);
+    HostTensor x = test::random_tensor(cfg.input, 78);
+    int64_t OH, OW;
+    auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(), cfg.bias->as<float>(), p.act, OH, OW);
+    for (ConvAlgo a : {ConvAlgo::fft, ConvAlgo::im2col_gemm, ConvAlgo::winograd, ConvAlgo::direct}) {
+      if (!ConvOp::applies(cfg, a)) continue;
+      cfg.algo = a;
+      auto op = ConvOp::create(ctx(), 0, cfg);
+      const int64_t nx = x.numel(), ny = op->output_shape().numel();
+      HostTensor xbig(DType::f32, Shape{nx + 5});
+      std::fill(xbig.as<float>(), xbig.as<float>() + 5, 1e6f);  // garbage before the view
+      std::copy(x.as<float>(), x.as<float>() + nx, xbig.as<float>() + 5);
+      Tensor dx = ctx().upload(xbig).slice_elems(5, nx, cfg.input);
+      Tensor ybig = ctx().alloc(Shape{ny + 3 + 4}, DType::f32);
+      Tensor dy = ybig.slice_elems(3, ny, op->output_shape());
+      Tensor wsbig = ctx().alloc(Shape{int64_t(op->workspace_bytes()) + 100}, DType::u8);
+      Tensor ws = wsbig.slice_elems(100, int64_t(op->workspace_bytes()), Shape{int64_t(op->workspace_bytes())});
+      auto ec = ctx().exec();
+      Tensor in[1] = {dx}, out[1] = {dy};
+      op->enqueue(in, out, op->workspace_bytes() ? &ws : nullptr, ec);
+      HostTensor h = ctx().download(ybig);
+      double rtol, atol;
+      tolerance(a, rtol, atol);
+      INFO(std::string(p.name) << " with " << to_string(a));
+      CLDL_CHECK_CLOSE(h.as<float>() + 3, want.data(), size_t(ny), rtol, atol);
+    }
+  }
+}
+
+TEST_CASE("auto_pad SAME_UPPER / SAME_LOWER / VALID") {
+  // H 7, kernel 4, stride 2: output 4, total pad (4-1)*2 + 4 - 7 = 3 -> upper 1/2, lower 2/1.
+  // W 13, kernel 3, stride 2: output 7, total pad (7-1)*2 + 3 - 13 = 2 -> 1/1 either way.
+  struct Mode {
+    AutoPad ap;
+    int64_t pt, pl, pb, pr;
+  };
+  const Mode modes[] = {{AutoPad::same_upper, 1, 1, 2, 1}, {AutoPad::same_lower, 2, 1, 1, 1}, {AutoPad::valid, 0, 0, 0, 0}};
+  for (const auto& m : modes) {
+    Problem p{"auto_pad", 3, 5, 7, 13, 3, 4, 3, 2, 2, 1, 1, m.pt, m.pl, m.pb, m.pr, 1, true, {}};
+    ConvConfig cfg = make_config(p, 5);
+    cfg.pads.clear();
+    cfg.auto_pad = m.ap;
+    if (m.ap != AutoPad::valid) CHECK(ConvOp::validate(cfg) == Shape{3, 3, 4, 7});
+    HostTensor x = test::random_tensor(cfg.input, 6);
+    int64_t OH, OW;
+    auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(), cfg.bias->as<float>(), {}, OH, OW);
+    for (ConvAlgo a : {ConvAlgo::direct, ConvAlgo::im2col_gemm}) {
+      cfg.algo = a;
+      auto op = ConvOp::create(ctx(), 0, cfg);
+      CHECK(op->output_shape() == Shape{3, 3, OH, OW});
+      auto got = run(*op, x);
+      CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+    }
+  }
+}
+
+TEST_CASE("auto_pad SAME_LOWER on a 1-D dilated strided conv") {
+  // L 29, kernel 4, dilation 2 (extent 7), stride 3: output 10, total pad 9*3 + 7 - 29 = 5 -> lower 3/2.
+  Problem p{"1-D same_lower", 3, 5, 1, 29, 4, 1, 4, 1, 3, 1, 2, 0, 3, 0, 2, 1, true, Activation(Act::relu), true};
+  ConvConfig cfg = make_config(p, 9);
+  cfg.pads.clear();
+  cfg.auto_pad = AutoPad::same_lower;
+  CHECK(ConvOp::validate(cfg) == Shape{3, 4, 10});
+  HostTensor x = test::random_tensor(cfg.input, 10);
+  int64_t OH, OW;
+  auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(), cfg.bias->as<float>(), p.act, OH, OW);
+  REQUIRE(OW == 10);
+  for (ConvAlgo a : {ConvAlgo::direct, ConvAlgo::im2col_gemm}) {
+    cfg.algo = a;
+    auto op = ConvOp::create(ctx(), 0, cfg);
+    auto got = run(*op, x);
+    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+  }
+}
+
+TEST_CASE("automatic choice follows the documented heuristic") {
+  auto algo_for = [](int64_t C, int64_t K, int64_t k, int64_t s, int64_t groups, int64_t pad) {
+    Problem p{"auto", 1, C, 20, 20, K, k, k, s, s, 1, 1, pad, pad, pad, pad, groups, false, {}};
+    return ConvOp::choose(make_config(p, 1));
+  };
+  CHECK(algo_for(8, 8, 3, 1, 8, 1) == ConvAlgo::depthwise);
+  CHECK(algo_for(16, 8, 1, 1, 1, 0) == ConvAlgo::gemm_1x1);
+  CHECK(algo_for(16, 16, 3, 1, 1, 1) == ConvAlgo::winograd);
+  CHECK(algo_for(8, 16, 3, 1, 1, 1) == ConvAlgo::im2col_gemm);  // too few channels for Winograd
+  CHECK(algo_for(3, 4, 7, 1, 1, 3) == ConvAlgo::fft);
+  CHECK(algo_for(3, 4, 7, 2, 1, 3) == ConvAlgo::im2col_gemm);
+  CHECK(algo_for(16, 8, 1, 2, 1, 0) == ConvAlgo::im2col_gemm);  // strided 1x1
+  CHECK(algo_for(1, 4, 3, 1, 1, 1) == ConvAlgo::direct);
+  // create uses the same choice and reports it.
+  Problem p{"auto", 1, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, {}};
+  auto op = ConvOp::create(ctx(), 0, make_config(p, 2));
+  CHECK(op->algorithm() == "winograd");
+}
+
+TEST_CASE("an explicitly requested algorithm that does not apply is a clear error") {
+  Problem p{"bad algo", 1, 3, 7, 13, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, false, {}};
+  ConvConfig cfg = make_config(p, 2);
+  cfg.algo = ConvAlgo::winograd;
+  std::string msg = error_of([&] { ConvOp::create(ctx(), 0, cfg); });
+  CHECK(msg.find("Conv") != std::string::npos);
+  CHECK(msg.find("winograd") != std::string::npos);
+  CHECK(msg.find("stride 1") != std::string::npos);
+  cfg.algo = ConvAlgo::depthwise;
+  CHECK(error_of([&] { ConvOp::create(ctx(), 0, cfg); }).find("depthwise") != std::string::npos);
+  cfg.algo = ConvAlgo::gemm_1x1;
+  CHECK(error_of([&] { ConvOp::create(ctx(), 0, cfg); }).find("1x1") != std::string::npos);
+}
+
+TEST_CASE("bad configurations fail validate naming Conv, the argument and the value") {
+  Problem p{"bad", 1, 6, 7, 13, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, {}};
+  auto expect = [](ConvConfig cfg, std::initializer_list<const char*> parts) {
+    std::string msg = error_of([&] { ConvOp::validate(cfg); });
+    INFO(msg);
+    CHECK(msg.rfind("Conv:", 0) == 0);
+    for (const char* s : parts) CHECK(msg.find(s) != std::string::npos);
+  };
+  ConvConfig c = make_config(p, 3);
+  c.pads = {1, -2, 1, 1};
+  expect(c, {"pads[1]", "-2"});
+  c = make_config(p, 3);
+  c.groups = 4;
+  expect(c, {"group 4", "6"});
+  c = make_config(p, 3);
+  c.weight = test::random_tensor(Shape{4, 5, 3, 3}, 1);
+  expect(c, {"weight shape [4, 5, 3, 3]", "dim 1 is 5"});
+  c = make_config(p, 3);
+  c.weight = test::random_tensor(Shape{4, 6, 11, 3}, 1);
+  expect(c, {"kernel height 11", "padded input height 9"});
+  c = make_config(p, 3);
+  c.strides = {1, 0};
+  expect(c, {"strides[1]", "0"});
+  c = make_config(p, 3);
+  c.dilations = {-1, 1};
+  expect(c, {"dilations[0]", "-1"});
+  c = make_config(p, 3);
+  c.bias = test::random_tensor(Shape{5}, 1);
+  expect(c, {"bias shape [5]", "[4]"});
+  c = make_config(p, 3);
+  c.input = Shape{1, 6, 7};
+  expect(c, {"weight rank 4", "input rank 3"});
+  c = make_config(p, 3);
+  c.auto_pad = AutoPad::same_upper;
+  expect(c, {"pads", "auto_pad"});
+}
+
+TEST_CASE("ConvTranspose matches the reference: stride, pads, output_padding, dilation, groups, 1-D") {
+  struct TProblem {
+    Problem p;
+    int64_t oph, opw;
+  };
+  const TProblem problems[] = {
+      {{"stride 2 pads output_padding", 3, 5, 7, 13, 3, 3, 3, 2, 2, 1, 1, 1, 0, 1, 2, 1, true, Activation(Act::relu)}, 1, 0},
+      {{"groups 3 dilation 1x2 stride 1x3", 1, 6, 7, 13, 9, 2, 3, 1, 3, 1, 2, 0, 1, 1, 0, 3, true, {}}, 0, 2},
+      {{"plain 4x4", 1, 3, 7, 13, 5, 4, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, false, {}}, 0, 0},
+      {{"1-D stride 2", 3, 5, 1, 29, 4, 1, 5, 1, 2, 1, 1, 0, 2, 0, 1, 1, true, {}, true}, 0, 1},
+  };
+  uint32_t seed = 300;
+  for (const auto& tp : problems) {
+    const Problem& p = tp.p;
+    ConvTransposeConfig c;
+    c.input = p.one_d ? Shape{p.N, p.C, p.W} : Shape{p.N, p.C, p.H, p.W};
+    c.weight = test::random_tensor(p.one_d ? Shape{p.C, p.K / p.groups, p.KW} : Shape{p.C, p.K / p.groups, p.KH, p.KW},
+                                   seed += 3);
+    if (p.bias) c.bias = test::random_tensor(Shape{p.K}, seed + 1);
+    if (p.one_d) {
+      c.strides = {p.SW}, c.dilations = {p.DW}, c.pads = {p.PL, p.PR}, c.output_padding = {tp.opw};
+    } else {
+      c.strides = {p.SH, p.SW}, c.dilations = {p.DH, p.DW}, c.pads = {p.PT, p.PL, p.PB, p.PR};
+      c.output_padding = {tp.oph, tp.opw};
+    }
+    c.groups = p.groups;
+    c.act = p.act;
+    HostTensor x = test::random_tensor(c.input, seed + 2);
+    ref::ConvParams rp = ref_params(p);
+    rp.OPH = tp.oph, rp.OPW = tp.opw;
+    int64_t OH, OW;
+    auto want = ref::conv_transpose2d(rp, x.as<float>(), c.weight.as<float>(), c.bias ? c.bias->as<float>() : nullptr,
+                                      p.act, OH, OW);
+    auto op = ConvTransposeOp::create(ctx(), 0, c);
+    CHECK(op->output_shape() == (p.one_d ? Shape{p.N, p.K, OW} : Shape{p.N, p.K, OH, OW}));
+    auto got = run(*op, x);
+    INFO(std::string(p.name));
+    REQUIRE(got.size() == want.size());
+    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+  }
+  // Bad configurations.
+  ConvTransposeConfig c;
+  c.input = Shape{1, 6, 7, 13};
+  c.weight = test::random_tensor(Shape{6, 2, 3, 3}, 1);
+  c.strides = {2, 2};
+  c.output_padding = {2, 0};
+  std::string msg = error_of([&] { ConvTransposeOp::validate(c); });
+  CHECK(msg.find("ConvTranspose") == 0);
+  CHECK(msg.find("output_padding") != std::string::npos);
+  c.output_padding = {0, -1};
+  msg = error_of([&] { ConvTransposeOp::validate(c); });
+  CHECK(msg.find("output_padding[1]") != std::string::npos);
+  CHECK(msg.find("-1") != std::string::npos);
+  c.output_padding = {};
+  c.groups = 4;
+  msg = error_of([&] { ConvTransposeOp::validate(c); });
+  CHECK(msg.find("group 4") != std::string::npos);
+}
+
+TEST_CASE("BatchNorm folded into conv weight and bias equals conv then BatchNorm") {
+  for (bool with_bias : {false, true}) {
+    Problem p{"bn fold", 3, 5, 7, 13, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, with_bias, {}};
+    ConvConfig cfg = make_config(p, 40);
+    HostTensor x = test::random_tensor(cfg.input, 41);
+    HostTensor scale = test::random_tensor(Shape{3}, 42, 0.5f, 2.0f), b = test::random_tensor(Shape{3}, 43),
+               mean = test::random_tensor(Shape{3}, 44), var = test::random_tensor(Shape{3}, 45, 0.1f, 3.0f);
+    const float eps = 1e-3f;
+    int64_t OH, OW;
+    auto conv = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(),
+                            with_bias ? cfg.bias->as<float>() : nullptr, {}, OH, OW);
+    auto want = ref::batch_norm(conv, p.N, p.K, OH * OW, scale.as<float>(), b.as<float>(), mean.as<float>(),
+                                var.as<float>(), eps);
+    fold_batch_norm(cfg.weight, cfg.bias, scale, b, mean, var, eps);
+    REQUIRE(cfg.bias.has_value());
+    cfg.algo = ConvAlgo::im2col_gemm;
+    auto op = ConvOp::create(ctx(), 0, cfg);
+    auto got = run(*op, x);
+    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+  }
+  HostTensor w = test::random_tensor(Shape{3, 2, 1, 1}, 1);
+  std::optional<HostTensor> bias;
+  HostTensor ok = test::random_tensor(Shape{3}, 2, 0.5f, 1.0f), bad = test::random_tensor(Shape{4}, 2);
+  std::string msg = error_of([&] { fold_batch_norm(w, bias, ok, ok, bad, ok, 1e-5f); });
+  CHECK(msg.find("BatchNorm") == 0);
+  CHECK(msg.find("mean shape [4]") != std::string::npos);
+}
+
+}  // TEST_SUITE

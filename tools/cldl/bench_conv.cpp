@@ -1,0 +1,110 @@
+// `cldl bench conv`: GFLOP/s of every applicable Conv algorithm on ResNet/MobileNet-style shapes
+// (direct-convolution FLOPs, 2 * N*K*OH*OW * C/group*KH*KW, for every algorithm so rates compare).
+// Settings: --set batch=N overrides every case's batch; --set algos=winograd,direct limits algorithms.
+// After the timed runs, one profiled run splits the time by kernel (the note's stage list, device ms;
+// a clFFT transform that runs several kernels reports only its last one).
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "layers/conv.hpp"
+#include "runtime/profiler.hpp"
+#include "tools/cldl/bench.hpp"
+
+namespace cldl::bench {
+namespace {
+
+struct ConvCase {
+  const char* name;
+  int64_t N, C, H, W, K, k, stride, pad, groups;
+};
+
+std::string setting(const Options& o, const std::string& key, const std::string& def) {
+  for (const auto& a : o.args)
+    if (a.rfind(key + "=", 0) == 0) return a.substr(key.size() + 1);
+  return def;
+}
+
+HostTensor filled(Shape s, float seed) {
+  HostTensor t(DType::f32, std::move(s));
+  float* p = t.as<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = float((i * 7919 + int64_t(seed * 13)) % 2001) / 1000.0f - 1.0f;
+  return t;
+}
+
+void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
+  const ConvCase cases[] = {
+      {"3x3 64->64 56x56", 8, 64, 56, 56, 64, 3, 1, 1, 1},
+      {"1x1 256->64 56x56", 8, 256, 56, 56, 64, 1, 1, 0, 1},
+      {"7x7/2 3->64 224x224", 1, 3, 224, 224, 64, 7, 2, 3, 1},
+      {"depthwise 3x3 32x112x112", 1, 32, 112, 112, 32, 3, 1, 1, 32},
+  };
+  const std::string batch = setting(opts, "batch", "");
+  const std::string algos = setting(opts, "algos", "");
+  for (const auto& cs : cases) {
+    const int64_t N = batch.empty() ? cs.N : std::stoll(batch);
+    const std::string name = fmt::format("{} b{}", cs.name, N);
+    if (!opts.selected(name)) continue;
+    ConvConfig cfg;
+    cfg.input = Shape{N, cs.C, cs.H, cs.W};
+    cfg.weight = filled(Shape{cs.K, cs.C / cs.groups, cs.k, cs.k}, 1);
+    cfg.bias = filled(Shape{cs.K}, 2);
+    cfg.strides = {cs.stride, cs.stride};
+    cfg.pads = {cs.pad, cs.pad, cs.pad, cs.pad};
+    cfg.groups = cs.groups;
+    cfg.act = Activation(Act::relu);
+    Tensor x = ctx.upload(filled(cfg.input, 3));
+    const std::string automatic(to_string(ConvOp::choose(cfg)));
+    for (ConvAlgo a : {ConvAlgo::winograd, ConvAlgo::gemm_1x1, ConvAlgo::im2col_gemm, ConvAlgo::depthwise,
+                       ConvAlgo::fft, ConvAlgo::direct}) {
+      if (!ConvOp::applies(cfg, a)) continue;
+      if (!algos.empty() && algos.find(to_string(a)) == std::string::npos) continue;
+      cfg.algo = a;
+      auto op = ConvOp::create(ctx, 0, cfg);
+      Tensor y = ctx.alloc(op->output_shape(), DType::f32);
+      Tensor ws;
+      if (op->workspace_bytes()) ws = ctx.alloc(Shape{int64_t(op->workspace_bytes())}, DType::u8);
+      auto ec = ctx.exec();
+      Tensor in[1] = {x}, out[1] = {y};
+      Result r;
+      r.family = "conv";
+      r.name = name;
+      r.impl = fmt::format("cldl:{}", to_string(a));
+      r.wall = time_runs(
+          [&] {
+            op->enqueue(in, out, op->workspace_bytes() ? &ws : nullptr, ec);
+            ec.queue.finish();
+          },
+          opts.runs, opts.warmup);
+      r.work = op->geom().flops();
+      // One profiled run: device time per stage (im2col / gemm / transforms / FFTs).
+      Profiler prof;
+      ExecutionContext pec = ctx.exec(0, 0, true);
+      pec.profiler = &prof;
+      op->enqueue(in, out, op->workspace_bytes() ? &ws : nullptr, pec);
+      pec.queue.finish();
+      std::vector<std::pair<std::string, double>> stage_ms;  // in first-seen order, summed by name
+      double device_ms = 0;
+      for (const auto& rec : prof.records()) {
+        auto it = std::find_if(stage_ms.begin(), stage_ms.end(), [&](auto& s) { return s.first == rec.name; });
+        if (it == stage_ms.end()) it = stage_ms.insert(stage_ms.end(), {rec.name, 0.0});
+        it->second += rec.duration_ms();
+        device_ms += rec.duration_ms();
+      }
+      std::string stages;
+      for (const auto& [name, ms] : stage_ms) stages += fmt::format("{}{} {:.1f}", stages.empty() ? "" : ", ", name, ms);
+      r.device_ms = device_ms;
+      r.note = fmt::format("{}ws {:.1f} MB; {}", automatic == to_string(a) ? "automatic; " : "",
+                           op->workspace_bytes() / 1048576.0, stages);
+      rep.add(r);
+    }
+  }
+}
+
+const Registration kConvBench("conv", "Conv algorithms on ResNet/MobileNet shapes (GFLOP/s, --set batch=N algos=...)",
+                              run_conv);
+
+}  // namespace
+}  // namespace cldl::bench
