@@ -41,11 +41,6 @@ void infer_constant(InferCtx& c) {
           "tensors are not supported)");
 }
 
-const OpRegistration kShapeOps{
-    {.type = "Shape", .since = 1, .family = "shape", .infer = infer_shape},
-    {.type = "Size", .since = 1, .family = "shape", .infer = infer_size},
-    {.type = "Constant", .since = 1, .family = "shape", .infer = infer_constant},
-};
 
 // Row-major strides of a shape.
 std::vector<int64_t> strides(const Shape& s) {
@@ -219,6 +214,24 @@ HostFold binary(F f, bool to_bool) {
     return std::vector<HostTensor>{from_doubles(to_bool ? DType::boolean : a.dtype(), o, r)};
   };
 }
+
+ // An OpDef infer that requires its first `n` inputs constant and folds with `f`.
+std::function<void(InferCtx&)> fold_with(HostFold f, size_t n) {
+  return [f, n](InferCtx& c) {
+    for (size_t i = 0; i < n; ++i) c.constant(i, "shape argument");
+    auto r = f(c);
+    for (size_t i = 0; i < r.size(); ++i) c.fold(i, std::move(r[i]));
+  };
+}
+
+const OpRegistration kShapeOps{
+    {.type = "Shape", .since = 1, .family = "shape", .infer = infer_shape},
+    {.type = "Size", .since = 1, .family = "shape", .infer = infer_size},
+    {.type = "Constant", .since = 1, .family = "shape", .infer = infer_constant},
+    // Their output shape depends on input values, so the inputs must be known at load; they fold.
+    {.type = "ConstantOfShape", .since = 9, .family = "shape", .const_inputs = {0}, .infer = fold_with(fold_constant_of_shape, 1)},
+    {.type = "Range", .since = 11, .family = "shape", .const_inputs = {0, 1, 2}, .infer = fold_with(fold_range, 3)},
+};
 
 const FolderRegistration kFolders{
     {"ConstantOfShape", fold_constant_of_shape},

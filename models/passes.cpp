@@ -121,8 +121,8 @@ std::vector<std::string> load_time_inputs(const Graph& g) {
   for (auto& n : g.nodes) {
     const OpDef* def = find_op(n.op_type, n.domain);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
-      bool need = def ? std::count(def->const_inputs.begin(), def->const_inputs.end(), i) > 0
-                      : find_folder(n.op_type, n.domain) != nullptr;
+      // Only arguments that decide shapes; a host-only op on runtime data stays unsupported.
+      bool need = def && std::count(def->const_inputs.begin(), def->const_inputs.end(), i) > 0;
       if (need && g.is_input(n.inputs[i])) r.insert(n.inputs[i]);
     }
   }

@@ -12,6 +12,8 @@ void register_commands(CLI::App& app) {
   add_devices_command(app);
   add_selftest_command(app);
   add_bench_command(app);
+  add_run_command(app);
+  add_profile_command(app);
 }
 
 }  // namespace cldl::cli

@@ -14,5 +14,7 @@ void set_exit_code(int code);
 void add_devices_command(CLI::App& app);
 void add_selftest_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
 
 }  // namespace cldl::cli
