@@ -3,6 +3,7 @@
 // MatMul handles 1-D operands and batch broadcasting with stride-0 batches, else one GEMM per batch.
 #include "layers/gemm.hpp"
 #include "models/op_registry.hpp"
+#include "models/passes.hpp"
 
 namespace cldl::graph {
 namespace {
@@ -69,6 +70,7 @@ std::unique_ptr<NodeKernel> lower_gemm(LowerCtx& c) {
   int64_t M = y[0], N = y[1], K = ta ? a[0] : a[1];
   GemmConfig main;
   main.M = M; main.N = N; main.K = K; main.trans_a = ta; main.trans_b = tb; main.alpha = alpha;
+  main.act = fused_activation(c.node);
   bool has_c = c.in.size() > 2 && !c.in[2].name.empty() && beta != 0.0f;
   std::vector<std::string> parts;
   if (has_c) {
@@ -107,6 +109,7 @@ std::unique_ptr<NodeKernel> lower_gemm(LowerCtx& c) {
   s.op = Gemm::create(c.ctx, c.device, main);
   k->algo = s.op->algorithm();
   for (auto& p : parts) k->algo += ", " + p;
+  if (main.act.kind != Act::none) k->algo += fmt::format(", {} fused", to_string(main.act.kind));
   k->steps.push_back(std::move(s));
   Context* ctx = &c.ctx;
   k->copy = [ctx](const Tensor& src, const Tensor& dst, ExecutionContext& ec) { ctx->copy_async(src, dst, ec); };
@@ -171,6 +174,7 @@ std::unique_ptr<NodeKernel> lower_matmul(LowerCtx& c) {
   auto k = std::make_unique<MatMulKernel>();
   GemmConfig g;
   g.M = d.M; g.N = d.N; g.K = d.K;
+  g.act = fused_activation(c.node);
   int64_t nb = d.batch.numel(), na = d.a_batch.numel(), nbb = d.b_batch.numel();
   if ((na == nb || na == 1) && (nbb == nb || nbb == 1)) {
     if (na == nb && nbb == 1 && nb > 1) {  // B shared: one tall GEMM over all of A's rows
@@ -199,6 +203,7 @@ std::unique_ptr<NodeKernel> lower_matmul(LowerCtx& c) {
   }
   k->op = Gemm::create(c.ctx, c.device, g);
   k->algo = k->op->algorithm() + ", " + k->algo;
+  if (g.act.kind != Act::none) k->algo += fmt::format(", {} fused", to_string(g.act.kind));
   return k;
 }
 

@@ -129,6 +129,16 @@ std::vector<std::string> load_time_inputs(const Graph& g) {
   return {r.begin(), r.end()};
 }
 
+size_t run_fusion_passes(Graph& g) {
+  size_t total = 0;
+  for (auto& [name, pass] : fusion_passes()) {
+    size_t n = pass(g);
+    if (n) log::debug("fusion pass {}: {} rewrites", name, n);
+    total += n;
+  }
+  return total;
+}
+
 PassStats prepare(Graph& g, const PrepareOptions& opts) {
   for (auto& [name, t] : opts.bind) {
     auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](auto& v) { return v.name == name; });
@@ -151,14 +161,9 @@ PassStats prepare(Graph& g, const PrepareOptions& opts) {
   g.sort();
   PassStats s;
   s.removed_dead = remove_dead_nodes(g);  // first, so an unused unsupported node does not stop the load
+  s.fused = run_fusion_passes(g);
   s.folded_nodes = infer_shapes(g, opts.fold_constants);
   s.removed_dead += remove_dead_nodes(g);
-  for (auto& [name, pass] : fusion_passes()) {
-    size_t n = pass(g);
-    if (n) log::debug("fusion pass {}: {} rewrites", name, n);
-    s.fused += n;
-  }
-  if (s.fused) infer_shapes(g, opts.fold_constants);
   log::debug("prepare '{}': {} nodes folded, {} dead removed, {} fused, {} left", g.name, s.folded_nodes,
              s.removed_dead, s.fused, g.nodes.size());
   return s;

@@ -34,9 +34,18 @@ size_t remove_dead_nodes(Graph& g);
 // caller with values for them (conformance data, a fixed shape) binds them through PrepareOptions::bind.
 std::vector<std::string> load_time_inputs(const Graph& g);
 
-// A rewrite pass that runs after inference (BatchNorm folding into Conv/Gemm, activation fusion into
+// A rewrite pass that runs before inference, on structure and initializers (BatchNorm folding into Conv/Gemm, activation fusion into
 // GEMM/conv epilogues). Families register theirs; prepare() runs them in registration order.
 using FusionPass = std::function<size_t(Graph&)>;
 void register_fusion_pass(std::string name, FusionPass p);
+size_t run_fusion_passes(Graph& g);  // all registered passes; returns the number of rewrites
+
+}  // namespace cldl::graph
+
+#include "layers/activation.hpp"
+
+namespace cldl::graph {
+// The activation a fusion pass folded into a Gemm / MatMul node (Act::none when none).
+Activation fused_activation(const Node& n);
 
 }  // namespace cldl::graph

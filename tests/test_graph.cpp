@@ -287,4 +287,58 @@ TEST_SUITE("graph") {
     auto out = test::run_graph(g, {{"x", x}}, PrepareOptions{.bind = {}, .dims = {{"batch", 4}}});
     CHECK(out["y"].shape() == Shape{4, 7});
   }
+
+  TEST_CASE("fusion: BatchNorm folded into Gemm and Relu into its epilogue") {
+    auto w = rnd({7, 13}, 1), bias = rnd({7}, 2), scale = rnd({7}, 3), shift = rnd({7}, 4), mean = rnd({7}, 5),
+         var = test::random_tensor(Shape{7}, 6, 0.5f, 2.0f), x = rnd({5, 13}, 7);
+    GraphBuilder b;
+    auto in = b.input("x", DType::f32, x.shape());
+    auto d = b.dense(in, b.constant("w", w), b.constant("b", bias));
+    auto bn = b.op1("BatchNormalization", {d, b.constant("scale", scale), b.constant("shift", shift),
+                                           b.constant("mean", mean), b.constant("var", var)},
+                    {{"epsilon", 1e-3f}});
+    b.output(b.relu(bn), "y");
+    Graph g = b.build();
+    auto stats = prepare(g);
+    CHECK(stats.fused == 2);
+    REQUIRE(g.nodes.size() == 2);  // Gemm (+BN, +Relu) and the Identity naming the output
+    auto m = graph::CompiledModel::compile(test::shared_ctx(), g);
+    CHECK(m->describe()[0].find("Relu fused") != std::string::npos);
+    auto out = m->session()->run({{"x", x}});
+    auto want = gemm_ref(x.as<float>(), w.as<float>(), 5, 7, 13, false, true);
+    for (int i = 0; i < 5; ++i)
+      for (int c = 0; c < 7; ++c) {
+        float& v = want[size_t(i * 7 + c)];
+        v = (v + bias.as<float>()[c] - mean.as<float>()[c]) / std::sqrt(var.as<float>()[c] + 1e-3f) * scale.as<float>()[c] +
+            shift.as<float>()[c];
+        v = std::max(v, 0.0f);
+      }
+    CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), 1e-4, 1e-5);
+  }
+
+  TEST_CASE("fusion: Conv + BatchNorm weights, and no fusion when the GEMM output has other readers") {
+    auto w = rnd({3, 2, 3, 3}, 1), scale = rnd({3}, 3), shift = rnd({3}, 4), mean = rnd({3}, 5),
+         var = test::random_tensor(Shape{3}, 6, 0.5f, 2.0f);
+    GraphBuilder b;
+    auto c = b.conv(b.input("x", DType::f32, Shape{1, 2, 7, 13}), b.constant("w", w));
+    b.output(b.op1("BatchNormalization", {c, b.constant("scale", scale), b.constant("shift", shift),
+                                          b.constant("mean", mean), b.constant("var", var)}), "y");
+    Graph g = b.build();
+    CHECK(run_fusion_passes(g) == 1);
+    REQUIRE(g.nodes[0].op_type == "Conv");
+    const HostTensor& nw = g.initializers.at(g.nodes[0].inputs[1]);
+    const HostTensor& nb = g.initializers.at(g.nodes[0].inputs[2]);
+    for (int k = 0; k < 3; ++k) {
+      float s = scale.as<float>()[k] / std::sqrt(var.as<float>()[k] + 1e-5f);
+      CHECK(nb.as<float>()[k] == doctest::Approx(shift.as<float>()[k] - mean.as<float>()[k] * s).epsilon(1e-5));
+      for (int j = 0; j < 18; ++j)
+        CHECK(nw.as<float>()[k * 18 + j] == doctest::Approx(w.as<float>()[k * 18 + j] * s).epsilon(1e-5));
+    }
+    GraphBuilder b2;
+    auto mm = b2.matmul(b2.input("x", DType::f32, Shape{2, 3}), b2.constant("w", rnd({3, 3}, 1)));
+    b2.output(b2.relu(mm), "y");
+    b2.output(mm, "raw");
+    Graph g2 = b2.build();
+    CHECK(run_fusion_passes(g2) == 0);
+  }
 }
