@@ -3,13 +3,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <mutex>
 
 namespace cldl::graph {
 
 namespace {
-std::vector<OpDef>& table() {
-  static std::vector<OpDef> t;
+std::deque<OpDef>& table() {  // a deque: pointers handed out stay valid as ops register
+  static std::deque<OpDef> t;
   return t;
 }
 std::mutex& table_mutex() {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/activation.hpp"
 #include "models/graph.hpp"
 
 namespace cldl::graph {
@@ -40,11 +41,6 @@ using FusionPass = std::function<size_t(Graph&)>;
 void register_fusion_pass(std::string name, FusionPass p);
 size_t run_fusion_passes(Graph& g);  // all registered passes; returns the number of rewrites
 
-}  // namespace cldl::graph
-
-#include "layers/activation.hpp"
-
-namespace cldl::graph {
 // The activation a fusion pass folded into a Gemm / MatMul node (Act::none when none).
 Activation fused_activation(const Node& n);
 
