@@ -34,7 +34,9 @@ void infer_constant(InferCtx& c) {
     return c.fold(0, from_ints(Shape{int64_t(v.size())}, v));
   }
   if (n.has("value_floats")) {
-    auto& v = std::get<std::vector<float>>(n.attrs.at("value_floats"));
+    auto* vp = std::get_if<std::vector<float>>(&n.attrs.at("value_floats"));
+    if (!vp) c.error("attribute 'value_floats' should be a list of floats");
+    auto& v = *vp;
     return c.fold(0, from_doubles(DType::f32, Shape{int64_t(v.size())}, {v.begin(), v.end()}));
   }
   c.error("unsupported: needs a 'value', 'value_float(s)' or 'value_int(s)' attribute (strings and sparse "
@@ -64,13 +66,16 @@ std::vector<HostTensor> fold_constant_of_shape(const InferCtx& c) {
     if (d < 0) c.error("shape {} has a negative dimension", Shape(dims).str());
   const HostTensor* v = c.node.attr_t("value");
   DType dt = v ? v->dtype() : DType::f32;
-  double fill = v ? to_doubles(*v).at(0) : 0.0;
+  if (v && v->numel() != 1) c.error("attribute 'value' must hold one element, got shape {}", v->shape().str());
+  double fill = v ? to_doubles(*v)[0] : 0.0;
   Shape s(dims);
   return {from_doubles(dt, s, std::vector<double>(size_t(s.numel()), fill))};
 }
 
 std::vector<HostTensor> fold_range(const InferCtx& c) {
-  double start = to_doubles(*c.value[0]).at(0), limit = to_doubles(*c.value[1]).at(0), delta = to_doubles(*c.value[2]).at(0);
+  for (int i = 0; i < 3; ++i)
+    if (c.value[i]->numel() != 1) c.error("input {} must be a scalar, got shape {}", i, c.value[i]->shape().str());
+  double start = to_doubles(*c.value[0])[0], limit = to_doubles(*c.value[1])[0], delta = to_doubles(*c.value[2])[0];
   if (delta == 0) c.error("delta is 0");
   int64_t n = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
   std::vector<double> v(static_cast<size_t>(n), 0.0);

@@ -74,6 +74,8 @@ Result run_one(const fs::path& dir, const std::string& op) {
     m = CompiledModel::compile(test::shared_ctx(), std::move(g));
   } catch (const Error& e) {
     return {Outcome::unsupported, e.what()};
+  } catch (const std::exception& e) {  // anything but a cldl::Error at load is a bug: count it as a failure
+    return {Outcome::fail, std::string("load threw a non-cldl exception: ") + e.what()};
   }
   try {
     auto out = m->session()->run(feed);
@@ -93,7 +95,7 @@ Result run_one(const fs::path& dir, const std::string& op) {
           return {Outcome::fail, fmt::format("output '{}' element {}: got {}, want {}", outs[i].name, k, a[k], b[k])};
       }
     }
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     return {Outcome::fail, e.what()};
   }
   return {Outcome::pass, ""};
