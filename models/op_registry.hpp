@@ -1,6 +1,15 @@
 // Op registry: ONNX op type (+ domain, first supported opset) -> shape inference / host folding and a
 // factory that builds the device implementation. Each op family registers its ops from its own
 // models/ops_<family>.cpp with a static OpRegistration, so adding a family touches no other file.
+//
+// Adding an op (see ops_gemm.cpp for a complete one):
+//   void infer_relu(InferCtx& c) { c.set(0, c.input(0).dtype, c.shape(0)); }   // validate + output shape
+//   std::unique_ptr<NodeKernel> lower_relu(LowerCtx& c) { ... ElementwiseOp::create(c.ctx, c.device, cfg) ... }
+//   const OpRegistration kOps{{.type = "Relu", .since = 14, .family = "elementwise",
+//                              .infer = infer_relu, .lower = lower_relu}};
+// Inputs listed in const_inputs must be known at load (initializer, Constant, folded or bound); infer reads
+// them with c.constant(i). An infer may fold outputs on the host (c.fold) when they are fully known.
+// Node attributes follow the ONNX defaults through node.attr_i / attr_f / attr_ints(name, default).
 #pragma once
 #include <functional>
 #include <memory>
