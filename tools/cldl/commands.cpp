@@ -13,6 +13,8 @@ void register_commands(CLI::App& app) {
   add_selftest_command(app);
   add_bench_command(app);
   add_compile_command(app);
+  add_run_command(app);
+  add_profile_command(app);
 }
 
 }  // namespace cldl::cli

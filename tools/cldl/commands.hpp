@@ -15,5 +15,7 @@ void add_devices_command(CLI::App& app);
 void add_selftest_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
 
 }  // namespace cldl::cli

@@ -1,0 +1,87 @@
+// Executor: a CompiledModel holds a prepared graph lowered for one device (node kernels, constants on
+// the device, queue assignment, memory plan); Sessions run it. Each node is enqueued with its inputs'
+// events (and those of earlier readers of the bytes it reuses) as its wait list; independent branches
+// go to different in-order queues; the host waits only for the outputs. Sessions of one model may run
+// from different threads at once.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/graph.hpp"
+#include "models/memory_plan.hpp"
+#include "models/op_registry.hpp"
+#include "runtime/context.hpp"
+#include "runtime/profiler.hpp"
+
+namespace cldl::graph {
+
+struct CompileOptions {
+  int device = 0;
+  int queues = 2;          // most in-order queues that independent branches spread over
+  bool profiling = false;  // profiling queues, so Session::run can record every command
+};
+
+class Session;
+
+class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
+ public:
+  // `g` must be prepared (passes.hpp). Builds every node's kernel and uploads the constants it reads.
+  static std::shared_ptr<CompiledModel> compile(std::shared_ptr<Context> ctx, Graph g, const CompileOptions& opts = {});
+  std::unique_ptr<Session> session();
+
+  const Graph& graph() const { return graph_; }
+  const MemoryPlan& plan() const { return plan_; }
+  Context& context() { return *ctx_; }
+  const CompileOptions& options() const { return opts_; }
+  // One line per node: name, op, queue, algorithm (for --stats / debugging).
+  std::vector<std::string> describe() const;
+
+  // Internal to the executor.
+  enum class Kind { input, constant, planned, view };
+  struct Slot {
+    Kind kind;
+    std::string name;
+    Shape shape;
+    DType dtype;
+    int root = -1;      // views: slot whose bytes they use
+    size_t offset = 0;  // planned: arena offset
+    int producer = -1;  // step that writes it (-1: input / constant)
+  };
+  struct Step {
+    size_t node;
+    std::unique_ptr<NodeKernel> kernel;  // null for views
+    int queue = 0;
+    std::vector<int> in, out;  // slot per input / output (-1: absent)
+    std::vector<int> waits;    // steps to wait for besides the producers of `in`
+  };
+
+ private:
+  friend class Session;
+  std::shared_ptr<Context> ctx_;
+  Graph graph_;
+  CompileOptions opts_;
+  MemoryPlan plan_;
+  std::vector<Slot> slots_;
+  std::map<std::string, int> slot_of_;
+  std::vector<Step> steps_;
+  std::map<int, Tensor> constants_;  // slot -> device tensor
+  int queues_used_ = 1;
+};
+
+class Session {
+ public:
+  explicit Session(std::shared_ptr<CompiledModel> m);
+  // Copies inputs to the device, runs every node, copies the outputs back; returns when they are on
+  // the host. Errors name an input that is missing, unknown, or of the wrong dtype / shape.
+  std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs, Profiler* profiler = nullptr);
+  const CompiledModel& model() const { return *model_; }
+
+ private:
+  std::shared_ptr<CompiledModel> model_;
+  Tensor arena_;
+  std::vector<Tensor> tensors_;  // per slot
+};
+
+}  // namespace cldl::graph

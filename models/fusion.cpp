@@ -1,0 +1,146 @@
+// Fusion passes (registered with passes.hpp, run by prepare() before shape inference, on structure and
+// initializers only):
+//  - BatchNorm folding: Conv / Gemm with constant weights followed by an inference BatchNormalization
+//    with constant parameters becomes one Conv / Gemm with rescaled weights and bias.
+//  - Activation fusion: Gemm / MatMul followed by an activation (Relu, Sigmoid, ...) that is its only
+//    reader becomes one node whose GEMM epilogue applies it (attributes _cldl_act, _cldl_act_alpha/beta).
+#include <cmath>
+#include <set>
+
+#include "layers/activation.hpp"
+#include "models/op_registry.hpp"
+#include "models/passes.hpp"
+
+namespace cldl::graph {
+namespace {
+
+// Readers of each value; graph outputs count as a reader (-1).
+std::map<std::string, std::vector<int>> readers(const Graph& g) {
+  std::map<std::string, std::vector<int>> r;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (auto& in : g.nodes[i].inputs)
+      if (!in.empty()) r[in].push_back(int(i));
+  for (auto& o : g.outputs) r[o.name].push_back(-1);
+  return r;
+}
+
+const HostTensor* f32_const(const Graph& g, const std::string& v) {
+  auto it = g.initializers.find(v);
+  return it != g.initializers.end() && it->second.dtype() == DType::f32 ? &it->second : nullptr;
+}
+
+size_t fold_batchnorm(Graph& g) {
+  size_t n = 0;
+  auto rd = readers(g);
+  std::set<size_t> drop;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& bn = g.nodes[i];
+    if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.attr_i("training_mode", 0) != 0) continue;
+    if (bn.outputs.size() > 1 && !bn.outputs[1].empty()) continue;
+    const HostTensor *scale = f32_const(g, bn.input(1)), *shift = f32_const(g, bn.input(2)),
+                     *mean = f32_const(g, bn.input(3)), *var = f32_const(g, bn.input(4));
+    if (!scale || !shift || !mean || !var) continue;
+    auto pr = g.producers();
+    auto p = pr.find(bn.input(0));
+    if (p == pr.end() || rd[bn.input(0)].size() != 1) continue;
+    Node& prod = g.nodes[p->second];
+    bool conv = prod.op_type == "Conv" && prod.domain.empty();
+    bool gemm = prod.op_type == "Gemm" && prod.domain.empty() && prod.attr_i("transA", 0) == 0;
+    if (!conv && !gemm) continue;
+    const HostTensor* w = f32_const(g, prod.input(1));
+    if (!w || rd[prod.input(1)].size() != 1) continue;
+    int64_t C = scale->numel();
+    if (mean->numel() != C || var->numel() != C || shift->numel() != C) continue;
+    const HostTensor* bias = prod.input(2).empty() ? nullptr : f32_const(g, prod.input(2));
+    if (!prod.input(2).empty() && (!bias || bias->numel() != C || rd[prod.input(2)].size() != 1)) continue;
+    bool trans_b = gemm && prod.attr_i("transB", 0) != 0;
+    if (conv ? w->shape()[0] != C : (w->shape().rank() != 2 || w->shape()[trans_b ? 0 : 1] != C)) continue;
+    float eps = bn.attr_f("epsilon", 1e-5f);
+    float alpha = gemm ? prod.attr_f("alpha", 1.0f) : 1.0f, beta = gemm ? prod.attr_f("beta", 1.0f) : 1.0f;
+    std::vector<float> s(static_cast<size_t>(C), 0.0f);
+    for (int64_t c = 0; c < C; ++c) s[c] = scale->as<float>()[c] / std::sqrt(var->as<float>()[c] + eps);
+    HostTensor nw = *w;
+    float* wp = nw.as<float>();
+    int64_t per = w->numel() / C;
+    for (int64_t k = 0; k < w->numel(); ++k) {
+      int64_t c = conv || trans_b ? k / per : k % C;
+      wp[k] *= s[c] * alpha;
+    }
+    HostTensor nb(DType::f32, Shape{C});
+    for (int64_t c = 0; c < C; ++c) {
+      float b0 = bias ? beta * bias->as<float>()[c] : 0.0f;
+      nb.as<float>()[c] = (b0 - mean->as<float>()[c]) * s[c] + shift->as<float>()[c];
+    }
+    std::string wn = g.unique_name(prod.input(1) + "_bnfold"), bname = g.unique_name(bn.name + "_bias");
+    g.initializers[wn] = std::move(nw);
+    g.initializers[bname] = std::move(nb);
+    prod.inputs.resize(3);
+    prod.inputs[1] = wn;
+    prod.inputs[2] = bname;
+    if (gemm) {
+      prod.attrs["alpha"] = 1.0f;
+      prod.attrs["beta"] = 1.0f;
+    }
+    prod.outputs[0] = bn.outputs[0];
+    drop.insert(i);
+    ++n;
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!drop.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  return n;
+}
+
+// Activations the GEMM epilogue applies, with their ONNX attribute names for alpha / beta.
+const std::map<std::string, std::pair<const char*, const char*>> kActs = {
+    {"Relu", {"", ""}},           {"Sigmoid", {"", ""}},        {"Tanh", {"", ""}},
+    {"LeakyRelu", {"alpha", ""}}, {"Elu", {"alpha", ""}},       {"Selu", {"alpha", "gamma"}},
+    {"HardSigmoid", {"alpha", "beta"}}, {"Softplus", {"", ""}}, {"Softsign", {"", ""}},
+    {"HardSwish", {"", ""}},      {"Mish", {"", ""}},           {"ThresholdedRelu", {"alpha", ""}},
+    {"Celu", {"alpha", ""}},
+};
+
+size_t fuse_activations(Graph& g) {
+  size_t n = 0;
+  auto rd = readers(g);
+  auto pr = g.producers();
+  std::set<size_t> drop;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& act = g.nodes[i];
+    auto a = kActs.find(act.op_type);
+    if (a == kActs.end() || !act.domain.empty() || act.input_count() != 1) continue;
+    auto p = pr.find(act.input(0));
+    if (p == pr.end() || rd[act.input(0)].size() != 1) continue;
+    Node& prod = g.nodes[p->second];
+    if ((prod.op_type != "Gemm" && prod.op_type != "MatMul") || !prod.domain.empty() || prod.has("_cldl_act")) continue;
+    Activation def = activation_from_onnx(act.op_type);
+    prod.attrs["_cldl_act"] = act.op_type;
+    prod.attrs["_cldl_act_alpha"] = *a->second.first ? act.attr_f(a->second.first, def.alpha) : def.alpha;
+    prod.attrs["_cldl_act_beta"] = *a->second.second ? act.attr_f(a->second.second, def.beta) : def.beta;
+    prod.outputs[0] = act.outputs[0];
+    drop.insert(i);
+    ++n;
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!drop.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  return n;
+}
+
+struct Register {
+  Register() {
+    register_fusion_pass("batchnorm-folding", fold_batchnorm);
+    register_fusion_pass("activation-fusion", fuse_activations);
+  }
+} const kRegister;
+
+}  // namespace
+
+Activation fused_activation(const Node& n) {
+  if (!n.has("_cldl_act")) return {};
+  return activation_from_onnx(n.attr_s("_cldl_act", ""), n.attr_f("_cldl_act_alpha", 0), n.attr_f("_cldl_act_beta", 0));
+}
+
+}  // namespace cldl::graph

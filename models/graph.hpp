@@ -1,0 +1,81 @@
+// Graph IR: values (name, dtype, shape with possibly symbolic dims), nodes (op type, domain, attributes,
+// inputs, outputs), initializers as host tensors. Built by the builder API or the ONNX importer.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/tensor.hpp"
+
+namespace cldl::graph {
+
+// Shape whose dims may be unknown (-1) or symbolic (a name, value -1 until bound).
+struct ValueShape {
+  std::vector<int64_t> dims;
+  std::vector<std::string> symbols;  // same length as dims; non-empty where the dim is symbolic
+  bool known = true;                 // false: not even the rank is known
+
+  ValueShape() = default;
+  ValueShape(Shape s) : dims(s.dims), symbols(s.dims.size()) {}  // NOLINT: implicit on purpose
+  bool is_static() const;
+  Shape to_shape() const;  // throws when not static
+  std::string str() const; // "[batch, 3, 224, 224]"
+};
+
+struct ValueInfo {
+  std::string name;
+  DType dtype = DType::f32;
+  ValueShape shape;
+};
+
+using AttrValue = std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>,
+                               std::vector<std::string>, HostTensor>;
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;  // "" = ai.onnx
+  std::vector<std::string> inputs;   // "" = optional input left out
+  std::vector<std::string> outputs;  // "" = optional output not wanted
+  std::map<std::string, AttrValue> attrs;
+
+  bool has(const std::string& a) const { return attrs.count(a) != 0; }
+  // Typed attribute lookups with the ONNX default; a wrong attribute type is an error naming the node.
+  int64_t attr_i(const std::string& a, int64_t def) const;
+  float attr_f(const std::string& a, float def) const;
+  std::string attr_s(const std::string& a, const std::string& def) const;
+  std::vector<int64_t> attr_ints(const std::string& a, std::vector<int64_t> def = {}) const;
+  const HostTensor* attr_t(const std::string& a) const;
+  std::string describe() const;  // "node 'fc1' (Gemm)"
+  size_t input_count() const;    // ignoring trailing left-out inputs
+  const std::string& input(size_t i) const;  // "" when absent
+};
+
+class Graph {
+ public:
+  std::string name = "graph";
+  std::map<std::string, int64_t> opsets;  // domain ("" = ai.onnx) -> version
+  std::vector<ValueInfo> inputs, outputs;
+  std::vector<Node> nodes;
+  std::map<std::string, HostTensor> initializers;
+  std::map<std::string, ValueInfo> values;  // every known value's type and shape (filled by inference)
+
+  int64_t opset(const std::string& domain = "") const;
+  bool is_constant(const std::string& v) const { return initializers.count(v) != 0; }
+  bool is_input(const std::string& v) const;
+  const ValueInfo* info(const std::string& v) const;
+  // Orders `nodes` topologically (stable). Throws naming a node on a cycle, on a value used but never
+  // produced, and on a value produced twice.
+  void sort();
+  // Name -> index of the node that produces it (after sort()).
+  std::map<std::string, size_t> producers() const;
+  std::string unique_name(const std::string& base);
+
+ private:
+  int64_t counter_ = 0;
+};
+
+}  // namespace cldl::graph

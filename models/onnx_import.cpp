@@ -1,0 +1,322 @@
+// ONNX protobuf <-> graph IR and TensorProto files.
+#include "models/onnx_import.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "models/onnx_proto.hpp"
+
+namespace cldl::graph {
+
+namespace {
+
+const char* onnx_type_name(int t) {
+  static const char* names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64",
+                                "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64",
+                                "COMPLEX128", "BFLOAT16"};
+  return t >= 0 && t < int(std::size(names)) ? names[t] : "FLOAT8/4/2-bit or newer";
+}
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot open {} '{}'", what, path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int64_t parse_int(const std::string& s, const std::string& what) {
+  try {
+    size_t used = 0;
+    int64_t v = std::stoll(s, &used);
+    if (used == s.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  fail("{}: '{}' is not a valid non-negative integer", what, s);
+}
+
+HostTensor tensor_from_proto(const onnx::TensorProto& tp, const std::string& base_dir, const std::string& what) {
+  std::string name = tp.name().empty() ? what : "tensor '" + tp.name() + "'";
+  DType dt = dtype_from_onnx(tp.data_type(), name);
+  Shape s;
+  int64_t n = 1;
+  for (auto d : tp.dims()) {
+    if (d < 0 || d > (int64_t(1) << 40)) fail("{} has an invalid dimension {}", name, d);
+    s.dims.push_back(d);
+    n = d == 0 ? 0 : (n > (int64_t(1) << 40) / d ? (int64_t(1) << 41) : n * d);
+  }
+  if (n > (int64_t(1) << 40)) fail("{} claims too many elements ({})", name, s.str());
+  size_t bytes = size_t(n) * dtype_size(dt);
+  // Check the stored data's size before allocating, so a corrupted file cannot ask for terabytes.
+  std::string ext_path;
+  int64_t offset = 0;
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
+    int64_t length = -1;
+    for (auto& kv : tp.external_data()) {
+      if (kv.key() == "location") ext_path = kv.value();
+      else if (kv.key() == "offset") offset = parse_int(kv.value(), name + " external data offset");
+      else if (kv.key() == "length") length = parse_int(kv.value(), name + " external data length");
+    }
+    if (ext_path.empty()) fail("{}: external data without a location", name);
+    ext_path = (std::filesystem::path(base_dir) / ext_path).string();
+    if (length >= 0 && size_t(length) != bytes)
+      fail("{}: external data length {} but shape {} {} needs {} bytes", name, length, to_string(dt), s.str(), bytes);
+    std::error_code ec;
+    auto fsize = std::filesystem::file_size(ext_path, ec);
+    if (ec) fail("{}: cannot open external data file '{}'", name, ext_path);
+    if (fsize < size_t(offset) + bytes)
+      fail("{}: external data file '{}' has {} bytes, needs {} at offset {}", name, ext_path, fsize, bytes, offset);
+  } else if (tp.has_raw_data()) {
+    if (tp.raw_data().size() != bytes)
+      fail("{}: raw data has {} bytes, shape {} {} needs {}", name, tp.raw_data().size(), to_string(dt), s.str(), bytes);
+  } else {
+    size_t have = dt == DType::f32 ? size_t(tp.float_data_size())
+                  : dt == DType::i64 ? size_t(tp.int64_data_size())
+                                     : size_t(tp.int32_data_size());
+    if (have != size_t(n)) fail("{}: {} values stored for shape {} ({} elements)", name, have, s.str(), n);
+  }
+  HostTensor t(dt, s);
+  auto* dst = static_cast<std::byte*>(t.data());
+  if (!ext_path.empty()) {
+    std::ifstream f(ext_path, std::ios::binary);
+    f.seekg(offset);
+    f.read(reinterpret_cast<char*>(dst), std::streamsize(bytes));
+    if (size_t(f.gcount()) != bytes) fail("{}: cannot read {} bytes from '{}'", name, bytes, ext_path);
+  } else if (tp.has_raw_data()) {
+    if (bytes) std::memcpy(dst, tp.raw_data().data(), bytes);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      switch (dt) {
+        case DType::f32: reinterpret_cast<float*>(dst)[i] = tp.float_data(int(i)); break;
+        case DType::i64: reinterpret_cast<int64_t*>(dst)[i] = tp.int64_data(int(i)); break;
+        case DType::i32: reinterpret_cast<int32_t*>(dst)[i] = tp.int32_data(int(i)); break;
+        case DType::f16: reinterpret_cast<uint16_t*>(dst)[i] = uint16_t(tp.int32_data(int(i))); break;
+        case DType::u8:
+        case DType::boolean: reinterpret_cast<uint8_t*>(dst)[i] = uint8_t(tp.int32_data(int(i))); break;
+      }
+    }
+  }
+  return t;
+}
+
+void tensor_to_proto(const HostTensor& t, const std::string& name, onnx::TensorProto& tp) {
+  tp.set_name(name);
+  tp.set_data_type(onnx_type_of(t.dtype()));
+  for (auto d : t.shape().dims) tp.add_dims(d);
+  tp.set_raw_data(std::string(static_cast<const char*>(t.data()), t.bytes()));
+}
+
+ValueInfo value_info(const onnx::ValueInfoProto& v, const char* role) {
+  ValueInfo vi;
+  vi.name = v.name();
+  if (!v.type().has_tensor_type())
+    fail("graph {} '{}': unsupported type (sequences, maps and optionals are not supported; tensors only)", role, v.name());
+  auto& tt = v.type().tensor_type();
+  vi.dtype = dtype_from_onnx(tt.elem_type(), fmt::format("graph {} '{}'", role, v.name()));
+  if (!tt.has_shape()) {
+    vi.shape.known = false;
+    return vi;
+  }
+  for (auto& d : tt.shape().dim()) {
+    vi.shape.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    vi.shape.symbols.push_back(d.has_dim_param() ? d.dim_param() : "");
+  }
+  return vi;
+}
+
+void set_value_info(onnx::ValueInfoProto& p, const ValueInfo& v) {
+  p.set_name(v.name);
+  auto* tt = p.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx_type_of(v.dtype));
+  if (!v.shape.known) return;
+  auto* sh = tt->mutable_shape();
+  for (size_t i = 0; i < v.shape.dims.size(); ++i) {
+    auto* d = sh->add_dim();
+    if (v.shape.dims[i] >= 0) d->set_dim_value(v.shape.dims[i]);
+    else if (i < v.shape.symbols.size() && !v.shape.symbols[i].empty()) d->set_dim_param(v.shape.symbols[i]);
+  }
+}
+
+}  // namespace
+
+int onnx_type_of(DType t) {
+  switch (t) {
+    case DType::f32: return onnx::TensorProto::FLOAT;
+    case DType::f16: return onnx::TensorProto::FLOAT16;
+    case DType::i32: return onnx::TensorProto::INT32;
+    case DType::i64: return onnx::TensorProto::INT64;
+    case DType::u8: return onnx::TensorProto::UINT8;
+    case DType::boolean: return onnx::TensorProto::BOOL;
+  }
+  return 0;
+}
+
+DType dtype_from_onnx(int t, const std::string& what) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: return DType::f32;
+    case onnx::TensorProto::FLOAT16: return DType::f16;
+    case onnx::TensorProto::INT32: return DType::i32;
+    case onnx::TensorProto::INT64: return DType::i64;
+    case onnx::TensorProto::UINT8: return DType::u8;
+    case onnx::TensorProto::BOOL: return DType::boolean;
+    default:
+      fail("{}: unsupported data type {} ({}); cldl has f32, f16, i32, i64, u8, bool", what, onnx_type_name(t), t);
+  }
+}
+
+Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const std::string& what) {
+  onnx::ModelProto m;
+  if (bytes.empty()) fail("{}: empty file", what);
+  if (!m.ParseFromString(bytes)) fail("{}: not a valid ONNX model (truncated or corrupted protobuf)", what);
+  if (!m.has_graph()) fail("{}: ONNX model without a graph (truncated or not a model?)", what);
+  if (m.ir_version() < 3) fail("{}: ONNX IR version {} is too old (need 3 or later)", what, m.ir_version());
+  Graph g;
+  const auto& gp = m.graph();
+  g.name = gp.name().empty() ? "graph" : gp.name();
+  for (auto& o : m.opset_import()) g.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  if (!g.opsets.count("")) fail("{}: no ai.onnx opset import", what);
+  for (auto& t : gp.initializer()) {
+    if (t.name().empty()) fail("{}: an initializer has no name", what);
+    g.initializers[t.name()] = tensor_from_proto(t, base_dir, what);
+  }
+  if (gp.sparse_initializer_size()) fail("{}: unsupported sparse initializers", what);
+  for (auto& v : gp.input())
+    if (!g.initializers.count(v.name())) g.inputs.push_back(value_info(v, "input"));
+  for (auto& v : gp.output()) g.outputs.push_back(value_info(v, "output"));
+  for (auto& np : gp.node()) {
+    Node n;
+    n.name = np.name();
+    n.op_type = np.op_type();
+    n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    if (n.name.empty()) n.name = fmt::format("{}_{}", n.op_type, g.nodes.size());
+    for (auto& a : np.attribute()) {
+      if (!a.ref_attr_name().empty()) fail("{}: attribute '{}' refers to a function attribute", n.describe(), a.name());
+      switch (a.type()) {
+        case onnx::AttributeProto::INT: n.attrs[a.name()] = int64_t(a.i()); break;
+        case onnx::AttributeProto::FLOAT: n.attrs[a.name()] = a.f(); break;
+        case onnx::AttributeProto::STRING: n.attrs[a.name()] = a.s(); break;
+        case onnx::AttributeProto::INTS: n.attrs[a.name()] = std::vector<int64_t>(a.ints().begin(), a.ints().end()); break;
+        case onnx::AttributeProto::FLOATS: n.attrs[a.name()] = std::vector<float>(a.floats().begin(), a.floats().end()); break;
+        case onnx::AttributeProto::STRINGS:
+          n.attrs[a.name()] = std::vector<std::string>(a.strings().begin(), a.strings().end());
+          break;
+        case onnx::AttributeProto::TENSOR:
+          n.attrs[a.name()] = tensor_from_proto(a.t(), base_dir, fmt::format("{} attribute '{}'", n.describe(), a.name()));
+          break;
+        default:
+          fail("{}: unsupported attribute '{}' of type {} (subgraphs and sparse tensors are not supported)",
+               n.describe(), a.name(), int(a.type()));
+      }
+    }
+    g.nodes.push_back(std::move(n));
+  }
+  return g;
+}
+
+Graph import_onnx_file(const std::string& path) {
+  std::string bytes = read_file(path, "model");
+  return import_onnx_bytes(bytes, std::filesystem::path(path).parent_path().string(), "model '" + path + "'");
+}
+
+std::string export_onnx(const Graph& g, const std::string& external_data_path) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("cldl");
+  if (g.opsets.empty()) {
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(17);
+  }
+  for (auto& [d, v] : g.opsets) {
+    auto* o = m.add_opset_import();
+    o->set_domain(d);
+    o->set_version(v);
+  }
+  auto* gp = m.mutable_graph();
+  gp->set_name(g.name);
+  for (auto& v : g.inputs) set_value_info(*gp->add_input(), v);
+  for (auto& v : g.outputs) set_value_info(*gp->add_output(), v);
+  std::ofstream ext;
+  if (!external_data_path.empty()) {
+    ext.open(external_data_path, std::ios::binary);
+    if (!ext) fail("cannot write '{}'", external_data_path);
+  }
+  int64_t offset = 0;
+  for (auto& [name, t] : g.initializers) {
+    auto* tp = gp->add_initializer();
+    tensor_to_proto(t, name, *tp);
+    if (!ext.is_open()) continue;
+    ext.write(static_cast<const char*>(t.data()), std::streamsize(t.bytes()));
+    tp->clear_raw_data();
+    tp->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto kv = [&](const char* k, const std::string& v) {
+      auto* e = tp->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    kv("location", std::filesystem::path(external_data_path).filename().string());
+    kv("offset", std::to_string(offset));
+    kv("length", std::to_string(t.bytes()));
+    offset += int64_t(t.bytes());
+  }
+  for (auto& n : g.nodes) {
+    auto* np = gp->add_node();
+    np->set_name(n.name);
+    np->set_op_type(n.op_type);
+    np->set_domain(n.domain);
+    for (auto& i : n.inputs) np->add_input(i);
+    for (auto& o : n.outputs) np->add_output(o);
+    for (auto& [k, v] : n.attrs) {
+      auto* a = np->add_attribute();
+      a->set_name(k);
+      std::visit(
+          [&](auto&& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, int64_t>) { a->set_type(onnx::AttributeProto::INT); a->set_i(x); }
+            else if constexpr (std::is_same_v<T, float>) { a->set_type(onnx::AttributeProto::FLOAT); a->set_f(x); }
+            else if constexpr (std::is_same_v<T, std::string>) { a->set_type(onnx::AttributeProto::STRING); a->set_s(x); }
+            else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+              a->set_type(onnx::AttributeProto::INTS);
+              for (auto e : x) a->add_ints(e);
+            } else if constexpr (std::is_same_v<T, std::vector<float>>) {
+              a->set_type(onnx::AttributeProto::FLOATS);
+              for (auto e : x) a->add_floats(e);
+            } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+              a->set_type(onnx::AttributeProto::STRINGS);
+              for (auto& e : x) a->add_strings(e);
+            } else {
+              a->set_type(onnx::AttributeProto::TENSOR);
+              tensor_to_proto(x, "", *a->mutable_t());
+            }
+          },
+          v);
+    }
+  }
+  return m.SerializeAsString();
+}
+
+void export_onnx_file(const Graph& g, const std::string& path, bool external_data) {
+  std::string s = export_onnx(g, external_data ? path + ".data" : std::string());
+  std::ofstream f(path, std::ios::binary);
+  if (!f.write(s.data(), std::streamsize(s.size()))) fail("cannot write '{}'", path);
+}
+
+HostTensor read_tensor_pb(const std::string& path) {
+  std::string bytes = read_file(path, "tensor file");
+  onnx::TensorProto tp;
+  if (!tp.ParseFromString(bytes)) fail("tensor file '{}' is not a valid ONNX TensorProto", path);
+  return tensor_from_proto(tp, std::filesystem::path(path).parent_path().string(), "tensor file '" + path + "'");
+}
+
+void write_tensor_pb(const HostTensor& t, const std::string& path, const std::string& name) {
+  onnx::TensorProto tp;
+  tensor_to_proto(t, name, tp);
+  std::ofstream f(path, std::ios::binary);
+  std::string s = tp.SerializeAsString();
+  if (!f.write(s.data(), std::streamsize(s.size()))) fail("cannot write '{}'", path);
+}
+
+}  // namespace cldl::graph

@@ -1,0 +1,185 @@
+// Op registry storage and the host-tensor helpers that shape inference and folding share.
+#include "models/op_registry.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+namespace cldl::graph {
+
+namespace {
+std::deque<OpDef>& table() {  // a deque: pointers handed out stay valid as ops register
+  static std::deque<OpDef> t;
+  return t;
+}
+std::mutex& table_mutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+void register_op(OpDef def) {
+  std::lock_guard lock(table_mutex());
+  table().push_back(std::move(def));
+}
+
+const OpDef* find_op(const std::string& type, const std::string& domain) {
+  std::lock_guard lock(table_mutex());
+  std::string d = domain == "ai.onnx" ? "" : domain;
+  for (auto& o : table())
+    if (o.type == type && o.domain == d) return &o;
+  return nullptr;
+}
+
+std::vector<const OpDef*> registered_ops() {
+  std::lock_guard lock(table_mutex());
+  std::vector<const OpDef*> r;
+  for (auto& o : table()) r.push_back(&o);
+  return r;
+}
+
+namespace {
+std::map<std::string, HostFold>& folders() {
+  static std::map<std::string, HostFold> f;
+  return f;
+}
+}  // namespace
+
+void register_folder(const std::string& type, HostFold f) {
+  std::lock_guard lock(table_mutex());
+  folders()[type] = std::move(f);
+}
+
+const HostFold* find_folder(const std::string& type, const std::string& domain) {
+  if (!domain.empty() && domain != "ai.onnx") return nullptr;
+  std::lock_guard lock(table_mutex());
+  auto it = folders().find(type);
+  return it == folders().end() ? nullptr : &it->second;
+}
+
+const ValueInfo& InferCtx::input(size_t i) const {
+  if (!has_input(i)) error("input {} is required", i);
+  return *in[i];
+}
+
+Shape InferCtx::shape(size_t i) const {
+  const auto& v = input(i);
+  if (!v.shape.is_static()) error("input '{}' needs a static shape, got {}", v.name, v.shape.str());
+  return v.shape.to_shape();
+}
+
+const HostTensor& InferCtx::constant(size_t i, const char* what) const {
+  if (!has_input(i)) error("input {} ({}) is required", i, what);
+  if (!value[i])
+    error("input '{}' ({}) must be known at load time (an initializer, Constant or bound input)", in[i]->name, what);
+  return *value[i];
+}
+
+bool InferCtx::all_constant() const {
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] && !value[i]) return false;
+  return true;
+}
+
+void InferCtx::set(size_t i, DType t, ValueShape s) {
+  if (i >= out.size()) return;
+  out[i].dtype = t;
+  out[i].shape = std::move(s);
+}
+
+void InferCtx::fold(size_t i, HostTensor t) {
+  if (i >= out.size()) return;
+  set(i, t.dtype(), t.shape());
+  folded[i] = std::move(t);
+}
+
+int64_t norm_axis(const InferCtx& c, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) c.error("axis {} is out of range for rank {}", axis, rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (man == 0) bits = sign;
+    else {  // subnormal: normalise
+      int e = -1;
+      do { ++e; man <<= 1; } while (!(man & 0x400));
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
+    }
+  } else if (exp == 31) bits = sign | 0x7f800000u | man << 13;
+  else bits = sign | (exp + 112) << 23 | man << 13;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = int32_t((x >> 23) & 0xff) - 127 + 15;
+  uint32_t man = x & 0x7fffff;
+  if (((x >> 23) & 0xff) == 0xff) return uint16_t(sign | 0x7c00 | (man ? 0x200 : 0));
+  if (exp >= 31) return uint16_t(sign | 0x7c00);
+  if (exp <= 0) {
+    if (exp < -10) return uint16_t(sign);
+    man |= 0x800000;
+    uint32_t shift = uint32_t(14 - exp);
+    uint32_t h = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return uint16_t(sign | h);
+  }
+  uint32_t h = uint32_t(exp) << 10 | man >> 13, rem = man & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;  // round to nearest even
+  return uint16_t(sign | h);
+}
+
+std::vector<double> to_doubles(const HostTensor& t) {
+  std::vector<double> v(size_t(t.numel()));
+  const void* p = t.data();
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (t.dtype()) {
+      case DType::f32: v[i] = static_cast<const float*>(p)[i]; break;
+      case DType::f16: v[i] = half_to_float(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::i32: v[i] = static_cast<const int32_t*>(p)[i]; break;
+      case DType::i64: v[i] = double(static_cast<const int64_t*>(p)[i]); break;
+      case DType::u8:
+      case DType::boolean: v[i] = static_cast<const uint8_t*>(p)[i]; break;
+    }
+  }
+  return v;
+}
+
+std::vector<int64_t> to_ints(const HostTensor& t) {
+  if (t.dtype() == DType::i64) {
+    auto s = t.span<int64_t>();
+    return {s.begin(), s.end()};
+  }
+  auto d = to_doubles(t);
+  return {d.begin(), d.end()};
+}
+
+HostTensor from_doubles(DType dt, Shape s, const std::vector<double>& v) {
+  HostTensor t(dt, std::move(s));
+  if (size_t(t.numel()) != v.size()) fail("from_doubles: {} values for shape {}", v.size(), t.shape().str());
+  void* p = t.data();
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (dt) {
+      case DType::f32: static_cast<float*>(p)[i] = float(v[i]); break;
+      case DType::f16: static_cast<uint16_t*>(p)[i] = float_to_half(float(v[i])); break;
+      case DType::i32: static_cast<int32_t*>(p)[i] = int32_t(v[i]); break;
+      case DType::i64: static_cast<int64_t*>(p)[i] = int64_t(v[i]); break;
+      case DType::u8: static_cast<uint8_t*>(p)[i] = uint8_t(v[i]); break;
+      case DType::boolean: static_cast<uint8_t*>(p)[i] = v[i] != 0; break;
+    }
+  }
+  return t;
+}
+
+HostTensor from_ints(Shape s, const std::vector<int64_t>& v) {
+  return HostTensor::from<int64_t>(std::move(s), std::span<const int64_t>(v));
+}
+
+}  // namespace cldl::graph

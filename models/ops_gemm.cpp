@@ -1,0 +1,216 @@
+// ONNX Gemm and MatMul mapped onto layers/gemm.hpp. Gemm's C is broadcast into the output with a K=1
+// GEMM against a ones vector (no extra kernel), or fused as the per-column bias when beta = 1.
+// MatMul handles 1-D operands and batch broadcasting with stride-0 batches, else one GEMM per batch.
+#include "layers/gemm.hpp"
+#include "models/op_registry.hpp"
+#include "models/passes.hpp"
+
+namespace cldl::graph {
+namespace {
+
+void need_f32(const InferCtx& c, size_t i) {
+  if (c.input(i).dtype != DType::f32)
+    c.error("unsupported: input '{}' is {}, only f32 is implemented", c.input(i).name, to_string(c.input(i).dtype));
+}
+
+void infer_gemm(InferCtx& c) {
+  need_f32(c, 0);
+  need_f32(c, 1);
+  Shape a = c.shape(0), b = c.shape(1);
+  if (a.rank() != 2 || b.rank() != 2) c.error("A and B must be 2-D, got {} and {}", a.str(), b.str());
+  bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
+  int64_t M = ta ? a[1] : a[0], K = ta ? a[0] : a[1], Kb = tb ? b[1] : b[0], N = tb ? b[0] : b[1];
+  if (K != Kb) c.error("inner dimensions differ: A {} (transA={}) and B {} (transB={})", a.str(), int(ta), b.str(), int(tb));
+  if (c.has_input(2)) {
+    need_f32(c, 2);
+    Shape s = c.shape(2);
+    int64_t cm = s.rank() == 2 ? s[0] : 1, cn = s.rank() >= 1 ? s[s.rank() - 1] : 1;
+    if (s.rank() > 2 || (cm != 1 && cm != M) || (cn != 1 && cn != N))
+      c.error("C {} does not broadcast to [{}, {}]", s.str(), M, N);
+  }
+  c.set(0, DType::f32, Shape{M, N});
+}
+
+// One GEMM call on views of the node's tensors: which input/extra tensor plays A, B and C.
+struct Step {
+  std::unique_ptr<Gemm> op;
+  int a = 0, b = 1;  // >= 0: node input index; -1: the ones vector
+  bool bias = false;
+  bool copy_c = false;  // instead of a GEMM: copy input 2 into the output
+};
+
+class GemmKernel : public NodeKernel {
+ public:
+  std::vector<Step> steps;
+  Tensor ones;
+  std::string algo;
+  std::string algorithm() const override { return algo; }
+  void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
+    Context* ctx = nullptr;
+    (void)ctx;
+    for (auto& s : steps) {
+      const Tensor& y = out[0];
+      if (s.copy_c) {
+        copy(in[2], y, ec);
+        continue;
+      }
+      const Tensor& A = s.a >= 0 ? in[s.a] : ones;
+      const Tensor& B = s.b >= 0 ? in[s.b] : ones;
+      s.op->run(A, B, y, ec, s.bias ? &in[2] : nullptr);
+    }
+  }
+  std::function<void(const Tensor&, const Tensor&, ExecutionContext&)> copy;
+};
+
+std::unique_ptr<NodeKernel> lower_gemm(LowerCtx& c) {
+  auto k = std::make_unique<GemmKernel>();
+  bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
+  float alpha = c.node.attr_f("alpha", 1.0f), beta = c.node.attr_f("beta", 1.0f);
+  Shape a = c.in[0].shape.to_shape(), y = c.out[0].shape.to_shape();
+  int64_t M = y[0], N = y[1], K = ta ? a[0] : a[1];
+  GemmConfig main;
+  main.M = M; main.N = N; main.K = K; main.trans_a = ta; main.trans_b = tb; main.alpha = alpha;
+  main.act = fused_activation(c.node);
+  bool has_c = c.in.size() > 2 && !c.in[2].name.empty() && beta != 0.0f;
+  std::vector<std::string> parts;
+  if (has_c) {
+    Shape s = c.in[2].shape.to_shape();
+    int64_t cm = s.rank() == 2 ? s[0] : 1, cn = s.rank() >= 1 ? s[s.rank() - 1] : 1;
+    if (cm == 1 && cn == N && beta == 1.0f) {
+      main.bias = GemmBias::per_col;  // the dense-layer case: fused epilogue
+      parts.push_back("bias fused");
+    } else {
+      main.beta = beta;
+      Step pre;
+      if (cm == M && cn == N) {
+        pre.copy_c = true;
+      } else {
+        GemmConfig bc;  // Y = broadcast(C) as an outer product with ones
+        bc.K = 1;
+        if (cm == 1 && cn == 1) {  // scalar: M*N batches of a 1x1x1 product, stride 0 on both inputs
+          bc.M = bc.N = 1; bc.batch = M * N; bc.stride_a = 0; bc.stride_b = 0; bc.stride_c = 1;
+          pre.a = 2; pre.b = -1;
+        } else if (cm == 1) {
+          bc.M = M; bc.N = N; pre.a = -1; pre.b = 2;
+        } else {
+          bc.M = M; bc.N = N; pre.a = 2; pre.b = -1;
+        }
+        pre.op = Gemm::create(c.ctx, c.device, bc);
+        int64_t n = std::max(M, N);
+        std::vector<float> v(size_t(n), 1.0f);
+        k->ones = c.ctx.upload(HostTensor::from<float>(Shape{n}, v), c.device);
+      }
+      parts.push_back(pre.copy_c ? "C copied" : "C broadcast by K=1 GEMM");
+      k->steps.push_back(std::move(pre));
+    }
+  }
+  Step s;
+  s.a = 0; s.b = 1; s.bias = main.bias != GemmBias::none;
+  s.op = Gemm::create(c.ctx, c.device, main);
+  k->algo = s.op->algorithm();
+  for (auto& p : parts) k->algo += ", " + p;
+  if (main.act.kind != Act::none) k->algo += fmt::format(", {} fused", to_string(main.act.kind));
+  k->steps.push_back(std::move(s));
+  Context* ctx = &c.ctx;
+  k->copy = [ctx](const Tensor& src, const Tensor& dst, ExecutionContext& ec) { ctx->copy_async(src, dst, ec); };
+  return k;
+}
+
+// MatMul: numpy matmul semantics.
+struct MatMulDims {
+  int64_t M, N, K;
+  Shape batch, a_batch, b_batch;  // broadcast batch shape and each operand's (rank-aligned)
+};
+
+MatMulDims matmul_dims(const InferCtx* ic, const LowerCtx* lc, Shape a, Shape b) {
+  auto err = [&](const std::string& m) {
+    if (ic) ic->error("{}", m);
+    lc->error("{}", m);
+  };
+  if (a.rank() == 0 || b.rank() == 0) err("scalar operands are not allowed");
+  if (a.rank() == 1) a.dims.insert(a.dims.begin(), 1);
+  if (b.rank() == 1) b.dims.push_back(1);
+  MatMulDims d;
+  d.M = a[a.rank() - 2]; d.K = a[a.rank() - 1]; d.N = b[b.rank() - 1];
+  if (b[b.rank() - 2] != d.K) err(fmt::format("inner dimensions differ: {} x {}", a.str(), b.str()));
+  size_t r = std::max(a.rank(), b.rank()) - 2;
+  d.batch.dims.assign(r, 1); d.a_batch.dims.assign(r, 1); d.b_batch.dims.assign(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i + a.rank() - 2 >= r ? a[i + a.rank() - 2 - r] : 1, db = i + b.rank() - 2 >= r ? b[i + b.rank() - 2 - r] : 1;
+    if (da != db && da != 1 && db != 1) err(fmt::format("batch dimensions of {} and {} do not broadcast", a.str(), b.str()));
+    d.a_batch[i] = da; d.b_batch[i] = db; d.batch[i] = std::max(da, db);
+  }
+  return d;
+}
+
+void infer_matmul(InferCtx& c) {
+  need_f32(c, 0);
+  need_f32(c, 1);
+  Shape a = c.shape(0), b = c.shape(1);
+  auto d = matmul_dims(&c, nullptr, a, b);
+  Shape out = d.batch;
+  if (a.rank() > 1) out.dims.push_back(d.M);
+  if (b.rank() > 1) out.dims.push_back(d.N);
+  c.set(0, DType::f32, out);
+}
+
+class MatMulKernel : public NodeKernel {
+ public:
+  std::unique_ptr<Gemm> op;
+  std::vector<std::array<int64_t, 3>> calls;  // element offsets of A, B, Y per call (looped broadcast)
+  int64_t a_elems = 0, b_elems = 0, y_elems = 0;
+  std::string algo;
+  std::string algorithm() const override { return algo; }
+  void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
+    if (calls.empty()) return op->run(in[0], in[1], out[0], ec);
+    for (auto& [oa, ob, oy] : calls)
+      op->run(in[0].slice_elems(oa, a_elems, Shape{a_elems}), in[1].slice_elems(ob, b_elems, Shape{b_elems}),
+              out[0].slice_elems(oy, y_elems, Shape{y_elems}), ec);
+  }
+};
+
+std::unique_ptr<NodeKernel> lower_matmul(LowerCtx& c) {
+  auto d = matmul_dims(nullptr, &c, c.in[0].shape.to_shape(), c.in[1].shape.to_shape());
+  auto k = std::make_unique<MatMulKernel>();
+  GemmConfig g;
+  g.M = d.M; g.N = d.N; g.K = d.K;
+  g.act = fused_activation(c.node);
+  int64_t nb = d.batch.numel(), na = d.a_batch.numel(), nbb = d.b_batch.numel();
+  if ((na == nb || na == 1) && (nbb == nb || nbb == 1)) {
+    if (na == nb && nbb == 1 && nb > 1) {  // B shared: one tall GEMM over all of A's rows
+      g.M = d.M * nb;
+      k->algo = "one GEMM (batch folded into M)";
+    } else {
+      g.batch = nb;
+      g.stride_a = na == 1 ? 0 : -1;
+      g.stride_b = nbb == 1 ? 0 : -1;
+      k->algo = fmt::format("strided batch {}{}", nb, na == 1 || nbb == 1 ? " (stride-0 broadcast)" : "");
+    }
+  } else {  // mixed broadcast: one GEMM per output batch item
+    k->a_elems = d.M * d.K; k->b_elems = d.K * d.N; k->y_elems = d.M * d.N;
+    for (int64_t i = 0; i < nb; ++i) {
+      int64_t ia = 0, ib = 0, rem = i, ma = 1, mb = 1;
+      for (int64_t ax = int64_t(d.batch.rank()) - 1; ax >= 0; --ax) {
+        int64_t coord = rem % d.batch[ax];
+        rem /= d.batch[ax];
+        if (d.a_batch[ax] != 1) ia += coord * ma;
+        if (d.b_batch[ax] != 1) ib += coord * mb;
+        ma *= d.a_batch[ax]; mb *= d.b_batch[ax];
+      }
+      k->calls.push_back({ia * k->a_elems, ib * k->b_elems, i * k->y_elems});
+    }
+    k->algo = fmt::format("{} GEMM calls (mixed batch broadcast)", nb);
+  }
+  k->op = Gemm::create(c.ctx, c.device, g);
+  k->algo = k->op->algorithm() + ", " + k->algo;
+  if (g.act.kind != Act::none) k->algo += fmt::format(", {} fused", to_string(g.act.kind));
+  return k;
+}
+
+const OpRegistration kGemmOps{
+    {.type = "Gemm", .since = 11, .family = "gemm", .infer = infer_gemm, .lower = lower_gemm},
+    {.type = "MatMul", .since = 13, .family = "gemm", .infer = infer_matmul, .lower = lower_matmul},
+};
+
+}  // namespace
+}  // namespace cldl::graph

@@ -1,0 +1,256 @@
+// Shape ops evaluated on the host at load: Shape, Size and Constant (always folded), and host folders for
+// the ops that shape subgraphs of exported models use on constants (ConstantOfShape, Range, Gather,
+// Slice, Concat, Cast and integer arithmetic). Device kernels for these ops belong to their families.
+#include <algorithm>
+#include <cmath>
+
+#include "models/op_registry.hpp"
+
+namespace cldl::graph {
+namespace {
+
+void infer_shape(InferCtx& c) {
+  Shape s = c.shape(0);
+  int64_t r = int64_t(s.rank());
+  int64_t start = c.node.attr_i("start", 0), end = c.node.attr_i("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, 0, r);
+  std::vector<int64_t> d;
+  for (int64_t i = start; i < end; ++i) d.push_back(s[i]);
+  c.fold(0, from_ints(Shape{int64_t(d.size())}, d));
+}
+
+void infer_size(InferCtx& c) { c.fold(0, from_ints(Shape{}, {c.shape(0).numel()})); }
+
+void infer_constant(InferCtx& c) {
+  const Node& n = c.node;
+  if (auto* t = n.attr_t("value")) return c.fold(0, *t);
+  if (n.has("value_float")) return c.fold(0, from_doubles(DType::f32, Shape{}, {n.attr_f("value_float", 0)}));
+  if (n.has("value_int")) return c.fold(0, from_ints(Shape{}, {n.attr_i("value_int", 0)}));
+  if (n.has("value_ints")) {
+    auto v = n.attr_ints("value_ints");
+    return c.fold(0, from_ints(Shape{int64_t(v.size())}, v));
+  }
+  if (n.has("value_floats")) {
+    auto* vp = std::get_if<std::vector<float>>(&n.attrs.at("value_floats"));
+    if (!vp) c.error("attribute 'value_floats' should be a list of floats");
+    auto& v = *vp;
+    return c.fold(0, from_doubles(DType::f32, Shape{int64_t(v.size())}, {v.begin(), v.end()}));
+  }
+  c.error("unsupported: needs a 'value', 'value_float(s)' or 'value_int(s)' attribute (strings and sparse "
+          "tensors are not supported)");
+}
+
+
+// Row-major strides of a shape.
+std::vector<int64_t> strides(const Shape& s) {
+  std::vector<int64_t> st(s.rank(), 1);
+  for (int64_t i = int64_t(s.rank()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+// Gathers `n` elements of `src` by element indices into a new tensor of `dt`/`shape`.
+HostTensor pick(const HostTensor& src, Shape shape, const std::vector<int64_t>& idx) {
+  HostTensor t(src.dtype(), std::move(shape));
+  size_t es = dtype_size(src.dtype());
+  for (size_t i = 0; i < idx.size(); ++i)
+    std::memcpy(static_cast<std::byte*>(t.data()) + i * es, static_cast<const std::byte*>(src.data()) + idx[i] * es, es);
+  return t;
+}
+
+std::vector<HostTensor> fold_constant_of_shape(const InferCtx& c) {
+  auto dims = to_ints(*c.value[0]);
+  for (auto d : dims)
+    if (d < 0) c.error("shape {} has a negative dimension", Shape(dims).str());
+  const HostTensor* v = c.node.attr_t("value");
+  DType dt = v ? v->dtype() : DType::f32;
+  if (v && v->numel() != 1) c.error("attribute 'value' must hold one element, got shape {}", v->shape().str());
+  double fill = v ? to_doubles(*v)[0] : 0.0;
+  Shape s(dims);
+  return {from_doubles(dt, s, std::vector<double>(size_t(s.numel()), fill))};
+}
+
+std::vector<HostTensor> fold_range(const InferCtx& c) {
+  for (int i = 0; i < 3; ++i)
+    if (c.value[i]->numel() != 1) c.error("input {} must be a scalar, got shape {}", i, c.value[i]->shape().str());
+  double start = to_doubles(*c.value[0])[0], limit = to_doubles(*c.value[1])[0], delta = to_doubles(*c.value[2])[0];
+  if (delta == 0) c.error("delta is 0");
+  int64_t n = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+  std::vector<double> v(static_cast<size_t>(n), 0.0);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + double(i) * delta;
+  return {from_doubles(c.value[0]->dtype(), Shape{n}, v)};
+}
+
+std::vector<HostTensor> fold_gather(const InferCtx& c) {
+  const HostTensor& x = *c.value[0];
+  Shape xs = x.shape();
+  int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), int64_t(xs.rank()));
+  auto ind = to_ints(*c.value[1]);
+  Shape out;
+  for (int64_t i = 0; i < axis; ++i) out.dims.push_back(xs[i]);
+  for (auto d : c.value[1]->shape().dims) out.dims.push_back(d);
+  for (size_t i = size_t(axis) + 1; i < xs.rank(); ++i) out.dims.push_back(xs[i]);
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= xs[i];
+  for (size_t i = size_t(axis) + 1; i < xs.rank(); ++i) inner *= xs[i];
+  std::vector<int64_t> idx;
+  for (int64_t o = 0; o < outer; ++o)
+    for (auto j : ind) {
+      if (j < -xs[axis] || j >= xs[axis]) c.error("index {} is out of range for axis {} of size {}", j, axis, xs[axis]);
+      if (j < 0) j += xs[axis];
+      for (int64_t k = 0; k < inner; ++k) idx.push_back((o * xs[axis] + j) * inner + k);
+    }
+  return {pick(x, out, idx)};
+}
+
+std::vector<HostTensor> fold_slice(const InferCtx& c) {
+  const HostTensor& x = *c.value[0];
+  Shape xs = x.shape();
+  int64_t r = int64_t(xs.rank());
+  auto starts = to_ints(*c.value[1]), ends = to_ints(*c.value[2]);
+  std::vector<int64_t> axes, steps;
+  if (c.has_input(3)) axes = to_ints(*c.value[3]);
+  else for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  if (c.has_input(4)) steps = to_ints(*c.value[4]);
+  else steps.assign(starts.size(), 1);
+  std::vector<int64_t> st(r, 0), step(r, 1), cnt(xs.dims);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = norm_axis(c, axes[i], r), d = xs[a], s = steps[i];
+    if (s == 0) c.error("step 0 on axis {}", a);
+    int64_t b = starts[i] < 0 ? starts[i] + d : starts[i], e = ends[i] < 0 ? ends[i] + d : ends[i];
+    if (s > 0) { b = std::clamp<int64_t>(b, 0, d); e = std::clamp<int64_t>(e, 0, d); }
+    else { b = std::clamp<int64_t>(b, 0, d - 1); e = std::clamp<int64_t>(e, -1, d - 1); }
+    st[a] = b;
+    step[a] = s;
+    cnt[a] = s > 0 ? std::max<int64_t>(0, (e - b + s - 1) / s) : std::max<int64_t>(0, (b - e - s - 1) / -s);
+  }
+  Shape out(cnt);
+  auto xst = strides(xs), ost = strides(out);
+  std::vector<int64_t> idx(size_t(out.numel()));
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t src = 0;
+    for (int64_t a = 0; a < r; ++a) src += (st[a] + (i / ost[a] % cnt[a]) * step[a]) * xst[a];
+    idx[i] = src;
+  }
+  return {pick(x, out, idx)};
+}
+
+std::vector<HostTensor> fold_concat(const InferCtx& c) {
+  const HostTensor& x0 = *c.value[0];
+  int64_t r = int64_t(x0.shape().rank());
+  int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), r);
+  Shape out = x0.shape();
+  out[axis] = 0;
+  for (auto* v : c.value) {
+    if (v->dtype() != x0.dtype() || int64_t(v->shape().rank()) != r) c.error("inputs differ in dtype or rank");
+    out[axis] += v->shape()[axis];
+  }
+  HostTensor t(x0.dtype(), out);
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= out[i];
+  size_t es = dtype_size(x0.dtype());
+  auto* dst = static_cast<std::byte*>(t.data());
+  for (int64_t o = 0; o < outer; ++o)
+    for (auto* v : c.value) {
+      size_t chunk = size_t(v->numel() / std::max<int64_t>(outer, 1)) * es;
+      std::memcpy(dst, static_cast<const std::byte*>(v->data()) + o * chunk, chunk);
+      dst += chunk;
+    }
+  return {t};
+}
+
+DType onnx_to_dtype(const InferCtx& c, int64_t t) {
+  switch (t) {
+    case 1: return DType::f32;
+    case 2: return DType::u8;
+    case 6: return DType::i32;
+    case 7: return DType::i64;
+    case 9: return DType::boolean;
+    case 10: return DType::f16;
+    default: c.error("unsupported: cast to ONNX data type {}", t);
+  }
+}
+
+std::vector<HostTensor> fold_cast(const InferCtx& c) {
+  DType to = onnx_to_dtype(c, c.node.attr_i("to", 1));
+  const HostTensor& x = *c.value[0];
+  if (to == DType::i64 && x.dtype() == DType::i64) return {x};
+  return {from_doubles(to, x.shape(), to_doubles(x))};
+}
+
+// Numpy-style broadcast of two shapes; errors name the node.
+Shape broadcast(const InferCtx& c, const Shape& a, const Shape& b) {
+  size_t r = std::max(a.rank(), b.rank());
+  Shape o;
+  o.dims.resize(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.rank() ? 1 : a[i - (r - a.rank())], db = i < r - b.rank() ? 1 : b[i - (r - b.rank())];
+    if (da != db && da != 1 && db != 1) c.error("shapes {} and {} do not broadcast", a.str(), b.str());
+    o[i] = da == 1 ? db : da;
+  }
+  return o;
+}
+
+int64_t bcast_index(const Shape& out, const Shape& in, int64_t i) {
+  int64_t idx = 0, mul = 1;
+  for (int64_t a = int64_t(out.rank()) - 1, b = int64_t(in.rank()) - 1; b >= 0; --a, --b) {
+    int64_t coord = i % out[a];
+    i /= out[a];
+    if (in[b] != 1) idx += coord * mul;
+    mul *= in[b];
+  }
+  return idx;
+}
+
+template <typename F>
+HostFold binary(F f, bool to_bool) {
+  return [f, to_bool](const InferCtx& c) {
+    const HostTensor &a = *c.value[0], &b = *c.value[1];
+    Shape o = broadcast(c, a.shape(), b.shape());
+    auto va = to_doubles(a), vb = to_doubles(b);
+    std::vector<double> r(size_t(o.numel()));
+    bool integer = a.dtype() == DType::i32 || a.dtype() == DType::i64;
+    for (int64_t i = 0; i < o.numel(); ++i) {
+      double x = va[bcast_index(o, a.shape(), i)], y = vb[bcast_index(o, b.shape(), i)];
+      r[i] = f(x, y, integer);
+    }
+    return std::vector<HostTensor>{from_doubles(to_bool ? DType::boolean : a.dtype(), o, r)};
+  };
+}
+
+ // An OpDef infer that requires its first `n` inputs constant and folds with `f`.
+std::function<void(InferCtx&)> fold_with(HostFold f, size_t n) {
+  return [f, n](InferCtx& c) {
+    for (size_t i = 0; i < n; ++i) c.constant(i, "shape argument");
+    auto r = f(c);
+    for (size_t i = 0; i < r.size(); ++i) c.fold(i, std::move(r[i]));
+  };
+}
+
+const OpRegistration kShapeOps{
+    {.type = "Shape", .since = 1, .family = "shape", .infer = infer_shape},
+    {.type = "Size", .since = 1, .family = "shape", .infer = infer_size},
+    {.type = "Constant", .since = 1, .family = "shape", .infer = infer_constant},
+    // Their output shape depends on input values, so the inputs must be known at load; they fold.
+    {.type = "ConstantOfShape", .since = 9, .family = "shape", .const_inputs = {0}, .infer = fold_with(fold_constant_of_shape, 1)},
+    {.type = "Range", .since = 11, .family = "shape", .const_inputs = {0, 1, 2}, .infer = fold_with(fold_range, 3)},
+};
+
+const FolderRegistration kFolders{
+    {"ConstantOfShape", fold_constant_of_shape},
+    {"Range", fold_range},
+    {"Gather", fold_gather},
+    {"Slice", fold_slice},
+    {"Concat", fold_concat},
+    {"Cast", fold_cast},
+    {"Add", binary([](double x, double y, bool) { return x + y; }, false)},
+    {"Sub", binary([](double x, double y, bool) { return x - y; }, false)},
+    {"Mul", binary([](double x, double y, bool) { return x * y; }, false)},
+    {"Div", binary([](double x, double y, bool i) { return i ? std::trunc(x / y) : x / y; }, false)},
+    {"Equal", binary([](double x, double y, bool) { return double(x == y); }, true)},
+};
+
+}  // namespace
+}  // namespace cldl::graph

@@ -1,0 +1,172 @@
+// prepare(): binding, sort, shape inference + folding, dead-node removal, registered fusion passes.
+#include "models/passes.hpp"
+
+#include <set>
+
+#include "models/op_registry.hpp"
+#include "runtime/log.hpp"
+
+namespace cldl::graph {
+
+namespace {
+std::vector<std::pair<std::string, FusionPass>>& fusion_passes() {
+  static std::vector<std::pair<std::string, FusionPass>> p;
+  return p;
+}
+
+std::string domain_name(const std::string& d) { return d.empty() ? "ai.onnx" : d; }
+}  // namespace
+
+void register_fusion_pass(std::string name, FusionPass p) { fusion_passes().emplace_back(std::move(name), std::move(p)); }
+
+size_t infer_shapes(Graph& g, bool fold) {
+  g.values.clear();
+  for (auto& in : g.inputs) {
+    if (!in.shape.known) fail("graph input '{}' has no shape", in.name);
+    if (!in.shape.is_static()) fail("graph input '{}' has shape {}: bind its symbolic dimensions", in.name, in.shape.str());
+    g.values[in.name] = in;
+  }
+  for (auto& [name, t] : g.initializers) g.values[name] = ValueInfo{name, t.dtype(), t.shape()};
+  size_t folded = 0;
+  std::vector<Node> kept;
+  for (auto& n : g.nodes) {
+    const OpDef* def = find_op(n.op_type, n.domain);
+    const HostFold* folder = find_folder(n.op_type, n.domain);
+    int64_t opset = g.opset(n.domain);
+    if (!def && !folder)
+      fail("{}: unsupported op '{}' (domain {}, opset {}): no cldl implementation", n.describe(), n.op_type,
+           domain_name(n.domain), opset);
+    if (def && opset < def->since)
+      fail("{}: unsupported opset {} of op '{}' (domain {}): cldl implements its semantics from opset {}",
+           n.describe(), opset, n.op_type, domain_name(n.domain), def->since);
+    InferCtx c{n, opset, {}, {}, {}, {}};
+    for (auto& i : n.inputs) {
+      if (i.empty()) {
+        c.in.push_back(nullptr);
+        c.value.push_back(nullptr);
+        continue;
+      }
+      auto it = g.values.find(i);
+      if (it == g.values.end()) fail("{}: input '{}' is not defined", n.describe(), i);
+      c.in.push_back(&it->second);
+      auto ci = g.initializers.find(i);
+      c.value.push_back(ci == g.initializers.end() ? nullptr : &ci->second);
+    }
+    c.out.resize(n.outputs.size());
+    for (size_t i = 0; i < n.outputs.size(); ++i) c.out[i].name = n.outputs[i];
+    c.folded.resize(n.outputs.size());
+    bool constant_in = c.all_constant();
+    if (folder && constant_in && fold) {
+      auto r = (*folder)(c);
+      for (size_t i = 0; i < r.size() && i < c.out.size(); ++i) c.fold(i, std::move(r[i]));
+    } else if (def) {
+      def->infer(c);
+    } else {
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        if (c.in[i] && !c.value[i])
+          fail("{}: unsupported op '{}' (domain {}, opset {}) on device: cldl folds it only on load-time constant "
+               "inputs, and input '{}' is not constant",
+               n.describe(), n.op_type, domain_name(n.domain), opset, n.inputs[i]);
+    }
+    bool all_folded = true;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (n.outputs[i].empty()) continue;
+      if (c.folded[i] && fold) {
+        g.initializers[n.outputs[i]] = std::move(*c.folded[i]);
+        g.values[n.outputs[i]] = c.out[i];
+        n.outputs[i].clear();
+      } else {
+        all_folded = false;
+        if (!c.out[i].shape.is_static()) fail("{}: output '{}' has no static shape", n.describe(), n.outputs[i]);
+        g.values[n.outputs[i]] = c.out[i];
+      }
+    }
+    if (all_folded) ++folded;
+    else kept.push_back(std::move(n));
+  }
+  g.nodes = std::move(kept);
+  for (auto& o : g.outputs) {
+    auto it = g.values.find(o.name);
+    if (it == g.values.end()) fail("graph output '{}' is not produced", o.name);
+    if (o.shape.known && o.shape.is_static() && !o.shape.dims.empty() && o.shape.to_shape() != it->second.shape.to_shape())
+      fail("graph output '{}': declared shape {} but inferred {}", o.name, o.shape.str(), it->second.shape.str());
+    o.dtype = it->second.dtype;
+    o.shape = it->second.shape;
+  }
+  return folded;
+}
+
+size_t remove_dead_nodes(Graph& g) {
+  std::set<std::string> live;
+  for (auto& o : g.outputs) live.insert(o.name);
+  std::vector<bool> keep(g.nodes.size(), false);
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    for (auto& o : g.nodes[i].outputs)
+      if (!o.empty() && live.count(o)) keep[i] = true;
+    if (keep[i])
+      for (auto& in : g.nodes[i].inputs) live.insert(in);
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (keep[i]) kept.push_back(std::move(g.nodes[i]));
+  size_t removed = g.nodes.size() - kept.size();
+  g.nodes = std::move(kept);
+  for (auto it = g.initializers.begin(); it != g.initializers.end();)
+    it = live.count(it->first) ? std::next(it) : g.initializers.erase(it);
+  return removed;
+}
+
+std::vector<std::string> load_time_inputs(const Graph& g) {
+  std::set<std::string> r;
+  for (auto& n : g.nodes) {
+    const OpDef* def = find_op(n.op_type, n.domain);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      // Only arguments that decide shapes; a host-only op on runtime data stays unsupported.
+      bool need = def && std::count(def->const_inputs.begin(), def->const_inputs.end(), i) > 0;
+      if (need && g.is_input(n.inputs[i])) r.insert(n.inputs[i]);
+    }
+  }
+  return {r.begin(), r.end()};
+}
+
+size_t run_fusion_passes(Graph& g) {
+  size_t total = 0;
+  for (auto& [name, pass] : fusion_passes()) {
+    size_t n = pass(g);
+    if (n) log::debug("fusion pass {}: {} rewrites", name, n);
+    total += n;
+  }
+  return total;
+}
+
+PassStats prepare(Graph& g, const PrepareOptions& opts) {
+  for (auto& [name, t] : opts.bind) {
+    auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](auto& v) { return v.name == name; });
+    if (it == g.inputs.end()) fail("cannot bind '{}': not a graph input", name);
+    if (it->dtype != t.dtype()) fail("input '{}': bound value is {}, expected {}", name, to_string(t.dtype()), to_string(it->dtype));
+    g.initializers[name] = t;
+    g.inputs.erase(it);
+  }
+  for (auto& in : g.inputs) {
+    for (size_t i = 0; i < in.shape.dims.size(); ++i) {
+      if (in.shape.dims[i] >= 0) continue;
+      const std::string sym = i < in.shape.symbols.size() ? in.shape.symbols[i] : std::string();
+      auto it = sym.empty() ? opts.dims.end() : opts.dims.find(sym);
+      if (it == opts.dims.end())
+        fail("graph input '{}' dimension {} ('{}') of {} is not fixed: bind it (cldl run --dim {}=N)", in.name, i,
+             sym.empty() ? "?" : sym, in.shape.str(), sym.empty() ? "NAME" : sym);
+      in.shape.dims[i] = it->second;
+    }
+  }
+  g.sort();
+  PassStats s;
+  s.removed_dead = remove_dead_nodes(g);  // first, so an unused unsupported node does not stop the load
+  s.fused = run_fusion_passes(g);
+  s.folded_nodes = infer_shapes(g, opts.fold_constants);
+  s.removed_dead += remove_dead_nodes(g);
+  log::debug("prepare '{}': {} nodes folded, {} dead removed, {} fused, {} left", g.name, s.folded_nodes,
+             s.removed_dead, s.fused, g.nodes.size());
+  return s;
+}
+
+}  // namespace cldl::graph

@@ -1,0 +1,168 @@
+// ONNX backend node tests (../shared/conformance/onnx-node, read in place): load, run and compare every
+// output; prints pass / fail / unsupported per op with totals. Fails on any FAIL and on any unsupported
+// test of a claimed op. Inputs that a node needs at load (Reshape's shape, Range's bounds...) are bound
+// from the test data, as a user binds fixed shape tensors (cldl run --input binds them the same way).
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <set>
+
+#include "models/npy.hpp"
+#include "models/op_registry.hpp"
+#include "tests/support/onnx_util.hpp"
+
+using namespace cldl;
+using namespace cldl::graph;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Claimed ops: every op with an OpDef in the registry (each family's ops_*.cpp registers its own), so an
+// op that is registered must pass all its tests, except the known gaps listed below with a reason.
+std::set<std::string> claimed_ops() {
+  std::set<std::string> s;
+  for (auto* d : registered_ops())
+    if (d->domain.empty()) s.insert(d->type);
+  return s;
+}
+// Tests of claimed ops that use what cldl does not model, with the reason.
+const std::map<std::string, std::string> kKnownGaps = {
+    {"test_identity_opt", "optional-typed input (not a tensor)"},
+    {"test_identity_sequence", "sequence-typed input (not a tensor)"},
+};
+
+// Tolerance per op family (fp32 kernels); folded host results and views are compared to 1e-6.
+std::pair<double, double> tolerance(const std::string& op) {
+  if (op == "Gemm" || op == "MatMul") return {1e-4, 1e-5};
+  if (op == "Conv" || op == "ConvTranspose" || op == "LSTM" || op == "GRU" || op == "RNN" || op == "Attention")
+    return {1e-3, 1e-4};
+  if (op == "Range") return {1e-3, 1e-3};  // covers f16
+  return {1e-5, 1e-6};
+}
+
+enum class Outcome { pass, fail, unsupported };
+
+struct Result {
+  Outcome outcome;
+  std::string message;
+};
+
+Result run_one(const fs::path& dir, const std::string& op) {
+  Graph g;
+  std::vector<HostTensor> inputs, expected;
+  try {
+    g = import_onnx_file((dir / "model.onnx").string());
+  } catch (const Error& e) {
+    return {Outcome::unsupported, e.what()};
+  }
+  fs::path data = dir / "test_data_set_0";
+  for (size_t i = 0; fs::exists(data / fmt::format("input_{}.pb", i)); ++i)
+    inputs.push_back(read_tensor_pb((data / fmt::format("input_{}.pb", i)).string()));
+  for (size_t i = 0; fs::exists(data / fmt::format("output_{}.pb", i)); ++i) {
+    try {
+      expected.push_back(read_tensor_pb((data / fmt::format("output_{}.pb", i)).string()));
+    } catch (const Error& e) {
+      return {Outcome::unsupported, e.what()};
+    }
+  }
+  std::shared_ptr<CompiledModel> m;
+  std::map<std::string, HostTensor> feed;
+  try {
+    if (inputs.size() != g.inputs.size())
+      return {Outcome::fail, fmt::format("{} input files for {} graph inputs", inputs.size(), g.inputs.size())};
+    PrepareOptions po;
+    auto bound = load_time_inputs(g);
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      if (std::count(bound.begin(), bound.end(), g.inputs[i].name)) po.bind[g.inputs[i].name] = inputs[i];
+      else feed[g.inputs[i].name] = inputs[i];
+    }
+    prepare(g, po);
+    m = CompiledModel::compile(test::shared_ctx(), std::move(g));
+  } catch (const Error& e) {
+    return {Outcome::unsupported, e.what()};
+  } catch (const std::exception& e) {  // anything but a cldl::Error at load is a bug: count it as a failure
+    return {Outcome::fail, std::string("load threw a non-cldl exception: ") + e.what()};
+  }
+  try {
+    auto out = m->session()->run(feed);
+    auto [rtol, atol] = tolerance(op);
+    const auto& outs = m->graph().outputs;
+    if (outs.size() != expected.size()) return {Outcome::fail, "output count differs"};
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const HostTensor& got = out.at(outs[i].name);
+      const HostTensor& want = expected[i];
+      if (got.dtype() != want.dtype() || got.shape() != want.shape())
+        return {Outcome::fail, fmt::format("output '{}': got {} {}, want {} {}", outs[i].name, to_string(got.dtype()),
+                                           got.shape().str(), to_string(want.dtype()), want.shape().str())};
+      auto a = to_doubles(got), b = to_doubles(want);
+      for (size_t k = 0; k < a.size(); ++k) {
+        bool same = a[k] == b[k] || (std::isnan(a[k]) && std::isnan(b[k]));  // also inf == inf
+        if (!same && !(std::fabs(a[k] - b[k]) <= atol + rtol * std::fabs(b[k])))
+          return {Outcome::fail, fmt::format("output '{}' element {}: got {}, want {}", outs[i].name, k, a[k], b[k])};
+      }
+    }
+  } catch (const std::exception& e) {
+    return {Outcome::fail, e.what()};
+  }
+  return {Outcome::pass, ""};
+}
+
+}  // namespace
+
+TEST_SUITE("conformance") {
+  TEST_CASE("ONNX backend node tests") {
+    fs::path root = CLDL_CONFORMANCE_DIR;
+    if (!fs::exists(root / "INDEX.txt")) {
+      MESSAGE("conformance data not found at " << root.string() << "; skipped");
+      return;
+    }
+    std::map<std::string, std::string> op_of;  // folder -> op (from INDEX.txt)
+    {
+      std::ifstream idx(root / "INDEX.txt");
+      std::string line;
+      while (std::getline(idx, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream ls(line);
+        std::string folder, op;
+        ls >> folder >> op;
+        op_of[folder] = op;
+      }
+    }
+    struct Count { int pass = 0, fail = 0, unsupported = 0; };
+    std::map<std::string, Count> by_op;
+    std::vector<std::string> failures, claimed_unsupported;
+    int total = 0;
+    const std::set<std::string> kClaimed = claimed_ops();
+    std::vector<fs::path> dirs;
+    for (auto& e : fs::directory_iterator(root))
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (auto& dir : dirs) {
+      std::string name = dir.filename().string();
+      std::string op = op_of.count(name) ? op_of[name] : "?";
+      Result r = run_one(dir, op);
+      ++total;
+      auto& c = by_op[op];
+      if (r.outcome == Outcome::pass) c.pass++;
+      else if (r.outcome == Outcome::fail) {
+        c.fail++;
+        failures.push_back(name + ": " + r.message);
+      } else {
+        c.unsupported++;
+        if (kClaimed.count(op) && !kKnownGaps.count(name)) claimed_unsupported.push_back(name + ": " + r.message);
+      }
+    }
+    Count sum;
+    std::string table = fmt::format("{:<24} {:>5} {:>5} {:>12}\n", "op", "pass", "fail", "unsupported");
+    for (auto& [op, c] : by_op) {
+      table += fmt::format("{:<24} {:>5} {:>5} {:>12}{}\n", op, c.pass, c.fail, c.unsupported, kClaimed.count(op) ? "  (claimed)" : "");
+      sum.pass += c.pass, sum.fail += c.fail, sum.unsupported += c.unsupported;
+    }
+    table += fmt::format("{:<24} {:>5} {:>5} {:>12}   ({} tests)\n", "TOTAL", sum.pass, sum.fail, sum.unsupported, total);
+    MESSAGE("\n" << table);
+    for (auto& f : failures) MESSAGE("FAIL " << f);
+    for (auto& f : claimed_unsupported) MESSAGE("UNSUPPORTED (claimed op) " << f);
+    CHECK(failures.empty());
+    CHECK(claimed_unsupported.empty());
+  }
+}

@@ -1,0 +1,344 @@
+// Graph IR, builder, passes, memory plan and executor (Gemm / MatMul / view ops), against a plain C++
+// GEMM reference. Tolerance: rtol 1e-4, atol 1e-5 (fp32 GEMM with K <= 64).
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "models/memory_plan.hpp"
+#include "runtime/profiler.hpp"
+#include "tests/support/onnx_util.hpp"
+
+using namespace cldl;
+using namespace cldl::graph;
+using cldl::test::gemm_ref;
+
+namespace {
+const double kRtol = 1e-4, kAtol = 1e-5;
+
+HostTensor rnd(Shape s, uint32_t seed) { return test::random_tensor(std::move(s), seed); }
+
+// The MLP of the builder example: x[5,13] -> dense(7) -> matmul [7,3] -> reshape [3,5].
+Graph mlp(const HostTensor& w1, const HostTensor& b1, const HostTensor& w2) {
+  GraphBuilder b("mlp");
+  auto x = b.input("x", DType::f32, Shape{5, 13});
+  auto h = b.dense(x, b.constant("w1", w1), b.constant("b1", b1));
+  auto y = b.matmul(h, b.constant("w2", w2));
+  b.output(b.reshape(y, {3, 5}), "y");
+  return b.build();
+}
+
+std::vector<float> mlp_ref(const HostTensor& x, const HostTensor& w1, const HostTensor& b1, const HostTensor& w2) {
+  auto h = gemm_ref(x.as<float>(), w1.as<float>(), 5, 7, 13, false, true);
+  for (int m = 0; m < 5; ++m)
+    for (int n = 0; n < 7; ++n) h[size_t(m * 7 + n)] += b1.as<float>()[n];
+  return gemm_ref(h.data(), w2.as<float>(), 5, 3, 7);
+}
+}  // namespace
+
+TEST_SUITE("graph") {
+  TEST_CASE("builder MLP runs Gemm (fused bias), MatMul and Reshape as a view") {
+    auto w1 = rnd({7, 13}, 1), b1 = rnd({7}, 2), w2 = rnd({7, 3}, 3), x = rnd({5, 13}, 4);
+    auto out = test::run_graph(mlp(w1, b1, w2), {{"x", x}});
+    REQUIRE(out.count("y"));
+    CHECK(out["y"].shape() == Shape{3, 5});
+    auto want = mlp_ref(x, w1, b1, w2);
+    CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), kRtol, kAtol);
+  }
+
+  TEST_CASE("builder reads like a CNN and the graph is sorted") {
+    GraphBuilder b("cnn");
+    auto x = b.input("image", DType::f32, Shape{1, 3, 7, 13});
+    auto c1 = b.relu(b.conv(x, b.constant("k1", rnd({5, 3, 3, 3}, 1)), b.constant("c1b", rnd({5}, 2))));
+    auto p1 = b.max_pool(c1, {2, 2}, {2, 2});
+    auto f = b.flatten(p1);
+    b.output(b.softmax(b.dense(f, b.constant("fc", rnd({10, 30}, 3)), b.constant("fcb", rnd({10}, 4)))), "probs");
+    Graph g = b.build();
+    REQUIRE(g.nodes.size() == 7);
+    CHECK(g.nodes.front().op_type == "Conv");
+    CHECK(g.nodes.back().op_type == "Identity");
+    // Conv, Relu, MaxPool and Softmax come with their families; until then the error names the node.
+    auto msg = test::error_of([&] { prepare(g); });
+    CHECK(msg.find("Conv") != std::string::npos);
+  }
+
+  TEST_CASE("Gemm: alpha, beta, transposes and every C broadcast") {
+    const int64_t M = 5, N = 7, K = 3;
+    struct Case { Shape c; float alpha, beta; bool ta, tb; };
+    for (auto cs : {Case{{}, 1, 1, false, false}, Case{{1}, 0.5f, 2, false, true}, Case{{N}, 1, 1, true, false},
+                    Case{{1, N}, 1, 0.25f, false, false}, Case{{M, 1}, 2, 1, true, true}, Case{{M, N}, 1, -1, false, false},
+                    Case{{M, N}, 1, 0, false, false}}) {
+      CAPTURE(cs.c.str());
+      CAPTURE(cs.beta);
+      auto a = rnd(cs.ta ? Shape{K, M} : Shape{M, K}, 5), bm = rnd(cs.tb ? Shape{N, K} : Shape{K, N}, 6), c = rnd(cs.c, 7);
+      GraphBuilder b;
+      b.output(b.gemm(b.input("a", DType::f32, a.shape()), b.input("b", DType::f32, bm.shape()),
+                      b.input("c", DType::f32, c.shape()), cs.alpha, cs.beta, cs.ta, cs.tb),
+               "y");
+      auto out = test::run_graph(b.build(), {{"a", a}, {"b", bm}, {"c", c}});
+      auto want = gemm_ref(a.as<float>(), bm.as<float>(), M, N, K, cs.ta, cs.tb, cs.alpha);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          int64_t cm = cs.c.rank() == 2 ? cs.c[0] : 1, cn = cs.c.rank() ? cs.c[cs.c.rank() - 1] : 1;
+          want[size_t(m * N + n)] += cs.beta * c.as<float>()[(cm == 1 ? 0 : m) * cn + (cn == 1 ? 0 : n)];
+        }
+      CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), kRtol, kAtol);
+    }
+  }
+
+  TEST_CASE("MatMul: 1-D operands, batches, stride-0 and mixed broadcast") {
+    struct Case { Shape a, b, y; };
+    for (auto cs : {Case{{13}, {13, 3}, {3}}, Case{{5, 13}, {13}, {5}}, Case{{2, 3, 5, 4}, {4, 6}, {2, 3, 5, 6}},
+                    Case{{3, 5, 4}, {3, 4, 6}, {3, 5, 6}}, Case{{5, 4}, {3, 4, 6}, {3, 5, 6}},
+                    Case{{2, 1, 5, 4}, {1, 3, 4, 6}, {2, 3, 5, 6}}}) {
+      CAPTURE(cs.a.str());
+      CAPTURE(cs.b.str());
+      auto a = rnd(cs.a, 8), bm = rnd(cs.b, 9);
+      GraphBuilder b;
+      b.output(b.matmul(b.input("a", DType::f32, a.shape()), b.input("b", DType::f32, bm.shape())), "y");
+      auto out = test::run_graph(b.build(), {{"a", a}, {"b", bm}});
+      REQUIRE(out["y"].shape() == cs.y);
+      // Reference: broadcast batches by hand.
+      Shape A = cs.a, B = cs.b;
+      if (A.rank() == 1) A.dims.insert(A.dims.begin(), 1);
+      if (B.rank() == 1) B.dims.push_back(1);
+      int64_t M = A[A.rank() - 2], K = A[A.rank() - 1], N = B[B.rank() - 1];
+      size_t r = std::max(A.rank(), B.rank()) - 2;
+      std::vector<int64_t> ab(r, 1), bb(r, 1), yb(r, 1);
+      for (size_t i = 0; i < r; ++i) {
+        if (i + A.rank() - 2 >= r) ab[i] = A[i + A.rank() - 2 - r];
+        if (i + B.rank() - 2 >= r) bb[i] = B[i + B.rank() - 2 - r];
+        yb[i] = std::max(ab[i], bb[i]);
+      }
+      int64_t nb = 1;
+      for (auto d : yb) nb *= d;
+      std::vector<float> want;
+      for (int64_t i = 0; i < nb; ++i) {
+        int64_t ia = 0, ib = 0, rem = i, ma = 1, mb = 1;
+        for (int64_t ax = int64_t(r) - 1; ax >= 0; --ax) {
+          int64_t co = rem % yb[ax];
+          rem /= yb[ax];
+          ia += (ab[ax] == 1 ? 0 : co) * ma;
+          ib += (bb[ax] == 1 ? 0 : co) * mb;
+          ma *= ab[ax];
+          mb *= bb[ax];
+        }
+        auto y = gemm_ref(a.as<float>() + ia * M * K, bm.as<float>() + ib * K * N, M, N, K);
+        want.insert(want.end(), y.begin(), y.end());
+      }
+      CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), kRtol, kAtol);
+    }
+  }
+
+  TEST_CASE("passes: shape subgraph folded on the host, dead nodes removed") {
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, Shape{2, 3, 5});
+    auto shape = b.op1("Shape", {x});
+    auto first = b.op1("Gather", {shape, b.constant("i0", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{0}))});
+    auto cat = b.op1("Concat", {first, b.constant("m1", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{-1}))},
+                     {{"axis", int64_t(0)}});
+    auto flat = b.op1("Reshape", {x, cat});
+    b.op1("Relu", {x});  // dead: reaches no output (and has no implementation yet)
+    b.output(b.matmul(flat, b.constant("w", rnd({15, 4}, 3))), "y");
+    Graph g = b.build();
+    auto stats = prepare(g);
+    CHECK(stats.folded_nodes == 3);
+    CHECK(stats.removed_dead == 1);
+    REQUIRE(g.nodes.size() == 3);  // Reshape, MatMul and the Identity naming the output
+    CHECK(g.nodes[0].op_type == "Reshape");
+    CHECK(g.info(g.nodes[0].outputs[0])->shape.to_shape() == Shape{2, 15});
+    CHECK(g.info("y")->shape.to_shape() == Shape{2, 4});
+  }
+
+  TEST_CASE("memory plan reuses bytes of dead intermediates and never overlaps live ones") {
+    GraphBuilder b;
+    auto v = b.input("x", DType::f32, Shape{8, 16});
+    auto w = b.constant("w", rnd({16, 16}, 1));
+    for (int i = 0; i < 6; ++i) v = b.matmul(v, w);
+    b.output(v, "y");
+    Graph g = b.build();
+    prepare(g);
+    auto plan = plan_memory(g);
+    CHECK(plan.total_bytes == 6 * 8 * 16 * 4);
+    CHECK(plan.arena_bytes <= 2 * 8 * 16 * 4);
+    for (auto& [a, s] : plan.slots)
+      for (auto& [c, t] : plan.slots) {
+        if (a == c) continue;
+        bool alive_together = s.first <= t.last && t.first <= s.last;
+        bool overlap = s.offset < t.offset + t.bytes && t.offset < s.offset + s.bytes;
+        CHECK_FALSE((alive_together && overlap));
+      }
+    // And the chain still computes the right thing with reuse.
+    auto x = rnd({8, 16}, 2);
+    auto out = test::run_graph(g, {{"x", x}});
+    std::vector<float> want(x.as<float>(), x.as<float>() + 128);
+    for (int i = 0; i < 6; ++i) want = gemm_ref(want.data(), g.initializers.at("w").as<float>(), 8, 16, 16);
+    CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), 1e-3, 1e-4);
+  }
+
+  TEST_CASE("independent branches go to different queues; two sessions on two threads agree") {
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, Shape{9, 11});
+    auto l = b.matmul(x, b.constant("wl", rnd({11, 6}, 1)));
+    auto r = b.matmul(x, b.constant("wr", rnd({11, 6}, 2)));
+    b.output(b.gemm(l, r, {}, 1, 1, false, true), "y");  // [9,6] x [6,9]^T... = [9,9]
+    Graph g = b.build();
+    auto m = test::compile_graph(g, {}, CompileOptions{.queues = 2});
+    std::set<int> queues;
+    for (auto& line : m->describe()) queues.insert(line.find("queue 1") != std::string::npos);
+    CHECK(queues.size() == 2);
+    auto ref = [&](const HostTensor& xv) {
+      auto lv = gemm_ref(xv.as<float>(), m->graph().initializers.at("wl").as<float>(), 9, 6, 11);
+      auto rv = gemm_ref(xv.as<float>(), m->graph().initializers.at("wr").as<float>(), 9, 6, 11);
+      return gemm_ref(lv.data(), rv.data(), 9, 9, 6, false, true);
+    };
+    std::atomic<int> bad{0};
+    auto worker = [&](uint32_t seed) {
+      auto s = m->session();
+      for (int it = 0; it < 15; ++it) {
+        auto xv = rnd({9, 11}, seed + it);
+        auto out = s->run({{"x", xv}});
+        auto want = ref(xv);
+        if (test::compare(out["y"].as<float>(), want.data(), want.size(), 1e-4, 1e-4).mismatches) bad++;
+      }
+    };
+    std::thread t1(worker, 100), t2(worker, 200);
+    t1.join();
+    t2.join();
+    CHECK(bad == 0);
+  }
+
+  TEST_CASE("profiling records every kernel and writes a Chrome trace") {
+    auto w1 = rnd({7, 13}, 1), b1 = rnd({7}, 2), w2 = rnd({7, 3}, 3);
+    auto m = test::compile_graph(mlp(w1, b1, w2), {}, CompileOptions{.profiling = true});
+    Profiler prof;
+    m->session()->run({{"x", rnd({5, 13}, 4)}}, &prof);
+    auto recs = prof.records();
+    int kernels = 0;
+    for (auto& r : recs) kernels += r.name.find("gemm") != std::string::npos;
+    CHECK(kernels == 2);
+    std::string json = prof.chrome_trace_json();
+    CHECK(json.find("Gemm_0/gemm") != std::string::npos);
+    CHECK(json.find("MatMul_1/gemm") != std::string::npos);
+  }
+
+  TEST_CASE("bad graphs: cycle, undefined value, wrong input shape / dtype, unknown op") {
+    {
+      Graph g;
+      g.opsets[""] = 17;
+      g.inputs.push_back({"x", DType::f32, Shape{2, 2}});
+      g.nodes.push_back({"a", "MatMul", "", {"x", "b_out"}, {"a_out"}, {}});
+      g.nodes.push_back({"b", "MatMul", "", {"a_out", "x"}, {"b_out"}, {}});
+      g.outputs.push_back({"b_out", DType::f32, Shape{2, 2}});
+      auto msg = test::error_of([&] { prepare(g); });
+      CHECK(msg.find("cycle") != std::string::npos);
+      CHECK(msg.find("MatMul") != std::string::npos);
+    }
+    {
+      GraphBuilder b;
+      auto x = b.input("x", DType::f32, Shape{2, 3});
+      b.output(b.matmul(x, Value{&b, "missing_weight"}), "y");
+      auto msg = test::error_of([&] { b.build(); });
+      CHECK(msg.find("missing_weight") != std::string::npos);
+      CHECK(msg.find("MatMul_0") != std::string::npos);
+    }
+    {
+      GraphBuilder b;
+      b.output(b.matmul(b.input("x", DType::f32, Shape{2, 3}), b.constant("w", rnd({3, 4}, 1))), "y");
+      auto m = test::compile_graph(b.build());
+      auto s = m->session();
+      auto msg = test::error_of([&] { s->run({{"x", rnd({3, 2}, 1)}}); });
+      CHECK(msg.find("input 'x': expected f32 [2, 3], got f32 [3, 2]") != std::string::npos);
+      msg = test::error_of([&] { s->run({{"x", HostTensor(DType::i32, Shape{2, 3})}}); });
+      CHECK(msg.find("expected f32 [2, 3], got i32") != std::string::npos);
+      msg = test::error_of([&] { s->run({}); });
+      CHECK(msg.find("input 'x' (f32 [2, 3]) is missing") != std::string::npos);
+    }
+    {
+      GraphBuilder b;
+      b.output(b.op1("FancyNewOp", {b.input("x", DType::f32, Shape{2})}), "y");
+      Graph g = b.build();
+      auto msg = test::error_of([&] { prepare(g); });
+      CHECK(msg.find("FancyNewOp_0") != std::string::npos);
+      CHECK(msg.find("unsupported op 'FancyNewOp' (domain ai.onnx, opset 17)") != std::string::npos);
+    }
+    {
+      GraphBuilder b;
+      auto x = b.input("x", DType::f32, Shape{2, 3});
+      b.output(b.matmul(x, b.constant("w", rnd({4, 4}, 1))), "y");
+      Graph g = b.build();
+      auto msg = test::error_of([&] { prepare(g); });
+      CHECK(msg.find("MatMul_0") != std::string::npos);
+      CHECK(msg.find("inner dimensions differ: [2, 3] x [4, 4]") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("symbolic dimensions are bound at prepare or named in the error") {
+    ValueShape s;
+    s.dims = {-1, 13};
+    s.symbols = {"batch", ""};
+    auto w1 = rnd({7, 13}, 1), b1 = rnd({7}, 2);
+    GraphBuilder b;
+    b.output(b.dense(b.input("x", DType::f32, s), b.constant("w1", w1), b.constant("b1", b1)), "y");
+    Graph g = b.build();
+    Graph g2 = g;
+    auto msg = test::error_of([&] { prepare(g2); });
+    CHECK(msg.find("'batch'") != std::string::npos);
+    auto x = rnd({4, 13}, 3);
+    auto out = test::run_graph(g, {{"x", x}}, PrepareOptions{.bind = {}, .dims = {{"batch", 4}}});
+    CHECK(out["y"].shape() == Shape{4, 7});
+  }
+
+  TEST_CASE("fusion: BatchNorm folded into Gemm and Relu into its epilogue") {
+    auto w = rnd({7, 13}, 1), bias = rnd({7}, 2), scale = rnd({7}, 3), shift = rnd({7}, 4), mean = rnd({7}, 5),
+         var = test::random_tensor(Shape{7}, 6, 0.5f, 2.0f), x = rnd({5, 13}, 7);
+    GraphBuilder b;
+    auto in = b.input("x", DType::f32, x.shape());
+    auto d = b.dense(in, b.constant("w", w), b.constant("b", bias));
+    auto bn = b.op1("BatchNormalization", {d, b.constant("scale", scale), b.constant("shift", shift),
+                                           b.constant("mean", mean), b.constant("var", var)},
+                    {{"epsilon", 1e-3f}});
+    b.output(b.relu(bn), "y");
+    Graph g = b.build();
+    auto stats = prepare(g);
+    CHECK(stats.fused == 2);
+    REQUIRE(g.nodes.size() == 2);  // Gemm (+BN, +Relu) and the Identity naming the output
+    auto m = graph::CompiledModel::compile(test::shared_ctx(), g);
+    CHECK(m->describe()[0].find("Relu fused") != std::string::npos);
+    auto out = m->session()->run({{"x", x}});
+    auto want = gemm_ref(x.as<float>(), w.as<float>(), 5, 7, 13, false, true);
+    for (int i = 0; i < 5; ++i)
+      for (int c = 0; c < 7; ++c) {
+        float& v = want[size_t(i * 7 + c)];
+        v = (v + bias.as<float>()[c] - mean.as<float>()[c]) / std::sqrt(var.as<float>()[c] + 1e-3f) * scale.as<float>()[c] +
+            shift.as<float>()[c];
+        v = std::max(v, 0.0f);
+      }
+    CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), 1e-4, 1e-5);
+  }
+
+  TEST_CASE("fusion: Conv + BatchNorm weights, and no fusion when the GEMM output has other readers") {
+    auto w = rnd({3, 2, 3, 3}, 1), scale = rnd({3}, 3), shift = rnd({3}, 4), mean = rnd({3}, 5),
+         var = test::random_tensor(Shape{3}, 6, 0.5f, 2.0f);
+    GraphBuilder b;
+    auto c = b.conv(b.input("x", DType::f32, Shape{1, 2, 7, 13}), b.constant("w", w));
+    b.output(b.op1("BatchNormalization", {c, b.constant("scale", scale), b.constant("shift", shift),
+                                          b.constant("mean", mean), b.constant("var", var)}), "y");
+    Graph g = b.build();
+    CHECK(run_fusion_passes(g) == 1);
+    REQUIRE(g.nodes[0].op_type == "Conv");
+    const HostTensor& nw = g.initializers.at(g.nodes[0].inputs[1]);
+    const HostTensor& nb = g.initializers.at(g.nodes[0].inputs[2]);
+    for (int k = 0; k < 3; ++k) {
+      float s = scale.as<float>()[k] / std::sqrt(var.as<float>()[k] + 1e-5f);
+      CHECK(nb.as<float>()[k] == doctest::Approx(shift.as<float>()[k] - mean.as<float>()[k] * s).epsilon(1e-5));
+      for (int j = 0; j < 18; ++j)
+        CHECK(nw.as<float>()[k * 18 + j] == doctest::Approx(w.as<float>()[k * 18 + j] * s).epsilon(1e-5));
+    }
+    GraphBuilder b2;
+    auto mm = b2.matmul(b2.input("x", DType::f32, Shape{2, 3}), b2.constant("w", rnd({3, 3}, 1)));
+    b2.output(b2.relu(mm), "y");
+    b2.output(mm, "raw");
+    Graph g2 = b2.build();
+    CHECK(run_fusion_passes(g2) == 0);
+  }
+}

@@ -1,0 +1,184 @@
+// ONNX import / export, external data, tensor files (.npy, .pb), the `cldl run` / `cldl profile` CLI and
+// bad input: truncated or corrupted files, old opsets, unknown ops, wrong inputs. Models are built in
+// C++ (builder + exporter), so no Python is needed.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "models/model.hpp"
+#include "models/npy.hpp"
+#include "tests/support/onnx_util.hpp"
+
+using namespace cldl;
+using namespace cldl::graph;
+using cldl::test::gemm_ref;
+namespace fs = std::filesystem;
+
+namespace {
+HostTensor rnd(Shape s, uint32_t seed) { return test::random_tensor(std::move(s), seed); }
+
+// x[3,13] -> Flatten(Unsqueeze) -> Gemm(w [6,13], transB, bias [6]) -> y [3,6]; w2 unused by default.
+Graph small_model(const HostTensor& w, const HostTensor& bias, int64_t opset = 17) {
+  GraphBuilder b("small", opset);
+  auto x = b.input("x", DType::f32, Shape{3, 13});
+  auto u = b.op1("Unsqueeze", {x, b.constant("axes", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1}))});
+  auto f = b.flatten(u, 1);
+  b.output(b.dense(f, b.constant("w", w), b.constant("bias", bias)), "y");
+  return b.build();
+}
+
+std::vector<float> small_ref(const HostTensor& x, const HostTensor& w, const HostTensor& bias) {
+  auto y = gemm_ref(x.as<float>(), w.as<float>(), 3, 6, 13, false, true);
+  for (int m = 0; m < 3; ++m)
+    for (int n = 0; n < 6; ++n) y[size_t(m * 6 + n)] += bias.as<float>()[n];
+  return y;
+}
+
+std::string cli() { return CLDL_CLI_PATH; }
+}  // namespace
+
+TEST_SUITE("onnx_import") {
+  TEST_CASE("export -> import round trip, also with external data") {
+    auto w = rnd({6, 13}, 1), bias = rnd({6}, 2), x = rnd({3, 13}, 3);
+    std::string dir = test::temp_dir("onnx");
+    for (bool external : {false, true}) {
+      CAPTURE(external);
+      std::string path = dir + (external ? "/ext.onnx" : "/plain.onnx");
+      export_onnx_file(small_model(w, bias), path, external);
+      CHECK(fs::exists(path + ".data") == external);
+      Graph g = import_onnx_file(path);
+      CHECK(g.opset() == 17);
+      CHECK(g.initializers.size() == 3);
+      CHECK(g.nodes.size() == 4);
+      auto m = load_onnx_model(test::shared_ctx(), path);
+      auto out = m->session()->run({{"x", x}});
+      auto want = small_ref(x, w, bias);
+      CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), 1e-4, 1e-5);
+    }
+    // External data file shorter than the tensors: a clear error naming the tensor.
+    fs::resize_file(dir + "/ext.onnx.data", 100);
+    auto msg = test::error_of([&] { import_onnx_file(dir + "/ext.onnx"); });
+    CHECK(msg.find("external data") != std::string::npos);
+    fs::remove(dir + "/ext.onnx.data");
+    msg = test::error_of([&] { import_onnx_file(dir + "/ext.onnx"); });
+    CHECK(msg.find("cannot open external data file") != std::string::npos);
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE(".npy and .pb tensor files round trip every dtype") {
+    std::string dir = test::temp_dir("npy");
+    for (DType t : {DType::f32, DType::f16, DType::i32, DType::i64, DType::u8, DType::boolean}) {
+      for (Shape s : {Shape{}, Shape{5}, Shape{2, 3, 7}}) {
+        CAPTURE(to_string(t));
+        std::vector<double> v(size_t(s.numel()));
+        for (size_t i = 0; i < v.size(); ++i) v[i] = double((i * 7) % (t == DType::boolean ? 2 : 5));
+        HostTensor h = from_doubles(t, s, v);
+        write_npy(h, dir + "/a.npy");
+        write_tensor_pb(h, dir + "/a.pb", "a");
+        for (auto& f : {dir + "/a.npy", dir + "/a.pb"}) {
+          HostTensor r = read_tensor_file(f);
+          CHECK(r.dtype() == t);
+          CHECK(r.shape() == s);
+          CHECK(to_doubles(r) == v);
+        }
+      }
+    }
+    test::write_bytes(dir + "/bad.npy", "\x93NUMPY\x01\x00\x10\x00{'descr': '<c8'");
+    CHECK(test::error_of([&] { read_npy(dir + "/bad.npy"); }).find("bad.npy") != std::string::npos);
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("truncated and corrupted model files give clear errors, never a crash") {
+    std::string bytes = export_onnx(small_model(rnd({6, 13}, 1), rnd({6}, 2)));
+    auto msg = test::error_of([&] { import_onnx_bytes(bytes.substr(0, bytes.size() / 2), ".", "model"); });
+    CHECK(msg.find("model: ") == 0);
+    CHECK(test::error_of([&] { import_onnx_bytes("", ".", "model"); }).find("empty") != std::string::npos);
+    CHECK(test::error_of([&] { import_onnx_bytes("hello, not onnx", ".", "model"); }).find("model") == 0);
+    // Bounded mutation run: every result is a loaded graph or a cldl::Error.
+    std::mt19937 rng(7);
+    int errors = 0;
+    for (int i = 0; i < 300; ++i) {
+      std::string m = bytes;
+      for (int k = 0; k < 1 + int(rng() % 4); ++k) m[rng() % m.size()] = char(rng());
+      if (rng() % 4 == 0) m.resize(rng() % m.size());
+      try {
+        Graph g = import_onnx_bytes(m, ".", "model");
+        prepare(g);
+      } catch (const Error&) {
+        ++errors;
+      }
+    }
+    CHECK(errors > 0);
+  }
+
+  TEST_CASE("old opsets, unknown ops and unknown inputs are named") {
+    auto w = rnd({6, 13}, 1), bias = rnd({6}, 2);
+    Graph g = small_model(w, bias, 9);
+    g = import_onnx_bytes(export_onnx(g), ".", "model");
+    auto msg = test::error_of([&] { prepare(g); });
+    // Unsqueeze from opset 9 takes axes as an attribute: the importer follows the old form.
+    CHECK(msg.find("axes") != std::string::npos);
+    GraphBuilder b("old", 9);
+    b.output(b.matmul(b.input("x", DType::f32, Shape{2, 2}), b.input("y", DType::f32, Shape{2, 2})), "z");
+    Graph g2 = import_onnx_bytes(export_onnx(b.build()), ".", "model");
+    msg = test::error_of([&] { prepare(g2); });
+    CHECK(msg.find("unsupported opset 9 of op 'MatMul'") != std::string::npos);
+    CHECK(msg.find("MatMul_0") != std::string::npos);
+  }
+
+  TEST_CASE("cldl run / profile: outputs, bench JSON, trace, and non-zero exit on bad input") {
+    std::string dir = test::temp_dir("cli");
+    auto w = rnd({6, 13}, 1), bias = rnd({6}, 2), x = rnd({3, 13}, 3);
+    export_onnx_file(small_model(w, bias), dir + "/m.onnx");
+    write_npy(x, dir + "/x.npy");
+    std::string out;
+    int rc = test::run_command(cli() + " run " + dir + "/m.onnx --input x=" + dir + "/x.npy --output " + dir +
+                                   "/out --stats --runs 3",
+                               out);
+    INFO(out);
+    REQUIRE(rc == 0);
+    CHECK(out.find("output y") != std::string::npos);
+    CHECK(out.find("[3, 6]") != std::string::npos);
+    CHECK(out.find("steady state") != std::string::npos);
+    CHECK(out.find("memory plan: peak") != std::string::npos);
+    HostTensor y = read_npy(dir + "/out/y.npy");
+    auto want = small_ref(x, w, bias);
+    CLDL_CHECK_CLOSE(y.as<float>(), want.data(), want.size(), 1e-4, 1e-5);
+
+    rc = test::run_command(cli() + " run " + dir + "/m.onnx --random --bench --json --runs 4", out);
+    REQUIRE(rc == 0);
+    auto j = nlohmann::json::parse(out.substr(out.find('{')));
+    CHECK(j["runs"] == 4);
+    CHECK(j["min_ms"].get<double>() <= j["median_ms"].get<double>());
+    CHECK(j["median_ms"].get<double>() <= j["max_ms"].get<double>());
+    CHECK(j.contains("device"));
+
+    rc = test::run_command(cli() + " profile " + dir + "/m.onnx --random --trace " + dir + "/t.json", out);
+    REQUIRE(rc == 0);
+    auto trace = nlohmann::json::parse(std::ifstream(dir + "/t.json"));
+    std::string names;
+    for (auto& e : trace["traceEvents"]) names += e.value("name", "") + ";";
+    CHECK(names.find("Gemm_2/gemm") != std::string::npos);
+
+    // Bad inputs: non-zero exit and a one-line reason.
+    write_npy(rnd({13, 3}, 4), dir + "/wrong.npy");
+    rc = test::run_command(cli() + " run " + dir + "/m.onnx --input x=" + dir + "/wrong.npy", out);
+    CHECK(rc != 0);
+    CHECK(out.find("input 'x': expected f32 [3, 13], got f32 [13, 3]") != std::string::npos);
+    rc = test::run_command(cli() + " run " + dir + "/m.onnx", out);
+    CHECK(rc != 0);
+    CHECK(out.find("inputs not given") != std::string::npos);
+    std::string bytes = export_onnx(small_model(w, bias));
+    test::write_bytes(dir + "/trunc.onnx", bytes.substr(0, bytes.size() / 3));
+    rc = test::run_command(cli() + " run " + dir + "/trunc.onnx --random", out);
+    CHECK(rc != 0);
+    CHECK(out.find("trunc.onnx") != std::string::npos);
+    GraphBuilder b;
+    b.output(b.op1("Frobnicate", {b.input("x", DType::f32, Shape{2})}), "y");
+    export_onnx_file(b.build(), dir + "/unknown.onnx");
+    rc = test::run_command(cli() + " run " + dir + "/unknown.onnx --random", out);
+    CHECK(rc != 0);
+    CHECK(out.find("unsupported op 'Frobnicate' (domain ai.onnx, opset 17)") != std::string::npos);
+    fs::remove_all(dir);
+  }
+}

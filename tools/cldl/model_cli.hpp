@@ -1,0 +1,100 @@
+// Shared by `cldl run` and `cldl profile`: the model options, loading (import, binding of shape inputs
+// given on the command line, prepare, compile), input files / random inputs and output summaries.
+#pragma once
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "models/executor.hpp"
+#include "models/npy.hpp"
+#include "models/onnx_import.hpp"
+#include "models/op_registry.hpp"
+#include "models/passes.hpp"
+
+namespace cldl::cli {
+
+struct ModelOptions {
+  std::string model, device;
+  std::vector<std::string> inputs, dims;
+  bool random = false;
+  int queues = 2;
+
+  void add(CLI::App* cmd) {
+    cmd->add_option("model", model, "ONNX model file")->required();
+    cmd->add_option("-d,--device", device, "Device spec (cpu, gpu, P:D, name)")->envname("CLDL_DEVICE");
+    cmd->add_option("-i,--input", inputs, "NAME=FILE (.npy or ONNX .pb tensor)");
+    cmd->add_option("--dim", dims, "NAME=VALUE for a symbolic input dimension");
+    cmd->add_flag("--random", random, "Fill the inputs not given with random data");
+    cmd->add_option("--queues", queues, "In-order queues for independent branches")->check(CLI::PositiveNumber);
+  }
+};
+
+inline std::pair<std::string, std::string> split_eq(const std::string& s, const char* what) {
+  auto p = s.find('=');
+  if (p == std::string::npos || p == 0) fail("{} '{}' should be NAME=VALUE", what, s);
+  return {s.substr(0, p), s.substr(p + 1)};
+}
+
+inline HostTensor random_input(const graph::ValueInfo& v, uint32_t seed) {
+  Shape s = v.shape.to_shape();
+  std::mt19937 rng(seed);
+  std::vector<double> d(size_t(s.numel()));
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (auto& x : d) x = v.dtype == DType::f32 || v.dtype == DType::f16 ? u(rng) : 0.0;
+  return graph::from_doubles(v.dtype, s, d);
+}
+
+struct LoadedModel {
+  std::shared_ptr<Context> ctx;
+  std::shared_ptr<graph::CompiledModel> model;
+  std::map<std::string, HostTensor> inputs;
+  graph::PassStats passes;
+  double load_ms = 0;
+};
+
+inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
+  auto t0 = std::chrono::steady_clock::now();
+  LoadedModel lm;
+  std::map<std::string, HostTensor> given;
+  for (auto& i : o.inputs) {
+    auto [name, file] = split_eq(i, "--input");
+    given[name] = graph::read_tensor_file(file);
+  }
+  graph::PrepareOptions po;
+  for (auto& d : o.dims) {
+    auto [name, value] = split_eq(d, "--dim");
+    try {
+      po.dims[name] = std::stoll(value);
+    } catch (const std::exception&) {
+      fail("--dim {}: '{}' is not an integer", name, value);
+    }
+  }
+  graph::Graph g = graph::import_onnx_file(o.model);
+  for (auto& name : graph::load_time_inputs(g))  // shape tensors given on the command line are fixed at load
+    if (given.count(name)) po.bind[name] = given[name];
+  lm.passes = graph::prepare(g, po);
+  for (auto& [name, t] : given)
+    if (!g.is_input(name) && !po.bind.count(name)) fail("--input {}: the model has no input of that name", name);
+  std::vector<std::string> missing;
+  for (auto& in : g.inputs) {
+    if (given.count(in.name)) lm.inputs[in.name] = given[in.name];
+    else if (o.random) lm.inputs[in.name] = random_input(in, uint32_t(lm.inputs.size() + 1));
+    else missing.push_back(fmt::format("{} ({} {})", in.name, to_string(in.dtype), in.shape.str()));
+  }
+  if (!missing.empty()) fail("inputs not given (use --input NAME=FILE or --random): {}", fmt::join(missing, ", "));
+  lm.ctx = Context::create(o.device);
+  lm.model = graph::CompiledModel::compile(lm.ctx, std::move(g), {.device = 0, .queues = o.queues, .profiling = profiling});
+  lm.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return lm;
+}
+
+inline double elapsed_ms(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace cldl::cli
