@@ -1,0 +1,290 @@
+// Plain C++ references for the CNN / tensor ops; see cnn_ref.hpp.
+#include "cnn_ref.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace cldl::ref {
+
+int64_t numel(const Dims& d) {
+  int64_t n = 1;
+  for (auto v : d) n *= v;
+  return n;
+}
+
+Dims unravel(int64_t i, const Dims& d) {
+  Dims c(d.size());
+  for (size_t k = d.size(); k-- > 0;) {
+    c[k] = i % d[k];
+    i /= d[k];
+  }
+  return c;
+}
+
+int64_t bcast_index(const Dims& c, const Dims& in) {
+  int64_t idx = 0;
+  size_t off = c.size() - in.size();
+  for (size_t k = 0; k < in.size(); ++k) idx = idx * in[k] + (in[k] == 1 ? 0 : c[off + k]);
+  return idx;
+}
+
+Dims bcast_shape(const Dims& a, const Dims& b) {
+  size_t r = std::max(a.size(), b.size());
+  Dims o(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    o[i] = x == 1 ? y : x;
+  }
+  return o;
+}
+
+std::vector<float> pool2d(const std::vector<float>& x, int N, int C, int H, int W, const PoolParams& p, int& OH,
+                          int& OW) {
+  auto out_size = [&](int in, int k, int s, int d, int pb, int pe) {
+    int ek = (k - 1) * d + 1;
+    int num = in + pb + pe - ek;
+    int o = (p.ceil_mode ? (num + s - 1) / s : num / s) + 1;
+    if (p.ceil_mode && (o - 1) * s >= in + pb) --o;  // the last window must start inside the input
+    return o;
+  };
+  OH = out_size(H, p.kh, p.sh, p.dh, p.pt, p.pb);
+  OW = out_size(W, p.kw, p.sw, p.dw, p.pl, p.pr);
+  std::vector<float> y(size_t(N) * C * OH * OW);
+  for (int nc = 0; nc < N * C; ++nc)
+    for (int oh = 0; oh < OH; ++oh)
+      for (int ow = 0; ow < OW; ++ow) {
+        double acc = p.max ? -std::numeric_limits<double>::infinity() : 0.0;
+        int valid = 0;
+        for (int i = 0; i < p.kh; ++i)
+          for (int j = 0; j < p.kw; ++j) {
+            int h = oh * p.sh - p.pt + i * p.dh, w = ow * p.sw - p.pl + j * p.dw;
+            if (h < 0 || h >= H || w < 0 || w >= W) continue;
+            double v = x[(size_t(nc) * H + h) * W + w];
+            acc = p.max ? std::max(acc, v) : acc + v;
+            ++valid;
+          }
+        if (!p.max) {
+          double div = valid;
+          if (p.count_include_pad) {
+            int h0 = oh * p.sh - p.pt, w0 = ow * p.sw - p.pl;
+            int h1 = std::min(h0 + p.kh, H + p.pb), w1 = std::min(w0 + p.kw, W + p.pr);
+            div = double(h1 - h0) * (w1 - w0);
+          }
+          acc /= div;
+        }
+        y[(size_t(nc) * OH + oh) * OW + ow] = float(acc);
+      }
+  return y;
+}
+
+std::vector<float> group_norm(const std::vector<float>& x, int N, int C, int64_t spatial, int G,
+                              const std::vector<float>& scale, const std::vector<float>& bias, float eps) {
+  std::vector<float> y(x.size());
+  int64_t cg = C / G, len = cg * spatial;
+  for (int n = 0; n < N; ++n)
+    for (int g = 0; g < G; ++g) {
+      size_t base = (size_t(n) * C + size_t(g) * cg) * spatial;
+      double s = 0, ss = 0;
+      for (int64_t i = 0; i < len; ++i) s += x[base + i];
+      double mean = s / len;
+      for (int64_t i = 0; i < len; ++i) ss += (x[base + i] - mean) * (x[base + i] - mean);
+      double inv = 1.0 / std::sqrt(ss / len + eps);
+      for (int64_t i = 0; i < len; ++i) {
+        int c = int(g * cg + i / spatial);
+        y[base + i] = float((x[base + i] - mean) * inv * scale[c] + bias[c]);
+      }
+    }
+  return y;
+}
+
+std::vector<float> batch_norm(const std::vector<float>& x, int N, int C, int64_t spatial,
+                              const std::vector<float>& scale, const std::vector<float>& bias,
+                              const std::vector<float>& mean, const std::vector<float>& var, float eps) {
+  std::vector<float> y(x.size());
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      for (int64_t i = 0; i < spatial; ++i) {
+        size_t k = (size_t(n) * C + c) * spatial + i;
+        y[k] = float((x[k] - mean[c]) / std::sqrt(double(var[c]) + eps) * scale[c] + bias[c]);
+      }
+  return y;
+}
+
+std::vector<float> softmax(const std::vector<float>& x, const Dims& d, int axis, bool log) {
+  int64_t outer = 1, inner = 1, len = d[axis];
+  for (int i = 0; i < axis; ++i) outer *= d[i];
+  for (size_t i = axis + 1; i < d.size(); ++i) inner *= d[i];
+  std::vector<float> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      auto at = [&](int64_t k) { return size_t((o * len + k) * inner + in); };
+      double m = -std::numeric_limits<double>::infinity(), s = 0;
+      for (int64_t k = 0; k < len; ++k) m = std::max(m, double(x[at(k)]));
+      for (int64_t k = 0; k < len; ++k) s += std::exp(x[at(k)] - m);
+      for (int64_t k = 0; k < len; ++k)
+        y[at(k)] = float(log ? x[at(k)] - m - std::log(s) : std::exp(x[at(k)] - m) / s);
+    }
+  return y;
+}
+
+std::vector<float> matmul(const std::vector<float>& a, const Dims& da0, const std::vector<float>& b, const Dims& db0,
+                          Dims& od) {
+  Dims da = da0, db = db0;
+  bool a1 = da.size() == 1, b1 = db.size() == 1;
+  if (a1) da.insert(da.begin(), 1);
+  if (b1) db.push_back(1);
+  int64_t M = da[da.size() - 2], K = da.back(), N = db.back();
+  Dims ba(da.begin(), da.end() - 2), bb(db.begin(), db.end() - 2);
+  Dims bo = bcast_shape(ba, bb);
+  std::vector<float> y(numel(bo) * M * N);
+  for (int64_t bi = 0; bi < numel(bo); ++bi) {
+    Dims c = unravel(bi, bo);
+    int64_t ia = bcast_index(c, ba), ib = bcast_index(c, bb);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += double(a[(ia * M + m) * K + k]) * b[(ib * K + k) * N + n];
+        y[(bi * M + m) * N + n] = float(acc);
+      }
+  }
+  od = bo;
+  if (!a1) od.push_back(M);
+  if (!b1) od.push_back(N);
+  return y;
+}
+
+std::vector<float> transpose(const std::vector<float>& x, const Dims& d, const std::vector<int>& perm, Dims& od) {
+  od.resize(d.size());
+  for (size_t i = 0; i < d.size(); ++i) od[i] = d[perm[i]];
+  std::vector<float> y(x.size());
+  for (int64_t i = 0; i < numel(od); ++i) {
+    Dims c = unravel(i, od), ci(d.size());
+    for (size_t k = 0; k < d.size(); ++k) ci[perm[k]] = c[k];
+    int64_t src = 0;
+    for (size_t k = 0; k < d.size(); ++k) src = src * d[k] + ci[k];
+    y[i] = x[src];
+  }
+  return y;
+}
+
+std::vector<float> slice(const std::vector<float>& x, const Dims& d, const Dims& starts, const Dims& ends,
+                         const Dims& axes, const Dims& steps, Dims& od) {
+  Dims st(d.size(), 0), sp(d.size(), 1);
+  od = d;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int ax = int(axes[k] < 0 ? axes[k] + int64_t(d.size()) : axes[k]);
+    int64_t n = d[ax], step = steps.empty() ? 1 : steps[k];
+    int64_t s = starts[k] < 0 ? starts[k] + n : starts[k], e = ends[k] < 0 ? ends[k] + n : ends[k];
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, n);
+      e = std::clamp<int64_t>(e, 0, n);
+      od[ax] = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, n - 1);
+      e = std::clamp<int64_t>(e, -1, n - 1);
+      od[ax] = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    st[ax] = s;
+    sp[ax] = step;
+  }
+  std::vector<float> y(numel(od));
+  for (int64_t i = 0; i < numel(od); ++i) {
+    Dims c = unravel(i, od);
+    int64_t src = 0;
+    for (size_t k = 0; k < d.size(); ++k) src = src * d[k] + st[k] + c[k] * sp[k];
+    y[i] = x[src];
+  }
+  return y;
+}
+
+std::vector<float> pad(const std::vector<float>& x, const Dims& d, const Dims& pads, int mode, float value, Dims& od) {
+  size_t r = d.size();
+  od = d;
+  for (size_t k = 0; k < r; ++k) od[k] += pads[k] + pads[k + r];
+  std::vector<float> y(numel(od));
+  for (int64_t i = 0; i < numel(od); ++i) {
+    Dims c = unravel(i, od);
+    int64_t src = 0;
+    bool out = false;
+    for (size_t k = 0; k < r; ++k) {
+      int64_t v = c[k] - pads[k];
+      if (v < 0 || v >= d[k]) {
+        if (mode == 0) out = true;
+        else if (mode == 1) v = v < 0 ? -v : 2 * (d[k] - 1) - v;
+        else v = v < 0 ? 0 : d[k] - 1;
+      }
+      src = src * d[k] + v;
+    }
+    y[i] = out ? value : x[src];
+  }
+  return y;
+}
+
+std::vector<float> gather(const std::vector<float>& x, const Dims& d, const std::vector<int64_t>& idx, const Dims& id,
+                          int axis, Dims& od) {
+  od.assign(d.begin(), d.begin() + axis);
+  od.insert(od.end(), id.begin(), id.end());
+  od.insert(od.end(), d.begin() + axis + 1, d.end());
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= d[i];
+  for (size_t i = axis + 1; i < d.size(); ++i) inner *= d[i];
+  int64_t ni = numel(id);
+  std::vector<float> y(numel(od));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < ni; ++j) {
+      int64_t k = idx[j] < 0 ? idx[j] + d[axis] : idx[j];
+      for (int64_t in = 0; in < inner; ++in) y[(o * ni + j) * inner + in] = x[(o * d[axis] + k) * inner + in];
+    }
+  return y;
+}
+
+std::vector<float> tile(const std::vector<float>& x, const Dims& d, const Dims& reps, Dims& od) {
+  od = d;
+  for (size_t k = 0; k < d.size(); ++k) od[k] *= reps[k];
+  std::vector<float> y(numel(od));
+  for (int64_t i = 0; i < numel(od); ++i) {
+    Dims c = unravel(i, od);
+    int64_t src = 0;
+    for (size_t k = 0; k < d.size(); ++k) src = src * d[k] + c[k] % d[k];
+    y[i] = x[src];
+  }
+  return y;
+}
+
+std::vector<float> reduce(const std::vector<float>& x, const Dims& d, std::vector<int> axes, bool keepdims, int op,
+                          Dims& od) {
+  if (axes.empty())
+    for (size_t k = 0; k < d.size(); ++k) axes.push_back(int(k));
+  std::vector<bool> red(d.size(), false);
+  for (int a : axes) red[a < 0 ? a + d.size() : a] = true;
+  Dims kd = d;
+  for (size_t k = 0; k < d.size(); ++k)
+    if (red[k]) kd[k] = 1;
+  int64_t n_out = numel(kd), count = numel(d) / std::max<int64_t>(1, n_out);
+  std::vector<double> acc(n_out, op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.0 : 0.0);
+  for (int64_t i = 0; i < numel(d); ++i) {
+    Dims c = unravel(i, d);
+    int64_t o = 0;
+    for (size_t k = 0; k < d.size(); ++k) o = o * kd[k] + (red[k] ? 0 : c[k]);
+    double v = x[i];
+    switch (op) {
+      case 2: acc[o] = std::max(acc[o], v); break;
+      case 3: acc[o] = std::min(acc[o], v); break;
+      case 4: acc[o] *= v; break;
+      case 5: case 6: acc[o] += v * v; break;
+      case 7: acc[o] += std::fabs(v); break;
+      default: acc[o] += v;
+    }
+  }
+  std::vector<float> y(n_out);
+  for (int64_t o = 0; o < n_out; ++o)
+    y[o] = float(op == 1 ? acc[o] / count : op == 6 ? std::sqrt(acc[o]) : acc[o]);
+  od.clear();
+  for (size_t k = 0; k < d.size(); ++k)
+    if (!red[k] || keepdims) od.push_back(kd[k]);
+  return y;
+}
+
+}  // namespace cldl::ref
