@@ -253,6 +253,55 @@ std::vector<float> tile(const std::vector<float>& x, const Dims& d, const Dims& 
   return y;
 }
 
+namespace {
+// In float, as the ONNX runtimes compute it: a coordinate that lands within rounding of an integer
+// must floor / ceil the same way.
+float resize_coord(int coord, float x, float scale, int in, int out) {
+  switch (coord) {
+    case 1: return x / scale;
+    case 2: return out == 1 ? 0.0f : x * float(in - 1) / float(out - 1);
+    case 3: return out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
+    case 4: return (x + 0.5f) / scale;
+    default: return (x + 0.5f) / scale - 0.5f;
+  }
+}
+int resize_nearest(int mode, float x, int in) {
+  float r;
+  const bool tie = x - std::floor(x) == 0.5f;
+  switch (mode) {
+    case 1: r = tie ? std::ceil(x) : std::round(x); break;
+    case 2: r = std::floor(x); break;
+    case 3: r = std::ceil(x); break;
+    default: r = tie ? std::floor(x) : std::round(x); break;
+  }
+  return std::clamp(int(r), 0, in - 1);
+}
+}  // namespace
+
+std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, int W, int OH, int OW, float sh,
+                            float sw, int mode, int coord, int nearest) {
+  std::vector<float> y(size_t(planes) * OH * OW);
+  for (int64_t p = 0; p < planes; ++p)
+    for (int oh = 0; oh < OH; ++oh)
+      for (int ow = 0; ow < OW; ++ow) {
+        const float* in = &x[size_t(p) * H * W];
+        float fy = resize_coord(coord, float(oh), sh, H, OH), fx = resize_coord(coord, float(ow), sw, W, OW);
+        double v;
+        if (mode == 0) {
+          v = in[resize_nearest(nearest, fy, H) * W + resize_nearest(nearest, fx, W)];
+        } else {
+          fy = std::clamp(fy, 0.0f, float(H - 1));
+          fx = std::clamp(fx, 0.0f, float(W - 1));
+          int y0 = int(fy), x0 = int(fx), y1 = std::min(y0 + 1, H - 1), x1 = std::min(x0 + 1, W - 1);
+          double ly = fy - y0, lx = fx - x0;
+          v = (in[y0 * W + x0] * (1 - lx) + in[y0 * W + x1] * lx) * (1 - ly) +
+              (in[y1 * W + x0] * (1 - lx) + in[y1 * W + x1] * lx) * ly;
+        }
+        y[(size_t(p) * OH + oh) * OW + ow] = float(v);
+      }
+  return y;
+}
+
 std::vector<float> reduce(const std::vector<float>& x, const Dims& d, std::vector<int> axes, bool keepdims, int op,
                           Dims& od) {
   if (axes.empty())
