@@ -7,21 +7,23 @@ inline long nd_offset(long o, int n, long8 dims, long8 s) {
   long d[8] = {dims.s0, dims.s1, dims.s2, dims.s3, dims.s4, dims.s5, dims.s6, dims.s7};
   long st[8] = {s.s0, s.s1, s.s2, s.s3, s.s4, s.s5, s.s6, s.s7};
   long off = 0;
-  for (int i = n - 1; i >= 0; --i) {
+  for (int i = n - 1; i > 0; --i) {
     off += (o % d[i]) * st[i];
     o /= d[i];
   }
-  return off;
+  // o < d[0] by construction, so the outermost dim needs no division (none at all for n <= 1).
+  return n > 0 ? off + o * st[0] : off;
 }
 
-// Range (inner, outer): dst[view] = src[view], both views given by strides (0 = broadcast, negative =
-// reversed walk for negative Slice steps).
+// 3-D range (innermost dim, next dim, the rest): dst[view] = src[view], both views given by strides
+// (0 = broadcast, negative = reversed walk for negative Slice steps); only dims beyond the third need
+// div/mod. m_* / i_* are the strides of the two inner dims.
 #define DEFINE_COPY(T, NAME)                                                                           \
-  __kernel void NAME(int rank, long8 dims, __global const T* src, long s_off, long8 ss, long s_in,     \
-                     __global T* dst, long d_off, long8 ds, long d_in) {                               \
-    const long x = get_global_id(0), o = get_global_id(1);                                            \
-    dst[d_off + nd_offset(o, rank - 1, dims, ds) + x * d_in] =                                         \
-        src[s_off + nd_offset(o, rank - 1, dims, ss) + x * s_in];                                      \
+  __kernel void NAME(int rank, long8 dims, __global const T* src, long s_off, long8 ss, long s_m,      \
+                     long s_in, __global T* dst, long d_off, long8 ds, long d_m, long d_in) {          \
+    const long x = get_global_id(0), y = get_global_id(1), o = get_global_id(2);                      \
+    dst[d_off + nd_offset(o, rank - 2, dims, ds) + y * d_m + x * d_in] =                               \
+        src[s_off + nd_offset(o, rank - 2, dims, ss) + y * s_m + x * s_in];                            \
   }
 DEFINE_COPY(uchar, copy_strided_1)
 DEFINE_COPY(ushort, copy_strided_2)

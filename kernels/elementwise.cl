@@ -3,7 +3,7 @@
 // so one build per element type serves every op. Macros: T_IN (element type, default float), T_OUT
 // (binary result type: T_IN, or uchar for comparisons), IS_FLOAT (1 when T_IN is float).
 // Broadcasting: the host collapses the shape and passes per-operand strides as long8 (0 on broadcast
-// dims); the range is 2-D: dim 0 walks the innermost dim, dim 1 the product of the outer ones.
+// dims); the range is 3-D: the innermost dim, the next one, and the product of the others.
 
 #ifndef T_IN
 #define T_IN float
@@ -51,17 +51,17 @@
 #define B_OR 16
 #define B_XOR 17
 
-// Offset of the outer coordinate `o` (all dims but the innermost) under strides `s`.
-inline long outer_offset(long o, int rank, long8 dims, long8 s) {
+// Offset of the flattened coordinate `o` over dims[0..n) (innermost last) under strides `s`.
+inline long outer_offset(long o, int n, long8 dims, long8 s) {
   long d[8] = {dims.s0, dims.s1, dims.s2, dims.s3, dims.s4, dims.s5, dims.s6, dims.s7};
   long st[8] = {s.s0, s.s1, s.s2, s.s3, s.s4, s.s5, s.s6, s.s7};
   long off = 0;
-  for (int i = rank - 2; i >= 0; --i) {
-    long c = o % d[i];
+  for (int i = n - 1; i > 0; --i) {
+    off += (o % d[i]) * st[i];
     o /= d[i];
-    off += c * st[i];
   }
-  return off;
+  // o < d[0] by construction, so the outermost dim needs no division (none at all for n <= 1).
+  return n > 0 ? off + o * st[0] : off;
 }
 
 inline T_IN unary_apply(int op, T_IN x, float a, float b) {
@@ -138,26 +138,25 @@ inline T_OUT binary_apply(int op, T_IN a, T_IN b) {
   }
 }
 
-// Inner strides (ia, ib, ic) come as scalars so the innermost walk needs no vector indexing.
-__kernel void binary(int op, int rank, long8 dims, __global const T_IN* a, long a_off, long8 sa, long ia,
-                     __global const T_IN* b, long b_off, long8 sb, long ib, __global T_OUT* c, long c_off,
-                     long8 sc, long ic) {
-  const long x = get_global_id(0);
-  const long o = get_global_id(1);
-  const T_IN va = a[a_off + outer_offset(o, rank, dims, sa) + x * ia];
-  const T_IN vb = b[b_off + outer_offset(o, rank, dims, sb) + x * ib];
-  c[c_off + outer_offset(o, rank, dims, sc) + x * ic] = binary_apply(op, va, vb);
+// 3-D range (innermost dim, second-innermost dim, the rest flattened): the two inner coordinates come
+// straight from the ids with scalar strides (ia / ma ...), so only dims beyond the third need div/mod.
+#define OFF3(off, s, i_, m_) ((off) + outer_offset(get_global_id(2), rank - 2, dims, s) + \
+                              (long)get_global_id(1) * (m_) + (long)get_global_id(0) * (i_))
+
+__kernel void binary(int op, int rank, long8 dims, long inner, __global const T_IN* a, long a_off, long8 sa, long ma, long ia,
+                     __global const T_IN* b, long b_off, long8 sb, long mb, long ib, __global T_OUT* c, long c_off,
+                     long8 sc, long mc, long ic) {
+  if ((long)get_global_id(0) >= inner) return;
+  c[OFF3(c_off, sc, ic, mc)] = binary_apply(op, a[OFF3(a_off, sa, ia, ma)], b[OFF3(b_off, sb, ib, mb)]);
 }
 
 // Where(cond, x, y) with three-way broadcasting; cond is bool (uchar).
-__kernel void where_select(int rank, long8 dims, __global const uchar* cond, long k_off, long8 sk, long ik,
-                           __global const T_IN* a, long a_off, long8 sa, long ia, __global const T_IN* b,
-                           long b_off, long8 sb, long ib, __global T_IN* c, long c_off, long8 sc, long ic) {
-  const long x = get_global_id(0);
-  const long o = get_global_id(1);
-  const uchar k = cond[k_off + outer_offset(o, rank, dims, sk) + x * ik];
-  const long src = k ? a_off + outer_offset(o, rank, dims, sa) + x * ia : b_off + outer_offset(o, rank, dims, sb) + x * ib;
-  c[c_off + outer_offset(o, rank, dims, sc) + x * ic] = k ? a[src] : b[src];
+__kernel void where_select(int rank, long8 dims, long inner, __global const uchar* cond, long k_off, long8 sk, long mk, long ik,
+                           __global const T_IN* a, long a_off, long8 sa, long ma, long ia, __global const T_IN* b,
+                           long b_off, long8 sb, long mb, long ib, __global T_IN* c, long c_off, long8 sc, long mc,
+                           long ic) {
+  if ((long)get_global_id(0) >= inner) return;
+  c[OFF3(c_off, sc, ic, mc)] = cond[OFF3(k_off, sk, ik, mk)] ? a[OFF3(a_off, sa, ia, ma)] : b[OFF3(b_off, sb, ib, mb)];
 }
 
 // Cast between f32 / i32 / i64 / u8 / bool with the types as runtime codes (0 f32, 1 i32, 2 i64, 3 u8,

@@ -51,11 +51,10 @@ StridedCopy::StridedCopy(Context& ctx, int device, DType dtype)
 void StridedCopy::enqueue(const Iteration& it, const Tensor& src, int64_t so, const Tensor& dst, int64_t d_o,
                           ExecutionContext& ec) {
   if (it.inner() * it.outer() == 0) return;
-  const int r = it.rank - 1;
-  set_args(kernel_, cl_int(it.rank), it.dims8(), src.buffer, cl_long(int64_t(src.offset_elems()) + so),
-           it.strides8(0), cl_long(it.strides[0][r]), dst.buffer, cl_long(int64_t(dst.offset_elems()) + d_o),
-           it.strides8(1), cl_long(it.strides[1][r]));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(it.inner()), size_t(it.outer())), cl::NullRange, "copy_strided");
+  set_args(kernel_, cl_int(it.rank), it.dims8(), src.buffer, cl_long(int64_t(src.offset_elems()) + so), it.strides8(0),
+           it.mid_stride(0), it.inner_stride(0), dst.buffer, cl_long(int64_t(dst.offset_elems()) + d_o), it.strides8(1),
+           it.mid_stride(1), it.inner_stride(1));
+  ec.enqueue_kernel(kernel_, it.range3(), cl::NullRange, "copy_strided");
 }
 
 // ---------------------------------------------------------------- Transpose

@@ -158,6 +158,7 @@ std::unique_ptr<Binary> Binary::create(Context& ctx, int device, const BinaryCon
                     {broadcast_strides(cfg.a, o), broadcast_strides(cfg.b, o), contiguous_strides(o)});
   b->kernel_ = make_kernel(ctx.program("elementwise.cl", elementwise_options(cfg.dtype, output_dtype(cfg)), device),
                            "binary");
+  b->group_ = row_group_size(b->kernel_, ctx.device(device), b->it_.inner());
   log::debug("{} {} x {} -> {}: rank {} after collapsing", to_string(cfg.op), cfg.a.str(), cfg.b.str(), b->out_.str(),
              b->it_.rank);
   return b;
@@ -171,13 +172,12 @@ void Binary::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   check_tensor(name, "output C", out[0], out_, output_dtype(cfg_));
   if (out_.numel() == 0) return;
   const Iteration& it = it_;
-  const int r = it.rank - 1;
   std::lock_guard lock(launch_mutex_);
-  set_args(kernel_, cl_int(cfg_.op), cl_int(it.rank), it.dims8(), in[0].buffer, cl_long(in[0].offset_elems()),
-           it.strides8(0), cl_long(it.strides[0][r]), in[1].buffer, cl_long(in[1].offset_elems()), it.strides8(1),
-           cl_long(it.strides[1][r]), out[0].buffer, cl_long(out[0].offset_elems()), it.strides8(2),
-           cl_long(it.strides[2][r]));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(it.inner()), size_t(it.outer())), cl::NullRange, "binary");
+  set_args(kernel_, cl_int(cfg_.op), cl_int(it.rank), it.dims8(), cl_long(it.inner()), in[0].buffer, cl_long(in[0].offset_elems()),
+           it.strides8(0), it.mid_stride(0), it.inner_stride(0), in[1].buffer, cl_long(in[1].offset_elems()),
+           it.strides8(1), it.mid_stride(1), it.inner_stride(1), out[0].buffer, cl_long(out[0].offset_elems()),
+           it.strides8(2), it.mid_stride(2), it.inner_stride(2));
+  ec.enqueue_kernel(kernel_, it.range3(group_), cl::NDRange(group_, 1, 1), "binary");
 }
 
 // ---------------------------------------------------------------- Where
@@ -196,6 +196,7 @@ std::unique_ptr<Where> Where::create(Context& ctx, int device, const WhereConfig
                      contiguous_strides(out)});
   w->kernel_ =
       make_kernel(ctx.program("elementwise.cl", elementwise_options(cfg.dtype, cfg.dtype), device), "where_select");
+  w->group_ = row_group_size(w->kernel_, ctx.device(device), w->it_.inner());
   return w;
 }
 
@@ -207,14 +208,13 @@ void Where::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, con
   check_tensor("Where", "output", out[0], validate(cfg_), cfg_.dtype);
   if (out[0].numel() == 0) return;
   const Iteration& it = it_;
-  const int r = it.rank - 1;
   std::lock_guard lock(launch_mutex_);
-  set_args(kernel_, cl_int(it.rank), it.dims8(), in[0].buffer, cl_long(in[0].offset_elems()), it.strides8(0),
-           cl_long(it.strides[0][r]), in[1].buffer, cl_long(in[1].offset_elems()), it.strides8(1),
-           cl_long(it.strides[1][r]), in[2].buffer, cl_long(in[2].offset_elems()), it.strides8(2),
-           cl_long(it.strides[2][r]), out[0].buffer, cl_long(out[0].offset_elems()), it.strides8(3),
-           cl_long(it.strides[3][r]));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(it.inner()), size_t(it.outer())), cl::NullRange, "where");
+  set_args(kernel_, cl_int(it.rank), it.dims8(), cl_long(it.inner()), in[0].buffer, cl_long(in[0].offset_elems()), it.strides8(0),
+           it.mid_stride(0), it.inner_stride(0), in[1].buffer, cl_long(in[1].offset_elems()), it.strides8(1),
+           it.mid_stride(1), it.inner_stride(1), in[2].buffer, cl_long(in[2].offset_elems()), it.strides8(2),
+           it.mid_stride(2), it.inner_stride(2), out[0].buffer, cl_long(out[0].offset_elems()), it.strides8(3),
+           it.mid_stride(3), it.inner_stride(3));
+  ec.enqueue_kernel(kernel_, it.range3(group_), cl::NDRange(group_, 1, 1), "where");
 }
 
 // ---------------------------------------------------------------- Cast

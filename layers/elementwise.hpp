@@ -73,6 +73,7 @@ class Binary : public Op {
   BinaryConfig cfg_;
   Shape out_;
   Iteration it_;
+  size_t group_ = 1;  // work-group size along the innermost dim
   cl::Kernel kernel_;
 };
 
@@ -93,6 +94,7 @@ class Where : public Op {
  private:
   WhereConfig cfg_;
   Iteration it_;
+  size_t group_ = 1;  // work-group size along the innermost dim
   cl::Kernel kernel_;
 };
 

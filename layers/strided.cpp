@@ -61,6 +61,12 @@ int64_t Iteration::outer() const {
   return n;
 }
 
+cl::NDRange Iteration::range3(size_t group) const {
+  int64_t rest = 1;
+  for (int i = 0; i + 2 < rank; ++i) rest *= dims[i];
+  return cl::NDRange(round_up(size_t(inner()), group), size_t(rank >= 2 ? dims[rank - 2] : 1), size_t(rest));
+}
+
 cl_long8 Iteration::dims8() const {
   cl_long8 v{};
   for (int i = 0; i < kMaxRank; ++i) v.s[i] = dims[i];
@@ -118,6 +124,14 @@ size_t reduction_group_size(const cl::Kernel& k, const Device& dev, size_t cap) 
   size_t lim = std::min(cap, k.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.device));
   size_t g = 1;
   while (g * 2 <= lim) g *= 2;
+  return g;
+}
+}  // namespace cldl
+
+namespace cldl {
+size_t row_group_size(const cl::Kernel& k, const Device& dev, int64_t inner) {
+  size_t g = reduction_group_size(k, dev, 64);
+  while (g > 1 && int64_t(g / 2) >= inner) g /= 2;
   return g;
 }
 }  // namespace cldl

@@ -29,13 +29,19 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
 int normalize_axis(std::string_view op, std::string_view arg, int64_t axis, size_t rank, bool allow_end = false);
 
 // An iteration space for a kernel: dims[0..rank) with the innermost last, and per operand a stride for
-// each dimension. The kernels run a 2-D range (innermost dim, product of the others).
+// each dimension.
 struct Iteration {
   int rank = 1;
   std::array<int64_t, kMaxRank> dims{};
   std::vector<std::array<int64_t, kMaxRank>> strides;  // one per operand
   int64_t inner() const { return dims[rank - 1]; }
-  int64_t outer() const;
+  int64_t outer() const;  // product of all dims but the innermost
+  // The 3-D launch the element-wise / copy kernels use: (innermost, next, rest flattened), and the
+  // scalar strides of the two inner dims for operand k.
+  // With group > 1, dim 0 is rounded up to a multiple of it (kernels then check x < inner).
+  cl::NDRange range3(size_t group = 1) const;
+  cl_long inner_stride(size_t k) const { return strides[k][rank - 1]; }
+  cl_long mid_stride(size_t k) const { return rank >= 2 ? strides[k][rank - 2] : 0; }
   cl_long8 dims8() const;
   cl_long8 strides8(size_t operand) const;
 };
@@ -52,4 +58,11 @@ struct Device;
 // Work-group size for a local-memory tree reduction: the largest power of two <= cap that the kernel
 // and the device allow.
 size_t reduction_group_size(const cl::Kernel& k, const Device& dev, size_t cap = 64);
+}  // namespace cldl
+
+namespace cldl {
+// Work-group size along the innermost dim of a 3-D element-wise launch: 64 (capped by the kernel and
+// device limits, and by `inner` rounded up to a power of two), so a CPU runtime gets rows it can
+// vectorise and a GPU gets coalesced rows, without relying on the driver's choice for odd sizes.
+size_t row_group_size(const cl::Kernel& k, const Device& dev, int64_t inner);
 }  // namespace cldl
