@@ -1,6 +1,8 @@
 // Normalisation ops: validation and enqueue (kernels/norm.cl).
 #include "layers/norm.hpp"
 
+#include <cmath>
+
 #include "layers/strided.hpp"
 #include "runtime/log.hpp"
 
@@ -78,6 +80,22 @@ void Norm::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
            cfg_.epsilon, cfg_.act.alpha, cfg_.act.beta, in[0].buffer, off(in[0]), in[1].buffer, off(in[1]), in[2].buffer,
            off(in[2]), out[0].buffer, off(out[0]), cl::Local(group_ * sizeof(float)));
   ec.enqueue_kernel(kernel_, cl::NDRange(size_t(N * G) * group_), cl::NDRange(group_), "group_norm");
+}
+
+void fold_batch_norm(std::span<float> weight, std::span<float> bias, std::span<const float> scale,
+                     std::span<const float> b, std::span<const float> mean, std::span<const float> var, float eps) {
+  const size_t C = scale.size();
+  if (C == 0 || b.size() != C || mean.size() != C || var.size() != C || bias.size() != C)
+    invalid("BatchNormalization", "folding needs scale, B, mean, var and bias of one length, got {}, {}, {}, {}, {}", C,
+            b.size(), mean.size(), var.size(), bias.size());
+  if (weight.size() % C)
+    invalid("BatchNormalization", "folding: weight of {} elements is not {} output-channel rows", weight.size(), C);
+  const size_t row = weight.size() / C;
+  for (size_t c = 0; c < C; ++c) {
+    const double k = double(scale[c]) / std::sqrt(double(var[c]) + eps);
+    for (size_t i = 0; i < row; ++i) weight[c * row + i] = float(weight[c * row + i] * k);
+    bias[c] = float((double(bias[c]) - mean[c]) * k + b[c]);
+  }
 }
 
 }  // namespace cldl

@@ -38,4 +38,11 @@ class Norm : public Op {
   size_t group_ = 1;
 };
 
+// Folds an inference BatchNormalization that follows a conv or dense layer into that layer's weights,
+// on the host (the graph's BatchNorm-folding pass): weight has `scale.size()` output-channel rows of any
+// length (conv [Cout, Cin/g, kh, kw], dense [N, K]); bias has one entry per output channel (zeros when
+// the layer had none). Afterwards layer(x) with the new weight/bias equals BN(layer(x)).
+void fold_batch_norm(std::span<float> weight, std::span<float> bias, std::span<const float> scale,
+                     std::span<const float> b, std::span<const float> mean, std::span<const float> var, float eps);
+
 }  // namespace cldl

@@ -2,6 +2,7 @@
 // broadcasting (scalars, size-1 dims, rank mismatch), comparisons and logic to bool, Where, Cast.
 // Tolerance: 1e-5 relative (+1e-6 absolute) for transcendental f32 ops, exact for integer, bool, Cast.
 #include <cmath>
+#include <thread>
 
 #include "layers/elementwise.hpp"
 #include "reference/cnn_harness.hpp"
@@ -239,6 +240,39 @@ TEST_CASE("Cast between f32, i32, i64, u8 and bool") {
   }
   auto b2f = down<float>(cast(DType::boolean, DType::f32, up(std::vector<bool>(bl.begin(), bl.end()), s)));
   for (size_t i = 0; i < x.size(); ++i) REQUIRE(b2f[i] == float(bl[i]));
+}
+
+TEST_CASE("one Binary op serves two threads on two queues at once") {
+  Shape sa{3, 7, 13}, sb{7, 1};
+  auto op = Binary::create(ctx(), 0, {BinaryOp::sub, DType::f32, sa, sb});
+  std::vector<std::vector<float>> got(2);
+  std::vector<std::vector<float>> as(2), bs(2);
+  for (int t = 0; t < 2; ++t) {
+    as[t] = random_floats(sa.numel(), 60 + t);
+    bs[t] = random_floats(sb.numel(), 70 + t);
+  }
+  std::vector<Tensor> ta, tb, tc;
+  for (int t = 0; t < 2; ++t) {
+    ta.push_back(up(as[t], sa));
+    tb.push_back(up(bs[t], sb));
+    tc.push_back(ctx().alloc(sa, DType::f32));
+  }
+  auto work = [&](int t) {
+    auto ec = ctx().exec(0, t + 1);
+    std::vector<Tensor> in{ta[t], tb[t]};
+    Tensor out[1] = {tc[t]};
+    for (int rep = 0; rep < 50; ++rep) op->enqueue(in, out, nullptr, ec);
+    ec.queue.finish();
+  };
+  std::thread t0(work, 0), t1(work, 1);
+  t0.join();
+  t1.join();
+  for (int t = 0; t < 2; ++t) {
+    auto g = down<float>(tc[t]);
+    ref::Dims od;
+    auto want = ref::binary<float, float>(as[t], sa.dims, bs[t], sb.dims, [](float x, float y) { return x - y; }, od);
+    CLDL_CHECK_CLOSE(g.data(), want.data(), want.size(), 0.0, 0.0);
+  }
 }
 
 TEST_CASE("bad configurations name the op, the argument and the value") {

@@ -57,6 +57,31 @@ TEST_CASE("InstanceNormalization and GroupNormalization") {
   }
 }
 
+TEST_CASE("BatchNorm folded into a dense layer gives BN(dense(x))") {
+  const int64_t M = 5, K = 13, N = 3;
+  auto x = random_floats(M * K, 21), w = random_floats(N * K, 22), bias = random_floats(N, 23);
+  auto sc = random_floats(N, 24, 0.5f, 2.0f), b = random_floats(N, 25), m = random_floats(N, 26),
+       v = random_floats(N, 27, 0.1f, 2.0f);
+  auto wf = w, bf = bias;
+  fold_batch_norm(wf, bf, sc, b, m, v, 1e-5f);
+  std::vector<float> dense(M * N), folded(M * N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t n = 0; n < N; ++n) {
+      double a = bias[n], f = bf[n];
+      for (int64_t k = 0; k < K; ++k) {
+        a += double(x[i * K + k]) * w[n * K + k];
+        f += double(x[i * K + k]) * wf[n * K + k];
+      }
+      dense[i * N + n] = float(a);
+      folded[i * N + n] = float(f);
+    }
+  // Dense output [M, N] is N channels with spatial 1 per row: BN over channel = dim 1.
+  auto want = ref::batch_norm(dense, int(M), int(N), 1, sc, b, m, v, 1e-5f);
+  CLDL_CHECK_CLOSE(folded.data(), want.data(), want.size(), 1e-5, 1e-5);
+  std::vector<float> short_bias(N - 1);
+  expect_invalid([&] { fold_batch_norm(wf, short_bias, sc, b, m, v, 1e-5f); }, {"BatchNormalization", "folding"});
+}
+
 TEST_CASE("bad norm configurations name the op, the argument and the value") {
   expect_invalid([] { Norm::validate({NormKind::group, Shape{1, 6, 4}, 1e-5f, 4}); },
                  {"GroupNormalization", "num_groups", "4", "6"});
