@@ -21,7 +21,7 @@ const char* pool_name(PoolKind k) {
 bool is_global(PoolKind k) { return k == PoolKind::global_max || k == PoolKind::global_average; }
 
 // Resolves pads and output sizes; shared by validate and create.
-Shape plan(const PoolConfig& c, std::array<int, 4>& pads) {
+Shape plan(const PoolConfig& c, std::vector<int64_t>& pads) {
   const char* op = pool_name(c.kind);
   if (c.input.rank() < 3) invalid(op, "input X must be N, C, spatial...; got shape {}", c.input.str());
   for (auto d : c.input.dims)
@@ -31,54 +31,54 @@ Shape plan(const PoolConfig& c, std::array<int, 4>& pads) {
     o.resize(c.input.rank(), 1);
     return Shape(o);
   }
-  if (c.input.rank() > 4) invalid(op, "only 1-D and 2-D pooling is supported, got input shape {}", c.input.str());
-  const bool one_d = c.input.rank() == 3;
-  const int64_t in[2] = {one_d ? 1 : c.input[2], c.input[c.input.rank() - 1]};
-  pads = c.pads;
-  for (int i = 0; i < 2; ++i) {
-    if (c.kernel[i] <= 0) invalid(op, "kernel_shape[{}] must be positive, got {}", i, c.kernel[i]);
-    if (c.strides[i] <= 0) invalid(op, "strides[{}] must be positive, got {}", i, c.strides[i]);
-    if (c.dilations[i] <= 0) invalid(op, "dilations[{}] must be positive, got {}", i, c.dilations[i]);
-    if (c.kind == PoolKind::average && c.dilations[i] != 1)
-      invalid(op, "dilations[{}] = {} is not supported (expected 1)", i, c.dilations[i]);
+  const size_t n = c.input.rank() - 2;
+  if (n > 3) invalid(op, "at most 3 spatial dims are supported, got input shape {}", c.input.str());
+  if (c.indices && c.kind != PoolKind::max) invalid(op, "the Indices output exists only for MaxPool");
+  auto attr = [&](const std::vector<int64_t>& v, const char* name, size_t len, int64_t dflt) {
+    if (v.empty()) return std::vector<int64_t>(len, dflt);
+    if (v.size() != len) invalid(op, "{} has {} entries, expected {} for input {}", name, v.size(), len, c.input.str());
+    return v;
+  };
+  auto k = attr(c.kernel, "kernel_shape", n, 0), s = attr(c.strides, "strides", n, 1),
+       d = attr(c.dilations, "dilations", n, 1);
+  pads = attr(c.pads, "pads", 2 * n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (k[i] <= 0) invalid(op, "kernel_shape[{}] must be positive, got {}", i, k[i]);
+    if (s[i] <= 0) invalid(op, "strides[{}] must be positive, got {}", i, s[i]);
+    if (d[i] <= 0) invalid(op, "dilations[{}] must be positive, got {}", i, d[i]);
   }
-  for (int i = 0; i < 4; ++i)
+  for (size_t i = 0; i < 2 * n; ++i)
     if (pads[i] < 0) invalid(op, "pads[{}] must be non-negative, got {}", i, pads[i]);
-  int64_t out[2];
-  for (int i = 0; i < 2; ++i) {
-    const int64_t ek = int64_t(c.kernel[i] - 1) * c.dilations[i] + 1;
-    const int s = c.strides[i];
+  Shape out{c.input[0], c.input[1]};
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t in = c.input[2 + i], ek = (k[i] - 1) * d[i] + 1;
+    int64_t o;
     if (c.auto_pad == AutoPad::same_upper || c.auto_pad == AutoPad::same_lower) {
-      out[i] = (in[i] + s - 1) / s;
-      int64_t total = std::max<int64_t>(0, (out[i] - 1) * s + ek - in[i]);
-      int64_t lo = c.auto_pad == AutoPad::same_upper ? total / 2 : total - total / 2;
-      pads[i] = int(lo);
-      pads[i + 2] = int(total - lo);
-      continue;
+      o = (in + s[i] - 1) / s[i];
+      const int64_t total = std::max<int64_t>(0, (o - 1) * s[i] + ek - in);
+      const int64_t lo = c.auto_pad == AutoPad::same_upper ? total / 2 : total - total / 2;
+      pads[i] = lo;
+      pads[i + n] = total - lo;
+    } else {
+      if (c.auto_pad == AutoPad::valid) pads[i] = pads[i + n] = 0;
+      const int64_t num = in + pads[i] + pads[i + n] - ek;
+      if (num < 0)
+        invalid(op, "kernel_shape[{}] = {} (dilated {}) is larger than the padded input {}", i, k[i], ek,
+                in + pads[i] + pads[i + n]);
+      o = (c.ceil_mode ? (num + s[i] - 1) / s[i] : num / s[i]) + 1;
+      // ceil_mode must not start a window in the end padding (ONNX / PyTorch rule).
+      if (c.ceil_mode && (o - 1) * s[i] >= in + pads[i]) --o;
     }
-    if (c.auto_pad == AutoPad::valid) pads[i] = pads[i + 2] = 0;
-    const int64_t num = in[i] + pads[i] + pads[i + 2] - ek;
-    if (num < 0)
-      invalid(op, "kernel_shape[{}] = {} (dilated {}) is larger than the padded input {}", i, c.kernel[i], ek,
-              in[i] + pads[i] + pads[i + 2]);
-    out[i] = (c.ceil_mode ? (num + s - 1) / s : num / s) + 1;
-    // ceil_mode must not start a window in the end padding (ONNX / PyTorch rule).
-    if (c.ceil_mode && (out[i] - 1) * s >= in[i] + pads[i]) --out[i];
+    out.dims.push_back(o);
   }
-  if (one_d) {
-    if (c.kernel[0] != 1 || pads[0] || pads[2])
-      invalid(op, "1-D input {} needs kernel/pads only on the last dim (kernel_shape[0] = {})", c.input.str(),
-              c.kernel[0]);
-    return Shape{c.input[0], c.input[1], out[1]};
-  }
-  return Shape{c.input[0], c.input[1], out[0], out[1]};
+  return out;
 }
 }  // namespace
 
 std::string_view Pool::type() const { return pool_name(cfg_.kind); }
 
 Shape Pool::validate(const PoolConfig& c) {
-  std::array<int, 4> p{};
+  std::vector<int64_t> p;
   return plan(c, p);
 }
 
@@ -92,7 +92,7 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     p->group_ = reduction_group_size(p->kernel_, ctx.device(device));
     p->algorithm_ = fmt::format("work-group reduction ({} items per plane)", p->group_);
   } else {
-    p->kernel_ = make_kernel(prog, "pool2d");
+    p->kernel_ = make_kernel(prog, "pool3d");
     p->algorithm_ = "direct";
   }
   log::debug("{} {} -> {}: {}", pool_name(cfg.kind), cfg.input.str(), p->out_.str(), p->algorithm_);
@@ -101,7 +101,11 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
 
 void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
   const char* op = pool_name(cfg_.kind);
-  if (in.size() != 1 || out.size() != 1) invalid(op, "expects 1 input and 1 output, got {} and {}", in.size(), out.size());
+  const size_t n_out = cfg_.indices ? 2 : 1;
+  if (in.size() != 1 || out.size() != n_out)
+    invalid(op, "expects 1 input and {} output(s), got {} and {}", n_out, in.size(), out.size());
+  if (cfg_.indices && (out[1].shape != out_ || out[1].dtype != DType::i64))
+    invalid(op, "output Indices is {} {}, expected i64 {}", to_string(out[1].dtype), out[1].shape.str(), out_.str());
   if (in[0].shape != cfg_.input || in[0].dtype != DType::f32)
     invalid(op, "input X is {} {}, expected f32 {}", to_string(in[0].dtype), in[0].shape.str(), cfg_.input.str());
   if (out[0].shape != out_ || out[0].dtype != DType::f32)
@@ -116,15 +120,26 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     ec.enqueue_kernel(kernel_, cl::NDRange(size_t(nc) * group_), cl::NDRange(group_), "global_pool");
     return;
   }
-  const bool one_d = cfg_.input.rank() == 3;
-  const int H = one_d ? 1 : int(cfg_.input[2]), W = int(cfg_.input[cfg_.input.rank() - 1]);
-  const int OH = one_d ? 1 : int(out_[2]), OW = int(out_[out_.rank() - 1]);
-  const auto& c = cfg_;
-  set_args(kernel_, cl_int(is_max), cl_int(c.count_include_pad), cl_int(H), cl_int(W), cl_int(OH), cl_int(OW),
-           cl_int(c.kernel[0]), cl_int(c.kernel[1]), cl_int(c.strides[0]), cl_int(c.strides[1]), cl_int(c.dilations[0]),
-           cl_int(c.dilations[1]), cl_int(pads_[0]), cl_int(pads_[1]), cl_int(pads_[2]), cl_int(pads_[3]), in[0].buffer,
-           cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
-  ec.enqueue_kernel(kernel_, cl::NDRange(OW, OH, nc), cl::NullRange, "pool2d");
+  // Spatial dims right-aligned into (D, H, W); missing leading ones are 1 with no padding.
+  const size_t n = cfg_.input.rank() - 2;
+  int sp[3] = {1, 1, 1}, osp[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, dl[3] = {1, 1, 1};
+  int pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0};
+  for (size_t i = 0; i < n; ++i) {
+    const size_t a = 3 - n + i;
+    sp[a] = int(cfg_.input[2 + i]);
+    osp[a] = int(out_[2 + i]);
+    k[a] = int(cfg_.kernel[i]);
+    st[a] = cfg_.strides.empty() ? 1 : int(cfg_.strides[i]);
+    dl[a] = cfg_.dilations.empty() ? 1 : int(cfg_.dilations[i]);
+    pb[a] = int(pads_[i]);
+    pe[a] = int(pads_[i + n]);
+  }
+  const Tensor& idx = cfg_.indices ? out[1] : out[0];
+  set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), cl_int(cfg_.indices), sp[0], sp[1], sp[2], osp[0],
+           osp[1], osp[2], k[0], k[1], k[2], st[0], st[1], st[2], dl[0], dl[1], dl[2], pb[0], pb[1], pb[2], pe[0], pe[1],
+           pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()), idx.buffer,
+           cl_long(idx.offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], size_t(osp[0]) * nc), cl::NullRange, "pool3d");
 }
 
 }  // namespace cldl

@@ -1,10 +1,10 @@
-// Pooling in ONNX semantics on NCHW (and NCW as H = 1): MaxPool (dilation), AveragePool
-// (count_include_pad), both with explicit pads or auto_pad and ceil_mode; GlobalAveragePool and
-// GlobalMaxPool over every spatial dim. Kernels: kernels/pool.cl.
+// Pooling in ONNX semantics on N, C, spatial... with 1 to 3 spatial dims: MaxPool (dilations, optional
+// Indices output) and AveragePool (dilations, count_include_pad), both with explicit pads or auto_pad
+// and ceil_mode; GlobalAveragePool and GlobalMaxPool over any spatial dims. Kernels: kernels/pool.cl.
 #pragma once
-#include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "layers/op.hpp"
 
@@ -13,19 +13,21 @@ namespace cldl {
 enum class PoolKind { max, average, global_max, global_average };
 enum class AutoPad { notset, same_upper, same_lower, valid };
 
+// Per-spatial-dim attributes as in ONNX; empty strides / dilations mean 1, empty pads mean 0.
 struct PoolConfig {
   PoolKind kind = PoolKind::max;
-  Shape input;                        // N, C, H, W (or N, C, W); global pools: N, C, any spatial dims
-  std::array<int, 2> kernel{1, 1};    // kh, kw
-  std::array<int, 2> strides{1, 1};
-  std::array<int, 2> dilations{1, 1};  // MaxPool only (AveragePool accepts 1)
-  std::array<int, 4> pads{0, 0, 0, 0};  // ONNX order: top, left, bottom, right
+  Shape input;                     // N, C, spatial (1 to 3 dims; any number for the global pools)
+  std::vector<int64_t> kernel;     // kernel_shape, one per spatial dim
+  std::vector<int64_t> strides;
+  std::vector<int64_t> dilations;
+  std::vector<int64_t> pads;       // begins of every spatial dim, then ends
   AutoPad auto_pad = AutoPad::notset;
   bool ceil_mode = false;
-  bool count_include_pad = false;     // AveragePool only
+  bool count_include_pad = false;  // AveragePool only
+  bool indices = false;            // MaxPool only: second output Indices (i64, flat index into X)
 };
 
-// Input X, output Y of the shape validate() returns.
+// Input X; outputs Y [, Indices] of the shape validate() returns.
 class Pool : public Op {
  public:
   static Shape validate(const PoolConfig& cfg);
@@ -34,13 +36,13 @@ class Pool : public Op {
   std::string algorithm() const override { return algorithm_; }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
-  // Pads after auto_pad is resolved (top, left, bottom, right).
-  const std::array<int, 4>& pads() const { return pads_; }
+  // Pads after auto_pad is resolved, in ONNX order (begins, then ends).
+  const std::vector<int64_t>& pads() const { return pads_; }
 
  private:
   PoolConfig cfg_;
   Shape out_;
-  std::array<int, 4> pads_{};
+  std::vector<int64_t> pads_;
   std::string algorithm_;
   cl::Kernel kernel_;
   size_t group_ = 1;

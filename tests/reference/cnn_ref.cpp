@@ -40,42 +40,55 @@ Dims bcast_shape(const Dims& a, const Dims& b) {
   return o;
 }
 
-std::vector<float> pool2d(const std::vector<float>& x, int N, int C, int H, int W, const PoolParams& p, int& OH,
-                          int& OW) {
-  auto out_size = [&](int in, int k, int s, int d, int pb, int pe) {
-    int ek = (k - 1) * d + 1;
-    int num = in + pb + pe - ek;
-    int o = (p.ceil_mode ? (num + s - 1) / s : num / s) + 1;
-    if (p.ceil_mode && (o - 1) * s >= in + pb) --o;  // the last window must start inside the input
-    return o;
-  };
-  OH = out_size(H, p.kh, p.sh, p.dh, p.pt, p.pb);
-  OW = out_size(W, p.kw, p.sw, p.dw, p.pl, p.pr);
-  std::vector<float> y(size_t(N) * C * OH * OW);
-  for (int nc = 0; nc < N * C; ++nc)
-    for (int oh = 0; oh < OH; ++oh)
-      for (int ow = 0; ow < OW; ++ow) {
-        double acc = p.max ? -std::numeric_limits<double>::infinity() : 0.0;
-        int valid = 0;
-        for (int i = 0; i < p.kh; ++i)
-          for (int j = 0; j < p.kw; ++j) {
-            int h = oh * p.sh - p.pt + i * p.dh, w = ow * p.sw - p.pl + j * p.dw;
-            if (h < 0 || h >= H || w < 0 || w >= W) continue;
-            double v = x[(size_t(nc) * H + h) * W + w];
-            acc = p.max ? std::max(acc, v) : acc + v;
+std::vector<float> pool3d(const std::vector<float>& x, int N, int C, std::array<int, 3> in, const PoolParams& p,
+                          std::array<int, 3>& out, std::vector<int64_t>* idx) {
+  for (int a = 0; a < 3; ++a) {
+    int ek = (p.k[a] - 1) * p.d[a] + 1, num = in[a] + p.pb[a] + p.pe[a] - ek;
+    int o = (p.ceil_mode ? (num + p.s[a] - 1) / p.s[a] : num / p.s[a]) + 1;
+    if (p.ceil_mode && (o - 1) * p.s[a] >= in[a] + p.pb[a]) --o;  // the last window must start inside
+    out[a] = o;
+  }
+  const int64_t plane = int64_t(in[0]) * in[1] * in[2], oplane = int64_t(out[0]) * out[1] * out[2];
+  std::vector<float> y(size_t(N) * C * oplane);
+  if (idx) idx->assign(y.size(), -1);
+  for (int64_t nc = 0; nc < int64_t(N) * C; ++nc)
+    for (int64_t o = 0; o < oplane; ++o) {
+      int oc[3] = {int(o / (int64_t(out[1]) * out[2])), int(o / out[2] % out[1]), int(o % out[2])};
+      double acc = p.max ? -std::numeric_limits<double>::infinity() : 0.0;
+      int64_t best = -1;
+      int valid = 0;
+      for (int a = 0; a < p.k[0]; ++a)
+        for (int b = 0; b < p.k[1]; ++b)
+          for (int c = 0; c < p.k[2]; ++c) {
+            int pos[3] = {oc[0] * p.s[0] - p.pb[0] + a * p.d[0], oc[1] * p.s[1] - p.pb[1] + b * p.d[1],
+                          oc[2] * p.s[2] - p.pb[2] + c * p.d[2]};
+            bool inside = true;
+            for (int q = 0; q < 3; ++q) inside = inside && pos[q] >= 0 && pos[q] < in[q];
+            if (!inside) continue;
+            int64_t at = (int64_t(pos[0]) * in[1] + pos[1]) * in[2] + pos[2];
+            double v = x[nc * plane + at];
+            if (p.max) {
+              if (v > acc || best < 0) acc = v, best = at;
+            } else {
+              acc += v;
+            }
             ++valid;
           }
-        if (!p.max) {
-          double div = valid;
-          if (p.count_include_pad) {
-            int h0 = oh * p.sh - p.pt, w0 = ow * p.sw - p.pl;
-            int h1 = std::min(h0 + p.kh, H + p.pb), w1 = std::min(w0 + p.kw, W + p.pr);
-            div = double(h1 - h0) * (w1 - w0);
+      if (!p.max) {
+        double div = valid;
+        if (p.count_include_pad) {
+          div = 1;
+          for (int q = 0; q < 3; ++q) {  // taps before the padded end
+            int s0 = oc[q] * p.s[q] - p.pb[q], t = 0;
+            for (int i = 0; i < p.k[q]; ++i) t += s0 + i * p.d[q] < in[q] + p.pe[q];
+            div *= t;
           }
-          acc /= div;
         }
-        y[(size_t(nc) * OH + oh) * OW + ow] = float(acc);
+        acc /= div;
       }
+      y[nc * oplane + o] = float(acc);
+      if (idx) (*idx)[nc * oplane + o] = nc * plane + best;
+    }
   return y;
 }
 

@@ -33,14 +33,15 @@ std::vector<R> binary(const std::vector<T>& a, const Dims& da, const std::vector
   return out;
 }
 
+// Pooling over (D, H, W) spatial dims (1-D / 2-D pools use D = H = 1 / D = 1). k, s, d, pb, pe per dim.
 struct PoolParams {
   bool max = true;
-  int kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
-  int pt = 0, pl = 0, pb = 0, pr = 0;
+  std::array<int, 3> k{1, 1, 1}, s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0}, pe{0, 0, 0};
   bool ceil_mode = false, count_include_pad = false;
 };
-std::vector<float> pool2d(const std::vector<float>& x, int N, int C, int H, int W, const PoolParams& p, int& OH,
-                          int& OW);
+// Returns Y; out receives the output spatial sizes, idx (when non-null) MaxPool's flat argmax indices.
+std::vector<float> pool3d(const std::vector<float>& x, int N, int C, std::array<int, 3> in, const PoolParams& p,
+                          std::array<int, 3>& out, std::vector<int64_t>* idx = nullptr);
 
 // Normalisation over groups of channels: G == C is InstanceNorm; scale/bias per channel.
 std::vector<float> group_norm(const std::vector<float>& x, int N, int C, int64_t spatial, int G,
