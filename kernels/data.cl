@@ -98,11 +98,17 @@ DEFINE_GATHER(ushort, gather_2)
 DEFINE_GATHER(uint, gather_4)
 DEFINE_GATHER(ulong, gather_8)
 
-// Resize of the last two dims (f32). mode 0 nearest, 1 linear. coord: 0 half_pixel, 1 asymmetric,
-// 2 align_corners, 3 pytorch_half_pixel, 4 tf_half_pixel_for_nearest. nearest: 0 round_prefer_floor,
-// 1 round_prefer_ceil, 2 floor, 3 ceil. Range (OW, OH, planes).
+// Resize of the last two dims (f32). mode 0 nearest, 1 linear, 2 cubic (coefficient cubic_a, taps
+// outside the input clamped to the edge, or dropped and the weights renormalised with exclude_outside).
+// coord: 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_half_pixel_for_nearest,
+// 5 half_pixel_symmetric. nearest: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil.
+// Range (OW, OH, planes).
 inline float resize_coord(int coord, float x, float scale, int in, int out) {
   switch (coord) {
+    case 5: {
+      const float adj = (float)out / (scale * (float)in);
+      return (float)in * 0.5f * (1.0f - adj) + (x + 0.5f) / scale - 0.5f;
+    }
     case 1: return x / scale;
     case 2: return out == 1 ? 0.0f : x * (float)(in - 1) / (float)(out - 1);
     case 3: return out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
@@ -122,8 +128,32 @@ inline int resize_nearest(int mode, float x, int in) {
   return clamp(i, 0, in - 1);
 }
 
+inline float cubic_w(float t, float a) {
+  t = fabs(t);
+  if (t <= 1.0f) return ((a + 2.0f) * t - (a + 3.0f)) * t * t + 1.0f;
+  if (t < 2.0f) return ((a * t - 5.0f * a) * t + 8.0f * a) * t - 4.0f * a;
+  return 0.0f;
+}
+
+// Cubic weights of the 4 taps around f along a dim of length n; first tap index in *i0.
+inline float4 cubic_taps(float f, int n, float a, int exclude, int* i0) {
+  const float fl = floor(f), t = f - fl;
+  *i0 = (int)fl - 1;
+  float4 w = (float4)(cubic_w(1.0f + t, a), cubic_w(t, a), cubic_w(1.0f - t, a), cubic_w(2.0f - t, a));
+  if (exclude) {
+    const int b = *i0;
+    w.s0 = (b >= 0 && b < n) ? w.s0 : 0.0f;
+    w.s1 = (b + 1 >= 0 && b + 1 < n) ? w.s1 : 0.0f;
+    w.s2 = (b + 2 >= 0 && b + 2 < n) ? w.s2 : 0.0f;
+    w.s3 = (b + 3 >= 0 && b + 3 < n) ? w.s3 : 0.0f;
+    w /= (w.s0 + w.s1 + w.s2 + w.s3);
+  }
+  return w;
+}
+
 __kernel void resize2d(int mode, int coord, int nearest, int H, int W, int OH, int OW, float scale_h,
-                       float scale_w, __global const float* x, long x_off, __global float* y, long y_off) {
+                       float scale_w, float cubic_a, int exclude_outside, __global const float* x, long x_off,
+                       __global float* y, long y_off) {
   const int ow = get_global_id(0), oh = get_global_id(1);
   const long p = get_global_id(2);
   x += x_off + p * H * W;
@@ -132,6 +162,18 @@ __kernel void resize2d(int mode, int coord, int nearest, int H, int W, int OH, i
   float v;
   if (mode == 0) {
     v = x[resize_nearest(nearest, fy, H) * W + resize_nearest(nearest, fx, W)];
+  } else if (mode == 2) {
+    int y0, x0;
+    const float4 wy = cubic_taps(fy, H, cubic_a, exclude_outside, &y0);
+    const float4 wx = cubic_taps(fx, W, cubic_a, exclude_outside, &x0);
+    const float wya[4] = {wy.s0, wy.s1, wy.s2, wy.s3}, wxa[4] = {wx.s0, wx.s1, wx.s2, wx.s3};
+    v = 0.0f;
+    for (int i = 0; i < 4; ++i) {
+      const int yy = clamp(y0 + i, 0, H - 1);
+      float row = 0.0f;
+      for (int j = 0; j < 4; ++j) row += wxa[j] * x[yy * W + clamp(x0 + j, 0, W - 1)];
+      v += wya[i] * row;
+    }
   } else {
     const float cy = clamp(fy, 0.0f, (float)(H - 1)), cx = clamp(fx, 0.0f, (float)(W - 1));
     const int y0 = (int)floor(cy), x0 = (int)floor(cx);

@@ -504,7 +504,7 @@ void Resize::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   const int64_t planes = cfg_.input.numel() / (int64_t(H) * W);
   std::lock_guard lock(launch_mutex_);
   set_args(kernel_, cl_int(cfg_.mode), cl_int(cfg_.coord), cl_int(cfg_.nearest), cl_int(H), cl_int(W), cl_int(OH),
-           cl_int(OW), scale_h_, scale_w_, in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+           cl_int(OW), scale_h_, scale_w_, cfg_.cubic_coeff_a, cl_int(cfg_.exclude_outside), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
            cl_long(out[0].offset_elems()));
   ec.enqueue_kernel(kernel_, cl::NDRange(OW, OH, planes), cl::NullRange, "resize2d");
 }

@@ -203,8 +203,10 @@ class Gather : public Op {
   cl::Kernel kernel_;
 };
 
-enum class ResizeMode { nearest, linear };
-enum class ResizeCoord { half_pixel, asymmetric, align_corners, pytorch_half_pixel, tf_half_pixel_for_nearest };
+enum class ResizeMode { nearest, linear, cubic };
+enum class ResizeCoord {
+  half_pixel, asymmetric, align_corners, pytorch_half_pixel, tf_half_pixel_for_nearest, half_pixel_symmetric
+};
 enum class ResizeNearest { round_prefer_floor, round_prefer_ceil, floor, ceil };
 
 struct ResizeConfig {
@@ -214,6 +216,8 @@ struct ResizeConfig {
   ResizeMode mode = ResizeMode::nearest;
   ResizeCoord coord = ResizeCoord::half_pixel;
   ResizeNearest nearest = ResizeNearest::round_prefer_floor;
+  float cubic_coeff_a = -0.75f;
+  bool exclude_outside = false;
 };
 
 class Resize : public Op {

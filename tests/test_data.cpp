@@ -1,7 +1,8 @@
 // Data movement against the reference: Transpose (every perm of rank 3 and 4), Concat (N inputs, every
 // axis), Split, Slice (negative starts/ends/axes/steps, clamping), Pad (constant/reflect/edge), Expand,
 // Tile, Gather (i32/i64, negative indices, every axis), Resize (nearest with every coordinate and
-// nearest mode; linear). Tolerance: exact, except Resize linear (1e-5 relative + 1e-6 absolute).
+// nearest mode; linear; cubic with and without exclude_outside). Tolerance: exact, except Resize
+// linear / cubic (1e-5 relative + 1e-5 absolute).
 #include <algorithm>
 #include <numeric>
 
@@ -210,10 +211,14 @@ TEST_CASE("Resize nearest with every coordinate and nearest mode; linear") {
   struct Size { std::vector<float> scales; ref::Dims sizes; };
   const Size sizes[] = {{{1, 1, 2.0f, 0.5f}, {}}, {{}, {2, 3, 10, 20}}, {{1, 1, 1.7f, 2.3f}, {}}, {{}, {2, 3, 1, 4}}};
   for (const auto& sz : sizes)
-    for (int mode = 0; mode < 2; ++mode)
-      for (int coord = 0; coord < 5; ++coord)
-        for (int nearest = 0; nearest < (mode == 0 ? 4 : 1); ++nearest) {
-          ResizeConfig cfg{s, sz.scales, sz.sizes, ResizeMode(mode), ResizeCoord(coord), ResizeNearest(nearest)};
+    for (int mode = 0; mode < 3; ++mode)
+      for (int coord = 0; coord < 6; ++coord)
+        for (int nearest = 0; nearest < (mode == 0 ? 4 : mode == 2 ? 2 : 1); ++nearest) {
+          // For cubic, `nearest` selects exclude_outside and the coefficient (-0.75 PyTorch, -0.5 TF).
+          const bool exclude = mode == 2 && nearest == 1;
+          const float a = exclude ? -0.5f : -0.75f;
+          ResizeConfig cfg{s, sz.scales, sz.sizes, ResizeMode(mode), ResizeCoord(coord),
+                           ResizeNearest(mode == 0 ? nearest : 0), a, exclude};
           Shape so = Resize::validate(cfg);
           CAPTURE(so.str());
           CAPTURE(mode);
@@ -221,9 +226,10 @@ TEST_CASE("Resize nearest with every coordinate and nearest mode; linear") {
           CAPTURE(nearest);
           float sh = sz.scales.empty() ? float(so[2]) / 7 : sz.scales[2];
           float sw = sz.scales.empty() ? float(so[3]) / 13 : sz.scales[3];
-          auto want = ref::resize2d(x, 6, 7, 13, int(so[2]), int(so[3]), sh, sw, mode, coord, nearest);
+          auto want = ref::resize2d(x, 6, 7, 13, int(so[2]), int(so[3]), sh, sw, mode, coord, mode == 0 ? nearest : 0, a,
+                                    exclude);
           auto got = down<float>(run_op(*Resize::create(ctx(), 0, cfg), {dx}, so));
-          CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mode ? 1e-5 : 0.0, mode ? 1e-6 : 0.0);
+          CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mode ? 1e-5 : 0.0, mode ? 1e-5 : 0.0);
         }
 }
 

@@ -271,6 +271,10 @@ namespace {
 // must floor / ceil the same way.
 float resize_coord(int coord, float x, float scale, int in, int out) {
   switch (coord) {
+    case 5: {
+      float adj = float(out) / (scale * float(in));
+      return float(in) * 0.5f * (1.0f - adj) + (x + 0.5f) / scale - 0.5f;
+    }
     case 1: return x / scale;
     case 2: return out == 1 ? 0.0f : x * float(in - 1) / float(out - 1);
     case 3: return out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
@@ -278,6 +282,7 @@ float resize_coord(int coord, float x, float scale, int in, int out) {
     default: return (x + 0.5f) / scale - 0.5f;
   }
 }
+
 int resize_nearest(int mode, float x, int in) {
   float r;
   const bool tie = x - std::floor(x) == 0.5f;
@@ -289,10 +294,18 @@ int resize_nearest(int mode, float x, int in) {
   }
   return std::clamp(int(r), 0, in - 1);
 }
+
+// Keys cubic convolution weight at distance t.
+double cubic_weight(double t, double a) {
+  t = std::fabs(t);
+  if (t <= 1) return (a + 2) * t * t * t - (a + 3) * t * t + 1;
+  if (t < 2) return a * t * t * t - 5 * a * t * t + 8 * a * t - 4 * a;
+  return 0;
+}
 }  // namespace
 
 std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, int W, int OH, int OW, float sh,
-                            float sw, int mode, int coord, int nearest) {
+                            float sw, int mode, int coord, int nearest, float cubic_a, bool exclude) {
   std::vector<float> y(size_t(planes) * OH * OW);
   for (int64_t p = 0; p < planes; ++p)
     for (int oh = 0; oh < OH; ++oh)
@@ -302,6 +315,28 @@ std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, 
         double v;
         if (mode == 0) {
           v = in[resize_nearest(nearest, fy, H) * W + resize_nearest(nearest, fx, W)];
+        } else if (mode == 2) {
+          // Separable 4x4 taps; edge-clamped, or outside taps dropped and weights renormalised.
+          auto taps = [&](float f, int n, int& i0, double* w) {
+            double fl = std::floor(f), t = f - fl;
+            i0 = int(fl) - 1;
+            double sum = 0;
+            for (int k = 0; k < 4; ++k) {
+              w[k] = cubic_weight(t + 1 - k, cubic_a);
+              if (exclude && (i0 + k < 0 || i0 + k >= n)) w[k] = 0;
+              sum += w[k];
+            }
+            if (exclude)
+              for (int k = 0; k < 4; ++k) w[k] /= sum;
+          };
+          int y0, x0;
+          double wy[4], wx[4];
+          taps(fy, H, y0, wy);
+          taps(fx, W, x0, wx);
+          v = 0;
+          for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j)
+              v += wy[i] * wx[j] * in[std::clamp(y0 + i, 0, H - 1) * W + std::clamp(x0 + j, 0, W - 1)];
         } else {
           fy = std::clamp(fy, 0.0f, float(H - 1));
           fx = std::clamp(fx, 0.0f, float(W - 1));

@@ -66,9 +66,11 @@ std::vector<float> gather(const std::vector<float>& x, const Dims& d, const std:
                           const Dims& id, int axis, Dims& od);
 std::vector<float> tile(const std::vector<float>& x, const Dims& d, const Dims& reps, Dims& od);
 
-// Resize of the last two dims; mode 0 nearest 1 linear; coord / nearest numbered as in kernels/data.cl.
+// Resize of the last two dims; mode 0 nearest 1 linear 2 cubic; coord / nearest numbered as in
+// kernels/data.cl.
 std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, int W, int OH, int OW, float sh,
-                            float sw, int mode, int coord, int nearest);
+                            float sw, int mode, int coord, int nearest, float cubic_a = -0.75f,
+                            bool exclude_outside = false);
 
 // Reductions over `axes` (empty = all); op 0 sum 1 mean 2 max 3 min 4 prod 5 sumsquare 6 l2 7 l1.
 std::vector<float> reduce(const std::vector<float>& x, const Dims& d, std::vector<int> axes, bool keepdims, int op,
