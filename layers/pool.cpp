@@ -92,8 +92,13 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     p->group_ = reduction_group_size(p->kernel_, ctx.device(device));
     p->algorithm_ = fmt::format("work-group reduction ({} items per plane)", p->group_);
   } else {
-    p->kernel_ = make_kernel(prog, "pool3d");
-    p->algorithm_ = "direct";
+    // The 2-D kernel is the fast path; pool3d covers 3-D, Indices and dilated averages.
+    const size_t n = cfg.input.rank() - 2;
+    bool dilated = false;
+    for (auto d : cfg.dilations) dilated |= d != 1;
+    p->use_2d_ = n <= 2 && !cfg.indices && !(cfg.kind == PoolKind::average && dilated);
+    p->kernel_ = make_kernel(prog, p->use_2d_ ? "pool2d" : "pool3d");
+    p->algorithm_ = p->use_2d_ ? "direct 2-D" : "direct 3-D";
   }
   log::debug("{} {} -> {}: {}", pool_name(cfg.kind), cfg.input.str(), p->out_.str(), p->algorithm_);
   return p;
@@ -133,6 +138,13 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     dl[a] = cfg_.dilations.empty() ? 1 : int(cfg_.dilations[i]);
     pb[a] = int(pads_[i]);
     pe[a] = int(pads_[i + n]);
+  }
+  if (use_2d_) {
+    set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), sp[1], sp[2], osp[1], osp[2], k[1], k[2], st[1],
+             st[2], dl[1], dl[2], pb[1], pb[2], pe[1], pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+             cl_long(out[0].offset_elems()));
+    ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], nc), cl::NullRange, "pool2d");
+    return;
   }
   const Tensor& idx = cfg_.indices ? out[1] : out[0];
   set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), cl_int(cfg_.indices), sp[0], sp[1], sp[2], osp[0],

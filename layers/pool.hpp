@@ -46,6 +46,7 @@ class Pool : public Op {
   std::string algorithm_;
   cl::Kernel kernel_;
   size_t group_ = 1;
+  bool use_2d_ = false;  // pool2d kernel (fast path) instead of pool3d
 };
 
 }  // namespace cldl
