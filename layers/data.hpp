@@ -34,6 +34,7 @@ class Transpose : public Op {
   static Shape validate(const TransposeConfig& cfg);
   static std::unique_ptr<Transpose> create(Context& ctx, int device, const TransposeConfig& cfg);
   std::string_view type() const override { return "Transpose"; }
+  std::string algorithm() const override { return fmt::format("strided copy, rank {} after collapsing", it_.rank); }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 

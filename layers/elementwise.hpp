@@ -66,6 +66,7 @@ class Binary : public Op {
   static DType output_dtype(const BinaryConfig& cfg);
   static std::unique_ptr<Binary> create(Context& ctx, int device, const BinaryConfig& cfg);
   std::string_view type() const override { return to_string(cfg_.op); }
+  std::string algorithm() const override { return fmt::format("strided, rank {} after collapsing", it_.rank); }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
