@@ -45,8 +45,6 @@ Shape Reduce::validate(const ReduceConfig& c) {
   auto red = reduced_dims(c);
   Shape o;
   for (size_t i = 0; i < c.input.rank(); ++i) {
-    if (red[i] && c.input[i] == 0 && (c.op == ReduceOp::max || c.op == ReduceOp::min))
-      invalid(op, "cannot reduce the empty axis {} of shape {}", i, c.input.str());
     if (!red[i]) o.dims.push_back(c.input[i]);
     else if (c.keepdims) o.dims.push_back(1);
   }

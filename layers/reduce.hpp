@@ -1,6 +1,7 @@
 // Reductions in ONNX semantics: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp over any
 // set of axes with keepdims and noop_with_empty_axes; ArgMax / ArgMin along one axis (i64 output,
-// keepdims, select_last_index). f32 input. Kernels: kernels/reduce.cl.
+// keepdims, select_last_index). f32 input. Reducing an empty axis gives the identity of the op (0 for
+// sums, 1 for Prod, -inf / +inf for Max / Min, -inf for LogSum / LogSumExp). Kernels: kernels/reduce.cl.
 #pragma once
 #include <memory>
 #include <string>

@@ -2,6 +2,7 @@
 // negative axes), keepdims on/off, noop_with_empty_axes; ArgMax / ArgMin with ties and
 // select_last_index. Tolerance: 1e-5 relative + 1e-5 absolute (ReduceProd 1e-4 relative); Arg* exact.
 #include <cmath>
+#include <limits>
 
 #include "layers/reduce.hpp"
 #include "reference/cnn_harness.hpp"
@@ -53,6 +54,23 @@ TEST_CASE("every reduction over every subset of axes, keepdims on and off") {
   REQUIRE(Reduce::validate(noop) == s);
   auto got = down<float>(run_op(*Reduce::create(ctx(), 0, noop), {dx}, s));
   CLDL_CHECK_CLOSE(got.data(), x.data(), x.size(), 0.0, 0.0);
+}
+
+TEST_CASE("reducing an empty axis gives the identity of each op") {
+  const Shape s{2, 0, 4};
+  Tensor dx = ctx().alloc(s, DType::f32);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::pair<ReduceOp, float> cases[] = {{ReduceOp::sum, 0.0f},       {ReduceOp::sum_square, 0.0f},
+                                              {ReduceOp::l1, 0.0f},        {ReduceOp::l2, 0.0f},
+                                              {ReduceOp::prod, 1.0f},      {ReduceOp::max, -inf},
+                                              {ReduceOp::min, inf},        {ReduceOp::log_sum, -inf},
+                                              {ReduceOp::log_sum_exp, -inf}};
+  for (auto [op, want] : cases) {
+    ReduceConfig cfg{op, s, {1}, true};
+    REQUIRE(Reduce::validate(cfg) == Shape{2, 1, 4});
+    auto got = down<float>(run_op(*Reduce::create(ctx(), 0, cfg), {dx}, Shape{2, 1, 4}));
+    for (float g : got) REQUIRE(g == want);
+  }
 }
 
 TEST_CASE("LogSumExp is stable for large inputs") {
