@@ -1,0 +1,187 @@
+// Data movement: strided copy (Transpose, Slice, Expand, Concat, Split), Pad, Tile, Gather, Resize.
+// Movement kernels do not look at values, so each is defined once per element size (1, 2, 4, 8 bytes)
+// by the DEFINE_* macros below and one build serves every dtype. Resize works on f32.
+
+// Offset of coordinate index `o` over dims[0..n) (innermost last) under strides `s`.
+inline long nd_offset(long o, int n, long8 dims, long8 s) {
+  long d[8] = {dims.s0, dims.s1, dims.s2, dims.s3, dims.s4, dims.s5, dims.s6, dims.s7};
+  long st[8] = {s.s0, s.s1, s.s2, s.s3, s.s4, s.s5, s.s6, s.s7};
+  long off = 0;
+  for (int i = n - 1; i > 0; --i) {
+    off += (o % d[i]) * st[i];
+    o /= d[i];
+  }
+  // o < d[0] by construction, so the outermost dim needs no division (none at all for n <= 1).
+  return n > 0 ? off + o * st[0] : off;
+}
+
+// 3-D range (innermost dim, next dim, the rest): dst[view] = src[view], both views given by strides
+// (0 = broadcast, negative = reversed walk for negative Slice steps); only dims beyond the third need
+// div/mod. m_* / i_* are the strides of the two inner dims.
+#define DEFINE_COPY(T, NAME)                                                                           \
+  __kernel void NAME(int rank, long8 dims, __global const T* src, long s_off, long8 ss, long s_m,      \
+                     long s_in, __global T* dst, long d_off, long8 ds, long d_m, long d_in) {          \
+    const long x = get_global_id(0), y = get_global_id(1), o = get_global_id(2);                      \
+    dst[d_off + nd_offset(o, rank - 2, dims, ds) + y * d_m + x * d_in] =                               \
+        src[s_off + nd_offset(o, rank - 2, dims, ss) + y * s_m + x * s_in];                            \
+  }
+DEFINE_COPY(uchar, copy_strided_1)
+DEFINE_COPY(ushort, copy_strided_2)
+DEFINE_COPY(uint, copy_strided_4)
+DEFINE_COPY(ulong, copy_strided_8)
+
+// Pad: one work-item per output element. mode 0 constant (value), 1 reflect, 2 edge.
+#define DEFINE_PAD(T, NAME)                                                                            \
+  __kernel void NAME(int rank, int mode, T value, long8 odims, long8 idims, long8 begin,               \
+                     __global const T* src, long s_off, __global T* dst, long d_off) {                 \
+    long o = get_global_id(0);                                                                         \
+    const long out_index = o;                                                                          \
+    long od[8] = {odims.s0, odims.s1, odims.s2, odims.s3, odims.s4, odims.s5, odims.s6, odims.s7};     \
+    long id[8] = {idims.s0, idims.s1, idims.s2, idims.s3, idims.s4, idims.s5, idims.s6, idims.s7};     \
+    long bg[8] = {begin.s0, begin.s1, begin.s2, begin.s3, begin.s4, begin.s5, begin.s6, begin.s7};     \
+    long src_index = 0, stride = 1;                                                                    \
+    int outside = 0;                                                                                   \
+    for (int i = rank - 1; i >= 0; --i) {                                                              \
+      long c = o % od[i] - bg[i];                                                                      \
+      o /= od[i];                                                                                      \
+      if (c < 0 || c >= id[i]) {                                                                       \
+        if (mode == 0) outside = 1;                                                                    \
+        else if (mode == 1) c = c < 0 ? -c : 2 * (id[i] - 1) - c;                                     \
+        else c = c < 0 ? 0 : id[i] - 1;                                                                \
+      }                                                                                                \
+      src_index += c * stride;                                                                         \
+      stride *= id[i];                                                                                 \
+    }                                                                                                  \
+    dst[d_off + out_index] = outside ? value : src[s_off + src_index];                                 \
+  }
+DEFINE_PAD(uchar, pad_1)
+DEFINE_PAD(ushort, pad_2)
+DEFINE_PAD(uint, pad_4)
+DEFINE_PAD(ulong, pad_8)
+
+// Tile: output coordinate c reads input coordinate c % in_dim.
+#define DEFINE_TILE(T, NAME)                                                                           \
+  __kernel void NAME(int rank, long8 odims, long8 idims, __global const T* src, long s_off,           \
+                     __global T* dst, long d_off) {                                                    \
+    long o = get_global_id(0);                                                                         \
+    const long out_index = o;                                                                          \
+    long od[8] = {odims.s0, odims.s1, odims.s2, odims.s3, odims.s4, odims.s5, odims.s6, odims.s7};     \
+    long id[8] = {idims.s0, idims.s1, idims.s2, idims.s3, idims.s4, idims.s5, idims.s6, idims.s7};     \
+    long src_index = 0, stride = 1;                                                                    \
+    for (int i = rank - 1; i >= 0; --i) {                                                              \
+      src_index += (o % od[i]) % id[i] * stride;                                                       \
+      o /= od[i];                                                                                      \
+      stride *= id[i];                                                                                 \
+    }                                                                                                  \
+    dst[d_off + out_index] = src[s_off + src_index];                                                   \
+  }
+DEFINE_TILE(uchar, tile_1)
+DEFINE_TILE(ushort, tile_2)
+DEFINE_TILE(uint, tile_4)
+DEFINE_TILE(ulong, tile_8)
+
+// Gather along an axis: out[o, j, i] = in[o, idx[j], i]; range (inner, n_idx, outer). Indices are i32
+// or i64 (idx64); negative ones count from the end; out-of-range ones (an error in ONNX, which a kernel
+// cannot raise) yield zeros rather than reading out of bounds.
+#define DEFINE_GATHER(T, NAME)                                                                         \
+  __kernel void NAME(long axis_len, int idx64, __global const T* src, long s_off,                      \
+                     __global const uchar* idx, long i_off, __global T* dst, long d_off) {             \
+    const long i = get_global_id(0), j = get_global_id(1), o = get_global_id(2);                      \
+    const long inner = get_global_size(0), n_idx = get_global_size(1);                                 \
+    long k = idx64 ? ((__global const long*)idx)[i_off + j] : (long)((__global const int*)idx)[i_off + j]; \
+    if (k < 0) k += axis_len;                                                                          \
+    const long out = d_off + (o * n_idx + j) * inner + i;                                              \
+    dst[out] = (k >= 0 && k < axis_len) ? src[s_off + (o * axis_len + k) * inner + i] : (T)0;         \
+  }
+DEFINE_GATHER(uchar, gather_1)
+DEFINE_GATHER(ushort, gather_2)
+DEFINE_GATHER(uint, gather_4)
+DEFINE_GATHER(ulong, gather_8)
+
+// Resize of the last two dims (f32). mode 0 nearest, 1 linear, 2 cubic (coefficient cubic_a, taps
+// outside the input clamped to the edge, or dropped and the weights renormalised with exclude_outside).
+// coord: 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_half_pixel_for_nearest,
+// 5 half_pixel_symmetric. nearest: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil.
+// Range (OW, OH, planes).
+inline float resize_coord(int coord, float x, float scale, int in, int out) {
+  switch (coord) {
+    case 5: {
+      const float adj = (float)out / (scale * (float)in);
+      return (float)in * 0.5f * (1.0f - adj) + (x + 0.5f) / scale - 0.5f;
+    }
+    case 1: return x / scale;
+    case 2: return out == 1 ? 0.0f : x * (float)(in - 1) / (float)(out - 1);
+    case 3: return out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
+    case 4: return (x + 0.5f) / scale;
+    default: return (x + 0.5f) / scale - 0.5f;
+  }
+}
+
+inline int resize_nearest(int mode, float x, int in) {
+  int i;
+  switch (mode) {
+    case 1: i = (int)floor(x + 0.5f); break;
+    case 2: i = (int)floor(x); break;
+    case 3: i = (int)ceil(x); break;
+    default: i = (int)ceil(x - 0.5f); break;
+  }
+  return clamp(i, 0, in - 1);
+}
+
+inline float cubic_w(float t, float a) {
+  t = fabs(t);
+  if (t <= 1.0f) return ((a + 2.0f) * t - (a + 3.0f)) * t * t + 1.0f;
+  if (t < 2.0f) return ((a * t - 5.0f * a) * t + 8.0f * a) * t - 4.0f * a;
+  return 0.0f;
+}
+
+// Cubic weights of the 4 taps around f along a dim of length n; first tap index in *i0.
+inline float4 cubic_taps(float f, int n, float a, int exclude, int* i0) {
+  const float fl = floor(f), t = f - fl;
+  *i0 = (int)fl - 1;
+  float4 w = (float4)(cubic_w(1.0f + t, a), cubic_w(t, a), cubic_w(1.0f - t, a), cubic_w(2.0f - t, a));
+  if (exclude) {
+    const int b = *i0;
+    w.s0 = (b >= 0 && b < n) ? w.s0 : 0.0f;
+    w.s1 = (b + 1 >= 0 && b + 1 < n) ? w.s1 : 0.0f;
+    w.s2 = (b + 2 >= 0 && b + 2 < n) ? w.s2 : 0.0f;
+    w.s3 = (b + 3 >= 0 && b + 3 < n) ? w.s3 : 0.0f;
+    w /= (w.s0 + w.s1 + w.s2 + w.s3);
+  }
+  return w;
+}
+
+__kernel void resize2d(int mode, int coord, int nearest, int H, int W, int OH, int OW, float scale_h,
+                       float scale_w, float cubic_a, int exclude_outside, __global const float* x, long x_off,
+                       __global float* y, long y_off) {
+  const int ow = get_global_id(0), oh = get_global_id(1);
+  const long p = get_global_id(2);
+  x += x_off + p * H * W;
+  const float fy = resize_coord(coord, (float)oh, scale_h, H, OH);
+  const float fx = resize_coord(coord, (float)ow, scale_w, W, OW);
+  float v;
+  if (mode == 0) {
+    v = x[resize_nearest(nearest, fy, H) * W + resize_nearest(nearest, fx, W)];
+  } else if (mode == 2) {
+    int y0, x0;
+    const float4 wy = cubic_taps(fy, H, cubic_a, exclude_outside, &y0);
+    const float4 wx = cubic_taps(fx, W, cubic_a, exclude_outside, &x0);
+    const float wya[4] = {wy.s0, wy.s1, wy.s2, wy.s3}, wxa[4] = {wx.s0, wx.s1, wx.s2, wx.s3};
+    v = 0.0f;
+    for (int i = 0; i < 4; ++i) {
+      const int yy = clamp(y0 + i, 0, H - 1);
+      float row = 0.0f;
+      for (int j = 0; j < 4; ++j) row += wxa[j] * x[yy * W + clamp(x0 + j, 0, W - 1)];
+      v += wya[i] * row;
+    }
+  } else {
+    const float cy = clamp(fy, 0.0f, (float)(H - 1)), cx = clamp(fx, 0.0f, (float)(W - 1));
+    const int y0 = (int)floor(cy), x0 = (int)floor(cx);
+    const int y1 = min(y0 + 1, H - 1), x1 = min(x0 + 1, W - 1);
+    const float ly = cy - (float)y0, lx = cx - (float)x0;
+    const float top = x[y0 * W + x0] * (1.0f - lx) + x[y0 * W + x1] * lx;
+    const float bot = x[y1 * W + x0] * (1.0f - lx) + x[y1 * W + x1] * lx;
+    v = top * (1.0f - ly) + bot * ly;
+  }
+  y[y_off + (p * OH + oh) * OW + ow] = v;
+}

@@ -1,0 +1,59 @@
+// Normalisation: BatchNormalization (inference) and Instance / Group normalisation (statistics per
+// (n, group) over a contiguous run of channels x spatial). Fused activation by -DACT (common.cl).
+
+// BatchNorm inference: y = (x - mean) / sqrt(var + eps) * scale + bias, channel = dim 1. Range
+// (spatial, N*C) so the per-channel parameters are loaded once per row.
+__kernel void batch_norm(int C, long spatial, float eps, float act_a, float act_b, __global const float* x,
+                         long x_off, __global const float* scale, long s_off, __global const float* bias,
+                         long b_off, __global const float* mean, long m_off, __global const float* var,
+                         long v_off, __global float* y, long y_off) {
+  const long i = get_global_id(0);
+  const long nc = get_global_id(1);
+  const int c = (int)(nc % C);
+  const float k = scale[s_off + c] * rsqrt(var[v_off + c] + eps);
+  const float v = (x[x_off + nc * spatial + i] - mean[m_off + c]) * k + bias[b_off + c];
+  y[y_off + nc * spatial + i] = APPLY_ACT(v, act_a, act_b);
+}
+
+// Group norm: one work-group per (n, g) whose `len` = (C / G) * spatial elements are contiguous.
+// Two passes for the statistics (mean, then centred sum of squares) keep the variance accurate; a third
+// writes. scale/bias index: channel c, or c / cpg when per_group (opset-18 GroupNormalization).
+inline float group_sum(float v, __local float* s) {
+  const int lid = get_local_id(0), ls = get_local_size(0);
+  s[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int k = ls / 2; k > 0; k >>= 1) {
+    if (lid < k) s[lid] += s[lid + k];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = s[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+__kernel void group_norm(int G, int cpg, long spatial, int per_group, float eps, float act_a, float act_b,
+                         __global const float* x, long x_off, __global const float* scale, long s_off,
+                         __global const float* bias, long b_off, __global float* y, long y_off,
+                         __local float* scratch) {
+  const long ng = get_group_id(0);
+  const int lid = get_local_id(0), ls = get_local_size(0);
+  const long len = cpg * spatial;
+  x += x_off + ng * len;
+  y += y_off + ng * len;
+  float s = 0.0f;
+  for (long i = lid; i < len; i += ls) s += x[i];
+  const float mean = group_sum(s, scratch) / (float)len;
+  float ss = 0.0f;
+  for (long i = lid; i < len; i += ls) {
+    const float d = x[i] - mean;
+    ss += d * d;
+  }
+  const float inv = rsqrt(group_sum(ss, scratch) / (float)len + eps);
+  const int g = (int)(ng % G);
+  for (long i = lid; i < len; i += ls) {
+    const int c = g * cpg + (int)(i / spatial);
+    const int p = per_group ? g : c;
+    const float v = (x[i] - mean) * inv * scale[s_off + p] + bias[b_off + p];
+    y[i] = APPLY_ACT(v, act_a, act_b);
+  }
+}

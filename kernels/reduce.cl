@@ -1,0 +1,94 @@
+// Reductions over any set of axes (ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp) and
+// ArgMax / ArgMin along one axis. The op is a runtime argument, so one build serves them all.
+// The host collapses kept dims and reduced dims separately; one work-item per output element walks its
+// reduced elements with the innermost reduced dim in the inner loop (no div/mod there).
+
+#define R_SUM 0
+#define R_MEAN 1
+#define R_MAX 2
+#define R_MIN 3
+#define R_PROD 4
+#define R_SUM_SQUARE 5
+#define R_L2 6
+#define R_L1 7
+#define R_LOG_SUM 8
+#define R_LOG_SUM_EXP 9
+
+inline long nd_offset(long o, int n, long8 dims, long8 s) {
+  long d[8] = {dims.s0, dims.s1, dims.s2, dims.s3, dims.s4, dims.s5, dims.s6, dims.s7};
+  long st[8] = {s.s0, s.s1, s.s2, s.s3, s.s4, s.s5, s.s6, s.s7};
+  long off = 0;
+  for (int i = n - 1; i > 0; --i) {
+    off += (o % d[i]) * st[i];
+    o /= d[i];
+  }
+  // o < d[0] by construction, so the outermost dim needs no division (none at all for n <= 1).
+  return n > 0 ? off + o * st[0] : off;
+}
+
+inline float r_init(int op) {
+  return op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : op == R_PROD ? 1.0f : 0.0f;
+}
+
+inline float r_step(int op, float acc, float v, float shift) {
+  switch (op) {
+    case R_MAX: return fmax(acc, v);
+    case R_MIN: return fmin(acc, v);
+    case R_PROD: return acc * v;
+    case R_SUM_SQUARE: case R_L2: return fma(v, v, acc);
+    case R_L1: return acc + fabs(v);
+    case R_LOG_SUM_EXP: return acc + exp(v - shift);
+    default: return acc + v;
+  }
+}
+
+// keep_*: kept dims (input strides) in output order; red_*: reduced dims (input strides), innermost
+// reduced dim's length and stride given separately (r_len, r_step_). count = number of reduced elements.
+__kernel void reduce_axes(int op, int keep_rank, long8 keep_dims, long8 keep_strides, int red_rank, long8 red_dims,
+                          long8 red_strides, long r_len, long r_stride, long count, __global const float* x,
+                          long x_off, __global float* y, long y_off) {
+  const long o = get_global_id(0);
+  const long base = x_off + nd_offset(o, keep_rank, keep_dims, keep_strides);
+  const long outer = r_len ? count / r_len : 0;  // an empty reduced axis: no elements
+  float shift = 0.0f;
+  if (op == R_LOG_SUM_EXP) {  // max first, for a stable log-sum-exp
+    shift = -INFINITY;
+    for (long ro = 0; ro < outer; ++ro) {
+      const long b = base + nd_offset(ro, red_rank, red_dims, red_strides);
+      for (long k = 0; k < r_len; ++k) shift = fmax(shift, x[b + k * r_stride]);
+    }
+    if (isinf(shift)) shift = 0.0f;
+  }
+  float acc = r_init(op);
+  for (long ro = 0; ro < outer; ++ro) {
+    const long b = base + nd_offset(ro, red_rank, red_dims, red_strides);
+    for (long k = 0; k < r_len; ++k) acc = r_step(op, acc, x[b + k * r_stride], shift);
+  }
+  switch (op) {
+    case R_MEAN: acc /= (float)count; break;
+    case R_L2: acc = sqrt(acc); break;
+    case R_LOG_SUM: acc = log(acc); break;
+    case R_LOG_SUM_EXP: acc = log(acc) + shift; break;
+    default: break;
+  }
+  y[y_off + o] = acc;
+}
+
+// ArgMax / ArgMin over (outer, len, inner); range (inner, outer). Ties: first index, or the last with
+// select_last. NaN is not special-cased.
+__kernel void arg_reduce(int is_min, int select_last, long len, __global const float* x, long x_off,
+                         __global long* y, long y_off) {
+  const long in = get_global_id(0), o = get_global_id(1), inner = get_global_size(0);
+  x += x_off + o * len * inner + in;
+  float best = x[0];
+  long bi = 0;
+  for (long k = 1; k < len; ++k) {
+    const float v = x[k * inner];
+    const int better = is_min ? (select_last ? v <= best : v < best) : (select_last ? v >= best : v > best);
+    if (better) {
+      best = v;
+      bi = k;
+    }
+  }
+  y[y_off + o * inner + in] = bi;
+}

@@ -1,0 +1,512 @@
+// Data-movement ops: shape rules, attribute checks and the strided views they hand to kernels/data.cl.
+#include "layers/data.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/log.hpp"
+
+namespace cldl {
+
+namespace {
+const ProgramVariants kDataVariants("data.cl", {""});
+
+// Kernel name for an element size: "<base>_<bytes>".
+cl::Kernel sized_kernel(Context& ctx, int device, const char* base, DType dt) {
+  const size_t sz = dtype_size(dt);
+  std::string name = fmt::format("{}_{}", base, sz);
+  return make_kernel(ctx.program("data.cl", "", device), name.c_str());
+}
+
+cl_long8 long8_of(const std::vector<int64_t>& v) {
+  cl_long8 r{};
+  for (size_t i = 0; i < v.size() && i < 8; ++i) r.s[i] = v[i];
+  return r;
+}
+
+void check_rank(std::string_view op, const Shape& s) {
+  if (s.rank() > size_t(kMaxRank)) invalid(op, "input rank {} exceeds the supported {}", s.rank(), kMaxRank);
+  for (auto d : s.dims)
+    if (d < 0) invalid(op, "input has a negative dimension in shape {}", s.str());
+}
+
+void check_io(std::string_view op, std::span<const Tensor> in, size_t n_in, std::span<const Tensor> out,
+              size_t n_out) {
+  if (in.size() != n_in || out.size() != n_out)
+    invalid(op, "expects {} inputs and {} outputs, got {} and {}", n_in, n_out, in.size(), out.size());
+}
+
+void check_tensor(std::string_view op, std::string_view arg, const Tensor& t, const Shape& s, DType dt) {
+  if (t.shape != s || t.dtype != dt)
+    invalid(op, "{} is {} {}, expected {} {}", arg, to_string(t.dtype), t.shape.str(), to_string(dt), s.str());
+}
+
+Shape scalar_as_1(const Shape& s) { return s.rank() == 0 ? Shape{1} : s; }
+}  // namespace
+
+// ---------------------------------------------------------------- StridedCopy
+StridedCopy::StridedCopy(Context& ctx, int device, DType dtype)
+    : kernel_(sized_kernel(ctx, device, "copy_strided", dtype)) {}
+
+void StridedCopy::enqueue(const Iteration& it, const Tensor& src, int64_t so, const Tensor& dst, int64_t d_o,
+                          ExecutionContext& ec) {
+  if (it.inner() * it.outer() == 0) return;
+  set_args(kernel_, cl_int(it.rank), it.dims8(), src.buffer, cl_long(int64_t(src.offset_elems()) + so), it.strides8(0),
+           it.mid_stride(0), it.inner_stride(0), dst.buffer, cl_long(int64_t(dst.offset_elems()) + d_o), it.strides8(1),
+           it.mid_stride(1), it.inner_stride(1));
+  ec.enqueue_kernel(kernel_, it.range3(), cl::NullRange, "copy_strided");
+}
+
+// ---------------------------------------------------------------- Transpose
+Shape Transpose::validate(const TransposeConfig& c) {
+  check_rank("Transpose", c.input);
+  const size_t r = c.input.rank();
+  if (c.perm.empty()) {
+    Shape o = c.input;
+    std::reverse(o.dims.begin(), o.dims.end());
+    return o;
+  }
+  if (c.perm.size() != r) invalid("Transpose", "perm has {} entries, expected {} (the input rank)", c.perm.size(), r);
+  std::vector<bool> seen(r, false);
+  Shape o;
+  for (size_t i = 0; i < r; ++i) {
+    int64_t p = c.perm[i];
+    if (p < 0 || p >= int64_t(r) || seen[p])
+      invalid("Transpose", "perm[{}] = {} is out of range or repeated (expected a permutation of 0..{})", i, p, r - 1);
+    seen[p] = true;
+    o.dims.push_back(c.input[p]);
+  }
+  return o;
+}
+
+std::unique_ptr<Transpose> Transpose::create(Context& ctx, int device, const TransposeConfig& cfg) {
+  std::unique_ptr<Transpose> t(new Transpose());
+  t->cfg_ = cfg;
+  t->out_ = validate(cfg);
+  const size_t r = cfg.input.rank();
+  std::vector<int64_t> perm = cfg.perm;
+  if (perm.empty())
+    for (size_t i = 0; i < r; ++i) perm.push_back(int64_t(r - 1 - i));
+  auto is = contiguous_strides(cfg.input);
+  std::vector<int64_t> src(r);
+  for (size_t i = 0; i < r; ++i) src[i] = is[perm[i]];
+  Shape o = scalar_as_1(t->out_);
+  if (r == 0) src = {0};
+  t->it_ = collapse("Transpose", o.dims, {src, contiguous_strides(o)});
+  t->copy_ = StridedCopy(ctx, device, cfg.dtype);
+  return t;
+}
+
+void Transpose::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  check_io("Transpose", in, 1, out, 1);
+  check_tensor("Transpose", "input", in[0], cfg_.input, cfg_.dtype);
+  check_tensor("Transpose", "output", out[0], out_, cfg_.dtype);
+  std::lock_guard lock(launch_mutex_);
+  copy_.enqueue(it_, in[0], 0, out[0], 0, ec);
+}
+
+// ---------------------------------------------------------------- Concat
+Shape Concat::validate(const ConcatConfig& c) {
+  if (c.inputs.empty()) invalid("Concat", "needs at least one input, got 0");
+  const Shape& f = c.inputs[0];
+  check_rank("Concat", f);
+  if (f.rank() == 0) invalid("Concat", "inputs must have rank >= 1, got a scalar");
+  const int ax = normalize_axis("Concat", "axis", c.axis, f.rank());
+  Shape o = f;
+  for (size_t k = 1; k < c.inputs.size(); ++k) {
+    const Shape& s = c.inputs[k];
+    bool ok = s.rank() == f.rank();
+    for (size_t i = 0; ok && i < s.rank(); ++i) ok = int(i) == ax || s[i] == f[i];
+    if (!ok)
+      invalid("Concat", "input {} has shape {}, which differs from input 0 {} outside axis {}", k, s.str(), f.str(), ax);
+    o[ax] += s[ax];
+  }
+  return o;
+}
+
+std::unique_ptr<Concat> Concat::create(Context& ctx, int device, const ConcatConfig& cfg) {
+  std::unique_ptr<Concat> c(new Concat());
+  c->cfg_ = cfg;
+  c->out_ = validate(cfg);
+  const int ax = normalize_axis("Concat", "axis", cfg.axis, c->out_.rank());
+  auto os = contiguous_strides(c->out_);
+  int64_t pos = 0;
+  for (const Shape& s : cfg.inputs) {
+    c->its_.push_back(collapse("Concat", s.dims, {contiguous_strides(s), os}));
+    c->dst_off_.push_back(pos * os[ax]);
+    pos += s[ax];
+  }
+  c->copy_ = StridedCopy(ctx, device, cfg.dtype);
+  return c;
+}
+
+void Concat::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  check_io("Concat", in, cfg_.inputs.size(), out, 1);
+  for (size_t k = 0; k < in.size(); ++k)
+    check_tensor("Concat", fmt::format("input {}", k), in[k], cfg_.inputs[k], cfg_.dtype);
+  check_tensor("Concat", "output", out[0], out_, cfg_.dtype);
+  std::lock_guard lock(launch_mutex_);
+  for (size_t k = 0; k < in.size(); ++k) copy_.enqueue(its_[k], in[k], 0, out[0], dst_off_[k], ec);
+}
+
+// ---------------------------------------------------------------- Split
+std::vector<Shape> Split::validate(const SplitConfig& c) {
+  check_rank("Split", c.input);
+  if (c.input.rank() == 0) invalid("Split", "input must have rank >= 1, got a scalar");
+  const int ax = normalize_axis("Split", "axis", c.axis, c.input.rank());
+  const int64_t len = c.input[ax];
+  std::vector<int64_t> sizes = c.split;
+  if (sizes.empty()) {
+    if (c.num_outputs <= 0) invalid("Split", "num_outputs must be positive when split is empty, got {}", c.num_outputs);
+    const int64_t part = (len + c.num_outputs - 1) / c.num_outputs;  // ONNX 18: the last part is smaller
+    for (int k = 0; k < c.num_outputs; ++k) sizes.push_back(std::max<int64_t>(0, std::min(part, len - k * part)));
+  }
+  int64_t total = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (sizes[k] < 0) invalid("Split", "split[{}] = {} is negative", k, sizes[k]);
+    total += sizes[k];
+  }
+  if (total != len) invalid("Split", "split sizes sum to {}, expected {} (input {} along axis {})", total, len, c.input.str(), ax);
+  std::vector<Shape> outs;
+  for (auto s : sizes) {
+    Shape o = c.input;
+    o[ax] = s;
+    outs.push_back(o);
+  }
+  return outs;
+}
+
+std::unique_ptr<Split> Split::create(Context& ctx, int device, const SplitConfig& cfg) {
+  std::unique_ptr<Split> s(new Split());
+  s->cfg_ = cfg;
+  s->outs_ = validate(cfg);
+  const int ax = normalize_axis("Split", "axis", cfg.axis, cfg.input.rank());
+  auto is = contiguous_strides(cfg.input);
+  int64_t pos = 0;
+  for (const Shape& o : s->outs_) {
+    s->its_.push_back(collapse("Split", o.dims, {is, contiguous_strides(o)}));
+    s->src_off_.push_back(pos * is[ax]);
+    pos += o[ax];
+  }
+  s->copy_ = StridedCopy(ctx, device, cfg.dtype);
+  return s;
+}
+
+void Split::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  check_io("Split", in, 1, out, outs_.size());
+  check_tensor("Split", "input", in[0], cfg_.input, cfg_.dtype);
+  for (size_t k = 0; k < out.size(); ++k) check_tensor("Split", fmt::format("output {}", k), out[k], outs_[k], cfg_.dtype);
+  std::lock_guard lock(launch_mutex_);
+  for (size_t k = 0; k < out.size(); ++k) copy_.enqueue(its_[k], in[0], src_off_[k], out[k], 0, ec);
+}
+
+// ---------------------------------------------------------------- Slice
+namespace {
+// Resolved per-dim start, step and length.
+struct SliceDims {
+  std::vector<int64_t> start, step, len;
+};
+
+SliceDims slice_dims(const SliceConfig& c) {
+  check_rank("Slice", c.input);
+  const size_t r = c.input.rank();
+  if (c.starts.size() != c.ends.size())
+    invalid("Slice", "starts has {} entries but ends has {}", c.starts.size(), c.ends.size());
+  if (!c.axes.empty() && c.axes.size() != c.starts.size())
+    invalid("Slice", "axes has {} entries, expected {} (as starts)", c.axes.size(), c.starts.size());
+  if (!c.steps.empty() && c.steps.size() != c.starts.size())
+    invalid("Slice", "steps has {} entries, expected {} (as starts)", c.steps.size(), c.starts.size());
+  SliceDims d{std::vector<int64_t>(r, 0), std::vector<int64_t>(r, 1), c.input.dims};
+  std::vector<bool> seen(r, false);
+  for (size_t k = 0; k < c.starts.size(); ++k) {
+    int64_t axv = c.axes.empty() ? int64_t(k) : c.axes[k];
+    const int ax = normalize_axis("Slice", "axes", axv, r);
+    if (seen[ax]) invalid("Slice", "axes[{}] = {} repeats an axis", k, axv);
+    seen[ax] = true;
+    const int64_t n = c.input[ax], step = c.steps.empty() ? 1 : c.steps[k];
+    if (step == 0) invalid("Slice", "steps[{}] is 0", k);
+    int64_t s = c.starts[k], e = c.ends[k];
+    if (s < 0) s += n;
+    if (e < 0) e += n;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, n);
+      e = std::clamp<int64_t>(e, 0, n);
+      d.len[ax] = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, n - 1);
+      e = std::clamp<int64_t>(e, -1, n - 1);
+      d.len[ax] = s > e ? (s - e - step - 1) / -step : 0;
+    }
+    d.start[ax] = s;
+    d.step[ax] = step;
+  }
+  return d;
+}
+}  // namespace
+
+Shape Slice::validate(const SliceConfig& c) { return Shape(slice_dims(c).len); }
+
+std::unique_ptr<Slice> Slice::create(Context& ctx, int device, const SliceConfig& cfg) {
+  std::unique_ptr<Slice> s(new Slice());
+  s->cfg_ = cfg;
+  SliceDims d = slice_dims(cfg);
+  s->out_ = Shape(d.len);
+  auto is = contiguous_strides(cfg.input);
+  std::vector<int64_t> src(is.size());
+  for (size_t i = 0; i < is.size(); ++i) {
+    src[i] = is[i] * d.step[i];
+    s->src_off_ += d.start[i] * is[i];
+  }
+  Shape o = scalar_as_1(s->out_);
+  if (is.empty()) src = {0};
+  s->it_ = collapse("Slice", o.dims, {src, contiguous_strides(o)});
+  s->copy_ = StridedCopy(ctx, device, cfg.dtype);
+  return s;
+}
+
+void Slice::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  check_io("Slice", in, 1, out, 1);
+  check_tensor("Slice", "input", in[0], cfg_.input, cfg_.dtype);
+  check_tensor("Slice", "output", out[0], out_, cfg_.dtype);
+  if (out_.numel() == 0) return;
+  std::lock_guard lock(launch_mutex_);
+  copy_.enqueue(it_, in[0], src_off_, out[0], 0, ec);
+}
+
+// ---------------------------------------------------------------- Pad
+namespace {
+std::vector<int64_t> pad_begin_end(const PadConfig& c, std::vector<int64_t>& end) {
+  check_rank("Pad", c.input);
+  const size_t r = c.input.rank();
+  std::vector<int64_t> axes = c.axes;
+  if (axes.empty())
+    for (size_t i = 0; i < r; ++i) axes.push_back(int64_t(i));
+  if (c.pads.size() != 2 * axes.size())
+    invalid("Pad", "pads has {} entries, expected {} (2 per padded axis)", c.pads.size(), 2 * axes.size());
+  std::vector<int64_t> begin(r, 0);
+  end.assign(r, 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int ax = normalize_axis("Pad", "axes", axes[k], r);
+    begin[ax] = c.pads[k];
+    end[ax] = c.pads[k + axes.size()];
+    if (begin[ax] < 0 || end[ax] < 0)
+      invalid("Pad", "negative pads ({}, {}) on axis {} are not supported", begin[ax], end[ax], ax);
+    if (c.mode == PadMode::reflect && (begin[ax] >= c.input[ax] || end[ax] >= c.input[ax]))
+      invalid("Pad", "reflect pads ({}, {}) on axis {} must be smaller than its size {}", begin[ax], end[ax], ax,
+              c.input[ax]);
+    if (c.mode == PadMode::edge && c.input[ax] == 0 && begin[ax] + end[ax] > 0)
+      invalid("Pad", "edge padding of the empty axis {}", ax);
+  }
+  return begin;
+}
+}  // namespace
+
+Shape Pad::validate(const PadConfig& c) {
+  std::vector<int64_t> end;
+  auto begin = pad_begin_end(c, end);
+  Shape o = c.input;
+  for (size_t i = 0; i < o.rank(); ++i) o[i] += begin[i] + end[i];
+  return o;
+}
+
+std::unique_ptr<Pad> Pad::create(Context& ctx, int device, const PadConfig& cfg) {
+  std::unique_ptr<Pad> p(new Pad());
+  p->cfg_ = cfg;
+  p->out_ = validate(cfg);
+  std::vector<int64_t> end;
+  p->begin_ = pad_begin_end(cfg, end);
+  p->kernel_ = sized_kernel(ctx, device, "pad", cfg.dtype);
+  return p;
+}
+
+void Pad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  check_io("Pad", in, 1, out, 1);
+  check_tensor("Pad", "input", in[0], cfg_.input, cfg_.dtype);
+  check_tensor("Pad", "output", out[0], out_, cfg_.dtype);
+  if (out_.numel() == 0) return;
+  const int rank = std::max<int>(1, int(cfg_.input.rank()));
+  Shape is = scalar_as_1(cfg_.input), os = scalar_as_1(out_);
+  std::vector<int64_t> begin = begin_.empty() ? std::vector<int64_t>{0} : begin_;
+  std::lock_guard lock(launch_mutex_);
+  // The pad value travels as the dtype's bits.
+  auto set = [&](auto value) {
+    set_args(kernel_, cl_int(rank), cl_int(cfg_.mode), value, long8_of(os.dims), long8_of(is.dims), long8_of(begin),
+             in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+  };
+  switch (cfg_.dtype) {
+    case DType::f32: { float f = float(cfg_.value); cl_uint u; std::memcpy(&u, &f, 4); set(u); break; }
+    case DType::i32: set(cl_uint(int32_t(cfg_.value))); break;
+    case DType::i64: set(cl_ulong(int64_t(cfg_.value))); break;
+    case DType::f16: set(cl_ushort(0)); break;
+    default: set(cl_uchar(uint8_t(cfg_.value))); break;
+  }
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(out_.numel())), cl::NullRange, "pad");
+}
+
+// ---------------------------------------------------------------- Expand
+Shape Expand::validate(const ExpandConfig& c) {
+  check_rank("Expand", c.input);
+  Shape o = broadcast_shapes("Expand", {c.input, Shape(c.shape)});
+  check_rank("Expand", o);
+  return o;
+}
+
+std::unique_ptr<Expand> Expand::create(Context& ctx, int device, const ExpandConfig& cfg) {
+  std::unique_ptr<Expand> e(new Expand());
+  e->cfg_ = cfg;
+  e->out_ = validate(cfg);
+  Shape o = scalar_as_1(e->out_);
+  e->it_ = collapse("Expand", o.dims, {broadcast_strides(cfg.input, o), contiguous_strides(o)});
+  e->copy_ = StridedCopy(ctx, device, cfg.dtype);
+  return e;
+}
+
+void Expand::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  check_io("Expand", in, 1, out, 1);
+  check_tensor("Expand", "input", in[0], cfg_.input, cfg_.dtype);
+  check_tensor("Expand", "output", out[0], out_, cfg_.dtype);
+  if (out_.numel() == 0) return;
+  std::lock_guard lock(launch_mutex_);
+  copy_.enqueue(it_, in[0], 0, out[0], 0, ec);
+}
+
+// ---------------------------------------------------------------- Tile
+Shape Tile::validate(const TileConfig& c) {
+  check_rank("Tile", c.input);
+  if (c.repeats.size() != c.input.rank())
+    invalid("Tile", "repeats has {} entries, expected {} (the input rank)", c.repeats.size(), c.input.rank());
+  Shape o = c.input;
+  for (size_t i = 0; i < o.rank(); ++i) {
+    if (c.repeats[i] < 0) invalid("Tile", "repeats[{}] = {} is negative", i, c.repeats[i]);
+    o[i] *= c.repeats[i];
+  }
+  return o;
+}
+
+std::unique_ptr<Tile> Tile::create(Context& ctx, int device, const TileConfig& cfg) {
+  std::unique_ptr<Tile> t(new Tile());
+  t->cfg_ = cfg;
+  t->out_ = validate(cfg);
+  t->kernel_ = sized_kernel(ctx, device, "tile", cfg.dtype);
+  return t;
+}
+
+void Tile::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  check_io("Tile", in, 1, out, 1);
+  check_tensor("Tile", "input", in[0], cfg_.input, cfg_.dtype);
+  check_tensor("Tile", "output", out[0], out_, cfg_.dtype);
+  if (out_.numel() == 0) return;
+  Shape is = scalar_as_1(cfg_.input), os = scalar_as_1(out_);
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_int(is.rank()), long8_of(os.dims), long8_of(is.dims), in[0].buffer, cl_long(in[0].offset_elems()),
+           out[0].buffer, cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(out_.numel())), cl::NullRange, "tile");
+}
+
+// ---------------------------------------------------------------- Gather
+Shape Gather::validate(const GatherConfig& c) {
+  check_rank("Gather", c.input);
+  if (c.input.rank() == 0) invalid("Gather", "data must have rank >= 1, got a scalar");
+  if (c.index_dtype != DType::i32 && c.index_dtype != DType::i64)
+    invalid("Gather", "indices dtype {} is not supported (expected i32 or i64)", to_string(c.index_dtype));
+  const int ax = normalize_axis("Gather", "axis", c.axis, c.input.rank());
+  Shape o;
+  o.dims.assign(c.input.dims.begin(), c.input.dims.begin() + ax);
+  o.dims.insert(o.dims.end(), c.indices.dims.begin(), c.indices.dims.end());
+  o.dims.insert(o.dims.end(), c.input.dims.begin() + ax + 1, c.input.dims.end());
+  return o;
+}
+
+std::unique_ptr<Gather> Gather::create(Context& ctx, int device, const GatherConfig& cfg) {
+  std::unique_ptr<Gather> g(new Gather());
+  g->cfg_ = cfg;
+  g->out_ = validate(cfg);
+  const int ax = normalize_axis("Gather", "axis", cfg.axis, cfg.input.rank());
+  for (int i = 0; i < ax; ++i) g->outer_ *= cfg.input[i];
+  for (size_t i = ax + 1; i < cfg.input.rank(); ++i) g->inner_ *= cfg.input[i];
+  g->kernel_ = sized_kernel(ctx, device, "gather", cfg.dtype);
+  return g;
+}
+
+void Gather::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  check_io("Gather", in, 2, out, 1);
+  check_tensor("Gather", "data", in[0], cfg_.input, cfg_.dtype);
+  check_tensor("Gather", "indices", in[1], cfg_.indices, cfg_.index_dtype);
+  check_tensor("Gather", "output", out[0], out_, cfg_.dtype);
+  if (out_.numel() == 0) return;
+  const int ax = normalize_axis("Gather", "axis", cfg_.axis, cfg_.input.rank());
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_long(cfg_.input[ax]), cl_int(cfg_.index_dtype == DType::i64), in[0].buffer,
+           cl_long(in[0].offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()), out[0].buffer,
+           cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(cfg_.indices.numel()), size_t(outer_)), cl::NullRange,
+                    "gather");
+}
+
+// ---------------------------------------------------------------- Resize
+namespace {
+// Output shape and the scales of the last two dims used by the coordinate transform.
+Shape resize_plan(const ResizeConfig& c, float& sh, float& sw) {
+  const size_t r = c.input.rank();
+  if (r < 2) invalid("Resize", "input must have rank >= 2, got shape {}", c.input.str());
+  check_rank("Resize", c.input);
+  if (c.scales.empty() == c.sizes.empty())
+    invalid("Resize", "exactly one of scales ({} entries) and sizes ({} entries) must be given", c.scales.size(),
+            c.sizes.size());
+  Shape o = c.input;
+  std::vector<float> sc(r, 1.0f);
+  if (!c.scales.empty()) {
+    if (c.scales.size() != r) invalid("Resize", "scales has {} entries, expected {} (the input rank)", c.scales.size(), r);
+    for (size_t i = 0; i < r; ++i) {
+      if (!(c.scales[i] > 0.0f)) invalid("Resize", "scales[{}] = {} must be positive", i, c.scales[i]);
+      o[i] = int64_t(std::floor(double(c.input[i]) * c.scales[i]));
+      sc[i] = c.scales[i];
+    }
+  } else {
+    if (c.sizes.size() != r) invalid("Resize", "sizes has {} entries, expected {} (the input rank)", c.sizes.size(), r);
+    for (size_t i = 0; i < r; ++i) {
+      if (c.sizes[i] <= 0) invalid("Resize", "sizes[{}] = {} must be positive", i, c.sizes[i]);
+      o[i] = c.sizes[i];
+      sc[i] = float(double(o[i]) / double(c.input[i]));
+    }
+  }
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (o[i] != c.input[i])
+      invalid("Resize", "only the last two dims may be resized; dim {} goes from {} to {}", i, c.input[i], o[i]);
+  for (auto d : o.dims)
+    if (d <= 0) invalid("Resize", "output shape {} is empty", o.str());
+  sh = sc[r - 2];
+  sw = sc[r - 1];
+  return o;
+}
+}  // namespace
+
+Shape Resize::validate(const ResizeConfig& c) {
+  float a, b;
+  return resize_plan(c, a, b);
+}
+
+std::unique_ptr<Resize> Resize::create(Context& ctx, int device, const ResizeConfig& cfg) {
+  std::unique_ptr<Resize> r(new Resize());
+  r->cfg_ = cfg;
+  r->out_ = resize_plan(cfg, r->scale_h_, r->scale_w_);
+  r->kernel_ = make_kernel(ctx.program("data.cl", "", device), "resize2d");
+  return r;
+}
+
+void Resize::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  check_io("Resize", in, 1, out, 1);
+  check_tensor("Resize", "input X", in[0], cfg_.input, DType::f32);
+  check_tensor("Resize", "output Y", out[0], out_, DType::f32);
+  const size_t r = out_.rank();
+  const int H = int(cfg_.input[r - 2]), W = int(cfg_.input[r - 1]);
+  const int OH = int(out_[r - 2]), OW = int(out_[r - 1]);
+  const int64_t planes = cfg_.input.numel() / (int64_t(H) * W);
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_int(cfg_.mode), cl_int(cfg_.coord), cl_int(cfg_.nearest), cl_int(H), cl_int(W), cl_int(OH),
+           cl_int(OW), scale_h_, scale_w_, cfg_.cubic_coeff_a, cl_int(cfg_.exclude_outside), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+           cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(OW, OH, planes), cl::NullRange, "resize2d");
+}
+
+}  // namespace cldl

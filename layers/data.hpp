@@ -1,0 +1,239 @@
+// Data-movement ops in ONNX semantics, on any dtype (values are moved, never interpreted; Resize is
+// f32): Transpose, Concat, Split, Slice, Pad, Expand, Tile, Gather, Resize. Kernels: kernels/data.cl.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/op.hpp"
+#include "layers/strided.hpp"
+
+namespace cldl {
+
+// A strided copy (the kernel behind Transpose, Slice, Expand, Concat, Split): launches one
+// copy_strided_<size> over an Iteration whose operand 0 is the source and 1 the destination.
+class StridedCopy {
+ public:
+  StridedCopy() = default;
+  StridedCopy(Context& ctx, int device, DType dtype);
+  void enqueue(const Iteration& it, const Tensor& src, int64_t src_elem_off, const Tensor& dst,
+               int64_t dst_elem_off, ExecutionContext& ec);
+
+ private:
+  cl::Kernel kernel_;
+};
+
+struct TransposeConfig {
+  Shape input;
+  DType dtype = DType::f32;
+  std::vector<int64_t> perm;  // empty = reverse the dims (ONNX default)
+};
+
+class Transpose : public Op {
+ public:
+  static Shape validate(const TransposeConfig& cfg);
+  static std::unique_ptr<Transpose> create(Context& ctx, int device, const TransposeConfig& cfg);
+  std::string_view type() const override { return "Transpose"; }
+  std::string algorithm() const override { return fmt::format("strided copy, rank {} after collapsing", it_.rank); }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  TransposeConfig cfg_;
+  Shape out_;
+  Iteration it_;
+  StridedCopy copy_;
+};
+
+struct ConcatConfig {
+  std::vector<Shape> inputs;
+  DType dtype = DType::f32;
+  int64_t axis = 0;
+};
+
+class Concat : public Op {
+ public:
+  static Shape validate(const ConcatConfig& cfg);
+  static std::unique_ptr<Concat> create(Context& ctx, int device, const ConcatConfig& cfg);
+  std::string_view type() const override { return "Concat"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  ConcatConfig cfg_;
+  Shape out_;
+  std::vector<Iteration> its_;
+  std::vector<int64_t> dst_off_;
+  StridedCopy copy_;
+};
+
+struct SplitConfig {
+  Shape input;
+  DType dtype = DType::f32;
+  int64_t axis = 0;
+  std::vector<int64_t> split;  // sizes along axis; empty = num_outputs equal parts (last one smaller)
+  int num_outputs = 0;          // used when split is empty
+};
+
+class Split : public Op {
+ public:
+  static std::vector<Shape> validate(const SplitConfig& cfg);
+  static std::unique_ptr<Split> create(Context& ctx, int device, const SplitConfig& cfg);
+  std::string_view type() const override { return "Split"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  SplitConfig cfg_;
+  std::vector<Shape> outs_;
+  std::vector<Iteration> its_;
+  std::vector<int64_t> src_off_;
+  StridedCopy copy_;
+};
+
+struct SliceConfig {
+  Shape input;
+  DType dtype = DType::f32;
+  std::vector<int64_t> starts, ends, axes, steps;  // axes empty = 0..n-1; steps empty = 1
+};
+
+class Slice : public Op {
+ public:
+  static Shape validate(const SliceConfig& cfg);
+  static std::unique_ptr<Slice> create(Context& ctx, int device, const SliceConfig& cfg);
+  std::string_view type() const override { return "Slice"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  SliceConfig cfg_;
+  Shape out_;
+  Iteration it_;
+  int64_t src_off_ = 0;
+  StridedCopy copy_;
+};
+
+enum class PadMode { constant, reflect, edge };
+
+struct PadConfig {
+  Shape input;
+  DType dtype = DType::f32;
+  std::vector<int64_t> pads;  // ONNX: begins of every axis (or of `axes`), then ends
+  std::vector<int64_t> axes;  // empty = all
+  PadMode mode = PadMode::constant;
+  double value = 0.0;         // constant mode, converted to dtype
+};
+
+class Pad : public Op {
+ public:
+  static Shape validate(const PadConfig& cfg);
+  static std::unique_ptr<Pad> create(Context& ctx, int device, const PadConfig& cfg);
+  std::string_view type() const override { return "Pad"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  PadConfig cfg_;
+  Shape out_;
+  std::vector<int64_t> begin_;
+  cl::Kernel kernel_;
+};
+
+struct ExpandConfig {
+  Shape input;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;  // target, numpy-broadcast with the input (ONNX Expand)
+};
+
+class Expand : public Op {
+ public:
+  static Shape validate(const ExpandConfig& cfg);
+  static std::unique_ptr<Expand> create(Context& ctx, int device, const ExpandConfig& cfg);
+  std::string_view type() const override { return "Expand"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  ExpandConfig cfg_;
+  Shape out_;
+  Iteration it_;
+  StridedCopy copy_;
+};
+
+struct TileConfig {
+  Shape input;
+  DType dtype = DType::f32;
+  std::vector<int64_t> repeats;  // one per dim, >= 0
+};
+
+class Tile : public Op {
+ public:
+  static Shape validate(const TileConfig& cfg);
+  static std::unique_ptr<Tile> create(Context& ctx, int device, const TileConfig& cfg);
+  std::string_view type() const override { return "Tile"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  TileConfig cfg_;
+  Shape out_;
+  cl::Kernel kernel_;
+};
+
+struct GatherConfig {
+  Shape input;
+  DType dtype = DType::f32;
+  Shape indices;
+  DType index_dtype = DType::i64;  // i32 or i64
+  int64_t axis = 0;
+};
+
+// Inputs data, indices; negative indices count from the end; out-of-range ones give zeros.
+class Gather : public Op {
+ public:
+  static Shape validate(const GatherConfig& cfg);
+  static std::unique_ptr<Gather> create(Context& ctx, int device, const GatherConfig& cfg);
+  std::string_view type() const override { return "Gather"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  GatherConfig cfg_;
+  Shape out_;
+  int64_t outer_ = 1, inner_ = 1;
+  cl::Kernel kernel_;
+};
+
+enum class ResizeMode { nearest, linear, cubic };
+enum class ResizeCoord {
+  half_pixel, asymmetric, align_corners, pytorch_half_pixel, tf_half_pixel_for_nearest, half_pixel_symmetric
+};
+enum class ResizeNearest { round_prefer_floor, round_prefer_ceil, floor, ceil };
+
+struct ResizeConfig {
+  Shape input;                  // rank >= 2; only the last two dims may change
+  std::vector<float> scales;    // one per dim, or empty when sizes are given
+  std::vector<int64_t> sizes;   // one per dim, or empty when scales are given
+  ResizeMode mode = ResizeMode::nearest;
+  ResizeCoord coord = ResizeCoord::half_pixel;
+  ResizeNearest nearest = ResizeNearest::round_prefer_floor;
+  float cubic_coeff_a = -0.75f;
+  bool exclude_outside = false;
+};
+
+class Resize : public Op {
+ public:
+  static Shape validate(const ResizeConfig& cfg);
+  static std::unique_ptr<Resize> create(Context& ctx, int device, const ResizeConfig& cfg);
+  std::string_view type() const override { return "Resize"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  ResizeConfig cfg_;
+  Shape out_;
+  float scale_h_ = 1, scale_w_ = 1;
+  cl::Kernel kernel_;
+};
+
+}  // namespace cldl

@@ -1,0 +1,124 @@
+// Element-wise ops in ONNX semantics: Unary (every Activation plus Abs, Neg, Exp, ... Not), Binary with
+// numpy broadcasting (arithmetic, comparisons -> bool, logic on bool, PRelu with a broadcast slope),
+// Where (three-way broadcast) and Cast. Kernels: kernels/elementwise.cl.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "layers/activation.hpp"
+#include "layers/op.hpp"
+#include "layers/strided.hpp"
+
+namespace cldl {
+
+// Values 0..31 are reserved for activations (Act); the rest match U_* in kernels/elementwise.cl.
+enum class UnaryOp : int {
+  activation = -1, abs = 32, neg, exp, log, sqrt, reciprocal, floor, ceil, round, sign, erf, sin, cos, not_,
+};
+std::string_view to_string(UnaryOp op);
+UnaryOp unary_op_from_onnx(std::string_view name);  // "Abs", "Neg", ... "Not"; throws on unknown
+
+struct UnaryConfig {
+  UnaryOp op = UnaryOp::activation;
+  Activation act{};  // when op == activation
+  DType dtype = DType::f32;
+  Shape shape;
+};
+
+// Input x, output y (same shape and dtype). f32 for every op; i32/i64 for Abs, Neg, Sign, Relu and
+// Identity; bool for Not.
+class Unary : public Op {
+ public:
+  static Shape validate(const UnaryConfig& cfg);
+  static std::unique_ptr<Unary> create(Context& ctx, int device, const UnaryConfig& cfg);
+  std::string_view type() const override;
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  UnaryConfig cfg_;
+  cl::Kernel kernel_;
+};
+
+// Values match B_* in kernels/elementwise.cl. mod = ONNX Mod fmod=0 (sign of the divisor), fmod = Mod
+// fmod=1 (sign of the dividend).
+enum class BinaryOp : int {
+  add = 0, sub, mul, div, pow, max, min, mod, fmod, prelu, equal, less, less_equal, greater, greater_equal,
+  and_, or_, xor_,
+};
+std::string_view to_string(BinaryOp op);
+BinaryOp binary_op_from_onnx(std::string_view name, bool fmod = false);  // "Add", "Mod", "PRelu", ...
+bool is_comparison(BinaryOp op);
+bool is_logical(BinaryOp op);
+
+struct BinaryConfig {
+  BinaryOp op = BinaryOp::add;
+  DType dtype = DType::f32;  // of both inputs
+  Shape a, b;
+};
+
+// Inputs a, b (numpy broadcasting); output c of the broadcast shape; dtype bool for comparisons and
+// logic, else the input dtype. Arithmetic on f32/i32/i64, comparisons on f32/i32/i64/bool... (not
+// bool for <, >), And/Or/Xor on bool only.
+class Binary : public Op {
+ public:
+  static Shape validate(const BinaryConfig& cfg);
+  static DType output_dtype(const BinaryConfig& cfg);
+  static std::unique_ptr<Binary> create(Context& ctx, int device, const BinaryConfig& cfg);
+  std::string_view type() const override { return to_string(cfg_.op); }
+  std::string algorithm() const override { return fmt::format("strided, rank {} after collapsing", it_.rank); }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  BinaryConfig cfg_;
+  Shape out_;
+  Iteration it_;
+  size_t group_ = 1;  // work-group size along the innermost dim
+  cl::Kernel kernel_;
+};
+
+struct WhereConfig {
+  DType dtype = DType::f32;  // of x and y
+  Shape cond, x, y;
+};
+
+// Inputs cond (bool), x, y; output of the three-way broadcast shape and x's dtype.
+class Where : public Op {
+ public:
+  static Shape validate(const WhereConfig& cfg);
+  static std::unique_ptr<Where> create(Context& ctx, int device, const WhereConfig& cfg);
+  std::string_view type() const override { return "Where"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  WhereConfig cfg_;
+  Iteration it_;
+  size_t group_ = 1;  // work-group size along the innermost dim
+  cl::Kernel kernel_;
+};
+
+struct CastConfig {
+  DType from = DType::f32, to = DType::f32;
+  Shape shape;
+};
+
+// f32 / i32 / i64 / u8 / bool in any pair; float to integer truncates toward zero.
+class Cast : public Op {
+ public:
+  static Shape validate(const CastConfig& cfg);
+  static std::unique_ptr<Cast> create(Context& ctx, int device, const CastConfig& cfg);
+  std::string_view type() const override { return "Cast"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  CastConfig cfg_;
+  cl::Kernel kernel_;
+};
+
+// Build options of elementwise.cl for an element type (T_IN / IS_FLOAT) and a result type.
+std::string elementwise_options(DType in, DType out);
+
+}  // namespace cldl

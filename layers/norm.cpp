@@ -1,0 +1,101 @@
+// Normalisation ops: validation and enqueue (kernels/norm.cl).
+#include "layers/norm.hpp"
+
+#include <cmath>
+
+#include "layers/strided.hpp"
+#include "runtime/log.hpp"
+
+namespace cldl {
+
+namespace {
+const ProgramVariants kNormVariants("norm.cl", {"-DACT=0"});
+
+const char* norm_name(NormKind k) {
+  return k == NormKind::batch ? "BatchNormalization" : k == NormKind::instance ? "InstanceNormalization"
+                                                                                : "GroupNormalization";
+}
+}  // namespace
+
+std::string_view Norm::type() const { return norm_name(cfg_.kind); }
+
+Shape Norm::validate(const NormConfig& c) {
+  const char* op = norm_name(c.kind);
+  if (c.input.rank() < 2) invalid(op, "input X must have rank >= 2 (N, C, ...), got shape {}", c.input.str());
+  for (auto d : c.input.dims)
+    if (d <= 0) invalid(op, "input X has a non-positive dimension in shape {}", c.input.str());
+  if (!(c.epsilon >= 0.0f)) invalid(op, "epsilon must be non-negative, got {}", c.epsilon);
+  if (c.kind == NormKind::group) {
+    if (c.num_groups <= 0) invalid(op, "num_groups must be positive, got {}", c.num_groups);
+    if (c.input[1] % c.num_groups)
+      invalid(op, "channels {} are not divisible by num_groups {}", c.input[1], c.num_groups);
+  }
+  return c.input;
+}
+
+std::unique_ptr<Norm> Norm::create(Context& ctx, int device, const NormConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<Norm> n(new Norm());
+  n->cfg_ = cfg;
+  cl::Program prog = ctx.program("norm.cl", fmt::format("-DACT={}", int(cfg.act.kind)), device);
+  if (cfg.kind == NormKind::batch) {
+    n->kernel_ = make_kernel(prog, "batch_norm");
+    n->algorithm_ = "element-wise";
+  } else {
+    n->kernel_ = make_kernel(prog, "group_norm");
+    n->group_ = reduction_group_size(n->kernel_, ctx.device(device), 256);
+    n->algorithm_ = fmt::format("work-group two-pass statistics ({} items per group)", n->group_);
+  }
+  log::debug("{} {}: {}", norm_name(cfg.kind), cfg.input.str(), n->algorithm_);
+  return n;
+}
+
+void Norm::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  const char* op = norm_name(cfg_.kind);
+  const size_t n_in = cfg_.kind == NormKind::batch ? 5 : 3;
+  if (in.size() != n_in || out.size() != 1)
+    invalid(op, "expects {} inputs and 1 output, got {} and {}", n_in, in.size(), out.size());
+  const int64_t N = cfg_.input[0], C = cfg_.input[1], spatial = cfg_.input.numel() / (N * C);
+  const int G = cfg_.kind == NormKind::instance ? int(C) : cfg_.kind == NormKind::group ? cfg_.num_groups : 1;
+  const int64_t params = cfg_.kind == NormKind::group && cfg_.scale_per_group ? G : C;
+  static const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
+  for (size_t i = 0; i < n_in; ++i) {
+    if (in[i].dtype != DType::f32) invalid(op, "input {} has dtype {}, expected f32", names[i], to_string(in[i].dtype));
+    if (i == 0 ? in[i].shape != cfg_.input : in[i].numel() != params)
+      invalid(op, "input {} has shape {}, expected {}", names[i], in[i].shape.str(),
+              i == 0 ? cfg_.input.str() : fmt::format("[{}]", params));
+  }
+  if (out[0].shape != cfg_.input || out[0].dtype != DType::f32)
+    invalid(op, "output Y is {} {}, expected f32 {}", to_string(out[0].dtype), out[0].shape.str(), cfg_.input.str());
+  auto off = [](const Tensor& t) { return cl_long(t.offset_elems()); };
+  std::lock_guard lock(launch_mutex_);
+  if (cfg_.kind == NormKind::batch) {
+    set_args(kernel_, cl_int(C), cl_long(spatial), cfg_.epsilon, cfg_.act.alpha, cfg_.act.beta, in[0].buffer, off(in[0]),
+             in[1].buffer, off(in[1]), in[2].buffer, off(in[2]), in[3].buffer, off(in[3]), in[4].buffer, off(in[4]),
+             out[0].buffer, off(out[0]));
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(spatial), size_t(N * C)), cl::NullRange, "batch_norm");
+    return;
+  }
+  set_args(kernel_, cl_int(G), cl_int(C / G), cl_long(spatial), cl_int(cfg_.kind == NormKind::group && cfg_.scale_per_group),
+           cfg_.epsilon, cfg_.act.alpha, cfg_.act.beta, in[0].buffer, off(in[0]), in[1].buffer, off(in[1]), in[2].buffer,
+           off(in[2]), out[0].buffer, off(out[0]), cl::Local(group_ * sizeof(float)));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(N * G) * group_), cl::NDRange(group_), "group_norm");
+}
+
+void fold_batch_norm(std::span<float> weight, std::span<float> bias, std::span<const float> scale,
+                     std::span<const float> b, std::span<const float> mean, std::span<const float> var, float eps) {
+  const size_t C = scale.size();
+  if (C == 0 || b.size() != C || mean.size() != C || var.size() != C || bias.size() != C)
+    invalid("BatchNormalization", "folding needs scale, B, mean, var and bias of one length, got {}, {}, {}, {}, {}", C,
+            b.size(), mean.size(), var.size(), bias.size());
+  if (weight.size() % C)
+    invalid("BatchNormalization", "folding: weight of {} elements is not {} output-channel rows", weight.size(), C);
+  const size_t row = weight.size() / C;
+  for (size_t c = 0; c < C; ++c) {
+    const double k = double(scale[c]) / std::sqrt(double(var[c]) + eps);
+    for (size_t i = 0; i < row; ++i) weight[c * row + i] = float(weight[c * row + i] * k);
+    bias[c] = float((double(bias[c]) - mean[c]) * k + b[c]);
+  }
+}
+
+}  // namespace cldl

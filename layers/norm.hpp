@@ -1,0 +1,48 @@
+// Normalisation ops in ONNX semantics on N, C, spatial... (any rank >= 2): BatchNormalization
+// (inference: running mean/var), InstanceNormalization, GroupNormalization (scale/bias per channel as in
+// opset 21, or per group as in opset 18). Optional fused activation. Kernels: kernels/norm.cl.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "layers/activation.hpp"
+#include "layers/op.hpp"
+
+namespace cldl {
+
+enum class NormKind { batch, instance, group };
+
+struct NormConfig {
+  NormKind kind = NormKind::batch;
+  Shape input;             // N, C, ...
+  float epsilon = 1e-5f;
+  int num_groups = 1;      // group only
+  bool scale_per_group = false;  // group only: scale/bias have num_groups entries (opset 18)
+  Activation act{};          // applied after the affine step
+};
+
+// Inputs: batch X, scale, B, mean, var; instance / group X, scale, B. Output Y (shape of X).
+class Norm : public Op {
+ public:
+  static Shape validate(const NormConfig& cfg);
+  static std::unique_ptr<Norm> create(Context& ctx, int device, const NormConfig& cfg);
+  std::string_view type() const override;
+  std::string algorithm() const override { return algorithm_; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  NormConfig cfg_;
+  std::string algorithm_;
+  cl::Kernel kernel_;
+  size_t group_ = 1;
+};
+
+// Folds an inference BatchNormalization that follows a conv or dense layer into that layer's weights,
+// on the host (the graph's BatchNorm-folding pass): weight has `scale.size()` output-channel rows of any
+// length (conv [Cout, Cin/g, kh, kw], dense [N, K]); bias has one entry per output channel (zeros when
+// the layer had none). Afterwards layer(x) with the new weight/bias equals BN(layer(x)).
+void fold_batch_norm(std::span<float> weight, std::span<float> bias, std::span<const float> scale,
+                     std::span<const float> b, std::span<const float> mean, std::span<const float> var, float eps);
+
+}  // namespace cldl

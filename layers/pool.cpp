@@ -1,0 +1,157 @@
+// Pooling op: output sizes (ceil_mode, auto_pad), validation, enqueue (kernels/pool.cl).
+#include "layers/pool.hpp"
+
+#include "layers/strided.hpp"
+#include "runtime/log.hpp"
+
+namespace cldl {
+
+namespace {
+const ProgramVariants kPoolVariants("pool.cl", {""});
+
+const char* pool_name(PoolKind k) {
+  switch (k) {
+    case PoolKind::max: return "MaxPool";
+    case PoolKind::average: return "AveragePool";
+    case PoolKind::global_max: return "GlobalMaxPool";
+    default: return "GlobalAveragePool";
+  }
+}
+
+bool is_global(PoolKind k) { return k == PoolKind::global_max || k == PoolKind::global_average; }
+
+// Resolves pads and output sizes; shared by validate and create.
+Shape plan(const PoolConfig& c, std::vector<int64_t>& pads) {
+  const char* op = pool_name(c.kind);
+  if (c.input.rank() < 3) invalid(op, "input X must be N, C, spatial...; got shape {}", c.input.str());
+  for (auto d : c.input.dims)
+    if (d <= 0) invalid(op, "input X has a non-positive dimension in shape {}", c.input.str());
+  if (is_global(c.kind)) {
+    std::vector<int64_t> o{c.input[0], c.input[1]};
+    o.resize(c.input.rank(), 1);
+    return Shape(o);
+  }
+  const size_t n = c.input.rank() - 2;
+  if (n > 3) invalid(op, "at most 3 spatial dims are supported, got input shape {}", c.input.str());
+  if (c.indices && c.kind != PoolKind::max) invalid(op, "the Indices output exists only for MaxPool");
+  auto attr = [&](const std::vector<int64_t>& v, const char* name, size_t len, int64_t dflt) {
+    if (v.empty()) return std::vector<int64_t>(len, dflt);
+    if (v.size() != len) invalid(op, "{} has {} entries, expected {} for input {}", name, v.size(), len, c.input.str());
+    return v;
+  };
+  auto k = attr(c.kernel, "kernel_shape", n, 0), s = attr(c.strides, "strides", n, 1),
+       d = attr(c.dilations, "dilations", n, 1);
+  pads = attr(c.pads, "pads", 2 * n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (k[i] <= 0) invalid(op, "kernel_shape[{}] must be positive, got {}", i, k[i]);
+    if (s[i] <= 0) invalid(op, "strides[{}] must be positive, got {}", i, s[i]);
+    if (d[i] <= 0) invalid(op, "dilations[{}] must be positive, got {}", i, d[i]);
+  }
+  for (size_t i = 0; i < 2 * n; ++i)
+    if (pads[i] < 0) invalid(op, "pads[{}] must be non-negative, got {}", i, pads[i]);
+  Shape out{c.input[0], c.input[1]};
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t in = c.input[2 + i], ek = (k[i] - 1) * d[i] + 1;
+    int64_t o;
+    if (c.auto_pad == AutoPad::same_upper || c.auto_pad == AutoPad::same_lower) {
+      o = (in + s[i] - 1) / s[i];
+      const int64_t total = std::max<int64_t>(0, (o - 1) * s[i] + ek - in);
+      const int64_t lo = c.auto_pad == AutoPad::same_upper ? total / 2 : total - total / 2;
+      pads[i] = lo;
+      pads[i + n] = total - lo;
+    } else {
+      if (c.auto_pad == AutoPad::valid) pads[i] = pads[i + n] = 0;
+      const int64_t num = in + pads[i] + pads[i + n] - ek;
+      if (num < 0)
+        invalid(op, "kernel_shape[{}] = {} (dilated {}) is larger than the padded input {}", i, k[i], ek,
+                in + pads[i] + pads[i + n]);
+      o = (c.ceil_mode ? (num + s[i] - 1) / s[i] : num / s[i]) + 1;
+      // ceil_mode must not start a window in the end padding (ONNX / PyTorch rule).
+      if (c.ceil_mode && (o - 1) * s[i] >= in + pads[i]) --o;
+    }
+    out.dims.push_back(o);
+  }
+  return out;
+}
+}  // namespace
+
+std::string_view Pool::type() const { return pool_name(cfg_.kind); }
+
+Shape Pool::validate(const PoolConfig& c) {
+  std::vector<int64_t> p;
+  return plan(c, p);
+}
+
+std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& cfg) {
+  std::unique_ptr<Pool> p(new Pool());
+  p->cfg_ = cfg;
+  p->out_ = plan(cfg, p->pads_);
+  cl::Program prog = ctx.program("pool.cl", "", device);
+  if (is_global(cfg.kind)) {
+    p->kernel_ = make_kernel(prog, "global_pool");
+    p->group_ = reduction_group_size(p->kernel_, ctx.device(device));
+    p->algorithm_ = fmt::format("work-group reduction ({} items per plane)", p->group_);
+  } else {
+    // The 2-D kernel is the fast path; pool3d covers 3-D, Indices and dilated averages.
+    const size_t n = cfg.input.rank() - 2;
+    bool dilated = false;
+    for (auto d : cfg.dilations) dilated |= d != 1;
+    p->use_2d_ = n <= 2 && !cfg.indices && !(cfg.kind == PoolKind::average && dilated);
+    p->kernel_ = make_kernel(prog, p->use_2d_ ? "pool2d" : "pool3d");
+    p->algorithm_ = p->use_2d_ ? "direct 2-D" : "direct 3-D";
+  }
+  log::debug("{} {} -> {}: {}", pool_name(cfg.kind), cfg.input.str(), p->out_.str(), p->algorithm_);
+  return p;
+}
+
+void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  const char* op = pool_name(cfg_.kind);
+  const size_t n_out = cfg_.indices ? 2 : 1;
+  if (in.size() != 1 || out.size() != n_out)
+    invalid(op, "expects 1 input and {} output(s), got {} and {}", n_out, in.size(), out.size());
+  if (cfg_.indices && (out[1].shape != out_ || out[1].dtype != DType::i64))
+    invalid(op, "output Indices is {} {}, expected i64 {}", to_string(out[1].dtype), out[1].shape.str(), out_.str());
+  if (in[0].shape != cfg_.input || in[0].dtype != DType::f32)
+    invalid(op, "input X is {} {}, expected f32 {}", to_string(in[0].dtype), in[0].shape.str(), cfg_.input.str());
+  if (out[0].shape != out_ || out[0].dtype != DType::f32)
+    invalid(op, "output Y is {} {}, expected f32 {}", to_string(out[0].dtype), out[0].shape.str(), out_.str());
+  const int64_t nc = cfg_.input[0] * cfg_.input[1];
+  std::lock_guard lock(launch_mutex_);
+  const int is_max = cfg_.kind == PoolKind::max || cfg_.kind == PoolKind::global_max;
+  if (is_global(cfg_.kind)) {
+    const int64_t plane = cfg_.input.numel() / nc;
+    set_args(kernel_, cl_int(is_max), cl_long(plane), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+             cl_long(out[0].offset_elems()), cl::Local(group_ * sizeof(float)));
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(nc) * group_), cl::NDRange(group_), "global_pool");
+    return;
+  }
+  // Spatial dims right-aligned into (D, H, W); missing leading ones are 1 with no padding.
+  const size_t n = cfg_.input.rank() - 2;
+  int sp[3] = {1, 1, 1}, osp[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, dl[3] = {1, 1, 1};
+  int pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0};
+  for (size_t i = 0; i < n; ++i) {
+    const size_t a = 3 - n + i;
+    sp[a] = int(cfg_.input[2 + i]);
+    osp[a] = int(out_[2 + i]);
+    k[a] = int(cfg_.kernel[i]);
+    st[a] = cfg_.strides.empty() ? 1 : int(cfg_.strides[i]);
+    dl[a] = cfg_.dilations.empty() ? 1 : int(cfg_.dilations[i]);
+    pb[a] = int(pads_[i]);
+    pe[a] = int(pads_[i + n]);
+  }
+  if (use_2d_) {
+    set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), sp[1], sp[2], osp[1], osp[2], k[1], k[2], st[1],
+             st[2], dl[1], dl[2], pb[1], pb[2], pe[1], pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+             cl_long(out[0].offset_elems()));
+    ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], nc), cl::NullRange, "pool2d");
+    return;
+  }
+  const Tensor& idx = cfg_.indices ? out[1] : out[0];
+  set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), cl_int(cfg_.indices), sp[0], sp[1], sp[2], osp[0],
+           osp[1], osp[2], k[0], k[1], k[2], st[0], st[1], st[2], dl[0], dl[1], dl[2], pb[0], pb[1], pb[2], pe[0], pe[1],
+           pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()), idx.buffer,
+           cl_long(idx.offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], size_t(osp[0]) * nc), cl::NullRange, "pool3d");
+}
+
+}  // namespace cldl

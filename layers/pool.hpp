@@ -1,0 +1,52 @@
+// Pooling in ONNX semantics on N, C, spatial... with 1 to 3 spatial dims: MaxPool (dilations, optional
+// Indices output) and AveragePool (dilations, count_include_pad), both with explicit pads or auto_pad
+// and ceil_mode; GlobalAveragePool and GlobalMaxPool over any spatial dims. Kernels: kernels/pool.cl.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/op.hpp"
+
+namespace cldl {
+
+enum class PoolKind { max, average, global_max, global_average };
+enum class AutoPad { notset, same_upper, same_lower, valid };
+
+// Per-spatial-dim attributes as in ONNX; empty strides / dilations mean 1, empty pads mean 0.
+struct PoolConfig {
+  PoolKind kind = PoolKind::max;
+  Shape input;                     // N, C, spatial (1 to 3 dims; any number for the global pools)
+  std::vector<int64_t> kernel;     // kernel_shape, one per spatial dim
+  std::vector<int64_t> strides;
+  std::vector<int64_t> dilations;
+  std::vector<int64_t> pads;       // begins of every spatial dim, then ends
+  AutoPad auto_pad = AutoPad::notset;
+  bool ceil_mode = false;
+  bool count_include_pad = false;  // AveragePool only
+  bool indices = false;            // MaxPool only: second output Indices (i64, flat index into X)
+};
+
+// Input X; outputs Y [, Indices] of the shape validate() returns.
+class Pool : public Op {
+ public:
+  static Shape validate(const PoolConfig& cfg);
+  static std::unique_ptr<Pool> create(Context& ctx, int device, const PoolConfig& cfg);
+  std::string_view type() const override;
+  std::string algorithm() const override { return algorithm_; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+  // Pads after auto_pad is resolved, in ONNX order (begins, then ends).
+  const std::vector<int64_t>& pads() const { return pads_; }
+
+ private:
+  PoolConfig cfg_;
+  Shape out_;
+  std::vector<int64_t> pads_;
+  std::string algorithm_;
+  cl::Kernel kernel_;
+  size_t group_ = 1;
+  bool use_2d_ = false;  // pool2d kernel (fast path) instead of pool3d
+};
+
+}  // namespace cldl

@@ -1,0 +1,253 @@
+// Data movement against the reference: Transpose (every perm of rank 3 and 4), Concat (N inputs, every
+// axis), Split, Slice (negative starts/ends/axes/steps, clamping), Pad (constant/reflect/edge), Expand,
+// Tile, Gather (i32/i64, negative indices, every axis), Resize (nearest with every coordinate and
+// nearest mode; linear; cubic with and without exclude_outside). Tolerance: exact, except Resize
+// linear / cubic (1e-5 relative + 1e-5 absolute).
+#include <algorithm>
+#include <numeric>
+
+#include "layers/data.hpp"
+#include "reference/cnn_harness.hpp"
+#include "reference/cnn_ref.hpp"
+
+using namespace cldl;
+using namespace cldl::test;
+
+namespace {
+void check_exact(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 0.0, 0.0);
+}
+}  // namespace
+
+TEST_SUITE("data") {
+
+TEST_CASE("Transpose: every permutation of rank 3 and 4, and other dtypes") {
+  for (Shape s : {Shape{3, 7, 13}, Shape{2, 3, 5, 7}}) {
+    auto x = random_floats(s.numel(), 1);
+    Tensor dx = up(x, s);
+    std::vector<int64_t> perm(s.rank());
+    std::iota(perm.begin(), perm.end(), 0);
+    do {
+      TransposeConfig cfg{s, DType::f32, perm};
+      Shape so = Transpose::validate(cfg);
+      ref::Dims od;
+      auto want = ref::transpose(x, s.dims, std::vector<int>(perm.begin(), perm.end()), od);
+      REQUIRE(so == Shape(od));
+      check_exact(down<float>(run_op(*Transpose::create(ctx(), 0, cfg), {dx}, so)), want);
+    } while (std::next_permutation(perm.begin(), perm.end()));
+  }
+  // Default perm (reverse) on i64 and u8.
+  Shape s{3, 5, 2};
+  std::vector<int64_t> xi(s.numel());
+  std::iota(xi.begin(), xi.end(), -7);
+  TransposeConfig cfg{s, DType::i64, {}};
+  auto got = down<int64_t>(run_op(*Transpose::create(ctx(), 0, cfg), {up(xi, s)}, Shape{2, 5, 3}, DType::i64));
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 5; ++b)
+      for (int c = 0; c < 2; ++c) REQUIRE(got[(c * 5 + b) * 3 + a] == xi[(a * 5 + b) * 2 + c]);
+  std::vector<uint8_t> xb(s.numel());
+  for (size_t i = 0; i < xb.size(); ++i) xb[i] = uint8_t(i * 7);
+  auto gb = down<uint8_t>(run_op(*Transpose::create(ctx(), 0, {s, DType::u8, {1, 0, 2}}), {up(xb, s)}, Shape{5, 3, 2},
+                                 DType::u8));
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 5; ++b)
+      for (int c = 0; c < 2; ++c) REQUIRE(gb[(b * 3 + a) * 2 + c] == xb[(a * 5 + b) * 2 + c]);
+}
+
+TEST_CASE("Concat of N inputs along every axis, and Split back") {
+  const Shape base{2, 3, 7, 5};
+  for (int64_t ax = -4; ax < 4; ++ax) {
+    const int a = int(ax < 0 ? ax + 4 : ax);
+    std::vector<Shape> shapes;
+    std::vector<std::vector<float>> xs;
+    std::vector<Tensor> ts;
+    for (int64_t k : {1, 3, 2}) {
+      Shape s = base;
+      s[a] = k;
+      shapes.push_back(s);
+      xs.push_back(random_floats(s.numel(), uint32_t(k * 10 + a)));
+      ts.push_back(up(xs.back(), s));
+    }
+    ConcatConfig cfg{shapes, DType::f32, ax};
+    Shape so = Concat::validate(cfg);
+    REQUIRE(so[a] == 6);
+    auto y = run_op(*Concat::create(ctx(), 0, cfg), ts, so);
+    auto got = down<float>(y);
+    // Reference: output coordinate c reads input k at c[a] - offset_k.
+    std::vector<float> want(so.numel());
+    for (int64_t i = 0; i < so.numel(); ++i) {
+      auto c = ref::unravel(i, so.dims);
+      int64_t pos = c[a];
+      size_t k = 0;
+      while (pos >= shapes[k][a]) pos -= shapes[k++][a];
+      c[a] = pos;
+      int64_t src = 0;
+      for (int d = 0; d < 4; ++d) src = src * shapes[k][d] + c[d];
+      want[i] = xs[k][src];
+    }
+    check_exact(got, want);
+    // Split with explicit sizes restores the inputs.
+    SplitConfig sc{so, DType::f32, ax, {1, 3, 2}};
+    auto outs_shapes = Split::validate(sc);
+    REQUIRE(outs_shapes == shapes);
+    auto split = Split::create(ctx(), 0, sc);
+    std::vector<Tensor> outs;
+    for (auto& s : outs_shapes) outs.push_back(ctx().alloc(s, DType::f32));
+    auto ec = ctx().exec();
+    std::vector<Tensor> in{y};
+    split->enqueue(in, outs, nullptr, ec);
+    ctx().finish();
+    for (size_t k = 0; k < outs.size(); ++k) check_exact(down<float>(outs[k]), xs[k]);
+  }
+  // num_outputs: 7 along axis 2 into 3 parts gives 3, 3, 1.
+  auto parts = Split::validate({base, DType::f32, 2, {}, 3});
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[0][2] == 3);
+  CHECK(parts[2][2] == 1);
+}
+
+TEST_CASE("Slice with negative starts, ends, axes and steps, and clamping") {
+  const Shape s{3, 7, 13};
+  auto x = random_floats(s.numel(), 5);
+  Tensor dx = up(x, s);
+  struct Case { ref::Dims st, en, ax, sp; };
+  const int64_t big = std::numeric_limits<int64_t>::max(), small = std::numeric_limits<int64_t>::min();
+  const Case cases[] = {
+      {{1, 2}, {3, 11}, {1, 2}, {}},           {{-1}, {small}, {-1}, {-1}},   {{0, 0, 0}, {big, big, big}, {}, {2, 3, 4}},
+      {{5}, {1}, {1}, {-2}},                   {{-100}, {100}, {2}, {1}},    {{2, -3}, {0, -14}, {0, 2}, {-1, -3}},
+      {{4}, {4}, {1}, {1}},                    {{1}, {-1}, {-2}, {1}},
+  };
+  for (const auto& c : cases) {
+    SliceConfig cfg{s, DType::f32, c.st, c.en, c.ax, c.sp};
+    ref::Dims od;
+    ref::Dims axes = c.ax;
+    if (axes.empty())
+      for (size_t i = 0; i < c.st.size(); ++i) axes.push_back(int64_t(i));
+    auto want = ref::slice(x, s.dims, c.st, c.en, axes, c.sp, od);
+    Shape so = Slice::validate(cfg);
+    CAPTURE(so.str());
+    REQUIRE(so == Shape(od));
+    if (so.numel() == 0) continue;
+    check_exact(down<float>(run_op(*Slice::create(ctx(), 0, cfg), {dx}, so)), want);
+  }
+}
+
+TEST_CASE("Pad in constant, reflect and edge modes, with axes") {
+  const Shape s{2, 3, 7, 5};
+  auto x = random_floats(s.numel(), 6);
+  Tensor dx = up(x, s);
+  for (PadMode m : {PadMode::constant, PadMode::reflect, PadMode::edge}) {
+    ref::Dims pads{0, 1, 2, 3, 1, 0, 4, 2};
+    PadConfig cfg{s, DType::f32, pads, {}, m, 1.5};
+    Shape so = Pad::validate(cfg);
+    ref::Dims od;
+    auto want = ref::pad(x, s.dims, pads, int(m), 1.5f, od);
+    REQUIRE(so == Shape(od));
+    check_exact(down<float>(run_op(*Pad::create(ctx(), 0, cfg), {dx}, so)), want);
+    // The same padding of the last two axes only, given with negative axes.
+    PadConfig ax{s, DType::f32, {2, 3, 4, 2}, {-2, -1}, m, -2.0};
+    ref::Dims od2;
+    auto want2 = ref::pad(x, s.dims, {0, 0, 2, 3, 0, 0, 4, 2}, int(m), -2.0f, od2);
+    check_exact(down<float>(run_op(*Pad::create(ctx(), 0, ax), {dx}, Shape(od2))), want2);
+  }
+  // Integer constant padding.
+  std::vector<int32_t> xi(6, 9);
+  auto got = down<int32_t>(run_op(*Pad::create(ctx(), 0, {Shape{2, 3}, DType::i32, {1, 0, 0, 2}, {}, PadMode::constant, -4}),
+                                  {up(xi, Shape{2, 3})}, Shape{3, 5}, DType::i32));
+  std::vector<int32_t> wi{-4, -4, -4, -4, -4, 9, 9, 9, -4, -4, 9, 9, 9, -4, -4};
+  CHECK(got == wi);
+}
+
+TEST_CASE("Expand and Tile") {
+  for (auto [in, shape] : std::vector<std::pair<Shape, ref::Dims>>{
+           {Shape{3, 1}, {2, 3, 7}}, {Shape{1}, {5, 4}}, {Shape{2, 1, 5}, {1, 3, 1}}, {Shape{}, {3}}}) {
+    auto x = random_floats(std::max<int64_t>(1, in.numel()), 7);
+    ExpandConfig cfg{in, DType::f32, shape};
+    Shape so = Expand::validate(cfg);
+    auto got = down<float>(run_op(*Expand::create(ctx(), 0, cfg), {up(x, in)}, so));
+    for (int64_t i = 0; i < so.numel(); ++i) REQUIRE(got[i] == x[ref::bcast_index(ref::unravel(i, so.dims), in.dims)]);
+  }
+  const Shape s{2, 3, 5};
+  auto x = random_floats(s.numel(), 8);
+  for (ref::Dims reps : {ref::Dims{1, 1, 1}, ref::Dims{2, 1, 3}, ref::Dims{3, 2, 1}}) {
+    TileConfig cfg{s, DType::f32, reps};
+    ref::Dims od;
+    auto want = ref::tile(x, s.dims, reps, od);
+    Shape so = Tile::validate(cfg);
+    REQUIRE(so == Shape(od));
+    check_exact(down<float>(run_op(*Tile::create(ctx(), 0, cfg), {up(x, s)}, so)), want);
+  }
+}
+
+TEST_CASE("Gather along every axis with i32 / i64 and negative indices") {
+  const Shape s{3, 7, 5};
+  auto x = random_floats(s.numel(), 9);
+  Tensor dx = up(x, s);
+  for (int64_t ax = -3; ax < 3; ++ax) {
+    const int a = int(ax < 0 ? ax + 3 : ax);
+    const int64_t n = s[a];
+    std::vector<int64_t> idx{0, n - 1, -1, -n, 1, 1};
+    for (DType it : {DType::i64, DType::i32}) {
+      for (Shape is : {Shape{6}, Shape{2, 3}}) {
+        GatherConfig cfg{s, DType::f32, is, it, ax};
+        Shape so = Gather::validate(cfg);
+        ref::Dims od;
+        auto want = ref::gather(x, s.dims, idx, is.dims, a, od);
+        REQUIRE(so == Shape(od));
+        Tensor di = it == DType::i64 ? up(idx, is) : up(std::vector<int32_t>(idx.begin(), idx.end()), is);
+        check_exact(down<float>(run_op(*Gather::create(ctx(), 0, cfg), {dx, di}, so)), want);
+      }
+    }
+  }
+  // Scalar indices drop the axis.
+  CHECK(Gather::validate({s, DType::f32, Shape{}, DType::i64, 1}) == Shape{3, 5});
+}
+
+TEST_CASE("Resize nearest with every coordinate and nearest mode; linear") {
+  const Shape s{2, 3, 7, 13};
+  auto x = random_floats(s.numel(), 10);
+  Tensor dx = up(x, s);
+  struct Size { std::vector<float> scales; ref::Dims sizes; };
+  const Size sizes[] = {{{1, 1, 2.0f, 0.5f}, {}}, {{}, {2, 3, 10, 20}}, {{1, 1, 1.7f, 2.3f}, {}}, {{}, {2, 3, 1, 4}}};
+  for (const auto& sz : sizes)
+    for (int mode = 0; mode < 3; ++mode)
+      for (int coord = 0; coord < 6; ++coord)
+        for (int nearest = 0; nearest < (mode == 0 ? 4 : mode == 2 ? 2 : 1); ++nearest) {
+          // For cubic, `nearest` selects exclude_outside and the coefficient (-0.75 PyTorch, -0.5 TF).
+          const bool exclude = mode == 2 && nearest == 1;
+          const float a = exclude ? -0.5f : -0.75f;
+          ResizeConfig cfg{s, sz.scales, sz.sizes, ResizeMode(mode), ResizeCoord(coord),
+                           ResizeNearest(mode == 0 ? nearest : 0), a, exclude};
+          Shape so = Resize::validate(cfg);
+          CAPTURE(so.str());
+          CAPTURE(mode);
+          CAPTURE(coord);
+          CAPTURE(nearest);
+          float sh = sz.scales.empty() ? float(so[2]) / 7 : sz.scales[2];
+          float sw = sz.scales.empty() ? float(so[3]) / 13 : sz.scales[3];
+          auto want = ref::resize2d(x, 6, 7, 13, int(so[2]), int(so[3]), sh, sw, mode, coord, mode == 0 ? nearest : 0, a,
+                                    exclude);
+          auto got = down<float>(run_op(*Resize::create(ctx(), 0, cfg), {dx}, so));
+          CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mode ? 1e-5 : 0.0, mode ? 1e-5 : 0.0);
+        }
+}
+
+TEST_CASE("bad data-movement configurations name the op, the argument and the value") {
+  expect_invalid([] { Transpose::validate({Shape{2, 3, 4}, DType::f32, {0, 2, 2}}); }, {"Transpose", "perm[2]", "2"});
+  expect_invalid([] { Transpose::validate({Shape{2, 3}, DType::f32, {0}}); }, {"Transpose", "perm", "1 entries"});
+  expect_invalid([] { Concat::validate({{Shape{2, 3}, Shape{2, 4}}, DType::f32, 0}); }, {"Concat", "input 1", "[2, 4]"});
+  expect_invalid([] { Concat::validate({{Shape{2, 3}}, DType::f32, 2}); }, {"Concat", "axis", "2"});
+  expect_invalid([] { Split::validate({Shape{2, 6}, DType::f32, 1, {2, 3}}); }, {"Split", "sum to 5", "6"});
+  expect_invalid([] { Slice::validate({Shape{2, 6}, DType::f32, {0}, {1}, {1}, {0}}); }, {"Slice", "steps[0]", "0"});
+  expect_invalid([] { Slice::validate({Shape{2, 6}, DType::f32, {0}, {1}, {3}, {}}); }, {"Slice", "axes", "3"});
+  expect_invalid([] { Pad::validate({Shape{2, 6}, DType::f32, {0, 6, 0, 0}, {}, PadMode::reflect}); },
+                 {"Pad", "reflect", "6"});
+  expect_invalid([] { Expand::validate({Shape{3}, DType::f32, {2, 4}}); }, {"Expand", "[2, 4]", "4", "3"});
+  expect_invalid([] { Tile::validate({Shape{3}, DType::f32, {2, 4}}); }, {"Tile", "repeats", "2 entries"});
+  expect_invalid([] { Gather::validate({Shape{3}, DType::f32, Shape{2}, DType::f32, 0}); }, {"Gather", "indices", "f32"});
+  expect_invalid([] { Gather::validate({Shape{3}, DType::f32, Shape{2}, DType::i64, -2}); }, {"Gather", "axis", "-2"});
+  expect_invalid([] { Resize::validate({Shape{2, 3, 4}, {2, 1, 1}, {}}); }, {"Resize", "dim 0", "4"});
+}
+
+}  // TEST_SUITE

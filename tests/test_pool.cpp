@@ -1,0 +1,171 @@
+// Pooling against the reference: max (dilations, Indices) and average (dilations, count_include_pad)
+// over 1, 2 and 3 spatial dims, odd sizes, pads, strides, ceil_mode, auto_pad; global pools.
+// Tolerance: max exact, average 1e-5 relative + 1e-6 absolute.
+#include "layers/pool.hpp"
+#include "reference/cnn_harness.hpp"
+#include "reference/cnn_ref.hpp"
+
+using namespace cldl;
+using namespace cldl::test;
+
+namespace {
+// Runs cfg on x and compares with the reference (and the Indices output for MaxPool).
+void check_pool(const PoolConfig& cfg, const std::vector<float>& x, const std::vector<int64_t>& pads) {
+  const size_t n = cfg.input.rank() - 2;
+  ref::PoolParams p;
+  p.max = cfg.kind == PoolKind::max;
+  p.ceil_mode = cfg.ceil_mode;
+  p.count_include_pad = cfg.count_include_pad;
+  std::array<int, 3> in{1, 1, 1}, out{};
+  for (size_t i = 0; i < n; ++i) {
+    const size_t a = 3 - n + i;
+    in[a] = int(cfg.input[2 + i]);
+    p.k[a] = int(cfg.kernel[i]);
+    p.s[a] = cfg.strides.empty() ? 1 : int(cfg.strides[i]);
+    p.d[a] = cfg.dilations.empty() ? 1 : int(cfg.dilations[i]);
+    p.pb[a] = int(pads[i]);
+    p.pe[a] = int(pads[i + n]);
+  }
+  std::vector<int64_t> want_idx;
+  auto want = ref::pool3d(x, int(cfg.input[0]), int(cfg.input[1]), in, p, out, &want_idx);
+  Shape so = Pool::validate(cfg);
+  Shape ws{cfg.input[0], cfg.input[1]};
+  for (size_t i = 0; i < n; ++i) ws.dims.push_back(out[3 - n + i]);
+  REQUIRE(so == ws);
+  auto op = Pool::create(ctx(), 0, cfg);
+  Tensor y = ctx().alloc(so, DType::f32), ix = ctx().alloc(so, DType::i64);
+  auto ec = ctx().exec();
+  std::vector<Tensor> ins{up(x, cfg.input)}, outs{y};
+  if (cfg.indices) outs.push_back(ix);
+  op->enqueue(ins, outs, nullptr, ec);
+  ctx().finish();
+  auto got = down<float>(y);
+  const bool mx = p.max;
+  CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mx ? 0.0 : 1e-5, mx ? 0.0 : 1e-6);
+  if (cfg.indices) CHECK(down<int64_t>(ix) == want_idx);
+}
+}  // namespace
+
+TEST_SUITE("pool") {
+
+TEST_CASE("MaxPool and AveragePool 2-D over every attribute combination") {
+  struct Case { int N, C, H, W, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr; };
+  const Case cases[] = {
+      {1, 3, 7, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},  {2, 5, 7, 13, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
+      {1, 3, 13, 7, 3, 2, 1, 3, 1, 1, 0, 1, 2, 0},  {3, 2, 9, 11, 3, 3, 2, 2, 2, 2, 1, 2, 1, 0},
+      {1, 1, 5, 5, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {2, 3, 8, 6, 1, 1, 3, 2, 1, 1, 0, 0, 0, 0},
+  };
+  for (const auto& c : cases)
+    for (bool mx : {true, false})
+      for (bool ceil_mode : {false, true})
+        for (bool cip : {false, true}) {
+          if (mx && cip) continue;
+          PoolConfig cfg;
+          cfg.kind = mx ? PoolKind::max : PoolKind::average;
+          cfg.input = Shape{c.N, c.C, c.H, c.W};
+          cfg.kernel = {c.kh, c.kw};
+          cfg.strides = {c.sh, c.sw};
+          cfg.dilations = {c.dh, c.dw};
+          cfg.pads = {c.pt, c.pl, c.pb, c.pr};
+          cfg.ceil_mode = ceil_mode;
+          cfg.count_include_pad = cip;
+          cfg.indices = mx && ceil_mode;  // with Indices: pool3d kernel; without: the 2-D fast path
+          CAPTURE(cfg.input.str());
+          CAPTURE(c.kh);
+          CAPTURE(mx);
+          CAPTURE(ceil_mode);
+          CAPTURE(cip);
+          check_pool(cfg, random_floats(cfg.input.numel(), 7 + c.H), cfg.pads);
+        }
+}
+
+TEST_CASE("1-D and 3-D pools, dilations with count_include_pad") {
+  for (bool mx : {true, false})
+    for (bool cip : {false, true})
+      for (bool ceil_mode : {false, true}) {
+        if (mx && cip) continue;
+        PoolConfig c1;
+        c1.kind = mx ? PoolKind::max : PoolKind::average;
+        c1.input = Shape{2, 5, 13};
+        c1.kernel = {3};
+        c1.strides = {2};
+        c1.pads = {1, 1};
+        c1.count_include_pad = cip;
+        c1.ceil_mode = ceil_mode;
+        check_pool(c1, random_floats(c1.input.numel(), 5), c1.pads);
+        PoolConfig c3 = c1;
+        c3.input = Shape{1, 3, 5, 7, 6};
+        c3.kernel = {2, 3, 2};
+        c3.strides = {1, 2, 2};
+        c3.dilations = {2, 1, 2};
+        c3.pads = {1, 0, 1, 0, 1, 1};
+        check_pool(c3, random_floats(c3.input.numel(), 6), c3.pads);
+      }
+}
+
+TEST_CASE("auto_pad SAME_UPPER / SAME_LOWER / VALID") {
+  for (AutoPad ap : {AutoPad::same_upper, AutoPad::same_lower, AutoPad::valid}) {
+    PoolConfig cfg;
+    cfg.kind = PoolKind::max;
+    cfg.input = Shape{2, 3, 7, 13};
+    cfg.kernel = {3, 4};
+    cfg.strides = {2, 3};
+    cfg.auto_pad = ap;
+    auto op = Pool::create(ctx(), 0, cfg);
+    auto pd = op->pads();
+    if (ap != AutoPad::valid) CHECK(Pool::validate(cfg) == Shape{2, 3, 4, 5});  // ceil(in / stride)
+    if (ap == AutoPad::same_upper) CHECK(pd[2] >= pd[0]);
+    if (ap == AutoPad::same_lower) CHECK(pd[0] >= pd[2]);
+    check_pool(cfg, random_floats(cfg.input.numel(), 99), pd);
+  }
+}
+
+TEST_CASE("global pools over odd planes, batch 1 and larger") {
+  for (Shape s : {Shape{1, 3, 7, 13}, Shape{4, 5, 9, 1}, Shape{2, 3, 150}, Shape{1, 2, 3, 4, 5}}) {
+    auto x = random_floats(s.numel(), 3);
+    int64_t plane = s.numel() / (s[0] * s[1]);
+    for (bool mx : {true, false}) {
+      PoolConfig cfg;
+      cfg.kind = mx ? PoolKind::global_max : PoolKind::global_average;
+      cfg.input = s;
+      Shape so = Pool::validate(cfg);
+      CHECK(so.numel() == s[0] * s[1]);
+      CHECK(so.rank() == s.rank());
+      auto got = down<float>(run_op(*Pool::create(ctx(), 0, cfg), {up(x, s)}, so));
+      std::vector<float> want(so.numel());
+      for (int64_t i = 0; i < so.numel(); ++i) {
+        double acc = mx ? -1e30 : 0;
+        for (int64_t k = 0; k < plane; ++k) acc = mx ? std::max<double>(acc, x[i * plane + k]) : acc + x[i * plane + k];
+        want[i] = float(mx ? acc : acc / plane);
+      }
+      CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 1e-5, 1e-6);
+    }
+  }
+}
+
+TEST_CASE("bad pool configurations name the op, the argument and the value") {
+  PoolConfig c;
+  c.input = Shape{1, 3, 7, 13};
+  c.kernel = {3, 3};
+  auto bad = c;
+  bad.strides = {0, 1};
+  expect_invalid([&] { Pool::validate(bad); }, {"MaxPool", "strides[0]", "0"});
+  bad = c;
+  bad.pads = {0, -1, 0, 0};
+  expect_invalid([&] { Pool::validate(bad); }, {"MaxPool", "pads[1]", "-1"});
+  bad = c;
+  bad.kernel = {3};
+  expect_invalid([&] { Pool::validate(bad); }, {"MaxPool", "kernel_shape", "1 entries", "2"});
+  bad = c;
+  bad.kernel = {9, 3};
+  expect_invalid([&] { Pool::validate(bad); }, {"MaxPool", "kernel_shape[0]", "9"});
+  bad = c;
+  bad.input = Shape{3, 7};
+  expect_invalid([&] { Pool::validate(bad); }, {"MaxPool", "input X", "[3, 7]"});
+  bad = c;
+  bad.kind = PoolKind::average;
+  bad.indices = true;
+  expect_invalid([&] { Pool::validate(bad); }, {"AveragePool", "Indices"});
+}
+
+}  // TEST_SUITE

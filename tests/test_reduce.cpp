@@ -1,0 +1,122 @@
+// Reductions against the reference over every subset of axes of a rank-4 tensor (positive and
+// negative axes), keepdims on/off, noop_with_empty_axes; ArgMax / ArgMin with ties and
+// select_last_index. Tolerance: 1e-5 relative + 1e-5 absolute (ReduceProd 1e-4 relative); Arg* exact.
+#include <cmath>
+#include <limits>
+
+#include "layers/reduce.hpp"
+#include "reference/cnn_harness.hpp"
+#include "reference/cnn_ref.hpp"
+
+using namespace cldl;
+using namespace cldl::test;
+
+TEST_SUITE("reduce") {
+
+TEST_CASE("every reduction over every subset of axes, keepdims on and off") {
+  const Shape s{2, 3, 7, 5};
+  auto x = random_floats(s.numel(), 1, 0.5f, 1.5f);  // positive: ReduceLogSum, and a tame ReduceProd
+  Tensor dx = up(x, s);
+  for (int mask = 0; mask < 16; ++mask) {
+    std::vector<int64_t> axes;
+    for (int a = 0; a < 4; ++a)
+      if (mask & (1 << a)) axes.push_back(mask % 3 == 0 ? a - 4 : a);  // some negative axes
+    for (int op = 0; op <= int(ReduceOp::log_sum_exp); ++op) {
+      for (bool keep : {true, false}) {
+        if (mask == 0 && op > 1) continue;  // reduce-all is covered twice below for the others
+        ReduceConfig cfg{ReduceOp(op), s, axes, keep};
+        CAPTURE(to_string(cfg.op));
+        CAPTURE(mask);
+        CAPTURE(keep);
+        Shape so = Reduce::validate(cfg);
+        std::vector<int> ax(axes.begin(), axes.end());
+        ref::Dims od;
+        std::vector<float> want;
+        if (op >= int(ReduceOp::log_sum)) {
+          want = ref::reduce(x, s.dims, ax, keep, 0, od);
+          if (op == int(ReduceOp::log_sum_exp)) {
+            std::vector<float> ex(x.size());
+            for (size_t i = 0; i < x.size(); ++i) ex[i] = std::exp(x[i]);
+            want = ref::reduce(ex, s.dims, ax, keep, 0, od);
+          }
+          for (auto& w : want) w = std::log(w);
+        } else {
+          want = ref::reduce(x, s.dims, ax, keep, op, od);
+        }
+        REQUIRE(so == Shape(od));
+        auto got = down<float>(run_op(*Reduce::create(ctx(), 0, cfg), {dx}, so));
+        CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), op == int(ReduceOp::prod) ? 1e-4 : 1e-5, 1e-5);
+      }
+    }
+  }
+  // noop_with_empty_axes: the identity (ReduceSum), shape unchanged.
+  ReduceConfig noop{ReduceOp::sum, s, {}, true, true};
+  REQUIRE(Reduce::validate(noop) == s);
+  auto got = down<float>(run_op(*Reduce::create(ctx(), 0, noop), {dx}, s));
+  CLDL_CHECK_CLOSE(got.data(), x.data(), x.size(), 0.0, 0.0);
+}
+
+TEST_CASE("reducing an empty axis gives the identity of each op") {
+  const Shape s{2, 0, 4};
+  Tensor dx = ctx().alloc(s, DType::f32);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::pair<ReduceOp, float> cases[] = {{ReduceOp::sum, 0.0f},       {ReduceOp::sum_square, 0.0f},
+                                              {ReduceOp::l1, 0.0f},        {ReduceOp::l2, 0.0f},
+                                              {ReduceOp::prod, 1.0f},      {ReduceOp::max, -inf},
+                                              {ReduceOp::min, inf},        {ReduceOp::log_sum, -inf},
+                                              {ReduceOp::log_sum_exp, -inf}};
+  for (auto [op, want] : cases) {
+    ReduceConfig cfg{op, s, {1}, true};
+    REQUIRE(Reduce::validate(cfg) == Shape{2, 1, 4});
+    auto got = down<float>(run_op(*Reduce::create(ctx(), 0, cfg), {dx}, Shape{2, 1, 4}));
+    for (float g : got) REQUIRE(g == want);
+  }
+}
+
+TEST_CASE("LogSumExp is stable for large inputs") {
+  const Shape s{3, 1000};
+  auto x = random_floats(s.numel(), 2, 90.0f, 100.0f);
+  auto got = down<float>(run_op(*Reduce::create(ctx(), 0, {ReduceOp::log_sum_exp, s, {1}, false}), {up(x, s)}, Shape{3}));
+  for (int r = 0; r < 3; ++r) {
+    double m = -1e30, acc = 0;
+    for (int k = 0; k < 1000; ++k) m = std::max(m, double(x[r * 1000 + k]));
+    for (int k = 0; k < 1000; ++k) acc += std::exp(x[r * 1000 + k] - m);
+    CHECK(got[r] == doctest::Approx(m + std::log(acc)).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("ArgMax / ArgMin on every axis, with ties and select_last_index") {
+  const Shape s{3, 7, 5};
+  auto x = random_floats(s.numel(), 3);
+  for (auto& v : x) v = std::round(v * 3.0f);  // many ties
+  Tensor dx = up(x, s);
+  for (int64_t ax = -3; ax < 3; ++ax)
+    for (bool is_min : {false, true})
+      for (bool last : {false, true})
+        for (bool keep : {true, false}) {
+          ArgReduceConfig cfg{is_min, s, ax, keep, last};
+          Shape so = ArgReduce::validate(cfg);
+          auto got = down<int64_t>(run_op(*ArgReduce::create(ctx(), 0, cfg), {dx}, so, DType::i64));
+          const int a = int(ax < 0 ? ax + 3 : ax);
+          int64_t outer = 1, inner = 1;
+          for (int i = 0; i < a; ++i) outer *= s[i];
+          for (int i = a + 1; i < 3; ++i) inner *= s[i];
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t in = 0; in < inner; ++in) {
+              int64_t best = 0;
+              for (int64_t k = 1; k < s[a]; ++k) {
+                float v = x[(o * s[a] + k) * inner + in], b = x[(o * s[a] + best) * inner + in];
+                if (is_min ? (v < b || (last && v == b)) : (v > b || (last && v == b))) best = k;
+              }
+              REQUIRE(got[o * inner + in] == best);
+            }
+        }
+}
+
+TEST_CASE("bad reduce configurations name the op, the argument and the value") {
+  expect_invalid([] { Reduce::validate({ReduceOp::mean, Shape{2, 3}, {2}}); }, {"ReduceMean", "axes", "2"});
+  expect_invalid([] { Reduce::validate({ReduceOp::sum, Shape{2, 3}, {1, -1}}); }, {"ReduceSum", "axes[1]", "-1"});
+  expect_invalid([] { ArgReduce::validate({true, Shape{2, 3}, -3}); }, {"ArgMin", "axis", "-3"});
+}
+
+}  // TEST_SUITE

@@ -1,0 +1,79 @@
+// `cldl bench cnnops`: memory-bound CNN / tensor ops in GB/s (bytes read + written per run): broadcast
+// add, softmax 128x1000, maxpool 3x3/2 on 64x112x112, NCHW -> NHWC transpose.
+#include <fmt/format.h>
+
+#include "layers/data.hpp"
+#include "layers/elementwise.hpp"
+#include "layers/pool.hpp"
+#include "layers/softmax.hpp"
+#include "tools/cldl/bench.hpp"
+
+namespace cldl::bench {
+
+namespace {
+Tensor filled(Context& ctx, const Shape& s) {
+  HostTensor h(DType::f32, s);
+  float* p = h.as<float>();
+  for (int64_t i = 0; i < h.numel(); ++i) p[i] = float((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  return ctx.upload(h);
+}
+
+// Times op on the given tensors (enqueue + finish per run) and reports `bytes` moved per run.
+void time_op(Context& ctx, const Options& opts, Reporter& rep, const std::string& name, Op& op,
+             const std::vector<Tensor>& in, const std::vector<Tensor>& out, double bytes) {
+  if (!opts.selected(name)) return;
+  auto q = ctx.queue();
+  Result r;
+  r.family = "cnnops";
+  r.name = name;
+  r.impl = "cldl";
+  r.unit = "GB/s";
+  r.work = bytes;
+  r.note = op.algorithm();
+  r.wall = time_runs(
+      [&] {
+        ExecutionContext ec(q);
+        op.enqueue(in, out, nullptr, ec);
+        q.finish();
+      },
+      opts.runs, opts.warmup);
+  rep.add(r);
+}
+
+void run(Context& ctx, const Options& opts, Reporter& rep) {
+  {
+    Shape a{8, 64, 56, 56}, b{64, 1, 1};
+    auto op = Binary::create(ctx, 0, {BinaryOp::add, DType::f32, a, b});
+    Tensor ta = filled(ctx, a), tb = filled(ctx, b), tc = ctx.alloc(a, DType::f32);
+    time_op(ctx, opts, rep, "add [8,64,56,56] + [64,1,1]", *op, {ta, tb}, {tc}, 2.0 * a.numel() * 4);
+  }
+  {
+    Shape s{128, 1000};
+    auto op = Softmax::create(ctx, 0, {s, -1, false});
+    Tensor x = filled(ctx, s), y = ctx.alloc(s, DType::f32);
+    time_op(ctx, opts, rep, "softmax 128x1000", *op, {x}, {y}, 2.0 * s.numel() * 4);
+  }
+  {
+    PoolConfig c;
+    c.kind = PoolKind::max;
+    c.input = Shape{1, 64, 112, 112};
+    c.kernel = {3, 3};
+    c.strides = {2, 2};
+    c.pads = {1, 1, 1, 1};
+    auto op = Pool::create(ctx, 0, c);
+    Shape so = Pool::validate(c);
+    Tensor x = filled(ctx, c.input), y = ctx.alloc(so, DType::f32);
+    time_op(ctx, opts, rep, "maxpool 3x3/2 64x112x112", *op, {x}, {y}, double(c.input.numel() + so.numel()) * 4);
+  }
+  {
+    Shape s{8, 64, 56, 56};
+    auto op = Transpose::create(ctx, 0, {s, DType::f32, {0, 2, 3, 1}});
+    Tensor x = filled(ctx, s), y = ctx.alloc(Transpose::validate({s, DType::f32, {0, 2, 3, 1}}), DType::f32);
+    time_op(ctx, opts, rep, "transpose [8,64,56,56] -> NHWC", *op, {x}, {y}, 2.0 * s.numel() * 4);
+  }
+}
+
+const Registration kCnnOps("cnnops", "memory-bound CNN ops in GB/s: broadcast add, softmax, maxpool, transpose", run);
+}  // namespace
+
+}  // namespace cldl::bench
