@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "layers/conv.hpp"
+#include "layers/norm.hpp"
 #include "layers/conv_internal.hpp"
 #include "runtime/log.hpp"
 
@@ -101,16 +102,12 @@ void fold_batch_norm(HostTensor& weight, std::optional<HostTensor>& bias, const 
     bias = HostTensor(DType::f32, want);
     std::fill(bias->as<float>(), bias->as<float>() + K, 0.0f);
   }
-  const int64_t per = K ? weight.numel() / K : 0;
-  float* w = weight.as<float>();
-  float* bb = bias->as<float>();
-  for (int64_t k = 0; k < K; ++k) {
-    const double v = var.as<float>()[k];
-    if (v + epsilon <= 0.0) invalid("BatchNorm", "var[{}] + epsilon = {} must be positive", k, v + epsilon);
-    const double f = double(scale.as<float>()[k]) / std::sqrt(v + double(epsilon));
-    for (int64_t i = 0; i < per; ++i) w[k * per + i] = float(w[k * per + i] * f);
-    bb[k] = float((double(bb[k]) - mean.as<float>()[k]) * f + b.as<float>()[k]);
-  }
+  for (int64_t k = 0; k < K; ++k)
+    if (!(double(var.as<float>()[k]) + epsilon > 0.0))
+      invalid("BatchNorm", "var[{}] + epsilon = {} must be positive", k, double(var.as<float>()[k]) + epsilon);
+  // The arithmetic lives in one place (layers/norm.cpp); this form adds the tensor checks.
+  fold_batch_norm(weight.span<float>(), bias->span<float>(), scale.span<float>(), b.span<float>(), mean.span<float>(),
+                  var.span<float>(), epsilon);
 }
 
 }  // namespace cldl
