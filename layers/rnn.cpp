@@ -13,6 +13,9 @@ namespace {
 // One program holds every cell's kernels (activations are runtime arguments), so one build serves all.
 const ProgramVariants kRnnVariants("rnn.cl", {""});
 
+// Batch items per work-item: RNN_BT's default in kernels/rnn.cl.
+constexpr size_t kBatchTile = 4;
+
 // Sets kernel arguments one after another (the step kernels take ~50).
 struct ArgSetter {
   cl::Kernel& k;
@@ -139,8 +142,11 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   // Re-layout once: R^T per direction ([H][G*H], k-major: neighbouring units read neighbouring
   // addresses), biases folded into one projection bias (Wb + Rb), except GRU linear_before_reset whose
   // Rb_h must stay inside r * (h R_h^T + Rb_h).
+  // W^T [I][D*G*H]: the projection GEMM then reads B rows contiguously, as the fused step does.
   const float* Wp = w.W.as<float>();
-  l->W_.assign(Wp, Wp + D * GH * I);
+  l->W_.resize(size_t(D * GH * I));
+  for (int64_t row = 0; row < D * GH; ++row)
+    for (int64_t k = 0; k < I; ++k) l->W_[size_t(k * D * GH + row)] = Wp[row * I + k];
   const float* Rp = w.R.as<float>();
   l->RT_.resize(size_t(D * H * GH));
   for (int64_t d = 0; d < D; ++d)
@@ -224,7 +230,8 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
   g.M = nb;
   g.N = DGH;
   g.K = I;
-  g.trans_b = true;
+  g.trans_b = false;  // W^T [I][D*G*H]
+  g.ldb = DGH;
   g.lda = std::max(io.x_sb, I);
   g.ldc = DGH;
   g.batch = t1 - t0;
@@ -259,6 +266,8 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
   const Tensor& y = io.y.valid() ? io.y : io.ws;
   const Tensor& yh = io.yh.valid() ? io.yh : io.ws;
   const Tensor& yc = io.yc.valid() ? io.yc : io.ws;
+  // Work-groups along the hidden units (neighbouring units read neighbouring weights).
+  const size_t lx = std::min<size_t>({64, round_up(size_t(H), 8), std::max<size_t>(1, ctx_->device(dev).info.max_work_group_size)});
   std::lock_guard lock(launch_mutex_);
   for (int64_t s = s0; s < s1; ++s) {
     const bool first = s == 0;
@@ -269,7 +278,7 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
       a(io.lens.buffer)(cl_long(io.lens.offset_elems()))(cl_int(fuse_input));
       a(io.ws.buffer)(cl_long(ws0 + d * GH))(cl_long(B * DGH))(cl_long(DGH));
       a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
-      a(r.W.buffer)(cl_long(r.W.offset_elems() + d * GH * I))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
+      a(r.W.buffer)(cl_long(r.W.offset_elems() + d * GH))(cl_long(DGH))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
       a(r.RT[size_t(d)].buffer)(cl_int(zero_prev_h));
       if (first && has_h0)
         a(io.h0.buffer)(cl_long(io.h0.offset_elems() + d * io.h0_sd))(cl_long(io.h0_sb));
@@ -282,7 +291,8 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
       return a;
     };
     const bool zero_h = first && !has_h0;
-    const cl::NDRange global{size_t(H), size_t(nb)};
+    const cl::NDRange global{round_up(size_t(H), lx), (size_t(nb) + kBatchTile - 1) / kBatchTile};
+    const cl::NDRange local{lx, 1};
     if (cfg_.cell == RnnCell::rnn) {
       common(r.step, zero_h)(cl_int(act[0].kind))(act[0].alpha)(act[0].beta);
     } else if (cfg_.cell == RnnCell::lstm) {
@@ -304,10 +314,10 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
     } else {
       const int64_t zr = state + 4 * B * H;
       common(r.gates, zero_h)(cl_int(act[0].kind))(act[0].alpha)(act[0].beta)(io.ws.buffer)(cl_long(zr))(cl_int(B));
-      ec.enqueue_kernel(r.gates, global, cl::NullRange, "gru_gates");
+      ec.enqueue_kernel(r.gates, global, local, "gru_gates");
       common(r.step, zero_h)(cl_int(act[1].kind))(act[1].alpha)(act[1].beta)(io.ws.buffer)(cl_long(zr))(cl_int(B));
     }
-    ec.enqueue_kernel(r.step, global, cl::NullRange, cell_name(cfg_.cell));
+    ec.enqueue_kernel(r.step, global, local, cell_name(cfg_.cell));
   }
 }
 
