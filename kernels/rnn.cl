@@ -23,6 +23,21 @@ inline float rnn_clip(float x, float clip) { return clip > 0.0f ? fmin(fmax(x, -
 #ifndef RNN_BT
 #define RNN_BT 4
 #endif
+// Weight layout, chosen per device at create (both correct everywhere):
+//  1: k-major (R^T [H][G*H], W^T [I][D*G*H]): neighbouring work-items read neighbouring addresses
+//     (coalesced on GPUs);
+//  0: ONNX row layout (R [G*H][H], W [D*G*H][I]): each work-item streams its own contiguous rows,
+//     which is what CPU devices (PoCL runs a work-item's loop scalar) want.
+#ifndef RNN_KMAJOR
+#define RNN_KMAJOR 1
+#endif
+#if RNN_KMAJOR
+#define RT_AT(k, row) RT[(long)(k) * GH + (row)]
+#define WT_AT(k, row) WT[(long)(k) * ldw + (row)]
+#else
+#define RT_AT(k, row) RT[(long)(row) * H + (k)]
+#define WT_AT(k, row) WT[(long)(row) * I + (k)]
+#endif
 
 // Input projection of gate row `row` (= g*H + j) for one batch item at time t.
 inline float rnn_xproj(int fuse_input, __global const float* xw, long xw_idx, __global const float* x, long x_idx,
@@ -30,7 +45,8 @@ inline float rnn_xproj(int fuse_input, __global const float* xw, long xw_idx, __
   if (!fuse_input) return xw[xw_idx];
   __global const float* xr = x + x_idx;
   float acc = 0.0f;
-  for (int k = 0; k < I; ++k) acc = fma(xr[k], WT[(long)k * ldw + row], acc);
+  for (int k = 0; k < I; ++k) acc = fma(xr[k], WT_AT(k, row), acc);
+  (void)ldw;
   return acc + bx[row];
 }
 
@@ -78,7 +94,7 @@ inline float rnn_xproj(int fuse_input, __global const float* xw, long xw_idx, __
       hrow[bb] = src + (src_off) + (long)min(bt0 + bb, b0 + nb - 1) * (src_sb);          \
     for (int k = 0; k < H; ++k) {                                                        \
       float r[NG];                                                                       \
-      for (int g = 0; g < NG; ++g) r[g] = RT[(long)k * GH + ((g0) + g) * H + j];         \
+      for (int g = 0; g < NG; ++g) r[g] = RT_AT(k, ((g0) + g) * H + j);         \
       for (int bb = 0; bb < RNN_BT; ++bb) {                                              \
         const float hk = hrow[bb][k];                                                    \
         for (int g = 0; g < NG; ++g) acc[bb][g] = fma(hk, r[g], acc[bb][g]);             \

@@ -3,6 +3,7 @@
 // The strategies themselves live in layers/rnn_schedule.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "layers/rnn.hpp"
 #include "runtime/log.hpp"
@@ -11,7 +12,7 @@ namespace cldl {
 
 namespace {
 // One program holds every cell's kernels (activations are runtime arguments), so one build serves all.
-const ProgramVariants kRnnVariants("rnn.cl", {""});
+const ProgramVariants kRnnVariants("rnn.cl", {"-DRNN_KMAJOR=0", "-DRNN_KMAJOR=1"});
 
 // Batch items per work-item: RNN_BT's default in kernels/rnn.cl.
 constexpr size_t kBatchTile = 4;
@@ -139,19 +140,11 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   l->sched_ = std::make_unique<detail::RnnSchedState>();
   l->acts_ = cfg.resolved_activations();
   const int64_t D = cfg.dirs(), H = cfg.hidden_size, G = cfg.gates(), GH = G * H, I = cfg.input_size;
-  // Re-layout once: R^T per direction ([H][G*H], k-major: neighbouring units read neighbouring
-  // addresses), biases folded into one projection bias (Wb + Rb), except GRU linear_before_reset whose
-  // Rb_h must stay inside r * (h R_h^T + Rb_h).
-  // W^T [I][D*G*H]: the projection GEMM then reads B rows contiguously, as the fused step does.
-  const float* Wp = w.W.as<float>();
-  l->W_.resize(size_t(D * GH * I));
-  for (int64_t row = 0; row < D * GH; ++row)
-    for (int64_t k = 0; k < I; ++k) l->W_[size_t(k * D * GH + row)] = Wp[row * I + k];
-  const float* Rp = w.R.as<float>();
-  l->RT_.resize(size_t(D * H * GH));
-  for (int64_t d = 0; d < D; ++d)
-    for (int64_t row = 0; row < GH; ++row)
-      for (int64_t k = 0; k < H; ++k) l->RT_[size_t(d * H * GH + k * GH + row)] = Rp[d * GH * H + row * H + k];
+  // Weights are re-laid out per device when replicated (see replica()); biases are folded here into
+  // one projection bias (Wb + Rb), except GRU linear_before_reset whose Rb_h must stay inside
+  // r * (h R_h^T + Rb_h).
+  l->W_.assign(w.W.as<float>(), w.W.as<float>() + D * GH * I);
+  l->R_.assign(w.R.as<float>(), w.R.as<float>() + D * GH * H);
   l->bx_.assign(size_t(D * GH), 0.0f);
   l->rbh_.assign(size_t(D * H), 0.0f);
   l->P_.assign(size_t(D * 3 * H), 0.0f);
@@ -168,7 +161,7 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   }
   if (w.P) std::copy(w.P->as<float>(), w.P->as<float>() + D * 3 * H, l->P_.begin());
   l->replicate(device);
-  l->algorithm_ = fmt::format("{}: fused step kernel{}, R re-laid out k-major", cell_name(cfg.cell),
+  l->algorithm_ = fmt::format("{}: fused step kernel{}, weights k-major on GPUs, row-major elsewhere", cell_name(cfg.cell),
                               cfg.cell == RnnCell::gru && !cfg.linear_before_reset ? " (gates + h: 2 kernels/step)" : "");
   log::debug("{} T={} B={} I={} H={} D={}: {}", cell_name(cfg.cell), cfg.seq_length, cfg.batch, I, H, D, l->algorithm_);
   return l;
@@ -185,14 +178,34 @@ RnnLayer::Replica& RnnLayer::replica(int dev) {
     return ctx_->upload(HostTensor::from<float>({n}, std::span<const float>(p, size_t(n))), dev);
   };
   Replica r;
-  r.W = up(W_.data(), D * GH * I);
+  // k-major weights for GPUs (coalesced), ONNX row layout for CPUs and others (per-work-item streams).
+  r.kmajor = ctx_->device(dev).info.type == DeviceType::gpu;
+  // CLDL_RNN_WEIGHT_LAYOUT=kmajor|rows overrides (tests exercise both layouts on any device).
+  if (const char* e = std::getenv("CLDL_RNN_WEIGHT_LAYOUT")) {
+    std::string_view v(e);
+    if (v != "kmajor" && v != "rows") fail("CLDL_RNN_WEIGHT_LAYOUT must be kmajor or rows, got '{}'", v);
+    r.kmajor = v == "kmajor";
+    log::info("{}: weight layout {} forced by CLDL_RNN_WEIGHT_LAYOUT", cell_name(cfg_.cell), v);
+  }
+  if (r.kmajor) {
+    std::vector<float> wt(W_.size());
+    for (int64_t row = 0; row < D * GH; ++row)
+      for (int64_t k = 0; k < I; ++k) wt[size_t(k * D * GH + row)] = W_[size_t(row * I + k)];
+    r.W = up(wt.data(), D * GH * I);
+  } else {
+    r.W = up(W_.data(), D * GH * I);
+  }
   r.bx = up(bx_.data(), D * GH);
   for (int64_t d = 0; d < D; ++d) {
-    r.RT.push_back(up(RT_.data() + d * H * GH, H * GH));
+    std::vector<float> rt(R_.begin() + d * GH * H, R_.begin() + (d + 1) * GH * H);
+    if (r.kmajor)
+      for (int64_t row = 0; row < GH; ++row)
+        for (int64_t k = 0; k < H; ++k) rt[size_t(k * GH + row)] = R_[size_t(d * GH * H + row * H + k)];
+    r.RT.push_back(up(rt.data(), H * GH));
     r.rbh.push_back(up(rbh_.data() + d * H, H));
     r.P.push_back(up(P_.data() + d * 3 * H, 3 * H));
   }
-  cl::Program prog = ctx_->program("rnn.cl", {}, dev);
+  cl::Program prog = ctx_->program("rnn.cl", fmt::format("-DRNN_KMAJOR={}", int(r.kmajor)), dev);
   switch (cfg_.cell) {
     case RnnCell::rnn: r.step = make_kernel(prog, "rnn_step"); break;
     case RnnCell::lstm: r.step = make_kernel(prog, "lstm_step"); break;
@@ -230,8 +243,8 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
   g.M = nb;
   g.N = DGH;
   g.K = I;
-  g.trans_b = false;  // W^T [I][D*G*H]
-  g.ldb = DGH;
+  g.trans_b = !r.kmajor;  // W [D*G*H][I] (trans) or W^T [I][D*G*H]
+  g.ldb = r.kmajor ? DGH : I;
   g.lda = std::max(io.x_sb, I);
   g.ldc = DGH;
   g.batch = t1 - t0;
@@ -278,7 +291,7 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
       a(io.lens.buffer)(cl_long(io.lens.offset_elems()))(cl_int(fuse_input));
       a(io.ws.buffer)(cl_long(ws0 + d * GH))(cl_long(B * DGH))(cl_long(DGH));
       a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
-      a(r.W.buffer)(cl_long(r.W.offset_elems() + d * GH))(cl_long(DGH))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
+      a(r.W.buffer)(cl_long(r.W.offset_elems() + (r.kmajor ? d * GH : d * GH * I)))(cl_long(DGH))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
       a(r.RT[size_t(d)].buffer)(cl_int(zero_prev_h));
       if (first && has_h0)
         a(io.h0.buffer)(cl_long(io.h0.offset_elems() + d * io.h0_sd))(cl_long(io.h0_sb));

@@ -129,6 +129,7 @@ class RnnLayer : public Op {
   struct Replica {
     Tensor W, bx;                      // all directions: [D*G*H, I], [D*G*H]
     std::vector<Tensor> RT, rbh, P;    // per direction
+    bool kmajor = false;               // weight layout (kernels/rnn.cl RNN_KMAJOR)
     cl::Kernel step, gates;
     std::map<std::string, std::unique_ptr<Gemm>> gemms;
   };
@@ -137,8 +138,8 @@ class RnnLayer : public Op {
   int device_;
   RnnConfig cfg_;
   RnnStrategy strategy_ = RnnStrategy::automatic;
-  // Re-laid-out host weights kept for replication to other devices.
-  std::vector<float> W_, RT_, bx_, rbh_, P_;
+  // Host weights kept for replication to other devices.
+  std::vector<float> W_, R_, bx_, rbh_, P_;  // W_, R_ in ONNX layout
   std::map<int, Replica> replicas_;
   std::vector<Activation> acts_;
   std::unique_ptr<detail::RnnSchedState> sched_;

@@ -145,6 +145,23 @@ TEST_CASE("LSTM, GRU and RNN match the reference in every direction with ragged 
     }
 }
 
+TEST_CASE("the k-major (GPU) weight layout gives the same results as the row layout") {
+  // CPUs get the row layout by default; force the other so both kernel variants are tested here.
+  for (RnnCell cell : {RnnCell::lstm, RnnCell::gru, RnnCell::rnn}) {
+    CAPTURE(to_string(cell));
+    Case c = make_case(cell, RnnDirection::bidirectional, 5, 6, 9, 10, 150 + unsigned(cell));
+    c.cfg.linear_before_reset = false;
+    Got rows = run(ctx(), c, RnnStrategy::sequential);
+    setenv("CLDL_RNN_WEIGHT_LAYOUT", "kmajor", 1);
+    Got km = run(ctx(), c, RnnStrategy::sequential);
+    Got km_time = run(ctx(), c, RnnStrategy::time_parallel);
+    unsetenv("CLDL_RNN_WEIGHT_LAYOUT");
+    check_vs_reference(c, km);
+    check_same(km, rows);
+    check_same(km_time, rows);
+  }
+}
+
 TEST_CASE("GRU linear_before_reset 0 and 1, batch 1, no initial state, no sequence_lens") {
   for (bool lbr : {false, true}) {
     CAPTURE(lbr);

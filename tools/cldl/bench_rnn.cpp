@@ -1,8 +1,10 @@
 // `cldl bench rnn`: LSTM inference with each strategy (sequential, time-step, layer and data parallel)
 // on the configurations of the RNN issue; time, GFLOP/s and speed-up over the sequential path.
-// Settings (--set): quick=1 (T=10, small batch: a smoke run), strategies=seq,time,layer,data,
+// Settings (--set): quick=1 (T=10, small batch: a smoke run), case=T,B,I,H,L (one custom case),
+// strategies=seq,time,layer,data,
 // chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
 // Two devices: --device cpu:all with POCL_DEVICES="pthread pthread".
+#include <cstdio>
 #include <map>
 #include <random>
 #include <sstream>
@@ -23,8 +25,8 @@ std::map<std::string, std::string> settings(const Options& o) {
     m[a.substr(0, eq)] = a.substr(eq + 1);
   }
   for (const auto& [k, v] : m)
-    if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards")
-      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards)", k);
+    if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case")
+      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case)", k);
   return m;
 }
 
@@ -48,6 +50,13 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   if (set.count("shards")) base.shards = std::stoi(set["shards"]);
   std::vector<BenchCase> cases{{100, 32, 512, 512, 1}, {100, 32, 512, 512, 2}, {100, 1, 256, 256, 4}, {200, 64, 256, 256, 2}};
   if (quick) cases = {{10, 4, 64, 64, 1}, {10, 4, 64, 64, 2}, {10, 1, 32, 32, 4}, {12, 8, 32, 32, 2}};
+  if (set.count("case")) {
+    // case=T,B,I,H,L: one custom configuration.
+    BenchCase c{};
+    if (std::sscanf(set["case"].c_str(), "%ld,%ld,%ld,%ld,%d", &c.T, &c.B, &c.I, &c.H, &c.layers) != 5)
+      fail("bench rnn: case expects T,B,I,H,L, got '{}'", set["case"]);
+    cases = {c};
+  }
   for (const auto& bc : cases) {
     const std::string name = fmt::format("lstm T{} B{} I{} H{} L{}", bc.T, bc.B, bc.I, bc.H, bc.layers);
     if (!opts.selected(name)) continue;
