@@ -122,9 +122,9 @@ class RnnLayer : public Op {
   void enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, int64_t nb, int64_t s0, int64_t s1,
                      bool fuse_input, ExecutionContext& ec);
   void replicate(int dev);  // weights onto device `dev` (once)
-  std::string algorithm_;
 
  private:
+  std::string algorithm_;
   RnnLayer(Context& ctx, int device, RnnConfig cfg) : ctx_(&ctx), device_(device), cfg_(std::move(cfg)) {}
   struct Replica {
     Tensor W, bx;                      // all directions: [D*G*H, I], [D*G*H]

@@ -202,7 +202,7 @@ struct Scheduler {
       const int dev = dev_of(l);
       cl::CommandQueue ql = (l == 0) ? q : ctx.queue(dev, 10 + int(l));
       const RnnConfig& c = cfg(l);
-      const int64_t D = c.dirs(), H = c.hidden_size;
+      const int64_t D = c.dirs();
       const bool chunked = c.direction == RnnDirection::forward;
       const bool prev_chunked = l > 0 && cfg(l - 1).direction == RnnDirection::forward;
       // A placement for this layer on its device: inputs and outputs of other devices get local copies.
@@ -285,7 +285,6 @@ struct Scheduler {
         ev[l].back() = ce;  // in-order: covers the steps too
       }
       finals.push_back(ev[l].back());
-      (void)H;
     }
     done = barrier(q, finals);
     return fmt::format("layer_parallel: {} layers on {} device(s), chunk {} steps", L, std::min<size_t>(L, size_t(ndev)),
