@@ -70,6 +70,13 @@ struct Scheduler {
   const Tensor* workspace;
   int64_t T, B;
   int layout;
+  Profiler* profiler = nullptr;  // the caller's, handed to every queue's commands
+
+  ExecutionContext make_ec(const cl::CommandQueue& q) const {
+    ExecutionContext e(q);
+    e.profiler = profiler;
+    return e;
+  }
 
   const RnnConfig& cfg(size_t l) const { return layers[l]->config(); }
   int64_t out_width(size_t l) const { return cfg(l).dirs() * cfg(l).hidden_size; }
@@ -159,13 +166,13 @@ struct Scheduler {
     for (size_t l = 0; l < layers.size(); ++l) {
       RnnLayer& L = *layers[l];
       RnnLayerIO lio = layer_io(p, l, allow_ws_override && layers.size() == 1);
-      ExecutionContext e0(q0);
+      ExecutionContext e0 = make_ec(q0);
       e0.wait_for = std::move(waits);
       waits.clear();
       e0.signal = &last;
       if (!fuse) L.enqueue_projection(p.dev, lio, b0, nb, 0, T, e0);
       if (cfg(l).dirs() == 2 && q1) {
-        ExecutionContext e1(*q1);
+        ExecutionContext e1 = make_ec(*q1);
         cl::Event ev1;
         e1.signal = &ev1;
         e1.wait_for = fuse ? e0.wait_for : std::vector<cl::Event>{last};
@@ -185,7 +192,7 @@ struct Scheduler {
   }
 
   std::string time_parallel(cl::CommandQueue q, std::vector<cl::Event> waits, cl::Event& done) {
-    cl::CommandQueue q1 = ctx.queue(device, 1);
+    cl::CommandQueue q1 = ctx.queue(device, 1, profiler != nullptr);
     done = run_layers_on(full(), 0, B, q, &q1, false, std::move(waits), true);
     bool bidir = std::any_of(layers.begin(), layers.end(), [](RnnLayer* l) { return l->config().dirs() == 2; });
     return fmt::format("time_parallel: projection GEMM over T={}{}", T, bidir ? ", directions on 2 queues" : "");
@@ -200,7 +207,7 @@ struct Scheduler {
     std::vector<cl::Event> finals;
     for (size_t l = 0; l < L; ++l) {
       const int dev = dev_of(l);
-      cl::CommandQueue ql = (l == 0) ? q : ctx.queue(dev, 10 + int(l));
+      cl::CommandQueue ql = (l == 0) ? q : ctx.queue(dev, 10 + int(l), profiler != nullptr);
       const RnnConfig& c = cfg(l);
       const int64_t D = c.dirs();
       const bool chunked = c.direction == RnnDirection::forward;
@@ -216,7 +223,7 @@ struct Scheduler {
           return scratch(fmt::format("{}{} {}", name, l, p.key), t.shape, t.dtype, dev);
         };
         auto copy_in = [&](const Tensor& src, const Tensor& dst) {
-          ExecutionContext e(ql);
+          ExecutionContext e = make_ec(ql);
           e.wait_for = start;
           cl::Event ce;
           e.signal = &ce;
@@ -257,7 +264,7 @@ struct Scheduler {
       const int64_t nchunks = chunked ? (T + chunk - 1) / chunk : 1;
       for (int64_t ci = 0; ci < nchunks; ++ci) {
         const int64_t t0 = chunked ? ci * chunk : 0, t1 = chunked ? std::min(T, t0 + chunk) : T;
-        ExecutionContext e(ql);
+        ExecutionContext e = make_ec(ql);
         cl::Event sig;
         e.signal = &sig;
         e.wait_for = ci == 0 ? start : std::vector<cl::Event>{};
@@ -278,7 +285,7 @@ struct Scheduler {
         ev[l].push_back(sig);
       }
       for (auto& [local, home_t] : copy_back) {
-        ExecutionContext e(ql);
+        ExecutionContext e = make_ec(ql);
         cl::Event ce;
         e.signal = &ce;
         ctx.copy_async(local, home_t, e);
@@ -307,7 +314,7 @@ struct Scheduler {
     for (int i = 0; i < S; ++i) {
       const int64_t b0 = B * i / S, nb = B * (i + 1) / S - b0;
       const int dev = (device + i) % ndev;
-      cl::CommandQueue qi = i == 0 ? q : ctx.queue(dev, 20 + i);
+      cl::CommandQueue qi = i == 0 ? q : ctx.queue(dev, 20 + i, profiler != nullptr);
       if (dev == device) {
         // Same device: index the shared tensors by batch range, no copies.
         finals.push_back(run_layers_on(home, b0, nb, qi, nullptr, false, waits0, false));
@@ -417,7 +424,7 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
     else
       s = RnnStrategy::time_parallel;
   }
-  Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, {}};
+  Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, ec.profiler, {}};
   cl::Event done;
   std::string what;
   switch (s) {
@@ -428,7 +435,7 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
     case RnnStrategy::automatic: break;
   }
   state.last = done;
-  ec.record(done, op);
+  ec.record(done, "rnn_join");
   log::debug("{}: {}", op, what);
   return what;
 }

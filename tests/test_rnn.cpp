@@ -260,6 +260,26 @@ TEST_CASE("stacked layers: every strategy equals sequential and the composed ref
   }
 }
 
+TEST_CASE("a profiler sees the step kernels of every strategy") {
+  Case c = make_case(RnnCell::gru, RnnDirection::bidirectional, 4, 4, 5, 6, 650);
+  for (RnnStrategy s : kAll) {
+    CAPTURE(to_string(s));
+    auto layer = RnnLayer::create(ctx(), 0, c.cfg, c.w);
+    layer->set_strategy(s);
+    Tensor x = ctx().upload(HostTensor::from<float>({4, 4, 5}, c.X));
+    Tensor y = ctx().alloc(RnnLayer::validate(c.cfg)[0], DType::f32);
+    std::vector<Tensor> in{x}, out{y};
+    Profiler prof;
+    ExecutionContext ec(ctx().queue(0, 0, true));
+    ec.profiler = &prof;
+    layer->enqueue(in, out, nullptr, ec);
+    size_t steps = 0;
+    for (const auto& r : prof.records()) steps += r.name == "GRU";
+    // 4 steps x 2 directions per batch shard (data parallel: 2 shards on one device).
+    CHECK(steps == (s == RnnStrategy::data_parallel ? 2u : 1u) * 2 * 4);
+  }
+}
+
 TEST_CASE("bad configurations fail with clear messages") {
   Case c = make_case(RnnCell::lstm, RnnDirection::forward, 4, 2, 3, 5, 600);
   auto expect_error = [](auto&& fn, const std::string& what) {
