@@ -1,0 +1,343 @@
+// RnnLayer (ONNX RNN / LSTM / GRU): validation, weight re-layout at create, and the two building blocks
+// every strategy uses: the input projection (one Gemm over many steps) and the per-step fused kernels.
+// The strategies themselves live in layers/rnn_schedule.cpp.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "layers/rnn.hpp"
+#include "runtime/log.hpp"
+
+namespace cldl {
+
+namespace {
+// One program holds every cell's kernels (activations are runtime arguments), so one build serves all.
+const ProgramVariants kRnnVariants("rnn.cl", {"-DRNN_KMAJOR=0", "-DRNN_KMAJOR=1"});
+
+// Batch items per work-item: RNN_BT's default in kernels/rnn.cl.
+constexpr size_t kBatchTile = 4;
+
+// Sets kernel arguments one after another (the step kernels take ~50).
+struct ArgSetter {
+  cl::Kernel& k;
+  unsigned i = 0;
+  template <typename T> ArgSetter& operator()(const T& v) {
+    detail::check_arg(k.setArg(i, v), k, i);
+    ++i;
+    return *this;
+  }
+};
+
+const char* cell_name(RnnCell c) { return c == RnnCell::lstm ? "LSTM" : c == RnnCell::gru ? "GRU" : "RNN"; }
+}  // namespace
+
+std::string_view to_string(RnnCell c) { return cell_name(c); }
+
+std::string_view to_string(RnnStrategy s) {
+  switch (s) {
+    case RnnStrategy::automatic: return "auto";
+    case RnnStrategy::sequential: return "sequential";
+    case RnnStrategy::time_parallel: return "time_parallel";
+    case RnnStrategy::layer_parallel: return "layer_parallel";
+    case RnnStrategy::data_parallel: return "data_parallel";
+  }
+  return "?";
+}
+
+RnnStrategy parse_rnn_strategy(std::string_view s) {
+  if (s == "auto" || s == "automatic") return RnnStrategy::automatic;
+  if (s == "sequential" || s == "seq") return RnnStrategy::sequential;
+  if (s == "time" || s == "time_parallel") return RnnStrategy::time_parallel;
+  if (s == "layer" || s == "layer_parallel") return RnnStrategy::layer_parallel;
+  if (s == "data" || s == "data_parallel") return RnnStrategy::data_parallel;
+  fail("unknown RNN strategy '{}' (auto, sequential, time, layer, data)", s);
+}
+
+std::vector<Activation> RnnConfig::resolved_activations() const {
+  if (!activations.empty()) return activations;
+  std::vector<Activation> per_dir;
+  if (cell == RnnCell::rnn) per_dir = {Activation(Act::tanh)};
+  if (cell == RnnCell::gru) per_dir = {Activation(Act::sigmoid), Activation(Act::tanh)};
+  if (cell == RnnCell::lstm) per_dir = {Activation(Act::sigmoid), Activation(Act::tanh), Activation(Act::tanh)};
+  std::vector<Activation> all;
+  for (int d = 0; d < dirs(); ++d) all.insert(all.end(), per_dir.begin(), per_dir.end());
+  return all;
+}
+
+double RnnConfig::flops() const {
+  const double gh = double(gates()) * double(hidden_size);
+  return 2.0 * double(dirs()) * double(seq_length) * double(batch) * gh * double(input_size + hidden_size);
+}
+
+std::vector<Activation> rnn_activations_from_onnx(const std::vector<std::string>& names,
+                                                  const std::vector<float>& alphas, const std::vector<float>& betas) {
+  // Which activations take alpha / beta (ONNX operator attributes).
+  auto takes = [](Act a, bool beta) {
+    switch (a) {
+      case Act::leaky_relu: case Act::elu: case Act::thresholded_relu: return !beta;
+      case Act::hard_sigmoid: case Act::affine: case Act::scaled_tanh: return true;
+      default: return false;
+    }
+  };
+  std::vector<Activation> out;
+  size_t ia = 0, ib = 0;
+  for (const auto& n : names) {
+    Activation a = activation_from_onnx(n);
+    if (takes(a.kind, false) && ia < alphas.size()) a.alpha = alphas[ia++];
+    if (takes(a.kind, true) && ib < betas.size()) a.beta = betas[ib++];
+    out.push_back(a);
+  }
+  return out;
+}
+
+std::vector<Shape> RnnLayer::validate(const RnnConfig& c, const RnnWeights* w) {
+  const char* op = cell_name(c.cell);
+  if (c.hidden_size <= 0) invalid(op, "hidden_size must be positive, got {}", c.hidden_size);
+  if (c.seq_length <= 0) invalid(op, "seq_length must be positive, got {}", c.seq_length);
+  if (c.batch <= 0) invalid(op, "batch must be positive, got {}", c.batch);
+  if (c.input_size <= 0) invalid(op, "input_size must be positive, got {}", c.input_size);
+  if (c.layout != 0 && c.layout != 1) invalid(op, "layout must be 0 or 1, got {}", c.layout);
+  if (c.clip < 0 || std::isnan(c.clip)) invalid(op, "clip must be positive (or 0 for none), got {}", c.clip);
+  if (c.input_forget && c.cell != RnnCell::lstm) invalid(op, "input_forget is an LSTM attribute");
+  if (c.linear_before_reset && c.cell != RnnCell::gru) invalid(op, "linear_before_reset is a GRU attribute");
+  const int64_t lim = int64_t(1) << 31;
+  if (c.seq_length * c.batch * c.gates() * c.hidden_size * c.dirs() >= lim)
+    invalid(op, "T * B * gates * H * directions = {} exceeds 2^31", c.seq_length * c.batch * c.gates() * c.hidden_size * c.dirs());
+  if (!c.activations.empty() && c.activations.size() != size_t(c.acts_per_dir() * c.dirs()))
+    invalid(op, "activations has {} entries, expected {} ({} per direction x {} directions)", c.activations.size(),
+            c.acts_per_dir() * c.dirs(), c.acts_per_dir(), c.dirs());
+  const int64_t D = c.dirs(), GH = c.gates() * c.hidden_size, H = c.hidden_size;
+  if (w) {
+    auto check = [&](const char* name, const HostTensor& t, Shape want) {
+      if (t.dtype() != DType::f32) invalid(op, "{} must be f32, got {}", name, to_string(t.dtype()));
+      if (t.shape() != want) invalid(op, "{} has shape {}, expected {}", name, t.shape().str(), want.str());
+    };
+    check("W", w->W, {D, GH, c.input_size});
+    check("R", w->R, {D, GH, H});
+    if (w->B) check("B", *w->B, {D, 2 * GH});
+    if (w->P) {
+      if (c.cell != RnnCell::lstm) invalid(op, "P (peepholes) is an LSTM input");
+      check("P", *w->P, {D, 3 * H});
+    }
+  }
+  const int64_t T = c.seq_length, B = c.batch;
+  Shape y = c.layout == 0 ? Shape{T, D, B, H} : Shape{B, T, D, H};
+  Shape yh = c.layout == 0 ? Shape{D, B, H} : Shape{B, D, H};
+  return {y, yh, yh};
+}
+
+void RnnLayer::check_sequence_lens(const RnnConfig& c, std::span<const int32_t> lens) {
+  const char* op = cell_name(c.cell);
+  if (int64_t(lens.size()) != c.batch) invalid(op, "sequence_lens has {} entries, expected batch = {}", lens.size(), c.batch);
+  for (size_t b = 0; b < lens.size(); ++b)
+    if (lens[b] < 0 || lens[b] > c.seq_length)
+      invalid(op, "sequence_lens[{}] = {} is outside [0, seq_length = {}]", b, lens[b], c.seq_length);
+}
+
+std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnConfig& cfg, const RnnWeights& w) {
+  validate(cfg, &w);
+  std::unique_ptr<RnnLayer> l(new RnnLayer(ctx, device, cfg));
+  l->sched_ = std::make_unique<detail::RnnSchedState>();
+  l->acts_ = cfg.resolved_activations();
+  const int64_t D = cfg.dirs(), H = cfg.hidden_size, G = cfg.gates(), GH = G * H, I = cfg.input_size;
+  // Weights are re-laid out per device when replicated (see replica()); biases are folded here into
+  // one projection bias (Wb + Rb), except GRU linear_before_reset whose Rb_h must stay inside
+  // r * (h R_h^T + Rb_h).
+  l->W_.assign(w.W.as<float>(), w.W.as<float>() + D * GH * I);
+  l->R_.assign(w.R.as<float>(), w.R.as<float>() + D * GH * H);
+  l->bx_.assign(size_t(D * GH), 0.0f);
+  l->rbh_.assign(size_t(D * H), 0.0f);
+  l->P_.assign(size_t(D * 3 * H), 0.0f);
+  if (w.B) {
+    const float* Bp = w.B->as<float>();
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t row = 0; row < GH; ++row) {
+        float wb = Bp[d * 2 * GH + row], rb = Bp[d * 2 * GH + GH + row];
+        bool rb_inside = cfg.cell == RnnCell::gru && cfg.linear_before_reset && row >= 2 * H;
+        // Same summation order as the reference: Wb + Rb.
+        l->bx_[size_t(d * GH + row)] = rb_inside ? wb : wb + rb;
+        if (rb_inside) l->rbh_[size_t(d * H + row - 2 * H)] = rb;
+      }
+  }
+  if (w.P) std::copy(w.P->as<float>(), w.P->as<float>() + D * 3 * H, l->P_.begin());
+  l->replicate(device);
+  l->algorithm_ = fmt::format("{}: fused step kernel{}, weights k-major on GPUs, row-major elsewhere", cell_name(cfg.cell),
+                              cfg.cell == RnnCell::gru && !cfg.linear_before_reset ? " (gates + h: 2 kernels/step)" : "");
+  log::debug("{} T={} B={} I={} H={} D={}: {}", cell_name(cfg.cell), cfg.seq_length, cfg.batch, I, H, D, l->algorithm_);
+  return l;
+}
+
+void RnnLayer::replicate(int dev) { (void)replica(dev); }
+
+RnnLayer::Replica& RnnLayer::replica(int dev) {
+  std::lock_guard lock(launch_mutex_);
+  auto it = replicas_.find(dev);
+  if (it != replicas_.end()) return it->second;
+  const int64_t D = cfg_.dirs(), H = cfg_.hidden_size, GH = cfg_.gates() * H, I = cfg_.input_size;
+  auto up = [&](const float* p, int64_t n) {
+    return ctx_->upload(HostTensor::from<float>({n}, std::span<const float>(p, size_t(n))), dev);
+  };
+  Replica r;
+  // k-major weights for GPUs (coalesced), ONNX row layout for CPUs and others (per-work-item streams).
+  r.kmajor = ctx_->device(dev).info.type == DeviceType::gpu;
+  // CLDL_RNN_WEIGHT_LAYOUT=kmajor|rows overrides (tests exercise both layouts on any device).
+  if (const char* e = std::getenv("CLDL_RNN_WEIGHT_LAYOUT")) {
+    std::string_view v(e);
+    if (v != "kmajor" && v != "rows") fail("CLDL_RNN_WEIGHT_LAYOUT must be kmajor or rows, got '{}'", v);
+    r.kmajor = v == "kmajor";
+    log::info("{}: weight layout {} forced by CLDL_RNN_WEIGHT_LAYOUT", cell_name(cfg_.cell), v);
+  }
+  if (r.kmajor) {
+    std::vector<float> wt(W_.size());
+    for (int64_t row = 0; row < D * GH; ++row)
+      for (int64_t k = 0; k < I; ++k) wt[size_t(k * D * GH + row)] = W_[size_t(row * I + k)];
+    r.W = up(wt.data(), D * GH * I);
+  } else {
+    r.W = up(W_.data(), D * GH * I);
+  }
+  r.bx = up(bx_.data(), D * GH);
+  for (int64_t d = 0; d < D; ++d) {
+    std::vector<float> rt(R_.begin() + d * GH * H, R_.begin() + (d + 1) * GH * H);
+    if (r.kmajor)
+      for (int64_t row = 0; row < GH; ++row)
+        for (int64_t k = 0; k < H; ++k) rt[size_t(k * GH + row)] = R_[size_t(d * GH * H + row * H + k)];
+    r.RT.push_back(up(rt.data(), H * GH));
+    r.rbh.push_back(up(rbh_.data() + d * H, H));
+    r.P.push_back(up(P_.data() + d * 3 * H, 3 * H));
+  }
+  cl::Program prog = ctx_->program("rnn.cl", fmt::format("-DRNN_KMAJOR={}", int(r.kmajor)), dev);
+  switch (cfg_.cell) {
+    case RnnCell::rnn: r.step = make_kernel(prog, "rnn_step"); break;
+    case RnnCell::lstm: r.step = make_kernel(prog, "lstm_step"); break;
+    case RnnCell::gru:
+      if (cfg_.linear_before_reset) {
+        r.step = make_kernel(prog, "gru_step");
+      } else {
+        r.gates = make_kernel(prog, "gru_gates");
+        r.step = make_kernel(prog, "gru_step_lbr0");
+      }
+      break;
+  }
+  if (dev != device_) log::debug("{}: weights replicated to device {}", cell_name(cfg_.cell), dev);
+  return replicas_.emplace(dev, std::move(r)).first->second;
+}
+
+size_t RnnLayer::workspace_bytes(int64_t Bx) const {
+  const int64_t D = cfg_.dirs(), H = cfg_.hidden_size, GH = cfg_.gates() * H, T = cfg_.seq_length;
+  return size_t(T * Bx * D * GH + D * 6 * Bx * H) * sizeof(float);
+}
+
+namespace {
+Tensor offset_view(const Tensor& t, int64_t elems) {
+  Tensor v = t;
+  v.offset_bytes += size_t(elems) * dtype_size(t.dtype);
+  return v;
+}
+}  // namespace
+
+void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int64_t nb, int64_t t0, int64_t t1,
+                                  ExecutionContext& ec) {
+  Replica& r = replica(dev);
+  const int64_t D = cfg_.dirs(), GH = cfg_.gates() * cfg_.hidden_size, I = cfg_.input_size, DGH = D * GH;
+  GemmConfig g;
+  g.M = nb;
+  g.N = DGH;
+  g.K = I;
+  g.trans_b = !r.kmajor;  // W [D*G*H][I] (trans) or W^T [I][D*G*H]
+  g.ldb = r.kmajor ? DGH : I;
+  g.lda = std::max(io.x_sb, I);
+  g.ldc = DGH;
+  g.batch = t1 - t0;
+  g.stride_a = io.x_st;
+  g.stride_b = 0;
+  g.stride_c = io.B * DGH;
+  g.bias = GemmBias::per_col;
+  std::string key = fmt::format("{} {} {} {} {}", g.M, g.batch, g.lda, g.stride_a, g.stride_c);
+  Gemm* gemm;
+  {
+    std::lock_guard lock(launch_mutex_);
+    auto& slot = r.gemms[key];
+    if (!slot) slot = Gemm::create(*ctx_, dev, g);
+    gemm = slot.get();
+  }
+  Tensor a = offset_view(io.x, t0 * io.x_st + b0 * io.x_sb);
+  Tensor c = offset_view(io.ws, t0 * io.B * DGH + b0 * DGH);
+  gemm->run(a, r.W, c, ec, &r.bx);
+}
+
+void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, int64_t nb, int64_t s0, int64_t s1,
+                             bool fuse_input, ExecutionContext& ec) {
+  Replica& r = replica(dev);
+  const int64_t D = cfg_.dirs(), H = cfg_.hidden_size, G = cfg_.gates(), GH = G * H, T = cfg_.seq_length;
+  const int64_t I = cfg_.input_size, B = io.B, DGH = D * GH;
+  const bool reverse = cfg_.direction == RnnDirection::reverse || (cfg_.direction == RnnDirection::bidirectional && d == 1);
+  const int64_t ws0 = io.ws.offset_elems();
+  const int64_t state = ws0 + T * B * DGH + d * 6 * B * H;  // h [2][B][H], c [2][B][H], zr [2][B][H]
+  const Activation* act = &acts_[size_t(d * cfg_.acts_per_dir())];
+  const bool lbr0 = cfg_.cell == RnnCell::gru && !cfg_.linear_before_reset;
+  const bool has_h0 = io.h0.valid(), has_c0 = io.c0.valid();
+  const Tensor& y = io.y.valid() ? io.y : io.ws;
+  const Tensor& yh = io.yh.valid() ? io.yh : io.ws;
+  const Tensor& yc = io.yc.valid() ? io.yc : io.ws;
+  // Work-groups along the hidden units (neighbouring units read neighbouring weights).
+  const size_t lx = std::min<size_t>({64, round_up(size_t(H), 8), std::max<size_t>(1, ctx_->device(dev).info.max_work_group_size)});
+  std::lock_guard lock(launch_mutex_);
+  for (int64_t s = s0; s < s1; ++s) {
+    const bool first = s == 0;
+    const int64_t hn_off = state + (s & 1) * B * H, hp_state = state + ((s + 1) & 1) * B * H;
+    auto common = [&](cl::Kernel& k, bool zero_prev_h) {
+      ArgSetter a{k};
+      a(cl_int(H))(cl_int(G))(cl_int(I))(cl_int(T))(cl_int(s))(cl_int(reverse))(cl_int(b0))(cl_int(nb));
+      a(io.lens.buffer)(cl_long(io.lens.offset_elems()))(cl_int(fuse_input));
+      a(io.ws.buffer)(cl_long(ws0 + d * GH))(cl_long(B * DGH))(cl_long(DGH));
+      a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
+      a(r.W.buffer)(cl_long(r.W.offset_elems() + (r.kmajor ? d * GH : d * GH * I)))(cl_long(DGH))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
+      a(r.RT[size_t(d)].buffer)(cl_int(zero_prev_h));
+      if (first && has_h0)
+        a(io.h0.buffer)(cl_long(io.h0.offset_elems() + d * io.h0_sd))(cl_long(io.h0_sb));
+      else
+        a(io.ws.buffer)(cl_long(hp_state))(cl_long(H));
+      a(io.ws.buffer)(cl_long(hn_off));
+      a(y.buffer)(cl_long(y.offset_elems() + d * io.y_sd))(cl_long(io.y_st))(cl_long(io.y_sb))(cl_int(io.y.valid()));
+      a(yh.buffer)(cl_long(yh.offset_elems() + d * io.yh_sd))(cl_long(io.yh_sb))(cl_int(io.yh.valid()));
+      a(cl_int(s == T - 1))(cfg_.clip);
+      return a;
+    };
+    const bool zero_h = first && !has_h0;
+    const cl::NDRange global{round_up(size_t(H), lx), (size_t(nb) + kBatchTile - 1) / kBatchTile};
+    const cl::NDRange local{lx, 1};
+    if (cfg_.cell == RnnCell::rnn) {
+      common(r.step, zero_h)(cl_int(act[0].kind))(act[0].alpha)(act[0].beta);
+    } else if (cfg_.cell == RnnCell::lstm) {
+      auto a = common(r.step, zero_h);
+      for (int i = 0; i < 3; ++i) a(cl_int(act[i].kind))(act[i].alpha)(act[i].beta);
+      const int64_t cs = state + 2 * B * H;
+      a(cl_int(first && !has_c0));
+      if (first && has_c0)
+        a(io.c0.buffer)(cl_long(io.c0.offset_elems() + d * io.h0_sd))(cl_long(io.h0_sb));
+      else
+        a(io.ws.buffer)(cl_long(cs + ((s + 1) & 1) * B * H))(cl_long(H));
+      a(io.ws.buffer)(cl_long(cs + (s & 1) * B * H));
+      a(yc.buffer)(cl_long(yc.offset_elems() + d * io.yh_sd))(cl_long(io.yh_sb))(cl_int(io.yc.valid()));
+      a(r.P[size_t(d)].buffer)(cl_int(1))(cl_int(cfg_.input_forget));
+    } else if (!lbr0) {
+      auto a = common(r.step, zero_h);
+      for (int i = 0; i < 2; ++i) a(cl_int(act[i].kind))(act[i].alpha)(act[i].beta);
+      a(r.rbh[size_t(d)].buffer);
+    } else {
+      const int64_t zr = state + 4 * B * H;
+      common(r.gates, zero_h)(cl_int(act[0].kind))(act[0].alpha)(act[0].beta)(io.ws.buffer)(cl_long(zr))(cl_int(B));
+      ec.enqueue_kernel(r.gates, global, local, "gru_gates");
+      common(r.step, zero_h)(cl_int(act[1].kind))(act[1].alpha)(act[1].beta)(io.ws.buffer)(cl_long(zr))(cl_int(B));
+    }
+    ec.enqueue_kernel(r.step, global, local, cell_name(cfg_.cell));
+  }
+}
+
+Tensor detail::RnnSchedState::scratch_tensor(Context& ctx, const std::string& key, Shape shape, DType dt, int dev) {
+  auto& t = scratch[fmt::format("{} d{}", key, dev)];
+  if (!t.valid() || t.shape != shape || t.dtype != dt) t = ctx.alloc(shape, dt, dev);
+  return t;
+}
+
+}  // namespace cldl

@@ -1,0 +1,208 @@
+// RNN, LSTM and GRU in ONNX semantics (one op = one ONNX node: one layer, one or two directions), the
+// stacked network API (RnnStack), and the three parallel strategies that schedule them:
+// time-step parallel, layer parallel (wavefront) and data parallel, plus the sequential baseline.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "layers/activation.hpp"
+#include "layers/gemm.hpp"
+#include "layers/op.hpp"
+
+namespace cldl {
+
+namespace detail {
+// Scratch buffers and the last completion event of an op's calls: a call's first commands wait for the
+// previous call's end, so reused scratch is never overwritten while in use, whatever queues ran it.
+struct RnnSchedState {
+  std::mutex m;
+  std::map<std::string, Tensor> scratch;
+  cl::Event last;
+  Tensor scratch_tensor(Context& ctx, const std::string& key, Shape shape, DType dt, int dev);
+};
+}  // namespace detail
+
+enum class RnnCell { rnn, lstm, gru };
+enum class RnnDirection { forward, reverse, bidirectional };
+// How a call is scheduled. All give the same numbers as `sequential` to fp32 rounding.
+//  sequential:     one queue; per step one kernel that also computes x_t W^T (no up-front GEMM);
+//                  directions and layers one after another.
+//  time_parallel:  input projection of all steps (both directions) as one GEMM, then one fused kernel
+//                  per step; the two directions of a layer on two queues joined by events.
+//  layer_parallel: wavefront: layer l on its own queue (devices round-robin when the context has
+//                  several), step chunk c of layer l starts when chunk c of layer l-1 is done.
+//  data_parallel:  batch split in shards over devices (or queues of one device), weights replicated
+//                  once per device, outputs gathered in order.
+//  automatic:      data_parallel over devices when there are several and the batch allows, else
+//                  layer_parallel for stacks of forward layers, else time_parallel.
+enum class RnnStrategy { automatic, sequential, time_parallel, layer_parallel, data_parallel };
+std::string_view to_string(RnnStrategy s);
+RnnStrategy parse_rnn_strategy(std::string_view s);  // "auto", "sequential", "time", "layer", "data"
+std::string_view to_string(RnnCell c);               // "RNN", "LSTM", "GRU" (the ONNX op names)
+
+struct RnnConfig {
+  RnnCell cell = RnnCell::lstm;
+  int64_t seq_length = 0, batch = 0, input_size = 0, hidden_size = 0;
+  RnnDirection direction = RnnDirection::forward;
+  int layout = 0;  // 0: X [T, B, I], Y [T, D, B, H]; 1: X [B, T, I], Y [B, T, D, H]
+  // Per direction f (RNN), f, g (GRU) or f, g, h (LSTM), directions concatenated as in ONNX;
+  // empty = ONNX defaults (Tanh; Sigmoid, Tanh; Sigmoid, Tanh, Tanh).
+  std::vector<Activation> activations;
+  float clip = 0.0f;  // > 0: gate pre-activations clipped to [-clip, clip]
+  bool input_forget = false;         // LSTM: f = 1 - i
+  bool linear_before_reset = false;  // GRU
+  int gates() const { return cell == RnnCell::lstm ? 4 : cell == RnnCell::gru ? 3 : 1; }
+  int dirs() const { return direction == RnnDirection::bidirectional ? 2 : 1; }
+  int acts_per_dir() const { return cell == RnnCell::lstm ? 3 : cell == RnnCell::gru ? 2 : 1; }
+  // The activations list with defaults filled in (acts_per_dir() * dirs() entries).
+  std::vector<Activation> resolved_activations() const;
+  double flops() const;  // multiply-adds x 2 of one inference (projection + recurrence)
+};
+
+// ONNX activation names + activation_alpha/beta lists to Activations. Alpha/beta values are consumed
+// in order by the activations that take them (as ONNX Runtime does).
+std::vector<Activation> rnn_activations_from_onnx(const std::vector<std::string>& names,
+                                                  const std::vector<float>& alphas, const std::vector<float>& betas);
+
+// Weights in ONNX layouts, on the host; re-laid out and uploaded once at create.
+struct RnnWeights {
+  HostTensor W;                 // [D, G*H, I]
+  HostTensor R;                 // [D, G*H, H]
+  std::optional<HostTensor> B;  // [D, 2*G*H] (Wb then Rb); absent = 0
+  std::optional<HostTensor> P;  // LSTM peepholes [D, 3*H] (i, o, f); absent = 0
+};
+
+// Device views of one run of one layer: every tensor is indexed with explicit element strides, so the
+// same kernels serve layout 0 and 1, batch shards and the concatenated inputs of stacked layers.
+struct RnnLayerIO {
+  int64_t B = 0;  // batch extent of these views
+  Tensor x;
+  int64_t x_st = 0, x_sb = 0;  // rows of I contiguous floats
+  Tensor lens;                 // i32 [B], always present (the scheduler fills T when absent)
+  Tensor h0, c0;               // optional
+  int64_t h0_sd = 0, h0_sb = 0;
+  Tensor y;  // optional
+  int64_t y_st = 0, y_sb = 0, y_sd = 0;
+  Tensor yh, yc;  // optional
+  int64_t yh_sd = 0, yh_sb = 0;
+  Tensor ws;  // RnnLayer::workspace_bytes(B)
+};
+
+// One ONNX RNN / LSTM / GRU node.
+// enqueue inputs: X, sequence_lens (i32 [B]), initial_h, initial_c; outputs: Y, Y_h, Y_c. Absent ones
+// are default-constructed Tensors (or the spans shorter). The values of sequence_lens must lie in
+// [0, T]; the kernels clamp them for memory safety, `check_sequence_lens` reports violations.
+class RnnLayer : public Op {
+ public:
+  // Returns the shapes of Y, Y_h, Y_c; with weights, checks their shapes too.
+  static std::vector<Shape> validate(const RnnConfig& cfg, const RnnWeights* w = nullptr);
+  static void check_sequence_lens(const RnnConfig& cfg, std::span<const int32_t> lens);
+  static std::unique_ptr<RnnLayer> create(Context& ctx, int device, const RnnConfig& cfg, const RnnWeights& w);
+
+  std::string_view type() const override { return to_string(cfg_.cell); }
+  std::string algorithm() const override { return algorithm_; }
+  size_t workspace_bytes() const override { return workspace_bytes(cfg_.batch); }
+  size_t workspace_bytes(int64_t batch_extent) const;
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+  void set_strategy(RnnStrategy s) { strategy_ = s; }
+  const RnnConfig& config() const { return cfg_; }
+  Context& context() const { return *ctx_; }
+  int device() const { return device_; }
+
+  // Scheduling building blocks (used by the strategies). `dev` is the device of ec.queue; weights are
+  // replicated to it on first use. Steps [s0, s1) of batch items [b0, b0 + nb).
+  void enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int64_t nb, int64_t s0, int64_t s1,
+                          ExecutionContext& ec);
+  void enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, int64_t nb, int64_t s0, int64_t s1,
+                     bool fuse_input, ExecutionContext& ec);
+  void replicate(int dev);  // weights onto device `dev` (once)
+
+ private:
+  std::string algorithm_;
+  RnnLayer(Context& ctx, int device, RnnConfig cfg) : ctx_(&ctx), device_(device), cfg_(std::move(cfg)) {}
+  struct Replica {
+    Tensor W, bx;                      // all directions: [D*G*H, I], [D*G*H]
+    std::vector<Tensor> RT, rbh, P;    // per direction
+    bool kmajor = false;               // weight layout (kernels/rnn.cl RNN_KMAJOR)
+    cl::Kernel step, gates;
+    std::map<std::string, std::unique_ptr<Gemm>> gemms;
+  };
+  Replica& replica(int dev);
+  Context* ctx_;
+  int device_;
+  RnnConfig cfg_;
+  RnnStrategy strategy_ = RnnStrategy::automatic;
+  // Host weights kept for replication to other devices.
+  std::vector<float> W_, R_, bx_, rbh_, P_;  // W_, R_ in ONNX layout
+  std::map<int, Replica> replicas_;
+  std::vector<Activation> acts_;
+  std::unique_ptr<detail::RnnSchedState> sched_;
+};
+
+struct RnnRunOptions {
+  RnnStrategy strategy = RnnStrategy::automatic;
+  int64_t chunk = 0;   // layer parallel: steps per event (0 = about T/8)
+  int shards = 0;      // data parallel: batch shards (0 = devices of the context, at least 2)
+};
+
+// Stacked layers: layer l+1 reads layer l's Y with its directions concatenated ([T, B, D*H]).
+// Layer 0 reads X in its config's layout; Y is the last layer's Y (ONNX layout); Y_h / Y_c per layer.
+struct RnnStackIO {
+  Tensor x, lens;                   // lens optional (i32 [B])
+  std::vector<Tensor> h0, c0;       // per layer, optional (empty vector or invalid tensors)
+  Tensor y;                         // optional
+  std::vector<Tensor> yh, yc;       // per layer, optional
+};
+
+class RnnStack {
+ public:
+  // Layers share seq_length, batch and layout; layer l > 0 has input_size = D(l-1) * H(l-1).
+  static std::unique_ptr<RnnStack> create(Context& ctx, int device, const std::vector<RnnConfig>& layers,
+                                          const std::vector<RnnWeights>& weights);
+  void enqueue(const RnnStackIO& io, const RnnRunOptions& opts, ExecutionContext& ec);
+  size_t size() const { return layers_.size(); }
+  RnnLayer& layer(size_t i) { return *layers_[i]; }
+  // What the last enqueue did ("layer_parallel: 4 layers on 2 devices, chunk 13").
+  const std::string& last_schedule() const { return schedule_; }
+  double flops() const;
+
+ private:
+  Context* ctx_ = nullptr;
+  int device_ = 0;
+  std::vector<std::unique_ptr<RnnLayer>> layers_;
+  std::string schedule_;
+  detail::RnnSchedState sched_;
+};
+
+// ONNX interop (serialized protobuf bytes in, so callers need no protobuf headers or libraries).
+struct OnnxNodeInfo {
+  std::string op_type;
+  std::vector<std::string> inputs, outputs;              // node inputs / outputs ("" = skipped)
+  std::vector<std::string> graph_inputs, graph_outputs;  // in graph order (test_data_set input_N order)
+  std::map<std::string, HostTensor> initializers;
+  std::map<std::string, int64_t> ints;
+  std::map<std::string, float> floats;
+  std::map<std::string, std::string> strings;
+  std::map<std::string, std::vector<int64_t>> int_lists;
+  std::map<std::string, std::vector<float>> float_lists;
+  std::map<std::string, std::vector<std::string>> string_lists;
+};
+HostTensor onnx_tensor_from_bytes(const std::string& serialized_tensor_proto);
+OnnxNodeInfo onnx_single_node_from_bytes(const std::string& serialized_model_proto);
+// Attributes of an ONNX RNN / LSTM / GRU node + the shape of X -> RnnConfig.
+RnnConfig rnn_config_from_onnx(const OnnxNodeInfo& node, const Shape& x_shape);
+
+namespace detail {
+// The scheduler behind RnnLayer::enqueue and RnnStack::enqueue.
+std::string run_rnn_layers(Context& ctx, int device, std::span<RnnLayer* const> layers, const RnnStackIO& io,
+                           const RnnRunOptions& opts, RnnSchedState& state, ExecutionContext& ec,
+                           const Tensor* workspace = nullptr);
+}  // namespace detail
+
+}  // namespace cldl

@@ -1,0 +1,502 @@
+// The RNN strategies: sequential, time-step parallel, layer parallel (wavefront) and data parallel,
+// scheduled over the queues and devices of a Context with events; plus RnnLayer::enqueue and RnnStack.
+// Every strategy runs the same kernels with the same per-element arithmetic, so results agree with the
+// sequential path to fp32 rounding (in practice bit for bit).
+#include <algorithm>
+
+#include "layers/rnn.hpp"
+#include "runtime/log.hpp"
+
+namespace cldl {
+
+namespace {
+
+struct Strides {
+  int64_t st = 0, sb = 0, sd = 0;
+};
+
+// Element strides of ONNX tensors. X: [T,B,I] / [B,T,I]; Y: [T,D,B,H] / [B,T,D,H]; states: [D,B,H] / [B,D,H].
+Strides x_strides(int layout, int64_t T, int64_t B, int64_t I) {
+  return layout == 0 ? Strides{B * I, I, 0} : Strides{I, T * I, 0};
+}
+Strides y_strides(int layout, int64_t T, int64_t B, int64_t D, int64_t H) {
+  return layout == 0 ? Strides{D * B * H, H, B * H} : Strides{D * H, T * D * H, H};
+}
+Strides state_strides(int layout, int64_t B, int64_t D, int64_t H) {
+  return layout == 0 ? Strides{0, H, B * H} : Strides{0, D * H, H};
+}
+
+// Everything one copy of the whole stack needs on one device: views of batch extent Bx.
+struct Placement {
+  int dev = 0;
+  int64_t Bx = 0;
+  Tensor x;
+  Strides xs;
+  Tensor lens;
+  std::vector<Tensor> h0, c0, yh, yc;
+  Strides ss;
+  Tensor y;
+  Strides ys;
+  std::string key;
+};
+
+cl::Event barrier(cl::CommandQueue& q, const std::vector<cl::Event>& waits) {
+  cl::Event e;
+  check(q.enqueueBarrierWithWaitList(waits.empty() ? nullptr : &waits, &e), "clEnqueueBarrierWithWaitList", "RNN join");
+  return e;
+}
+
+// Copies batch items [sb0, sb0 + nb) of a tensor viewed as [outer, Bsrc, inner] into items
+// [db0, db0 + nb) of one viewed as [outer, Bdst, inner] (the runtime has whole-tensor copies only).
+cl::Event copy_slab(cl::CommandQueue& q, const Tensor& src, int64_t Bsrc, int64_t sb0, const Tensor& dst, int64_t Bdst,
+                    int64_t db0, int64_t nb, int64_t outer, int64_t inner, const std::vector<cl::Event>& waits) {
+  const size_t es = dtype_size(src.dtype);
+  cl::array<size_t, 3> so{src.offset_bytes + size_t(sb0 * inner) * es, 0, 0};
+  cl::array<size_t, 3> dO{dst.offset_bytes + size_t(db0 * inner) * es, 0, 0};
+  cl::array<size_t, 3> region{size_t(nb * inner) * es, size_t(outer), 1};
+  cl::Event e;
+  check(q.enqueueCopyBufferRect(src.buffer, dst.buffer, so, dO, region, size_t(Bsrc * inner) * es, 0,
+                                size_t(Bdst * inner) * es, 0, waits.empty() ? nullptr : &waits, &e),
+        "clEnqueueCopyBufferRect", "RNN shard copy");
+  return e;
+}
+
+struct Scheduler {
+  Context& ctx;
+  int device;
+  std::span<RnnLayer* const> layers;
+  const RnnStackIO& io;
+  detail::RnnSchedState& state;
+  const Tensor* workspace;
+  int64_t T, B;
+  int layout;
+  Profiler* profiler = nullptr;  // the caller's, handed to every queue's commands
+
+  ExecutionContext make_ec(const cl::CommandQueue& q) const {
+    ExecutionContext e(q);
+    e.profiler = profiler;
+    return e;
+  }
+
+  const RnnConfig& cfg(size_t l) const { return layers[l]->config(); }
+  int64_t out_width(size_t l) const { return cfg(l).dirs() * cfg(l).hidden_size; }
+
+  Tensor scratch(const std::string& key, Shape s, DType dt, int dev) { return state.scratch_tensor(ctx, key, s, dt, dev); }
+
+  // The full-batch placement on the device of the inputs.
+  Placement full() {
+    Placement p;
+    p.dev = device;
+    p.Bx = B;
+    p.x = io.x;
+    p.xs = x_strides(layout, T, B, cfg(0).input_size);
+    p.lens = io.lens;
+    p.h0 = io.h0;
+    p.c0 = io.c0;
+    p.yh = io.yh;
+    p.yc = io.yc;
+    p.ss = state_strides(layout, B, cfg(0).dirs(), 0);
+    p.y = io.y;
+    p.key = "full";
+    return p;
+  }
+
+  static Tensor at(const std::vector<Tensor>& v, size_t l) { return l < v.size() ? v[l] : Tensor{}; }
+
+  RnnLayerIO layer_io(const Placement& p, size_t l, bool allow_ws_override) {
+    const RnnConfig& c = cfg(l);
+    const int64_t D = c.dirs(), H = c.hidden_size, Bx = p.Bx;
+    RnnLayerIO r;
+    r.B = Bx;
+    if (l == 0) {
+      r.x = p.x;
+      r.x_st = p.xs.st;
+      r.x_sb = p.xs.sb;
+    } else {
+      const int64_t Din = out_width(l - 1);
+      r.x = input_of(p, l);
+      r.x_st = Bx * Din;
+      r.x_sb = Din;
+    }
+    r.lens = p.lens;
+    Strides ss = state_strides(layout, Bx, D, H);
+    r.h0 = at(p.h0, l);
+    r.c0 = at(p.c0, l);
+    r.h0_sd = ss.sd;
+    r.h0_sb = ss.sb;
+    r.yh = at(p.yh, l);
+    r.yc = at(p.yc, l);
+    r.yh_sd = ss.sd;
+    r.yh_sb = ss.sb;
+    if (l + 1 == layers.size()) {
+      r.y = p.y;
+      Strides ys = y_strides(layout, T, Bx, D, H);
+      r.y_st = ys.st;
+      r.y_sb = ys.sb;
+      r.y_sd = ys.sd;
+    } else {
+      // Intermediate layers write Y with directions concatenated: the next layer's X rows.
+      r.y = inter(p, l);
+      r.y_st = Bx * D * H;
+      r.y_sb = D * H;
+      r.y_sd = H;
+    }
+    const size_t wsb = layers[l]->workspace_bytes(Bx);
+    if (allow_ws_override && workspace && workspace->bytes() >= wsb && workspace->device == p.dev)
+      r.ws = *workspace;
+    else
+      r.ws = scratch(fmt::format("ws{} {}", l, p.key), Shape{int64_t(wsb / 4)}, DType::f32, p.dev);
+    return r;
+  }
+  Tensor inter(const Placement& p, size_t l) {
+    return scratch(fmt::format("y{} {}", l, p.key), Shape{T * p.Bx * out_width(l)}, DType::f32, p.dev);
+  }
+  // Layer l's input: the previous layer's Y (a local copy when the layers sit on different devices).
+  std::map<size_t, Tensor> input_override;
+  Tensor input_of(const Placement& p, size_t l) {
+    auto it = input_override.find(l);
+    return it != input_override.end() ? it->second : inter(p, l - 1);
+  }
+
+  // All layers on one placement, batch items [b0, b0 + nb): per layer the projection GEMM (unless
+  // fused) and the steps; the second direction on q1 when given.
+  cl::Event run_layers_on(const Placement& p, int64_t b0, int64_t nb, cl::CommandQueue q0, cl::CommandQueue* q1,
+                          bool fuse, std::vector<cl::Event> waits, bool allow_ws_override) {
+    cl::Event last;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      RnnLayer& L = *layers[l];
+      RnnLayerIO lio = layer_io(p, l, allow_ws_override && layers.size() == 1);
+      ExecutionContext e0 = make_ec(q0);
+      e0.wait_for = std::move(waits);
+      waits.clear();
+      e0.signal = &last;
+      if (!fuse) L.enqueue_projection(p.dev, lio, b0, nb, 0, T, e0);
+      if (cfg(l).dirs() == 2 && q1) {
+        ExecutionContext e1 = make_ec(*q1);
+        cl::Event ev1;
+        e1.signal = &ev1;
+        e1.wait_for = fuse ? e0.wait_for : std::vector<cl::Event>{last};
+        L.enqueue_steps(p.dev, lio, 1, b0, nb, 0, T, fuse, e1);
+        L.enqueue_steps(p.dev, lio, 0, b0, nb, 0, T, fuse, e0);
+        last = barrier(q0, {ev1});
+      } else {
+        for (int d = 0; d < cfg(l).dirs(); ++d) L.enqueue_steps(p.dev, lio, d, b0, nb, 0, T, fuse, e0);
+      }
+    }
+    return last;
+  }
+
+  std::string sequential(cl::CommandQueue q, std::vector<cl::Event> waits, cl::Event& done) {
+    done = run_layers_on(full(), 0, B, q, nullptr, true, std::move(waits), true);
+    return "sequential: one queue, input projection fused into each step";
+  }
+
+  std::string time_parallel(cl::CommandQueue q, std::vector<cl::Event> waits, cl::Event& done) {
+    cl::CommandQueue q1 = ctx.queue(device, 1, profiler != nullptr);
+    done = run_layers_on(full(), 0, B, q, &q1, false, std::move(waits), true);
+    bool bidir = std::any_of(layers.begin(), layers.end(), [](RnnLayer* l) { return l->config().dirs() == 2; });
+    return fmt::format("time_parallel: projection GEMM over T={}{}", T, bidir ? ", directions on 2 queues" : "");
+  }
+
+  std::string layer_parallel(cl::CommandQueue q, std::vector<cl::Event> waits0, int64_t chunk, cl::Event& done) {
+    const int ndev = int(ctx.device_count());
+    const size_t L = layers.size();
+    if (chunk <= 0) chunk = std::max<int64_t>(1, (T + 7) / 8);
+    Placement home = full();
+    std::vector<std::vector<cl::Event>> ev(L);
+    std::vector<cl::Event> finals;
+    for (size_t l = 0; l < L; ++l) {
+      const int dev = dev_of(l);
+      cl::CommandQueue ql = (l == 0) ? q : ctx.queue(dev, 10 + int(l), profiler != nullptr);
+      const RnnConfig& c = cfg(l);
+      const int64_t D = c.dirs();
+      const bool chunked = c.direction == RnnDirection::forward;
+      const bool prev_chunked = l > 0 && cfg(l - 1).direction == RnnDirection::forward;
+      // A placement for this layer on its device: inputs and outputs of other devices get local copies.
+      Placement p = home;
+      p.dev = dev;
+      p.key = fmt::format("lp{}", l);
+      std::vector<cl::Event> start = waits0;
+      std::vector<std::pair<Tensor, Tensor>> copy_back;  // (local, home) after the last chunk
+      if (dev != device) {
+        auto local = [&](const Tensor& t, const std::string& name) {
+          return scratch(fmt::format("{}{} {}", name, l, p.key), t.shape, t.dtype, dev);
+        };
+        auto copy_in = [&](const Tensor& src, const Tensor& dst) {
+          ExecutionContext e = make_ec(ql);
+          e.wait_for = start;
+          cl::Event ce;
+          e.signal = &ce;
+          ctx.copy_async(src, dst, e);
+          start = {ce};
+        };
+        if (io.lens.valid()) {
+          p.lens = local(io.lens, "lens");
+          copy_in(io.lens, p.lens);
+        }
+        for (auto* v : {&p.h0, &p.c0}) {
+          std::vector<Tensor> nv = *v;
+          if (l < nv.size() && nv[l].valid()) {
+            nv[l] = local(nv[l], v == &p.h0 ? "h0" : "c0");
+            copy_in((*v)[l], nv[l]);
+          }
+          *v = nv;
+        }
+        for (auto* v : {&p.yh, &p.yc}) {
+          std::vector<Tensor> nv = *v;
+          if (l < nv.size() && nv[l].valid()) {
+            nv[l] = local(nv[l], v == &p.yh ? "yh" : "yc");
+            copy_back.push_back({nv[l], (*v)[l]});
+          }
+          *v = nv;
+        }
+        if (l + 1 == L && io.y.valid()) {
+          p.y = local(io.y, "y");
+          copy_back.push_back({p.y, io.y});
+        }
+      }
+      // Layer l reads layer l-1's Y: in place on the same device, else a copy made chunk by chunk.
+      const bool cross = l > 0 && dev_of(l - 1) != dev;
+      if (l > 0) input_override[l] = cross ? scratch(fmt::format("xin{} {}", l, p.key), Shape{T * B * out_width(l - 1)},
+                                                     DType::f32, dev)
+                                           : inter_of_layer(l - 1);
+      RnnLayerIO lio = layer_io(p, l, false);
+      const int64_t nchunks = chunked ? (T + chunk - 1) / chunk : 1;
+      for (int64_t ci = 0; ci < nchunks; ++ci) {
+        const int64_t t0 = chunked ? ci * chunk : 0, t1 = chunked ? std::min(T, t0 + chunk) : T;
+        ExecutionContext e = make_ec(ql);
+        cl::Event sig;
+        e.signal = &sig;
+        e.wait_for = ci == 0 ? start : std::vector<cl::Event>{};
+        if (l > 0) {
+          // Step t of layer l needs step t of layer l-1 (all of it when either runs backwards).
+          const auto& pe = ev[l - 1];
+          e.wait_for.push_back(chunked && prev_chunked ? pe[size_t(std::min<int64_t>(ci, int64_t(pe.size()) - 1))]
+                                                       : pe.back());
+          if (cross) {
+            Tensor src = inter_of_layer(l - 1);
+            const int64_t row = B * out_width(l - 1);
+            ctx.copy_async(src.slice_elems(t0 * row, (t1 - t0) * row, Shape{(t1 - t0) * row}),
+                           input_override[l].slice_elems(t0 * row, (t1 - t0) * row, Shape{(t1 - t0) * row}), e);
+          }
+        }
+        layers[l]->enqueue_projection(dev, lio, 0, B, t0, t1, e);
+        for (int d = 0; d < D; ++d) layers[l]->enqueue_steps(dev, lio, d, 0, B, t0, t1, false, e);
+        ev[l].push_back(sig);
+      }
+      for (auto& [local, home_t] : copy_back) {
+        ExecutionContext e = make_ec(ql);
+        cl::Event ce;
+        e.signal = &ce;
+        ctx.copy_async(local, home_t, e);
+        ev[l].back() = ce;  // in-order: covers the steps too
+      }
+      finals.push_back(ev[l].back());
+    }
+    done = barrier(q, finals);
+    return fmt::format("layer_parallel: {} layers on {} device(s), chunk {} steps", L, std::min<size_t>(L, size_t(ndev)),
+                       chunk);
+  }
+  int dev_of(size_t l) const { return (device + int(l)) % int(ctx.device_count()); }
+  Tensor inter_of_layer(size_t l) {
+    Placement p = full();
+    p.dev = dev_of(l);
+    p.key = fmt::format("lp{}", l);
+    return inter(p, l);
+  }
+
+  std::string data_parallel(cl::CommandQueue q, std::vector<cl::Event> waits0, int shards, cl::Event& done) {
+    const int ndev = int(ctx.device_count());
+    int S = shards > 0 ? shards : std::max(2, ndev);
+    S = int(std::min<int64_t>(S, B));
+    Placement home = full();
+    std::vector<cl::Event> finals;
+    for (int i = 0; i < S; ++i) {
+      const int64_t b0 = B * i / S, nb = B * (i + 1) / S - b0;
+      const int dev = (device + i) % ndev;
+      cl::CommandQueue qi = i == 0 ? q : ctx.queue(dev, 20 + i, profiler != nullptr);
+      if (dev == device) {
+        // Same device: index the shared tensors by batch range, no copies.
+        finals.push_back(run_layers_on(home, b0, nb, qi, nullptr, false, waits0, false));
+        continue;
+      }
+      // Another device: gather this shard's inputs there, run, scatter the outputs back in order.
+      Placement p;
+      p.dev = dev;
+      p.Bx = nb;
+      p.key = fmt::format("dp{}", i);
+      const RnnConfig& c0 = cfg(0);
+      const int64_t I = c0.input_size;
+      std::vector<cl::Event> w = waits0;
+      auto gather = [&](const Tensor& src, Shape shape, int64_t outer, int64_t inner, const std::string& name) {
+        Tensor dst = scratch(fmt::format("{} {}", name, p.key), shape, src.dtype, dev);
+        w = {copy_slab(qi, src, B, b0, dst, nb, 0, nb, outer, inner, w)};
+        return dst;
+      };
+      p.x = layout == 0 ? gather(io.x, {T, nb, I}, T, I, "x") : gather(io.x, {nb, T, I}, 1, T * I, "x");
+      p.xs = x_strides(layout, T, nb, I);
+      p.lens = gather(io.lens, {nb}, 1, 1, "lens");
+      std::vector<std::tuple<Tensor, Tensor, int64_t, int64_t>> scatter;  // local, home, outer, inner
+      for (size_t l = 0; l < layers.size(); ++l) {
+        const int64_t D = cfg(l).dirs(), H = cfg(l).hidden_size;
+        const int64_t so = layout == 0 ? D : 1, si = layout == 0 ? H : D * H;
+        Shape sshape = layout == 0 ? Shape{D, nb, H} : Shape{nb, D, H};
+        auto state_in = [&](const std::vector<Tensor>& v, const char* name) {
+          Tensor t = at(v, l);
+          return t.valid() ? gather(t, sshape, so, si, fmt::format("{}{}", name, l)) : Tensor{};
+        };
+        p.h0.push_back(state_in(io.h0, "h0"));
+        p.c0.push_back(state_in(io.c0, "c0"));
+        for (auto [v, pv, name] : {std::tuple{&io.yh, &p.yh, "yh"}, std::tuple{&io.yc, &p.yc, "yc"}}) {
+          Tensor t = at(*v, l), loc;
+          if (t.valid()) {
+            loc = scratch(fmt::format("{}{} {}", name, l, p.key), sshape, DType::f32, dev);
+            scatter.emplace_back(loc, t, so, si);
+          }
+          pv->push_back(loc);
+        }
+        if (l + 1 == layers.size() && io.y.valid()) {
+          Shape ys = layout == 0 ? Shape{T, D, nb, H} : Shape{nb, T, D, H};
+          p.y = scratch(fmt::format("y {}", p.key), ys, DType::f32, dev);
+          scatter.emplace_back(p.y, io.y, layout == 0 ? T * D : 1, layout == 0 ? H : T * D * H);
+        }
+      }
+      cl::Event e = run_layers_on(p, 0, nb, qi, nullptr, false, w, false);
+      for (auto& [loc, t, outer, inner] : scatter) e = copy_slab(qi, loc, nb, 0, t, B, b0, nb, outer, inner, {e});
+      finals.push_back(e);
+    }
+    done = barrier(q, finals);
+    return fmt::format("data_parallel: {} shards on {} device(s)", S, std::min(S, ndev));
+  }
+};
+
+}  // namespace
+
+std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer* const> layers, const RnnStackIO& io,
+                                   const RnnRunOptions& opts, RnnSchedState& state, ExecutionContext& ec,
+                                   const Tensor* workspace) {
+  if (layers.empty()) fail("RNN: no layers to run");
+  const RnnConfig& c0 = layers[0]->config();
+  const char* op = c0.cell == RnnCell::lstm ? "LSTM" : c0.cell == RnnCell::gru ? "GRU" : "RNN";
+  const int64_t T = c0.seq_length, B = c0.batch;
+  const RnnConfig& clast = layers.back()->config();
+  // Input / output checks (the configs were validated at create).
+  auto expect = [&](const Tensor& t, const char* name, Shape s, DType dt) {
+    if (!t.valid()) return;
+    if (t.dtype != dt) invalid(op, "{} must be {}, got {}", name, to_string(dt), to_string(t.dtype));
+    if (t.numel() != s.numel()) invalid(op, "{} has shape {}, expected {}", name, t.shape.str(), s.str());
+    if (t.device != device) invalid(op, "{} lives on device {}, the op runs on device {}", name, t.device, device);
+  };
+  if (!io.x.valid()) invalid(op, "X is required");
+  expect(io.x, "X", c0.layout == 0 ? Shape{T, B, c0.input_size} : Shape{B, T, c0.input_size}, DType::f32);
+  expect(io.lens, "sequence_lens", Shape{B}, DType::i32);
+  expect(io.y, "Y", RnnLayer::validate(clast)[0], DType::f32);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    Shape s = RnnLayer::validate(layers[l]->config())[1];
+    for (auto [v, name] : {std::pair{&io.h0, "initial_h"}, std::pair{&io.c0, "initial_c"}, std::pair{&io.yh, "Y_h"},
+                           std::pair{&io.yc, "Y_c"}})
+      if (l < v->size()) expect((*v)[l], name, s, DType::f32);
+  }
+  std::lock_guard lock(state.m);
+  RnnStackIO full = io;
+  if (!full.lens.valid()) {
+    // ONNX: no sequence_lens = every sequence has length T. Built once per device and batch.
+    std::string key = fmt::format("lens-full T{} B{}", T, B);
+    auto it = state.scratch.find(key);
+    if (it == state.scratch.end()) {
+      std::vector<int32_t> v(static_cast<size_t>(B), static_cast<int32_t>(T));
+      it = state.scratch.emplace(key, ctx.upload(HostTensor::from<int32_t>({B}, v), device)).first;
+    }
+    full.lens = it->second;
+  }
+  std::vector<cl::Event> waits = std::move(ec.wait_for);
+  ec.wait_for.clear();
+  if (state.last()) waits.push_back(state.last);
+
+  RnnStrategy s = opts.strategy;
+  const bool all_forward =
+      std::all_of(layers.begin(), layers.end(), [](RnnLayer* l) { return l->config().direction == RnnDirection::forward; });
+  if (s == RnnStrategy::automatic) {
+    if (ctx.device_count() > 1 && B >= 2 * int64_t(ctx.device_count()))
+      s = RnnStrategy::data_parallel;
+    else if (layers.size() > 1 && all_forward)
+      s = RnnStrategy::layer_parallel;
+    else
+      s = RnnStrategy::time_parallel;
+  }
+  Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, ec.profiler, {}};
+  cl::Event done;
+  std::string what;
+  switch (s) {
+    case RnnStrategy::sequential: what = sch.sequential(ec.queue, waits, done); break;
+    case RnnStrategy::time_parallel: what = sch.time_parallel(ec.queue, waits, done); break;
+    case RnnStrategy::layer_parallel: what = sch.layer_parallel(ec.queue, waits, opts.chunk, done); break;
+    case RnnStrategy::data_parallel: what = sch.data_parallel(ec.queue, waits, opts.shards, done); break;
+    case RnnStrategy::automatic: break;
+  }
+  state.last = done;
+  ec.record(done, "rnn_join");
+  log::debug("{}: {}", op, what);
+  return what;
+}
+
+void RnnLayer::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+                       ExecutionContext& ec) {
+  const char* op = cfg_.cell == RnnCell::lstm ? "LSTM" : cfg_.cell == RnnCell::gru ? "GRU" : "RNN";
+  if (inputs.empty() || inputs.size() > 4) invalid(op, "expects 1 to 4 inputs (X, sequence_lens, initial_h, initial_c), got {}", inputs.size());
+  if (outputs.size() > 3) invalid(op, "expects at most 3 outputs (Y, Y_h, Y_c), got {}", outputs.size());
+  auto in = [&](size_t i) { return i < inputs.size() ? inputs[i] : Tensor{}; };
+  auto out = [&](size_t i) { return i < outputs.size() ? outputs[i] : Tensor{}; };
+  RnnStackIO io;
+  io.x = in(0);
+  io.lens = in(1);
+  io.h0 = {in(2)};
+  io.c0 = {in(3)};
+  io.y = out(0);
+  io.yh = {out(1)};
+  io.yc = {out(2)};
+  if (io.c0[0].valid() && cfg_.cell != RnnCell::lstm) invalid(op, "initial_c is an LSTM input");
+  if (io.yc[0].valid() && cfg_.cell != RnnCell::lstm) invalid(op, "Y_c is an LSTM output");
+  RnnRunOptions opts;
+  opts.strategy = strategy_;
+  RnnLayer* self = this;
+  algorithm_ = algorithm_.substr(0, algorithm_.find(" | ")) + " | " +
+               detail::run_rnn_layers(*ctx_, device_, std::span<RnnLayer* const>(&self, 1), io, opts, *sched_, ec, workspace);
+}
+
+std::unique_ptr<RnnStack> RnnStack::create(Context& ctx, int device, const std::vector<RnnConfig>& layers,
+                                           const std::vector<RnnWeights>& weights) {
+  if (layers.empty()) fail("RnnStack: no layers");
+  if (layers.size() != weights.size()) fail("RnnStack: {} layer configs but {} weight sets", layers.size(), weights.size());
+  std::unique_ptr<RnnStack> s(new RnnStack());
+  s->ctx_ = &ctx;
+  s->device_ = device;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const RnnConfig& c = layers[l];
+    if (l > 0) {
+      const RnnConfig& p = layers[l - 1];
+      if (c.seq_length != p.seq_length || c.batch != p.batch || c.layout != p.layout)
+        fail("RnnStack: layer {} has seq_length/batch/layout {}/{}/{}, layer 0 has {}/{}/{}", l, c.seq_length, c.batch,
+             c.layout, layers[0].seq_length, layers[0].batch, layers[0].layout);
+      if (c.input_size != p.dirs() * p.hidden_size)
+        fail("RnnStack: layer {} has input_size {}, expected directions x hidden_size of layer {} = {}", l, c.input_size,
+             l - 1, p.dirs() * p.hidden_size);
+    }
+    s->layers_.push_back(RnnLayer::create(ctx, device, c, weights[l]));
+  }
+  return s;
+}
+
+void RnnStack::enqueue(const RnnStackIO& io, const RnnRunOptions& opts, ExecutionContext& ec) {
+  std::vector<RnnLayer*> ls;
+  for (auto& l : layers_) ls.push_back(l.get());
+  schedule_ = detail::run_rnn_layers(*ctx_, device_, ls, io, opts, sched_, ec);
+}
+
+double RnnStack::flops() const {
+  double f = 0;
+  for (auto& l : layers_) f += l->config().flops();
+  return f;
+}
+
+}  // namespace cldl

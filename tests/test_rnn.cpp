@@ -1,0 +1,445 @@
+// RNN family tests: RNN / LSTM / GRU against the plain C++ reference (directions, ragged sequence_lens,
+// layouts, peepholes, clip, input_forget, linear_before_reset, custom activations), every strategy
+// against sequential, stacked layers, bad configurations, and the ONNX conformance data.
+// Tolerance vs the reference: |d| <= 2e-5 + 1e-4 |want| (fp32 kernels vs double reference over a few
+// dozen steps); strategies vs sequential: 1e-6 relative (same arithmetic, in practice bit-identical).
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "layers/rnn.hpp"
+#include "tests/reference/rnn_ref.hpp"
+#include "tests/support/onnx_test_data.hpp"
+#include "tests/support/test_util.hpp"
+
+using namespace cldl;
+using cldl::test::ctx;
+
+namespace {
+
+constexpr double kRtol = 1e-4, kAtol = 2e-5;
+
+struct Case {
+  RnnConfig cfg;
+  RnnWeights w;
+  std::vector<float> X;
+  std::optional<std::vector<int32_t>> lens;
+  std::optional<std::vector<float>> h0, c0;
+};
+
+Case make_case(RnnCell cell, RnnDirection dir, int64_t T, int64_t B, int64_t I, int64_t H, uint32_t seed,
+               bool ragged = true, bool states = true) {
+  Case c;
+  c.cfg.cell = cell;
+  c.cfg.direction = dir;
+  c.cfg.seq_length = T;
+  c.cfg.batch = B;
+  c.cfg.input_size = I;
+  c.cfg.hidden_size = H;
+  const int64_t D = c.cfg.dirs(), GH = c.cfg.gates() * H;
+  c.w.W = test::random_tensor({D, GH, I}, seed, -0.5f, 0.5f);
+  c.w.R = test::random_tensor({D, GH, H}, seed + 1, -0.5f, 0.5f);
+  c.w.B = test::random_tensor({D, 2 * GH}, seed + 2, -0.5f, 0.5f);
+  c.X = test::random_floats(size_t(T * B * I), seed + 3);
+  if (ragged) {
+    std::vector<int32_t> l(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) l[size_t(b)] = int32_t((b * 5 + 3) % (T + 1));  // includes 0 and T
+    l[0] = int32_t(T);
+    c.lens = l;
+  }
+  if (states) {
+    c.h0 = test::random_floats(size_t(D * B * H), seed + 4);
+    if (cell == RnnCell::lstm) c.c0 = test::random_floats(size_t(D * B * H), seed + 5);
+  }
+  return c;
+}
+
+struct Got {
+  std::vector<float> Y, Yh, Yc;
+  std::string algorithm;
+};
+
+std::vector<float> to_vec(const HostTensor& h) { return {h.as<float>(), h.as<float>() + h.numel()}; }
+
+Got run(Context& cx, const Case& c, RnnStrategy s) {
+  auto layer = RnnLayer::create(cx, 0, c.cfg, c.w);
+  layer->set_strategy(s);
+  auto shapes = RnnLayer::validate(c.cfg);
+  const int64_t T = c.cfg.seq_length, B = c.cfg.batch, I = c.cfg.input_size;
+  Shape xs = c.cfg.layout == 0 ? Shape{T, B, I} : Shape{B, T, I};
+  std::vector<Tensor> in(4), out(3);
+  in[0] = cx.upload(HostTensor::from<float>(xs, c.X));
+  if (c.lens) in[1] = cx.upload(HostTensor::from<int32_t>({B}, *c.lens));
+  if (c.h0) in[2] = cx.upload(HostTensor::from<float>(shapes[1], *c.h0));
+  if (c.c0) in[3] = cx.upload(HostTensor::from<float>(shapes[1], *c.c0));
+  out[0] = cx.alloc(shapes[0], DType::f32);
+  out[1] = cx.alloc(shapes[1], DType::f32);
+  if (c.cfg.cell == RnnCell::lstm) out[2] = cx.alloc(shapes[2], DType::f32);
+  // Poison the outputs: positions past a sequence's end must be written (as 0), not left alone.
+  std::vector<float> nan(size_t(shapes[0].numel()), 12345.0f);
+  {
+    ExecutionContext e(cx.queue());
+    cx.write_async(out[0], nan.data(), nan.size() * 4, e);
+    cx.finish();
+  }
+  ExecutionContext ec(cx.queue());
+  cl::Event done;
+  ec.signal = &done;
+  layer->enqueue(in, out, nullptr, ec);
+  done.wait();
+  Got g;
+  g.Y = to_vec(cx.download(out[0]));
+  g.Yh = to_vec(cx.download(out[1]));
+  if (out[2].valid()) g.Yc = to_vec(cx.download(out[2]));
+  g.algorithm = layer->algorithm();
+  return g;
+}
+
+void check_vs_reference(const Case& c, const Got& g) {
+  auto want = ref::rnn_layer(c.cfg, c.w, c.X, c.lens ? &*c.lens : nullptr, c.h0 ? &*c.h0 : nullptr,
+                             c.c0 ? &*c.c0 : nullptr);
+  INFO("algorithm: " << g.algorithm);
+  CLDL_CHECK_CLOSE(g.Y.data(), want.Y.data(), want.Y.size(), kRtol, kAtol);
+  CLDL_CHECK_CLOSE(g.Yh.data(), want.Yh.data(), want.Yh.size(), kRtol, kAtol);
+  if (c.cfg.cell == RnnCell::lstm) CLDL_CHECK_CLOSE(g.Yc.data(), want.Yc.data(), want.Yc.size(), kRtol, kAtol);
+}
+
+void check_same(const Got& a, const Got& b) {
+  INFO("algorithms: " << a.algorithm << " vs " << b.algorithm);
+  CLDL_CHECK_CLOSE(a.Y.data(), b.Y.data(), b.Y.size(), 1e-6, 1e-7);
+  CLDL_CHECK_CLOSE(a.Yh.data(), b.Yh.data(), b.Yh.size(), 1e-6, 1e-7);
+  if (!b.Yc.empty()) CLDL_CHECK_CLOSE(a.Yc.data(), b.Yc.data(), b.Yc.size(), 1e-6, 1e-7);
+}
+
+const RnnStrategy kAll[] = {RnnStrategy::sequential, RnnStrategy::time_parallel, RnnStrategy::layer_parallel,
+                            RnnStrategy::data_parallel, RnnStrategy::automatic};
+
+// Every strategy against the reference and against sequential.
+void check_all_strategies(Context& cx, const Case& c) {
+  Got seq = run(cx, c, RnnStrategy::sequential);
+  check_vs_reference(c, seq);
+  for (RnnStrategy s : kAll) {
+    if (s == RnnStrategy::sequential) continue;
+    CAPTURE(to_string(s));
+    check_same(run(cx, c, s), seq);
+  }
+}
+
+const char* dir_name(RnnDirection d) {
+  return d == RnnDirection::forward ? "forward" : d == RnnDirection::reverse ? "reverse" : "bidirectional";
+}
+
+}  // namespace
+
+TEST_SUITE("rnn") {
+
+TEST_CASE("LSTM, GRU and RNN match the reference in every direction with ragged lengths, all strategies") {
+  for (RnnCell cell : {RnnCell::lstm, RnnCell::gru, RnnCell::rnn})
+    for (RnnDirection dir : {RnnDirection::forward, RnnDirection::reverse, RnnDirection::bidirectional}) {
+      CAPTURE(to_string(cell));
+      CAPTURE(dir_name(dir));
+      Case c = make_case(cell, dir, 7, 5, 13, 11, 100 + unsigned(cell) * 10 + unsigned(dir));
+      if (cell == RnnCell::gru) c.cfg.linear_before_reset = dir != RnnDirection::reverse;
+      check_all_strategies(ctx(), c);
+    }
+}
+
+TEST_CASE("the k-major (GPU) weight layout gives the same results as the row layout") {
+  // CPUs get the row layout by default; force the other so both kernel variants are tested here.
+  for (RnnCell cell : {RnnCell::lstm, RnnCell::gru, RnnCell::rnn}) {
+    CAPTURE(to_string(cell));
+    Case c = make_case(cell, RnnDirection::bidirectional, 5, 6, 9, 10, 150 + unsigned(cell));
+    c.cfg.linear_before_reset = false;
+    Got rows = run(ctx(), c, RnnStrategy::sequential);
+    setenv("CLDL_RNN_WEIGHT_LAYOUT", "kmajor", 1);
+    Got km = run(ctx(), c, RnnStrategy::sequential);
+    Got km_time = run(ctx(), c, RnnStrategy::time_parallel);
+    unsetenv("CLDL_RNN_WEIGHT_LAYOUT");
+    check_vs_reference(c, km);
+    check_same(km, rows);
+    check_same(km_time, rows);
+  }
+}
+
+TEST_CASE("GRU linear_before_reset 0 and 1, batch 1, no initial state, no sequence_lens") {
+  for (bool lbr : {false, true}) {
+    CAPTURE(lbr);
+    Case c = make_case(RnnCell::gru, RnnDirection::bidirectional, 6, 1, 3, 9, 200 + lbr, false, false);
+    c.cfg.linear_before_reset = lbr;
+    check_all_strategies(ctx(), c);
+  }
+}
+
+TEST_CASE("layout 1, LSTM peepholes, input_forget, clip and custom activations") {
+  Case c = make_case(RnnCell::lstm, RnnDirection::bidirectional, 5, 4, 7, 6, 300);
+  c.cfg.layout = 1;
+  c.w.P = test::random_tensor({2, 18}, 301);
+  c.cfg.clip = 0.7f;
+  // Forward: HardSigmoid, Tanh, Softsign; reverse: Sigmoid, ScaledTanh(0.8, 1.2), Tanh.
+  c.cfg.activations = rnn_activations_from_onnx({"HardSigmoid", "Tanh", "Softsign", "Sigmoid", "ScaledTanh", "Tanh"},
+                                                 {0.3f, 0.8f}, {0.4f, 1.2f});
+  CHECK(c.cfg.activations[0].alpha == doctest::Approx(0.3f));
+  CHECK(c.cfg.activations[4].beta == doctest::Approx(1.2f));
+  check_all_strategies(ctx(), c);
+  SUBCASE("input_forget, RNN with Relu and clip in layout 1") {
+    Case d = make_case(RnnCell::lstm, RnnDirection::forward, 5, 3, 4, 5, 310);
+    d.cfg.input_forget = true;
+    d.cfg.layout = 1;
+    check_vs_reference(d, run(ctx(), d, RnnStrategy::time_parallel));
+    Case r = make_case(RnnCell::rnn, RnnDirection::reverse, 6, 3, 4, 5, 320);
+    r.cfg.layout = 1;
+    r.cfg.clip = 0.5f;
+    r.cfg.activations = {Activation(Act::relu)};
+    check_all_strategies(ctx(), r);
+  }
+}
+
+TEST_CASE("Y_h and Y are optional; larger hidden size") {
+  Case c = make_case(RnnCell::lstm, RnnDirection::forward, 9, 3, 20, 70, 400);
+  Got g = run(ctx(), c, RnnStrategy::time_parallel);
+  check_vs_reference(c, g);
+  // Only Y_h requested.
+  auto layer = RnnLayer::create(ctx(), 0, c.cfg, c.w);
+  Tensor x = ctx().upload(HostTensor::from<float>({9, 3, 20}, c.X));
+  Tensor yh = ctx().alloc({1, 3, 70}, DType::f32);
+  std::vector<Tensor> in{x}, out{Tensor{}, yh};
+  ExecutionContext ec(ctx().queue());
+  layer->enqueue(in, out, nullptr, ec);
+  auto want = ref::rnn_layer(c.cfg, c.w, c.X, nullptr, nullptr, nullptr);
+  auto got = to_vec(ctx().download(yh));
+  CLDL_CHECK_CLOSE(got.data(), want.Yh.data(), got.size(), kRtol, kAtol);
+}
+
+TEST_CASE("stacked layers: every strategy equals sequential and the composed reference") {
+  const int64_t T = 9, B = 4;
+  std::vector<RnnConfig> cfgs;
+  std::vector<RnnWeights> ws;
+  auto add = [&](RnnCell cell, RnnDirection dir, int64_t I, int64_t H, uint32_t seed) {
+    Case c = make_case(cell, dir, T, B, I, H, seed, false, false);
+    cfgs.push_back(c.cfg);
+    ws.push_back(c.w);
+  };
+  add(RnnCell::lstm, RnnDirection::forward, 5, 8, 500);
+  add(RnnCell::gru, RnnDirection::forward, 8, 7, 510);
+  add(RnnCell::lstm, RnnDirection::bidirectional, 7, 6, 520);
+  add(RnnCell::rnn, RnnDirection::forward, 12, 5, 530);
+  auto stack = RnnStack::create(ctx(), 0, cfgs, ws);
+  auto X = test::random_floats(size_t(T * B * 5), 540);
+  std::vector<int32_t> lens{9, 4, 0, 7};
+  // Reference: compose layers.
+  std::vector<float> x = X;
+  std::vector<ref::RnnOutputs> want;
+  for (size_t l = 0; l < cfgs.size(); ++l) {
+    want.push_back(ref::rnn_layer(cfgs[l], ws[l], x, &lens, nullptr, nullptr));
+    x = ref::concat_directions(want.back().Y, T, cfgs[l].dirs(), B, cfgs[l].hidden_size);
+  }
+  std::vector<float> seq_y;
+  for (RnnStrategy s : kAll) {
+    CAPTURE(to_string(s));
+    RnnStackIO io;
+    io.x = ctx().upload(HostTensor::from<float>({T, B, 5}, X));
+    io.lens = ctx().upload(HostTensor::from<int32_t>({B}, lens));
+    io.y = ctx().alloc({T, 1, B, 5}, DType::f32);
+    for (auto& c : cfgs) io.yh.push_back(ctx().alloc({c.dirs(), B, c.hidden_size}, DType::f32));
+    RnnRunOptions o;
+    o.strategy = s;
+    o.chunk = 2;
+    ExecutionContext ec(ctx().queue());
+    stack->enqueue(io, o, ec);
+    ctx().finish();
+    INFO("schedule: " << stack->last_schedule());
+    auto y = to_vec(ctx().download(io.y));
+    CLDL_CHECK_CLOSE(y.data(), want.back().Y.data(), y.size(), kRtol, kAtol);
+    for (size_t l = 0; l < cfgs.size(); ++l) {
+      auto yh = to_vec(ctx().download(io.yh[l]));
+      CLDL_CHECK_CLOSE(yh.data(), want[l].Yh.data(), yh.size(), kRtol, kAtol);
+    }
+    if (s == RnnStrategy::sequential) seq_y = y;
+    else CLDL_CHECK_CLOSE(y.data(), seq_y.data(), y.size(), 1e-6, 1e-7);
+  }
+}
+
+TEST_CASE("a profiler sees the step kernels of every strategy") {
+  Case c = make_case(RnnCell::gru, RnnDirection::bidirectional, 4, 4, 5, 6, 650);
+  for (RnnStrategy s : kAll) {
+    CAPTURE(to_string(s));
+    auto layer = RnnLayer::create(ctx(), 0, c.cfg, c.w);
+    layer->set_strategy(s);
+    Tensor x = ctx().upload(HostTensor::from<float>({4, 4, 5}, c.X));
+    Tensor y = ctx().alloc(RnnLayer::validate(c.cfg)[0], DType::f32);
+    std::vector<Tensor> in{x}, out{y};
+    Profiler prof;
+    ExecutionContext ec(ctx().queue(0, 0, true));
+    ec.profiler = &prof;
+    layer->enqueue(in, out, nullptr, ec);
+    size_t steps = 0;
+    for (const auto& r : prof.records()) steps += r.name == "GRU";
+    // 4 steps x 2 directions per batch shard (data parallel: 2 shards on one device).
+    CHECK(steps == (s == RnnStrategy::data_parallel ? 2u : 1u) * 2 * 4);
+  }
+}
+
+TEST_CASE("bad configurations fail with clear messages") {
+  Case c = make_case(RnnCell::lstm, RnnDirection::forward, 4, 2, 3, 5, 600);
+  auto expect_error = [](auto&& fn, const std::string& what) {
+    try {
+      fn();
+      FAIL("no error; expected: " << what);
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(what) != std::string::npos);
+    }
+  };
+  RnnConfig z = c.cfg;
+  z.hidden_size = 0;
+  expect_error([&] { RnnLayer::validate(z); }, "LSTM: hidden_size must be positive, got 0");
+  RnnWeights bad = c.w;
+  bad.R = test::random_tensor({1, 20, 4}, 1);
+  expect_error([&] { RnnLayer::create(ctx(), 0, c.cfg, bad); }, "LSTM: R has shape [1, 20, 4], expected [1, 20, 5]");
+  std::vector<int32_t> lens{4, 5};
+  expect_error([&] { RnnLayer::check_sequence_lens(c.cfg, lens); }, "sequence_lens[1] = 5 is outside [0, seq_length = 4]");
+  RnnConfig g = c.cfg;
+  g.cell = RnnCell::gru;
+  g.activations = {Activation(Act::tanh)};
+  expect_error([&] { RnnLayer::validate(g); }, "GRU: activations has 1 entries, expected 2");
+  auto layer = RnnLayer::create(ctx(), 0, c.cfg, c.w);
+  Tensor x = ctx().alloc({4, 3, 3}, DType::f32);
+  std::vector<Tensor> in{x};
+  ExecutionContext ec(ctx().queue());
+  expect_error([&] { layer->enqueue(in, {}, nullptr, ec); }, "LSTM: X has shape [4, 3, 3], expected [4, 2, 3]");
+  expect_error([&] { parse_rnn_strategy("diagonal"); }, "unknown RNN strategy 'diagonal'");
+  std::vector<RnnConfig> two{c.cfg, c.cfg};
+  expect_error([&] { RnnStack::create(ctx(), 0, two, {c.w, c.w}); }, "layer 1 has input_size 3, expected");
+}
+
+TEST_CASE("ONNX conformance: test_lstm_*, test_gru_*, test_rnn_*, test_simple_rnn_*") {
+  namespace fs = std::filesystem;
+  const fs::path root = CLDL_CONFORMANCE_DIR;
+  if (!fs::exists(root)) {
+    MESSAGE("conformance data not found at " << root.string());
+    return;
+  }
+  int ran = 0;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("test_lstm_", 0) && name.rfind("test_gru_", 0) && name.rfind("test_rnn_", 0) &&
+        name.rfind("test_simple_rnn_", 0))
+      continue;
+    CAPTURE(name);
+    auto node = test::load_onnx_node_test(entry.path().string());
+    REQUIRE(node.inputs.at(0));
+    const HostTensor& X = *node.inputs.at(0);
+    RnnConfig cfg = rnn_config_from_onnx(node.node, X.shape());
+    RnnWeights w;
+    w.W = *node.inputs.at(1);
+    w.R = *node.inputs.at(2);
+    auto opt = [&](size_t i) { return i < node.inputs.size() ? node.inputs[i] : std::nullopt; };
+    if (opt(3)) w.B = *opt(3);
+    if (opt(7)) w.P = *opt(7);
+    for (RnnStrategy s : {RnnStrategy::sequential, RnnStrategy::time_parallel, RnnStrategy::data_parallel}) {
+      CAPTURE(to_string(s));
+      auto layer = RnnLayer::create(ctx(), 0, cfg, w);
+      layer->set_strategy(s);
+      auto shapes = RnnLayer::validate(cfg);
+      std::vector<Tensor> in(4), out(3);
+      in[0] = ctx().upload(X);
+      if (opt(4)) {
+        HostTensor l32(DType::i32, opt(4)->shape());
+        for (int64_t i = 0; i < l32.numel(); ++i)
+          l32.as<int32_t>()[i] = opt(4)->dtype() == DType::i64 ? int32_t(opt(4)->as<int64_t>()[i]) : opt(4)->as<int32_t>()[i];
+        RnnLayer::check_sequence_lens(cfg, l32.span<int32_t>());
+        in[1] = ctx().upload(l32);
+      }
+      if (opt(5)) in[2] = ctx().upload(*opt(5));
+      if (opt(6)) in[3] = ctx().upload(*opt(6));
+      for (size_t o = 0; o < node.outputs.size(); ++o)
+        if (node.outputs[o]) out[o] = ctx().alloc(shapes[o], DType::f32);
+      ExecutionContext ec(ctx().queue());
+      layer->enqueue(in, out, nullptr, ec);
+      ctx().finish();
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        if (!node.outputs[o]) continue;
+        CAPTURE(o);
+        auto got = to_vec(ctx().download(out[o]));
+        const HostTensor& want = *node.outputs[o];
+        REQUIRE(size_t(want.numel()) == got.size());
+        CLDL_CHECK_CLOSE(got.data(), want.as<float>(), got.size(), 1e-4, 1e-5);
+      }
+    }
+    ++ran;
+  }
+  CHECK(ran >= 9);
+}
+
+}  // TEST_SUITE("rnn")
+
+TEST_SUITE("multi-device") {
+
+TEST_CASE("RNN strategies over two devices equal sequential") {
+  if (!std::getenv("CLDL_TEST_MULTI_DEVICE")) return;
+  auto devs = select_devices("cpu:all");
+  REQUIRE_MESSAGE(devs.size() >= 2, "run with POCL_DEVICES=\"pthread pthread\"");
+  devs.resize(2);
+  Context two(devs);
+  for (RnnCell cell : {RnnCell::lstm, RnnCell::gru, RnnCell::rnn})
+    for (RnnDirection dir : {RnnDirection::forward, RnnDirection::bidirectional}) {
+      CAPTURE(to_string(cell));
+      CAPTURE(dir_name(dir));
+      Case c = make_case(cell, dir, 6, 5, 7, 9, 700 + unsigned(cell) * 10 + unsigned(dir));
+      c.cfg.layout = dir == RnnDirection::forward ? 1 : 0;
+      check_all_strategies(two, c);
+    }
+  // A stack whose layers alternate between the devices (layer parallel) or whose batch is split.
+  const int64_t T = 8, B = 5;
+  std::vector<RnnConfig> cfgs;
+  std::vector<RnnWeights> ws;
+  for (int l = 0; l < 3; ++l) {
+    Case c = make_case(l == 1 ? RnnCell::gru : RnnCell::lstm, l == 2 ? RnnDirection::bidirectional : RnnDirection::forward,
+                       T, B, l == 0 ? 4 : 6, 6, 800 + l, false, true);
+    cfgs.push_back(c.cfg);
+    ws.push_back(c.w);
+  }
+  auto stack = RnnStack::create(two, 0, cfgs, ws);
+  auto X = test::random_floats(size_t(T * B * 4), 810);
+  std::vector<int32_t> lens{8, 3, 5, 0, 7};
+  std::vector<float> x = X;
+  std::vector<ref::RnnOutputs> want;
+  std::vector<std::vector<float>> h0s;
+  for (size_t l = 0; l < cfgs.size(); ++l) {
+    h0s.push_back(test::random_floats(size_t(cfgs[l].dirs() * B * 6), 820 + unsigned(l)));
+    want.push_back(ref::rnn_layer(cfgs[l], ws[l], x, &lens, &h0s[l], nullptr));
+    x = ref::concat_directions(want.back().Y, T, cfgs[l].dirs(), B, 6);
+  }
+  for (RnnStrategy s : kAll) {
+    CAPTURE(to_string(s));
+    RnnStackIO io;
+    io.x = two.upload(HostTensor::from<float>({T, B, 4}, X));
+    io.lens = two.upload(HostTensor::from<int32_t>({B}, lens));
+    io.y = two.alloc({T, 2, B, 6}, DType::f32);
+    for (size_t l = 0; l < cfgs.size(); ++l) {
+      io.h0.push_back(two.upload(HostTensor::from<float>({cfgs[l].dirs(), B, 6}, h0s[l])));
+      io.yh.push_back(two.alloc({cfgs[l].dirs(), B, 6}, DType::f32));
+      io.yc.push_back(cfgs[l].cell == RnnCell::lstm ? two.alloc({cfgs[l].dirs(), B, 6}, DType::f32) : Tensor{});
+    }
+    RnnRunOptions o;
+    o.strategy = s;
+    o.chunk = 3;
+    ExecutionContext ec(two.queue());
+    stack->enqueue(io, o, ec);
+    two.finish();
+    INFO("schedule: " << stack->last_schedule());
+    auto y = to_vec(two.download(io.y));
+    CLDL_CHECK_CLOSE(y.data(), want.back().Y.data(), y.size(), kRtol, kAtol);
+    for (size_t l = 0; l < cfgs.size(); ++l) {
+      auto yh = to_vec(two.download(io.yh[l]));
+      CLDL_CHECK_CLOSE(yh.data(), want[l].Yh.data(), yh.size(), kRtol, kAtol);
+      if (io.yc[l].valid()) {
+        auto yc = to_vec(two.download(io.yc[l]));
+        CLDL_CHECK_CLOSE(yc.data(), want[l].Yc.data(), yc.size(), kRtol, kAtol);
+      }
+    }
+  }
+}
+
+}  // TEST_SUITE("multi-device")

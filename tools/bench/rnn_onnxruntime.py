@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""ONNX Runtime (CPU) peer for `cldl bench rnn`: the same stacked-LSTM inference configurations, built as
+an ONNX model (LSTM nodes joined by Squeeze of the direction axis) and timed with onnxruntime.
+
+    pip install onnxruntime onnx
+    python3 tools/bench/rnn_onnxruntime.py [--runs 5] [--warmup 1] [--threads N] [--quick] [--json]
+"""
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+CASES = [(100, 32, 512, 512, 1), (100, 32, 512, 512, 2), (100, 1, 256, 256, 4), (200, 64, 256, 256, 2)]
+QUICK = [(10, 4, 64, 64, 1), (10, 4, 64, 64, 2), (10, 1, 32, 32, 4), (12, 8, 32, 32, 2)]
+
+
+def lstm_stack(T, B, I, H, L, rng):
+    nodes, inits = [], []
+    x = "X"
+    for l in range(L):
+        i = I if l == 0 else H
+        for name, shape in ((f"W{l}", (1, 4 * H, i)), (f"R{l}", (1, 4 * H, H)), (f"B{l}", (1, 8 * H))):
+            inits.append(numpy_helper.from_array(rng.uniform(-0.1, 0.1, shape).astype(np.float32), name))
+        nodes.append(helper.make_node("LSTM", [x, f"W{l}", f"R{l}", f"B{l}"], [f"Y{l}"], hidden_size=H))
+        inits.append(numpy_helper.from_array(np.array([1], dtype=np.int64), f"ax{l}"))
+        nodes.append(helper.make_node("Squeeze", [f"Y{l}", f"ax{l}"], [f"S{l}"]))
+        x = f"S{l}"
+    graph = helper.make_graph(nodes, "lstm_stack",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, B, I])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [T, B, H])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # readable by older onnxruntime releases too
+    return model
+
+
+def flops(T, B, I, H, L):
+    return sum(2.0 * T * B * 4 * H * ((I if l == 0 else H) + H) for l in range(L))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = ORT default)")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    rng = np.random.default_rng(1)
+    so = ort.SessionOptions()
+    if a.threads:
+        so.intra_op_num_threads = a.threads
+    for (T, B, I, H, L) in (QUICK if a.quick else CASES):
+        model = lstm_stack(T, B, I, H, L, rng)
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        x = rng.uniform(-1, 1, (T, B, I)).astype(np.float32)
+        for _ in range(a.warmup):
+            sess.run(None, {"X": x})
+        ms = []
+        for _ in range(max(1, a.runs)):
+            t0 = time.perf_counter()
+            sess.run(None, {"X": x})
+            ms.append((time.perf_counter() - t0) * 1e3)
+        name = f"lstm T{T} B{B} I{I} H{H} L{L}"
+        med = statistics.median(ms)
+        rate = flops(T, B, I, H, L) / (med * 1e6)
+        if a.json:
+            print(json.dumps({"family": "rnn", "name": name, "impl": "onnxruntime", "min_ms": min(ms), "median_ms": med,
+                              "max_ms": max(ms), "rate": rate, "unit": "GFLOP/s", "note": f"onnxruntime {ort.__version__}"}))
+        else:
+            print(f"rnn      {name:<44} {'onnxruntime':<14} {min(ms):10.3f} {med:10.3f} {max(ms):10.3f} {rate:7.2f} GFLOP  "
+                  f"onnxruntime {ort.__version__} CPU")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+// `cldl bench rnn`: LSTM inference with each strategy (sequential, time-step, layer and data parallel)
+// on the configurations of the RNN issue; time, GFLOP/s and speed-up over the sequential path.
+// Settings (--set): quick=1 (T=10, small batch: a smoke run), case=T,B,I,H,L (one custom case),
+// strategies=seq,time,layer,data,
+// chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
+// Two devices: --device cpu:all with POCL_DEVICES="pthread pthread".
+#include <cstdio>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "layers/rnn.hpp"
+#include "tools/cldl/bench.hpp"
+
+namespace cldl::bench {
+namespace {
+
+std::map<std::string, std::string> settings(const Options& o) {
+  std::map<std::string, std::string> m;
+  for (const auto& a : o.args) {
+    auto eq = a.find('=');
+    if (eq == std::string::npos) fail("bench rnn: --set expects key=value, got '{}'", a);
+    m[a.substr(0, eq)] = a.substr(eq + 1);
+  }
+  for (const auto& [k, v] : m)
+    if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case")
+      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case)", k);
+  return m;
+}
+
+struct BenchCase {
+  int64_t T, B, I, H;
+  int layers;
+};
+
+void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
+  auto set = settings(opts);
+  const bool quick = set.count("quick") && set["quick"] != "0";
+  std::vector<RnnStrategy> strategies{RnnStrategy::sequential, RnnStrategy::time_parallel, RnnStrategy::layer_parallel,
+                                      RnnStrategy::data_parallel};
+  if (set.count("strategies")) {
+    strategies.clear();
+    std::stringstream ss(set["strategies"]);
+    for (std::string s; std::getline(ss, s, ',');) strategies.push_back(parse_rnn_strategy(s));
+  }
+  RnnRunOptions base;
+  if (set.count("chunk")) base.chunk = std::stoll(set["chunk"]);
+  if (set.count("shards")) base.shards = std::stoi(set["shards"]);
+  std::vector<BenchCase> cases{{100, 32, 512, 512, 1}, {100, 32, 512, 512, 2}, {100, 1, 256, 256, 4}, {200, 64, 256, 256, 2}};
+  if (quick) cases = {{10, 4, 64, 64, 1}, {10, 4, 64, 64, 2}, {10, 1, 32, 32, 4}, {12, 8, 32, 32, 2}};
+  if (set.count("case")) {
+    // case=T,B,I,H,L: one custom configuration.
+    BenchCase c{};
+    if (std::sscanf(set["case"].c_str(), "%ld,%ld,%ld,%ld,%d", &c.T, &c.B, &c.I, &c.H, &c.layers) != 5)
+      fail("bench rnn: case expects T,B,I,H,L, got '{}'", set["case"]);
+    cases = {c};
+  }
+  for (const auto& bc : cases) {
+    const std::string name = fmt::format("lstm T{} B{} I{} H{} L{}", bc.T, bc.B, bc.I, bc.H, bc.layers);
+    if (!opts.selected(name)) continue;
+    std::vector<RnnConfig> cfgs;
+    std::vector<RnnWeights> ws;
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+    auto rnd = [&](Shape s) {
+      HostTensor t(DType::f32, s);
+      for (auto& v : t.span<float>()) v = u(rng);
+      return t;
+    };
+    for (int l = 0; l < bc.layers; ++l) {
+      RnnConfig c;
+      c.cell = RnnCell::lstm;
+      c.seq_length = bc.T;
+      c.batch = bc.B;
+      c.input_size = l == 0 ? bc.I : bc.H;
+      c.hidden_size = bc.H;
+      cfgs.push_back(c);
+      ws.push_back(RnnWeights{rnd({1, 4 * bc.H, c.input_size}), rnd({1, 4 * bc.H, bc.H}), rnd({1, 8 * bc.H}), std::nullopt});
+    }
+    auto stack = RnnStack::create(ctx, 0, cfgs, ws);
+    RnnStackIO io;
+    io.x = ctx.upload(rnd({bc.T, bc.B, bc.I}));
+    io.y = ctx.alloc({bc.T, 1, bc.B, bc.H}, DType::f32);
+    double seq_ms = 0;
+    for (RnnStrategy s : strategies) {
+      RnnRunOptions o = base;
+      o.strategy = s;
+      auto fn = [&] {
+        ExecutionContext ec(ctx.queue());
+        cl::Event done;
+        ec.signal = &done;
+        stack->enqueue(io, o, ec);
+        done.wait();
+      };
+      Result r;
+      r.family = "rnn";
+      r.name = name;
+      r.impl = fmt::format("cldl:{}", to_string(s));
+      r.wall = time_runs(fn, opts.runs, opts.warmup);
+      r.work = stack->flops();
+      if (s == RnnStrategy::sequential) seq_ms = r.wall.median_ms;
+      r.note = stack->last_schedule();
+      if (seq_ms > 0 && s != RnnStrategy::sequential) r.note += fmt::format("; {:.2f}x vs sequential", seq_ms / r.wall.median_ms);
+      rep.add(r);
+    }
+  }
+}
+
+const Registration kRnnBench("rnn", "LSTM inference per strategy (sequential, time/layer/data parallel)", run_rnn);
+
+}  // namespace
+}  // namespace cldl::bench
