@@ -59,13 +59,13 @@ void Reporter::add(const Result& r) {
     std::puts(j.dump().c_str());
   } else {
     if (!header_) {
-      fmt::print("{:<8} {:<44} {:<14} {:>10} {:>10} {:>10} {:>11}  {}\n", "family", "case", "impl", "min ms",
+      fmt::print("{:<8} {:<44} {:<14} {:>10} {:>10} {:>10} {:>15}  {}\n", "family", "case", "impl", "min ms",
                  "median ms", "max ms", "rate", "note");
       header_ = true;
     }
-    fmt::print("{:<8} {:<44} {:<14} {:>10.3f} {:>10.3f} {:>10.3f} {:>11}  {}\n", r.family, r.name, r.impl,
+    fmt::print("{:<8} {:<44} {:<14} {:>10.3f} {:>10.3f} {:>10.3f} {:>15}  {}\n", r.family, r.name, r.impl,
                r.wall.min_ms, r.wall.median_ms, r.wall.max_ms,
-               r.work > 0 ? fmt::format("{:.2f} {}", r.rate(), r.unit.substr(0, r.unit.find('/'))) : "-", r.note);
+               r.work > 0 ? fmt::format("{:.2f} {}", r.rate(), r.unit) : "-", r.note);
   }
   std::fflush(stdout);
 }
