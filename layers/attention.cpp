@@ -1,0 +1,315 @@
+// Attention op (fused and plain algorithms) and the KV cache: validation, tile choice, enqueue.
+#include "layers/attention.hpp"
+
+#include <cmath>
+
+#include "runtime/log.hpp"
+
+namespace cldl {
+
+namespace {
+// Default variants: BERT/GPT head sizes without and with an additive mask.
+const ProgramVariants kAttentionVariants(
+    "attention.cl", {"-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=32 -DBLOCK_N=32 -DMASK=0 -DKV_LENS=0",
+                     "-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=32 -DBLOCK_N=32 -DMASK=1 -DKV_LENS=0",
+                     "-DHEAD_DIM=128 -DHEAD_DIM_V=128 -DBLOCK_M=32 -DBLOCK_N=16 -DMASK=0 -DKV_LENS=0"});
+
+// Host twin of attn_params in kernels/attention.cl (same member order; cl_long members 8-aligned).
+struct AttnParams {
+  cl_int Sq, Skv, q_heads, group, causal, causal_from_lens, causal_offset, mask_cols;
+  cl_long mask_sb, mask_sh, mask_ss;
+  cl_float scale, softcap;
+};
+static_assert(sizeof(AttnParams) == 64, "AttnParams must match attn_params in attention.cl");
+
+// Largest tile of keys whose K and V rows fit in half the local memory (the rest is headroom for the
+// compiler), a power of two between 4 and 32.
+size_t pick_block_n(const DeviceInfo& info, int64_t d, int64_t dv) {
+  size_t budget = std::max<size_t>(info.local_mem_bytes / 2, 4096);
+  size_t bn = 32;
+  while (bn > 4 && bn * size_t(d + dv) * sizeof(float) > budget) bn /= 2;
+  return bn;
+}
+
+// Strides (b, h, s) of Q/K/V/Y in elements, for a tensor of `heads` heads of `dim` over `seq` positions.
+struct Strides {
+  int64_t b, h, s;
+};
+Strides strides_of(AttentionLayout layout, int64_t heads, int64_t seq, int64_t dim) {
+  if (layout == AttentionLayout::bhsd) return {heads * seq * dim, seq * dim, dim};
+  return {seq * heads * dim, dim, heads * dim};
+}
+
+void expect_shape(const char* arg, const Shape& got, const Shape& want) {
+  if (got != want) invalid("Attention", "{} has shape {}, expected {}", arg, got.str(), want.str());
+}
+}  // namespace
+
+float AttentionConfig::eff_scale() const { return scale != 0.0f ? scale : 1.0f / std::sqrt(float(head_size)); }
+
+double AttentionConfig::flops() const {
+  double f = 2.0 * double(batch) * double(q_heads) * double(q_len) * double(kv_len) *
+             double(head_size + eff_v_head_size());
+  return causal && q_len == kv_len ? f / 2 : f;
+}
+
+Shape Attention::validate(const AttentionConfig& c, std::span<const Shape> inputs) {
+  if (c.batch <= 0) invalid("Attention", "batch must be positive, got {}", c.batch);
+  if (c.q_heads <= 0) invalid("Attention", "q_heads must be positive, got {}", c.q_heads);
+  if (c.kv_heads < 0) invalid("Attention", "kv_heads must be positive (or 0 = q_heads), got {}", c.kv_heads);
+  if (c.q_heads % c.eff_kv_heads() != 0)
+    invalid("Attention", "kv_heads {} does not divide q_heads {}", c.eff_kv_heads(), c.q_heads);
+  if (c.q_len <= 0) invalid("Attention", "q_len must be positive, got {}", c.q_len);
+  if (c.kv_len <= 0) invalid("Attention", "kv_len must be positive, got {}", c.kv_len);
+  if (c.head_size <= 0) invalid("Attention", "head_size must be positive, got {}", c.head_size);
+  if (c.v_head_size < 0) invalid("Attention", "v_head_size must be positive, got {}", c.v_head_size);
+  if (c.kv_capacity != 0 && c.kv_capacity < c.kv_len)
+    invalid("Attention", "kv_capacity {} is smaller than kv_len {}", c.kv_capacity, c.kv_len);
+  if (c.layout == AttentionLayout::bshd && c.kv_capacity != 0 && c.kv_capacity != c.kv_len)
+    invalid("Attention", "kv_capacity {} needs the [B, H, S, D] layout", c.kv_capacity);
+  if (c.causal_offset_from_lens && c.kv_lens == AttentionKvLens::none)
+    invalid("Attention", "causal_offset_from_lens needs kv_lens");
+  if (!(c.scale >= 0.0f) || !std::isfinite(c.scale)) invalid("Attention", "scale must be finite, got {}", c.scale);
+  if (!(c.softcap >= 0.0f) || !std::isfinite(c.softcap))
+    invalid("Attention", "softcap must be >= 0, got {}", c.softcap);
+  const int64_t lim = int64_t(1) << 31;
+  if (c.q_len >= lim || c.eff_capacity() >= lim) invalid("Attention", "sequence lengths above 2^31 are not supported");
+  if (c.mask != AttentionMask::none) {
+    const auto& m = c.mask_shape;
+    if (m.rank() < 2 || m.rank() > 4) invalid("Attention", "mask rank must be 2..4, got shape {}", m.str());
+    const int64_t full[4] = {c.batch, c.q_heads, c.q_len, c.kv_len};
+    const char* names[4] = {"batch", "q_heads", "q_len", "kv_len"};
+    for (size_t i = 0; i + 1 < m.rank(); ++i) {
+      size_t axis = 4 - m.rank() + i;
+      if (m[i] != 1 && m[i] != full[axis])
+        invalid("Attention", "mask shape {} does not broadcast to {} = {} on axis {}", m.str(), names[axis],
+                full[axis], i);
+    }
+    if (m[m.rank() - 1] < 1 || m[m.rank() - 1] > c.kv_len)
+      invalid("Attention", "mask shape {}: last dim must be 1..kv_len = {}", m.str(), c.kv_len);
+  }
+  const int64_t B = c.batch, Hq = c.q_heads, Hk = c.eff_kv_heads(), D = c.head_size, Dv = c.eff_v_head_size();
+  const int64_t C = c.eff_capacity();
+  Shape y = c.layout == AttentionLayout::bhsd ? Shape{B, Hq, c.q_len, Dv} : Shape{B, c.q_len, Hq * Dv};
+  if (inputs.empty()) return y;
+  size_t need = 3 + (c.mask != AttentionMask::none) + (c.kv_lens != AttentionKvLens::none);
+  if (inputs.size() != need) invalid("Attention", "expects {} inputs, got {}", need, inputs.size());
+  if (c.layout == AttentionLayout::bhsd) {
+    expect_shape("Q", inputs[0], {B, Hq, c.q_len, D});
+    if (inputs[1].rank() == 4 && inputs[2].rank() == 4 && inputs[1][2] != inputs[2][2])
+      invalid("Attention", "K has {} positions but V has {}: K and V lengths must match", inputs[1][2],
+              inputs[2][2]);
+    expect_shape("K", inputs[1], {B, Hk, C, D});
+    expect_shape("V", inputs[2], {B, Hk, C, Dv});
+  } else {
+    expect_shape("Q", inputs[0], {B, c.q_len, Hq * D});
+    if (inputs[1].rank() == 3 && inputs[2].rank() == 3 && inputs[1][1] != inputs[2][1])
+      invalid("Attention", "K has {} positions but V has {}: K and V lengths must match", inputs[1][1],
+              inputs[2][1]);
+    expect_shape("K", inputs[1], {B, C, Hk * D});
+    expect_shape("V", inputs[2], {B, C, Hk * Dv});
+  }
+  size_t i = 3;
+  if (c.mask != AttentionMask::none) expect_shape("mask", inputs[i++], c.mask_shape);
+  if (c.kv_lens != AttentionKvLens::none) expect_shape("kv_lens", inputs[i++], {B});
+  return y;
+}
+
+size_t Attention::workspace_bytes() const {
+  if (fused_) return 0;
+  return size_t(cfg_.batch * cfg_.q_heads * cfg_.q_len * cfg_.kv_len) * sizeof(float);
+}
+
+std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const AttentionConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<Attention> a(new Attention(ctx, device, cfg));
+  const auto& info = ctx.device(device).info;
+  const int64_t D = cfg.head_size, Dv = cfg.eff_v_head_size();
+  // Per-row q and accumulator live in private arrays; past 256 floats each they no longer fit anywhere
+  // useful, so the plain path takes over.
+  const bool fused_ok = D <= 256 && Dv <= 256;
+  const bool plain_ok = cfg.layout == AttentionLayout::bhsd;
+  std::string why;
+  switch (cfg.algo) {
+    case AttentionAlgo::fused:
+      if (!fused_ok) invalid("Attention", "the fused algorithm supports head sizes up to 256, got {} / {}", D, Dv);
+      a->fused_ = true;
+      break;
+    case AttentionAlgo::plain:
+      if (!plain_ok) invalid("Attention", "the plain algorithm needs the [B, H, S, D] layout");
+      a->fused_ = false;
+      break;
+    case AttentionAlgo::automatic:
+      if (!fused_ok && !plain_ok)
+        invalid("Attention", "head sizes {} / {} above 256 need the plain algorithm, which needs the [B, H, S, D] layout",
+                D, Dv);
+      a->fused_ = fused_ok;
+      if (!fused_ok) why = " (head size above 256)";
+      break;
+  }
+  const int mask = int(cfg.mask), lens = int(cfg.kv_lens);
+  if (a->fused_) {
+    // CPUs (PoCL) run a work-group on one thread and loop over its work-items, so fewer rows per
+    // group keep the per-row arrays in cache; GPUs want enough rows to share each K/V tile.
+    a->block_m_ = info.type == DeviceType::cpu ? 16 : std::min<size_t>(64, std::max<size_t>(info.max_work_group_size, 1));
+    if (a->block_m_ > info.max_work_group_size) a->block_m_ = std::max<size_t>(1, info.max_work_group_size);
+    size_t bn = pick_block_n(info, D, Dv);
+    std::string opts = fmt::format("-DHEAD_DIM={} -DHEAD_DIM_V={} -DBLOCK_M={} -DBLOCK_N={} -DMASK={} -DKV_LENS={}", D,
+                                   Dv, a->block_m_, bn, mask, lens);
+    a->kernel_ = make_kernel(ctx.program("attention.cl", opts, device), "attention_fused");
+    a->algorithm_ = fmt::format("fused:online-softmax BLOCK_M={} BLOCK_N={}", a->block_m_, bn);
+  } else {
+    const int64_t group = cfg.q_heads / cfg.eff_kv_heads(), C = cfg.eff_capacity();
+    GemmConfig qk;
+    qk.M = group * cfg.q_len, qk.N = cfg.kv_len, qk.K = D, qk.trans_b = true;
+    qk.batch = cfg.batch * cfg.eff_kv_heads();
+    qk.stride_a = qk.M * D, qk.stride_b = C * D, qk.stride_c = qk.M * qk.N;
+    qk.alpha = cfg.eff_scale();
+    GemmConfig pv;
+    pv.M = group * cfg.q_len, pv.N = Dv, pv.K = cfg.kv_len;
+    pv.batch = qk.batch;
+    pv.stride_a = qk.stride_c, pv.stride_b = C * Dv, pv.stride_c = pv.M * Dv;
+    a->qk_ = Gemm::create(ctx, device, qk);
+    a->pv_ = Gemm::create(ctx, device, pv);
+    std::string opts = fmt::format("-DMASK={} -DKV_LENS={}", mask, lens);
+    a->kernel_ = make_kernel(ctx.program("attention.cl", opts, device), "attention_softmax_rows");
+    a->algorithm_ = fmt::format("plain:gemm({})+softmax+gemm{}", a->qk_->algorithm(), why);
+  }
+  if (why.empty())
+    log::debug("Attention B={} Hq={} Hkv={} Sq={} Skv={} D={}: {}", cfg.batch, cfg.q_heads, cfg.eff_kv_heads(),
+               cfg.q_len, cfg.kv_len, D, a->algorithm_);
+  else
+    log::info("Attention B={} Hq={} Sq={} Skv={} D={}: {}", cfg.batch, cfg.q_heads, cfg.q_len, cfg.kv_len, D,
+              a->algorithm_);
+  return a;
+}
+
+void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+                        ExecutionContext& ec) {
+  const auto& c = cfg_;
+  std::vector<Shape> shapes;
+  for (const auto& t : inputs) shapes.push_back(t.shape);
+  if (outputs.size() != 1) invalid("Attention", "expects 1 output, got {}", outputs.size());
+  expect_shape("Y", outputs[0].shape, validate(c, shapes));
+  const char* names[3] = {"Q", "K", "V"};
+  for (int i = 0; i < 3; ++i)
+    if (inputs[i].dtype != DType::f32) invalid("Attention", "{} must be f32, got {}", names[i], to_string(inputs[i].dtype));
+  if (outputs[0].dtype != DType::f32) invalid("Attention", "Y must be f32, got {}", to_string(outputs[0].dtype));
+  size_t idx = 3;
+  const Tensor* mask = nullptr;
+  const Tensor* lens = nullptr;
+  if (c.mask != AttentionMask::none) {
+    mask = &inputs[idx++];
+    bool ok = c.mask == AttentionMask::additive ? mask->dtype == DType::f32
+                                                : (mask->dtype == DType::boolean || mask->dtype == DType::u8);
+    if (!ok) invalid("Attention", "mask has dtype {}, expected {}", to_string(mask->dtype),
+                     c.mask == AttentionMask::additive ? "f32" : "bool or u8");
+  }
+  if (c.kv_lens != AttentionKvLens::none) {
+    lens = &inputs[idx++];
+    DType want = c.kv_lens == AttentionKvLens::i32 ? DType::i32 : DType::i64;
+    if (lens->dtype != want)
+      invalid("Attention", "kv_lens has dtype {}, expected {}", to_string(lens->dtype), to_string(want));
+  }
+  const int64_t Hk = c.eff_kv_heads(), D = c.head_size, Dv = c.eff_v_head_size(), C = c.eff_capacity();
+  AttnParams p{};
+  p.Sq = cl_int(c.q_len), p.Skv = cl_int(c.kv_len), p.q_heads = cl_int(c.q_heads), p.group = cl_int(c.q_heads / Hk);
+  p.causal = c.causal, p.causal_from_lens = c.causal_offset_from_lens, p.causal_offset = cl_int(c.causal_offset);
+  p.scale = fused_ ? c.eff_scale() : 1.0f;  // the plain path's GEMM applies the scale as alpha
+  p.softcap = c.softcap;
+  if (mask) {
+    Shape m = c.mask_shape;
+    while (m.rank() < 4) m.dims.insert(m.dims.begin(), 1);
+    p.mask_cols = cl_int(m[3]);
+    p.mask_ss = m[2] == 1 ? 0 : m[3];
+    p.mask_sh = m[1] == 1 ? 0 : m[2] * m[3];
+    p.mask_sb = m[0] == 1 ? 0 : m[1] * m[2] * m[3];
+  }
+  const cl::Buffer none;
+  const cl::Buffer& mbuf = mask ? mask->buffer : none;
+  const cl::Buffer& lbuf = lens ? lens->buffer : none;
+  const cl_long moff = mask ? cl_long(mask->offset_bytes / dtype_size(mask->dtype)) : 0;
+  const cl_long loff = lens ? cl_long(lens->offset_elems()) : 0;
+  const Tensor &Q = inputs[0], &K = inputs[1], &V = inputs[2], &Y = outputs[0];
+  if (fused_) {
+    Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.layout, Hk, C, D),
+            vs = strides_of(c.layout, Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
+    std::lock_guard lock(launch_mutex_);
+    set_args(kernel_, p, Q.buffer, cl_long(Q.offset_elems()), cl_long(qs.b), cl_long(qs.h), cl_long(qs.s), K.buffer,
+             cl_long(K.offset_elems()), cl_long(ks.b), cl_long(ks.h), cl_long(ks.s), V.buffer,
+             cl_long(V.offset_elems()), cl_long(vs.b), cl_long(vs.h), cl_long(vs.s), Y.buffer,
+             cl_long(Y.offset_elems()), cl_long(ys.b), cl_long(ys.h), cl_long(ys.s), mbuf, moff, lbuf, loff);
+    ec.enqueue_kernel(kernel_, cl::NDRange(round_up(size_t(c.q_len), block_m_), size_t(c.q_heads), size_t(c.batch)),
+                      cl::NDRange(block_m_, 1, 1), "attention_fused");
+    return;
+  }
+  if (!workspace || workspace->bytes() < workspace_bytes())
+    invalid("Attention", "the plain algorithm needs a workspace of {} bytes, got {}", workspace_bytes(),
+            workspace ? workspace->bytes() : 0);
+  (void)D, (void)Dv;
+  const int64_t n_scores = c.batch * c.q_heads * c.q_len * c.kv_len;
+  Tensor S = workspace->slice_elems(0, n_scores, Shape{n_scores});
+  Tensor s_out[1] = {S};
+  Tensor qk_in[2] = {Q, K};
+  qk_->enqueue(qk_in, s_out, nullptr, ec);
+  {
+    std::lock_guard lock(launch_mutex_);
+    set_args(kernel_, p, S.buffer, cl_long(S.offset_elems()), mbuf, moff, lbuf, loff);
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(c.q_len), size_t(c.q_heads), size_t(c.batch)), cl::NullRange,
+                      "attention_softmax_rows");
+  }
+  Tensor pv_in[2] = {S, V};
+  Tensor y_out[1] = {Y};
+  pv_->enqueue(pv_in, y_out, nullptr, ec);
+  (void)C;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+KvCache::KvCache(Context& ctx, int device, int64_t batch, int64_t kv_heads, int64_t max_len, int64_t head_size,
+                 int64_t v_head_size)
+    : batch_(batch), heads_(kv_heads), max_len_(max_len), d_(head_size), dv_(v_head_size ? v_head_size : head_size) {
+  if (batch <= 0) invalid("KvCache", "batch must be positive, got {}", batch);
+  if (kv_heads <= 0) invalid("KvCache", "kv_heads must be positive, got {}", kv_heads);
+  if (max_len <= 0) invalid("KvCache", "max_len must be positive, got {}", max_len);
+  if (head_size <= 0) invalid("KvCache", "head_size must be positive, got {}", head_size);
+  k_ = ctx.alloc({batch, kv_heads, max_len, d_}, DType::f32, device);
+  v_ = ctx.alloc({batch, kv_heads, max_len, dv_}, DType::f32, device);
+  lens_ = ctx.alloc({batch}, DType::i32, device);
+  append_ = make_kernel(ctx.program("attention.cl", "", device), "kv_cache_append");
+}
+
+void KvCache::append(const Tensor& k_new, const Tensor& v_new, ExecutionContext& ec) {
+  if (k_new.shape.rank() != 4 || k_new.shape[0] != batch_ || k_new.shape[1] != heads_ || k_new.shape[3] != d_)
+    invalid("KvCache", "k_new has shape {}, expected [{}, {}, S, {}]", k_new.shape.str(), batch_, heads_, d_);
+  const int64_t s = k_new.shape[2];
+  if (v_new.shape != Shape{batch_, heads_, s, dv_})
+    invalid("KvCache", "v_new has shape {}, expected {}", v_new.shape.str(), Shape{batch_, heads_, s, dv_}.str());
+  if (length_ + s > max_len_)
+    invalid("KvCache", "appending {} positions to length {} exceeds max_len {}", s, length_, max_len_);
+  std::lock_guard lock(launch_mutex_);
+  const cl::Buffer none;
+  for (int which = 0; which < 2; ++which) {
+    const Tensor& src = which ? v_new : k_new;
+    const Tensor& dst = which ? v_ : k_;
+    const int64_t d = which ? dv_ : d_;
+    set_args(append_, cl_int(heads_), cl_int(d), cl_int(max_len_), cl_int(length_), src.buffer,
+             cl_long(src.offset_elems()), cl_long(heads_ * s * d), cl_long(s * d), cl_long(d), dst.buffer,
+             cl_long(dst.offset_elems()), which ? none : lens_.buffer, cl_long(lens_.offset_elems()));
+    ec.enqueue_kernel(append_, cl::NDRange(size_t(d), size_t(s), size_t(batch_ * heads_)), cl::NullRange,
+                      "kv_cache_append");
+  }
+  length_ += s;
+}
+
+AttentionConfig KvCache::attention_config(int64_t q_heads, int64_t q_len, bool causal) const {
+  AttentionConfig c;
+  c.batch = batch_, c.q_heads = q_heads, c.kv_heads = heads_, c.q_len = q_len;
+  c.kv_len = max_len_, c.kv_capacity = max_len_;
+  c.head_size = d_, c.v_head_size = dv_;
+  c.kv_lens = AttentionKvLens::i32;
+  c.causal = causal, c.causal_offset_from_lens = causal;
+  return c;
+}
+
+}  // namespace cldl
