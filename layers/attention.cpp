@@ -65,7 +65,7 @@ Shape Attention::validate(const AttentionConfig& c, std::span<const Shape> input
   if (c.v_head_size < 0) invalid("Attention", "v_head_size must be positive, got {}", c.v_head_size);
   if (c.kv_capacity != 0 && c.kv_capacity < c.kv_len)
     invalid("Attention", "kv_capacity {} is smaller than kv_len {}", c.kv_capacity, c.kv_len);
-  if (c.layout == AttentionLayout::bshd && c.kv_capacity != 0 && c.kv_capacity != c.kv_len)
+  if (c.eff_kv_layout() == AttentionLayout::bshd && c.kv_capacity != 0 && c.kv_capacity != c.kv_len)
     invalid("Attention", "kv_capacity {} needs the [B, H, S, D] layout", c.kv_capacity);
   if (c.causal_offset_from_lens && c.kv_lens == AttentionKvLens::none)
     invalid("Attention", "causal_offset_from_lens needs kv_lens");
@@ -94,15 +94,15 @@ Shape Attention::validate(const AttentionConfig& c, std::span<const Shape> input
   if (inputs.empty()) return y;
   size_t need = 3 + (c.mask != AttentionMask::none) + (c.kv_lens != AttentionKvLens::none);
   if (inputs.size() != need) invalid("Attention", "expects {} inputs, got {}", need, inputs.size());
-  if (c.layout == AttentionLayout::bhsd) {
-    expect_shape("Q", inputs[0], {B, Hq, c.q_len, D});
+  if (c.layout == AttentionLayout::bhsd) expect_shape("Q", inputs[0], {B, Hq, c.q_len, D});
+  else expect_shape("Q", inputs[0], {B, c.q_len, Hq * D});
+  if (c.eff_kv_layout() == AttentionLayout::bhsd) {
     if (inputs[1].rank() == 4 && inputs[2].rank() == 4 && inputs[1][2] != inputs[2][2])
       invalid("Attention", "K has {} positions but V has {}: K and V lengths must match", inputs[1][2],
               inputs[2][2]);
     expect_shape("K", inputs[1], {B, Hk, C, D});
     expect_shape("V", inputs[2], {B, Hk, C, Dv});
   } else {
-    expect_shape("Q", inputs[0], {B, c.q_len, Hq * D});
     if (inputs[1].rank() == 3 && inputs[2].rank() == 3 && inputs[1][1] != inputs[2][1])
       invalid("Attention", "K has {} positions but V has {}: K and V lengths must match", inputs[1][1],
               inputs[2][1]);
@@ -128,7 +128,7 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
   // Per-row q and accumulator live in private arrays; past 256 floats each they no longer fit anywhere
   // useful, so the plain path takes over.
   const bool fused_ok = D <= 256 && Dv <= 256;
-  const bool plain_ok = cfg.layout == AttentionLayout::bhsd;
+  const bool plain_ok = cfg.layout == AttentionLayout::bhsd && cfg.eff_kv_layout() == AttentionLayout::bhsd;
   std::string why;
   switch (cfg.algo) {
     case AttentionAlgo::fused:
@@ -232,8 +232,8 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
   const cl_long loff = lens ? cl_long(lens->offset_elems()) : 0;
   const Tensor &Q = inputs[0], &K = inputs[1], &V = inputs[2], &Y = outputs[0];
   if (fused_) {
-    Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.layout, Hk, C, D),
-            vs = strides_of(c.layout, Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
+    Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.eff_kv_layout(), Hk, C, D),
+            vs = strides_of(c.eff_kv_layout(), Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
     std::lock_guard lock(launch_mutex_);
     set_args(kernel_, p, Q.buffer, cl_long(Q.offset_elems()), cl_long(qs.b), cl_long(qs.h), cl_long(qs.s), K.buffer,
              cl_long(K.offset_elems()), cl_long(ks.b), cl_long(ks.h), cl_long(ks.s), V.buffer,
@@ -279,12 +279,16 @@ KvCache::KvCache(Context& ctx, int device, int64_t batch, int64_t kv_heads, int6
   append_ = make_kernel(ctx.program("attention.cl", "", device), "kv_cache_append");
 }
 
-void KvCache::append(const Tensor& k_new, const Tensor& v_new, ExecutionContext& ec) {
-  if (k_new.shape.rank() != 4 || k_new.shape[0] != batch_ || k_new.shape[1] != heads_ || k_new.shape[3] != d_)
-    invalid("KvCache", "k_new has shape {}, expected [{}, {}, S, {}]", k_new.shape.str(), batch_, heads_, d_);
-  const int64_t s = k_new.shape[2];
-  if (v_new.shape != Shape{batch_, heads_, s, dv_})
-    invalid("KvCache", "v_new has shape {}, expected {}", v_new.shape.str(), Shape{batch_, heads_, s, dv_}.str());
+void KvCache::append(const Tensor& k_new, const Tensor& v_new, ExecutionContext& ec, AttentionLayout layout) {
+  const bool bhsd = layout == AttentionLayout::bhsd;
+  const auto& ks = k_new.shape;
+  if (bhsd ? (ks.rank() != 4 || ks[0] != batch_ || ks[1] != heads_ || ks[3] != d_)
+           : (ks.rank() != 3 || ks[0] != batch_ || ks[2] != heads_ * d_))
+    invalid("KvCache", "k_new has shape {}, expected {}", ks.str(),
+            bhsd ? fmt::format("[{}, {}, S, {}]", batch_, heads_, d_) : fmt::format("[{}, S, {}]", batch_, heads_ * d_));
+  const int64_t s = bhsd ? ks[2] : ks[1];
+  const Shape vs = bhsd ? Shape{batch_, heads_, s, dv_} : Shape{batch_, s, heads_ * dv_};
+  if (v_new.shape != vs) invalid("KvCache", "v_new has shape {}, expected {}", v_new.shape.str(), vs.str());
   if (length_ + s > max_len_)
     invalid("KvCache", "appending {} positions to length {} exceeds max_len {}", s, length_, max_len_);
   std::lock_guard lock(launch_mutex_);
@@ -293,8 +297,9 @@ void KvCache::append(const Tensor& k_new, const Tensor& v_new, ExecutionContext&
     const Tensor& src = which ? v_new : k_new;
     const Tensor& dst = which ? v_ : k_;
     const int64_t d = which ? dv_ : d_;
+    const Strides st = strides_of(layout, heads_, s, d);
     set_args(append_, cl_int(heads_), cl_int(d), cl_int(max_len_), cl_int(length_), src.buffer,
-             cl_long(src.offset_elems()), cl_long(heads_ * s * d), cl_long(s * d), cl_long(d), dst.buffer,
+             cl_long(src.offset_elems()), cl_long(st.b), cl_long(st.h), cl_long(st.s), dst.buffer,
              cl_long(dst.offset_elems()), which ? none : lens_.buffer, cl_long(lens_.offset_elems()));
     ec.enqueue_kernel(append_, cl::NDRange(size_t(d), size_t(s), size_t(batch_ * heads_)), cl::NullRange,
                       "kv_cache_append");

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -29,7 +30,8 @@ struct AttentionConfig {
   int64_t batch = 1, q_heads = 1, kv_heads = 0 /* 0 = q_heads */;
   int64_t q_len = 1, kv_len = 1;  // kv_len: keys attended (with kv lengths: the upper bound)
   int64_t head_size = 0, v_head_size = 0 /* 0 = head_size */;
-  AttentionLayout layout = AttentionLayout::bhsd;
+  AttentionLayout layout = AttentionLayout::bhsd;  // of Q and Y, and of K/V unless kv_layout says
+  std::optional<AttentionLayout> kv_layout;       // K/V layout when it differs (ONNX 3-D Q with a 4-D cache)
   int64_t kv_capacity = 0;  // sequence extent of the K/V buffers (a KV cache's max_len); 0 = kv_len
   bool causal = false;
   // Causal: query i sees key j when j <= i + causal_offset (ONNX: the past length, 0 without a cache).
@@ -48,6 +50,7 @@ struct AttentionConfig {
   int64_t eff_kv_heads() const { return kv_heads ? kv_heads : q_heads; }
   int64_t eff_v_head_size() const { return v_head_size ? v_head_size : head_size; }
   int64_t eff_capacity() const { return kv_capacity ? kv_capacity : kv_len; }
+  AttentionLayout eff_kv_layout() const { return kv_layout ? *kv_layout : layout; }
   float eff_scale() const;
   // 4*B*Hq*Sq*Skv*D-style count (QK and PV), halved for causal self-attention.
   double flops() const;
@@ -88,8 +91,10 @@ class KvCache {
  public:
   KvCache(Context& ctx, int device, int64_t batch, int64_t kv_heads, int64_t max_len, int64_t head_size,
           int64_t v_head_size = 0);
-  // Appends k_new [B, Hkv, S, D] and v_new [B, Hkv, S, Dv] (packed) at the current length.
-  void append(const Tensor& k_new, const Tensor& v_new, ExecutionContext& ec);
+  // Appends k_new [B, Hkv, S, D] and v_new [B, Hkv, S, Dv] (packed; with layout bshd: [B, S, Hkv*D])
+  // at the current length.
+  void append(const Tensor& k_new, const Tensor& v_new, ExecutionContext& ec,
+              AttentionLayout layout = AttentionLayout::bhsd);
   void reset() { length_ = 0; }
   int64_t length() const { return length_; }
   int64_t max_len() const { return max_len_; }

@@ -271,3 +271,147 @@ TEST_CASE("bad configurations name the argument and value") {
 }
 
 }  // TEST_SUITE
+
+// ---------------------------------------------------------------------------------------------------
+// ONNX Attention (opset 23/24) conformance: the backend node tests in CLDL_CONFORMANCE_DIR, mapped onto
+// Attention + KvCache the way the importer maps them. Tolerance 1e-4 relative + 1e-4 absolute (the
+// expected values were computed by numpy in fp32).
+#include <filesystem>
+
+#include "support/attn_onnx_data.hpp"
+
+namespace {
+
+namespace ox = cldl::test::attn_onnx;
+
+struct OnnxResult {
+  std::map<std::string, std::vector<float>> outputs;  // by node output name
+  std::string skipped;                                // why, when the case is not supported
+};
+
+OnnxResult run_onnx_attention(const ox::NodeTest& t) {
+  OnnxResult r;
+  const auto& n = t.node;
+  auto in = [&](size_t i) -> const ox::Tensor* {
+    if (i >= n.inputs.size() || n.inputs[i].empty()) return nullptr;
+    return &t.inputs.at(n.inputs[i]);
+  };
+  const ox::Tensor *Q = in(0), *K = in(1), *V = in(2), *mask = in(3), *pk = in(4), *pv = in(5), *nonpad = in(6);
+  for (const ox::Tensor* x : {Q, K, V, mask, pk, pv})
+    if (x && x->data_type == ox::kFloat16) {
+      r.skipped = "fp16 tensors (the op is f32)";
+      return r;
+    }
+  const bool three_d = Q->dims.size() == 3;
+  AttentionConfig c;
+  c.batch = Q->dims[0];
+  int64_t s_new;
+  if (three_d) {
+    c.q_heads = n.get_i("q_num_heads", 0), c.kv_heads = n.get_i("kv_num_heads", 0);
+    c.q_len = Q->dims[1], c.head_size = Q->dims[2] / c.q_heads;
+    s_new = K->dims[1], c.v_head_size = V->dims[2] / c.kv_heads;
+    c.layout = AttentionLayout::bshd;
+  } else {
+    c.q_heads = Q->dims[1], c.kv_heads = K->dims[1], c.q_len = Q->dims[2], c.head_size = Q->dims[3];
+    s_new = K->dims[2], c.v_head_size = V->dims[3];
+  }
+  const int64_t past = pk ? pk->dims[2] : 0;
+  c.kv_len = past + s_new;
+  c.causal = n.get_i("is_causal", 0) != 0;
+  c.causal_offset = past;
+  if (n.has("scale")) c.scale = n.get_f("scale", 0.0f);
+  if (n.has("softcap")) c.softcap = n.get_f("softcap", 0.0f);
+  std::vector<Tensor> inputs;
+  inputs.push_back(ctx().upload(HostTensor::from<float>(Q->shape(), Q->f)));
+  std::optional<KvCache> cache;
+  auto ec = ctx().exec();
+  if (pk) {
+    // past + new -> present through the KV cache, which then serves as K/V ([B, Hkv, P+S, D]).
+    c.kv_layout = AttentionLayout::bhsd;
+    cache.emplace(ctx(), 0, c.batch, c.eff_kv_heads(), c.kv_len, c.head_size, c.eff_v_head_size());
+    Tensor pkd = ctx().upload(HostTensor::from<float>(pk->shape(), pk->f));
+    Tensor pvd = ctx().upload(HostTensor::from<float>(pv->shape(), pv->f));
+    Tensor kd = ctx().upload(HostTensor::from<float>(K->shape(), K->f));
+    Tensor vd = ctx().upload(HostTensor::from<float>(V->shape(), V->f));
+    cache->append(pkd, pvd, ec);
+    cache->append(kd, vd, ec, c.layout);
+    inputs.push_back(cache->keys());
+    inputs.push_back(cache->values());
+  } else {
+    inputs.push_back(ctx().upload(HostTensor::from<float>(K->shape(), K->f)));
+    inputs.push_back(ctx().upload(HostTensor::from<float>(V->shape(), V->f)));
+  }
+  if (mask) {
+    c.mask_shape = mask->shape();
+    if (mask->data_type == ox::kBool) {
+      c.mask = AttentionMask::boolean;
+      std::vector<uint8_t> b(mask->i.begin(), mask->i.end());
+      inputs.push_back(ctx().upload(HostTensor::from<uint8_t>(mask->shape(), b)));
+    } else {
+      c.mask = AttentionMask::additive;
+      inputs.push_back(ctx().upload(HostTensor::from<float>(mask->shape(), mask->f)));
+    }
+  }
+  if (nonpad) {
+    c.kv_lens = AttentionKvLens::i64;
+    c.causal_offset_from_lens = c.causal && !pk;
+    inputs.push_back(ctx().upload(HostTensor::from<int64_t>(nonpad->shape(), nonpad->i)));
+  }
+  auto op = Attention::create(ctx(), 0, c);
+  Tensor y = ctx().alloc(Attention::validate(c), DType::f32);
+  Tensor out[1] = {y};
+  op->enqueue(inputs, out, nullptr, ec);
+  ec.queue.finish();
+  auto vec = [&](const Tensor& d) {
+    HostTensor h = ctx().download(d);
+    return std::vector<float>(h.as<float>(), h.as<float>() + h.numel());
+  };
+  r.outputs[n.outputs[0]] = vec(y);
+  if (cache) {
+    if (n.outputs.size() > 1 && !n.outputs[1].empty()) r.outputs[n.outputs[1]] = vec(cache->keys());
+    if (n.outputs.size() > 2 && !n.outputs[2].empty()) r.outputs[n.outputs[2]] = vec(cache->values());
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_SUITE("attention") {
+
+TEST_CASE("ONNX Attention node tests (opset 23/24)") {
+  namespace fs = std::filesystem;
+  const fs::path root = CLDL_CONFORMANCE_DIR;
+  REQUIRE(fs::exists(root));
+  int run = 0, skipped_cases = 0;
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.path().filename().string().rfind("test_attention", 0) == 0) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& dir : dirs) {
+    const std::string name = dir.filename().string();
+    CAPTURE(name);
+    ox::NodeTest t = ox::load_node_test(dir.string());
+    REQUIRE(t.node.op_type == "Attention");
+    OnnxResult r = run_onnx_attention(t);
+    if (!r.skipped.empty()) {
+      MESSAGE(name << " skipped: " << r.skipped);
+      ++skipped_cases;
+      continue;
+    }
+    ++run;
+    for (const auto& want : t.outputs) {
+      auto it = r.outputs.find(want.name);
+      if (it == r.outputs.end()) {
+        MESSAGE(name << ": output " << want.name << " (qk_matmul_output) not produced");
+        continue;
+      }
+      CAPTURE(want.name);
+      REQUIRE(it->second.size() == want.f.size());
+      CLDL_CHECK_CLOSE(it->second.data(), want.f.data(), want.f.size(), 1e-4, 1e-4);
+    }
+  }
+  MESSAGE(run << " ONNX attention tests run, " << skipped_cases << " skipped");
+  CHECK(run >= 50);
+}
+
+}  // TEST_SUITE

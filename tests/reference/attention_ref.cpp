@@ -11,9 +11,12 @@ std::vector<float> attention(const AttentionConfig& c, const std::vector<float>&
                              const std::vector<uint8_t>* mask_b, const std::vector<int64_t>* kv_lens) {
   const int64_t B = c.batch, Hq = c.q_heads, Hk = c.eff_kv_heads(), Sq = c.q_len, Skv = c.kv_len;
   const int64_t D = c.head_size, Dv = c.eff_v_head_size(), C = c.eff_capacity();
-  const bool bhsd = c.layout == AttentionLayout::bhsd;
+  const bool bhsd = c.layout == AttentionLayout::bhsd, kv_bhsd = c.eff_kv_layout() == AttentionLayout::bhsd;
   auto at = [&](int64_t b, int64_t h, int64_t s, int64_t H, int64_t S, int64_t dim) {
     return bhsd ? ((b * H + h) * S + s) * dim : (b * S + s) * H * dim + h * dim;
+  };
+  auto kv_at = [&](int64_t b, int64_t h, int64_t s, int64_t H, int64_t S, int64_t dim) {
+    return kv_bhsd ? ((b * H + h) * S + s) * dim : (b * S + s) * H * dim + h * dim;
   };
   Shape m = c.mask_shape;
   while (c.mask != AttentionMask::none && m.rank() < 4) m.dims.insert(m.dims.begin(), 1);
@@ -31,7 +34,7 @@ std::vector<float> attention(const AttentionConfig& c, const std::vector<float>&
         for (int64_t j = 0; j < Skv; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < D; ++d)
-            dot += double(q[size_t(at(b, h, i, Hq, Sq, D) + d)]) * double(k[size_t(at(b, hk, j, Hk, C, D) + d)]);
+            dot += double(q[size_t(at(b, h, i, Hq, Sq, D) + d)]) * double(k[size_t(kv_at(b, hk, j, Hk, C, D) + d)]);
           double x = dot * scale;
           if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
           bool ok = j < len && (!c.causal || j <= i + coff);
@@ -56,7 +59,7 @@ std::vector<float> attention(const AttentionConfig& c, const std::vector<float>&
         for (int64_t d = 0; d < Dv; ++d) {
           double acc = 0;
           for (int64_t j = 0; j < Skv; ++j)
-            if (s[size_t(j)] != 0) acc += s[size_t(j)] * double(v[size_t(at(b, hk, j, Hk, C, Dv) + d)]);
+            if (s[size_t(j)] != 0) acc += s[size_t(j)] * double(v[size_t(kv_at(b, hk, j, Hk, C, Dv) + d)]);
           y[size_t(at(b, h, i, Hq, Sq, Dv) + d)] = float(sum > 0 ? acc / sum : 0.0);
         }
       }
