@@ -9,6 +9,8 @@
 //   BLOCK_N               keys per local-memory tile
 //   MASK                  0 none, 1 additive float mask, 2 boolean mask (uchar, nonzero = attend)
 //   KV_LENS               0 none, 1 int32 per-batch kv lengths, 2 int64 per-batch kv lengths
+//   VEC                   1, 2, 4, 8 or 16: vector width along the head dimension (must divide HEAD_DIM
+//                          and HEAD_DIM_V); CPUs need it, the work-items of a group are not SIMD lanes there
 //
 // Index conventions: every tensor is addressed as base + b*sb + h*sh + s*ss + d (d contiguous), so the
 // same kernel serves [B, H, S, D], the ONNX 3-D [B, S, H*D] layout and a KV cache [B, H, max_len, D].
@@ -32,6 +34,44 @@
 #ifndef KV_LENS
 #define KV_LENS 0
 #endif
+
+#ifndef VEC
+#define VEC 1
+#endif
+#if HEAD_DIM % VEC != 0 || HEAD_DIM_V % VEC != 0
+#error "VEC must divide HEAD_DIM and HEAD_DIM_V"
+#endif
+#define DK_VEC (HEAD_DIM / VEC)
+#define DV_VEC (HEAD_DIM_V / VEC)
+#if VEC == 1
+typedef float vec_t;
+#define VLOAD(i, p) ((p)[i])
+#define VSUM(x) (x)
+#elif VEC == 2
+typedef float2 vec_t;
+#define VLOAD(i, p) vload2((i), (p))
+#define VSUM(x) ((x).s0 + (x).s1)
+#elif VEC == 4
+typedef float4 vec_t;
+#define VLOAD(i, p) vload4((i), (p))
+#define VSUM(x) (((x).s0 + (x).s1) + ((x).s2 + (x).s3))
+#elif VEC == 8
+typedef float8 vec_t;
+#define VLOAD(i, p) vload8((i), (p))
+#define VSUM(x) ((((x).s0 + (x).s1) + ((x).s2 + (x).s3)) + (((x).s4 + (x).s5) + ((x).s6 + (x).s7)))
+#elif VEC == 16
+typedef float16 vec_t;
+#define VLOAD(i, p) vload16((i), (p))
+#define VSUM(x)                                                                                         \
+  (((((x).s0 + (x).s1) + ((x).s2 + (x).s3)) + (((x).s4 + (x).s5) + ((x).s6 + (x).s7))) +                 \
+   ((((x).s8 + (x).s9) + ((x).sa + (x).sb)) + (((x).sc + (x).sd) + ((x).se + (x).sf))))
+#else
+#error "VEC must be 1, 2, 4, 8 or 16"
+#endif
+
+#define VSTORE_(n) vstore##n
+#define VSTORE(n) VSTORE_(n)
+#define CAT_VSTORE(x, i, p) VSTORE(VEC)((x), (i), (p))
 
 #if KV_LENS == 2
 typedef long lens_t;
@@ -93,8 +133,8 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
     __global const float* K, long k_off, long k_sb, long k_sh, long k_ss, __global const float* V, long v_off,
     long v_sb, long v_sh, long v_ss, __global float* O, long o_off, long o_sb, long o_sh, long o_ss,
     __global const void* mask, long mask_off, __global const lens_t* lens, long lens_off) {
-  __local float Ks[BLOCK_N][HEAD_DIM];
-  __local float Vs[BLOCK_N][HEAD_DIM_V];
+  __local vec_t Ks[BLOCK_N][DK_VEC];
+  __local vec_t Vs[BLOCK_N][DV_VEC];
   const int lid = get_local_id(0);
   const int row0 = get_group_id(0) * BLOCK_M;
   const int row = row0 + lid;
@@ -122,11 +162,11 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
   (void)mrow;
 #endif
 
-  float q[HEAD_DIM];
-  float acc[HEAD_DIM_V];
+  vec_t q[DK_VEC];
+  vec_t acc[DV_VEC];
   const __global float* qp = Q + q_off + b * q_sb + h * q_sh + (long)min(row, p.Sq - 1) * q_ss;
-  for (int d = 0; d < HEAD_DIM; ++d) q[d] = qp[d];
-  for (int d = 0; d < HEAD_DIM_V; ++d) acc[d] = 0.0f;
+  for (int d = 0; d < DK_VEC; ++d) q[d] = VLOAD(d, qp);
+  for (int d = 0; d < DV_VEC; ++d) acc[d] = (vec_t)0.0f;
   float m = -INFINITY, l = 0.0f;
 
   const __global float* kb = K + k_off + b * k_sb + hk * k_sh;
@@ -134,21 +174,22 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
   for (int kv0 = 0; kv0 < kv_limit; kv0 += BLOCK_N) {
     const int n = min(BLOCK_N, kv_limit - kv0);
     barrier(CLK_LOCAL_MEM_FENCE);  // the previous tile is no longer read
-    for (int e = lid; e < BLOCK_N * HEAD_DIM; e += BLOCK_M) {
-      const int j = e / HEAD_DIM, d = e % HEAD_DIM;
-      Ks[j][d] = j < n ? kb[(long)(kv0 + j) * k_ss + d] : 0.0f;
+    for (int e = lid; e < BLOCK_N * DK_VEC; e += BLOCK_M) {
+      const int j = e / DK_VEC, d = e % DK_VEC;
+      Ks[j][d] = j < n ? VLOAD(d, kb + (long)(kv0 + j) * k_ss) : (vec_t)0.0f;
     }
-    for (int e = lid; e < BLOCK_N * HEAD_DIM_V; e += BLOCK_M) {
-      const int j = e / HEAD_DIM_V, d = e % HEAD_DIM_V;
-      Vs[j][d] = j < n ? vb[(long)(kv0 + j) * v_ss + d] : 0.0f;
+    for (int e = lid; e < BLOCK_N * DV_VEC; e += BLOCK_M) {
+      const int j = e / DV_VEC, d = e % DV_VEC;
+      Vs[j][d] = j < n ? VLOAD(d, vb + (long)(kv0 + j) * v_ss) : (vec_t)0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (active) {
       float s[BLOCK_N];
       float tmax = -INFINITY;
       for (int j = 0; j < BLOCK_N; ++j) {
-        float dot = 0.0f;
-        for (int d = 0; d < HEAD_DIM; ++d) dot = fma(q[d], Ks[j][d], dot);
+        vec_t dv = (vec_t)0.0f;
+        for (int d = 0; d < DK_VEC; ++d) dv = fma(q[d], Ks[j][d], dv);
+        const float dot = VSUM(dv);
         s[j] = j < n ? attn_fix_score(&p, dot, row, kv0 + j, kv_end, coff, mrow_f, mrow_b) : -INFINITY;
         tmax = fmax(tmax, s[j]);
       }
@@ -156,11 +197,11 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
       if (m_new != -INFINITY) {  // a tile that is masked out entirely leaves the state unchanged
         const float alpha = exp(m - m_new);
         l *= alpha;
-        for (int d = 0; d < HEAD_DIM_V; ++d) acc[d] *= alpha;
+        for (int d = 0; d < DV_VEC; ++d) acc[d] *= alpha;
         for (int j = 0; j < BLOCK_N; ++j) {
           const float pj = exp(s[j] - m_new);
           l += pj;
-          for (int d = 0; d < HEAD_DIM_V; ++d) acc[d] = fma(pj, Vs[j][d], acc[d]);
+          for (int d = 0; d < DV_VEC; ++d) acc[d] = fma((vec_t)pj, Vs[j][d], acc[d]);
         }
         m = m_new;
       }
@@ -170,7 +211,14 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
     // A row with every key masked has no softmax; it yields zeros (documented in layers/attention.hpp).
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     __global float* op = O + o_off + b * o_sb + h * o_sh + (long)row * o_ss;
-    for (int d = 0; d < HEAD_DIM_V; ++d) op[d] = acc[d] * inv;
+    for (int d = 0; d < DV_VEC; ++d) {
+      const vec_t o = acc[d] * inv;
+#if VEC == 1
+      op[d] = o;
+#else
+      CAT_VSTORE(o, d, op);
+#endif
+    }
   }
 }
 

@@ -10,9 +10,9 @@ namespace cldl {
 namespace {
 // Default variants: BERT/GPT head sizes without and with an additive mask.
 const ProgramVariants kAttentionVariants(
-    "attention.cl", {"-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=32 -DBLOCK_N=32 -DMASK=0 -DKV_LENS=0",
-                     "-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=32 -DBLOCK_N=32 -DMASK=1 -DKV_LENS=0",
-                     "-DHEAD_DIM=128 -DHEAD_DIM_V=128 -DBLOCK_M=32 -DBLOCK_N=16 -DMASK=0 -DKV_LENS=0"});
+    "attention.cl", {"-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=32 -DBLOCK_N=32 -DVEC=4 -DMASK=0 -DKV_LENS=0",
+                     "-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=32 -DBLOCK_N=32 -DVEC=4 -DMASK=1 -DKV_LENS=0",
+                     "-DHEAD_DIM=128 -DHEAD_DIM_V=128 -DBLOCK_M=32 -DBLOCK_N=16 -DVEC=4 -DMASK=0 -DKV_LENS=0"});
 
 // Host twin of attn_params in kernels/attention.cl (same member order; cl_long members 8-aligned).
 struct AttnParams {
@@ -154,10 +154,13 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     a->block_m_ = info.type == DeviceType::cpu ? 16 : std::min<size_t>(64, std::max<size_t>(info.max_work_group_size, 1));
     if (a->block_m_ > info.max_work_group_size) a->block_m_ = std::max<size_t>(1, info.max_work_group_size);
     size_t bn = pick_block_n(info, D, Dv);
-    std::string opts = fmt::format("-DHEAD_DIM={} -DHEAD_DIM_V={} -DBLOCK_M={} -DBLOCK_N={} -DMASK={} -DKV_LENS={}", D,
-                                   Dv, a->block_m_, bn, mask, lens);
+    // Vector width along the head dimension: 8 on CPUs (AVX lanes), 4 on GPUs (wide local loads).
+    int vec = info.type == DeviceType::cpu ? 8 : 4;
+    while (vec > 1 && (D % vec || Dv % vec)) vec /= 2;
+    std::string opts = fmt::format("-DHEAD_DIM={} -DHEAD_DIM_V={} -DBLOCK_M={} -DBLOCK_N={} -DVEC={} -DMASK={} -DKV_LENS={}",
+                                   D, Dv, a->block_m_, bn, vec, mask, lens);
     a->kernel_ = make_kernel(ctx.program("attention.cl", opts, device), "attention_fused");
-    a->algorithm_ = fmt::format("fused:online-softmax BLOCK_M={} BLOCK_N={}", a->block_m_, bn);
+    a->algorithm_ = fmt::format("fused:online-softmax BLOCK_M={} BLOCK_N={} VEC={}", a->block_m_, bn, vec);
   } else {
     const int64_t group = cfg.q_heads / cfg.eff_kv_heads(), C = cfg.eff_capacity();
     GemmConfig qk;
