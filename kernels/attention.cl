@@ -270,3 +270,34 @@ __kernel void kv_cache_append(int H, int D, int max_len, int pos, __global const
   cache[cache_off + ((long)bh * max_len + pos + s) * D + d] = src[src_off + b * src_sb + h * src_sh + s * src_ss + d];
   if (d == 0 && s == 0 && h == 0 && lens) lens[lens_off + b] = pos + (int)get_global_size(1);
 }
+
+// Plain path, ONNX qk_matmul_output: copies the scores at one stage to `out` [B, Hq, Sq, Skv]. Mode 0:
+// scale * Q.K (S as the first GEMM left it); 1: after softcap; 2: after softcap + mask (masked = -inf);
+// 3: the softmax (enqueued after attention_softmax_rows). Global (Skv, Sq, B * Hq).
+__kernel void attention_qk_output(attn_params p, int mode, __global const float* S, long s_off, __global float* out,
+                                  long out_off, __global const void* mask, long mask_off,
+                                  __global const lens_t* lens, long lens_off) {
+  const int j = get_global_id(0), row = get_global_id(1), bh = get_global_id(2);
+  const int b = bh / p.q_heads, h = bh % p.q_heads;
+  const long idx = ((long)bh * p.Sq + row) * p.Skv + j;
+  float x = S[s_off + idx];
+  if (mode == 1 && p.softcap > 0.0f) {
+    x = p.softcap * tanh(x / p.softcap);
+  } else if (mode == 2) {
+    lens += lens_off;
+    const int kv_end = attn_kv_end(&p, lens, b);
+    const long mrow = mask_off + b * p.mask_sb + h * p.mask_sh + (long)row * p.mask_ss;
+    __global const float* mrow_f = 0;
+    __global const uchar* mrow_b = 0;
+#if MASK == 1
+    mrow_f = (__global const float*)mask + mrow;
+#elif MASK == 2
+    mrow_b = (__global const uchar*)mask + mrow;
+#else
+    (void)mask;
+    (void)mrow;
+#endif
+    x = attn_fix_score(&p, x, row, j, kv_end, attn_causal_offset(&p, kv_end), mrow_f, mrow_b);
+  }
+  out[out_off + idx] = x;
+}

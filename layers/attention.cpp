@@ -2,6 +2,7 @@
 #include "layers/attention.hpp"
 
 #include <cmath>
+#include <functional>
 
 #include "runtime/log.hpp"
 
@@ -67,6 +68,8 @@ Shape Attention::validate(const AttentionConfig& c, std::span<const Shape> input
     invalid("Attention", "kv_capacity {} is smaller than kv_len {}", c.kv_capacity, c.kv_len);
   if (c.eff_kv_layout() == AttentionLayout::bshd && c.kv_capacity != 0 && c.kv_capacity != c.kv_len)
     invalid("Attention", "kv_capacity {} needs the [B, H, S, D] layout", c.kv_capacity);
+  if (c.qk_output_mode < -1 || c.qk_output_mode > 3)
+    invalid("Attention", "qk_output_mode must be -1 (none) or 0..3, got {}", c.qk_output_mode);
   if (c.causal_offset_from_lens && c.kv_lens == AttentionKvLens::none)
     invalid("Attention", "causal_offset_from_lens needs kv_lens");
   if (!(c.scale >= 0.0f) || !std::isfinite(c.scale)) invalid("Attention", "scale must be finite, got {}", c.scale);
@@ -127,24 +130,22 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
   const int64_t D = cfg.head_size, Dv = cfg.eff_v_head_size();
   // Per-row q and accumulator live in private arrays; past 256 floats each they no longer fit anywhere
   // useful, so the plain path takes over.
-  const bool fused_ok = D <= 256 && Dv <= 256;
-  const bool plain_ok = cfg.layout == AttentionLayout::bhsd && cfg.eff_kv_layout() == AttentionLayout::bhsd;
+  const bool fused_ok = D <= 256 && Dv <= 256 && cfg.qk_output_mode < 0;
   std::string why;
   switch (cfg.algo) {
     case AttentionAlgo::fused:
+      if (cfg.qk_output_mode >= 0)
+        invalid("Attention", "qk_output_mode {} needs the plain algorithm: the fused one never stores the scores",
+                cfg.qk_output_mode);
       if (!fused_ok) invalid("Attention", "the fused algorithm supports head sizes up to 256, got {} / {}", D, Dv);
       a->fused_ = true;
       break;
     case AttentionAlgo::plain:
-      if (!plain_ok) invalid("Attention", "the plain algorithm needs the [B, H, S, D] layout");
       a->fused_ = false;
       break;
     case AttentionAlgo::automatic:
-      if (!fused_ok && !plain_ok)
-        invalid("Attention", "head sizes {} / {} above 256 need the plain algorithm, which needs the [B, H, S, D] layout",
-                D, Dv);
       a->fused_ = fused_ok;
-      if (!fused_ok) why = " (head size above 256)";
+      if (!fused_ok) why = cfg.qk_output_mode >= 0 ? " (qk_matmul_output requested)" : " (head size above 256)";
       break;
   }
   const int mask = int(cfg.mask), lens = int(cfg.kv_lens);
@@ -156,26 +157,36 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     size_t bn = pick_block_n(info, D, Dv);
     // Vector width along the head dimension: 8 on CPUs (AVX lanes), 4 on GPUs (wide local loads).
     int vec = info.type == DeviceType::cpu ? 8 : 4;
+    if (cfg.block_m > 0) a->block_m_ = size_t(cfg.block_m);
+    if (cfg.block_n > 0) bn = size_t(cfg.block_n);
+    if (cfg.vec > 0) vec = cfg.vec;
+    if (vec != 1 && vec != 2 && vec != 4 && vec != 8 && vec != 16) invalid("Attention", "vec must be 1, 2, 4, 8 or 16, got {}", vec);
     while (vec > 1 && (D % vec || Dv % vec)) vec /= 2;
     std::string opts = fmt::format("-DHEAD_DIM={} -DHEAD_DIM_V={} -DBLOCK_M={} -DBLOCK_N={} -DVEC={} -DMASK={} -DKV_LENS={}",
                                    D, Dv, a->block_m_, bn, vec, mask, lens);
     a->kernel_ = make_kernel(ctx.program("attention.cl", opts, device), "attention_fused");
     a->algorithm_ = fmt::format("fused:online-softmax BLOCK_M={} BLOCK_N={} VEC={}", a->block_m_, bn, vec);
   } else {
-    const int64_t group = cfg.q_heads / cfg.eff_kv_heads(), C = cfg.eff_capacity();
+    // One GEMM pair per (batch, head-in-group), batched over the kv heads, so any layout and GQA map
+    // onto strided batches: scores [B, Hq, Sq, Skv] with h = hk * group + g.
+    const int64_t group = cfg.q_heads / cfg.eff_kv_heads(), C = cfg.eff_capacity(), Hk = cfg.eff_kv_heads();
+    Strides qs = strides_of(cfg.layout, cfg.q_heads, cfg.q_len, D), ks = strides_of(cfg.eff_kv_layout(), Hk, C, D),
+            vs = strides_of(cfg.eff_kv_layout(), Hk, C, Dv), ys = strides_of(cfg.layout, cfg.q_heads, cfg.q_len, Dv);
     GemmConfig qk;
-    qk.M = group * cfg.q_len, qk.N = cfg.kv_len, qk.K = D, qk.trans_b = true;
-    qk.batch = cfg.batch * cfg.eff_kv_heads();
-    qk.stride_a = qk.M * D, qk.stride_b = C * D, qk.stride_c = qk.M * qk.N;
+    qk.M = cfg.q_len, qk.N = cfg.kv_len, qk.K = D, qk.trans_b = true, qk.batch = Hk;
+    qk.lda = qs.s, qk.stride_a = group * qs.h, qk.ldb = ks.s, qk.stride_b = ks.h;
+    qk.ldc = cfg.kv_len, qk.stride_c = group * cfg.q_len * cfg.kv_len;
     qk.alpha = cfg.eff_scale();
     GemmConfig pv;
-    pv.M = group * cfg.q_len, pv.N = Dv, pv.K = cfg.kv_len;
-    pv.batch = qk.batch;
-    pv.stride_a = qk.stride_c, pv.stride_b = C * Dv, pv.stride_c = pv.M * Dv;
+    pv.M = cfg.q_len, pv.N = Dv, pv.K = cfg.kv_len, pv.batch = Hk;
+    pv.lda = cfg.kv_len, pv.stride_a = qk.stride_c, pv.ldb = vs.s, pv.stride_b = vs.h;
+    pv.ldc = ys.s, pv.stride_c = group * ys.h;
     a->qk_ = Gemm::create(ctx, device, qk);
     a->pv_ = Gemm::create(ctx, device, pv);
     std::string opts = fmt::format("-DMASK={} -DKV_LENS={}", mask, lens);
-    a->kernel_ = make_kernel(ctx.program("attention.cl", opts, device), "attention_softmax_rows");
+    cl::Program prog = ctx.program("attention.cl", opts, device);
+    a->kernel_ = make_kernel(prog, "attention_softmax_rows");
+    if (cfg.qk_output_mode >= 0) a->qk_out_ = make_kernel(prog, "attention_qk_output");
     a->algorithm_ = fmt::format("plain:gemm({})+softmax+gemm{}", a->qk_->algorithm(), why);
   }
   if (why.empty())
@@ -192,7 +203,13 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
   const auto& c = cfg_;
   std::vector<Shape> shapes;
   for (const auto& t : inputs) shapes.push_back(t.shape);
-  if (outputs.size() != 1) invalid("Attention", "expects 1 output, got {}", outputs.size());
+  const size_t n_out = c.qk_output_mode >= 0 ? 2 : 1;
+  if (outputs.size() != n_out) invalid("Attention", "expects {} outputs, got {}", n_out, outputs.size());
+  if (n_out == 2) {
+    expect_shape("qk_matmul_output", outputs[1].shape, {c.batch, c.q_heads, c.q_len, c.kv_len});
+    if (outputs[1].dtype != DType::f32)
+      invalid("Attention", "qk_matmul_output must be f32, got {}", to_string(outputs[1].dtype));
+  }
   expect_shape("Y", outputs[0].shape, validate(c, shapes));
   const char* names[3] = {"Q", "K", "V"};
   for (int i = 0; i < 3; ++i)
@@ -249,22 +266,45 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
   if (!workspace || workspace->bytes() < workspace_bytes())
     invalid("Attention", "the plain algorithm needs a workspace of {} bytes, got {}", workspace_bytes(),
             workspace ? workspace->bytes() : 0);
-  (void)D, (void)Dv;
-  const int64_t n_scores = c.batch * c.q_heads * c.q_len * c.kv_len;
+  const int64_t n_scores = c.batch * c.q_heads * c.q_len * c.kv_len, group = c.q_heads / Hk;
   Tensor S = workspace->slice_elems(0, n_scores, Shape{n_scores});
-  Tensor s_out[1] = {S};
-  Tensor qk_in[2] = {Q, K};
-  qk_->enqueue(qk_in, s_out, nullptr, ec);
+  Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.eff_kv_layout(), Hk, C, D),
+          vs = strides_of(c.eff_kv_layout(), Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
+  // A view `elems` further into t (the GEMM reads it with its own strides).
+  auto at = [](const Tensor& t, int64_t elems) {
+    Tensor v = t;
+    v.offset_bytes += size_t(elems) * dtype_size(t.dtype);
+    return v;
+  };
+  auto for_each_bg = [&](const std::function<void(int64_t, int64_t)>& f) {
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t g = 0; g < group; ++g) f(b, g);
+  };
+  for_each_bg([&](int64_t b, int64_t g) {
+    Tensor qk_in[2] = {at(Q, b * qs.b + g * qs.h), at(K, b * ks.b)};
+    Tensor s_out[1] = {at(S, (b * c.q_heads + g) * c.q_len * c.kv_len)};
+    qk_->enqueue(qk_in, s_out, nullptr, ec);
+  });
   {
     std::lock_guard lock(launch_mutex_);
+    auto qk_output = [&] {
+      const Tensor& o = outputs[1];
+      set_args(qk_out_, p, cl_int(c.qk_output_mode), S.buffer, cl_long(S.offset_elems()), o.buffer,
+               cl_long(o.offset_elems()), mbuf, moff, lbuf, loff);
+      ec.enqueue_kernel(qk_out_, cl::NDRange(size_t(c.kv_len), size_t(c.q_len), size_t(c.batch * c.q_heads)),
+                        cl::NullRange, "attention_qk_output");
+    };
+    if (c.qk_output_mode >= 0 && c.qk_output_mode < 3) qk_output();
     set_args(kernel_, p, S.buffer, cl_long(S.offset_elems()), mbuf, moff, lbuf, loff);
     ec.enqueue_kernel(kernel_, cl::NDRange(size_t(c.q_len), size_t(c.q_heads), size_t(c.batch)), cl::NullRange,
                       "attention_softmax_rows");
+    if (c.qk_output_mode == 3) qk_output();
   }
-  Tensor pv_in[2] = {S, V};
-  Tensor y_out[1] = {Y};
-  pv_->enqueue(pv_in, y_out, nullptr, ec);
-  (void)C;
+  for_each_bg([&](int64_t b, int64_t g) {
+    Tensor pv_in[2] = {at(S, (b * c.q_heads + g) * c.q_len * c.kv_len), at(V, b * vs.b)};
+    Tensor y_out[1] = {at(Y, b * ys.b + g * ys.h)};
+    pv_->enqueue(pv_in, y_out, nullptr, ec);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -46,6 +46,11 @@ struct AttentionConfig {
   float scale = 0.0f;    // 0 = 1 / sqrt(head_size)
   float softcap = 0.0f;  // > 0: scores = softcap * tanh(scores / softcap), before the mask
   AttentionAlgo algo = AttentionAlgo::automatic;
+  // ONNX qk_matmul_output as a second output [B, Hq, Sq, Skv]: -1 none, 0 scale*QK, 1 after softcap,
+  // 2 after softcap + mask, 3 softmax. Needs the plain algorithm (the fused one never stores scores).
+  int qk_output_mode = -1;
+  // Fused kernel tiles (0 = the device heuristic); set by the tuner or `cldl bench --set block_m=..`.
+  int block_m = 0, block_n = 0, vec = 0;
 
   int64_t eff_kv_heads() const { return kv_heads ? kv_heads : q_heads; }
   int64_t eff_v_head_size() const { return v_head_size ? v_head_size : head_size; }
@@ -56,7 +61,8 @@ struct AttentionConfig {
   double flops() const;
 };
 
-// Inputs: Q, K, V, [mask if cfg.mask != none], [kv_lens if cfg.kv_lens != none]; output: Y.
+// Inputs: Q, K, V, [mask if cfg.mask != none], [kv_lens if cfg.kv_lens != none]; outputs: Y, and
+// qk_matmul_output when cfg.qk_output_mode >= 0.
 // Rows whose every key is masked give zeros (ONNX's reference yields NaN there).
 class Attention : public Op {
  public:
@@ -80,6 +86,7 @@ class Attention : public Op {
   bool fused_ = true;
   size_t block_m_ = 32;
   cl::Kernel kernel_;  // fused kernel, or the plain path's softmax
+  cl::Kernel qk_out_;  // plain path: qk_matmul_output
   std::unique_ptr<Gemm> qk_, pv_;
 };
 

@@ -3,6 +3,7 @@
 // GFLOP/s counts 4*B*H*S*S*D (QK and PV), half of that for causal.
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -57,6 +58,14 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
     if (o.selected(c.name())) chosen.push_back(c);
   for (const auto& c : chosen) {
     AttentionConfig cfg;
+    for (const auto& a : o.args) {
+      auto eq = a.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string key = a.substr(0, eq);
+      if (key == "block_m") cfg.block_m = std::stoi(a.substr(eq + 1));
+      if (key == "block_n") cfg.block_n = std::stoi(a.substr(eq + 1));
+      if (key == "vec") cfg.vec = std::stoi(a.substr(eq + 1));
+    }
     cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.S, cfg.kv_len = c.S, cfg.head_size = c.D, cfg.causal = c.causal;
     const size_t n = size_t(c.B * c.H * c.S * c.D);
     Tensor q = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 1e-3f)));
@@ -64,7 +73,9 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
     Tensor v = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 9e-4f)));
     Tensor y = ctx.alloc({c.B, c.H, c.S, c.D}, DType::f32);
     std::optional<Result> fused_result;
+    const bool skip_plain = std::find(o.args.begin(), o.args.end(), "plain=0") != o.args.end();
     for (AttentionAlgo algo : {AttentionAlgo::fused, AttentionAlgo::plain}) {
+      if (algo == AttentionAlgo::plain && skip_plain) continue;
       cfg.algo = algo;
       auto op = Attention::create(ctx, 0, cfg);
       std::optional<Tensor> ws;
