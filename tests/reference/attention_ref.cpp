@@ -69,3 +69,71 @@ std::vector<float> attention(const AttentionConfig& c, const std::vector<float>&
 }
 
 }  // namespace cldl::ref
+
+namespace cldl::ref {
+
+std::vector<float> norm(const NormConfig& cfg, const std::vector<float>& x, const std::vector<float>* residual,
+                        const std::vector<float>& scale, const std::vector<float>* bias) {
+  const int64_t R = cfg.rows(), N = cfg.cols();
+  std::vector<float> y(x.size());
+  std::vector<double> v(static_cast<size_t>(N));
+  for (int64_t r = 0; r < R; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < N; ++i) {
+      size_t k = size_t(r * N + i);
+      v[size_t(i)] = double(x[k]) + (residual ? double((*residual)[k]) : 0.0);
+      mean += v[size_t(i)];
+    }
+    mean = cfg.rms ? 0.0 : mean / double(N);
+    for (int64_t i = 0; i < N; ++i) var += (v[size_t(i)] - mean) * (v[size_t(i)] - mean);
+    const double inv = 1.0 / std::sqrt(var / double(N) + double(cfg.epsilon));
+    for (int64_t i = 0; i < N; ++i) {
+      double o = (v[size_t(i)] - mean) * inv * double(scale[size_t(i)]);
+      if (bias && !cfg.rms) o += double((*bias)[size_t(i)]);
+      y[size_t(r * N + i)] = float(o);
+    }
+  }
+  return y;
+}
+
+std::vector<float> rotary(const RotaryConfig& c, const std::vector<float>& x, const std::vector<float>& cos_cache,
+                          const std::vector<float>& sin_cache, const std::vector<int64_t>* position_ids) {
+  std::vector<float> y = x;
+  const int64_t H = c.heads, S = c.seq, D = c.head_size, rot = c.rotary_dim ? c.rotary_dim : D, half = rot / 2;
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t base = c.seq_first ? (b * S + s) * H * D + h * D : ((b * H + h) * S + s) * D;
+        const int64_t row = position_ids ? (*position_ids)[size_t(b * S + s)] : b * S + s;
+        for (int64_t i = 0; i < half; ++i) {
+          const double cs = cos_cache[size_t(row * half + i)], sn = sin_cache[size_t(row * half + i)];
+          const int64_t i0 = c.interleaved ? 2 * i : i, i1 = c.interleaved ? 2 * i + 1 : i + half;
+          const double x0 = x[size_t(base + i0)], x1 = x[size_t(base + i1)];
+          y[size_t(base + i0)] = float(x0 * cs - x1 * sn);
+          y[size_t(base + i1)] = float(x1 * cs + x0 * sn);
+        }
+      }
+  return y;
+}
+
+std::vector<float> embedding(const std::vector<float>& table, int64_t vocab, int64_t dim,
+                             const std::vector<int64_t>& ids) {
+  std::vector<float> y;
+  for (int64_t id : ids) {
+    if (id < 0) id += vocab;
+    for (int64_t e = 0; e < dim; ++e) y.push_back(id >= 0 && id < vocab ? table[size_t(id * dim + e)] : 0.0f);
+  }
+  return y;
+}
+
+std::vector<float> swiglu(const std::vector<float>& x, int64_t rows, int64_t F) {
+  std::vector<float> y(size_t(rows * F));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t f = 0; f < F; ++f) {
+      double a = x[size_t(r * 2 * F + f)], g = x[size_t(r * 2 * F + F + f)];
+      y[size_t(r * F + f)] = float(a / (1.0 + std::exp(-a)) * g);
+    }
+  return y;
+}
+
+}  // namespace cldl::ref

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "layers/attention.hpp"
+#include "layers/transformer.hpp"
 
 namespace cldl::ref {
 
@@ -15,5 +16,17 @@ std::vector<float> attention(const AttentionConfig& cfg, const std::vector<float
                              const std::vector<float>& v, const std::vector<float>* mask_f = nullptr,
                              const std::vector<uint8_t>* mask_b = nullptr,
                              const std::vector<int64_t>* kv_lens = nullptr);
+
+// LayerNorm / RMSNorm of x (+ residual when given) over cfg.cols() per row, in double.
+std::vector<float> norm(const NormConfig& cfg, const std::vector<float>& x, const std::vector<float>* residual,
+                        const std::vector<float>& scale, const std::vector<float>* bias);
+// Rotary embedding, ONNX formulas applied pair by pair.
+std::vector<float> rotary(const RotaryConfig& cfg, const std::vector<float>& x, const std::vector<float>& cos_cache,
+                          const std::vector<float>& sin_cache, const std::vector<int64_t>* position_ids);
+// Gather rows of table [V, E]; negative ids wrap once.
+std::vector<float> embedding(const std::vector<float>& table, int64_t vocab, int64_t dim,
+                             const std::vector<int64_t>& ids);
+// silu(a) * b over [rows, 2F] -> [rows, F].
+std::vector<float> swiglu(const std::vector<float>& x, int64_t rows, int64_t F);
 
 }  // namespace cldl::ref
