@@ -126,8 +126,9 @@ inline float attn_fix_score(const attn_params* p, float dot, int row, int col, i
   return ok ? s : -INFINITY;
 }
 
-// One work-item per query row, BLOCK_M rows per work-group sharing each K/V tile. Global size
-// (round_up(Sq, BLOCK_M), Hq, B).
+// One work-item per query row. The rows of a work-group are (head-in-group, position) pairs of one KV
+// head, r = g * Sq + s, so with grouped-query heads every q head of the group shares each K/V tile and a
+// decode step (Sq = 1) reads its KV head once. Global size (round_up(group * Sq, BLOCK_M), Hkv, B).
 __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fused(
     attn_params p, __global const float* Q, long q_off, long q_sb, long q_sh, long q_ss,
     __global const float* K, long k_off, long k_sb, long k_sh, long k_ss, __global const float* V, long v_off,
@@ -136,23 +137,27 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
   __local vec_t Ks[BLOCK_N][DK_VEC];
   __local vec_t Vs[BLOCK_N][DV_VEC];
   const int lid = get_local_id(0);
-  const int row0 = get_group_id(0) * BLOCK_M;
-  const int row = row0 + lid;
-  const int h = get_global_id(1);
+  const int rows = p.group * p.Sq;
+  const int r0 = get_group_id(0) * BLOCK_M;
+  const int r = min(r0 + lid, rows - 1);
+  const bool active = r0 + lid < rows;
+  const int hk = get_global_id(1);
   const int b = get_global_id(2);
-  const int hk = h / p.group;
+  const int h = hk * p.group + r / p.Sq;
+  const int row = r % p.Sq;
   lens += lens_off;
   const int kv_end = attn_kv_end(&p, lens, b);
   const int coff = attn_causal_offset(&p, kv_end);
-  const bool active = row < p.Sq;
-  // Keys this work-group needs: causality bounds them by its last row.
+  // Keys this work-group needs: causality bounds them by its last query position.
+  const int r_last = min(r0 + BLOCK_M, rows) - 1;
+  const int s_max = (r0 / p.Sq != r_last / p.Sq) ? p.Sq - 1 : r_last % p.Sq;
   int kv_limit = kv_end;
-  if (p.causal) kv_limit = min(kv_limit, min(row0 + BLOCK_M, p.Sq) - 1 + coff + 1);
+  if (p.causal) kv_limit = min(kv_limit, s_max + coff + 1);
   kv_limit = max(kv_limit, 0);
 
   __global const float* mrow_f = 0;
   __global const uchar* mrow_b = 0;
-  const long mrow = mask_off + b * p.mask_sb + h * p.mask_sh + (long)min(row, p.Sq - 1) * p.mask_ss;
+  const long mrow = mask_off + b * p.mask_sb + h * p.mask_sh + (long)row * p.mask_ss;
 #if MASK == 1
   mrow_f = (__global const float*)mask + mrow;
 #elif MASK == 2
@@ -164,7 +169,7 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
 
   vec_t q[DK_VEC];
   vec_t acc[DV_VEC];
-  const __global float* qp = Q + q_off + b * q_sb + h * q_sh + (long)min(row, p.Sq - 1) * q_ss;
+  const __global float* qp = Q + q_off + b * q_sb + h * q_sh + (long)row * q_ss;
   for (int d = 0; d < DK_VEC; ++d) q[d] = VLOAD(d, qp);
   for (int d = 0; d < DV_VEC; ++d) acc[d] = (vec_t)0.0f;
   float m = -INFINITY, l = 0.0f;

@@ -259,7 +259,7 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
              cl_long(K.offset_elems()), cl_long(ks.b), cl_long(ks.h), cl_long(ks.s), V.buffer,
              cl_long(V.offset_elems()), cl_long(vs.b), cl_long(vs.h), cl_long(vs.s), Y.buffer,
              cl_long(Y.offset_elems()), cl_long(ys.b), cl_long(ys.h), cl_long(ys.s), mbuf, moff, lbuf, loff);
-    ec.enqueue_kernel(kernel_, cl::NDRange(round_up(size_t(c.q_len), block_m_), size_t(c.q_heads), size_t(c.batch)),
+    ec.enqueue_kernel(kernel_, cl::NDRange(round_up(size_t(c.q_len * (c.q_heads / Hk)), block_m_), size_t(Hk), size_t(c.batch)),
                       cl::NDRange(block_m_, 1, 1), "attention_fused");
     return;
   }
