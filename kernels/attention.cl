@@ -8,6 +8,9 @@
 //   BLOCK_M               query rows per work-group (= work-group size, one row per work-item)
 //   BLOCK_N               keys per local-memory tile
 //   MASK                  0 none, 1 additive float mask, 2 boolean mask (uchar, nonzero = attend)
+//   USE_LOCAL             1: K/V tiles staged in local memory (GPUs); 0: read straight from global memory,
+//                          no barriers (CPUs, where a group's work-items run one after another and the
+//                          tile stays in cache anyway)
 //   KV_LENS               0 none, 1 int32 per-batch kv lengths, 2 int64 per-batch kv lengths
 //   VEC                   1, 2, 4, 8 or 16: vector width along the head dimension (must divide HEAD_DIM
 //                          and HEAD_DIM_V); CPUs need it, the work-items of a group are not SIMD lanes there
@@ -30,6 +33,9 @@
 #endif
 #ifndef MASK
 #define MASK 0
+#endif
+#ifndef USE_LOCAL
+#define USE_LOCAL 1
 #endif
 #ifndef KV_LENS
 #define KV_LENS 0
@@ -134,8 +140,15 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
     __global const float* K, long k_off, long k_sb, long k_sh, long k_ss, __global const float* V, long v_off,
     long v_sb, long v_sh, long v_ss, __global float* O, long o_off, long o_sb, long o_sh, long o_ss,
     __global const void* mask, long mask_off, __global const lens_t* lens, long lens_off) {
+#if USE_LOCAL
   __local vec_t Ks[BLOCK_N][DK_VEC];
   __local vec_t Vs[BLOCK_N][DV_VEC];
+#define K_AT(j, d) Ks[j][d]
+#define V_AT(j, d) Vs[j][d]
+#else
+#define K_AT(j, d) VLOAD(d, kt + (long)(j) * k_ss)
+#define V_AT(j, d) VLOAD(d, vt + (long)(j) * v_ss)
+#endif
   const int lid = get_local_id(0);
   const int rows = p.group * p.Sq;
   const int r0 = get_group_id(0) * BLOCK_M;
@@ -178,6 +191,7 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
   const __global float* vb = V + v_off + b * v_sb + hk * v_sh;
   for (int kv0 = 0; kv0 < kv_limit; kv0 += BLOCK_N) {
     const int n = min(BLOCK_N, kv_limit - kv0);
+#if USE_LOCAL
     barrier(CLK_LOCAL_MEM_FENCE);  // the previous tile is no longer read
     for (int e = lid; e < BLOCK_N * DK_VEC; e += BLOCK_M) {
       const int j = e / DK_VEC, d = e % DK_VEC;
@@ -188,12 +202,18 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
       Vs[j][d] = j < n ? VLOAD(d, vb + (long)(kv0 + j) * v_ss) : (vec_t)0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+#else
+    // Rows past n are clamped to the last valid one (their scores are -inf, so their values unused).
+    const __global float* kt = kb + (long)kv0 * k_ss;
+    const __global float* vt = vb + (long)kv0 * v_ss;
+#endif
     if (active) {
       float s[BLOCK_N];
       float tmax = -INFINITY;
       for (int j = 0; j < BLOCK_N; ++j) {
         vec_t dv = (vec_t)0.0f;
-        for (int d = 0; d < DK_VEC; ++d) dv = fma(q[d], Ks[j][d], dv);
+        const int jj = min(j, n - 1);
+        for (int d = 0; d < DK_VEC; ++d) dv = fma(q[d], K_AT(jj, d), dv);
         const float dot = VSUM(dv);
         s[j] = j < n ? attn_fix_score(&p, dot, row, kv0 + j, kv_end, coff, mrow_f, mrow_b) : -INFINITY;
         tmax = fmax(tmax, s[j]);
@@ -206,7 +226,8 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
         for (int j = 0; j < BLOCK_N; ++j) {
           const float pj = exp(s[j] - m_new);
           l += pj;
-          for (int d = 0; d < DV_VEC; ++d) acc[d] = fma((vec_t)pj, Vs[j][d], acc[d]);
+          const int jj = min(j, n - 1);
+          for (int d = 0; d < DV_VEC; ++d) acc[d] = fma((vec_t)pj, V_AT(jj, d), acc[d]);
         }
         m = m_new;
       }

@@ -162,10 +162,15 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     if (cfg.vec > 0) vec = cfg.vec;
     if (vec != 1 && vec != 2 && vec != 4 && vec != 8 && vec != 16) invalid("Attention", "vec must be 1, 2, 4, 8 or 16, got {}", vec);
     while (vec > 1 && (D % vec || Dv % vec)) vec /= 2;
-    std::string opts = fmt::format("-DHEAD_DIM={} -DHEAD_DIM_V={} -DBLOCK_M={} -DBLOCK_N={} -DVEC={} -DMASK={} -DKV_LENS={}",
-                                   D, Dv, a->block_m_, bn, vec, mask, lens);
+    // Local tiles measured no slower than direct global reads on PoCL (within this machine's noise), and
+    // GPUs need them: on by default, a tuning knob otherwise.
+    const int use_local = cfg.use_local >= 0 ? cfg.use_local : 1;
+    std::string opts =
+        fmt::format("-DHEAD_DIM={} -DHEAD_DIM_V={} -DBLOCK_M={} -DBLOCK_N={} -DVEC={} -DUSE_LOCAL={} -DMASK={} -DKV_LENS={}",
+                    D, Dv, a->block_m_, bn, vec, use_local, mask, lens);
     a->kernel_ = make_kernel(ctx.program("attention.cl", opts, device), "attention_fused");
-    a->algorithm_ = fmt::format("fused:online-softmax BLOCK_M={} BLOCK_N={} VEC={}", a->block_m_, bn, vec);
+    a->algorithm_ = fmt::format("fused:online-softmax BLOCK_M={} BLOCK_N={} VEC={}{}", a->block_m_, bn, vec,
+                                use_local ? " local-tiles" : " global-tiles");
   } else {
     // One GEMM pair per (batch, head-in-group), batched over the kv heads, so any layout and GQA map
     // onto strided batches: scores [B, Hq, Sq, Skv] with h = hk * group + g.

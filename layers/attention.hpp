@@ -51,6 +51,8 @@ struct AttentionConfig {
   int qk_output_mode = -1;
   // Fused kernel tiles (0 = the device heuristic); set by the tuner or `cldl bench --set block_m=..`.
   int block_m = 0, block_n = 0, vec = 0;
+  int use_local = -1;  // K/V tiles through local memory: -1 = default (yes), 0 = read global memory directly
+
 
   int64_t eff_kv_heads() const { return kv_heads ? kv_heads : q_heads; }
   int64_t eff_v_head_size() const { return v_head_size ? v_head_size : head_size; }

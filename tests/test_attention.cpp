@@ -136,6 +136,11 @@ TEST_CASE("fused and plain match the reference on odd shapes, GQA and cross leng
     c.scale = 0.3f, c.softcap = 2.5f;
     check_both(c, 4);
   }
+  SUBCASE("tuning knobs: K/V read from global memory, small tiles, GQA rows spanning heads") {
+    auto c = base(3, 6, 2, 7, 129, 80);
+    c.use_local = 0, c.block_m = 4, c.block_n = 8, c.causal = true, c.causal_offset = 122;
+    check_both(c, 6, false);
+  }
   SUBCASE("ONNX 3-D layout [B, S, H*D], GQA 6/3") {
     auto c = base(3, 6, 3, 7, 129, 80);
     c.layout = AttentionLayout::bshd;

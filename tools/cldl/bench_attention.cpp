@@ -65,6 +65,7 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       if (key == "block_m") cfg.block_m = std::stoi(a.substr(eq + 1));
       if (key == "block_n") cfg.block_n = std::stoi(a.substr(eq + 1));
       if (key == "vec") cfg.vec = std::stoi(a.substr(eq + 1));
+      if (key == "use_local") cfg.use_local = std::stoi(a.substr(eq + 1));
     }
     cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.S, cfg.kv_len = c.S, cfg.head_size = c.D, cfg.causal = c.causal;
     const size_t n = size_t(c.B * c.H * c.S * c.D);
