@@ -312,6 +312,48 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
   });
 }
 
+AttentionConfig onnx_attention_config(const OnnxAttentionNode& n) {
+  auto validate = [](const AttentionConfig& c) { Attention::validate(c); };
+  const size_t rank = n.q.rank();
+  if ((rank != 3 && rank != 4) || n.k.rank() != rank || n.v.rank() != rank)
+    invalid("Attention", "Q, K, V must all be 3-D or all 4-D, got {}, {}, {}", n.q.str(), n.k.str(), n.v.str());
+  AttentionConfig c;
+  c.batch = n.q[0];
+  int64_t s_new;
+  if (rank == 3) {
+    if (n.q_num_heads <= 0 || n.kv_num_heads <= 0)
+      invalid("Attention", "3-D inputs need q_num_heads and kv_num_heads, got {} and {}", n.q_num_heads, n.kv_num_heads);
+    if (n.q[2] % n.q_num_heads || n.k[2] % n.kv_num_heads || n.v[2] % n.kv_num_heads)
+      invalid("Attention", "hidden sizes {}, {}, {} are not multiples of q_num_heads {} / kv_num_heads {}", n.q[2], n.k[2],
+              n.v[2], n.q_num_heads, n.kv_num_heads);
+    c.layout = AttentionLayout::bshd;
+    c.q_heads = n.q_num_heads, c.kv_heads = n.kv_num_heads;
+    c.q_len = n.q[1], c.head_size = n.q[2] / n.q_num_heads;
+    s_new = n.k[1], c.v_head_size = n.v[2] / n.kv_num_heads;
+  } else {
+    c.q_heads = n.q[1], c.kv_heads = n.k[1], c.q_len = n.q[2], c.head_size = n.q[3];
+    s_new = n.k[2], c.v_head_size = n.v[3];
+  }
+  const int64_t past = n.past_key ? (*n.past_key)[2] : 0;
+  c.kv_len = past + s_new;
+  if (n.past_key) c.kv_layout = AttentionLayout::bhsd, c.kv_capacity = c.kv_len;
+  c.causal = n.is_causal;
+  c.causal_offset = past;
+  if (n.scale) c.scale = *n.scale;
+  c.softcap = n.softcap;
+  if (n.attn_mask) {
+    c.mask = n.attn_mask_bool ? AttentionMask::boolean : AttentionMask::additive;
+    c.mask_shape = *n.attn_mask;
+  }
+  if (n.nonpad_kv_seqlen) {
+    c.kv_lens = AttentionKvLens::i64;
+    c.causal_offset_from_lens = c.causal && !n.past_key;  // ONNX: the external-cache frontier
+  }
+  c.qk_output_mode = n.qk_matmul_output_mode;
+  validate(c);
+  return c;
+}
+
 // ---------------------------------------------------------------------------------------------------
 
 KvCache::KvCache(Context& ctx, int device, int64_t batch, int64_t kv_heads, int64_t max_len, int64_t head_size,

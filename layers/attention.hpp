@@ -92,6 +92,24 @@ class Attention : public Op {
   std::unique_ptr<Gemm> qk_, pv_;
 };
 
+// ONNX Attention (opset 23/24) node -> AttentionConfig, for the importer. With past_key the importer
+// builds present_key/value with a KvCache of max_len = past + new (append past, then K/V with
+// `layout`) and feeds its keys()/values() as K and V; the config already says kv_layout = bhsd and
+// kv_capacity = past + new for that case. Masks: bool -> boolean, float -> additive.
+struct OnnxAttentionNode {
+  Shape q, k, v;                      // as given (3-D [B, S, H*D] or 4-D [B, H, S, D])
+  std::optional<Shape> attn_mask;     // and its element type
+  bool attn_mask_bool = false;
+  std::optional<Shape> past_key;      // [B, Hkv, P, D]
+  bool nonpad_kv_seqlen = false;      // opset 24 input 6 (int64 [B])
+  int64_t q_num_heads = 0, kv_num_heads = 0;  // attributes (needed for 3-D inputs)
+  bool is_causal = false;
+  std::optional<float> scale;
+  float softcap = 0.0f;
+  int qk_matmul_output_mode = -1;     // -1 when the node has no 4th output
+};
+AttentionConfig onnx_attention_config(const OnnxAttentionNode& node);
+
 // Preallocated K/V cache [B, Hkv, max_len, D] (and [.., Dv] for V) plus a device int32 [B] of current
 // lengths, for incremental decoding. Attend over it with an Attention whose config has
 // kv_len = kv_capacity = max_len, kv_lens = i32, and (causal) causal_offset_from_lens = true: the kernel

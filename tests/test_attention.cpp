@@ -269,6 +269,14 @@ TEST_CASE("bad configurations name the argument and value") {
   CHECK(op->algorithm().find("plain:") == 0);  // the choice is visible, not silent
   CHECK(op->algorithm().find("head size above 256") != std::string::npos);
 
+  OnnxAttentionNode node;
+  node.q = {2, 7, 64}, node.k = {2, 9, 32}, node.v = {2, 9, 32};
+  msg = error_of([&] { onnx_attention_config(node); });
+  CHECK(msg.find("3-D inputs need q_num_heads and kv_num_heads, got 0 and 0") != std::string::npos);
+  node.q_num_heads = 6, node.kv_num_heads = 4;
+  msg = error_of([&] { onnx_attention_config(node); });
+  CHECK(msg.find("not multiples of q_num_heads 6") != std::string::npos);
+
   c = base(1, 2, 2, 3, 3, 8);
   c.qk_output_mode = 0, c.algo = AttentionAlgo::fused;
   msg = error_of([&] { Attention::create(ctx(), 0, c); });
@@ -305,34 +313,24 @@ OnnxResult run_onnx_attention(const ox::NodeTest& t) {
   const ox::Tensor *Q = in(0), *K = in(1), *V = in(2), *mask = in(3), *pk = in(4), *pv = in(5), *nonpad = in(6);
   // fp16 models run in f32 on the widened data (the op is f32); compared at fp16 precision.
   for (const ox::Tensor* x : {Q, K, V, mask, pk, pv}) r.fp16 |= x && x->data_type == ox::kFloat16;
-  const bool three_d = Q->dims.size() == 3;
-  AttentionConfig c;
-  c.batch = Q->dims[0];
-  int64_t s_new;
-  if (three_d) {
-    c.q_heads = n.get_i("q_num_heads", 0), c.kv_heads = n.get_i("kv_num_heads", 0);
-    c.q_len = Q->dims[1], c.head_size = Q->dims[2] / c.q_heads;
-    s_new = K->dims[1], c.v_head_size = V->dims[2] / c.kv_heads;
-    c.layout = AttentionLayout::bshd;
-  } else {
-    c.q_heads = Q->dims[1], c.kv_heads = K->dims[1], c.q_len = Q->dims[2], c.head_size = Q->dims[3];
-    s_new = K->dims[2], c.v_head_size = V->dims[3];
-  }
-  const int64_t past = pk ? pk->dims[2] : 0;
-  c.kv_len = past + s_new;
-  c.causal = n.get_i("is_causal", 0) != 0;
-  c.causal_offset = past;
-  if (n.has("scale")) c.scale = n.get_f("scale", 0.0f);
-  if (n.has("softcap")) c.softcap = n.get_f("softcap", 0.0f);
+  OnnxAttentionNode node;
+  node.q = Q->shape(), node.k = K->shape(), node.v = V->shape();
+  if (mask) node.attn_mask = mask->shape(), node.attn_mask_bool = mask->data_type == ox::kBool;
+  if (pk) node.past_key = pk->shape();
+  node.nonpad_kv_seqlen = nonpad != nullptr;
+  node.q_num_heads = n.get_i("q_num_heads", 0), node.kv_num_heads = n.get_i("kv_num_heads", 0);
+  node.is_causal = n.get_i("is_causal", 0) != 0;
+  if (n.has("scale")) node.scale = n.get_f("scale", 0.0f);
+  node.softcap = n.get_f("softcap", 0.0f);
   const bool want_qk = n.outputs.size() > 3 && !n.outputs[3].empty();
-  if (want_qk) c.qk_output_mode = int(n.get_i("qk_matmul_output_mode", 0));
+  if (want_qk) node.qk_matmul_output_mode = int(n.get_i("qk_matmul_output_mode", 0));
+  AttentionConfig c = onnx_attention_config(node);
   std::vector<Tensor> inputs;
   inputs.push_back(ctx().upload(HostTensor::from<float>(Q->shape(), Q->f)));
   std::optional<KvCache> cache;
   auto ec = ctx().exec();
   if (pk) {
     // past + new -> present through the KV cache, which then serves as K/V ([B, Hkv, P+S, D]).
-    c.kv_layout = AttentionLayout::bhsd;
     cache.emplace(ctx(), 0, c.batch, c.eff_kv_heads(), c.kv_len, c.head_size, c.eff_v_head_size());
     Tensor pkd = ctx().upload(HostTensor::from<float>(pk->shape(), pk->f));
     Tensor pvd = ctx().upload(HostTensor::from<float>(pv->shape(), pv->f));
@@ -347,21 +345,14 @@ OnnxResult run_onnx_attention(const ox::NodeTest& t) {
     inputs.push_back(ctx().upload(HostTensor::from<float>(V->shape(), V->f)));
   }
   if (mask) {
-    c.mask_shape = mask->shape();
     if (mask->data_type == ox::kBool) {
-      c.mask = AttentionMask::boolean;
       std::vector<uint8_t> b(mask->i.begin(), mask->i.end());
       inputs.push_back(ctx().upload(HostTensor::from<uint8_t>(mask->shape(), b)));
     } else {
-      c.mask = AttentionMask::additive;
       inputs.push_back(ctx().upload(HostTensor::from<float>(mask->shape(), mask->f)));
     }
   }
-  if (nonpad) {
-    c.kv_lens = AttentionKvLens::i64;
-    c.causal_offset_from_lens = c.causal && !pk;
-    inputs.push_back(ctx().upload(HostTensor::from<int64_t>(nonpad->shape(), nonpad->i)));
-  }
+  if (nonpad) inputs.push_back(ctx().upload(HostTensor::from<int64_t>(nonpad->shape(), nonpad->i)));
   auto op = Attention::create(ctx(), 0, c);
   Tensor y = ctx().alloc(Attention::validate(c), DType::f32);
   std::vector<Tensor> out{y};
