@@ -9,11 +9,15 @@
 namespace cldl {
 
 namespace {
-// Default variants: BERT/GPT head sizes without and with an additive mask.
+// Default variants, exactly as create() builds them: head size 64 without and with an additive mask on
+// CPUs (BLOCK_M 16, VEC 8) and GPUs with 48 KiB of local memory (BLOCK_M 64, VEC 4), and head size 128.
 const ProgramVariants kAttentionVariants(
-    "attention.cl", {"-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=32 -DBLOCK_N=32 -DVEC=4 -DMASK=0 -DKV_LENS=0",
-                     "-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=32 -DBLOCK_N=32 -DVEC=4 -DMASK=1 -DKV_LENS=0",
-                     "-DHEAD_DIM=128 -DHEAD_DIM_V=128 -DBLOCK_M=32 -DBLOCK_N=16 -DVEC=4 -DMASK=0 -DKV_LENS=0"});
+    "attention.cl",
+    {"-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=16 -DBLOCK_N=32 -DVEC=8 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0",
+     "-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=16 -DBLOCK_N=32 -DVEC=8 -DUSE_LOCAL=1 -DMASK=1 -DKV_LENS=0",
+     "-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0",
+     "-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=1 -DKV_LENS=0",
+     "-DHEAD_DIM=128 -DHEAD_DIM_V=128 -DBLOCK_M=64 -DBLOCK_N=16 -DVEC=4 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0"});
 
 // Host twin of attn_params in kernels/attention.cl (same member order; cl_long members 8-aligned).
 struct AttnParams {

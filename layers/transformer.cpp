@@ -53,6 +53,11 @@ std::unique_ptr<Norm> Norm::create(Context& ctx, int device, const NormConfig& c
   size_t wg = 1;
   if (info.type != DeviceType::cpu)
     while (wg < 256 && wg * 2 <= info.max_work_group_size && int64_t(wg) < cfg.cols()) wg *= 2;
+  if (cfg.wg_size > 0) {
+    wg = size_t(cfg.wg_size);
+    if ((wg & (wg - 1)) || wg > info.max_work_group_size)
+      invalid(n->type(), "wg_size {} must be a power of two up to {}", cfg.wg_size, info.max_work_group_size);
+  }
   n->wg_ = wg;
   std::string opts = fmt::format("-DWG_SIZE={} -DRMS={} -DRESIDUAL={}", wg, int(cfg.rms), int(cfg.residual));
   n->kernel_ = make_kernel(ctx.program("transformer.cl", opts, device), "norm_rows");

@@ -68,6 +68,7 @@ TEST_CASE("LayerNorm and RMSNorm over the last axes, with and without a fused re
       }
       NormConfig c;
       c.rms = rms, c.input = s, c.residual = true, c.residual_sum_output = true;
+      c.wg_size = 64;  // the GPU form (a work-group per row, local reductions), also on CPUs
       auto x = test::random_floats(size_t(s.numel()), 4), r = test::random_floats(size_t(s.numel()), 5);
       auto sc = test::random_floats(size_t(c.cols()), 6), b = test::random_floats(size_t(c.cols()), 7);
       auto want = ref::norm(c, x, &r, sc, &b);
@@ -267,6 +268,21 @@ TEST_CASE("bad configurations name the op, argument and value") {
   CHECK(msg.find("Embedding: ids must be i32 or i64, got f32") != std::string::npos);
   msg = error_of([&] { SwiGlu::validate(Shape{2, 5}); });
   CHECK(msg.find("SwiGLU: the last dim of input [2, 5] must be even") != std::string::npos);
+}
+
+}  // TEST_SUITE
+
+TEST_SUITE("transformer") {
+
+TEST_CASE("the registered default variants of attention.cl and transformer.cl build") {
+  int built = 0;
+  for (const auto& spec : registered_programs()) {
+    if (spec.file != "attention.cl" && spec.file != "transformer.cl") continue;
+    CAPTURE(spec.options);
+    CHECK_NOTHROW(ctx().program(spec.file, spec.options));
+    ++built;
+  }
+  CHECK(built == 9);
 }
 
 }  // TEST_SUITE
