@@ -4,8 +4,8 @@
 //          the Sq x Skv scores never reach global memory;
 //   plain  GEMM (layers/gemm.hpp) -> masked row softmax -> GEMM, scores in the workspace.
 // `automatic` picks fused whenever it covers the configuration and says so in algorithm(); the plain
-// path is only taken when asked for or when the fused kernel cannot serve (head size above 256),
-// logged at info level.
+// path is only taken when asked for or when the fused kernel cannot serve (head size above 256, or the
+// ONNX qk_matmul_output requested), logged at info level with the reason in algorithm().
 #pragma once
 #include <cstdint>
 #include <memory>
