@@ -45,7 +45,8 @@ inline float wg_sum(float v, __local float* scratch) {
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void norm_rows(
     int N, float epsilon, __global const float* X, long x_off, __global const float* R, long r_off,
     __global float* sum_out, long sum_off, __global const float* scale, long scale_off, int has_bias, __global const float* bias,
-    long bias_off, __global float* Y, long y_off) {
+    long bias_off, __global float* Y, long y_off, __global float* mean_out, long mean_off, __global float* inv_out,
+    long inv_off) {
   __local float scratch[WG_SIZE];
   const long row = get_group_id(0);
   const int lid = get_local_id(0);
@@ -76,6 +77,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void norm_rows(
     q = fma(d, d, q);
   }
   const float inv = rsqrt(wg_sum(q, scratch) / N + epsilon);
+  // ONNX LayerNormalization's optional Mean and InvStdDev outputs (one value per row).
+  if (lid == 0 && mean_out) mean_out[mean_off + row] = mean;
+  if (lid == 0 && inv_out) inv_out[inv_off + row] = inv;
   scale += scale_off;
   bias += bias_off;
   for (int i = lid; i < N; i += WG_SIZE) {

@@ -72,7 +72,7 @@ void Norm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
   const bool has_bias = c.bias && !c.rms;
   size_t need = 2 + c.residual + has_bias;
   if (inputs.size() != need) invalid(op, "expects {} inputs, got {}", need, inputs.size());
-  size_t need_out = 1 + c.residual_sum_output;
+  size_t need_out = 1 + c.residual_sum_output + 2 * c.stats_output;
   if (outputs.size() != need_out) invalid(op, "expects {} outputs, got {}", need_out, outputs.size());
   size_t i = 0;
   const Tensor& X = inputs[i++];
@@ -87,11 +87,17 @@ void Norm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
   if (outputs[0].shape != c.input) invalid(op, "Y has shape {}, expected {}", outputs[0].shape.str(), c.input.str());
   const cl::Buffer none;
   const Tensor* sum = c.residual_sum_output ? &outputs[1] : nullptr;
+  const Tensor* mean = c.stats_output ? &outputs[1 + c.residual_sum_output] : nullptr;
+  const Tensor* inv = c.stats_output ? &outputs[2 + c.residual_sum_output] : nullptr;
+  if (mean) expect_count(op, "Mean", *mean, c.rows());
+  if (inv) expect_count(op, "InvStdDev", *inv, c.rows());
   std::lock_guard lock(launch_mutex_);
   set_args(kernel_, cl_int(c.cols()), c.epsilon, X.buffer, cl_long(X.offset_elems()), R ? R->buffer : none,
            cl_long(R ? R->offset_elems() : 0), sum ? sum->buffer : none, cl_long(sum ? sum->offset_elems() : 0),
            S.buffer, cl_long(S.offset_elems()), cl_int(B != nullptr), B ? B->buffer : S.buffer,
-           cl_long(B ? B->offset_elems() : 0), outputs[0].buffer, cl_long(outputs[0].offset_elems()));
+           cl_long(B ? B->offset_elems() : 0), outputs[0].buffer, cl_long(outputs[0].offset_elems()),
+           mean ? mean->buffer : none, cl_long(mean ? mean->offset_elems() : 0), inv ? inv->buffer : none,
+           cl_long(inv ? inv->offset_elems() : 0));
   ec.enqueue_kernel(kernel_, cl::NDRange(size_t(c.rows()) * wg_), cl::NDRange(wg_), "norm_rows");
 }
 

@@ -22,12 +22,14 @@ struct NormConfig {
   bool bias = true;         // LayerNorm: a bias input B follows the scale
   bool residual = false;    // X + R is normalised (R as a second input); outputs Y [, the sum]
   bool residual_sum_output = false;  // also store X + R (the next block's residual)
+  bool stats_output = false;  // also output Mean and InvStdDev per row (ONNX LayerNormalization outputs 1, 2)
   int wg_size = 0;          // work-items per row (power of two); 0 = by device (1 on CPUs, up to 256)
   int64_t rows() const;     // product of the axes before `axis`
   int64_t cols() const;     // product of the normalised axes
 };
 
-// Inputs: X, [R if residual], scale (cols elements), [B if bias && !rms]; outputs: Y [, X + R].
+// Inputs: X, [R if residual], scale (cols elements), [B if bias && !rms]; outputs: Y [, X + R]
+// [, Mean, InvStdDev (rows elements each) if stats_output].
 class Norm : public Op {
  public:
   static Shape validate(const NormConfig& cfg);

@@ -31,7 +31,8 @@ std::string error_of(const std::function<void()>& f) {
 
 std::vector<float> run_norm(const NormConfig& cfg, const std::vector<float>& x, const std::vector<float>* r,
                             const std::vector<float>& scale, const std::vector<float>* bias,
-                            std::vector<float>* sum = nullptr) {
+                            std::vector<float>* sum = nullptr, std::vector<float>* mean = nullptr,
+                            std::vector<float>* inv = nullptr) {
   auto op = Norm::create(ctx(), 0, cfg);
   std::vector<Tensor> in{ctx().upload(HostTensor::from<float>(cfg.input, x))};
   if (r) in.push_back(ctx().upload(HostTensor::from<float>(cfg.input, *r)));
@@ -39,10 +40,16 @@ std::vector<float> run_norm(const NormConfig& cfg, const std::vector<float>& x, 
   if (bias) in.push_back(ctx().upload(HostTensor::from<float>({cfg.cols()}, *bias)));
   std::vector<Tensor> out{ctx().alloc(cfg.input, DType::f32)};
   if (cfg.residual_sum_output) out.push_back(ctx().alloc(cfg.input, DType::f32));
+  if (cfg.stats_output) {
+    out.push_back(ctx().alloc({cfg.rows()}, DType::f32));
+    out.push_back(ctx().alloc({cfg.rows()}, DType::f32));
+  }
   auto ec = ctx().exec();
   op->enqueue(in, out, nullptr, ec);
   ec.queue.finish();
   if (sum) *sum = download(out[1]);
+  if (mean && cfg.stats_output) *mean = download(out[out.size() - 2]);
+  if (inv && cfg.stats_output) *inv = download(out[out.size() - 1]);
   return download(out[0]);
 }
 
@@ -208,7 +215,7 @@ TEST_CASE("ONNX LayerNormalization, RMSNormalization and RotaryEmbedding node te
       if (i >= n.inputs.size() || n.inputs[i].empty()) return nullptr;
       return &t.inputs.at(n.inputs[i]);
     };
-    std::vector<float> got;
+    std::vector<float> got, stats_mean, stats_inv;
     if (n.op_type == "LayerNormalization" || n.op_type == "RMSNormalization") {
       NormConfig c;
       c.rms = n.op_type == "RMSNormalization";
@@ -216,7 +223,8 @@ TEST_CASE("ONNX LayerNormalization, RMSNormalization and RotaryEmbedding node te
       c.axis = n.get_i("axis", -1);
       c.epsilon = n.get_f("epsilon", 1e-5f);
       c.bias = in(2) != nullptr;
-      got = run_norm(c, in(0)->f, nullptr, in(1)->f, in(2) ? &in(2)->f : nullptr);
+      c.stats_output = t.outputs.size() == 3;
+      got = run_norm(c, in(0)->f, nullptr, in(1)->f, in(2) ? &in(2)->f : nullptr, nullptr, &stats_mean, &stats_inv);
     } else {
       REQUIRE(n.op_type == "RotaryEmbedding");
       const ox::Tensor *X = in(0), *C = in(1), *S = in(2), *P = in(3);
@@ -247,7 +255,12 @@ TEST_CASE("ONNX LayerNormalization, RMSNormalization and RotaryEmbedding node te
     const auto& want = t.outputs[0].f;
     REQUIRE(got.size() == want.size());
     CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 1e-4, 1e-5);
-    if (t.outputs.size() > 1) MESSAGE(name << ": only Y is produced (Mean / InvStdDev are not)");
+    if (t.outputs.size() == 3) {  // LayerNormalization's Mean and InvStdDev
+      REQUIRE(stats_mean.size() == t.outputs[1].f.size());
+      REQUIRE(stats_inv.size() == t.outputs[2].f.size());
+      CLDL_CHECK_CLOSE(stats_mean.data(), t.outputs[1].f.data(), stats_mean.size(), 1e-4, 1e-5);
+      CLDL_CHECK_CLOSE(stats_inv.data(), t.outputs[2].f.data(), stats_inv.size(), 1e-4, 1e-5);
+    }
   }
   CHECK(run == int(dirs.size()));
   CHECK(run >= 30);
