@@ -1,0 +1,414 @@
+// Attention op (fused and plain algorithms) and the KV cache: validation, tile choice, enqueue.
+#include "layers/attention.hpp"
+
+#include <cmath>
+#include <functional>
+
+#include "runtime/log.hpp"
+
+namespace cldl {
+
+namespace {
+// Default variants, exactly as create() builds them: head size 64 without and with an additive mask on
+// CPUs (BLOCK_M 16, VEC 8) and GPUs with 48 KiB of local memory (BLOCK_M 64, VEC 4), and head size 128.
+const ProgramVariants kAttentionVariants(
+    "attention.cl",
+    {"-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=16 -DBLOCK_N=32 -DVEC=8 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0",
+     "-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=16 -DBLOCK_N=32 -DVEC=8 -DUSE_LOCAL=1 -DMASK=1 -DKV_LENS=0",
+     "-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0",
+     "-DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=1 -DKV_LENS=0",
+     "-DHEAD_DIM=128 -DHEAD_DIM_V=128 -DBLOCK_M=64 -DBLOCK_N=16 -DVEC=4 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0"});
+
+// Host twin of attn_params in kernels/attention.cl (same member order; cl_long members 8-aligned).
+struct AttnParams {
+  cl_int Sq, Skv, q_heads, group, causal, causal_from_lens, causal_offset, mask_cols;
+  cl_long mask_sb, mask_sh, mask_ss;
+  cl_float scale, softcap;
+};
+static_assert(sizeof(AttnParams) == 64, "AttnParams must match attn_params in attention.cl");
+
+// Largest tile of keys whose K and V rows fit in half the local memory (the rest is headroom for the
+// compiler), a power of two between 4 and 32.
+size_t pick_block_n(const DeviceInfo& info, int64_t d, int64_t dv) {
+  size_t budget = std::max<size_t>(info.local_mem_bytes / 2, 4096);
+  size_t bn = 32;
+  while (bn > 4 && bn * size_t(d + dv) * sizeof(float) > budget) bn /= 2;
+  return bn;
+}
+
+// Strides (b, h, s) of Q/K/V/Y in elements, for a tensor of `heads` heads of `dim` over `seq` positions.
+struct Strides {
+  int64_t b, h, s;
+};
+Strides strides_of(AttentionLayout layout, int64_t heads, int64_t seq, int64_t dim) {
+  if (layout == AttentionLayout::bhsd) return {heads * seq * dim, seq * dim, dim};
+  return {seq * heads * dim, dim, heads * dim};
+}
+
+void expect_shape(const char* arg, const Shape& got, const Shape& want) {
+  if (got != want) invalid("Attention", "{} has shape {}, expected {}", arg, got.str(), want.str());
+}
+}  // namespace
+
+float AttentionConfig::eff_scale() const { return scale != 0.0f ? scale : 1.0f / std::sqrt(float(head_size)); }
+
+double AttentionConfig::flops() const {
+  double f = 2.0 * double(batch) * double(q_heads) * double(q_len) * double(kv_len) *
+             double(head_size + eff_v_head_size());
+  return causal && q_len == kv_len ? f / 2 : f;
+}
+
+Shape Attention::validate(const AttentionConfig& c, std::span<const Shape> inputs) {
+  if (c.batch <= 0) invalid("Attention", "batch must be positive, got {}", c.batch);
+  if (c.q_heads <= 0) invalid("Attention", "q_heads must be positive, got {}", c.q_heads);
+  if (c.kv_heads < 0) invalid("Attention", "kv_heads must be positive (or 0 = q_heads), got {}", c.kv_heads);
+  if (c.q_heads % c.eff_kv_heads() != 0)
+    invalid("Attention", "kv_heads {} does not divide q_heads {}", c.eff_kv_heads(), c.q_heads);
+  if (c.q_len <= 0) invalid("Attention", "q_len must be positive, got {}", c.q_len);
+  if (c.kv_len <= 0) invalid("Attention", "kv_len must be positive, got {}", c.kv_len);
+  if (c.head_size <= 0) invalid("Attention", "head_size must be positive, got {}", c.head_size);
+  if (c.v_head_size < 0) invalid("Attention", "v_head_size must be positive, got {}", c.v_head_size);
+  if (c.kv_capacity != 0 && c.kv_capacity < c.kv_len)
+    invalid("Attention", "kv_capacity {} is smaller than kv_len {}", c.kv_capacity, c.kv_len);
+  if (c.eff_kv_layout() == AttentionLayout::bshd && c.kv_capacity != 0 && c.kv_capacity != c.kv_len)
+    invalid("Attention", "kv_capacity {} needs the [B, H, S, D] layout", c.kv_capacity);
+  if (c.qk_output_mode < -1 || c.qk_output_mode > 3)
+    invalid("Attention", "qk_output_mode must be -1 (none) or 0..3, got {}", c.qk_output_mode);
+  if (c.causal_offset_from_lens && c.kv_lens == AttentionKvLens::none)
+    invalid("Attention", "causal_offset_from_lens needs kv_lens");
+  if (!(c.scale >= 0.0f) || !std::isfinite(c.scale)) invalid("Attention", "scale must be finite, got {}", c.scale);
+  if (!(c.softcap >= 0.0f) || !std::isfinite(c.softcap))
+    invalid("Attention", "softcap must be >= 0, got {}", c.softcap);
+  const int64_t lim = int64_t(1) << 31;
+  if (c.q_len >= lim || c.eff_capacity() >= lim) invalid("Attention", "sequence lengths above 2^31 are not supported");
+  if (c.mask != AttentionMask::none) {
+    const auto& m = c.mask_shape;
+    if (m.rank() < 2 || m.rank() > 4) invalid("Attention", "mask rank must be 2..4, got shape {}", m.str());
+    const int64_t full[4] = {c.batch, c.q_heads, c.q_len, c.kv_len};
+    const char* names[4] = {"batch", "q_heads", "q_len", "kv_len"};
+    for (size_t i = 0; i + 1 < m.rank(); ++i) {
+      size_t axis = 4 - m.rank() + i;
+      if (m[i] != 1 && m[i] != full[axis])
+        invalid("Attention", "mask shape {} does not broadcast to {} = {} on axis {}", m.str(), names[axis],
+                full[axis], i);
+    }
+    if (m[m.rank() - 1] < 1 || m[m.rank() - 1] > c.kv_len)
+      invalid("Attention", "mask shape {}: last dim must be 1..kv_len = {}", m.str(), c.kv_len);
+  }
+  const int64_t B = c.batch, Hq = c.q_heads, Hk = c.eff_kv_heads(), D = c.head_size, Dv = c.eff_v_head_size();
+  const int64_t C = c.eff_capacity();
+  Shape y = c.layout == AttentionLayout::bhsd ? Shape{B, Hq, c.q_len, Dv} : Shape{B, c.q_len, Hq * Dv};
+  if (inputs.empty()) return y;
+  size_t need = 3 + (c.mask != AttentionMask::none) + (c.kv_lens != AttentionKvLens::none);
+  if (inputs.size() != need) invalid("Attention", "expects {} inputs, got {}", need, inputs.size());
+  if (c.layout == AttentionLayout::bhsd) expect_shape("Q", inputs[0], {B, Hq, c.q_len, D});
+  else expect_shape("Q", inputs[0], {B, c.q_len, Hq * D});
+  if (c.eff_kv_layout() == AttentionLayout::bhsd) {
+    if (inputs[1].rank() == 4 && inputs[2].rank() == 4 && inputs[1][2] != inputs[2][2])
+      invalid("Attention", "K has {} positions but V has {}: K and V lengths must match", inputs[1][2],
+              inputs[2][2]);
+    expect_shape("K", inputs[1], {B, Hk, C, D});
+    expect_shape("V", inputs[2], {B, Hk, C, Dv});
+  } else {
+    if (inputs[1].rank() == 3 && inputs[2].rank() == 3 && inputs[1][1] != inputs[2][1])
+      invalid("Attention", "K has {} positions but V has {}: K and V lengths must match", inputs[1][1],
+              inputs[2][1]);
+    expect_shape("K", inputs[1], {B, C, Hk * D});
+    expect_shape("V", inputs[2], {B, C, Hk * Dv});
+  }
+  size_t i = 3;
+  if (c.mask != AttentionMask::none) expect_shape("mask", inputs[i++], c.mask_shape);
+  if (c.kv_lens != AttentionKvLens::none) expect_shape("kv_lens", inputs[i++], {B});
+  return y;
+}
+
+size_t Attention::workspace_bytes() const {
+  if (fused_) return 0;
+  return size_t(cfg_.batch * cfg_.q_heads * cfg_.q_len * cfg_.kv_len) * sizeof(float);
+}
+
+std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const AttentionConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<Attention> a(new Attention(ctx, device, cfg));
+  const auto& info = ctx.device(device).info;
+  const int64_t D = cfg.head_size, Dv = cfg.eff_v_head_size();
+  // Per-row q and accumulator live in private arrays; past 256 floats each they no longer fit anywhere
+  // useful, so the plain path takes over.
+  const bool fused_ok = D <= 256 && Dv <= 256 && cfg.qk_output_mode < 0;
+  std::string why;
+  switch (cfg.algo) {
+    case AttentionAlgo::fused:
+      if (cfg.qk_output_mode >= 0)
+        invalid("Attention", "qk_output_mode {} needs the plain algorithm: the fused one never stores the scores",
+                cfg.qk_output_mode);
+      if (!fused_ok) invalid("Attention", "the fused algorithm supports head sizes up to 256, got {} / {}", D, Dv);
+      a->fused_ = true;
+      break;
+    case AttentionAlgo::plain:
+      a->fused_ = false;
+      break;
+    case AttentionAlgo::automatic:
+      a->fused_ = fused_ok;
+      if (!fused_ok) why = cfg.qk_output_mode >= 0 ? " (qk_matmul_output requested)" : " (head size above 256)";
+      break;
+  }
+  const int mask = int(cfg.mask), lens = int(cfg.kv_lens);
+  if (a->fused_) {
+    // CPUs (PoCL) run a work-group on one thread and loop over its work-items, so fewer rows per
+    // group keep the per-row arrays in cache; GPUs want enough rows to share each K/V tile.
+    a->block_m_ = info.type == DeviceType::cpu ? 16 : std::min<size_t>(64, std::max<size_t>(info.max_work_group_size, 1));
+    if (a->block_m_ > info.max_work_group_size) a->block_m_ = std::max<size_t>(1, info.max_work_group_size);
+    size_t bn = pick_block_n(info, D, Dv);
+    // Vector width along the head dimension: 8 on CPUs (AVX lanes), 4 on GPUs (wide local loads).
+    int vec = info.type == DeviceType::cpu ? 8 : 4;
+    if (cfg.block_m > 0) a->block_m_ = size_t(cfg.block_m);
+    if (cfg.block_n > 0) bn = size_t(cfg.block_n);
+    if (cfg.vec > 0) vec = cfg.vec;
+    if (vec != 1 && vec != 2 && vec != 4 && vec != 8 && vec != 16) invalid("Attention", "vec must be 1, 2, 4, 8 or 16, got {}", vec);
+    while (vec > 1 && (D % vec || Dv % vec)) vec /= 2;
+    // Local tiles measured no slower than direct global reads on PoCL (within this machine's noise), and
+    // GPUs need them: on by default, a tuning knob otherwise.
+    const int use_local = cfg.use_local >= 0 ? cfg.use_local : 1;
+    std::string opts =
+        fmt::format("-DHEAD_DIM={} -DHEAD_DIM_V={} -DBLOCK_M={} -DBLOCK_N={} -DVEC={} -DUSE_LOCAL={} -DMASK={} -DKV_LENS={}",
+                    D, Dv, a->block_m_, bn, vec, use_local, mask, lens);
+    a->kernel_ = make_kernel(ctx.program("attention.cl", opts, device), "attention_fused");
+    a->algorithm_ = fmt::format("fused:online-softmax BLOCK_M={} BLOCK_N={} VEC={}{}", a->block_m_, bn, vec,
+                                use_local ? " local-tiles" : " global-tiles");
+  } else {
+    // One GEMM pair per (batch, head-in-group), batched over the kv heads, so any layout and GQA map
+    // onto strided batches: scores [B, Hq, Sq, Skv] with h = hk * group + g.
+    const int64_t group = cfg.q_heads / cfg.eff_kv_heads(), C = cfg.eff_capacity(), Hk = cfg.eff_kv_heads();
+    Strides qs = strides_of(cfg.layout, cfg.q_heads, cfg.q_len, D), ks = strides_of(cfg.eff_kv_layout(), Hk, C, D),
+            vs = strides_of(cfg.eff_kv_layout(), Hk, C, Dv), ys = strides_of(cfg.layout, cfg.q_heads, cfg.q_len, Dv);
+    GemmConfig qk;
+    qk.M = cfg.q_len, qk.N = cfg.kv_len, qk.K = D, qk.trans_b = true, qk.batch = Hk;
+    qk.lda = qs.s, qk.stride_a = group * qs.h, qk.ldb = ks.s, qk.stride_b = ks.h;
+    qk.ldc = cfg.kv_len, qk.stride_c = group * cfg.q_len * cfg.kv_len;
+    qk.alpha = cfg.eff_scale();
+    GemmConfig pv;
+    pv.M = cfg.q_len, pv.N = Dv, pv.K = cfg.kv_len, pv.batch = Hk;
+    pv.lda = cfg.kv_len, pv.stride_a = qk.stride_c, pv.ldb = vs.s, pv.stride_b = vs.h;
+    pv.ldc = ys.s, pv.stride_c = group * ys.h;
+    a->qk_ = Gemm::create(ctx, device, qk);
+    a->pv_ = Gemm::create(ctx, device, pv);
+    std::string opts = fmt::format("-DMASK={} -DKV_LENS={}", mask, lens);
+    cl::Program prog = ctx.program("attention.cl", opts, device);
+    a->kernel_ = make_kernel(prog, "attention_softmax_rows");
+    if (cfg.qk_output_mode >= 0) a->qk_out_ = make_kernel(prog, "attention_qk_output");
+    a->algorithm_ = fmt::format("plain:gemm({})+softmax+gemm{}", a->qk_->algorithm(), why);
+  }
+  if (why.empty())
+    log::debug("Attention B={} Hq={} Hkv={} Sq={} Skv={} D={}: {}", cfg.batch, cfg.q_heads, cfg.eff_kv_heads(),
+               cfg.q_len, cfg.kv_len, D, a->algorithm_);
+  else
+    log::info("Attention B={} Hq={} Sq={} Skv={} D={}: {}", cfg.batch, cfg.q_heads, cfg.q_len, cfg.kv_len, D,
+              a->algorithm_);
+  return a;
+}
+
+void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+                        ExecutionContext& ec) {
+  const auto& c = cfg_;
+  std::vector<Shape> shapes;
+  for (const auto& t : inputs) shapes.push_back(t.shape);
+  const size_t n_out = c.qk_output_mode >= 0 ? 2 : 1;
+  if (outputs.size() != n_out) invalid("Attention", "expects {} outputs, got {}", n_out, outputs.size());
+  if (n_out == 2) {
+    expect_shape("qk_matmul_output", outputs[1].shape, {c.batch, c.q_heads, c.q_len, c.kv_len});
+    if (outputs[1].dtype != DType::f32)
+      invalid("Attention", "qk_matmul_output must be f32, got {}", to_string(outputs[1].dtype));
+  }
+  expect_shape("Y", outputs[0].shape, validate(c, shapes));
+  const char* names[3] = {"Q", "K", "V"};
+  for (int i = 0; i < 3; ++i)
+    if (inputs[i].dtype != DType::f32) invalid("Attention", "{} must be f32, got {}", names[i], to_string(inputs[i].dtype));
+  if (outputs[0].dtype != DType::f32) invalid("Attention", "Y must be f32, got {}", to_string(outputs[0].dtype));
+  size_t idx = 3;
+  const Tensor* mask = nullptr;
+  const Tensor* lens = nullptr;
+  if (c.mask != AttentionMask::none) {
+    mask = &inputs[idx++];
+    bool ok = c.mask == AttentionMask::additive ? mask->dtype == DType::f32
+                                                : (mask->dtype == DType::boolean || mask->dtype == DType::u8);
+    if (!ok) invalid("Attention", "mask has dtype {}, expected {}", to_string(mask->dtype),
+                     c.mask == AttentionMask::additive ? "f32" : "bool or u8");
+  }
+  if (c.kv_lens != AttentionKvLens::none) {
+    lens = &inputs[idx++];
+    DType want = c.kv_lens == AttentionKvLens::i32 ? DType::i32 : DType::i64;
+    if (lens->dtype != want)
+      invalid("Attention", "kv_lens has dtype {}, expected {}", to_string(lens->dtype), to_string(want));
+  }
+  const int64_t Hk = c.eff_kv_heads(), D = c.head_size, Dv = c.eff_v_head_size(), C = c.eff_capacity();
+  AttnParams p{};
+  p.Sq = cl_int(c.q_len), p.Skv = cl_int(c.kv_len), p.q_heads = cl_int(c.q_heads), p.group = cl_int(c.q_heads / Hk);
+  p.causal = c.causal, p.causal_from_lens = c.causal_offset_from_lens, p.causal_offset = cl_int(c.causal_offset);
+  p.scale = fused_ ? c.eff_scale() : 1.0f;  // the plain path's GEMM applies the scale as alpha
+  p.softcap = c.softcap;
+  if (mask) {
+    Shape m = c.mask_shape;
+    while (m.rank() < 4) m.dims.insert(m.dims.begin(), 1);
+    p.mask_cols = cl_int(m[3]);
+    p.mask_ss = m[2] == 1 ? 0 : m[3];
+    p.mask_sh = m[1] == 1 ? 0 : m[2] * m[3];
+    p.mask_sb = m[0] == 1 ? 0 : m[1] * m[2] * m[3];
+  }
+  const cl::Buffer none;
+  const cl::Buffer& mbuf = mask ? mask->buffer : none;
+  const cl::Buffer& lbuf = lens ? lens->buffer : none;
+  const cl_long moff = mask ? cl_long(mask->offset_bytes / dtype_size(mask->dtype)) : 0;
+  const cl_long loff = lens ? cl_long(lens->offset_elems()) : 0;
+  const Tensor &Q = inputs[0], &K = inputs[1], &V = inputs[2], &Y = outputs[0];
+  if (fused_) {
+    Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.eff_kv_layout(), Hk, C, D),
+            vs = strides_of(c.eff_kv_layout(), Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
+    std::lock_guard lock(launch_mutex_);
+    set_args(kernel_, p, Q.buffer, cl_long(Q.offset_elems()), cl_long(qs.b), cl_long(qs.h), cl_long(qs.s), K.buffer,
+             cl_long(K.offset_elems()), cl_long(ks.b), cl_long(ks.h), cl_long(ks.s), V.buffer,
+             cl_long(V.offset_elems()), cl_long(vs.b), cl_long(vs.h), cl_long(vs.s), Y.buffer,
+             cl_long(Y.offset_elems()), cl_long(ys.b), cl_long(ys.h), cl_long(ys.s), mbuf, moff, lbuf, loff);
+    ec.enqueue_kernel(kernel_, cl::NDRange(round_up(size_t(c.q_len * (c.q_heads / Hk)), block_m_), size_t(Hk), size_t(c.batch)),
+                      cl::NDRange(block_m_, 1, 1), "attention_fused");
+    return;
+  }
+  if (!workspace || workspace->bytes() < workspace_bytes())
+    invalid("Attention", "the plain algorithm needs a workspace of {} bytes, got {}", workspace_bytes(),
+            workspace ? workspace->bytes() : 0);
+  const int64_t n_scores = c.batch * c.q_heads * c.q_len * c.kv_len, group = c.q_heads / Hk;
+  Tensor S = workspace->slice_elems(0, n_scores, Shape{n_scores});
+  Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.eff_kv_layout(), Hk, C, D),
+          vs = strides_of(c.eff_kv_layout(), Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
+  // A view `elems` further into t (the GEMM reads it with its own strides).
+  auto at = [](const Tensor& t, int64_t elems) {
+    Tensor v = t;
+    v.offset_bytes += size_t(elems) * dtype_size(t.dtype);
+    return v;
+  };
+  auto for_each_bg = [&](const std::function<void(int64_t, int64_t)>& f) {
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t g = 0; g < group; ++g) f(b, g);
+  };
+  for_each_bg([&](int64_t b, int64_t g) {
+    Tensor qk_in[2] = {at(Q, b * qs.b + g * qs.h), at(K, b * ks.b)};
+    Tensor s_out[1] = {at(S, (b * c.q_heads + g) * c.q_len * c.kv_len)};
+    qk_->enqueue(qk_in, s_out, nullptr, ec);
+  });
+  {
+    std::lock_guard lock(launch_mutex_);
+    auto qk_output = [&] {
+      const Tensor& o = outputs[1];
+      set_args(qk_out_, p, cl_int(c.qk_output_mode), S.buffer, cl_long(S.offset_elems()), o.buffer,
+               cl_long(o.offset_elems()), mbuf, moff, lbuf, loff);
+      ec.enqueue_kernel(qk_out_, cl::NDRange(size_t(c.kv_len), size_t(c.q_len), size_t(c.batch * c.q_heads)),
+                        cl::NullRange, "attention_qk_output");
+    };
+    if (c.qk_output_mode >= 0 && c.qk_output_mode < 3) qk_output();
+    set_args(kernel_, p, S.buffer, cl_long(S.offset_elems()), mbuf, moff, lbuf, loff);
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(c.q_len), size_t(c.q_heads), size_t(c.batch)), cl::NullRange,
+                      "attention_softmax_rows");
+    if (c.qk_output_mode == 3) qk_output();
+  }
+  for_each_bg([&](int64_t b, int64_t g) {
+    Tensor pv_in[2] = {at(S, (b * c.q_heads + g) * c.q_len * c.kv_len), at(V, b * vs.b)};
+    Tensor y_out[1] = {at(Y, b * ys.b + g * ys.h)};
+    pv_->enqueue(pv_in, y_out, nullptr, ec);
+  });
+}
+
+AttentionConfig onnx_attention_config(const OnnxAttentionNode& n) {
+  auto validate = [](const AttentionConfig& c) { Attention::validate(c); };
+  const size_t rank = n.q.rank();
+  if ((rank != 3 && rank != 4) || n.k.rank() != rank || n.v.rank() != rank)
+    invalid("Attention", "Q, K, V must all be 3-D or all 4-D, got {}, {}, {}", n.q.str(), n.k.str(), n.v.str());
+  AttentionConfig c;
+  c.batch = n.q[0];
+  int64_t s_new;
+  if (rank == 3) {
+    if (n.q_num_heads <= 0 || n.kv_num_heads <= 0)
+      invalid("Attention", "3-D inputs need q_num_heads and kv_num_heads, got {} and {}", n.q_num_heads, n.kv_num_heads);
+    if (n.q[2] % n.q_num_heads || n.k[2] % n.kv_num_heads || n.v[2] % n.kv_num_heads)
+      invalid("Attention", "hidden sizes {}, {}, {} are not multiples of q_num_heads {} / kv_num_heads {}", n.q[2], n.k[2],
+              n.v[2], n.q_num_heads, n.kv_num_heads);
+    c.layout = AttentionLayout::bshd;
+    c.q_heads = n.q_num_heads, c.kv_heads = n.kv_num_heads;
+    c.q_len = n.q[1], c.head_size = n.q[2] / n.q_num_heads;
+    s_new = n.k[1], c.v_head_size = n.v[2] / n.kv_num_heads;
+  } else {
+    c.q_heads = n.q[1], c.kv_heads = n.k[1], c.q_len = n.q[2], c.head_size = n.q[3];
+    s_new = n.k[2], c.v_head_size = n.v[3];
+  }
+  const int64_t past = n.past_key ? (*n.past_key)[2] : 0;
+  c.kv_len = past + s_new;
+  if (n.past_key) c.kv_layout = AttentionLayout::bhsd, c.kv_capacity = c.kv_len;
+  c.causal = n.is_causal;
+  c.causal_offset = past;
+  if (n.scale) c.scale = *n.scale;
+  c.softcap = n.softcap;
+  if (n.attn_mask) {
+    c.mask = n.attn_mask_bool ? AttentionMask::boolean : AttentionMask::additive;
+    c.mask_shape = *n.attn_mask;
+  }
+  if (n.nonpad_kv_seqlen) {
+    c.kv_lens = AttentionKvLens::i64;
+    c.causal_offset_from_lens = c.causal && !n.past_key;  // ONNX: the external-cache frontier
+  }
+  c.qk_output_mode = n.qk_matmul_output_mode;
+  validate(c);
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+KvCache::KvCache(Context& ctx, int device, int64_t batch, int64_t kv_heads, int64_t max_len, int64_t head_size,
+                 int64_t v_head_size)
+    : batch_(batch), heads_(kv_heads), max_len_(max_len), d_(head_size), dv_(v_head_size ? v_head_size : head_size) {
+  if (batch <= 0) invalid("KvCache", "batch must be positive, got {}", batch);
+  if (kv_heads <= 0) invalid("KvCache", "kv_heads must be positive, got {}", kv_heads);
+  if (max_len <= 0) invalid("KvCache", "max_len must be positive, got {}", max_len);
+  if (head_size <= 0) invalid("KvCache", "head_size must be positive, got {}", head_size);
+  k_ = ctx.alloc({batch, kv_heads, max_len, d_}, DType::f32, device);
+  v_ = ctx.alloc({batch, kv_heads, max_len, dv_}, DType::f32, device);
+  lens_ = ctx.alloc({batch}, DType::i32, device);
+  append_ = make_kernel(ctx.program("attention.cl", "", device), "kv_cache_append");
+}
+
+void KvCache::append(const Tensor& k_new, const Tensor& v_new, ExecutionContext& ec, AttentionLayout layout) {
+  const bool bhsd = layout == AttentionLayout::bhsd;
+  const auto& ks = k_new.shape;
+  if (bhsd ? (ks.rank() != 4 || ks[0] != batch_ || ks[1] != heads_ || ks[3] != d_)
+           : (ks.rank() != 3 || ks[0] != batch_ || ks[2] != heads_ * d_))
+    invalid("KvCache", "k_new has shape {}, expected {}", ks.str(),
+            bhsd ? fmt::format("[{}, {}, S, {}]", batch_, heads_, d_) : fmt::format("[{}, S, {}]", batch_, heads_ * d_));
+  const int64_t s = bhsd ? ks[2] : ks[1];
+  const Shape vs = bhsd ? Shape{batch_, heads_, s, dv_} : Shape{batch_, s, heads_ * dv_};
+  if (v_new.shape != vs) invalid("KvCache", "v_new has shape {}, expected {}", v_new.shape.str(), vs.str());
+  if (length_ + s > max_len_)
+    invalid("KvCache", "appending {} positions to length {} exceeds max_len {}", s, length_, max_len_);
+  std::lock_guard lock(launch_mutex_);
+  const cl::Buffer none;
+  for (int which = 0; which < 2; ++which) {
+    const Tensor& src = which ? v_new : k_new;
+    const Tensor& dst = which ? v_ : k_;
+    const int64_t d = which ? dv_ : d_;
+    const Strides st = strides_of(layout, heads_, s, d);
+    set_args(append_, cl_int(heads_), cl_int(d), cl_int(max_len_), cl_int(length_), src.buffer,
+             cl_long(src.offset_elems()), cl_long(st.b), cl_long(st.h), cl_long(st.s), dst.buffer,
+             cl_long(dst.offset_elems()), which ? none : lens_.buffer, cl_long(lens_.offset_elems()));
+    ec.enqueue_kernel(append_, cl::NDRange(size_t(d), size_t(s), size_t(batch_ * heads_)), cl::NullRange,
+                      "kv_cache_append");
+  }
+  length_ += s;
+}
+
+AttentionConfig KvCache::attention_config(int64_t q_heads, int64_t q_len, bool causal) const {
+  AttentionConfig c;
+  c.batch = batch_, c.q_heads = q_heads, c.kv_heads = heads_, c.q_len = q_len;
+  c.kv_len = max_len_, c.kv_capacity = max_len_;
+  c.head_size = d_, c.v_head_size = dv_;
+  c.kv_lens = AttentionKvLens::i32;
+  c.causal = causal, c.causal_offset_from_lens = causal;
+  return c;
+}
+
+}  // namespace cldl

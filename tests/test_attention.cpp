@@ -1,0 +1,422 @@
+// Attention family: fused and plain scaled-dot-product attention against the C++ reference (odd
+// shapes, GQA, both layouts, every mask kind, kv lengths, scale, softcap), KV-cache decoding against
+// one causal pass, and configuration errors.
+// Tolerance: 1e-4 relative + 1e-5 absolute (fp32 accumulation, online vs. two-pass softmax).
+#include <optional>
+
+#include "reference/attention_ref.hpp"
+#include "support/test_util.hpp"
+
+using namespace cldl;
+using cldl::test::ctx;
+
+namespace {
+
+constexpr double kRtol = 1e-4, kAtol = 1e-5;
+
+struct Case {
+  AttentionConfig cfg;
+  std::vector<float> q, k, v, mask_f;
+  std::vector<uint8_t> mask_b;
+  std::vector<int64_t> lens;
+};
+
+Case make_case(const AttentionConfig& cfg, uint32_t seed) {
+  Case c;
+  c.cfg = cfg;
+  const int64_t B = cfg.batch, Hq = cfg.q_heads, Hk = cfg.eff_kv_heads(), C = cfg.eff_capacity();
+  c.q = test::random_floats(size_t(B * Hq * cfg.q_len * cfg.head_size), seed, -1.5f, 1.5f);
+  c.k = test::random_floats(size_t(B * Hk * C * cfg.head_size), seed + 1, -1.5f, 1.5f);
+  c.v = test::random_floats(size_t(B * Hk * C * cfg.eff_v_head_size()), seed + 2);
+  if (cfg.mask != AttentionMask::none) {
+    size_t n = size_t(cfg.mask_shape.numel());
+    if (cfg.mask == AttentionMask::additive) {
+      c.mask_f = test::random_floats(n, seed + 3, -2.0f, 2.0f);
+      // Some -inf entries, as padding masks carry.
+      for (size_t i = 0; i < n; i += 5) c.mask_f[i] = -INFINITY;
+    } else {
+      std::mt19937 rng(seed + 3);
+      c.mask_b.resize(n);
+      for (auto& x : c.mask_b) x = (rng() % 4) != 0;
+    }
+  }
+  if (cfg.kv_lens != AttentionKvLens::none) {
+    std::mt19937 rng(seed + 4);
+    for (int64_t b = 0; b < B; ++b) c.lens.push_back(1 + int64_t(rng() % uint32_t(cfg.kv_len)));
+  }
+  return c;
+}
+
+// Runs the op on the device; returns Y.
+std::vector<float> run_op(const Case& c, AttentionAlgo algo, std::string* algorithm = nullptr) {
+  AttentionConfig cfg = c.cfg;
+  cfg.algo = algo;
+  auto op = Attention::create(ctx(), 0, cfg);
+  if (algorithm) *algorithm = op->algorithm();
+  std::vector<Shape> shapes;
+  Shape ys = Attention::validate(cfg);
+  const int64_t B = cfg.batch, Hq = cfg.q_heads, Hk = cfg.eff_kv_heads(), C = cfg.eff_capacity();
+  const int64_t D = cfg.head_size, Dv = cfg.eff_v_head_size();
+  bool bhsd = cfg.layout == AttentionLayout::bhsd;
+  std::vector<Tensor> in;
+  in.push_back(ctx().upload(HostTensor::from<float>(bhsd ? Shape{B, Hq, cfg.q_len, D} : Shape{B, cfg.q_len, Hq * D}, c.q)));
+  in.push_back(ctx().upload(HostTensor::from<float>(bhsd ? Shape{B, Hk, C, D} : Shape{B, C, Hk * D}, c.k)));
+  in.push_back(ctx().upload(HostTensor::from<float>(bhsd ? Shape{B, Hk, C, Dv} : Shape{B, C, Hk * Dv}, c.v)));
+  if (cfg.mask == AttentionMask::additive) in.push_back(ctx().upload(HostTensor::from<float>(cfg.mask_shape, c.mask_f)));
+  if (cfg.mask == AttentionMask::boolean) in.push_back(ctx().upload(HostTensor::from<uint8_t>(cfg.mask_shape, c.mask_b)));
+  if (cfg.kv_lens == AttentionKvLens::i64) in.push_back(ctx().upload(HostTensor::from<int64_t>({B}, c.lens)));
+  if (cfg.kv_lens == AttentionKvLens::i32) {
+    std::vector<int32_t> l32(c.lens.begin(), c.lens.end());
+    in.push_back(ctx().upload(HostTensor::from<int32_t>({B}, l32)));
+  }
+  Tensor y = ctx().alloc(ys, DType::f32);
+  std::optional<Tensor> ws;
+  if (op->workspace_bytes()) ws = ctx().alloc({int64_t(op->workspace_bytes() / 4)}, DType::f32);
+  auto ec = ctx().exec();
+  Tensor out[1] = {y};
+  op->enqueue(in, out, ws ? &*ws : nullptr, ec);
+  ec.queue.finish();
+  HostTensor h = ctx().download(y);
+  return {h.as<float>(), h.as<float>() + h.numel()};
+}
+
+std::vector<float> run_ref(const Case& c) {
+  return ref::attention(c.cfg, c.q, c.k, c.v, c.mask_f.empty() ? nullptr : &c.mask_f,
+                        c.mask_b.empty() ? nullptr : &c.mask_b, c.lens.empty() ? nullptr : &c.lens);
+}
+
+void check_both(const AttentionConfig& cfg, uint32_t seed, bool plain = true) {
+  Case c = make_case(cfg, seed);
+  auto want = run_ref(c);
+  std::string alg;
+  auto fused = run_op(c, AttentionAlgo::fused, &alg);
+  CHECK(alg.rfind("fused:", 0) == 0);
+  CLDL_CHECK_CLOSE(fused.data(), want.data(), want.size(), kRtol, kAtol);
+  if (plain) {
+    auto pl = run_op(c, AttentionAlgo::plain, &alg);
+    CHECK(alg.rfind("plain:", 0) == 0);
+    CLDL_CHECK_CLOSE(pl.data(), want.data(), want.size(), kRtol, kAtol);
+    CLDL_CHECK_CLOSE(pl.data(), fused.data(), want.size(), kRtol, kAtol);
+  }
+}
+
+AttentionConfig base(int64_t B, int64_t Hq, int64_t Hk, int64_t Sq, int64_t Skv, int64_t D) {
+  AttentionConfig c;
+  c.batch = B, c.q_heads = Hq, c.kv_heads = Hk, c.q_len = Sq, c.kv_len = Skv, c.head_size = D;
+  return c;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_SUITE("attention") {
+
+TEST_CASE("fused and plain match the reference on odd shapes, GQA and cross lengths") {
+  SUBCASE("B=3 GQA 4/2 heads, Sq=7 Skv=129, D=80") { check_both(base(3, 4, 2, 7, 129, 80), 1); }
+  SUBCASE("B=1 Sq=1 Skv=7, D=80, causal decode offset") {
+    auto c = base(1, 2, 1, 1, 7, 80);
+    c.causal = true, c.causal_offset = 6;
+    check_both(c, 2);
+  }
+  SUBCASE("B=3 Sq=Skv=129 causal, D=80, V head size 17") {
+    auto c = base(3, 2, 2, 129, 129, 80);
+    c.causal = true, c.v_head_size = 17;
+    check_both(c, 3);
+  }
+  SUBCASE("odd head size 17, scale override and softcap") {
+    auto c = base(2, 3, 1, 7, 13, 17);
+    c.scale = 0.3f, c.softcap = 2.5f;
+    check_both(c, 4);
+  }
+  SUBCASE("tuning knobs: K/V read from global memory, small tiles, GQA rows spanning heads") {
+    auto c = base(3, 6, 2, 7, 129, 80);
+    c.use_local = 0, c.block_m = 4, c.block_n = 8, c.causal = true, c.causal_offset = 122;
+    check_both(c, 6, false);
+  }
+  SUBCASE("ONNX 3-D layout [B, S, H*D], GQA 6/3") {
+    auto c = base(3, 6, 3, 7, 129, 80);
+    c.layout = AttentionLayout::bshd;
+    check_both(c, 5);
+  }
+}
+
+TEST_CASE("masks: additive, boolean, broadcast, short mask, kv lengths") {
+  SUBCASE("additive [B, 1, Sq, Skv] with -inf entries, causal") {
+    auto c = base(3, 2, 2, 7, 129, 80);
+    c.mask = AttentionMask::additive, c.mask_shape = {3, 1, 7, 129};
+    c.causal = true, c.causal_offset = 122;
+    check_both(c, 10);
+  }
+  SUBCASE("boolean [Sq, Skv'] shorter than Skv (missing columns masked)") {
+    auto c = base(3, 4, 2, 7, 129, 80);
+    c.mask = AttentionMask::boolean, c.mask_shape = {7, 100};
+    check_both(c, 11);
+  }
+  SUBCASE("additive [Hq, 1, Skv] per head, broadcast over rows") {
+    auto c = base(2, 3, 3, 129, 7, 80);
+    c.mask = AttentionMask::additive, c.mask_shape = {3, 1, 7};
+    check_both(c, 12);
+  }
+  SUBCASE("padding from int64 kv lengths with per-batch causal offset") {
+    auto c = base(3, 2, 1, 7, 129, 80);
+    c.kv_lens = AttentionKvLens::i64;
+    c.causal = true, c.causal_offset_from_lens = true;
+    check_both(c, 13);
+  }
+  SUBCASE("int32 kv lengths, no causality") {
+    auto c = base(3, 2, 2, 7, 129, 80);
+    c.kv_lens = AttentionKvLens::i32;
+    check_both(c, 14);
+  }
+  SUBCASE("fully masked rows give zeros on both paths") {
+    auto c = base(1, 1, 1, 7, 7, 80);
+    c.mask = AttentionMask::boolean, c.mask_shape = {7, 7};
+    Case k = make_case(c, 15);
+    std::fill(k.mask_b.begin(), k.mask_b.begin() + 7, 0);  // row 0 sees nothing
+    auto want = run_ref(k);
+    auto f = run_op(k, AttentionAlgo::fused), p = run_op(k, AttentionAlgo::plain);
+    for (int d = 0; d < 80; ++d) CHECK(want[size_t(d)] == 0.0f);
+    CLDL_CHECK_CLOSE(f.data(), want.data(), want.size(), kRtol, kAtol);
+    CLDL_CHECK_CLOSE(p.data(), want.data(), want.size(), kRtol, kAtol);
+  }
+}
+
+TEST_CASE("KV cache: decoding N tokens one by one equals one causal pass over N") {
+  const int64_t B = 3, Hq = 4, Hk = 2, D = 80, N = 9, max_len = 16;
+  auto full = base(B, Hq, Hk, N, N, D);
+  full.causal = true;
+  Case c = make_case(full, 20);
+  auto want = run_op(c, AttentionAlgo::fused);
+  auto want_ref = run_ref(c);
+  CLDL_CHECK_CLOSE(want.data(), want_ref.data(), want.size(), kRtol, kAtol);
+
+  KvCache cache(ctx(), 0, B, Hk, max_len, D);
+  // Prefill 2 tokens at once, then decode one at a time.
+  auto step_cfg = [&](int64_t s) { return cache.attention_config(Hq, s); };
+  std::vector<float> got(want.size());
+  auto ec = ctx().exec();
+  int64_t pos = 0;
+  for (int64_t s : {int64_t(2), int64_t(1), int64_t(1), int64_t(1), int64_t(1), int64_t(1), int64_t(1), int64_t(1)}) {
+    auto slice = [&](const std::vector<float>& src, int64_t H, int64_t dim) {
+      std::vector<float> out;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t t = pos; t < pos + s; ++t)
+            for (int64_t d = 0; d < dim; ++d) out.push_back(src[size_t(((b * H + h) * N + t) * dim + d)]);
+      return out;
+    };
+    Tensor kn = ctx().upload(HostTensor::from<float>({B, Hk, s, D}, slice(c.k, Hk, D)));
+    Tensor vn = ctx().upload(HostTensor::from<float>({B, Hk, s, D}, slice(c.v, Hk, D)));
+    Tensor qn = ctx().upload(HostTensor::from<float>({B, Hq, s, D}, slice(c.q, Hq, D)));
+    cache.append(kn, vn, ec);
+    auto op = Attention::create(ctx(), 0, step_cfg(s));
+    CHECK(op->fused());
+    Tensor y = ctx().alloc({B, Hq, s, D}, DType::f32);
+    Tensor in[4] = {qn, cache.keys(), cache.values(), cache.lengths()};
+    Tensor out[1] = {y};
+    op->enqueue(in, out, nullptr, ec);
+    ec.queue.finish();
+    HostTensor h = ctx().download(y);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t hh = 0; hh < Hq; ++hh)
+        for (int64_t t = 0; t < s; ++t)
+          for (int64_t d = 0; d < D; ++d)
+            got[size_t(((b * Hq + hh) * N + pos + t) * D + d)] = h.as<float>()[((b * Hq + hh) * s + t) * D + d];
+    pos += s;
+  }
+  CHECK(cache.length() == N);
+  CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), kRtol, kAtol);
+  // The cache refuses to overflow, naming the numbers.
+  Tensor big = ctx().alloc({B, Hk, 8, D}, DType::f32);
+  auto msg = error_of([&] { cache.append(big, big, ec); });
+  CHECK(msg.find("KvCache") != std::string::npos);
+  CHECK(msg.find("max_len 16") != std::string::npos);
+}
+
+TEST_CASE("bad configurations name the argument and value") {
+  auto c = base(2, 6, 4, 7, 9, 64);
+  auto msg = error_of([&] { Attention::validate(c); });
+  CHECK(msg.find("Attention") != std::string::npos);
+  CHECK(msg.find("kv_heads 4 does not divide q_heads 6") != std::string::npos);
+
+  c = base(2, 4, 2, 7, 9, 64);
+  std::vector<Shape> shapes{{2, 4, 7, 64}, {2, 2, 9, 64}, {2, 2, 8, 64}};
+  msg = error_of([&] { Attention::validate(c, shapes); });
+  CHECK(msg.find("K has 9 positions but V has 8") != std::string::npos);
+
+  shapes = {{2, 4, 7, 64}, {2, 3, 9, 64}, {2, 3, 9, 64}};
+  msg = error_of([&] { Attention::validate(c, shapes); });
+  CHECK(msg.find("K has shape [2, 3, 9, 64], expected [2, 2, 9, 64]") != std::string::npos);
+
+  c.mask = AttentionMask::additive, c.mask_shape = {2, 5, 7, 9};
+  msg = error_of([&] { Attention::validate(c); });
+  CHECK(msg.find("mask shape [2, 5, 7, 9] does not broadcast to q_heads = 4") != std::string::npos);
+
+  c = base(1, 1, 1, 1, 1, 300);
+  c.algo = AttentionAlgo::fused;
+  msg = error_of([&] { Attention::create(ctx(), 0, c); });
+  CHECK(msg.find("head sizes up to 256, got 300") != std::string::npos);
+  c.algo = AttentionAlgo::automatic;
+  auto op = Attention::create(ctx(), 0, c);
+  CHECK(op->algorithm().find("plain:") == 0);  // the choice is visible, not silent
+  CHECK(op->algorithm().find("head size above 256") != std::string::npos);
+
+  OnnxAttentionNode node;
+  node.q = {2, 7, 64}, node.k = {2, 9, 32}, node.v = {2, 9, 32};
+  msg = error_of([&] { onnx_attention_config(node); });
+  CHECK(msg.find("3-D inputs need q_num_heads and kv_num_heads, got 0 and 0") != std::string::npos);
+  node.q_num_heads = 6, node.kv_num_heads = 4;
+  msg = error_of([&] { onnx_attention_config(node); });
+  CHECK(msg.find("not multiples of q_num_heads 6") != std::string::npos);
+
+  c = base(1, 2, 2, 3, 3, 8);
+  c.qk_output_mode = 0, c.algo = AttentionAlgo::fused;
+  msg = error_of([&] { Attention::create(ctx(), 0, c); });
+  CHECK(msg.find("qk_output_mode 0 needs the plain algorithm") != std::string::npos);
+}
+
+}  // TEST_SUITE
+
+// ---------------------------------------------------------------------------------------------------
+// ONNX Attention (opset 23/24) conformance: the backend node tests in CLDL_CONFORMANCE_DIR, mapped onto
+// Attention + KvCache the way the importer maps them. Tolerance 1e-4 relative + 1e-4 absolute (the
+// expected values were computed by numpy in fp32); fp16 cases run in f32 and compare at 2e-3.
+#include <filesystem>
+
+#include "support/attn_onnx_data.hpp"
+
+namespace {
+
+namespace ox = cldl::test::attn_onnx;
+
+struct OnnxResult {
+  std::map<std::string, std::vector<float>> outputs;  // by node output name
+  std::string skipped;                                // why, when the case is not supported
+  bool fp16 = false;                                  // computed in f32 from fp16 data
+};
+
+OnnxResult run_onnx_attention(const ox::NodeTest& t) {
+  OnnxResult r;
+  const auto& n = t.node;
+  auto in = [&](size_t i) -> const ox::Tensor* {
+    if (i >= n.inputs.size() || n.inputs[i].empty()) return nullptr;
+    return &t.inputs.at(n.inputs[i]);
+  };
+  const ox::Tensor *Q = in(0), *K = in(1), *V = in(2), *mask = in(3), *pk = in(4), *pv = in(5), *nonpad = in(6);
+  // fp16 models run in f32 on the widened data (the op is f32); compared at fp16 precision.
+  for (const ox::Tensor* x : {Q, K, V, mask, pk, pv}) r.fp16 |= x && x->data_type == ox::kFloat16;
+  OnnxAttentionNode node;
+  node.q = Q->shape(), node.k = K->shape(), node.v = V->shape();
+  if (mask) node.attn_mask = mask->shape(), node.attn_mask_bool = mask->data_type == ox::kBool;
+  if (pk) node.past_key = pk->shape();
+  node.nonpad_kv_seqlen = nonpad != nullptr;
+  node.q_num_heads = n.get_i("q_num_heads", 0), node.kv_num_heads = n.get_i("kv_num_heads", 0);
+  node.is_causal = n.get_i("is_causal", 0) != 0;
+  if (n.has("scale")) node.scale = n.get_f("scale", 0.0f);
+  node.softcap = n.get_f("softcap", 0.0f);
+  const bool want_qk = n.outputs.size() > 3 && !n.outputs[3].empty();
+  if (want_qk) node.qk_matmul_output_mode = int(n.get_i("qk_matmul_output_mode", 0));
+  AttentionConfig c = onnx_attention_config(node);
+  std::vector<Tensor> inputs;
+  inputs.push_back(ctx().upload(HostTensor::from<float>(Q->shape(), Q->f)));
+  std::optional<KvCache> cache;
+  auto ec = ctx().exec();
+  if (pk) {
+    // past + new -> present through the KV cache, which then serves as K/V ([B, Hkv, P+S, D]).
+    cache.emplace(ctx(), 0, c.batch, c.eff_kv_heads(), c.kv_len, c.head_size, c.eff_v_head_size());
+    Tensor pkd = ctx().upload(HostTensor::from<float>(pk->shape(), pk->f));
+    Tensor pvd = ctx().upload(HostTensor::from<float>(pv->shape(), pv->f));
+    Tensor kd = ctx().upload(HostTensor::from<float>(K->shape(), K->f));
+    Tensor vd = ctx().upload(HostTensor::from<float>(V->shape(), V->f));
+    cache->append(pkd, pvd, ec);
+    cache->append(kd, vd, ec, c.layout);
+    inputs.push_back(cache->keys());
+    inputs.push_back(cache->values());
+  } else {
+    inputs.push_back(ctx().upload(HostTensor::from<float>(K->shape(), K->f)));
+    inputs.push_back(ctx().upload(HostTensor::from<float>(V->shape(), V->f)));
+  }
+  if (mask) {
+    if (mask->data_type == ox::kBool) {
+      std::vector<uint8_t> b(mask->i.begin(), mask->i.end());
+      inputs.push_back(ctx().upload(HostTensor::from<uint8_t>(mask->shape(), b)));
+    } else {
+      inputs.push_back(ctx().upload(HostTensor::from<float>(mask->shape(), mask->f)));
+    }
+  }
+  if (nonpad) inputs.push_back(ctx().upload(HostTensor::from<int64_t>(nonpad->shape(), nonpad->i)));
+  auto op = Attention::create(ctx(), 0, c);
+  Tensor y = ctx().alloc(Attention::validate(c), DType::f32);
+  std::vector<Tensor> out{y};
+  if (want_qk) out.push_back(ctx().alloc({c.batch, c.q_heads, c.q_len, c.kv_len}, DType::f32));
+  std::optional<Tensor> ws;
+  if (op->workspace_bytes()) ws = ctx().alloc({int64_t(op->workspace_bytes() / 4)}, DType::f32);
+  op->enqueue(inputs, out, ws ? &*ws : nullptr, ec);
+  ec.queue.finish();
+  auto vec = [&](const Tensor& d) {
+    HostTensor h = ctx().download(d);
+    return std::vector<float>(h.as<float>(), h.as<float>() + h.numel());
+  };
+  r.outputs[n.outputs[0]] = vec(y);
+  if (want_qk) r.outputs[n.outputs[3]] = vec(out[1]);
+  if (cache) {
+    if (n.outputs.size() > 1 && !n.outputs[1].empty()) r.outputs[n.outputs[1]] = vec(cache->keys());
+    if (n.outputs.size() > 2 && !n.outputs[2].empty()) r.outputs[n.outputs[2]] = vec(cache->values());
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_SUITE("attention") {
+
+TEST_CASE("ONNX Attention node tests (opset 23/24)") {
+  namespace fs = std::filesystem;
+  const fs::path root = CLDL_CONFORMANCE_DIR;
+  REQUIRE(fs::exists(root));
+  int run = 0, skipped_cases = 0;
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.path().filename().string().rfind("test_attention", 0) == 0) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& dir : dirs) {
+    const std::string name = dir.filename().string();
+    CAPTURE(name);
+    ox::NodeTest t = ox::load_node_test(dir.string());
+    REQUIRE(t.node.op_type == "Attention");
+    OnnxResult r = run_onnx_attention(t);
+    if (!r.skipped.empty()) {
+      MESSAGE(name << " skipped: " << r.skipped);
+      ++skipped_cases;
+      continue;
+    }
+    ++run;
+    for (auto& want : t.outputs) {
+      auto it = r.outputs.find(want.name);
+      if (it == r.outputs.end()) {
+        MESSAGE(name << ": output " << want.name << " (qk_matmul_output) not produced");
+        continue;
+      }
+      CAPTURE(want.name);
+      REQUIRE(it->second.size() == want.f.size());
+      // Masked scores (qk_matmul_output mode 2) are -inf on both sides: equal infinities match.
+      std::vector<float> got = it->second;
+      for (size_t e = 0; e < got.size(); ++e)
+        if (std::isinf(got[e]) && got[e] == want.f[e]) got[e] = want.f[e] = 0.0f;
+      const double tol = r.fp16 ? 2e-3 : 1e-4;
+      CLDL_CHECK_CLOSE(got.data(), want.f.data(), want.f.size(), tol, tol);
+    }
+  }
+  MESSAGE(run << " ONNX attention tests run, " << skipped_cases << " skipped");
+  CHECK(run >= 50);
+}
+
+}  // TEST_SUITE

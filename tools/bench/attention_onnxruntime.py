@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""ONNX Runtime peer for `cldl bench attention`: times the CPU Attention op (opset 23) or, when this
+onnxruntime lacks it, the equivalent MatMul-Softmax-MatMul graph, on the cases given as BxSxHxDxCAUSAL.
+Prints one JSON object per case: {"case", "min_ms", "median_ms", "max_ms", "runs", "note"}."""
+import argparse
+import json
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+import onnxruntime as ort
+
+
+def attention_model(b, s, h, d, causal):
+    q = helper.make_tensor_value_info("Q", TensorProto.FLOAT, [b, h, s, d])
+    k = helper.make_tensor_value_info("K", TensorProto.FLOAT, [b, h, s, d])
+    v = helper.make_tensor_value_info("V", TensorProto.FLOAT, [b, h, s, d])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [b, h, s, d])
+    node = helper.make_node("Attention", ["Q", "K", "V"], ["Y"], is_causal=int(causal))
+    g = helper.make_graph([node], "attn", [q, k, v], [y])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+
+
+def matmul_softmax_model(b, s, h, d, causal):
+    q = helper.make_tensor_value_info("Q", TensorProto.FLOAT, [b, h, s, d])
+    k = helper.make_tensor_value_info("K", TensorProto.FLOAT, [b, h, s, d])
+    v = helper.make_tensor_value_info("V", TensorProto.FLOAT, [b, h, s, d])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [b, h, s, d])
+    scale = helper.make_tensor("scale", TensorProto.FLOAT, [], [1.0 / np.sqrt(d)])
+    mask = np.triu(np.full((s, s), -np.inf, dtype=np.float32), 1) if causal else np.zeros((s, s), np.float32)
+    mask_t = helper.make_tensor("mask", TensorProto.FLOAT, [s, s], mask.flatten().tolist())
+    nodes = [
+        helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["Q", "Kt"], ["S0"]),
+        helper.make_node("Mul", ["S0", "scale"], ["S1"]),
+        helper.make_node("Add", ["S1", "mask"], ["S2"]),
+        helper.make_node("Softmax", ["S2"], ["P"], axis=-1),
+        helper.make_node("MatMul", ["P", "V"], ["Y"]),
+    ]
+    g = helper.make_graph(nodes, "attn", [q, k, v], [y], initializer=[scale, mask_t])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases", nargs="+")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    a = ap.parse_args()
+    opts = ort.SessionOptions()
+    for c in a.cases:
+        b, s, h, d, causal = (int(x) for x in c.split("x"))
+        feeds = {n: np.random.rand(b, h, s, d).astype(np.float32) for n in ("Q", "K", "V")}
+        note = "Attention op (opset 23)"
+        try:
+            sess = ort.InferenceSession(attention_model(b, s, h, d, causal).SerializeToString(), opts,
+                                        providers=["CPUExecutionProvider"])
+            sess.run(None, feeds)
+        except Exception:  # older onnxruntime: no Attention kernel
+            note = "MatMul-Softmax-MatMul graph"
+            sess = ort.InferenceSession(matmul_softmax_model(b, s, h, d, causal).SerializeToString(), opts,
+                                        providers=["CPUExecutionProvider"])
+        for _ in range(a.warmup):
+            sess.run(None, feeds)
+        ms = []
+        for _ in range(max(1, a.runs)):
+            t0 = time.perf_counter()
+            sess.run(None, feeds)
+            ms.append((time.perf_counter() - t0) * 1e3)
+        ms.sort()
+        n = len(ms)
+        med = ms[n // 2] if n % 2 else 0.5 * (ms[n // 2 - 1] + ms[n // 2])
+        name = f"B={b} S={s} H={h} D={d}" + (" causal" if causal else "")
+        print(json.dumps({"case": name, "min_ms": ms[0], "median_ms": med, "max_ms": ms[-1], "runs": n,
+                          "note": f"onnxruntime {ort.__version__} {note}, {opts.intra_op_num_threads or 'default'} threads"}),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+// `cldl bench attention`: scaled-dot-product attention, fused vs plain path, and ONNX Runtime's CPU
+// Attention (tools/bench/attention_onnxruntime.py) as the peer when python3 + onnxruntime are present.
+// GFLOP/s counts 4*B*H*S*S*D (QK and PV), half of that for causal.
+#include <cstdio>
+#include <filesystem>
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "layers/attention.hpp"
+#include "runtime/log.hpp"
+#include "tools/cldl/bench.hpp"
+
+namespace cldl::bench {
+namespace {
+
+struct AttnCase {
+  int64_t B, S, H, D;
+  bool causal;
+  std::string name() const { return fmt::format("B={} S={} H={} D={}{}", B, S, H, D, causal ? " causal" : ""); }
+};
+
+std::vector<float> ramp(size_t n, float k) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = float((i * 2654435761u) % 1000) * k - 0.5f;
+  return v;
+}
+
+// The peer: runs the python script once for all cases, returns its JSON lines keyed by case name.
+std::map<std::string, nlohmann::json> run_onnxruntime(const Options& o, const std::vector<AttnCase>& cases) {
+  std::map<std::string, nlohmann::json> out;
+  // The script sits in the source tree next to this file's folder (--set ort_script=PATH overrides).
+  std::string script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "bench" /
+                        "attention_onnxruntime.py").string();
+  for (const auto& a : o.args)
+    if (a.rfind("ort_script=", 0) == 0) script = a.substr(11);
+  if (!std::filesystem::exists(script)) return out;
+  std::string cmd = fmt::format("python3 {} --runs {} --warmup {}", script, o.runs, o.warmup);
+  for (const auto& c : cases) cmd += fmt::format(" {}x{}x{}x{}x{}", c.B, c.S, c.H, c.D, int(c.causal));
+  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!p) return out;
+  char line[4096];
+  while (std::fgets(line, sizeof line, p)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("case")) out[j["case"].get<std::string>()] = j;
+  }
+  pclose(p);
+  return out;
+}
+
+void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
+  std::vector<AttnCase> cases = {{1, 512, 8, 64, false}, {4, 256, 12, 64, false}, {1, 1024, 16, 64, true}};
+  std::vector<AttnCase> chosen;
+  for (const auto& c : cases)
+    if (o.selected(c.name())) chosen.push_back(c);
+  for (const auto& c : chosen) {
+    AttentionConfig cfg;
+    for (const auto& a : o.args) {
+      auto eq = a.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string key = a.substr(0, eq);
+      if (key == "block_m") cfg.block_m = std::stoi(a.substr(eq + 1));
+      if (key == "block_n") cfg.block_n = std::stoi(a.substr(eq + 1));
+      if (key == "vec") cfg.vec = std::stoi(a.substr(eq + 1));
+      if (key == "use_local") cfg.use_local = std::stoi(a.substr(eq + 1));
+    }
+    cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.S, cfg.kv_len = c.S, cfg.head_size = c.D, cfg.causal = c.causal;
+    const size_t n = size_t(c.B * c.H * c.S * c.D);
+    Tensor q = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 1e-3f)));
+    Tensor k = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 7e-4f)));
+    Tensor v = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 9e-4f)));
+    Tensor y = ctx.alloc({c.B, c.H, c.S, c.D}, DType::f32);
+    std::optional<Result> fused_result;
+    const bool skip_plain = std::find(o.args.begin(), o.args.end(), "plain=0") != o.args.end();
+    for (AttentionAlgo algo : {AttentionAlgo::fused, AttentionAlgo::plain}) {
+      if (algo == AttentionAlgo::plain && skip_plain) continue;
+      cfg.algo = algo;
+      auto op = Attention::create(ctx, 0, cfg);
+      std::optional<Tensor> ws;
+      if (op->workspace_bytes()) ws = ctx.alloc({int64_t(op->workspace_bytes() / 4)}, DType::f32);
+      auto ec = ctx.exec();
+      Tensor in[3] = {q, k, v};
+      Tensor out[1] = {y};
+      Result r;
+      r.family = "attention", r.name = c.name();
+      r.impl = algo == AttentionAlgo::fused ? "cldl:fused" : "cldl:plain";
+      r.work = cfg.flops();
+      r.note = op->algorithm();
+      r.wall = time_runs(
+          [&] {
+            op->enqueue(in, out, ws ? &*ws : nullptr, ec);
+            ec.queue.finish();
+          },
+          o.runs, o.warmup);
+      if (fused_result) r.note += fmt::format("; fused is {:.2f}x faster", Reporter::speedup(*fused_result, r));
+      else fused_result = r;
+      rep.add(r);
+    }
+  }
+  if (!o.compare || chosen.empty()) return;
+  auto peer = run_onnxruntime(o, chosen);
+  if (peer.empty()) {
+    log::info("bench attention: ONNX Runtime peer not available (pip install onnxruntime onnx)");
+    return;
+  }
+  for (const auto& c : chosen) {
+    auto it = peer.find(c.name());
+    if (it == peer.end()) continue;
+    const auto& j = it->second;
+    Result r;
+    r.family = "attention", r.name = c.name(), r.impl = "onnxruntime";
+    r.wall.min_ms = j.value("min_ms", 0.0), r.wall.median_ms = j.value("median_ms", 0.0);
+    r.wall.max_ms = j.value("max_ms", 0.0), r.wall.runs = j.value("runs", 0);
+    r.work = double(c.B * c.H) * double(c.S) * double(c.S) * double(c.D) * (c.causal ? 2.0 : 4.0);
+    r.note = j.value("note", "");
+    for (const auto& prev : rep.results())
+      if (prev.name == r.name && prev.impl == "cldl:fused")
+        r.note += fmt::format("; fused is {:.2f}x faster than this", Reporter::speedup(prev, r));
+    rep.add(r);
+  }
+}
+
+const Registration kAttention("attention", "Scaled-dot-product attention: fused vs plain (vs ONNX Runtime)",
+                              bench_attention);
+
+}  // namespace
+}  // namespace cldl::bench
