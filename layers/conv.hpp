@@ -4,6 +4,7 @@
 // Weights are given as HOST tensors in the config and prepared once at create (uploaded, and for
 // Winograd/FFT transformed); the op keeps its own device copies, so enqueue takes only the data input.
 #pragma once
+#include "layers/auto_pad.hpp"
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -16,7 +17,6 @@
 
 namespace cldl {
 
-enum class AutoPad { notset, same_upper, same_lower, valid };
 
 // Algorithm choice. `automatic` heuristic (ConvOp::create, in this order):
 //   groups == C == K (depthwise)                         -> depthwise

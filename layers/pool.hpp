@@ -2,6 +2,7 @@
 // Indices output) and AveragePool (dilations, count_include_pad), both with explicit pads or auto_pad
 // and ceil_mode; GlobalAveragePool and GlobalMaxPool over any spatial dims. Kernels: kernels/pool.cl.
 #pragma once
+#include "layers/auto_pad.hpp"
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,7 +12,6 @@
 namespace cldl {
 
 enum class PoolKind { max, average, global_max, global_average };
-enum class AutoPad { notset, same_upper, same_lower, valid };
 
 // Per-spatial-dim attributes as in ONNX; empty strides / dilations mean 1, empty pads mean 0.
 struct PoolConfig {

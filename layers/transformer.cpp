@@ -1,4 +1,4 @@
-// Transformer companions: validation, kernel choice and enqueue for Norm, Rotary, Embedding, SwiGlu and
+// Transformer companions: validation, kernel choice and enqueue for LayerNorm, Rotary, Embedding, SwiGlu and
 // FeedForward.
 #include "layers/transformer.hpp"
 
@@ -19,19 +19,19 @@ void expect_count(const char* op, const char* arg, const Tensor& t, int64_t n) {
 }
 }  // namespace
 
-// ---- Norm -----------------------------------------------------------------------------------------
-int64_t NormConfig::rows() const {
+// ---- LayerNorm -----------------------------------------------------------------------------------------
+int64_t LayerNormConfig::rows() const {
   int64_t a = axis < 0 ? axis + int64_t(input.rank()) : axis, r = 1;
   for (int64_t i = 0; i < a; ++i) r *= input[size_t(i)];
   return r;
 }
-int64_t NormConfig::cols() const {
+int64_t LayerNormConfig::cols() const {
   int64_t a = axis < 0 ? axis + int64_t(input.rank()) : axis, c = 1;
   for (size_t i = size_t(a); i < input.rank(); ++i) c *= input[i];
   return c;
 }
 
-Shape Norm::validate(const NormConfig& c) {
+Shape LayerNorm::validate(const LayerNormConfig& c) {
   const char* op = c.rms ? "RMSNormalization" : "LayerNormalization";
   const int64_t r = int64_t(c.input.rank());
   if (r < 1) invalid(op, "input must have rank >= 1, got shape {}", c.input.str());
@@ -44,9 +44,9 @@ Shape Norm::validate(const NormConfig& c) {
   return c.input;
 }
 
-std::unique_ptr<Norm> Norm::create(Context& ctx, int device, const NormConfig& cfg) {
+std::unique_ptr<LayerNorm> LayerNorm::create(Context& ctx, int device, const LayerNormConfig& cfg) {
   validate(cfg);
-  std::unique_ptr<Norm> n(new Norm(cfg));
+  std::unique_ptr<LayerNorm> n(new LayerNorm(cfg));
   const auto& info = ctx.device(device).info;
   // CPUs loop over a group's work-items on one thread: one work-item per row avoids the barriers. GPUs
   // want a group per row for rows of any useful length.
@@ -65,7 +65,7 @@ std::unique_ptr<Norm> Norm::create(Context& ctx, int device, const NormConfig& c
   return n;
 }
 
-void Norm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor*,
+void LayerNorm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor*,
                    ExecutionContext& ec) {
   const auto& c = cfg_;
   const char* op = c.rms ? "RMSNormalization" : "LayerNormalization";

@@ -14,7 +14,7 @@
 namespace cldl {
 
 // ---- LayerNormalization / RMSNormalization --------------------------------------------------------
-struct NormConfig {
+struct LayerNormConfig {
   bool rms = false;         // RMSNormalization (no mean, no bias)
   Shape input;              // X's shape
   int64_t axis = -1;        // first normalised axis (ONNX semantics, negative counts from the end)
@@ -30,18 +30,18 @@ struct NormConfig {
 
 // Inputs: X, [R if residual], scale (cols elements), [B if bias && !rms]; outputs: Y [, X + R]
 // [, Mean, InvStdDev (rows elements each) if stats_output].
-class Norm : public Op {
+class LayerNorm : public Op {
  public:
-  static Shape validate(const NormConfig& cfg);
-  static std::unique_ptr<Norm> create(Context& ctx, int device, const NormConfig& cfg);
+  static Shape validate(const LayerNormConfig& cfg);
+  static std::unique_ptr<LayerNorm> create(Context& ctx, int device, const LayerNormConfig& cfg);
   std::string_view type() const override { return cfg_.rms ? "RMSNormalization" : "LayerNormalization"; }
   std::string algorithm() const override { return algorithm_; }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
  private:
-  explicit Norm(NormConfig c) : cfg_(std::move(c)) {}
-  NormConfig cfg_;
+  explicit LayerNorm(LayerNormConfig c) : cfg_(std::move(c)) {}
+  LayerNormConfig cfg_;
   std::string algorithm_;
   size_t wg_ = 1;
   cl::Kernel kernel_;

@@ -29,11 +29,11 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-std::vector<float> run_norm(const NormConfig& cfg, const std::vector<float>& x, const std::vector<float>* r,
+std::vector<float> run_norm(const LayerNormConfig& cfg, const std::vector<float>& x, const std::vector<float>* r,
                             const std::vector<float>& scale, const std::vector<float>* bias,
                             std::vector<float>* sum = nullptr, std::vector<float>* mean = nullptr,
                             std::vector<float>* inv = nullptr) {
-  auto op = Norm::create(ctx(), 0, cfg);
+  auto op = LayerNorm::create(ctx(), 0, cfg);
   std::vector<Tensor> in{ctx().upload(HostTensor::from<float>(cfg.input, x))};
   if (r) in.push_back(ctx().upload(HostTensor::from<float>(cfg.input, *r)));
   in.push_back(ctx().upload(HostTensor::from<float>({cfg.cols()}, scale)));
@@ -61,7 +61,7 @@ TEST_CASE("LayerNorm and RMSNorm over the last axes, with and without a fused re
   for (bool rms : {false, true})
     for (Shape s : {Shape{3, 7, 13}, Shape{1, 129}, Shape{5, 3, 80}}) {
       for (int64_t axis : {int64_t(-1), int64_t(1)}) {
-        NormConfig c;
+        LayerNormConfig c;
         c.rms = rms, c.input = s, c.axis = axis, c.epsilon = 1e-3f;
         CAPTURE(rms);
         CAPTURE(s.str());
@@ -73,7 +73,7 @@ TEST_CASE("LayerNorm and RMSNorm over the last axes, with and without a fused re
         auto got = run_norm(c, x, nullptr, sc, rms ? nullptr : &b);
         CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 1e-4, 1e-5);
       }
-      NormConfig c;
+      LayerNormConfig c;
       c.rms = rms, c.input = s, c.residual = true, c.residual_sum_output = true;
       c.wg_size = 64;  // the GPU form (a work-group per row, local reductions), also on CPUs
       auto x = test::random_floats(size_t(s.numel()), 4), r = test::random_floats(size_t(s.numel()), 5);
@@ -217,7 +217,7 @@ TEST_CASE("ONNX LayerNormalization, RMSNormalization and RotaryEmbedding node te
     };
     std::vector<float> got, stats_mean, stats_inv;
     if (n.op_type == "LayerNormalization" || n.op_type == "RMSNormalization") {
-      NormConfig c;
+      LayerNormConfig c;
       c.rms = n.op_type == "RMSNormalization";
       c.input = in(0)->shape();
       c.axis = n.get_i("axis", -1);
@@ -267,9 +267,9 @@ TEST_CASE("ONNX LayerNormalization, RMSNormalization and RotaryEmbedding node te
 }
 
 TEST_CASE("bad configurations name the op, argument and value") {
-  NormConfig n;
+  LayerNormConfig n;
   n.input = {3, 5}, n.axis = 2;
-  auto msg = error_of([&] { Norm::validate(n); });
+  auto msg = error_of([&] { LayerNorm::validate(n); });
   CHECK(msg.find("LayerNormalization: axis 2 is out of range for rank 2") != std::string::npos);
   RotaryConfig r;
   r.head_size = 10, r.rotary_dim = 7;

@@ -72,7 +72,7 @@ std::vector<float> attention(const AttentionConfig& c, const std::vector<float>&
 
 namespace cldl::ref {
 
-std::vector<float> norm(const NormConfig& cfg, const std::vector<float>& x, const std::vector<float>* residual,
+std::vector<float> norm(const LayerNormConfig& cfg, const std::vector<float>& x, const std::vector<float>* residual,
                         const std::vector<float>& scale, const std::vector<float>* bias) {
   const int64_t R = cfg.rows(), N = cfg.cols();
   std::vector<float> y(x.size());

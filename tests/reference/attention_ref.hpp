@@ -18,7 +18,7 @@ std::vector<float> attention(const AttentionConfig& cfg, const std::vector<float
                              const std::vector<int64_t>* kv_lens = nullptr);
 
 // LayerNorm / RMSNorm of x (+ residual when given) over cfg.cols() per row, in double.
-std::vector<float> norm(const NormConfig& cfg, const std::vector<float>& x, const std::vector<float>* residual,
+std::vector<float> norm(const LayerNormConfig& cfg, const std::vector<float>& x, const std::vector<float>* residual,
                         const std::vector<float>& scale, const std::vector<float>* bias);
 // Rotary embedding, ONNX formulas applied pair by pair.
 std::vector<float> rotary(const RotaryConfig& cfg, const std::vector<float>& x, const std::vector<float>& cos_cache,
