@@ -56,3 +56,17 @@ inline float cldl_act(int kind, float x, float a, float b) {
 
 // The build-time activation (-DACT, with runtime alpha/beta).
 #define APPLY_ACT(x, a, b) cldl_act(ACT, (x), (a), (b))
+
+// Offset of the flattened coordinate `o` over dims[0..n) (innermost last) under strides `s`; the
+// index walk shared by the strided element-wise, data-movement and reduction kernels.
+inline long nd_offset(long o, int n, long8 dims, long8 s) {
+  long d[8] = {dims.s0, dims.s1, dims.s2, dims.s3, dims.s4, dims.s5, dims.s6, dims.s7};
+  long st[8] = {s.s0, s.s1, s.s2, s.s3, s.s4, s.s5, s.s6, s.s7};
+  long off = 0;
+  for (int i = n - 1; i > 0; --i) {
+    off += (o % d[i]) * st[i];
+    o /= d[i];
+  }
+  // o < d[0] by construction, so the outermost dim needs no division (none at all for n <= 1).
+  return n > 0 ? off + o * st[0] : off;
+}

@@ -2,18 +2,6 @@
 // Movement kernels do not look at values, so each is defined once per element size (1, 2, 4, 8 bytes)
 // by the DEFINE_* macros below and one build serves every dtype. Resize works on f32.
 
-// Offset of coordinate index `o` over dims[0..n) (innermost last) under strides `s`.
-inline long nd_offset(long o, int n, long8 dims, long8 s) {
-  long d[8] = {dims.s0, dims.s1, dims.s2, dims.s3, dims.s4, dims.s5, dims.s6, dims.s7};
-  long st[8] = {s.s0, s.s1, s.s2, s.s3, s.s4, s.s5, s.s6, s.s7};
-  long off = 0;
-  for (int i = n - 1; i > 0; --i) {
-    off += (o % d[i]) * st[i];
-    o /= d[i];
-  }
-  // o < d[0] by construction, so the outermost dim needs no division (none at all for n <= 1).
-  return n > 0 ? off + o * st[0] : off;
-}
 
 // 3-D range (innermost dim, next dim, the rest): dst[view] = src[view], both views given by strides
 // (0 = broadcast, negative = reversed walk for negative Slice steps); only dims beyond the third need

@@ -51,18 +51,6 @@
 #define B_OR 16
 #define B_XOR 17
 
-// Offset of the flattened coordinate `o` over dims[0..n) (innermost last) under strides `s`.
-inline long outer_offset(long o, int n, long8 dims, long8 s) {
-  long d[8] = {dims.s0, dims.s1, dims.s2, dims.s3, dims.s4, dims.s5, dims.s6, dims.s7};
-  long st[8] = {s.s0, s.s1, s.s2, s.s3, s.s4, s.s5, s.s6, s.s7};
-  long off = 0;
-  for (int i = n - 1; i > 0; --i) {
-    off += (o % d[i]) * st[i];
-    o /= d[i];
-  }
-  // o < d[0] by construction, so the outermost dim needs no division (none at all for n <= 1).
-  return n > 0 ? off + o * st[0] : off;
-}
 
 inline T_IN unary_apply(int op, T_IN x, float a, float b) {
   switch (op) {
@@ -140,7 +128,7 @@ inline T_OUT binary_apply(int op, T_IN a, T_IN b) {
 
 // 3-D range (innermost dim, second-innermost dim, the rest flattened): the two inner coordinates come
 // straight from the ids with scalar strides (ia / ma ...), so only dims beyond the third need div/mod.
-#define OFF3(off, s, i_, m_) ((off) + outer_offset(get_global_id(2), rank - 2, dims, s) + \
+#define OFF3(off, s, i_, m_) ((off) + nd_offset(get_global_id(2), rank - 2, dims, s) + \
                               (long)get_global_id(1) * (m_) + (long)get_global_id(0) * (i_))
 
 __kernel void binary(int op, int rank, long8 dims, long inner, __global const T_IN* a, long a_off, long8 sa, long ma, long ia,

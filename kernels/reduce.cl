@@ -14,17 +14,6 @@
 #define R_LOG_SUM 8
 #define R_LOG_SUM_EXP 9
 
-inline long nd_offset(long o, int n, long8 dims, long8 s) {
-  long d[8] = {dims.s0, dims.s1, dims.s2, dims.s3, dims.s4, dims.s5, dims.s6, dims.s7};
-  long st[8] = {s.s0, s.s1, s.s2, s.s3, s.s4, s.s5, s.s6, s.s7};
-  long off = 0;
-  for (int i = n - 1; i > 0; --i) {
-    off += (o % d[i]) * st[i];
-    o /= d[i];
-  }
-  // o < d[0] by construction, so the outermost dim needs no division (none at all for n <= 1).
-  return n > 0 ? off + o * st[0] : off;
-}
 
 inline float r_init(int op) {
   return op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : op == R_PROD ? 1.0f : 0.0f;
