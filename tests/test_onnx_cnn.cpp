@@ -1,0 +1,105 @@
+// CNN ops through the graph runtime: a tiny CNN (Conv -> BatchNormalization -> Relu -> MaxPool -> Flatten
+// -> Gemm -> Softmax) built with the builder and run by the executor, against a composition of the C++
+// references (conv_ref, cnn_ref); plus element-wise / data / reduce nodes with broadcasting and
+// load-time shape inputs. Tolerance: rtol 1e-4, atol 1e-5 (fp32 conv + GEMM with K <= 90).
+#include <cmath>
+
+#include "tests/reference/cnn_ref.hpp"
+#include "tests/reference/conv_ref.hpp"
+#include "tests/support/onnx_util.hpp"
+
+using namespace cldl;
+using namespace cldl::graph;
+
+namespace {
+const double kRtol = 1e-4, kAtol = 1e-5;
+HostTensor rnd(Shape s, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  return test::random_tensor(std::move(s), seed, lo, hi);
+}
+std::vector<float> vec(const HostTensor& t) { return {t.as<float>(), t.as<float>() + t.numel()}; }
+}  // namespace
+
+TEST_SUITE("onnx_cnn") {
+  TEST_CASE("tiny CNN: Conv, BatchNorm, Relu, MaxPool, Flatten, Gemm, Softmax") {
+    for (int64_t N : {1, 2}) {
+      CAPTURE(N);
+      const int64_t C = 3, H = 7, W = 13, K = 5, F = 4;
+      auto x = rnd({N, C, H, W}, 10), w = rnd({K, C, 3, 3}, 11), bias = rnd({K}, 12), scale = rnd({K}, 13),
+           shift = rnd({K}, 14), mean = rnd({K}, 15), var = rnd({K}, 16, 0.5f, 2.0f), fc = rnd({F, K * 3 * 6}, 17),
+           fcb = rnd({F}, 18);
+      GraphBuilder b("tiny_cnn");
+      auto in = b.input("image", DType::f32, Shape{N, C, H, W});
+      auto c = b.conv(in, b.constant("w", w), b.constant("b", bias), {1, 1}, {1, 1, 1, 1});
+      auto bn = b.op1("BatchNormalization", {c, b.constant("scale", scale), b.constant("shift", shift),
+                                             b.constant("mean", mean), b.constant("var", var)});
+      auto p = b.max_pool(b.relu(bn), {2, 2}, {2, 2});
+      b.output(b.softmax(b.dense(b.flatten(p), b.constant("fc", fc), b.constant("fcb", fcb))), "probs");
+      auto m = test::compile_graph(b.build());
+      auto out = m->session()->run({{"image", x}});
+
+      ref::ConvParams cp;
+      cp.N = N; cp.C = C; cp.H = H; cp.W = W; cp.K = K; cp.KH = 3; cp.KW = 3; cp.PT = cp.PL = cp.PB = cp.PR = 1;
+      int64_t OH = 0, OW = 0;
+      auto y = ref::conv2d(cp, x.as<float>(), w.as<float>(), bias.as<float>(), Activation{}, OH, OW);
+      REQUIRE(OH == H);
+      y = ref::batch_norm(y, N, K, OH * OW, scale.as<float>(), shift.as<float>(), mean.as<float>(), var.as<float>(), 1e-5f);
+      for (auto& v : y) v = std::max(v, 0.0f);
+      ref::PoolParams pp;
+      pp.k = {1, 2, 2};
+      pp.s = {1, 2, 2};
+      std::array<int, 3> pout{};
+      auto pooled = ref::pool3d(y, int(N), int(K), {1, int(OH), int(OW)}, pp, pout);
+      REQUIRE(pout[1] == 3);
+      REQUIRE(pout[2] == 6);
+      auto logits = test::gemm_ref(pooled.data(), fc.as<float>(), N, F, K * 18, false, true);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t f = 0; f < F; ++f) logits[size_t(n * F + f)] += fcb.as<float>()[f];
+      auto want = ref::softmax(logits, {N, F}, 1, false);
+      REQUIRE(out.count("probs"));
+      CHECK(out["probs"].shape() == Shape{N, F});
+      CLDL_CHECK_CLOSE(out["probs"].as<float>(), want.data(), want.size(), kRtol, kAtol);
+    }
+  }
+
+  TEST_CASE("element-wise broadcast, Clip bounds, Transpose, Slice, Reduce and GlobalAveragePool") {
+    auto x = rnd({2, 5, 3, 7}, 20), s = rnd({5, 1, 1}, 21);
+    GraphBuilder b("ops");
+    auto in = b.input("x", DType::f32, Shape{2, 5, 3, 7});
+    auto mul = b.op1("Mul", {in, b.constant("s", s)});
+    auto clip = b.op1("Clip", {mul, b.constant("lo", HostTensor::from<float>(Shape{}, std::vector<float>{-0.25f})),
+                               b.constant("hi", HostTensor::from<float>(Shape{}, std::vector<float>{0.5f}))});
+    auto t = b.op1("Transpose", {clip}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}});  // [2, 7, 5, 3]
+    auto i64 = [](std::vector<int64_t> v) { return HostTensor::from<int64_t>(Shape{int64_t(v.size())}, v); };
+    auto sl = b.op1("Slice", {t, b.constant("st", i64({1, 0})), b.constant("en", i64({6, 5})), b.constant("ax", i64({1, 2})),
+                              b.constant("sp", i64({2, 2}))});  // [2, 3, 3, 3]
+    b.output(b.op1("ReduceSum", {sl, b.constant("axes", i64({1, 3}))}, {{"keepdims", int64_t(0)}}), "r");  // [2, 3]
+    b.output(b.op1("GlobalAveragePool", {clip}), "g");  // [2, 5, 1, 1]
+    auto out = test::run_graph(b.build(), {{"x", x}});
+
+    ref::Dims dx{2, 5, 3, 7}, dc;
+    auto c = ref::binary<float, float>(vec(x), dx, vec(s), {5, 1, 1}, [](float a, float v) { return a * v; }, dc);
+    for (auto& v : c) v = std::min(std::max(v, -0.25f), 0.5f);
+    ref::Dims dt, dsl, dr;
+    auto tr = ref::transpose(c, dx, {0, 3, 1, 2}, dt);
+    auto slv = ref::slice(tr, dt, {1, 0}, {6, 5}, {1, 2}, {2, 2}, dsl);
+    auto r = ref::reduce(slv, dsl, {1, 3}, false, 0, dr);
+    REQUIRE(out["r"].shape() == Shape{2, 3});
+    CLDL_CHECK_CLOSE(out["r"].as<float>(), r.data(), r.size(), kRtol, kAtol);
+    std::vector<float> g(10, 0.0f);
+    for (size_t i = 0; i < c.size(); ++i) g[i / 21] += c[i] / 21.0f;
+    REQUIRE(out["g"].shape() == Shape{2, 5, 1, 1});
+    CLDL_CHECK_CLOSE(out["g"].as<float>(), g.data(), g.size(), kRtol, kAtol);
+  }
+
+  TEST_CASE("Slice needs its starts at load: the error names the node and the input") {
+    GraphBuilder b("bad");
+    auto in = b.input("x", DType::f32, Shape{4, 4});
+    auto st = b.input("starts", DType::i64, Shape{1});
+    b.output(b.op1("Slice", {in, st, b.constant("e", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{2}))}), "y");
+    Graph g = b.build();
+    auto msg = test::error_of([&] { prepare(g); });
+    CHECK(msg.find("Slice") != std::string::npos);
+    CHECK(msg.find("starts") != std::string::npos);
+    CHECK(msg.find("load time") != std::string::npos);
+  }
+}
