@@ -68,11 +68,40 @@ ResizeConfig resize_cfg(const Node& n, const std::vector<Shape>& s, DType, const
   r.input = s[0];
   auto unsupported = [&](const std::string& what) { fail("{}: {} is not supported", n.describe(), what); };
   if (n.attr_i("antialias", 0) != 0) unsupported("antialias = 1");
-  if (!n.attr_ints("axes").empty()) unsupported("the axes attribute");
-  if (n.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch") unsupported("keep_aspect_ratio_policy other than stretch");
   if (v.size() > 2 && v[2])
     for (double d : to_doubles(*v[2])) r.scales.push_back(float(d));
   r.sizes = ints_of(v, 3);
+  // axes (opset 18): scales / sizes name only these dims; the others keep their size.
+  auto axes = n.attr_ints("axes");
+  int64_t rank = int64_t(s[0].rank());
+  if (!axes.empty()) {
+    std::vector<float> sc(size_t(rank), 1.0f);
+    std::vector<int64_t> sz(s[0].dims);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+      if (a < 0 || a >= rank) unsupported(fmt::format("axes[{}] = {} for rank {}", i, axes[i], rank));
+      if (i < r.scales.size()) sc[size_t(a)] = r.scales[i];
+      if (i < r.sizes.size()) sz[size_t(a)] = r.sizes[i];
+    }
+    if (!r.scales.empty()) r.scales = sc;
+    if (!r.sizes.empty()) r.sizes = sz;
+  }
+  // keep_aspect_ratio_policy (sizes only): one scale for the resized dims, the smallest (not_larger) or
+  // largest (not_smaller) of sizes / input; output = round(scale * input).
+  std::string policy = n.attr_s("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch" && !r.sizes.empty()) {
+    if (policy != "not_larger" && policy != "not_smaller") unsupported("keep_aspect_ratio_policy '" + policy + "'");
+    double sc = policy == "not_larger" ? 1e30 : 0.0;
+    std::vector<bool> resized(size_t(rank), axes.empty());
+    for (auto a : axes) resized[size_t(a < 0 ? a + rank : a)] = true;
+    for (int64_t i = 0; i < rank; ++i)
+      if (resized[size_t(i)]) {
+        double q = double(r.sizes[size_t(i)]) / double(s[0][size_t(i)]);
+        sc = policy == "not_larger" ? std::min(sc, q) : std::max(sc, q);
+      }
+    for (int64_t i = 0; i < rank; ++i)
+      if (resized[size_t(i)]) r.sizes[size_t(i)] = int64_t(std::round(sc * double(s[0][size_t(i)])));
+  }
   std::string mode = n.attr_s("mode", "nearest");
   r.mode = mode == "linear" ? ResizeMode::linear : mode == "cubic" ? ResizeMode::cubic : ResizeMode::nearest;
   if (mode != "linear" && mode != "cubic" && mode != "nearest") unsupported("mode '" + mode + "'");

@@ -61,6 +61,29 @@ TEST_SUITE("onnx_cnn") {
     }
   }
 
+  TEST_CASE("Conv + LeakyRelu fused into the conv epilogue; not fused when the conv output has another reader") {
+    auto x = rnd({2, 3, 7, 13}, 30), w = rnd({5, 3, 3, 3}, 31), bias = rnd({5}, 32);
+    for (bool second_reader : {false, true}) {
+      CAPTURE(second_reader);
+      GraphBuilder b("conv_act");
+      auto c = b.conv(b.input("x", DType::f32, Shape{2, 3, 7, 13}), b.constant("w", w), b.constant("b", bias), {2, 1},
+                      {1, 0, 1, 2});
+      b.output(b.op1("LeakyRelu", {c}, {{"alpha", 0.2f}}), "y");
+      if (second_reader) b.output(c, "c");
+      auto m = test::compile_graph(b.build());
+      std::string desc;
+      for (auto& l : m->describe()) desc += l + "\n";
+      CHECK((desc.find("LeakyRelu fused") != std::string::npos) == !second_reader);
+      auto out = m->session()->run({{"x", x}});
+      ref::ConvParams cp;
+      cp.N = 2; cp.C = 3; cp.H = 7; cp.W = 13; cp.K = 5; cp.KH = 3; cp.KW = 3; cp.SH = 2; cp.PT = 1; cp.PB = 1; cp.PR = 2;
+      int64_t OH = 0, OW = 0;
+      auto want = ref::conv2d(cp, x.as<float>(), w.as<float>(), bias.as<float>(), Activation(Act::leaky_relu, 0.2f), OH, OW);
+      REQUIRE(out["y"].shape() == Shape{2, 5, OH, OW});
+      CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), kRtol, kAtol);
+    }
+  }
+
   TEST_CASE("element-wise broadcast, Clip bounds, Transpose, Slice, Reduce and GlobalAveragePool") {
     auto x = rnd({2, 5, 3, 7}, 20), s = rnd({5, 1, 1}, 21);
     GraphBuilder b("ops");
