@@ -1,7 +1,8 @@
 // ONNX data-movement ops mapped onto layers/data.hpp: Transpose, Concat, Split, Slice, Pad, Expand, Tile,
-// Gather, Resize. Their shape / index arguments given as inputs (Split's split, Slice's starts / ends /
-// axes / steps, Pad's pads / value / axes, Expand's shape, Tile's repeats, Resize's scales / sizes) must
-// be known at load (const_inputs): they decide the output shape. Gather's indices are ordinary data.
+// Gather, Resize, and DepthToSpace / SpaceToDepth as one Transpose of a 6-D view. Their shape / index
+// arguments given as inputs (Split's split, Slice's starts / ends / axes / steps, Pad's pads / value /
+// axes, Expand's shape, Tile's repeats, Resize's roi / scales / sizes) must be known at load
+// (const_inputs): they decide the output shape. Gather's indices are ordinary data.
 #include <cmath>
 
 #include "layers/data.hpp"
@@ -182,7 +183,70 @@ std::unique_ptr<NodeKernel> lower_gather(LowerCtx& c) {
   return wrap(Gather::create(c.ctx, c.device, gather_cfg(c.node, shapes_of(c), c.in[0].dtype, c.in[1].dtype)), c);
 }
 
+// DepthToSpace / SpaceToDepth: one Transpose of a 6-D view (the reshapes around it are free).
+struct SpaceDepthPlan {
+  Shape in6, out;
+  std::vector<int64_t> perm;
+};
+SpaceDepthPlan space_depth_plan(const Node& n, const Shape& x) {
+  if (x.rank() != 4) fail("{}: input must be 4-D (N, C, H, W), got {}", n.describe(), x.str());
+  int64_t b = n.attr_i("blocksize", 0), N = x[0], C = x[1], H = x[2], W = x[3];
+  if (b <= 0) fail("{}: blocksize must be positive, got {}", n.describe(), b);
+  SpaceDepthPlan p;
+  if (n.op_type == "DepthToSpace") {
+    if (C % (b * b)) fail("{}: channels {} are not divisible by blocksize^2 = {}", n.describe(), C, b * b);
+    std::string mode = n.attr_s("mode", "DCR");
+    if (mode == "DCR") {
+      p.in6 = Shape{N, b, b, C / (b * b), H, W};
+      p.perm = {0, 3, 4, 1, 5, 2};
+    } else if (mode == "CRD") {
+      p.in6 = Shape{N, C / (b * b), b, b, H, W};
+      p.perm = {0, 1, 4, 2, 5, 3};
+    } else {
+      fail("{}: mode '{}' is not DCR or CRD", n.describe(), mode);
+    }
+    p.out = Shape{N, C / (b * b), H * b, W * b};
+  } else {
+    if (H % b || W % b) fail("{}: H {} and W {} must be divisible by blocksize {}", n.describe(), H, W, b);
+    p.in6 = Shape{N, C, H / b, b, W / b, b};
+    p.perm = {0, 3, 5, 1, 2, 4};
+    p.out = Shape{N, C * b * b, H / b, W / b};
+  }
+  return p;
+}
+
+void infer_space_depth(InferCtx& c) {
+  auto p = checked(c, [&] { return space_depth_plan(c.node, c.shape(0)); });
+  c.set(0, c.input(0).dtype, p.out);
+}
+
+class SpaceDepthKernel : public NodeKernel {
+ public:
+  std::unique_ptr<Transpose> op;
+  Shape in6, mid6;
+  std::string algorithm() const override { return "one transpose of a 6-D view, " + op->algorithm(); }
+  void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
+    Tensor x = in[0], y = out[0];
+    x.shape = in6;
+    y.shape = mid6;
+    Tensor xs[] = {x}, ys[] = {y};
+    op->enqueue(xs, ys, nullptr, ec);
+  }
+};
+
+std::unique_ptr<NodeKernel> lower_space_depth(LowerCtx& c) {
+  auto p = space_depth_plan(c.node, c.in[0].shape.to_shape());
+  auto k = std::make_unique<SpaceDepthKernel>();
+  TransposeConfig t{p.in6, c.in[0].dtype, p.perm};
+  k->in6 = p.in6;
+  k->mid6 = Transpose::validate(t);
+  k->op = Transpose::create(c.ctx, c.device, t);
+  return k;
+}
+
 const OpRegistration kDataOps{
+    {.type = "DepthToSpace", .since = 13, .family = "data", .infer = infer_space_depth, .lower = lower_space_depth},
+    {.type = "SpaceToDepth", .since = 13, .family = "data", .infer = infer_space_depth, .lower = lower_space_depth},
     single<Transpose>("Transpose", 13, {}, transpose_cfg, {0}),
     single<Concat>("Concat", 13, {}, concat_cfg, {}),
     {.type = "Split", .since = 13, .family = "data", .const_inputs = {1}, .infer = infer_split, .lower = lower_split},
