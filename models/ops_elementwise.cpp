@@ -17,6 +17,11 @@ namespace {
 // Activation with the node's ONNX attributes (names per op; defaults from activation_from_onnx).
 Activation node_activation(const Node& n) {
   const std::string& t = n.op_type;
+  if (t == "Swish") {  // x * sigmoid(alpha * x): the SiLU activation when alpha = 1
+    float alpha = n.attr_f("alpha", 1.0f);
+    if (alpha != 1.0f) fail("{}: alpha = {} is not supported (Swish runs as SiLU, alpha = 1)", n.describe(), alpha);
+    return activation_from_onnx("Silu");
+  }
   if (t == "Gelu") return activation_from_onnx(n.attr_s("approximate", "none") == "tanh" ? "GeluTanh" : "Gelu");
   Activation a = activation_from_onnx(t);
   if (t == "LeakyRelu" || t == "Elu" || t == "ThresholdedRelu" || t == "Celu") a.alpha = n.attr_f("alpha", a.alpha);
@@ -34,7 +39,7 @@ Activation node_activation(const Node& n) {
 bool is_activation(const std::string& t) {
   static const std::set<std::string> k = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu", "Gelu",
                                           "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish",
-                                          "ThresholdedRelu", "Celu", "Clip"};
+                                          "ThresholdedRelu", "Celu", "Clip", "Swish"};
   return k.count(t) != 0;
 }
 
@@ -58,7 +63,7 @@ void infer_unary(InferCtx& c) {
   if (c.node.op_type == "Clip")  // optional bounds: when given they must be known at load
     for (size_t i = 1; i < 3; ++i)
       if (c.has_input(i)) c.constant(i, i == 1 ? "min" : "max");
-  auto cfg = unary_config(c.node, c.value, c.input(0).dtype, c.shape(0));
+  auto cfg = checked(c, [&] { return unary_config(c.node, c.value, c.input(0).dtype, c.shape(0)); });
   checked(c, [&] { return Unary::validate(cfg); });
   c.set(0, cfg.dtype, cfg.shape);
 }
@@ -209,7 +214,7 @@ OpDef binary(const char* type, int64_t since) {
 const OpRegistration kElementwiseOps{
     unary("Relu", 14), unary("LeakyRelu", 16), unary("Sigmoid", 13), unary("Tanh", 13), unary("Elu", 6),
     unary("Selu", 6), unary("Gelu", 20), unary("HardSigmoid", 6), unary("HardSwish", 14), unary("Softplus", 1),
-    unary("Softsign", 1), unary("Mish", 18), unary("ThresholdedRelu", 10), unary("Celu", 12),
+    unary("Softsign", 1), unary("Mish", 18), unary("ThresholdedRelu", 10), unary("Celu", 12), unary("Swish", 24),
     {.type = "Clip", .since = 13, .family = "elementwise", .const_inputs = {1, 2}, .infer = infer_unary,
      .lower = lower_unary},
     unary("Abs", 13), unary("Neg", 13), unary("Exp", 13), unary("Log", 13), unary("Sqrt", 13),
