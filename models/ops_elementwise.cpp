@@ -2,7 +2,7 @@
 // attributes as alpha / beta), Clip (min / max inputs must be load-time constants), binary arithmetic,
 // comparisons and logic with numpy broadcasting, PRelu, Where, Cast / CastLike, and the variadic
 // Sum / Mean / Max / Min (Expand of the first input into the output, then one in-place Binary per
-// further input; Mean scales by 1/n with the affine activation).
+// further input; Mean scales by 1/n with the affine activation). Pow with mixed dtypes runs in f32.
 #include <set>
 
 #include "layers/data.hpp"
@@ -82,6 +82,83 @@ BinaryOp binary_of(const Node& n) {
   return binary_op_from_onnx(t, n.attr_i("fmod", 0) != 0);
 }
 
+// Pow with a base and an exponent of different dtypes (ONNX allows it; the result has the base's dtype):
+// computed in f32. An integer exponent is cast to f32; an integer base is cast to f32 and the result
+// cast back (truncating, as ONNX does; see PowMixedKernel::nudge).
+bool pow_numeric(DType t) { return t == DType::f32 || t == DType::i32 || t == DType::i64; }
+
+void infer_pow_mixed(InferCtx& c) {
+  DType a = c.input(0).dtype, e = c.input(1).dtype;
+  if (!pow_numeric(a) || !pow_numeric(e) || (a != DType::f32 && e != DType::f32))
+    c.error("unsupported: Pow of {} by {} (mixed dtypes need an f32 base or exponent)", to_string(a), to_string(e));
+  BinaryConfig b{BinaryOp::pow, DType::f32, c.shape(0), c.shape(1)};
+  c.set(0, a, checked(c, [&] { return Binary::validate(b); }));
+}
+
+class PowMixedKernel : public NodeKernel {
+ public:
+  std::unique_ptr<Cast> cast_in, cast_out;  // cast_in: the integer operand to f32; cast_out: f32 result to int
+  int int_input = 1;
+  std::unique_ptr<Binary> pow;
+  // Before cast_out: scales by 1 + 2^-18 so that truncation (ONNX casts pow's result to the base type)
+  // does not turn an exact power that the device's pow (16 ulp allowed) returns as 31.999998 into 31.
+  std::unique_ptr<Unary> nudge;
+  Shape int_shape, out_shape;
+  Context* ctx = nullptr;
+  int device = 0;
+  std::string algorithm() const override { return cast_out ? "cast base to f32, f32 pow, cast back" : "cast exponent to f32, f32 pow"; }
+  void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
+    auto& [tin, tout] = scratch();
+    Tensor ci[] = {in[size_t(int_input)]}, co[] = {tin};
+    cast_in->enqueue(ci, co, nullptr, ec);
+    Tensor ab[2] = {in[0], in[1]};
+    ab[int_input] = tin;
+    if (cast_out) {
+      Tensor po[] = {tout};
+      pow->enqueue(ab, po, nullptr, ec);
+      Tensor ri[] = {tout};
+      nudge->enqueue(ri, po, nullptr, ec);
+      cast_out->enqueue(ri, out, nullptr, ec);
+    } else {
+      pow->enqueue(ab, out, nullptr, ec);
+    }
+  }
+
+ private:
+  // Per-thread f32 temporaries (same reasoning as LayerKernel's workspace).
+  std::pair<Tensor, Tensor>& scratch() {
+    std::lock_guard lock(mutex_);
+    auto it = tmp_.find(std::this_thread::get_id());
+    if (it == tmp_.end()) {
+      Tensor a = ctx->alloc(int_shape, DType::f32, device);
+      Tensor b = cast_out ? ctx->alloc(out_shape, DType::f32, device) : Tensor{};
+      it = tmp_.emplace(std::this_thread::get_id(), std::make_pair(a, b)).first;
+    }
+    return it->second;
+  }
+  std::mutex mutex_;
+  std::map<std::thread::id, std::pair<Tensor, Tensor>> tmp_;
+};
+
+std::unique_ptr<NodeKernel> lower_pow_mixed(LowerCtx& c) {
+  auto k = std::make_unique<PowMixedKernel>();
+  k->ctx = &c.ctx;
+  k->device = c.device;
+  k->int_input = c.in[0].dtype == DType::f32 ? 1 : 0;
+  k->int_shape = c.in[size_t(k->int_input)].shape.to_shape();
+  k->out_shape = c.out[0].shape.to_shape();
+  k->cast_in = Cast::create(c.ctx, c.device, CastConfig{c.in[size_t(k->int_input)].dtype, DType::f32, k->int_shape});
+  k->pow = Binary::create(c.ctx, c.device, BinaryConfig{BinaryOp::pow, DType::f32, c.in[0].shape.to_shape(), c.in[1].shape.to_shape()});
+  if (k->int_input == 0) {
+    k->cast_out = Cast::create(c.ctx, c.device, CastConfig{DType::f32, c.out[0].dtype, k->out_shape});
+    UnaryConfig r;
+    r.act = Activation(Act::affine, 1.0f + 1.0f / 262144.0f, 0.0f);
+    r.shape = k->out_shape;
+    k->nudge = Unary::create(c.ctx, c.device, r);
+  }
+  return k;
+}
+
 void infer_binary(InferCtx& c) {
   size_t n = c.in.size();
   if (n == 0) c.error("needs at least one input");
@@ -89,6 +166,7 @@ void infer_binary(InferCtx& c) {
   b.op = binary_of(c.node);
   b.dtype = c.input(0).dtype;
   Shape s = c.shape(0);
+  if (c.node.op_type == "Pow" && n == 2 && c.input(1).dtype != b.dtype) return infer_pow_mixed(c);
   for (size_t i = 1; i < n; ++i) {
     if (c.input(i).dtype != b.dtype)
       c.error("input '{}' is {}, input 0 is {}", c.input(i).name, to_string(c.input(i).dtype), to_string(b.dtype));
@@ -142,6 +220,7 @@ std::unique_ptr<NodeKernel> lower_binary(LowerCtx& c) {
   Shape ys = c.out[0].shape.to_shape();
   DType dt = c.in[0].dtype;
   BinaryOp op = binary_of(c.node);
+  if (op == BinaryOp::pow && n == 2 && c.in[1].dtype != dt) return lower_pow_mixed(c);
   if (n == 2 && c.node.op_type != "Mean") {
     BinaryConfig b{op, dt, c.in[0].shape.to_shape(), c.in[1].shape.to_shape()};
     return wrap(Binary::create(c.ctx, c.device, b), c);

@@ -114,6 +114,30 @@ TEST_SUITE("onnx_cnn") {
     CLDL_CHECK_CLOSE(out["g"].as<float>(), g.data(), g.size(), kRtol, kAtol);
   }
 
+  TEST_CASE("Pow with mixed dtypes: f32 ^ i64 and i32 ^ f32 (truncated to the base type)") {
+    std::vector<float> xf{1.5f, -2.0f, 0.5f, 3.0f, 2.0f}, yf{2.0f, 3.0f, 0.5f, 0.5f, 10.0f};
+    std::vector<int64_t> yi{2, 3, 4, 0, 10};
+    std::vector<int32_t> xi{1, -2, 7, 3, 2};
+    GraphBuilder b("pow");
+    auto a = b.input("a", DType::f32, Shape{5});
+    auto e = b.input("e", DType::i64, Shape{5});
+    auto ai = b.input("ai", DType::i32, Shape{5});
+    auto ef = b.input("ef", DType::f32, Shape{5});
+    b.output(b.op1("Pow", {a, e}), "p1");
+    b.output(b.op1("Pow", {ai, ef}), "p2");
+    auto out = test::run_graph(b.build(), {{"a", HostTensor::from<float>(Shape{5}, xf)},
+                                           {"e", HostTensor::from<int64_t>(Shape{5}, yi)},
+                                           {"ai", HostTensor::from<int32_t>(Shape{5}, xi)},
+                                           {"ef", HostTensor::from<float>(Shape{5}, yf)}});
+    REQUIRE(out["p2"].dtype() == DType::i32);
+    for (size_t i = 0; i < 5; ++i) {
+      CAPTURE(i);
+      CHECK(out["p1"].as<float>()[i] == doctest::Approx(std::pow(double(xf[i]), double(yi[i]))).epsilon(1e-5));
+      double p = std::pow(double(xi[i]), double(yf[i]));
+      if (std::isfinite(p)) CHECK(out["p2"].as<int32_t>()[i] == int32_t(std::trunc(p)));
+    }
+  }
+
   TEST_CASE("Slice needs its starts at load: the error names the node and the input") {
     GraphBuilder b("bad");
     auto in = b.input("x", DType::f32, Shape{4, 4});
