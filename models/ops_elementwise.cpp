@@ -2,7 +2,8 @@
 // attributes as alpha / beta), Clip (min / max inputs must be load-time constants), binary arithmetic,
 // comparisons and logic with numpy broadcasting, PRelu, Where, Cast / CastLike, and the variadic
 // Sum / Mean / Max / Min (Expand of the first input into the output, then one in-place Binary per
-// further input; Mean scales by 1/n with the affine activation). Pow with mixed dtypes runs in f32.
+// further input; Mean scales by 1/n with the affine activation). Pow with mixed dtypes runs in f32 and
+// two-input u8 arithmetic / comparisons in i32, between casts.
 #include <set>
 
 #include "layers/data.hpp"
@@ -82,80 +83,105 @@ BinaryOp binary_of(const Node& n) {
   return binary_op_from_onnx(t, n.attr_i("fmod", 0) != 0);
 }
 
-// Pow with a base and an exponent of different dtypes (ONNX allows it; the result has the base's dtype):
-// computed in f32. An integer exponent is cast to f32; an integer base is cast to f32 and the result
-// cast back (truncating, as ONNX does; see PowMixedKernel::nudge).
+// Binary ops the Binary kernel has no dtype for, run in a wider type between casts:
+//  - Pow with a base and an exponent of different dtypes (ONNX allows it; the result has the base's
+//    dtype): computed in f32; an integer result is cast back truncating, as ONNX does (see nudge).
+//  - arithmetic, Max / Min and comparisons on u8: computed in i32; arithmetic results are cast back to
+//    u8 modulo 256 (numpy's uint8 wrap-around), comparisons give bool directly.
 bool pow_numeric(DType t) { return t == DType::f32 || t == DType::i32 || t == DType::i64; }
 
-void infer_pow_mixed(InferCtx& c) {
-  DType a = c.input(0).dtype, e = c.input(1).dtype;
-  if (!pow_numeric(a) || !pow_numeric(e) || (a != DType::f32 && e != DType::f32))
-    c.error("unsupported: Pow of {} by {} (mixed dtypes need an f32 base or exponent)", to_string(a), to_string(e));
-  BinaryConfig b{BinaryOp::pow, DType::f32, c.shape(0), c.shape(1)};
-  c.set(0, a, checked(c, [&] { return Binary::validate(b); }));
+bool needs_cast_binary(const Node& n, DType a, DType b) {
+  bool pow_mixed = n.op_type == "Pow" && a != b;
+  return pow_mixed || (a == DType::u8 && b == DType::u8);
 }
 
-class PowMixedKernel : public NodeKernel {
+void infer_cast_binary(InferCtx& c) {
+  DType a = c.input(0).dtype, e = c.input(1).dtype;
+  BinaryOp op = binary_of(c.node);
+  DType compute = a == DType::u8 ? DType::i32 : DType::f32;
+  if (a == DType::u8) {
+    if (c.in.size() != 2 || is_logical(op) || op == BinaryOp::prelu)
+      c.error("unsupported: {} on u8 (two-input arithmetic, Max / Min and comparisons are implemented)", c.node.op_type);
+  } else if (!pow_numeric(a) || !pow_numeric(e) || (a != DType::f32 && e != DType::f32)) {
+    c.error("unsupported: Pow of {} by {} (mixed dtypes need an f32 base or exponent)", to_string(a), to_string(e));
+  }
+  BinaryConfig b{op, compute, c.shape(0), c.shape(1)};
+  Shape out = checked(c, [&] { return Binary::validate(b); });
+  c.set(0, is_comparison(op) ? DType::boolean : a, out);
+}
+
+class CastBinaryKernel : public NodeKernel {
  public:
-  std::unique_ptr<Cast> cast_in, cast_out;  // cast_in: the integer operand to f32; cast_out: f32 result to int
-  int int_input = 1;
-  std::unique_ptr<Binary> pow;
-  // Before cast_out: scales by 1 + 2^-18 so that truncation (ONNX casts pow's result to the base type)
-  // does not turn an exact power that the device's pow (16 ulp allowed) returns as 31.999998 into 31.
+  std::unique_ptr<Cast> cast_in[2];  // null: the input is used as it is
+  std::unique_ptr<Binary> op;
+  // Before cast_out: scales by 1 + 2^-18 so that truncation does not turn an exact power that the
+  // device's pow (16 ulp allowed) returns as 31.999998 into 31. Pow only.
   std::unique_ptr<Unary> nudge;
-  Shape int_shape, out_shape;
+  std::unique_ptr<Cast> cast_out;
+  Shape shape[2], out_shape;
+  DType compute = DType::f32;
   Context* ctx = nullptr;
   int device = 0;
-  std::string algorithm() const override { return cast_out ? "cast base to f32, f32 pow, cast back" : "cast exponent to f32, f32 pow"; }
+  std::string algo;
+  std::string algorithm() const override { return algo; }
   void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
-    auto& [tin, tout] = scratch();
-    Tensor ci[] = {in[size_t(int_input)]}, co[] = {tin};
-    cast_in->enqueue(ci, co, nullptr, ec);
+    auto& t = scratch();
     Tensor ab[2] = {in[0], in[1]};
-    ab[int_input] = tin;
-    if (cast_out) {
-      Tensor po[] = {tout};
-      pow->enqueue(ab, po, nullptr, ec);
-      Tensor ri[] = {tout};
-      nudge->enqueue(ri, po, nullptr, ec);
-      cast_out->enqueue(ri, out, nullptr, ec);
-    } else {
-      pow->enqueue(ab, out, nullptr, ec);
-    }
+    for (int i = 0; i < 2; ++i)
+      if (cast_in[i]) {
+        Tensor ci[] = {in[size_t(i)]}, co[] = {t[size_t(i)]};
+        cast_in[i]->enqueue(ci, co, nullptr, ec);
+        ab[i] = t[size_t(i)];
+      }
+    if (!cast_out) return op->enqueue(ab, out, nullptr, ec);
+    Tensor r[] = {t[2]};
+    op->enqueue(ab, r, nullptr, ec);
+    if (nudge) nudge->enqueue(r, r, nullptr, ec);
+    cast_out->enqueue(r, out, nullptr, ec);
   }
 
  private:
-  // Per-thread f32 temporaries (same reasoning as LayerKernel's workspace).
-  std::pair<Tensor, Tensor>& scratch() {
+  // Per-thread temporaries (same reasoning as LayerKernel's workspace).
+  std::vector<Tensor>& scratch() {
     std::lock_guard lock(mutex_);
     auto it = tmp_.find(std::this_thread::get_id());
     if (it == tmp_.end()) {
-      Tensor a = ctx->alloc(int_shape, DType::f32, device);
-      Tensor b = cast_out ? ctx->alloc(out_shape, DType::f32, device) : Tensor{};
-      it = tmp_.emplace(std::this_thread::get_id(), std::make_pair(a, b)).first;
+      std::vector<Tensor> v(3);
+      for (int i = 0; i < 2; ++i)
+        if (cast_in[i]) v[size_t(i)] = ctx->alloc(shape[i], compute, device);
+      if (cast_out) v[2] = ctx->alloc(out_shape, compute, device);
+      it = tmp_.emplace(std::this_thread::get_id(), std::move(v)).first;
     }
     return it->second;
   }
   std::mutex mutex_;
-  std::map<std::thread::id, std::pair<Tensor, Tensor>> tmp_;
+  std::map<std::thread::id, std::vector<Tensor>> tmp_;
 };
 
-std::unique_ptr<NodeKernel> lower_pow_mixed(LowerCtx& c) {
-  auto k = std::make_unique<PowMixedKernel>();
+std::unique_ptr<NodeKernel> lower_cast_binary(LowerCtx& c) {
+  auto k = std::make_unique<CastBinaryKernel>();
   k->ctx = &c.ctx;
   k->device = c.device;
-  k->int_input = c.in[0].dtype == DType::f32 ? 1 : 0;
-  k->int_shape = c.in[size_t(k->int_input)].shape.to_shape();
+  DType a = c.in[0].dtype;
+  BinaryOp op = binary_of(c.node);
+  k->compute = a == DType::u8 ? DType::i32 : DType::f32;
   k->out_shape = c.out[0].shape.to_shape();
-  k->cast_in = Cast::create(c.ctx, c.device, CastConfig{c.in[size_t(k->int_input)].dtype, DType::f32, k->int_shape});
-  k->pow = Binary::create(c.ctx, c.device, BinaryConfig{BinaryOp::pow, DType::f32, c.in[0].shape.to_shape(), c.in[1].shape.to_shape()});
-  if (k->int_input == 0) {
-    k->cast_out = Cast::create(c.ctx, c.device, CastConfig{DType::f32, c.out[0].dtype, k->out_shape});
-    UnaryConfig r;
-    r.act = Activation(Act::affine, 1.0f + 1.0f / 262144.0f, 0.0f);
-    r.shape = k->out_shape;
-    k->nudge = Unary::create(c.ctx, c.device, r);
+  for (int i = 0; i < 2; ++i) {
+    k->shape[i] = c.in[size_t(i)].shape.to_shape();
+    if (c.in[size_t(i)].dtype != k->compute)
+      k->cast_in[i] = Cast::create(c.ctx, c.device, CastConfig{c.in[size_t(i)].dtype, k->compute, k->shape[i]});
   }
+  k->op = Binary::create(c.ctx, c.device, BinaryConfig{op, k->compute, k->shape[0], k->shape[1]});
+  if (c.out[0].dtype != k->compute && c.out[0].dtype != DType::boolean) {
+    k->cast_out = Cast::create(c.ctx, c.device, CastConfig{k->compute, c.out[0].dtype, k->out_shape});
+    if (op == BinaryOp::pow) {
+      UnaryConfig r;
+      r.act = Activation(Act::affine, 1.0f + 1.0f / 262144.0f, 0.0f);
+      r.shape = k->out_shape;
+      k->nudge = Unary::create(c.ctx, c.device, r);
+    }
+  }
+  k->algo = fmt::format("{} in {} between casts, {}", to_string(op), to_string(k->compute), k->op->algorithm());
   return k;
 }
 
@@ -166,7 +192,7 @@ void infer_binary(InferCtx& c) {
   b.op = binary_of(c.node);
   b.dtype = c.input(0).dtype;
   Shape s = c.shape(0);
-  if (c.node.op_type == "Pow" && n == 2 && c.input(1).dtype != b.dtype) return infer_pow_mixed(c);
+  if (n == 2 && needs_cast_binary(c.node, b.dtype, c.input(1).dtype)) return infer_cast_binary(c);
   for (size_t i = 1; i < n; ++i) {
     if (c.input(i).dtype != b.dtype)
       c.error("input '{}' is {}, input 0 is {}", c.input(i).name, to_string(c.input(i).dtype), to_string(b.dtype));
@@ -220,7 +246,7 @@ std::unique_ptr<NodeKernel> lower_binary(LowerCtx& c) {
   Shape ys = c.out[0].shape.to_shape();
   DType dt = c.in[0].dtype;
   BinaryOp op = binary_of(c.node);
-  if (op == BinaryOp::pow && n == 2 && c.in[1].dtype != dt) return lower_pow_mixed(c);
+  if (n == 2 && needs_cast_binary(c.node, dt, c.in[1].dtype)) return lower_cast_binary(c);
   if (n == 2 && c.node.op_type != "Mean") {
     BinaryConfig b{op, dt, c.in[0].shape.to_shape(), c.in[1].shape.to_shape()};
     return wrap(Binary::create(c.ctx, c.device, b), c);

@@ -138,6 +138,26 @@ TEST_SUITE("onnx_cnn") {
     }
   }
 
+  TEST_CASE("u8 arithmetic wraps modulo 256 and u8 comparisons give bool (computed in i32)") {
+    std::vector<uint8_t> a{200, 3, 0, 255, 17, 9}, bv{100, 5, 1, 255, 17, 200};
+    GraphBuilder b("u8");
+    auto x = b.input("a", DType::u8, Shape{2, 3});
+    auto y = b.input("b", DType::u8, Shape{2, 3});
+    b.output(b.op1("Add", {x, y}), "add");
+    b.output(b.op1("Sub", {x, y}), "sub");
+    b.output(b.op1("Greater", {x, y}), "gt");
+    auto out = test::run_graph(b.build(), {{"a", HostTensor::from<uint8_t>(Shape{2, 3}, a)},
+                                           {"b", HostTensor::from<uint8_t>(Shape{2, 3}, bv)}});
+    REQUIRE(out["add"].dtype() == DType::u8);
+    REQUIRE(out["gt"].dtype() == DType::boolean);
+    for (size_t i = 0; i < a.size(); ++i) {
+      CAPTURE(i);
+      CHECK(out["add"].as<uint8_t>()[i] == uint8_t(a[i] + bv[i]));
+      CHECK(out["sub"].as<uint8_t>()[i] == uint8_t(a[i] - bv[i]));
+      CHECK(static_cast<const uint8_t*>(out["gt"].data())[i] == uint8_t(a[i] > bv[i]));
+    }
+  }
+
   TEST_CASE("Slice needs its starts at load: the error names the node and the input") {
     GraphBuilder b("bad");
     auto in = b.input("x", DType::f32, Shape{4, 4});
