@@ -2,7 +2,9 @@
 // -> Gemm -> Softmax) built with the builder and run by the executor, against a composition of the C++
 // references (conv_ref, cnn_ref); plus element-wise / data / reduce nodes with broadcasting and
 // load-time shape inputs. Tolerance: rtol 1e-4, atol 1e-5 (fp32 conv + GEMM with K <= 90).
+#include <atomic>
 #include <cmath>
+#include <thread>
 
 #include "tests/reference/cnn_ref.hpp"
 #include "tests/reference/conv_ref.hpp"
@@ -82,6 +84,32 @@ TEST_SUITE("onnx_cnn") {
       REQUIRE(out["y"].shape() == Shape{2, 5, OH, OW});
       CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), kRtol, kAtol);
     }
+  }
+
+  TEST_CASE("two sessions on two threads share one compiled conv (per-thread im2col workspace)") {
+    auto w = rnd({6, 4, 3, 3}, 40);
+    GraphBuilder b("conv2t");
+    b.output(b.conv(b.input("x", DType::f32, Shape{2, 4, 9, 11}), b.constant("w", w), {}, {1, 1}, {1, 1, 1, 1}), "y");
+    auto m = test::compile_graph(b.build());
+    REQUIRE(!m->describe().empty());
+    CHECK(m->describe()[0].find("im2col_gemm") != std::string::npos);  // the algorithm with a workspace
+    ref::ConvParams cp;
+    cp.N = 2; cp.C = 4; cp.H = 9; cp.W = 11; cp.K = 6; cp.KH = 3; cp.KW = 3; cp.PT = cp.PL = cp.PB = cp.PR = 1;
+    std::atomic<int> bad{0};
+    auto worker = [&](uint32_t seed) {
+      auto s = m->session();
+      for (int it = 0; it < 10; ++it) {
+        auto x = rnd({2, 4, 9, 11}, seed + uint32_t(it));
+        auto out = s->run({{"x", x}});
+        int64_t OH = 0, OW = 0;
+        auto want = ref::conv2d(cp, x.as<float>(), w.as<float>(), nullptr, Activation{}, OH, OW);
+        if (test::compare(out["y"].as<float>(), want.data(), want.size(), kRtol, kAtol).mismatches) bad++;
+      }
+    };
+    std::thread t1(worker, 100), t2(worker, 200);
+    t1.join();
+    t2.join();
+    CHECK(bad == 0);
   }
 
   TEST_CASE("element-wise broadcast, Clip bounds, Transpose, Slice, Reduce and GlobalAveragePool") {
