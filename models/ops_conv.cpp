@@ -152,8 +152,8 @@ struct RegisterFusion {
 } const kRegisterFusion;
 
 const OpRegistration kConvOps{
-    {.type = "Conv", .since = 11, .family = "conv", .const_inputs = {1, 2}, .infer = infer_conv, .lower = lower_conv},
-    {.type = "ConvTranspose", .since = 11, .family = "conv", .const_inputs = {1, 2}, .infer = infer_convt,
+    {.type = "Conv", .since = 1, .family = "conv", .const_inputs = {1, 2}, .infer = infer_conv, .lower = lower_conv},
+    {.type = "ConvTranspose", .since = 1, .family = "conv", .const_inputs = {1, 2}, .infer = infer_convt,
      .lower = lower_convt},
 };
 

@@ -35,7 +35,7 @@ ConcatConfig concat_cfg(const Node& n, const std::vector<Shape>& s, DType dt, co
 }
 SplitConfig split_cfg(const Node& n, const std::vector<Shape>& s, DType dt, const std::vector<const HostTensor*>& v,
                       size_t outputs) {
-  SplitConfig c{s[0], dt, n.attr_i("axis", 0), ints_of(v, 1), 0};
+  SplitConfig c{s[0], dt, n.attr_i("axis", 0), n.has("split") ? n.attr_ints("split") : ints_of(v, 1), 0};  // attr before 13
   c.num_outputs = int(n.attr_i("num_outputs", int64_t(outputs)));
   return c;
 }
@@ -245,17 +245,17 @@ std::unique_ptr<NodeKernel> lower_space_depth(LowerCtx& c) {
 }
 
 const OpRegistration kDataOps{
-    {.type = "DepthToSpace", .since = 13, .family = "data", .infer = infer_space_depth, .lower = lower_space_depth},
-    {.type = "SpaceToDepth", .since = 13, .family = "data", .infer = infer_space_depth, .lower = lower_space_depth},
-    single<Transpose>("Transpose", 13, {}, transpose_cfg, {0}),
-    single<Concat>("Concat", 13, {}, concat_cfg, {}),
-    {.type = "Split", .since = 13, .family = "data", .const_inputs = {1}, .infer = infer_split, .lower = lower_split},
-    single<Slice>("Slice", 13, {1, 2, 3, 4}, slice_cfg, {0}, {"starts", "ends", "axes", "steps"}),
-    single<Pad>("Pad", 13, {1, 2, 3}, pad_cfg, {0}, {"pads", "constant_value", "axes"}),
-    single<Expand>("Expand", 13, {1}, expand_cfg, {0}, {"shape"}),
-    single<Tile>("Tile", 13, {1}, tile_cfg, {0}, {"repeats"}),
-    {.type = "Gather", .since = 13, .family = "data", .infer = infer_gather, .lower = lower_gather},
-    single<Resize>("Resize", 13, {1, 2, 3}, resize_cfg, {0}, {"roi", "scales", "sizes"}),
+    {.type = "DepthToSpace", .since = 11, .family = "data", .infer = infer_space_depth, .lower = lower_space_depth},
+    {.type = "SpaceToDepth", .since = 1, .family = "data", .infer = infer_space_depth, .lower = lower_space_depth},
+    single<Transpose>("Transpose", 1, {}, transpose_cfg, {0}),
+    single<Concat>("Concat", 4, {}, concat_cfg, {}),
+    {.type = "Split", .since = 2, .family = "data", .const_inputs = {1}, .infer = infer_split, .lower = lower_split},
+    single<Slice>("Slice", 10, {1, 2, 3, 4}, slice_cfg, {0}, {"starts", "ends", "axes", "steps"}),
+    single<Pad>("Pad", 11, {1, 2, 3}, pad_cfg, {0}, {"pads", "constant_value", "axes"}),
+    single<Expand>("Expand", 8, {1}, expand_cfg, {0}, {"shape"}),
+    single<Tile>("Tile", 6, {1}, tile_cfg, {0}, {"repeats"}),
+    {.type = "Gather", .since = 1, .family = "data", .infer = infer_gather, .lower = lower_gather},
+    single<Resize>("Resize", 11, {1, 2, 3}, resize_cfg, {0}, {"roi", "scales", "sizes"}),
 };
 
 }  // namespace

@@ -1,9 +1,9 @@
 // ONNX element-wise ops mapped onto layers/elementwise.hpp: unary math and every activation (ONNX
-// attributes as alpha / beta), Clip (min / max inputs must be load-time constants), binary arithmetic,
-// comparisons and logic with numpy broadcasting, PRelu, Where, Cast / CastLike, and the variadic
-// Sum / Mean / Max / Min (Expand of the first input into the output, then one in-place Binary per
-// further input; Mean scales by 1/n with the affine activation). Pow with mixed dtypes runs in f32 and
-// two-input u8 arithmetic / comparisons in i32, between casts.
+// attributes as alpha / beta), Clip (min / max: load-time constant inputs, attributes before opset 11),
+// binary arithmetic, comparisons and logic with numpy broadcasting, PRelu, Where, Cast / CastLike, and
+// the variadic Sum / Mean / Max / Min (Expand of the first input into the output, then one in-place
+// Binary per further input; Mean scales by 1/n with the affine activation). Pow with mixed dtypes runs
+// in f32 and two-input u8 arithmetic / comparisons in i32, between casts.
 #include <set>
 
 #include "layers/data.hpp"
@@ -50,6 +50,8 @@ UnaryConfig unary_config(const Node& n, const std::vector<const HostTensor*>& va
   u.shape = std::move(s);
   if (n.op_type == "Clip") {
     u.act = activation_from_onnx("Clip");
+    u.act.alpha = n.attr_f("min", u.act.alpha);  // Clip-6 .. 10: attributes; from 11: inputs
+    u.act.beta = n.attr_f("max", u.act.beta);
     if (value.size() > 1 && value[1]) u.act.alpha = float(to_doubles(*value[1]).at(0));
     if (value.size() > 2 && value[2]) u.act.beta = float(to_doubles(*value[2]).at(0));
   } else if (is_activation(n.op_type)) {
@@ -317,20 +319,20 @@ OpDef binary(const char* type, int64_t since) {
 }
 
 const OpRegistration kElementwiseOps{
-    unary("Relu", 14), unary("LeakyRelu", 16), unary("Sigmoid", 13), unary("Tanh", 13), unary("Elu", 6),
+    unary("Relu", 6), unary("LeakyRelu", 6), unary("Sigmoid", 6), unary("Tanh", 6), unary("Elu", 6),
     unary("Selu", 6), unary("Gelu", 20), unary("HardSigmoid", 6), unary("HardSwish", 14), unary("Softplus", 1),
     unary("Softsign", 1), unary("Mish", 18), unary("ThresholdedRelu", 10), unary("Celu", 12), unary("Swish", 24),
-    {.type = "Clip", .since = 13, .family = "elementwise", .const_inputs = {1, 2}, .infer = infer_unary,
+    {.type = "Clip", .since = 6, .family = "elementwise", .const_inputs = {1, 2}, .infer = infer_unary,
      .lower = lower_unary},
-    unary("Abs", 13), unary("Neg", 13), unary("Exp", 13), unary("Log", 13), unary("Sqrt", 13),
-    unary("Reciprocal", 13), unary("Floor", 13), unary("Ceil", 13), unary("Round", 11), unary("Sign", 13),
-    unary("Erf", 13), unary("Sin", 7), unary("Cos", 7), unary("Not", 1),
-    binary("Add", 14), binary("Sub", 14), binary("Mul", 14), binary("Div", 14), binary("Pow", 15),
-    binary("Mod", 13), binary("PRelu", 16), binary("Equal", 13), binary("Less", 13), binary("LessOrEqual", 16),
-    binary("Greater", 13), binary("GreaterOrEqual", 16), binary("And", 7), binary("Or", 7), binary("Xor", 7),
-    binary("Max", 13), binary("Min", 13), binary("Sum", 13), binary("Mean", 13),
-    {.type = "Where", .since = 16, .family = "elementwise", .infer = infer_where, .lower = lower_where},
-    {.type = "Cast", .since = 13, .family = "elementwise", .infer = infer_cast, .lower = lower_cast},
+    unary("Abs", 6), unary("Neg", 6), unary("Exp", 6), unary("Log", 6), unary("Sqrt", 6),
+    unary("Reciprocal", 6), unary("Floor", 6), unary("Ceil", 6), unary("Round", 11), unary("Sign", 9),
+    unary("Erf", 9), unary("Sin", 7), unary("Cos", 7), unary("Not", 1),
+    binary("Add", 7), binary("Sub", 7), binary("Mul", 7), binary("Div", 7), binary("Pow", 7),
+    binary("Mod", 10), binary("PRelu", 9), binary("Equal", 7), binary("Less", 7), binary("LessOrEqual", 12),
+    binary("Greater", 7), binary("GreaterOrEqual", 12), binary("And", 7), binary("Or", 7), binary("Xor", 7),
+    binary("Max", 8), binary("Min", 8), binary("Sum", 8), binary("Mean", 8),
+    {.type = "Where", .since = 9, .family = "elementwise", .infer = infer_where, .lower = lower_where},
+    {.type = "Cast", .since = 6, .family = "elementwise", .infer = infer_cast, .lower = lower_cast},
     {.type = "CastLike", .since = 15, .family = "elementwise", .infer = infer_cast, .lower = lower_cast},
 };
 

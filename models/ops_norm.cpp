@@ -44,7 +44,7 @@ std::unique_ptr<NodeKernel> lower_norm(LowerCtx& c) {
 }
 
 const OpRegistration kNormOps{
-    {.type = "BatchNormalization", .since = 15, .family = "norm", .infer = infer_norm, .lower = lower_norm},
+    {.type = "BatchNormalization", .since = 9, .family = "norm", .infer = infer_norm, .lower = lower_norm},
     {.type = "InstanceNormalization", .since = 6, .family = "norm", .infer = infer_norm, .lower = lower_norm},
     {.type = "GroupNormalization", .since = 18, .family = "norm", .infer = infer_norm, .lower = lower_norm},
 };

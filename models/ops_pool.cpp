@@ -55,8 +55,8 @@ std::unique_ptr<NodeKernel> lower_pool(LowerCtx& c) {
 }
 
 const OpRegistration kPoolOps{
-    {.type = "MaxPool", .since = 12, .family = "pool", .infer = infer_pool, .lower = lower_pool},
-    {.type = "AveragePool", .since = 11, .family = "pool", .infer = infer_pool, .lower = lower_pool},
+    {.type = "MaxPool", .since = 8, .family = "pool", .infer = infer_pool, .lower = lower_pool},
+    {.type = "AveragePool", .since = 7, .family = "pool", .infer = infer_pool, .lower = lower_pool},
     {.type = "GlobalMaxPool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
     {.type = "GlobalAveragePool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
 };

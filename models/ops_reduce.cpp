@@ -49,15 +49,15 @@ std::unique_ptr<NodeKernel> lower_arg(LowerCtx& c) {
 }
 
 OpDef reduce(const char* type) {
-  return {.type = type, .since = 13, .family = "reduce", .const_inputs = {1}, .infer = infer_reduce, .lower = lower_reduce};
+  return {.type = type, .since = 1, .family = "reduce", .const_inputs = {1}, .infer = infer_reduce, .lower = lower_reduce};
 }
 
 const OpRegistration kReduceOps{
     reduce("ReduceSum"), reduce("ReduceMean"), reduce("ReduceMax"), reduce("ReduceMin"), reduce("ReduceProd"),
     reduce("ReduceSumSquare"), reduce("ReduceL1"), reduce("ReduceL2"), reduce("ReduceLogSum"),
     reduce("ReduceLogSumExp"),
-    {.type = "ArgMax", .since = 13, .family = "reduce", .infer = infer_arg, .lower = lower_arg},
-    {.type = "ArgMin", .since = 13, .family = "reduce", .infer = infer_arg, .lower = lower_arg},
+    {.type = "ArgMax", .since = 1, .family = "reduce", .infer = infer_arg, .lower = lower_arg},
+    {.type = "ArgMin", .since = 1, .family = "reduce", .infer = infer_arg, .lower = lower_arg},
 };
 
 }  // namespace

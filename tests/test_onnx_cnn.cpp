@@ -186,6 +186,28 @@ TEST_SUITE("onnx_cnn") {
     }
   }
 
+  TEST_CASE("opset 11 forms: Clip min / max and Split split as attributes, ReduceSum axes as an attribute") {
+    auto x = rnd({3, 7}, 50);
+    GraphBuilder b("opset11", 11);
+    auto in = b.input("x", DType::f32, Shape{3, 7});
+    auto clip = b.op1("Clip", {in}, {{"min", -0.5f}, {"max", 0.25f}});
+    auto parts = b.op("Split", {clip}, {{"axis", int64_t(1)}, {"split", std::vector<int64_t>{2, 5}}}, 2);
+    b.output(parts[0], "a");
+    b.output(b.op1("ReduceSum", {parts[1]}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}), "s");
+    auto out = test::run_graph(b.build(), {{"x", x}});
+    REQUIRE(out["a"].shape() == Shape{3, 2});
+    REQUIRE(out["s"].shape() == Shape{3});
+    for (int r = 0; r < 3; ++r) {
+      double sum = 0;
+      for (int k = 0; k < 7; ++k) {
+        float v = std::min(std::max(x.as<float>()[r * 7 + k], -0.5f), 0.25f);
+        if (k < 2) CHECK(out["a"].as<float>()[r * 2 + k] == v);
+        else sum += v;
+      }
+      CHECK(out["s"].as<float>()[r] == doctest::Approx(sum).epsilon(1e-5));
+    }
+  }
+
   TEST_CASE("Slice needs its starts at load: the error names the node and the input") {
     GraphBuilder b("bad");
     auto in = b.input("x", DType::f32, Shape{4, 4});
