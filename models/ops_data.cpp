@@ -1,8 +1,8 @@
 // ONNX data-movement ops mapped onto layers/data.hpp: Transpose, Concat, Split, Slice, Pad, Expand, Tile,
-// Gather, Resize, and DepthToSpace / SpaceToDepth as one Transpose of a 6-D view. Their shape / index
-// arguments given as inputs (Split's split, Slice's starts / ends / axes / steps, Pad's pads / value /
-// axes, Expand's shape, Tile's repeats, Resize's roi / scales / sizes) must be known at load
-// (const_inputs): they decide the output shape. Gather's indices are ordinary data.
+// Gather, Resize (and the deprecated Upsample), and DepthToSpace / SpaceToDepth as one Transpose of a
+// 6-D view. Their shape / index arguments given as inputs (Split's split, Slice's starts / ends / axes /
+// steps, Pad's pads / value / axes, Expand's shape, Tile's repeats, Resize's roi / scales / sizes) must
+// be known at load (const_inputs): they decide the output shape. Gather's indices are ordinary data.
 #include <cmath>
 
 #include "layers/data.hpp"
@@ -133,6 +133,21 @@ ResizeConfig resize_cfg(const Node& n, const std::vector<Shape>& s, DType, const
   return r;
 }
 
+// Upsample (opset 9, deprecated): Resize with scales as input 1, asymmetric coordinates and floor
+// rounding for nearest, as Upsample defines them.
+ResizeConfig upsample_cfg(const Node& n, const std::vector<Shape>& s, DType, const std::vector<const HostTensor*>& v) {
+  ResizeConfig r;
+  r.input = s[0];
+  if (v.size() > 1 && v[1])
+    for (double d : to_doubles(*v[1])) r.scales.push_back(float(d));
+  std::string mode = n.attr_s("mode", "nearest");
+  if (mode != "nearest" && mode != "linear") fail("{}: mode '{}' is not nearest or linear", n.describe(), mode);
+  r.mode = mode == "linear" ? ResizeMode::linear : ResizeMode::nearest;
+  r.coord = ResizeCoord::asymmetric;
+  r.nearest = ResizeNearest::floor;
+  return r;
+}
+
 // Single-output ops: infer validates and sets output 0 with the input's dtype (Resize: f32 only).
 template <typename Layer, typename CfgFn>
 OpDef single(const char* type, int64_t since, std::vector<size_t> consts, CfgFn cfg, std::vector<int> dev_inputs,
@@ -149,7 +164,7 @@ OpDef single(const char* type, int64_t since, std::vector<size_t> consts, CfgFn 
     for (size_t i = 1; i < c.in.size(); ++i)
       if (c.has_input(i) && c.node.op_type == "Concat" && c.input(i).dtype != c.input(0).dtype)
         c.error("input '{}' is {}, input 0 is {}", c.input(i).name, to_string(c.input(i).dtype), to_string(c.input(0).dtype));
-    if (c.node.op_type == "Resize" && c.input(0).dtype != DType::f32)
+    if ((c.node.op_type == "Resize" || c.node.op_type == "Upsample") && c.input(0).dtype != DType::f32)
       c.error("unsupported: input '{}' is {}, only f32 is implemented", c.input(0).name, to_string(c.input(0).dtype));
     auto k = checked(c, [&] { return cfg(c.node, s, c.input(0).dtype, c.value); });
     c.set(0, c.input(0).dtype, checked(c, [&] { return Layer::validate(k); }));
@@ -255,6 +270,7 @@ const OpRegistration kDataOps{
     single<Expand>("Expand", 8, {1}, expand_cfg, {0}, {"shape"}),
     single<Tile>("Tile", 6, {1}, tile_cfg, {0}, {"repeats"}),
     {.type = "Gather", .since = 1, .family = "data", .infer = infer_gather, .lower = lower_gather},
+    single<Resize>("Upsample", 9, {1}, upsample_cfg, {0}, {"scales"}),
     single<Resize>("Resize", 11, {1, 2, 3}, resize_cfg, {0}, {"roi", "scales", "sizes"}),
 };
 
