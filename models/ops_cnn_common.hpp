@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "models/op_registry.hpp"
@@ -59,6 +60,7 @@ auto checked(const InferCtx& c, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const Error& e) {
+    if (std::string_view(e.what()).starts_with(c.node.describe())) throw;  // already names the node
     c.error("{}", e.what());
   }
 }
