@@ -54,6 +54,9 @@ std::pair<double, double> tolerance(const std::string& op) {
   if (op == "Conv" || op == "ConvTranspose" || op == "LSTM" || op == "GRU" || op == "RNN" || op == "Attention")
     return {1e-3, 1e-4};
   if (op == "Range") return {1e-3, 1e-3};  // covers f16
+  // test_averagepool_2d_ceil_last_window_starts_on_pad stores its expected output rounded to 4 decimals
+  // (0.1511 for 1.3595 / 9 = 0.151056).
+  if (op == "AveragePool") return {5e-4, 1e-5};
   return {1e-5, 1e-6};
 }
 

@@ -1,0 +1,53 @@
+// ONNX BatchNormalization (inference; training_mode must be 0), InstanceNormalization and
+// GroupNormalization (opset 21: scale / bias per channel; opset 18-20: per group) mapped onto
+// layers/norm.hpp. BatchNorm after a Conv / Gemm with constant weights is folded away by the fusion pass.
+#include "layers/norm.hpp"
+#include "models/ops_cnn_common.hpp"
+
+namespace cldl::graph {
+namespace {
+
+NormConfig norm_config(const Node& n, int64_t opset, Shape s) {
+  NormConfig cfg;
+  const std::string& t = n.op_type;
+  cfg.kind = t == "BatchNormalization" ? NormKind::batch : t == "InstanceNormalization" ? NormKind::instance : NormKind::group;
+  cfg.input = std::move(s);
+  cfg.epsilon = n.attr_f("epsilon", 1e-5f);
+  if (cfg.kind == NormKind::group) {
+    cfg.num_groups = int(n.attr_i("num_groups", 0));
+    cfg.scale_per_group = opset < 21;
+  }
+  return cfg;
+}
+
+void infer_norm(InferCtx& c) {
+  if (c.node.op_type == "BatchNormalization" && c.node.attr_i("training_mode", 0) != 0)
+    c.error("training_mode = 1 is not supported (cldl runs inference)");
+  for (size_t i = 0; i < c.in.size(); ++i)
+    if (c.input(i).dtype != DType::f32)
+      c.error("unsupported: input '{}' is {}, only f32 is implemented", c.input(i).name, to_string(c.input(i).dtype));
+  auto cfg = norm_config(c.node, c.opset, c.shape(0));
+  c.set(0, DType::f32, checked(c, [&] { return Norm::validate(cfg); }));
+  for (size_t i = 1; i < c.out.size(); ++i)
+    if (!c.out[i].name.empty()) c.error("output {} (training statistics) is not supported", i);
+}
+
+std::unique_ptr<NodeKernel> lower_norm(LowerCtx& c) {
+  int64_t opset = 0;
+  // LowerCtx has no opset: the per-group form is recognised by the scale's length instead.
+  auto cfg = norm_config(c.node, opset, c.in[0].shape.to_shape());
+  if (cfg.kind == NormKind::group) {
+    Shape sc = c.in[1].shape.to_shape();
+    cfg.scale_per_group = sc.numel() == cfg.num_groups && cfg.num_groups != cfg.input[1];
+  }
+  return wrap(Norm::create(c.ctx, c.device, cfg), c);
+}
+
+const OpRegistration kNormOps{
+    {.type = "BatchNormalization", .since = 9, .family = "norm", .infer = infer_norm, .lower = lower_norm},
+    {.type = "InstanceNormalization", .since = 6, .family = "norm", .infer = infer_norm, .lower = lower_norm},
+    {.type = "GroupNormalization", .since = 18, .family = "norm", .infer = infer_norm, .lower = lower_norm},
+};
+
+}  // namespace
+}  // namespace cldl::graph

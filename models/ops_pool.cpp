@@ -1,0 +1,65 @@
+// ONNX MaxPool (optional Indices output), AveragePool, GlobalMaxPool and GlobalAveragePool mapped onto
+// layers/pool.hpp; attributes follow the ONNX defaults (strides / dilations 1, pads 0, auto_pad NOTSET).
+#include "layers/pool.hpp"
+#include "models/ops_cnn_common.hpp"
+
+namespace cldl::graph {
+namespace {
+
+AutoPad auto_pad_of(const Node& n) {
+  std::string s = n.attr_s("auto_pad", "NOTSET");
+  if (s == "SAME_UPPER") return AutoPad::same_upper;
+  if (s == "SAME_LOWER") return AutoPad::same_lower;
+  if (s == "VALID") return AutoPad::valid;
+  if (s != "NOTSET") fail("{}: auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", n.describe(), s);
+  return AutoPad::notset;
+}
+
+PoolConfig pool_config(const Node& n, Shape s, bool indices) {
+  PoolConfig p;
+  const std::string& t = n.op_type;
+  p.kind = t == "MaxPool" ? PoolKind::max
+           : t == "AveragePool" ? PoolKind::average
+           : t == "GlobalMaxPool" ? PoolKind::global_max
+                                  : PoolKind::global_average;
+  p.input = std::move(s);
+  if (p.kind == PoolKind::max || p.kind == PoolKind::average) {
+    p.kernel = n.attr_ints("kernel_shape");
+    p.strides = n.attr_ints("strides");
+    p.dilations = n.attr_ints("dilations");
+    p.pads = n.attr_ints("pads");
+    p.auto_pad = auto_pad_of(n);
+    p.ceil_mode = n.attr_i("ceil_mode", 0) != 0;
+    p.count_include_pad = n.attr_i("count_include_pad", 0) != 0;
+    if (p.kind == PoolKind::max && n.attr_i("storage_order", 0) != 0)
+      fail("{}: storage_order = 1 (column-major Indices) is not supported", n.describe());
+  }
+  p.indices = indices;
+  return p;
+}
+
+bool wants_indices(const std::vector<ValueInfo>& out) { return out.size() > 1 && !out[1].name.empty(); }
+
+void infer_pool(InferCtx& c) {
+  if (c.input(0).dtype != DType::f32)
+    c.error("unsupported: input '{}' is {}, only f32 is implemented", c.input(0).name, to_string(c.input(0).dtype));
+  auto cfg = checked(c, [&] { return pool_config(c.node, c.shape(0), wants_indices(c.out)); });
+  Shape y = checked(c, [&] { return Pool::validate(cfg); });
+  c.set(0, DType::f32, y);
+  if (cfg.indices) c.set(1, DType::i64, y);
+}
+
+std::unique_ptr<NodeKernel> lower_pool(LowerCtx& c) {
+  auto cfg = pool_config(c.node, c.in[0].shape.to_shape(), wants_indices(c.out));
+  return wrap(Pool::create(c.ctx, c.device, cfg), c, {0});
+}
+
+const OpRegistration kPoolOps{
+    {.type = "MaxPool", .since = 8, .family = "pool", .infer = infer_pool, .lower = lower_pool},
+    {.type = "AveragePool", .since = 7, .family = "pool", .infer = infer_pool, .lower = lower_pool},
+    {.type = "GlobalMaxPool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
+    {.type = "GlobalAveragePool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
+};
+
+}  // namespace
+}  // namespace cldl::graph

@@ -1,0 +1,64 @@
+// ONNX Reduce* (axes as the "axes" attribute before opset 18 / ReduceSum 13, as a load-time input
+// after; keepdims, noop_with_empty_axes) and ArgMax / ArgMin mapped onto layers/reduce.hpp. f32 input.
+#include "layers/reduce.hpp"
+#include "models/ops_cnn_common.hpp"
+
+namespace cldl::graph {
+namespace {
+
+ReduceConfig reduce_config(const Node& n, Shape s, const std::vector<const HostTensor*>& v) {
+  ReduceConfig r;
+  r.op = reduce_op_from_onnx(n.op_type);
+  r.input = std::move(s);
+  if (n.has("axes")) r.axes = n.attr_ints("axes");
+  else if (v.size() > 1 && v[1]) r.axes = to_ints(*v[1]);
+  r.keepdims = n.attr_i("keepdims", 1) != 0;
+  r.noop_with_empty_axes = n.attr_i("noop_with_empty_axes", 0) != 0;
+  return r;
+}
+
+void need_f32(const InferCtx& c) {
+  if (c.input(0).dtype != DType::f32)
+    c.error("unsupported: input '{}' is {}, only f32 is implemented", c.input(0).name, to_string(c.input(0).dtype));
+}
+
+void infer_reduce(InferCtx& c) {
+  need_f32(c);
+  if (c.has_input(1)) c.constant(1, "axes");
+  auto cfg = reduce_config(c.node, c.shape(0), c.value);
+  c.set(0, DType::f32, checked(c, [&] { return Reduce::validate(cfg); }));
+}
+
+std::unique_ptr<NodeKernel> lower_reduce(LowerCtx& c) {
+  return wrap(Reduce::create(c.ctx, c.device, reduce_config(c.node, c.in[0].shape.to_shape(), c.value)), c, {0});
+}
+
+ArgReduceConfig arg_config(const Node& n, Shape s) {
+  return {n.op_type == "ArgMin", std::move(s), n.attr_i("axis", 0), n.attr_i("keepdims", 1) != 0,
+          n.attr_i("select_last_index", 0) != 0};
+}
+
+void infer_arg(InferCtx& c) {
+  need_f32(c);
+  auto cfg = arg_config(c.node, c.shape(0));
+  c.set(0, DType::i64, checked(c, [&] { return ArgReduce::validate(cfg); }));
+}
+
+std::unique_ptr<NodeKernel> lower_arg(LowerCtx& c) {
+  return wrap(ArgReduce::create(c.ctx, c.device, arg_config(c.node, c.in[0].shape.to_shape())), c);
+}
+
+OpDef reduce(const char* type) {
+  return {.type = type, .since = 1, .family = "reduce", .const_inputs = {1}, .infer = infer_reduce, .lower = lower_reduce};
+}
+
+const OpRegistration kReduceOps{
+    reduce("ReduceSum"), reduce("ReduceMean"), reduce("ReduceMax"), reduce("ReduceMin"), reduce("ReduceProd"),
+    reduce("ReduceSumSquare"), reduce("ReduceL1"), reduce("ReduceL2"), reduce("ReduceLogSum"),
+    reduce("ReduceLogSumExp"),
+    {.type = "ArgMax", .since = 1, .family = "reduce", .infer = infer_arg, .lower = lower_arg},
+    {.type = "ArgMin", .since = 1, .family = "reduce", .infer = infer_arg, .lower = lower_arg},
+};
+
+}  // namespace
+}  // namespace cldl::graph
