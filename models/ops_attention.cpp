@@ -78,6 +78,11 @@ class AttentionKernel : public NodeKernel {
   Tensor workspace, scratch_k, scratch_v;  // node-owned (present buffers when the outputs are not wanted)
   cl::Kernel append;
   std::mutex launch_mutex_;
+  // Sessions share this kernel (and so its workspace / scratch): a call that uses them waits for the
+  // previous call's last command, so two sessions on different queues never overwrite them in use.
+  std::mutex order_mutex_;
+  cl::Event last_;
+  bool shared_buffers() const { return workspace.valid() || scratch_k.valid() || scratch_v.valid(); }
 
   std::string algorithm() const override {
     return op->algorithm() + (past ? ", past + new -> present by kv_cache_append" : "");
@@ -96,6 +101,17 @@ class AttentionKernel : public NodeKernel {
                       "attention present");
   }
   void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
+    if (!shared_buffers()) return run(in, out, ec);
+    std::lock_guard order(order_mutex_);
+    if (last_() != nullptr) ec.wait_for.push_back(last_);
+    cl::Event done, *outer = ec.signal;
+    ec.signal = &done;
+    run(in, out, ec);
+    ec.signal = outer;
+    if (outer) *outer = done;
+    last_ = done;
+  }
+  void run(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) {
     auto at = [](std::span<const Tensor> s, size_t i) { return i < s.size() ? s[i] : Tensor{}; };
     const int64_t D = cfg.head_size, Dv = cfg.eff_v_head_size();
     const AttentionLayout nl = cfg.layout;  // layout of the new K/V

@@ -110,18 +110,18 @@ void infer_rotary(InferCtx& c) {
   need_f32(c, 2);
   if (c.has_input(3) && c.input(3).dtype != DType::i64)
     c.error("position_ids must be int64, got {}", to_string(c.input(3).dtype));
-  Shape y;
+  RotaryConfig cfg;
   try {
-    RotaryConfig cfg = rotary_config(c.node, c.shape(0), c.shape(1), c.has_input(3));
-    y = Rotary::validate(cfg);
-    Shape cs = c.shape(1);
-    int64_t half = (cfg.rotary_dim ? cfg.rotary_dim : cfg.head_size) / 2;
-    Shape want = cfg.position_ids ? Shape{cfg.max_pos, half} : Shape{cfg.batch, cfg.seq, half};
-    if (cs.numel() != want.numel() || c.shape(2) != cs)
-      c.error("cos/sin caches have shapes {} and {}, expected {}", cs.str(), c.shape(2).str(), want.str());
+    cfg = rotary_config(c.node, c.shape(0), c.shape(1), c.has_input(3));
+    Rotary::validate(cfg);
   } catch (const Error& e) {
     c.error("{}", e.what());
   }
+  Shape cs = c.shape(1);
+  int64_t half = (cfg.rotary_dim ? cfg.rotary_dim : cfg.head_size) / 2;
+  Shape want = cfg.position_ids ? Shape{cfg.max_pos, half} : Shape{cfg.batch, cfg.seq, half};
+  if (cs.numel() != want.numel() || c.shape(2) != cs)
+    c.error("cos/sin caches have shapes {} and {}, expected {}", cs.str(), c.shape(2).str(), want.str());
   c.set(0, DType::f32, c.shape(0));
 }
 
