@@ -5,6 +5,8 @@
 // load-time errors naming the node.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "models/builder.hpp"
 #include "tests/reference/rnn_ref.hpp"
 #include "tests/support/onnx_util.hpp"
@@ -73,6 +75,37 @@ TEST_CASE("2-layer LSTM graph matches the reference") {
   check("y_h", r1.Yh, Shape{1, B, H1});
   check("y_c", r1.Yc, Shape{1, B, H1});
   check("h_0", r0.Yh, Shape{1, B, H0});
+}
+
+TEST_CASE("LayerNormalization with only InvStdDev wanted (Mean to the node's scratch)") {
+  // Host reference in double: rows of 13 over axis 1 of [5, 13]; tolerance 1e-4 relative + 1e-5.
+  const int64_t R = 5, C = 13;
+  HostTensor X = test::random_tensor(Shape{R, C}, 7, -2.0f, 3.0f), S = test::random_tensor(Shape{C}, 8),
+             Bi = test::random_tensor(Shape{C}, 9);
+  GraphBuilder b("ln", 17);
+  auto x = b.input("x", DType::f32, Shape{R, C});
+  auto outs = b.op("LayerNormalization", {x, b.constant("s", S), b.constant("b", Bi)},
+                   {{"axis", int64_t(1)}, {"epsilon", 1e-3f}}, 3);
+  Graph& g = b.graph();
+  g.nodes.back().outputs[1].clear();  // Mean not wanted
+  b.output(outs[0], "y");
+  b.output(outs[2], "inv");
+  auto m = test::compile_graph(b.build());
+  auto out = m->session()->run({{"x", X}});
+  std::vector<float> y(static_cast<size_t>(R * C)), inv(static_cast<size_t>(R));
+  const float *xp = X.as<float>(), *sp = S.as<float>(), *bp = Bi.as<float>();
+  for (int64_t r = 0; r < R; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t k = 0; k < C; ++k) mean += xp[r * C + k];
+    mean /= double(C);
+    for (int64_t k = 0; k < C; ++k) var += (xp[r * C + k] - mean) * (xp[r * C + k] - mean);
+    double is = 1.0 / std::sqrt(var / double(C) + 1e-3);
+    inv[size_t(r)] = float(is);
+    for (int64_t k = 0; k < C; ++k) y[size_t(r * C + k)] = float((xp[r * C + k] - mean) * is * sp[k] + bp[k]);
+  }
+  REQUIRE(out.at("inv").shape() == Shape{R, 1});
+  CLDL_CHECK_CLOSE(out.at("y").as<float>(), y.data(), y.size(), 1e-4, 1e-5);
+  CLDL_CHECK_CLOSE(out.at("inv").as<float>(), inv.data(), inv.size(), 1e-4, 1e-5);
 }
 
 TEST_CASE("load-time errors name the node and the problem") {
