@@ -2,6 +2,7 @@
 // LayerKernel runs one cldl::Op as a graph node, passing it the node inputs it reads (constant shape /
 // axes inputs are consumed at load and left out) and a workspace when the op asks for one.
 #pragma once
+#include "layers/auto_pad.hpp"
 #include <map>
 #include <mutex>
 #include <string_view>
@@ -63,6 +64,16 @@ auto checked(const InferCtx& c, F&& f) -> decltype(f()) {
     if (std::string_view(e.what()).starts_with(c.node.describe())) throw;  // already names the node
     c.error("{}", e.what());
   }
+}
+
+// ONNX auto_pad attribute (Conv, ConvTranspose, pooling).
+inline AutoPad auto_pad_of(const Node& n) {
+  std::string s = n.attr_s("auto_pad", "NOTSET");
+  if (s == "SAME_UPPER") return AutoPad::same_upper;
+  if (s == "SAME_LOWER") return AutoPad::same_lower;
+  if (s == "VALID") return AutoPad::valid;
+  if (s != "NOTSET") fail("{}: auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", n.describe(), s);
+  return AutoPad::notset;
 }
 
 }  // namespace cldl::graph

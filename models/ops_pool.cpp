@@ -6,15 +6,6 @@
 namespace cldl::graph {
 namespace {
 
-AutoPad auto_pad_of(const Node& n) {
-  std::string s = n.attr_s("auto_pad", "NOTSET");
-  if (s == "SAME_UPPER") return AutoPad::same_upper;
-  if (s == "SAME_LOWER") return AutoPad::same_lower;
-  if (s == "VALID") return AutoPad::valid;
-  if (s != "NOTSET") fail("{}: auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", n.describe(), s);
-  return AutoPad::notset;
-}
-
 PoolConfig pool_config(const Node& n, Shape s, bool indices) {
   PoolConfig p;
   const std::string& t = n.op_type;
