@@ -197,6 +197,7 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
   const cl::Buffer* bbuf = &B.buffer;
   cl_long a_off = cl_long(A.offset_elems()), a_stride = cl_long(c.eff_stride_a());
   cl_long b_off = cl_long(B.offset_elems()), b_stride = cl_long(c.eff_stride_b());
+  bool own_scratch = false;
   if (pack_a_ || pack_b_) {
     const Tensor* ws = workspace;
     if (!ws || ws->bytes() < workspace_bytes_) {
@@ -204,6 +205,9 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
       if (!scratch_.valid())
         scratch_ = ctx_->alloc(Shape{int64_t(workspace_bytes_ / sizeof(float))}, DType::f32, device_);
       ws = &scratch_;
+      own_scratch = true;
+      // The previous call's GEMM may still read the scratch (possibly from another queue): wait for it.
+      if (scratch_done_()) ec.wait_for.push_back(scratch_done_);
     }
     if (pack_a_) {
       const int64_t panels = (c.M + int64_t(tile_m_) - 1) / int64_t(tile_m_);
@@ -233,7 +237,14 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
            c.act.beta, cl_int(mt_));
   const size_t gm = round_up(((c.M + tile_m_ - 1) / tile_m_ + mt_ - 1) / mt_, local_);
   const size_t gn = (c.N + tile_n_ - 1) / tile_n_;
+  cl::Event done;
+  cl::Event* caller_signal = ec.signal;
+  if (own_scratch && !caller_signal) ec.signal = &done;  // we need the event even if the caller does not
   ec.enqueue_kernel(k, cl::NDRange(gm, gn, c.batch), cl::NDRange(local_, 1, 1), "gemm_tile");
+  if (own_scratch) {
+    scratch_done_ = caller_signal ? *caller_signal : done;
+    ec.signal = caller_signal;
+  }
 }
 
 }  // namespace cldl

@@ -62,8 +62,8 @@ struct GemmConfig {
 //   GPUs / accelerators  -> CLBlast (tuned per device by its own database).
 // algorithm() names the choice and its parameters ("own:tile mr=6 nr=16 mt=1 local=1 packA packB",
 // "clblast:gemm +epilogue"), also logged at debug level. Packing needs workspace_bytes(); when enqueue
-// gets no workspace it uses a scratch buffer owned by the op (then one op object must not run on two
-// queues at once).
+// gets no workspace it uses a scratch buffer owned by the op, and each such call waits for the previous
+// one's GEMM (an event), so one op object may serve several queues and threads, serialised on the scratch.
 class Gemm : public Op {
  public:
   static void validate(const GemmConfig& cfg);
@@ -90,7 +90,8 @@ class Gemm : public Op {
   size_t tile_m_ = 1, tile_n_ = 1, local_ = 1, mt_ = 1;
   bool clblast_ = false, pack_b_ = false, pack_a_ = false;
   size_t workspace_bytes_ = 0, ws_b_offset_ = 0;  // workspace: [packed A][packed B] (floats)
-  Tensor scratch_;  // workspace used when enqueue gets none
+  Tensor scratch_;          // workspace used when enqueue gets none
+  cl::Event scratch_done_;  // last GEMM that read scratch_; the next use waits for it
 };
 
 }  // namespace cldl

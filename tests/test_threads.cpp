@@ -10,11 +10,15 @@ using cldl::test::ctx;
 
 TEST_SUITE("threads") {
 TEST_CASE("one Gemm op shared by four threads, each on its own queue and data") {
+ for (bool trans_b : {false, true}) {  // trans_b packs B into the op's own scratch (no workspace given)
+  CAPTURE(trans_b);
   GemmConfig cfg;
   cfg.M = 19;
   cfg.N = 23;
   cfg.K = 17;
+  cfg.trans_b = trans_b;
   auto gemm = Gemm::create(ctx(), 0, cfg);
+  if (trans_b) REQUIRE(gemm->algorithm().find("packB") != std::string::npos);
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
@@ -22,7 +26,8 @@ TEST_CASE("one Gemm op shared by four threads, each on its own queue and data") 
       try {
         for (int it = 0; it < 5; ++it) {
           auto a = cldl::test::random_tensor({19, 17}, 100 + t * 10 + it);
-          auto b = cldl::test::random_tensor({17, 23}, 200 + t * 10 + it);
+          auto b = trans_b ? cldl::test::random_tensor({23, 17}, 200 + t * 10 + it)
+                           : cldl::test::random_tensor({17, 23}, 200 + t * 10 + it);
           Tensor da = ctx().upload(a), db = ctx().upload(b), dc = ctx().alloc({19, 23}, DType::f32);
           ExecutionContext ec(ctx().queue(0, 20 + t));
           gemm->run(da, db, dc, ec);
@@ -31,7 +36,8 @@ TEST_CASE("one Gemm op shared by four threads, each on its own queue and data") 
           for (int m = 0; m < 19; ++m)
             for (int n = 0; n < 23; ++n) {
               double want = 0;
-              for (int k = 0; k < 17; ++k) want += double(a.as<float>()[m * 17 + k]) * b.as<float>()[k * 23 + n];
+              for (int k = 0; k < 17; ++k)
+                want += double(a.as<float>()[m * 17 + k]) * b.as<float>()[trans_b ? n * 17 + k : k * 23 + n];
               if (std::fabs(want - c.as<float>()[m * 23 + n]) > 1e-4) bad++;
             }
         }
@@ -42,5 +48,6 @@ TEST_CASE("one Gemm op shared by four threads, each on its own queue and data") 
     });
   for (auto& th : threads) th.join();
   CHECK(bad == 0);
+ }
 }
 }
