@@ -2,8 +2,9 @@
 // initializers only):
 //  - BatchNorm folding: Conv / Gemm with constant weights followed by an inference BatchNormalization
 //    with constant parameters becomes one Conv / Gemm with rescaled weights and bias.
-//  - Activation fusion: Gemm / MatMul followed by an activation (Relu, Sigmoid, ...) that is its only
-//    reader becomes one node whose GEMM epilogue applies it (attributes _cldl_act, _cldl_act_alpha/beta).
+//  - Activation fusion: Gemm / MatMul / Conv followed by an activation (Relu, Sigmoid, ...) that is its
+//    only reader becomes one node whose epilogue applies it (attributes _cldl_act, _cldl_act_alpha/beta).
+//    It runs after BatchNorm folding, so Conv -> BN -> Relu becomes one Conv.
 #include <cmath>
 #include <set>
 
@@ -22,6 +23,14 @@ std::map<std::string, std::vector<int>> readers(const Graph& g) {
       if (!in.empty()) r[in].push_back(int(i));
   for (auto& o : g.outputs) r[o.name].push_back(-1);
   return r;
+}
+
+// Removes the nodes at the given indices, keeping the order of the rest.
+void erase_nodes(Graph& g, const std::set<size_t>& drop) {
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!drop.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
 }
 
 const HostTensor* f32_const(const Graph& g, const std::string& v) {
@@ -85,10 +94,7 @@ size_t fold_batchnorm(Graph& g) {
     drop.insert(i);
     ++n;
   }
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!drop.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
+  erase_nodes(g, drop);
   return n;
 }
 
@@ -113,7 +119,8 @@ size_t fuse_activations(Graph& g) {
     auto p = pr.find(act.input(0));
     if (p == pr.end() || rd[act.input(0)].size() != 1) continue;
     Node& prod = g.nodes[p->second];
-    if ((prod.op_type != "Gemm" && prod.op_type != "MatMul") || !prod.domain.empty() || prod.has("_cldl_act")) continue;
+    bool epilogue = prod.op_type == "Gemm" || prod.op_type == "MatMul" || prod.op_type == "Conv";
+    if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act")) continue;
     Activation def = activation_from_onnx(act.op_type);
     prod.attrs["_cldl_act"] = act.op_type;
     prod.attrs["_cldl_act_alpha"] = *a->second.first ? act.attr_f(a->second.first, def.alpha) : def.alpha;
@@ -122,10 +129,7 @@ size_t fuse_activations(Graph& g) {
     drop.insert(i);
     ++n;
   }
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!drop.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
+  erase_nodes(g, drop);
   return n;
 }
 

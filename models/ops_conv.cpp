@@ -1,12 +1,11 @@
 // ONNX Conv (1-D / 2-D, algorithm picked by ConvOp::choose) and ConvTranspose mapped onto
 // layers/conv.hpp. Weights and bias must be load-time constants (initializers): the op prepares them once
-// (Winograd / FFT transforms). The "conv-activation-fusion" pass folds an activation that is a Conv's only
-// reader into the Conv (attributes _cldl_act*, as models/fusion.cpp does for GEMM); it runs in the epilogue.
-#include <set>
+// (Winograd / FFT transforms). The activation-fusion pass of models/fusion.cpp folds an activation that is a
+// Conv's only reader into the Conv (attributes _cldl_act*); it runs in the conv epilogue.
 
 #include "layers/conv.hpp"
 #include "models/ops_cnn_common.hpp"
-#include "models/passes.hpp"
+#include "models/passes.hpp"  // fused_activation
 
 namespace cldl::graph {
 namespace {
@@ -98,49 +97,6 @@ void infer_convt(InferCtx& c) {
 std::unique_ptr<NodeKernel> lower_convt(LowerCtx& c) {
   return wrap(ConvTransposeOp::create(c.ctx, c.device, convt_config(c.node, c.in[0].shape.to_shape(), c.value)), c, {0});
 }
-
-// Activations with their ONNX attribute names for alpha / beta (defaults from activation_from_onnx).
-const std::map<std::string, std::pair<const char*, const char*>> kConvActs = {
-    {"Relu", {"", ""}},           {"Sigmoid", {"", ""}},        {"Tanh", {"", ""}},
-    {"LeakyRelu", {"alpha", ""}}, {"Elu", {"alpha", ""}},       {"Selu", {"alpha", "gamma"}},
-    {"HardSigmoid", {"alpha", "beta"}}, {"Softplus", {"", ""}}, {"Softsign", {"", ""}},
-    {"HardSwish", {"", ""}},      {"Mish", {"", ""}},           {"ThresholdedRelu", {"alpha", ""}},
-    {"Celu", {"alpha", ""}},
-};
-
-size_t fuse_conv_activations(Graph& g) {
-  std::map<std::string, int> readers;
-  for (auto& n : g.nodes)
-    for (auto& in : n.inputs)
-      if (!in.empty()) readers[in]++;
-  for (auto& o : g.outputs) readers[o.name]++;
-  auto pr = g.producers();
-  std::set<size_t> drop;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    Node& act = g.nodes[i];
-    auto a = kConvActs.find(act.op_type);
-    if (a == kConvActs.end() || !act.domain.empty() || act.input_count() != 1) continue;
-    auto p = pr.find(act.input(0));
-    if (p == pr.end() || readers[act.input(0)] != 1) continue;
-    Node& conv = g.nodes[p->second];
-    if (conv.op_type != "Conv" || !conv.domain.empty() || conv.has("_cldl_act") || conv.outputs.size() != 1) continue;
-    Activation def = activation_from_onnx(act.op_type);
-    conv.attrs["_cldl_act"] = act.op_type;
-    conv.attrs["_cldl_act_alpha"] = *a->second.first ? act.attr_f(a->second.first, def.alpha) : def.alpha;
-    conv.attrs["_cldl_act_beta"] = *a->second.second ? act.attr_f(a->second.second, def.beta) : def.beta;
-    conv.outputs[0] = act.outputs[0];
-    drop.insert(i);
-  }
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!drop.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
-  return drop.size();
-}
-
-struct RegisterFusion {
-  RegisterFusion() { register_fusion_pass("conv-activation-fusion", fuse_conv_activations); }
-} const kRegisterFusion;
 
 const OpRegistration kConvOps{
     {.type = "Conv", .since = 1, .family = "conv", .const_inputs = {1, 2}, .infer = infer_conv, .lower = lower_conv},
