@@ -95,7 +95,7 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
       st.out.push_back(add_slot(std::move(s)));
     }
     if (view_of[i] < 0) {
-      LowerCtx lc{cx, opts.device, n, {}, {}, {}};
+      LowerCtx lc{cx, opts.device, n, {}, {}, {}, &opts};
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         lc.in.push_back(n.inputs[k].empty() ? ValueInfo{} : *gr.info(n.inputs[k]));
         auto ci = gr.initializers.find(n.inputs[k]);

@@ -23,6 +23,8 @@
 
 namespace cldl::graph {
 
+struct CompileOptions;
+
 // What an op's shape inference sees at load time. Errors name the node and op.
 struct InferCtx {
   const Node& node;
@@ -63,6 +65,7 @@ struct LowerCtx {
   const Node& node;
   std::vector<ValueInfo> in, out;           // in[i].name empty for absent inputs
   std::vector<const HostTensor*> value;     // constant inputs (also uploaded as tensors)
+  const CompileOptions* options = nullptr;  // the model's compile options (strategies, ...)
   template <typename... Args>
   [[noreturn]] void error(fmt::format_string<Args...> f, Args&&... args) const {
     fail("{}: {}", node.describe(), fmt::format(f, std::forward<Args>(args)...));

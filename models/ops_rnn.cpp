@@ -2,6 +2,7 @@
 // peepholes P must be known at load (initializers or bound inputs): they are re-laid out once at
 // create. X, sequence_lens, initial_h and initial_c are runtime inputs; Y, Y_h and Y_c are optional.
 #include "layers/rnn.hpp"
+#include "models/executor.hpp"
 #include "models/op_registry.hpp"
 
 namespace cldl::graph {
@@ -96,6 +97,7 @@ std::unique_ptr<NodeKernel> lower_rnn(LowerCtx& c) {
   RnnConfig cfg = rnn_config_from_onnx(node_info(c.node), c.in[kX].shape.to_shape());
   auto k = std::make_unique<RnnKernel>();
   k->op = RnnLayer::create(c.ctx, c.device, cfg, weights_of(c, c.value, c.in.size()));
+  if (c.options) k->op->set_strategy(parse_rnn_strategy(c.options->rnn_strategy));
   return k;
 }
 

@@ -23,6 +23,7 @@ struct ModelOptions {
   std::vector<std::string> inputs, dims;
   bool random = false;
   int queues = 2;
+  std::string rnn_strategy = "auto";
 
   void add(CLI::App* cmd) {
     cmd->add_option("model", model, "ONNX model file")->required();
@@ -31,6 +32,8 @@ struct ModelOptions {
     cmd->add_option("--dim", dims, "NAME=VALUE for a symbolic input dimension");
     cmd->add_flag("--random", random, "Fill the inputs not given with random data");
     cmd->add_option("--queues", queues, "In-order queues for independent branches")->check(CLI::PositiveNumber);
+    cmd->add_option("--rnn-strategy", rnn_strategy, "RNN/LSTM/GRU nodes: auto, sequential, time, layer, data")
+        ->check(CLI::IsMember({"auto", "sequential", "time", "layer", "data"}));
   }
 };
 
@@ -88,7 +91,7 @@ inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
   }
   if (!missing.empty()) fail("inputs not given (use --input NAME=FILE or --random): {}", fmt::join(missing, ", "));
   lm.ctx = Context::create(o.device);
-  lm.model = graph::CompiledModel::compile(lm.ctx, std::move(g), {.device = 0, .queues = o.queues, .profiling = profiling});
+  lm.model = graph::CompiledModel::compile(lm.ctx, std::move(g), {.device = 0, .queues = o.queues, .profiling = profiling, .rnn_strategy = o.rnn_strategy});
   lm.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return lm;
 }
