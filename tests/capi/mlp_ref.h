@@ -18,4 +18,13 @@ static inline void mlp_reference(const float* x, int batch, float* y) {
     }
 }
 
+/* branch.onnx: z = relu(x W^T + b) + x V^T with V = -W / 2 */
+static inline void branch_reference(const float* x, int batch, float* z) {
+  int n, o, i;
+  mlp_reference(x, batch, z);
+  for (n = 0; n < batch; ++n)
+    for (o = 0; o < MLP_OUT; ++o)
+      for (i = 0; i < MLP_IN; ++i) z[n * MLP_OUT + o] += x[n * MLP_IN + i] * -0.5f * mlp_weight(o, i);
+}
+
 #endif

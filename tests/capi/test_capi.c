@@ -121,6 +121,30 @@ int main(int argc, char** argv) {
     clReleaseEvent(ev);
   }
 
+  /* A model with two branches (two queues): enqueued runs back to back, each checked. */
+  {
+    cldl_model branch;
+    cldl_session bs;
+    float bx[4 * MLP_IN], bz[4 * MLP_OUT], bwant[4 * MLP_OUT];
+    int64_t bdims[2] = {4, MLP_IN};
+    int k;
+    snprintf(path, sizeof path, "%s/branch.onnx", argv[1]);
+    OK(cldl_model_load(ctx, path, NULL, &branch));
+    OK(cldl_session_create(branch, &bs));
+    for (k = 0; k < 3; ++k) {
+      for (i = 0; i < 4 * MLP_IN; ++i) bx[i] = (float)((int)((i + (size_t)k) * 5 % 9) - 4) * (0.2f + 0.1f * (float)k);
+      branch_reference(bx, 4, bwant);
+      OK(cldl_session_set_input(bs, "x", CLDL_F32, bdims, 2, bx, sizeof bx));
+      OK(cldl_session_enqueue(bs, 0, NULL, NULL));
+      OK(cldl_session_enqueue(bs, 0, NULL, NULL)); /* the second run waits for the first */
+      OK(cldl_session_get_output(bs, "z", bz, sizeof bz));
+      CHECK(close_all(bz, bwant, 4 * MLP_OUT, 1e-5f));
+    }
+    OK(cldl_session_release(bs));
+    OK(cldl_model_release(branch));
+    snprintf(path, sizeof path, "%s/mlp.onnx", argv[1]);
+  }
+
   /* From memory, batch 1. */
   bytes = read_file(path, &size);
   CHECK(bytes != NULL);
