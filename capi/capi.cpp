@@ -76,7 +76,8 @@ std::shared_ptr<T> lookup(std::map<uintptr_t, std::shared_ptr<T>>& map, const vo
   if (!h) capi_fail(CLDL_ERROR_INVALID_HANDLE, "null {} handle", kind);
   std::lock_guard lock(registry().m);
   auto it = map.find(reinterpret_cast<uintptr_t>(h));
-  if (it == map.end()) capi_fail(CLDL_ERROR_INVALID_HANDLE, "{} handle {} is not live (released or never created)", kind, h);
+  if (it == map.end())
+    capi_fail(CLDL_ERROR_INVALID_HANDLE, "{} handle {} is not live (released or never created)", kind, h);
   return it->second;
 }
 template <typename T>
@@ -232,7 +233,8 @@ const IoInfo& find_io(const ModelObj& m, const char* name, bool input) {
     if (io.name == name) return io;
   std::string names;
   for (auto& io : input ? m.inputs : m.outputs) names += (names.empty() ? "" : ", ") + io.name;
-  capi_fail(CLDL_ERROR_NOT_FOUND, "'{}' is not an {} of the model (it has: {})", name, input ? "input" : "output", names);
+  capi_fail(CLDL_ERROR_NOT_FOUND, "'{}' is not an {} of the model (it has: {})", name, input ? "input" : "output",
+            names);
 }
 
 void fill_tensor_info(const IoInfo& io, cldl_tensor_info* info) {
@@ -251,8 +253,9 @@ void fill_tensor_info(const IoInfo& io, cldl_tensor_info* info) {
 Tensor app_tensor(SessionObj& s, const IoInfo& io, cl_mem buffer, size_t offset) {
   cl_context mem_ctx = nullptr;
   cl_int err = clGetMemObjectInfo(buffer, CL_MEM_CONTEXT, sizeof mem_ctx, &mem_ctx, nullptr);
-  if (err != CL_SUCCESS) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "'{}': cl_mem {} is not a valid buffer ({})", io.name,
-                                   static_cast<void*>(buffer), cl_error_name(err));
+  if (err != CL_SUCCESS)
+    capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "'{}': cl_mem {} is not a valid buffer ({})", io.name,
+              static_cast<void*>(buffer), cl_error_name(err));
   auto& cm = *s.model->model;
   if (mem_ctx != cm.context().cl()())
     capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "'{}': the buffer belongs to another cl_context than the model's", io.name);
@@ -262,8 +265,8 @@ Tensor app_tensor(SessionObj& s, const IoInfo& io, cl_mem buffer, size_t offset)
     capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "'{}': offset {} is not a multiple of the element size {}", io.name, offset,
               cldl_dtype_size(io.dtype));
   if (offset + io.bytes > size)
-    capi_fail(CLDL_ERROR_SHAPE, "'{}': {} bytes at offset {} do not fit the app's buffer of {} bytes", io.name, io.bytes,
-              offset, size);
+    capi_fail(CLDL_ERROR_SHAPE, "'{}': {} bytes at offset {} do not fit the app's buffer of {} bytes", io.name,
+              io.bytes, offset, size);
   Tensor t;
   t.buffer = cl::Buffer(buffer, true);
   t.offset_bytes = offset;
@@ -294,15 +297,24 @@ const char* cldl_last_error(void) { return t_last_error.c_str(); }
 
 const char* cldl_status_name(cldl_status s) {
   switch (s) {
-    case CLDL_OK: return "CLDL_OK";
-    case CLDL_ERROR_INVALID_ARGUMENT: return "CLDL_ERROR_INVALID_ARGUMENT";
-    case CLDL_ERROR_INVALID_HANDLE: return "CLDL_ERROR_INVALID_HANDLE";
-    case CLDL_ERROR_NOT_FOUND: return "CLDL_ERROR_NOT_FOUND";
-    case CLDL_ERROR_SHAPE: return "CLDL_ERROR_SHAPE";
-    case CLDL_ERROR_DTYPE: return "CLDL_ERROR_DTYPE";
-    case CLDL_ERROR_OPENCL: return "CLDL_ERROR_OPENCL";
-    case CLDL_ERROR_MODEL: return "CLDL_ERROR_MODEL";
-    case CLDL_ERROR_INTERNAL: return "CLDL_ERROR_INTERNAL";
+    case CLDL_OK:
+      return "CLDL_OK";
+    case CLDL_ERROR_INVALID_ARGUMENT:
+      return "CLDL_ERROR_INVALID_ARGUMENT";
+    case CLDL_ERROR_INVALID_HANDLE:
+      return "CLDL_ERROR_INVALID_HANDLE";
+    case CLDL_ERROR_NOT_FOUND:
+      return "CLDL_ERROR_NOT_FOUND";
+    case CLDL_ERROR_SHAPE:
+      return "CLDL_ERROR_SHAPE";
+    case CLDL_ERROR_DTYPE:
+      return "CLDL_ERROR_DTYPE";
+    case CLDL_ERROR_OPENCL:
+      return "CLDL_ERROR_OPENCL";
+    case CLDL_ERROR_MODEL:
+      return "CLDL_ERROR_MODEL";
+    case CLDL_ERROR_INTERNAL:
+      return "CLDL_ERROR_INTERNAL";
   }
   return "unknown cldl_status";
 }
@@ -414,7 +426,8 @@ cldl_status cldl_model_load_memory(cldl_context ctx, const void* data, size_t si
     *out = nullptr;
     get(ctx);
     need(data, "data");
-    graph::Graph g = graph::import_onnx_bytes(std::string(static_cast<const char*>(data), size), ".", "model in memory");
+    graph::Graph g =
+        graph::import_onnx_bytes(std::string(static_cast<const char*>(data), size), ".", "model in memory");
     *out = load_graph(ctx, std::move(g), opts);
   });
 }
@@ -489,13 +502,12 @@ cldl_status cldl_session_set_input(cldl_session s, const char* name, cldl_dtype 
     if (dtype != io.dtype)
       capi_fail(CLDL_ERROR_DTYPE, "input '{}': expected {}, got {}", name, to_string(DType(int(io.dtype))),
                 int(dtype) >= 0 && int(dtype) <= int(CLDL_BOOL) ? std::string(to_string(DType(int(dtype))))
-                                                               : fmt::format("cldl_dtype {}", int(dtype)));
+                                                                : fmt::format("cldl_dtype {}", int(dtype)));
     if (rank && !dims) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "input '{}': rank {} but dims is NULL", name, rank);
     Shape got(std::vector<int64_t>(dims, dims + rank));
     if (got.dims != io.dims)
       capi_fail(CLDL_ERROR_SHAPE, "input '{}': expected shape {}, got {}", name, Shape(io.dims).str(), got.str());
-    if (bytes != io.bytes)
-      capi_fail(CLDL_ERROR_SHAPE, "input '{}': expected {} bytes, got {}", name, io.bytes, bytes);
+    if (bytes != io.bytes) capi_fail(CLDL_ERROR_SHAPE, "input '{}': expected {} bytes, got {}", name, io.bytes, bytes);
     if (bytes) need(data, "data");
     HostTensor h(to_dtype(dtype), got);
     if (bytes) std::memcpy(h.data(), data, bytes);
@@ -562,8 +574,9 @@ cldl_status cldl_session_run_async(cldl_session s, cldl_callback callback, void*
     check(e.setCallback(CL_COMPLETE, on_complete, d.get()), "clSetEventCallback", "run completion");
     d.release();  // on_complete owns it now
     // Some drivers call back only once the queue is flushed.
-    check(obj->model->model->context().queue(obj->model->model->options().device, 0,
-                                             obj->model->model->options().profiling).flush(),
+    check(obj->model->model->context()
+              .queue(obj->model->model->options().device, 0, obj->model->model->options().profiling)
+              .flush(),
           "clFlush", "run completion");
   });
 }

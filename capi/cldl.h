@@ -47,7 +47,12 @@ typedef enum cldl_dtype {
   CLDL_BOOL = 5
 } cldl_dtype;
 
-typedef enum cldl_device_type { CLDL_DEVICE_GPU = 0, CLDL_DEVICE_CPU = 1, CLDL_DEVICE_ACCELERATOR = 2, CLDL_DEVICE_OTHER = 3 } cldl_device_type;
+typedef enum cldl_device_type {
+  CLDL_DEVICE_GPU = 0,
+  CLDL_DEVICE_CPU = 1,
+  CLDL_DEVICE_ACCELERATOR = 2,
+  CLDL_DEVICE_OTHER = 3
+} cldl_device_type;
 
 typedef struct cldl_context_t* cldl_context;
 typedef struct cldl_model_t* cldl_model;
@@ -119,7 +124,8 @@ typedef struct cldl_load_options {
 CLDL_API void cldl_load_options_init(cldl_load_options* opts);
 
 /* ONNX model from a file or from memory (no external data files); `opts` may be NULL. */
-CLDL_API cldl_status cldl_model_load(cldl_context ctx, const char* path, const cldl_load_options* opts, cldl_model* out);
+CLDL_API cldl_status cldl_model_load(cldl_context ctx, const char* path, const cldl_load_options* opts,
+                                     cldl_model* out);
 CLDL_API cldl_status cldl_model_load_memory(cldl_context ctx, const void* data, size_t size,
                                             const cldl_load_options* opts, cldl_model* out);
 CLDL_API cldl_status cldl_model_release(cldl_model model);
@@ -129,10 +135,10 @@ typedef struct cldl_tensor_info {
   const char* name;   /* pointers below live as long as the model */
   cldl_dtype dtype;
   size_t rank;
-  const int64_t* dims;           /* as compiled (symbolic dimensions bound at load) */
+  const int64_t* dims;            /* as compiled (symbolic dimensions bound at load) */
   const char* const* dim_symbols; /* per dim: NULL when fixed in the model file, else its symbol */
-  int dynamic;                   /* non-zero when any dimension is symbolic in the model file */
-  size_t bytes;                  /* numel * dtype size */
+  int dynamic;                    /* non-zero when any dimension is symbolic in the model file */
+  size_t bytes;                   /* numel * dtype size */
 } cldl_tensor_info;
 
 CLDL_API cldl_status cldl_model_input_count(cldl_model model, size_t* count);
@@ -160,7 +166,8 @@ CLDL_API cldl_status cldl_session_bind_output(cldl_session s, const char* name, 
 CLDL_API cldl_status cldl_session_run(cldl_session s);
 /* Enqueues a run whose first commands wait for `wait_list`; `*event` (may be NULL) receives an event,
  * retained for the caller, that completes when every output is written. Returns without waiting. */
-CLDL_API cldl_status cldl_session_enqueue(cldl_session s, cl_uint num_events, const cl_event* wait_list, cl_event* event);
+CLDL_API cldl_status cldl_session_enqueue(cldl_session s, cl_uint num_events, const cl_event* wait_list,
+                                          cl_event* event);
 /* Enqueues a run and calls `callback(session, status, user_data)` from a driver thread when it
  * completes (status CLDL_OK, or CLDL_ERROR_OPENCL when a command failed). */
 typedef void (*cldl_callback)(cldl_session s, cldl_status status, void* user_data);

@@ -22,12 +22,18 @@ using namespace cldl;
 
 py::dtype numpy_dtype(DType t) {
   switch (t) {
-    case DType::f32: return py::dtype("float32");
-    case DType::f16: return py::dtype("float16");
-    case DType::i32: return py::dtype("int32");
-    case DType::i64: return py::dtype("int64");
-    case DType::u8: return py::dtype("uint8");
-    case DType::boolean: return py::dtype("bool");
+    case DType::f32:
+      return py::dtype("float32");
+    case DType::f16:
+      return py::dtype("float16");
+    case DType::i32:
+      return py::dtype("int32");
+    case DType::i64:
+      return py::dtype("int64");
+    case DType::u8:
+      return py::dtype("uint8");
+    case DType::boolean:
+      return py::dtype("bool");
   }
   return py::dtype("float32");
 }
@@ -46,9 +52,10 @@ HostTensor from_numpy(const std::string& name, const py::handle& obj) {
   try {
     t = parse_dtype(dt);
   } catch (const Error&) {
-    throw Error(fmt::format("input '{}': numpy dtype {} has no cldl dtype (use float32, float16, int32, int64, "
-                            "uint8 or bool)",
-                            name, dt));
+    throw Error(
+        fmt::format("input '{}': numpy dtype {} has no cldl dtype (use float32, float16, int32, int64, "
+                    "uint8 or bool)",
+                    name, dt));
   }
   Shape s(std::vector<int64_t>(a.shape(), a.shape() + a.ndim()));
   HostTensor h(t, s);

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   OK(cldl_device_get_info(index, &dev));
   CHECK(dev.type == CLDL_DEVICE_CPU);
 
-  OK(cldl_context_create(NULL, &ctx));  /* CLDL_DEVICE (ctest sets cpu) */
+  OK(cldl_context_create(NULL, &ctx)); /* CLDL_DEVICE (ctest sets cpu) */
   OK(cldl_model_load(ctx, path, &opts, &model));
   OK(cldl_model_input_count(model, &n));
   CHECK(n == 1);
@@ -177,10 +177,10 @@ int main(int argc, char** argv) {
     CHECK(never == NULL); /* out-handles are NULL after a failure */
   }
   OK(cldl_session_release(s1));
-  FAILS(cldl_session_run(s1), CLDL_ERROR_INVALID_HANDLE, "not live");  /* stale */
+  FAILS(cldl_session_run(s1), CLDL_ERROR_INVALID_HANDLE, "not live"); /* stale */
   FAILS(cldl_session_release(s1), CLDL_ERROR_INVALID_HANDLE, "not live");
   FAILS(cldl_model_load(ctx, "/nonexistent/m.onnx", NULL, &model1), CLDL_ERROR_MODEL, "/nonexistent/m.onnx");
-  FAILS(cldl_model_load(ctx, path, NULL, &model1), CLDL_ERROR_MODEL, "batch");  /* symbolic dim not bound */
+  FAILS(cldl_model_load(ctx, path, NULL, &model1), CLDL_ERROR_MODEL, "batch"); /* symbolic dim not bound */
   FAILS(cldl_model_load_memory(ctx, "not onnx", 8, &opts, &model1), CLDL_ERROR_MODEL, "model in memory");
   opts.struct_size = 4;
   FAILS(cldl_model_load(ctx, path, &opts, &model1), CLDL_ERROR_INVALID_ARGUMENT, "struct_size");

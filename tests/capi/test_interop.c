@@ -21,13 +21,13 @@ static const char* kSource =
     "  z[i] = y[offset + i] * 2.0f + 1.0f;\n"
     "}\n";
 
-#define CL_OK(call)                                                                  \
-  do {                                                                               \
-    cl_int e_ = (call);                                                              \
-    if (e_ != CL_SUCCESS) {                                                          \
+#define CL_OK(call)                                                                     \
+  do {                                                                                  \
+    cl_int e_ = (call);                                                                 \
+    if (e_ != CL_SUCCESS) {                                                             \
       fprintf(stderr, "%s:%d: %s -> OpenCL error %d\n", __FILE__, __LINE__, #call, e_); \
-      exit(1);                                                                       \
-    }                                                                                \
+      exit(1);                                                                          \
+    }                                                                                   \
   } while (0)
 
 int main(int argc, char** argv) {
