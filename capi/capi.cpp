@@ -539,8 +539,11 @@ cldl_status cldl_session_bind_output(cldl_session s, const char* name, cl_mem bu
 cldl_status cldl_session_run(cldl_session s) {
   return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
     auto obj = get(s);
-    std::lock_guard lock(obj->m);
-    cl::Event e = obj->session->enqueue();
+    cl::Event e;
+    {
+      std::lock_guard lock(obj->m);
+      e = obj->session->enqueue();
+    }
     check(e.wait(), "clWaitForEvents", "model run");
   });
 }
@@ -567,25 +570,30 @@ cldl_status cldl_session_enqueue(cldl_session s, cl_uint num_events, const cl_ev
 cldl_status cldl_session_run_async(cldl_session s, cldl_callback callback, void* user_data) {
   return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
     auto obj = get(s);
-    need(reinterpret_cast<const void*>(callback), "callback");
-    std::lock_guard lock(obj->m);
-    cl::Event e = obj->session->enqueue();
+    if (!callback) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "callback is NULL");
+    cl::Event e;
+    {
+      std::lock_guard lock(obj->m);
+      e = obj->session->enqueue();
+    }
+    // Outside the lock: a driver may call back at once, and the callback may call into this session.
     auto d = std::make_unique<CallbackData>(CallbackData{s, callback, user_data});
     check(e.setCallback(CL_COMPLETE, on_complete, d.get()), "clSetEventCallback", "run completion");
     d.release();  // on_complete owns it now
     // Some drivers call back only once the queue is flushed.
-    check(obj->model->model->context()
-              .queue(obj->model->model->options().device, 0, obj->model->model->options().profiling)
-              .flush(),
-          "clFlush", "run completion");
+    auto& cm = *obj->model->model;
+    check(cm.context().queue(cm.options().device, 0, cm.options().profiling).flush(), "clFlush", "run completion");
   });
 }
 
 cldl_status cldl_session_wait(cldl_session s) {
   return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
     auto obj = get(s);
-    std::lock_guard lock(obj->m);
-    const cl::Event& e = obj->session->last_run();
+    cl::Event e;
+    {
+      std::lock_guard lock(obj->m);
+      e = obj->session->last_run();
+    }
     if (e() != nullptr) check(e.wait(), "clWaitForEvents", "model run");
   });
 }

@@ -169,7 +169,9 @@ CLDL_API cldl_status cldl_session_run(cldl_session s);
 CLDL_API cldl_status cldl_session_enqueue(cldl_session s, cl_uint num_events, const cl_event* wait_list,
                                           cl_event* event);
 /* Enqueues a run and calls `callback(session, status, user_data)` from a driver thread when it
- * completes (status CLDL_OK, or CLDL_ERROR_OPENCL when a command failed). */
+ * completes (status CLDL_OK, or CLDL_ERROR_OPENCL when a command failed). As for any OpenCL event
+ * callback, the callback must return quickly and must not block on OpenCL (no cldl_session_run or
+ * cldl_session_get_output in it): signal another thread instead. */
 typedef void (*cldl_callback)(cldl_session s, cldl_status status, void* user_data);
 CLDL_API cldl_status cldl_session_run_async(cldl_session s, cldl_callback callback, void* user_data);
 /* Waits for the session's last run. */
