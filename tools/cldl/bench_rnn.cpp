@@ -4,14 +4,23 @@
 // strategies=seq,time,layer,data,
 // chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
 // Two devices: --device cpu:all with POCL_DEVICES="pthread pthread".
+// The peer: ONNX Runtime (CPU) on the same configurations through an ONNX LSTM model
+// (tools/bench/rnn_onnxruntime.py, run by `python3` right after each case's own strategies, so the
+// ratios come from the same machine state), with ort_threads=<N> intra-op threads (default 2: the
+// cores PoCL uses here); --no-compare skips it, ort_script=PATH picks another script.
 #include <cstdio>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "layers/rnn.hpp"
+#include "runtime/log.hpp"
 #include "tools/cldl/bench.hpp"
 
 namespace cldl::bench {
@@ -25,8 +34,9 @@ std::map<std::string, std::string> settings(const Options& o) {
     m[a.substr(0, eq)] = a.substr(eq + 1);
   }
   for (const auto& [k, v] : m)
-    if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case")
-      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case)", k);
+    if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case" && k != "ort_threads" &&
+        k != "ort_script")
+      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script)", k);
   return m;
 }
 
@@ -34,6 +44,28 @@ struct BenchCase {
   int64_t T, B, I, H;
   int layers;
 };
+
+// ONNX Runtime on one case (its JSON line), or nothing when python3 / onnxruntime / the script is missing.
+std::optional<nlohmann::json> run_onnxruntime(const Options& o, std::map<std::string, std::string>& set,
+                                              const BenchCase& c) {
+  std::string script = set.count("ort_script") ? set["ort_script"]
+                                               : (std::filesystem::path(__FILE__).parent_path().parent_path() /
+                                                  "bench" / "rnn_onnxruntime.py").string();
+  if (!std::filesystem::exists(script)) return std::nullopt;
+  const std::string threads = set.count("ort_threads") ? set["ort_threads"] : "2";
+  std::string cmd = fmt::format("python3 '{}' --json --runs {} --warmup {} --threads {} --case {},{},{},{},{} 2>/dev/null",
+                                script, o.runs, o.warmup, threads, c.T, c.B, c.I, c.H, c.layers);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return std::nullopt;
+  std::optional<nlohmann::json> out;
+  char line[4096];
+  while (std::fgets(line, sizeof line, p)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("median_ms")) out = j;
+  }
+  pclose(p);
+  return out;
+}
 
 void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   auto set = settings(opts);
@@ -84,6 +116,7 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     io.x = ctx.upload(rnd({bc.T, bc.B, bc.I}));
     io.y = ctx.alloc({bc.T, 1, bc.B, bc.H}, DType::f32);
     double seq_ms = 0;
+    std::optional<Result> best;
     for (RnnStrategy s : strategies) {
       RnnRunOptions o = base;
       o.strategy = s;
@@ -103,8 +136,27 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       if (s == RnnStrategy::sequential) seq_ms = r.wall.median_ms;
       r.note = stack->last_schedule();
       if (seq_ms > 0 && s != RnnStrategy::sequential) r.note += fmt::format("; {:.2f}x vs sequential", seq_ms / r.wall.median_ms);
+      if (!best || r.wall.median_ms < best->wall.median_ms) best = r;
       rep.add(r);
     }
+    if (!opts.compare) continue;
+    auto peer = run_onnxruntime(opts, set, bc);
+    if (!peer) {
+      log::info("bench rnn: ONNX Runtime peer not available (pip install onnxruntime onnx)");
+      continue;
+    }
+    Result r;
+    r.family = "rnn";
+    r.name = name;
+    r.impl = "onnxruntime";
+    r.wall.min_ms = peer->value("min_ms", 0.0);
+    r.wall.median_ms = peer->value("median_ms", 0.0);
+    r.wall.max_ms = peer->value("max_ms", 0.0);
+    r.wall.runs = peer->value("runs", 0);
+    r.work = stack->flops();
+    r.note = peer->value("note", "");
+    if (best) r.note += fmt::format("; best cldl ({}) is {:.2f}x faster than this", best->impl, Reporter::speedup(*best, r));
+    rep.add(r);
   }
 }
 
