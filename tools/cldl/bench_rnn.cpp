@@ -8,7 +8,9 @@
 // (tools/bench/rnn_onnxruntime.py, run by `python3` right after each case's own strategies, so the
 // ratios come from the same machine state), with ort_threads=<N> intra-op threads (default 2: the
 // cores PoCL uses here); --no-compare skips it, ort_script=PATH picks another script.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -48,10 +50,27 @@ struct BenchCase {
 // ONNX Runtime on one case (its JSON line), or nothing when python3 / onnxruntime / the script is missing.
 std::optional<nlohmann::json> run_onnxruntime(const Options& o, std::map<std::string, std::string>& set,
                                               const BenchCase& c) {
-  std::string script = set.count("ort_script") ? set["ort_script"]
-                                               : (std::filesystem::path(__FILE__).parent_path().parent_path() /
-                                                  "bench" / "rnn_onnxruntime.py").string();
-  if (!std::filesystem::exists(script)) return std::nullopt;
+  // The script in the source tree: next to this file's folder (__FILE__ may be relative to the build
+  // folder under ccache), or next to the executable's folder (build/cldl), or under the working folder.
+  namespace fs = std::filesystem;
+  std::string script;
+  if (set.count("ort_script")) {
+    script = set["ort_script"];
+  } else {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    for (const fs::path& c : {fs::path(__FILE__).parent_path().parent_path() / "bench" / "rnn_onnxruntime.py",
+                              exe.parent_path().parent_path() / "tools" / "bench" / "rnn_onnxruntime.py",
+                              fs::path("tools") / "bench" / "rnn_onnxruntime.py"})
+      if (fs::exists(c)) {
+        script = c.string();
+        break;
+      }
+  }
+  if (script.empty() || !fs::exists(script)) {
+    log::warn("bench rnn: ONNX Runtime peer script not found (--set ort_script=PATH)");
+    return std::nullopt;
+  }
   const std::string threads = set.count("ort_threads") ? set["ort_threads"] : "2";
   std::string cmd = fmt::format("python3 '{}' --json --runs {} --warmup {} --threads {} --case {},{},{},{},{} 2>/dev/null",
                                 script, o.runs, o.warmup, threads, c.T, c.B, c.I, c.H, c.layers);
@@ -115,26 +134,47 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     RnnStackIO io;
     io.x = ctx.upload(rnd({bc.T, bc.B, bc.I}));
     io.y = ctx.alloc({bc.T, 1, bc.B, bc.H}, DType::f32);
-    double seq_ms = 0;
-    std::optional<Result> best;
+    // Round robin: the warm-up calls of every strategy first (PoCL adapts its work-group chunking to
+    // each kernel's measured time), then run i of every strategy before run i + 1 of any, so a change
+    // in machine load hits all strategies alike and their ratios stay meaningful.
+    std::vector<std::function<void()>> fns;
     for (RnnStrategy s : strategies) {
       RnnRunOptions o = base;
       o.strategy = s;
-      auto fn = [&] {
+      fns.push_back([&stack, &io, &ctx, o] {
         ExecutionContext ec(ctx.queue());
         cl::Event done;
         ec.signal = &done;
         stack->enqueue(io, o, ec);
         done.wait();
-      };
+      });
+    }
+    std::vector<std::string> schedules(strategies.size());
+    for (int w = 0; w < opts.warmup; ++w)
+      for (size_t i = 0; i < fns.size(); ++i) fns[i]();
+    std::vector<std::vector<double>> ms(strategies.size());
+    for (int run = 0; run < std::max(1, opts.runs); ++run)
+      for (size_t i = 0; i < fns.size(); ++i) {
+        ms[i].push_back(time_runs(fns[i], 1, 0).median_ms);
+        schedules[i] = stack->last_schedule();
+      }
+    double seq_ms = 0;
+    std::optional<Result> best;
+    for (size_t i = 0; i < strategies.size(); ++i) {
+      const RnnStrategy s = strategies[i];
+      std::vector<double>& v = ms[i];
+      std::sort(v.begin(), v.end());
       Result r;
       r.family = "rnn";
       r.name = name;
       r.impl = fmt::format("cldl:{}", to_string(s));
-      r.wall = time_runs(fn, opts.runs, opts.warmup);
+      r.wall.runs = int(v.size());
+      r.wall.min_ms = v.front();
+      r.wall.max_ms = v.back();
+      r.wall.median_ms = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
       r.work = stack->flops();
       if (s == RnnStrategy::sequential) seq_ms = r.wall.median_ms;
-      r.note = stack->last_schedule();
+      r.note = schedules[i];
       if (seq_ms > 0 && s != RnnStrategy::sequential) r.note += fmt::format("; {:.2f}x vs sequential", seq_ms / r.wall.median_ms);
       if (!best || r.wall.median_ms < best->wall.median_ms) best = r;
       rep.add(r);
@@ -142,7 +182,7 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     if (!opts.compare) continue;
     auto peer = run_onnxruntime(opts, set, bc);
     if (!peer) {
-      log::info("bench rnn: ONNX Runtime peer not available (pip install onnxruntime onnx)");
+      log::warn("bench rnn: ONNX Runtime peer gave no result (python3 with onnxruntime and onnx needed)");
       continue;
     }
     Result r;
