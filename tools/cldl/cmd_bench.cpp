@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.hpp"
+#include "runtime/tuning.hpp"
 #include "tools/cldl/bench.hpp"
 #include "tools/cldl/commands.hpp"
 
@@ -88,6 +89,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", opts.json, "One JSON object per result line");
   cmd->add_flag("!--no-compare", opts.compare, "Skip the peer measurements");
   cmd->add_flag("--list", list, "List the families");
+  cmd->add_option("--tuning", opts.tuning, "Tuning database: db (use it), default (heuristics only), compare (both)")
+      ->check(CLI::IsMember({"db", "default", "compare"}));
   cmd->callback([] {
     if (list) {
       for (const auto& f : bench::families()) fmt::print("{:<12} {}\n", f.name, f.description);
@@ -97,6 +100,7 @@ void add_bench_command(CLI::App& app) {
       bool known = std::any_of(bench::families().begin(), bench::families().end(), [&](auto& f) { return f.name == w; });
       if (!known) fail("unknown bench family '{}' (see cldl bench --list)", w);
     }
+    if (opts.tuning == "default") tuning::set_enabled(false);
     auto ctx = Context::create(opts.device);
     if (!opts.json)
       fmt::print("device: {} ({}), {} runs after {} warm-up\n", ctx->device().info.name, ctx->device().info.platform_name,
