@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl {
@@ -134,6 +135,7 @@ size_t Attention::workspace_bytes() const {
 
 std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const AttentionConfig& cfg) {
   validate(cfg);
+  tuning::record(cfg);
   std::unique_ptr<Attention> a(new Attention(ctx, device, cfg));
   const auto& info = ctx.device(device).info;
   const int64_t D = cfg.head_size, Dv = cfg.eff_v_head_size();
@@ -180,25 +182,32 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
   } else if (a->fused_) {
     // CPUs (PoCL) run a work-group on one thread and loop over its work-items, so fewer rows per
     // group keep the per-row arrays in cache; GPUs want enough rows to share each K/V tile.
+    // The tuning database (family "attention") fills the tile knobs the config leaves at default.
+    AttentionConfig tuned_cfg = cfg;
+    const bool tuned = [&] {
+      auto t = tuning::find(info, "attention", tuning::attention_problem(cfg));
+      if (t) tuning::attention_apply(t->params, tuned_cfg);
+      return t.has_value();
+    }();
     a->block_m_ = info.type == DeviceType::cpu ? 16 : std::min<size_t>(64, std::max<size_t>(info.max_work_group_size, 1));
     if (a->block_m_ > info.max_work_group_size) a->block_m_ = std::max<size_t>(1, info.max_work_group_size);
     size_t bn = pick_block_n(info, D, Dv);
     // Vector width along the head dimension: 8 on CPUs (AVX lanes), 4 on GPUs (wide local loads).
     int vec = info.type == DeviceType::cpu ? 8 : 4;
-    if (cfg.block_m > 0) a->block_m_ = size_t(cfg.block_m);
-    if (cfg.block_n > 0) bn = size_t(cfg.block_n);
-    if (cfg.vec > 0) vec = cfg.vec;
+    if (tuned_cfg.block_m > 0) a->block_m_ = size_t(tuned_cfg.block_m);
+    if (tuned_cfg.block_n > 0) bn = size_t(tuned_cfg.block_n);
+    if (tuned_cfg.vec > 0) vec = tuned_cfg.vec;
     if (vec != 1 && vec != 2 && vec != 4 && vec != 8 && vec != 16) invalid("Attention", "vec must be 1, 2, 4, 8 or 16, got {}", vec);
     while (vec > 1 && (D % vec || Dv % vec)) vec /= 2;
     // Local tiles measured no slower than direct global reads on PoCL (within this machine's noise), and
     // GPUs need them: on by default, a tuning knob otherwise.
-    const int use_local = cfg.use_local >= 0 ? cfg.use_local : 1;
+    const int use_local = tuned_cfg.use_local >= 0 ? tuned_cfg.use_local : 1;
     std::string opts =
         fmt::format("-DATT_KERNEL=1 -DHEAD_DIM={} -DHEAD_DIM_V={} -DBLOCK_M={} -DBLOCK_N={} -DVEC={} -DUSE_LOCAL={} -DMASK={} -DKV_LENS={}",
                     D, Dv, a->block_m_, bn, vec, use_local, mask, lens);
     a->kernel_ = make_kernel(ctx.program("attention.cl", opts, device), "attention_fused");
-    a->algorithm_ = fmt::format("fused:online-softmax BLOCK_M={} BLOCK_N={} VEC={}{}", a->block_m_, bn, vec,
-                                use_local ? " local-tiles" : " global-tiles");
+    a->algorithm_ = fmt::format("fused:online-softmax BLOCK_M={} BLOCK_N={} VEC={}{}{}", a->block_m_, bn, vec,
+                                use_local ? " local-tiles" : " global-tiles", tuned ? " (tuned)" : "");
   } else {
     // One GEMM pair per (batch, head-in-group), batched over the kv heads, so any layout and GQA map
     // onto strided batches: scores [B, Hq, Sq, Skv] with h = hk * group + g.

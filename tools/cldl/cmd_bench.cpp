@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.hpp"
+#include "runtime/tuning.hpp"
 #include "tools/cldl/bench.hpp"
 #include "tools/cldl/commands.hpp"
 #include "tools/cldl/model_cli.hpp"
@@ -93,6 +94,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-i,--input", model.inputs, "Model bench: NAME=FILE (.npy or ONNX .pb tensor)");
   cmd->add_option("--dim", model.dims, "Model bench: NAME=VALUE for a symbolic input dimension");
   cmd->add_flag("--random", model.random, "Model bench: random data for the inputs not given");
+  cmd->add_option("--tuning", opts.tuning, "Tuning database: db (use it), default (heuristics only), compare (both)")
+      ->check(CLI::IsMember({"db", "default", "compare"}));
   cmd->callback([] {
     if (!which.empty() && std::filesystem::path(which[0]).extension() == ".onnx") {
       if (which.size() > 1) fail("cldl bench {}: one model at a time (got '{}' too)", which[0], which[1]);
@@ -109,6 +112,7 @@ void add_bench_command(CLI::App& app) {
       bool known = std::any_of(bench::families().begin(), bench::families().end(), [&](auto& f) { return f.name == w; });
       if (!known) fail("unknown bench family '{}' (see cldl bench --list)", w);
     }
+    if (opts.tuning == "default") tuning::set_enabled(false);
     auto ctx = Context::create(opts.device);
     if (!opts.json)
       fmt::print("device: {} ({}), {} runs after {} warm-up\n", ctx->device().info.name, ctx->device().info.platform_name,
