@@ -5,6 +5,8 @@
 // the run with the speed-ups from the minimum times: fused over ORT and fused over plain.
 // Settings (--set): block_m, block_n, vec, use_local (tile kernel), blocked=-1/0/1, block_q (blocked
 // kernel), plain=0 (skip the plain path).
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <algorithm>
@@ -26,6 +28,13 @@ struct AttnCase {
   bool causal;
   std::string name() const { return fmt::format("B={} S={} H={} D={}{}", B, S, H, D, causal ? " causal" : ""); }
 };
+
+double process_cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (double(u.ru_utime.tv_sec) + double(u.ru_stime.tv_sec)) * 1e3 +
+         (double(u.ru_utime.tv_usec) + double(u.ru_stime.tv_usec)) * 1e-3;
+}
 
 std::vector<float> ramp(size_t n, float k) {
   std::vector<float> v(n);
@@ -106,12 +115,17 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       r.impl = algo == AttentionAlgo::fused ? "cldl:fused" : "cldl:plain";
       r.work = cfg.flops();
       r.note = op->algorithm();
+      // Process CPU time per run as well (all PoCL threads): less disturbed by other load than wall time.
+      int calls = 0;
+      double cpu0 = 0;
       r.wall = time_runs(
           [&] {
+            if (calls++ == o.warmup) cpu0 = process_cpu_ms();
             op->enqueue(in, out, ws ? &*ws : nullptr, ec);
             ec.queue.finish();
           },
           o.runs, o.warmup);
+      r.note += fmt::format(" cpu {:.1f} ms/run", (process_cpu_ms() - cpu0) / std::max(o.runs, 1));
       if (fused_result) r.note += fmt::format("; fused is {:.2f}x faster", Reporter::speedup(*fused_result, r));
       else fused_result = r;
       rep.add(r);
