@@ -26,7 +26,12 @@ namespace {
 struct AttnCase {
   int64_t B, S, H, D;
   bool causal;
-  std::string name() const { return fmt::format("B={} S={} H={} D={}{}", B, S, H, D, causal ? " causal" : ""); }
+  int64_t Sq = 0;  // > 0: a decode step, Sq new queries over S cached keys (no ONNX Runtime peer)
+  int64_t q_len() const { return Sq > 0 ? Sq : S; }
+  std::string name() const {
+    if (Sq > 0) return fmt::format("decode B={} Sq={} Skv={} H={} D={}", B, Sq, S, H, D);
+    return fmt::format("B={} S={} H={} D={}{}", B, S, H, D, causal ? " causal" : "");
+  }
 };
 
 double process_cpu_ms() {
@@ -76,7 +81,10 @@ std::map<std::string, nlohmann::json> run_onnxruntime(const Options& o, const st
 }
 
 void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
-  std::vector<AttnCase> cases = {{1, 512, 8, 64, false}, {4, 256, 12, 64, false}, {1, 1024, 16, 64, true}};
+  std::vector<AttnCase> cases = {{1, 512, 8, 64, false},
+                                 {4, 256, 12, 64, false},
+                                 {1, 1024, 16, 64, true},
+                                 {1, 1024, 16, 64, true, 1}};
   std::vector<AttnCase> chosen;
   for (const auto& c : cases)
     if (o.selected(c.name())) chosen.push_back(c);
@@ -93,12 +101,13 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       if (key == "blocked") cfg.blocked = std::stoi(a.substr(eq + 1));
       if (key == "block_q") cfg.block_q = std::stoi(a.substr(eq + 1));
     }
-    cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.S, cfg.kv_len = c.S, cfg.head_size = c.D, cfg.causal = c.causal;
-    const size_t n = size_t(c.B * c.H * c.S * c.D);
-    Tensor q = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 1e-3f)));
+    cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.q_len(), cfg.kv_len = c.S, cfg.head_size = c.D;
+    cfg.causal = c.causal, cfg.causal_offset = c.S - c.q_len();
+    const size_t n = size_t(c.B * c.H * c.S * c.D), nq = size_t(c.B * c.H * c.q_len() * c.D);
+    Tensor q = ctx.upload(HostTensor::from<float>({c.B, c.H, c.q_len(), c.D}, ramp(nq, 1e-3f)));
     Tensor k = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 7e-4f)));
     Tensor v = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 9e-4f)));
-    Tensor y = ctx.alloc({c.B, c.H, c.S, c.D}, DType::f32);
+    Tensor y = ctx.alloc({c.B, c.H, c.q_len(), c.D}, DType::f32);
     std::optional<Result> fused_result;
     const bool skip_plain = std::find(o.args.begin(), o.args.end(), "plain=0") != o.args.end();
     for (AttentionAlgo algo : {AttentionAlgo::fused, AttentionAlgo::plain}) {
@@ -132,8 +141,11 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
     }
   }
   std::map<std::string, nlohmann::json> peer;
-  if (o.compare && !chosen.empty()) {
-    peer = run_onnxruntime(o, chosen, int(std::max<uint32_t>(ctx.device().info.compute_units, 1)));
+  std::vector<AttnCase> peer_cases;
+  for (const auto& c : chosen)
+    if (c.Sq == 0) peer_cases.push_back(c);
+  if (o.compare && !peer_cases.empty()) {
+    peer = run_onnxruntime(o, peer_cases, int(std::max<uint32_t>(ctx.device().info.compute_units, 1)));
     if (peer.empty()) log::info("bench attention: ONNX Runtime peer not available (pip install onnxruntime onnx)");
   }
   for (const auto& c : chosen) {
