@@ -178,13 +178,9 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     a->pack_ = make_kernel(prog, "attention_pack_k");
     a->algorithm_ = fmt::format("fused:blocked BQ={} BKV=16 VEC_V={} packed-K", bq, vv);
   } else if (a->fused_) {
-    // CPUs (PoCL) run a work-group on one thread and loop over its work-items, so fewer rows per
-    // group keep the per-row arrays in cache; GPUs want enough rows to share each K/V tile.
-    // On CPUs this kernel serves decode steps (few rows per kv head): a group of just those rows.
-    const size_t rows = size_t(cfg.q_len * (cfg.q_heads / cfg.eff_kv_heads()));
-    size_t cpu_m = 1;
-    while (cpu_m < rows && cpu_m < 16) cpu_m *= 2;
-    a->block_m_ = info.type == DeviceType::cpu ? cpu_m : std::min<size_t>(64, std::max<size_t>(info.max_work_group_size, 1));
+    // GPUs want enough rows per work-group to share each K/V tile. On CPUs this kernel serves decode steps (a few rows per kv head) and reads K/V from global memory,
+    // so rows share nothing through a work-group: one row per group (no idle rows, one build per shape).
+    a->block_m_ = info.type == DeviceType::cpu ? 1 : std::min<size_t>(64, std::max<size_t>(info.max_work_group_size, 1));
     if (a->block_m_ > info.max_work_group_size) a->block_m_ = std::max<size_t>(1, info.max_work_group_size);
     size_t bn = pick_block_n(info, D, Dv);
     // Vector width along the head dimension: 16 on CPUs (a decode step over 1024 cached keys ran 3.5x
