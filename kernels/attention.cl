@@ -1,5 +1,6 @@
 // Scaled-dot-product attention: the fused kernel (K/V tiles through local memory, online softmax, the
-// Sq x Skv score matrix never stored), the row softmax of the plain path (scores in memory, GEMMs in
+// Sq x Skv score matrix never stored), its CPU twin attention_blocked (register-blocked rows x keys,
+// K packed first; see its section), the row softmax of the plain path (scores in memory, GEMMs in
 // gemm.cl) and the KV-cache append.
 //
 // Macros (defaults correct on any device):
