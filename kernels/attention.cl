@@ -1,5 +1,6 @@
 // Scaled-dot-product attention: the fused kernel (K/V tiles through local memory, online softmax, the
-// Sq x Skv score matrix never stored), the row softmax of the plain path (scores in memory, GEMMs in
+// Sq x Skv score matrix never stored), its CPU twin attention_blocked (register-blocked rows x keys,
+// K packed first; see its section), the row softmax of the plain path (scores in memory, GEMMs in
 // gemm.cl) and the KV-cache append.
 //
 // Macros (defaults correct on any device):
@@ -312,11 +313,30 @@ __kernel void attention_pack_k(int Skv, int D, int nblk, __global const float* K
   }
 }
 
+// e^x for x <= 0 on 16 lanes: 2^(x log2 e) split into 2^n (exponent bits, n = rint) times the degree-6
+// Taylor polynomial of 2^f on [-1/2, 1/2] (relative error below 3e-7); below -87 (where e^x is
+// subnormal) it is exactly 0, so masked (-inf) lanes give 0. Cheaper than PoCL's exp() on float16.
+inline float16 att_exp16(float16 x) {
+  const float16 t = fmax(x * 1.44269504f, -126.0f);
+  const float16 n = rint(t);
+  const float16 f = t - n;
+  float16 q = (float16)(1.54035304e-4f);
+  q = fma(q, f, (float16)(1.33335581e-3f));
+  q = fma(q, f, (float16)(9.61812911e-3f));
+  q = fma(q, f, (float16)(5.55041087e-2f));
+  q = fma(q, f, (float16)(2.40226507e-1f));
+  q = fma(q, f, (float16)(6.93147181e-1f));
+  q = fma(q, f, (float16)(1.0f));
+  const float16 r = q * as_float16((convert_int16(n) + 127) << 23);
+  return select(r, (float16)(0.0f), x < (float16)(-87.0f));
+}
+
+// Plain compares, not fmax: scores are never NaN here, and fmax's NaN rules cost extra instructions.
 inline float att_hmax16(float16 x) {
-  float8 a = fmax(x.lo, x.hi);
-  float4 c = fmax(a.lo, a.hi);
-  float2 e = fmax(c.lo, c.hi);
-  return fmax(e.lo, e.hi);
+  float8 a = select(x.lo, x.hi, x.hi > x.lo);
+  float4 c = select(a.lo, a.hi, a.hi > a.lo);
+  float2 e = select(c.lo, c.hi, c.hi > c.lo);
+  return e.hi > e.lo ? e.hi : e.lo;
 }
 inline float att_hsum16(float16 x) {
   float8 a = x.lo + x.hi;
@@ -400,10 +420,11 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, int nblk, __global
 
   const int nc = Dv / VEC_V;
   vv_t acc[BQ][MAX_DV / VEC_V];
-  float m[BQ], l[BQ];
+  float m[BQ];
+  float16 l[BQ];
 #pragma unroll
   for (int i = 0; i < BQ; ++i) {
-    m[i] = -INFINITY, l[i] = 0.0f;
+    m[i] = -INFINITY, l[i] = (float16)(0.0f);
     for (int c = 0; c < nc; ++c) acc[i][c] = (vv_t)(0.0f);
   }
   __global const float* kp = Kp + kp_off + (b * Hk + hk) * nblk * (long)D * ATT_BKV;
@@ -439,14 +460,17 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, int nblk, __global
       __global const uchar* mb = 0;
 #endif
       if (!clean) x = att_fix_block(&p, x, row[i], kv0, kv_end, coff, mf, mb);
-      const float m_new = fmax(m[i], att_hmax16(x));
+      const float bmax = att_hmax16(x);
       float16 pr = (float16)(0.0f);
       alpha[i] = 1.0f;
-      if (m_new != -INFINITY) {  // a block masked out entirely for this row leaves its state unchanged
-        alpha[i] = exp(m[i] - m_new);
-        pr = exp(x - m_new);
-        l[i] = l[i] * alpha[i] + att_hsum16(pr);
-        m[i] = m_new;
+      if (bmax > m[i]) {  // the running max grows: rescale what was summed so far
+        alpha[i] = exp(m[i] - bmax);
+        l[i] *= alpha[i];
+        m[i] = bmax;
+      }
+      if (m[i] != -INFINITY) {  // a row that has seen no visible key yet keeps its (empty) state
+        pr = att_exp16(x - m[i]);
+        l[i] += pr;  // lane-wise; summed across lanes once at the end
       }
       vstore16(pr, 0, pb[i]);
     }
@@ -473,7 +497,8 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, int nblk, __global
   for (int i = 0; i < BQ; ++i) {
     if (r0 + i < rows) {
       // A row with every key masked has no softmax; it yields zeros (as attention_fused).
-      const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+      const float sum = att_hsum16(l[i]);
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
       const int r = r0 + i;
       const int h = hk * p.group + r / p.Sq;
       __global float* op = O + o_off + b * o_sb + h * o_sh + (long)row[i] * o_ss;
