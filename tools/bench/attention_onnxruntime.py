@@ -47,8 +47,11 @@ def main():
     ap.add_argument("cases", nargs="+")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = ORT default)")
     a = ap.parse_args()
     opts = ort.SessionOptions()
+    if a.threads:
+        opts.intra_op_num_threads = a.threads
     for c in a.cases:
         b, s, h, d, causal = (int(x) for x in c.split("x"))
         feeds = {n: np.random.rand(b, h, s, d).astype(np.float32) for n in ("Q", "K", "V")}

@@ -1,6 +1,10 @@
 // `cldl bench attention`: scaled-dot-product attention, fused vs plain path, and ONNX Runtime's CPU
-// Attention (tools/bench/attention_onnxruntime.py) as the peer when python3 + onnxruntime are present.
-// GFLOP/s counts 4*B*H*S*S*D (QK and PV), half of that for causal.
+// Attention (tools/bench/attention_onnxruntime.py) as the peer when python3 + onnxruntime are present,
+// in the same run with as many intra-op threads as the device has compute units (--set ort_threads=N
+// overrides). GFLOP/s counts 4*B*H*S*S*D (QK and PV), half of that for causal. A summary table ends
+// the run with the speed-ups from the minimum times: fused over ORT and fused over plain.
+// Settings (--set): block_m, block_n, vec, use_local (tile kernel), blocked=-1/0/1, block_q (blocked
+// kernel), plain=0 (skip the plain path).
 #include <cstdio>
 #include <filesystem>
 #include <algorithm>
@@ -30,15 +34,26 @@ std::vector<float> ramp(size_t n, float k) {
 }
 
 // The peer: runs the python script once for all cases, returns its JSON lines keyed by case name.
-std::map<std::string, nlohmann::json> run_onnxruntime(const Options& o, const std::vector<AttnCase>& cases) {
+std::map<std::string, nlohmann::json> run_onnxruntime(const Options& o, const std::vector<AttnCase>& cases,
+                                                      int threads) {
   std::map<std::string, nlohmann::json> out;
-  // The script sits in the source tree next to this file's folder (--set ort_script=PATH overrides).
-  std::string script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "bench" /
-                        "attention_onnxruntime.py").string();
+  // The script sits in the source tree (tools/bench): found next to this file's folder, next to the
+  // executable's build folder, or under the working directory (__FILE__ is relative under ccache's
+  // base_dir); --set ort_script=PATH overrides.
+  namespace fs = std::filesystem;
+  const fs::path rel = fs::path("tools") / "bench" / "attention_onnxruntime.py";
+  std::vector<fs::path> candidates = {fs::path(__FILE__).parent_path().parent_path() / "bench" / rel.filename(), rel};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back(exe.parent_path().parent_path() / rel);
+  std::string script;
+  for (const auto& c : candidates)
+    if (script.empty() && fs::exists(c)) script = c.string();
   for (const auto& a : o.args)
     if (a.rfind("ort_script=", 0) == 0) script = a.substr(11);
-  if (!std::filesystem::exists(script)) return out;
-  std::string cmd = fmt::format("python3 {} --runs {} --warmup {}", script, o.runs, o.warmup);
+    else if (a.rfind("ort_threads=", 0) == 0) threads = std::stoi(a.substr(12));
+  if (script.empty() || !fs::exists(script)) return out;
+  std::string cmd = fmt::format("python3 {} --runs {} --warmup {} --threads {}", script, o.runs, o.warmup, threads);
   for (const auto& c : cases) cmd += fmt::format(" {}x{}x{}x{}x{}", c.B, c.S, c.H, c.D, int(c.causal));
   FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
   if (!p) return out;
@@ -66,6 +81,8 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       if (key == "block_n") cfg.block_n = std::stoi(a.substr(eq + 1));
       if (key == "vec") cfg.vec = std::stoi(a.substr(eq + 1));
       if (key == "use_local") cfg.use_local = std::stoi(a.substr(eq + 1));
+      if (key == "blocked") cfg.blocked = std::stoi(a.substr(eq + 1));
+      if (key == "block_q") cfg.block_q = std::stoi(a.substr(eq + 1));
     }
     cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.S, cfg.kv_len = c.S, cfg.head_size = c.D, cfg.causal = c.causal;
     const size_t n = size_t(c.B * c.H * c.S * c.D);
@@ -100,11 +117,10 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       rep.add(r);
     }
   }
-  if (!o.compare || chosen.empty()) return;
-  auto peer = run_onnxruntime(o, chosen);
-  if (peer.empty()) {
-    log::info("bench attention: ONNX Runtime peer not available (pip install onnxruntime onnx)");
-    return;
+  std::map<std::string, nlohmann::json> peer;
+  if (o.compare && !chosen.empty()) {
+    peer = run_onnxruntime(o, chosen, int(std::max<uint32_t>(ctx.device().info.compute_units, 1)));
+    if (peer.empty()) log::info("bench attention: ONNX Runtime peer not available (pip install onnxruntime onnx)");
   }
   for (const auto& c : chosen) {
     auto it = peer.find(c.name());
@@ -121,6 +137,23 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
         r.note += fmt::format("; fused is {:.2f}x faster than this", Reporter::speedup(prev, r));
     rep.add(r);
   }
+  if (o.json || chosen.empty()) return;
+  // Ratios from the minimum times of this run (the least disturbed by other load on the machine).
+  auto min_ms = [&](const std::string& name, const char* impl) {
+    for (const auto& r : rep.results())
+      if (r.name == name && r.impl == impl) return r.wall.min_ms;
+    return 0.0;
+  };
+  auto ratio = [](double num, double den) { return num > 0 && den > 0 ? fmt::format("{:.2f}x", num / den) : "-"; };
+  fmt::print("\n{:<32} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "attention (min ms)", "fused", "plain", "onnxrt",
+             "ORT/fused", "plain/fused");
+  for (const auto& c : chosen) {
+    const double f = min_ms(c.name(), "cldl:fused"), p = min_ms(c.name(), "cldl:plain"),
+                 x = min_ms(c.name(), "onnxruntime");
+    auto ms = [](double v) { return v > 0 ? fmt::format("{:.3f}", v) : "-"; };
+    fmt::print("{:<32} {:>10} {:>10} {:>10} {:>12} {:>12}\n", c.name(), ms(f), ms(p), ms(x), ratio(x, f), ratio(p, f));
+  }
+  std::fflush(stdout);
 }
 
 const Registration kAttention("attention", "Scaled-dot-product attention: fused vs plain (vs ONNX Runtime)",
