@@ -123,7 +123,8 @@ typedef struct cldl_load_options {
 
 CLDL_API void cldl_load_options_init(cldl_load_options* opts);
 
-/* ONNX model from a file or from memory (no external data files); `opts` may be NULL. */
+/* ONNX model from a file or from memory (external data files of an in-memory model resolve against the
+ * current directory); `opts` may be NULL. */
 CLDL_API cldl_status cldl_model_load(cldl_context ctx, const char* path, const cldl_load_options* opts,
                                      cldl_model* out);
 CLDL_API cldl_status cldl_model_load_memory(cldl_context ctx, const void* data, size_t size,

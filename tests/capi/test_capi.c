@@ -1,7 +1,8 @@
 /* The C API from C: devices, loading (file and memory, symbolic dims), tensor info, host runs checked
  * against a C reference, asynchronous runs, and the error paths (codes and messages).
  * Usage: cldl_test_capi MODEL_DIR */
-#define _POSIX_C_SOURCE 199309L
+#define _POSIX_C_SOURCE 200112L
+#include <pthread.h>
 #include <time.h>
 
 #include "mlp_ref.h"
@@ -12,6 +13,34 @@ static void on_done(cldl_session s, cldl_status status, void* user) {
   (void)s;
   *(int*)user += 1;
   g_callback_status = (int)status;
+}
+
+/* One thread's work: its own session of a shared model, several runs with its own inputs. */
+typedef struct {
+  cldl_model model;
+  int seed, ok;
+} thread_job;
+
+static void* run_thread(void* p) {
+  thread_job* job = (thread_job*)p;
+  cldl_session s;
+  float x[3 * MLP_IN], y[3 * MLP_OUT], want[3 * MLP_OUT];
+  int64_t dims[2] = {3, MLP_IN};
+  int k, i;
+  job->ok = 0;
+  if (cldl_session_create(job->model, &s) != CLDL_OK) return NULL;
+  for (k = 0; k < 5; ++k) {
+    for (i = 0; i < 3 * MLP_IN; ++i) x[i] = (float)((i * (job->seed + 3) + k) % 11 - 5) * 0.25f;
+    mlp_reference(x, 3, want);
+    if (cldl_session_set_input(s, "x", CLDL_F32, dims, 2, x, sizeof x) || cldl_session_run(s) ||
+        cldl_session_get_output(s, "y", y, sizeof y) || !close_all(y, want, 3 * MLP_OUT, 1e-5f)) {
+      fprintf(stderr, "thread %d, run %d: %s\n", job->seed, k, cldl_last_error());
+      cldl_session_release(s);
+      return NULL;
+    }
+  }
+  job->ok = cldl_session_release(s) == CLDL_OK;
+  return NULL;
 }
 
 static void* read_file(const char* path, size_t* size) {
@@ -143,6 +172,22 @@ int main(int argc, char** argv) {
     OK(cldl_session_release(bs));
     OK(cldl_model_release(branch));
     snprintf(path, sizeof path, "%s/mlp.onnx", argv[1]);
+  }
+
+  /* Sessions of one model on four threads at once. */
+  {
+    pthread_t threads[4];
+    thread_job jobs[4];
+    int t;
+    for (t = 0; t < 4; ++t) {
+      jobs[t].model = model;
+      jobs[t].seed = t;
+      CHECK(pthread_create(&threads[t], NULL, run_thread, &jobs[t]) == 0);
+    }
+    for (t = 0; t < 4; ++t) {
+      pthread_join(threads[t], NULL);
+      CHECK(jobs[t].ok);
+    }
   }
 
   /* From memory, batch 1. */
