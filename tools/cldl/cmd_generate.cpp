@@ -37,7 +37,8 @@ void add_generate_command(CLI::App& app) {
     go.prompt_token_by_token = one_by_one;
     graph::Generator gen(Context::create(device), model, go);
     double load_ms = elapsed_ms(t0);
-    graph::GenerateOptions o{.max_new_tokens = tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
+    graph::GenerateOptions o;
+    o.max_new_tokens = tokens, o.temperature = temperature, o.top_k = top_k, o.seed = seed;
     auto r = gen.generate(vocab, prompt, o);
     if (json) {
       nlohmann::json j{{"model", model},           {"device", gen.device_name()},     {"prompt", prompt},
