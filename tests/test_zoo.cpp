@@ -2,7 +2,8 @@
 // stored beside them when it trained and exported them (ref_*.npy, reference.json). The digits CNN's
 // logits and accuracy; the char LSTM's logits and final states, its greedy continuation of a fixed
 // prompt (whole prompt in one call, token by token, every RNN strategy), the context limit read from
-// metadata_props, sampling, and the errors of Vocab / Generator; the classify and generate commands.
+// metadata_props, sampling, and the errors of Vocab / Generator; a toy LM built here (pos, state, context
+// limit against a closed form); the classify and generate commands.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/builder.hpp"
 #include "models/generate.hpp"
 #include "models/model.hpp"
 #include "models/npy.hpp"
@@ -54,9 +56,87 @@ std::vector<int64_t> reference_greedy() {
   return j["greedy_tokens"].get<std::vector<int64_t>>();
 }
 
+// A toy language model that uses every part of the convention, with a closed-form next token:
+// tokens i64 [1, T], pos i64 [1], state s f32 [1] (s_out = s_in + 1: the calls so far); the logits at
+// every position are one-hot at (token + pos + s + 1) mod V. Without `with_state_out` it breaks the
+// convention (s_in without s_out).
+Graph toy_lm(int64_t V, bool with_state_out = true) {
+  GraphBuilder b("toy_lm", 17);
+  ValueShape ts;
+  ts.dims = {1, -1};
+  ts.symbols = {"", "T"};
+  auto tokens = b.input("tokens", DType::i64, ts);
+  auto pos = b.input("pos", DType::i64, Shape{1});
+  auto s = b.input("s_in", DType::f32, Shape{1});
+  std::vector<float> e(size_t(V * V), 0.0f);
+  for (int64_t i = 0; i < V; ++i) e[size_t(i * V + (i + 1) % V)] = 1.0f;
+  auto table = b.constant("E", HostTensor::from<float>(Shape{V, V}, e));
+  std::vector<int64_t> v{V};
+  std::vector<float> one{1.0f};
+  auto idx = b.op1("Add", {b.op1("Add", {tokens, pos}), b.op1("Cast", {s}, {{"to", int64_t(7)}})});
+  idx = b.op1("Mod", {idx, b.constant("V", HostTensor::from<int64_t>(Shape{1}, v))});
+  b.output(b.op1("Gather", {table, idx}, {{"axis", int64_t(0)}}), "logits");
+  if (with_state_out) b.output(b.add(s, b.constant("one", HostTensor::from<float>(Shape{1}, one))), "s_out");
+  return b.build();
+}
+
+// The toy model's tokens, simulated call by call: each call sees its last token, its pos and s.
+std::vector<int64_t> toy_expected(const std::vector<int64_t>& prompt, int n, int64_t V, bool whole_prompt) {
+  std::vector<int64_t> out;
+  int64_t s = 0, pos = 0, last = 0;
+  auto call = [&](int64_t tok, int64_t len) {
+    last = (tok + pos + s + 1) % V;
+    pos += len, s += 1;
+  };
+  if (whole_prompt) call(prompt.back(), int64_t(prompt.size()));
+  else
+    for (int64_t t : prompt) call(t, 1);
+  out.push_back(last);
+  while (int(out.size()) < n) {
+    call(last, 1);
+    out.push_back(last);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_SUITE("zoo") {
+
+TEST_CASE("generator: pos and state inputs follow the convention (toy model with a closed-form answer)") {
+  const int64_t V = 11;
+  const std::string dir = test::temp_dir("zoo-toy");
+  export_onnx_file(toy_lm(V), dir + "/toy.onnx");
+  const std::vector<int64_t> prompt{3, 9, 4, 0, 7};
+  for (bool one_by_one : {false, true}) {
+    CAPTURE(one_by_one);
+    GeneratorOptions go;
+    go.prompt_token_by_token = one_by_one;
+    Generator gen(test::shared_ctx(), dir + "/toy.onnx", go);
+    CHECK(gen.vocab_size() == V);
+    CHECK(gen.state_names() == std::vector<std::string>{"s"});
+    auto r = gen.generate(prompt, opts(23));
+    CHECK(r.tokens == toy_expected(prompt, 23, V, !one_by_one));
+    // A prompt of one token, and the second run of the same Generator starts from zero state again.
+    CHECK(gen.generate(std::vector<int64_t>{5}, opts(9)).tokens == toy_expected({5}, 9, V, true));
+    CHECK(gen.generate(prompt, opts(23)).tokens == r.tokens);
+  }
+  Graph limited = toy_lm(V);
+  limited.metadata["max_positions"] = "8";
+  export_onnx_file(limited, dir + "/limited.onnx");
+  Generator gen(test::shared_ctx(), dir + "/limited.onnx");
+  auto r = gen.generate(prompt, opts(50));
+  CHECK(r.hit_context_limit);
+  CHECK(r.tokens == toy_expected(prompt, 8 - 5 + 1, V, true));
+  CHECK(gen.generate(std::vector<int64_t>(8, 1), opts(1)).tokens.size() == 1);  // exactly full: one token
+  CHECK(test::error_of([&] { gen.generate(std::vector<int64_t>(9, 1), opts(1)); }).find("max_positions 8") != std::string::npos);
+
+  export_onnx_file(toy_lm(V, false), dir + "/broken.onnx");
+  auto msg = test::error_of([&] { Generator(test::shared_ctx(), dir + "/broken.onnx"); });
+  CHECK(msg.find("state input 's_in' has no output 's_out'") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 
 TEST_CASE("digits CNN: logits and accuracy match PyTorch's") {
   HostTensor x = read_npy(kCnn + "x_test.npy"), y = read_npy(kCnn + "y_test.npy"), want = read_npy(kCnn + "ref_logits.npy");
