@@ -36,6 +36,8 @@ void add_generate_command(CLI::App& app) {
     go.compile.rnn_strategy = rnn_strategy;
     go.prompt_token_by_token = one_by_one;
     graph::Generator gen(Context::create(device), model, go);
+    if (const auto n = int64_t(vocab.encode(prompt).size()); n > 1 && !one_by_one && n <= gen.max_positions().value_or(n))
+      gen.model_for(n);  // compile for the prompt length now
     double load_ms = elapsed_ms(t0);
     graph::GenerateOptions o;
     o.max_new_tokens = tokens, o.temperature = temperature, o.top_k = top_k, o.seed = seed;
