@@ -32,9 +32,12 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 std::string char_at(const std::string& s, size_t i) {
   size_t n = 1;
   auto c = static_cast<unsigned char>(s[i]);
-  if (c >= 0xF0) n = 4;
-  else if (c >= 0xE0) n = 3;
-  else if (c >= 0xC0) n = 2;
+  if (c >= 0xF0)
+    n = 4;
+  else if (c >= 0xE0)
+    n = 3;
+  else if (c >= 0xC0)
+    n = 2;
   std::string ch = s.substr(i, n);
   if (c < 0x20 || c == 0x7F) return fmt::format("\\x{:02x}", unsigned(c));
   return ch;
@@ -49,7 +52,8 @@ int64_t pick_token(std::span<const float> logits, const GenerateOptions& o, std:
   std::vector<int64_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   size_t k = o.top_k > 0 ? std::min(size_t(o.top_k), ids.size()) : ids.size();
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
   ids.resize(k);
   double top = logits[ids[0]];
   std::vector<double> w(k);
@@ -82,9 +86,12 @@ Vocab Vocab::load(const std::string& path) {
   }
   const nlohmann::json* list = &j;
   if (j.is_object()) {
-    if (j.contains("chars")) list = &j["chars"];
-    else if (j.contains("tokens")) list = &j["tokens"];
-    else fail("vocab '{}': expected a \"chars\" or \"tokens\" list", path);
+    if (j.contains("chars"))
+      list = &j["chars"];
+    else if (j.contains("tokens"))
+      list = &j["tokens"];
+    else
+      fail("vocab '{}': expected a \"chars\" or \"tokens\" list", path);
   }
   if (!list->is_array()) fail("vocab '{}': the token list is not a JSON array", path);
   std::vector<std::string> tokens;
@@ -96,7 +103,8 @@ Vocab Vocab::load(const std::string& path) {
 }
 
 const std::string& Vocab::token(int64_t id) const {
-  if (id < 0 || size_t(id) >= tokens_.size()) fail("{}: token id {} is out of range [0, {})", what_, id, tokens_.size());
+  if (id < 0 || size_t(id) >= tokens_.size())
+    fail("{}: token id {} is out of range [0, {})", what_, id, tokens_.size());
   return tokens_[size_t(id)];
 }
 
@@ -149,17 +157,22 @@ Generator::Generator(std::shared_ptr<Context> ctx, const std::string& model_path
   if (tokens->shape.dims[0] >= 0 && tokens->shape.dims[0] != 1)
     fail("{}: input 'tokens' has batch {}; the generator runs batch 1", what, tokens->shape.dims[0]);
   if (tokens->shape.dims[0] < 0) batch_sym_ = tokens->shape.symbols[0];
-  if (tokens->shape.dims[1] < 0) time_sym_ = tokens->shape.symbols[1];
-  else static_t_ = tokens->shape.dims[1];
+  if (tokens->shape.dims[1] < 0)
+    time_sym_ = tokens->shape.symbols[1];
+  else
+    static_t_ = tokens->shape.dims[1];
   if (tokens->shape.dims[0] < 0 && batch_sym_.empty()) fail("{}: input 'tokens' has an unnamed batch dimension", what);
-  if (tokens->shape.dims[1] < 0 && time_sym_.empty()) fail("{}: input 'tokens' has an unnamed sequence dimension", what);
+  if (tokens->shape.dims[1] < 0 && time_sym_.empty())
+    fail("{}: input 'tokens' has an unnamed sequence dimension", what);
   if (static_t_ > 1 && !time_sym_.empty()) fail("{}: internal: T both static and symbolic", what);
-  if (static_t_ > 1) fail("{}: input 'tokens' has a fixed length {}; the generator needs T symbolic or 1", what, static_t_);
+  if (static_t_ > 1)
+    fail("{}: input 'tokens' has a fixed length {}; the generator needs T symbolic or 1", what, static_t_);
   if (!outs.count("logits")) fail("{}: no output 'logits' ([B, T, V])", what);
   for (auto& [name, v] : ins) {
     if (name == "tokens") continue;
     if (name == "pos") {
-      if (v->dtype != DType::i64 && v->dtype != DType::i32) fail("{}: input 'pos' is {}, expected int64 [1]", what, to_string(v->dtype));
+      if (v->dtype != DType::i64 && v->dtype != DType::i32)
+        fail("{}: input 'pos' is {}, expected int64 [1]", what, to_string(v->dtype));
       has_pos_ = true;
       continue;
     }
@@ -186,7 +199,8 @@ Generator::~Generator() = default;
 const std::string& Generator::device_name() const { return ctx_->device(opts_.compile.device).info.name; }
 
 CompiledModel& Generator::model_for(int64_t t) {
-  if (static_t_ == 1 && t != 1) fail("model '{}': input 'tokens' has a fixed length 1; cannot run {} tokens a call", path_, t);
+  if (static_t_ == 1 && t != 1)
+    fail("model '{}': input 'tokens' has a fixed length 1; cannot run {} tokens a call", path_, t);
   auto it = compiled_.find(t);
   if (it != compiled_.end()) return *it->second->model;
   const std::string what = fmt::format("model '{}' (T = {})", path_, t);
@@ -220,7 +234,12 @@ CompiledModel& Generator::model_for(int64_t t) {
   vocab_size_ = v;
   c->model = CompiledModel::compile(ctx_, std::move(g), opts_.compile);
   c->session = c->model->session();
-  return *compiled_.emplace(t, std::move(c)).first->second->model;
+  compiled_.emplace(t, std::move(c));
+  // One call on zeros, so the first real call (and its timing) does not pay for first-run set-up.
+  std::vector<int64_t> zeros(size_t(t), 0);
+  auto state = zero_state(t);
+  call(t, zeros, 0, state);
+  return *compiled_.at(t)->model;
 }
 
 std::map<std::string, HostTensor> Generator::zero_state(int64_t t) {
@@ -280,9 +299,11 @@ GenerateResult Generator::generate(std::span<const int64_t> prompt, const Genera
   r.prompt.assign(prompt.begin(), prompt.end());
   if (prompt.empty()) fail("model '{}': the prompt has no tokens", path_);
   if (o.max_new_tokens < 0) fail("generate: max_new_tokens is {}", o.max_new_tokens);
-  if (o.temperature < 0 || !std::isfinite(o.temperature)) fail("generate: temperature {} (0 = greedy, > 0 samples)", o.temperature);
+  if (o.temperature < 0 || !std::isfinite(o.temperature))
+    fail("generate: temperature {} (0 = greedy, > 0 samples)", o.temperature);
   for (int64_t id : prompt)
-    if (id < 0 || id >= vocab_size_) fail("model '{}': prompt token {} is out of range [0, {})", path_, id, vocab_size_);
+    if (id < 0 || id >= vocab_size_)
+      fail("model '{}': prompt token {} is out of range [0, {})", path_, id, vocab_size_);
   const int64_t limit = max_positions_.value_or(INT64_MAX);
   if (int64_t(prompt.size()) > limit)
     fail("model '{}': the prompt has {} tokens, more than the model's max_positions {}", path_, prompt.size(), limit);

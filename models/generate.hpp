@@ -61,12 +61,12 @@ struct GenerateOptions {
 };
 
 struct GenerateResult {
-  std::vector<int64_t> prompt;  // the prompt's token ids
-  std::vector<int64_t> tokens;  // the new tokens
-  std::string text;             // the new tokens decoded (when a Vocab was given)
+  std::vector<int64_t> prompt;     // the prompt's token ids
+  std::vector<int64_t> tokens;     // the new tokens
+  std::string text;                // the new tokens decoded (when a Vocab was given)
   bool hit_context_limit = false;  // stopped early at max_positions
-  double prompt_ms = 0;         // the call(s) over the prompt, which give the first new token
-  double decode_ms = 0;         // the T = 1 calls that give the other new tokens
+  double prompt_ms = 0;            // the call(s) over the prompt, which give the first new token
+  double decode_ms = 0;            // the T = 1 calls that give the other new tokens
   double ms_per_token() const { return tokens.empty() ? 0 : (prompt_ms + decode_ms) / double(tokens.size()); }
   // Mean time of one T = 1 step (0 when there was none).
   double decode_ms_per_token() const { return tokens.size() > 1 ? decode_ms / double(tokens.size() - 1) : 0; }

@@ -52,18 +52,20 @@ void add_classify_command(CLI::App& app) {
   cmd->add_flag("--json", json, "One JSON object on stdout");
   cmd->callback([] {
     HostTensor x = graph::read_tensor_file(input);
-    if (x.shape().rank() < 1 || x.numel() == 0) fail("classify: --input '{}' has shape {}; expected [N, ...]", input, x.shape().str());
+    if (x.shape().rank() < 1 || x.numel() == 0)
+      fail("classify: --input '{}' has shape {}; expected [N, ...]", input, x.shape().str());
     const int64_t n = x.shape()[0];
     const int64_t b = batch > 0 ? std::min(batch, n) : n;
     graph::Graph g = graph::import_onnx_file(model);
     if (g.inputs.size() != 1) fail("classify: model '{}' has {} inputs; expected one", model, g.inputs.size());
     if (g.inputs[0].dtype != x.dtype())
-      fail("classify: input '{}' of the model is {}, --input '{}' is {}", g.inputs[0].name, to_string(g.inputs[0].dtype),
-           input, to_string(x.dtype()));
+      fail("classify: input '{}' of the model is {}, --input '{}' is {}", g.inputs[0].name,
+           to_string(g.inputs[0].dtype), input, to_string(x.dtype()));
     std::vector<int64_t> truth;
     if (!labels.empty()) {
       HostTensor y = graph::read_tensor_file(labels);
-      if (y.dtype() == DType::f32 || y.dtype() == DType::f16) fail("classify: --labels '{}' is {}; expected integers", labels, to_string(y.dtype()));
+      if (y.dtype() == DType::f32 || y.dtype() == DType::f16)
+        fail("classify: --labels '{}' is {}; expected integers", labels, to_string(y.dtype()));
       if (y.numel() != n) fail("classify: --labels '{}' has {} values for {} samples", labels, y.numel(), n);
       for (double v : graph::to_doubles(y)) truth.push_back(int64_t(v));
     }
@@ -85,11 +87,13 @@ void add_classify_command(CLI::App& app) {
         auto& bm = m == b ? full : rest;
         auto out = bm.session->run({{in_name, part}});
         const HostTensor& y = out.at(out_name);
-        if (y.numel() % m) fail("classify: output '{}' {} does not split into {} samples", out_name, y.shape().str(), m);
+        if (y.numel() % m)
+          fail("classify: output '{}' {} does not split into {} samples", out_name, y.shape().str(), m);
         const auto v = graph::to_doubles(y);
         const size_t classes = v.size() / size_t(m);
         for (int64_t i = 0; i < m; ++i)
-          pred[size_t(s + i)] = std::max_element(v.begin() + i * classes, v.begin() + (i + 1) * classes) - (v.begin() + i * classes);
+          pred[size_t(s + i)] =
+              std::max_element(v.begin() + i * classes, v.begin() + (i + 1) * classes) - (v.begin() + i * classes);
       }
     };
     pass();  // warm-up
@@ -105,14 +109,20 @@ void add_classify_command(CLI::App& app) {
     for (size_t i = 0; i < truth.size(); ++i) correct += pred[i] == truth[i];
     const std::string dev = ctx->device().info.name;
     if (json) {
-      nlohmann::json j{{"model", model}, {"device", dev}, {"samples", n}, {"batch", b}, {"ms_per_sample", per_sample}, {"load_ms", load_ms}};
-      if (truth.empty()) j["predictions"] = pred;
-      else j["accuracy"] = double(correct) / double(n), j["correct"] = correct;
+      nlohmann::json j{
+          {"model", model},    {"device", dev}, {"samples", n}, {"batch", b}, {"ms_per_sample", per_sample},
+          {"load_ms", load_ms}};
+      if (truth.empty())
+        j["predictions"] = pred;
+      else
+        j["accuracy"] = double(correct) / double(n), j["correct"] = correct;
       fmt::print("{}\n", j.dump());
       return;
     }
-    if (truth.empty()) fmt::print("predictions {}\n", fmt::join(pred, " "));
-    else fmt::print("accuracy {:.4f} ({}/{})\n", double(correct) / double(n), correct, n);
+    if (truth.empty())
+      fmt::print("predictions {}\n", fmt::join(pred, " "));
+    else
+      fmt::print("accuracy {:.4f} ({}/{})\n", double(correct) / double(n), correct, n);
     fmt::print("{} samples on {}: {:.4f} ms/sample (batch {}, median of {} passes), load {:.0f} ms\n", n, dev,
                per_sample, b, runs, load_ms);
   });

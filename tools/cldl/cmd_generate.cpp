@@ -21,7 +21,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-p,--prompt", prompt, "Text to continue")->required();
   cmd->add_option("-n,--tokens", tokens, "New tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--temperature", temperature, "0: greedy (argmax); > 0: sample")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", top_k, "Sample only from the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", top_k, "Sample only from the k most likely tokens (0: all)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", seed, "Random seed for sampling");
   cmd->add_option("-d,--device", device, "Device spec (cpu, gpu, P:D, name)")->envname("CLDL_DEVICE");
   cmd->add_option("--rnn-strategy", rnn_strategy, "RNN/LSTM/GRU nodes: auto, sequential, time, layer, data")
@@ -36,22 +37,28 @@ void add_generate_command(CLI::App& app) {
     go.compile.rnn_strategy = rnn_strategy;
     go.prompt_token_by_token = one_by_one;
     graph::Generator gen(Context::create(device), model, go);
+    if (const auto n = int64_t(vocab.encode(prompt).size());
+        n > 1 && !one_by_one && n <= gen.max_positions().value_or(n))
+      gen.model_for(n);  // compile for the prompt length now
     double load_ms = elapsed_ms(t0);
-    graph::GenerateOptions o{.max_new_tokens = tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
+    graph::GenerateOptions o;
+    o.max_new_tokens = tokens, o.temperature = temperature, o.top_k = top_k, o.seed = seed;
     auto r = gen.generate(vocab, prompt, o);
     if (json) {
-      nlohmann::json j{{"model", model},           {"device", gen.device_name()},     {"prompt", prompt},
-                       {"text", r.text},           {"tokens", r.tokens},              {"ms_per_token", r.ms_per_token()},
+      nlohmann::json j{{"model", model},           {"device", gen.device_name()},
+                       {"prompt", prompt},         {"text", r.text},
+                       {"tokens", r.tokens},       {"ms_per_token", r.ms_per_token()},
                        {"prompt_ms", r.prompt_ms}, {"decode_ms_per_token", r.decode_ms_per_token()},
                        {"load_ms", load_ms},       {"hit_context_limit", r.hit_context_limit}};
       fmt::print("{}\n", j.dump());
       return;
     }
     fmt::print("{}{}\n", prompt, r.text);
-    fmt::print("{} tokens on {}: {:.3f} ms/token (prompt of {} tokens {:.3f} ms, then {:.3f} ms/token), load {:.0f} ms{}\n",
-               r.tokens.size(), gen.device_name(), r.ms_per_token(), r.prompt.size(), r.prompt_ms,
-               r.decode_ms_per_token(), load_ms,
-               r.hit_context_limit ? fmt::format(" (stopped at the model's max_positions {})", *gen.max_positions()) : "");
+    fmt::print(
+        "{} tokens on {}: {:.3f} ms/token (prompt of {} tokens {:.3f} ms, then {:.3f} ms/token), load {:.0f} ms{}\n",
+        r.tokens.size(), gen.device_name(), r.ms_per_token(), r.prompt.size(), r.prompt_ms, r.decode_ms_per_token(),
+        load_ms,
+        r.hit_context_limit ? fmt::format(" (stopped at the model's max_positions {})", *gen.max_positions()) : "");
   });
 }
 

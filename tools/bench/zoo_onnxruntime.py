@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""ONNX Runtime peer for `cldl bench zoo`: the same zoo models and cases on ORT's CPU provider (default
+threads). digits_cnn: one call over the first B test images; char_lstm: greedy generation of 64 tokens
+from "And God said" (the prompt in one call, then T = 1 calls carrying h/c), as cldl's Generator does.
+Prints one JSON object per case: {"case", "min_ms", "median_ms", "max_ms", "runs", "note"}."""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+
+def timed(fn, runs, warmup):
+    for _ in range(warmup):
+        fn()
+    ms = []
+    for _ in range(max(1, runs)):
+        t0 = time.perf_counter()
+        fn()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    ms.sort()
+    return {"min_ms": ms[0], "median_ms": float(np.median(ms)), "max_ms": ms[-1], "runs": len(ms)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--zoo", default="models/zoo")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    args = ap.parse_args()
+    cnn = ort.InferenceSession(os.path.join(args.zoo, "digits_cnn", "model.onnx"), providers=["CPUExecutionProvider"])
+    x = np.load(os.path.join(args.zoo, "digits_cnn", "x_test.npy"))
+    for b in (1, len(x)):
+        part = x[:b]
+        r = timed(lambda: cnn.run(None, {"image": part}), args.runs, args.warmup)
+        r.update(case=f"digits_cnn batch {b}", note=f"{r['median_ms'] / b:.4f} ms/image, onnxruntime {ort.__version__}")
+        print(json.dumps(r), flush=True)
+
+    lstm = ort.InferenceSession(os.path.join(args.zoo, "char_lstm", "model.onnx"), providers=["CPUExecutionProvider"])
+    chars = json.load(open(os.path.join(args.zoo, "char_lstm", "vocab.json")))["chars"]
+    index = {c: i for i, c in enumerate(chars)}
+    prompt = np.array([[index[c] for c in "And God said"]], np.int64)
+    tokens = 64
+
+    def generate():
+        h = np.zeros((2, 1, 128), np.float32)
+        c = np.zeros((2, 1, 128), np.float32)
+        logits, h, c = lstm.run(None, {"tokens": prompt, "h_in": h, "c_in": c})
+        out = [int(logits[0, -1].argmax())]
+        while len(out) < tokens:
+            logits, h, c = lstm.run(None, {"tokens": np.array([[out[-1]]], np.int64), "h_in": h, "c_in": c})
+            out.append(int(logits[0, -1].argmax()))
+        return out
+
+    r = timed(generate, max(1, args.runs // 5), 1)
+    r.update(case=f"char_lstm {tokens} tokens", note=f"{r['median_ms'] / tokens:.3f} ms/token, onnxruntime {ort.__version__}")
+    print(json.dumps(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()
