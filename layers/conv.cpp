@@ -2,6 +2,7 @@
 // enqueue for direct, depthwise, im2col + GEMM, 1x1-as-GEMM and Winograd F(2x2,3x3). FFT lives in
 // layers/conv_fft.cpp, ConvTranspose and BatchNorm folding in layers/conv_transpose.cpp.
 #include "layers/conv.hpp"
+#include "layers/strided.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -303,6 +304,23 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       break;
     case ConvAlgo::automatic: break;
   }
+  // Small images: whole output planes per work-group, batched over images/channels (plane_batch_local_size).
+  const Device& dev = ctx.device(device);
+  const size_t N = size_t(g.N), OW = size_t(g.OW), OH = size_t(g.OH);
+  const size_t th = size_t(ceil_div(g.OH, 2)), tw = size_t(ceil_div(g.OW, 2));
+  switch (op->algo_) {
+    case ConvAlgo::direct:
+      op->local_main_ = plane_batch_local_size(op->main_, dev, OW, OH,
+                                               N * size_t(g.groups) * size_t(ceil_div(g.K / g.groups, 8)));
+      break;
+    case ConvAlgo::depthwise: op->local_main_ = plane_batch_local_size(op->main_, dev, OW, OH, N * size_t(g.K)); break;
+    case ConvAlgo::im2col_gemm: op->local_pre_ = plane_batch_local_size(op->pre_, dev, OW, OH, N * size_t(g.C)); break;
+    case ConvAlgo::winograd:
+      op->local_pre_ = plane_batch_local_size(op->pre_, dev, th * tw, size_t(g.C), N);
+      op->local_post_ = plane_batch_local_size(op->post_, dev, th * tw, size_t(g.K), N);
+      break;
+    default: break;
+  }
   return op;
 }
 
@@ -339,13 +357,13 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
                cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
       const size_t kb = 8;  // K_BLOCK default in conv.cl
       const size_t groups = size_t(g_.groups), bpg = (size_t(g_.K / g_.groups) + kb - 1) / kb;
-      ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * groups * bpg), cl::NullRange, "conv_direct");
+      ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * groups * bpg), local_main_, "conv_direct");
       break;
     }
     case ConvAlgo::depthwise:
       set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,
                cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
-      ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K), cl::NullRange, "conv_depthwise");
+      ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K), local_main_, "conv_depthwise");
       break;
     case ConvAlgo::im2col_gemm:
     case ConvAlgo::gemm_1x1: {
@@ -358,7 +376,7 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
         src.dtype = DType::f32;
         src.shape = Shape{int64_t(workspace->bytes() / sizeof(float))};
         set_args(pre_, ga, x.buffer, cl_long(x.offset_elems()), src.buffer, cl_long(src.offset_elems()));
-        ec.enqueue_kernel(pre_, cl::NDRange(OW, OH, N * size_t(g_.C)), cl::NullRange, "im2col");
+        ec.enqueue_kernel(pre_, cl::NDRange(OW, OH, N * size_t(g_.C)), local_pre_, "im2col");
       }
       for (int64_t grp = 0; grp < g_.groups; ++grp) {
         std::vector<Tensor> in{view(weight_, grp * KG * R), view(src, grp * R * P)};
@@ -378,13 +396,13 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
       m.shape = Shape{16 * g_.K * T};
       set_args(pre_, ga, cl_int(th), cl_int(tw), x.buffer, cl_long(x.offset_elems()), v.buffer,
                cl_long(v.offset_elems()));
-      ec.enqueue_kernel(pre_, cl::NDRange(size_t(th * tw), size_t(g_.C), N), cl::NullRange, "winograd_input");
+      ec.enqueue_kernel(pre_, cl::NDRange(size_t(th * tw), size_t(g_.C), N), local_pre_, "winograd_input");
       std::vector<Tensor> in{weight_, v};
       Tensor out[1] = {m};
       gemm_[0]->enqueue(in, out, nullptr, ec);
       set_args(post_, ga, cl_int(th), cl_int(tw), m.buffer, cl_long(m.offset_elems()), b.buffer,
                cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
-      ec.enqueue_kernel(post_, cl::NDRange(size_t(th * tw), K, N), cl::NullRange, "winograd_output");
+      ec.enqueue_kernel(post_, cl::NDRange(size_t(th * tw), K, N), local_post_, "winograd_output");
       break;
     }
     case ConvAlgo::fft: enqueue_fft(x, y, *workspace, ec); break;

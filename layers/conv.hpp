@@ -94,6 +94,7 @@ class ConvOp : public Op {
   Tensor weight_, bias_;  // device copies (weight_ transformed for Winograd / FFT)
   bool has_bias_ = false;
   cl::Kernel main_, pre_, post_;                 // algorithm kernels (see create)
+  cl::NDRange local_main_ = cl::NullRange, local_pre_ = cl::NullRange, local_post_ = cl::NullRange;
   std::vector<std::unique_ptr<Gemm>> gemm_;      // one per group (GEMM-based) or one (Winograd)
   // FFT: plan handles (clfftPlanHandle), transform sizes.
   size_t fft_fwd_ = 0, fft_inv_ = 0, fft_inv_batch_ = 0;

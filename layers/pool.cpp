@@ -99,6 +99,11 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     p->use_2d_ = n <= 2 && !cfg.indices && !(cfg.kind == PoolKind::average && dilated);
     p->kernel_ = make_kernel(prog, p->use_2d_ ? "pool2d" : "pool3d");
     p->algorithm_ = p->use_2d_ ? "direct 2-D" : "direct 3-D";
+    if (p->use_2d_) {
+      const size_t ow = size_t(p->out_[p->out_.rank() - 1]), oh = n == 2 ? size_t(p->out_[p->out_.rank() - 2]) : 1;
+      p->local_ = plane_batch_local_size(p->kernel_, ctx.device(device), ow, oh,
+                                         size_t(cfg.input[0]) * size_t(cfg.input[1]));
+    }
   }
   log::debug("{} {} -> {}: {}", pool_name(cfg.kind), cfg.input.str(), p->out_.str(), p->algorithm_);
   return p;
@@ -143,7 +148,7 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), sp[1], sp[2], osp[1], osp[2], k[1], k[2], st[1],
              st[2], dl[1], dl[2], pb[1], pb[2], pe[1], pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
              cl_long(out[0].offset_elems()));
-    ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], nc), cl::NullRange, "pool2d");
+    ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], nc), local_, "pool2d");
     return;
   }
   const Tensor& idx = cfg_.indices ? out[1] : out[0];

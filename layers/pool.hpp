@@ -47,6 +47,7 @@ class Pool : public Op {
   cl::Kernel kernel_;
   size_t group_ = 1;
   bool use_2d_ = false;  // pool2d kernel (fast path) instead of pool3d
+  cl::NDRange local_ = cl::NullRange;  // pool2d: whole output planes per work-group
 };
 
 }  // namespace cldl

@@ -135,3 +135,15 @@ size_t row_group_size(const cl::Kernel& k, const Device& dev, int64_t inner) {
   return g;
 }
 }  // namespace cldl
+
+namespace cldl {
+cl::NDRange plane_batch_local_size(const cl::Kernel& k, const Device& dev, size_t w, size_t h, size_t planes,
+                                   size_t target) {
+  const size_t lim = std::min(target, k.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.device));
+  const size_t plane = w * h;
+  if (plane == 0 || planes == 0 || plane > lim) return cl::NullRange;
+  size_t g = std::min(planes, lim / plane);
+  while (g > 1 && planes % g) --g;
+  return cl::NDRange(w, h, g);
+}
+}  // namespace cldl

@@ -66,3 +66,13 @@ namespace cldl {
 // vectorise and a GPU gets coalesced rows, without relying on the driver's choice for odd sizes.
 size_t row_group_size(const cl::Kernel& k, const Device& dev, int64_t inner);
 }  // namespace cldl
+
+namespace cldl {
+// Local size for a launch over (w, h, planes) where every work-item is independent: whole (w, h) planes
+// per work-group, batched along the plane axis up to `target` items (a divisor of `planes`, since
+// OpenCL 1.2 needs the global size to be a multiple). Small planes otherwise become one work-group each,
+// and a CPU runtime pays its per-group cost thousands of times (7200 groups of 16 items: 5.8 ms on PoCL
+// for a 450x16x8x8 max pool, 0.4 ms batched). Returns NullRange when a plane alone is too large.
+cl::NDRange plane_batch_local_size(const cl::Kernel& k, const Device& dev, size_t w, size_t h, size_t planes,
+                                   size_t target = 256);
+}  // namespace cldl
