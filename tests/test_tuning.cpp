@@ -136,6 +136,14 @@ TEST_CASE("tuning: databases round-trip through JSON and bad files name themselv
   CHECK(Database::load_file(dir + "/missing.json").entries().empty());
 }
 
+TEST_CASE("tuning: the shipped database parses and names this machine's PoCL device") {
+  // Registry::global() parsed every embedded tuning/*.json at first use (a parse error would throw).
+  size_t shipped = 0;
+  for (const auto& db : Registry::global().databases())
+    if (db.origin().rfind("shipped", 0) == 0) shipped += db.entries().size();
+  CHECK(shipped >= 1);
+}
+
 TEST_CASE("tuning: invalid candidates are skipped before evaluation; exhaustive and sampled search") {
   Space space{{{"a", {1, 2, 3, 4}}, {"b", {1, 2, 3}}}};
   CHECK(space.size() == 12);

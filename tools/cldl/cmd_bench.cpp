@@ -88,6 +88,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--set", opts.args, "Family settings as key=value");
   cmd->add_flag("--json", opts.json, "One JSON object per result line");
   cmd->add_flag("!--no-compare", opts.compare, "Skip the peer measurements");
+  cmd->add_flag("--compare", opts.compare, "Time the peer too, with the ratio (the default)");
   cmd->add_flag("--list", list, "List the families");
   cmd->add_option("--tuning", opts.tuning, "Tuning database: db (use it), default (heuristics only), compare (both)")
       ->check(CLI::IsMember({"db", "default", "compare"}));
