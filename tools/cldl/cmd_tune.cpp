@@ -441,6 +441,26 @@ class Tuner {
       return ev;
     };
     SearchResult r = search(space, invalid, eval, ref, so, start);
+    // Confirmation: on a loaded machine one measurement can flatter a candidate, so the winner and the
+    // default are timed again, alternately; the default stays unless the winner is still faster.
+    std::string confirm;
+    if (r.best && *r.best != start && default_ms > 0 && !g_stop.load()) {
+      double b = r.best_ms, d = default_ms;
+      for (int i = 0; i < 2; ++i) {
+        Evaluation ed = evaluate(start), eb = evaluate(*r.best);
+        if (ed.ok && compare_results(ed.out, ref, so.rtol, so.atol).empty()) d = std::min(d, ed.ms);
+        if (eb.ok) b = std::min(b, eb.ms);
+      }
+      default_ms = d;
+      if (d <= b) {
+        confirm = fmt::format("\n    confirmation: the default ({:.3f} ms) is as fast as {} ({:.3f} ms); default kept", d,
+                              to_string(*r.best), b);
+        r.best = start;
+        r.best_ms = d;
+      } else {
+        r.best_ms = b;
+      }
+    }
     finish_task();
     done_now_.insert(family + " " + problem);
     if (isatty(2)) fmt::print(stderr, "\r\x1b[K");
@@ -457,6 +477,7 @@ class Tuner {
     } else {
       summary += "\n    no correct candidate finished; nothing stored";
     }
+    summary += confirm;
     for (const auto& l : r.log) summary += "\n    " + l;
     fmt::print(stderr, "{}\n", summary);
   }
