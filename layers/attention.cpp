@@ -160,14 +160,24 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
       break;
   }
   const int mask = int(cfg.mask), lens = int(cfg.kv_lens);
-  if (cfg.blocked < -1 || cfg.blocked > 1) invalid("Attention", "blocked must be -1 (auto), 0 or 1, got {}", cfg.blocked);
-  if (cfg.block_q < 0 || cfg.block_q > 8) invalid("Attention", "block_q must be 1..8 (or 0 = default), got {}", cfg.block_q);
-  const int bq = cfg.block_q > 0 ? cfg.block_q : 6;
+  // The tuning database (family "attention") fills the kernel knobs the config leaves at default.
+  AttentionConfig tuned_cfg = cfg;
+  bool tuned = false;
+  if (a->fused_)
+    if (auto t = tuning::find(info, "attention", tuning::attention_problem(cfg))) {
+      tuning::attention_apply(t->params, tuned_cfg);
+      tuned = true;
+    }
+  if (tuned_cfg.blocked < -1 || tuned_cfg.blocked > 1)
+    invalid("Attention", "blocked must be -1 (auto), 0 or 1, got {}", tuned_cfg.blocked);
+  if (tuned_cfg.block_q < 0 || tuned_cfg.block_q > 8)
+    invalid("Attention", "block_q must be 1..8 (or 0 = default), got {}", tuned_cfg.block_q);
+  const int bq = tuned_cfg.block_q > 0 ? tuned_cfg.block_q : 6;
   if (a->fused_) {
     // The register-blocked kernel wants whole blocks of query rows per kv head; a decode step (a few
     // rows) goes to the tile kernel, which needs no packed copy of K.
     const int64_t rows = cfg.q_len * (cfg.q_heads / cfg.eff_kv_heads());
-    a->blocked_ = cfg.blocked == 1 || (cfg.blocked < 0 && info.type == DeviceType::cpu && rows >= bq);
+    a->blocked_ = tuned_cfg.blocked == 1 || (tuned_cfg.blocked < 0 && info.type == DeviceType::cpu && rows >= bq);
   }
   if (a->blocked_) {
     int vv = 16;  // V head-dim lanes per accumulator: the widest power of two dividing Dv
@@ -178,15 +188,8 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     cl::Program prog = ctx.program("attention.cl", opts, device);
     a->kernel_ = make_kernel(prog, "attention_blocked");
     a->pack_ = make_kernel(prog, "attention_pack_k");
-    a->algorithm_ = fmt::format("fused:blocked BQ={} BKV=16 VEC_V={} packed-K", bq, vv);
+    a->algorithm_ = fmt::format("fused:blocked BQ={} BKV=16 VEC_V={} packed-K{}", bq, vv, tuned ? " (tuned)" : "");
   } else if (a->fused_) {
-    // The tuning database (family "attention") fills the tile knobs the config leaves at default.
-    AttentionConfig tuned_cfg = cfg;
-    const bool tuned = [&] {
-      auto t = tuning::find(info, "attention", tuning::attention_problem(cfg));
-      if (t) tuning::attention_apply(t->params, tuned_cfg);
-      return t.has_value();
-    }();
     // GPUs want enough rows per work-group to share each K/V tile. On CPUs this kernel serves decode steps (a few rows per kv head) and reads K/V from global memory,
     // so rows share nothing through a work-group: one row per group (no idle rows, one build per shape).
     a->block_m_ = info.type == DeviceType::cpu ? 1 : std::min<size_t>(64, std::max<size_t>(info.max_work_group_size, 1));

@@ -183,7 +183,11 @@ std::string attention_problem(const AttentionConfig& c) {
 
 Space attention_space(const DeviceInfo& info, const AttentionConfig&) {
   Space s;
-  s.dims.push_back({"block_m", info.type == DeviceType::cpu ? std::vector<int64_t>{4, 8, 16, 32, 64}
+  // blocked: 1 = the register-blocked kernel (block_q rows per work-item; the tile knobs are unused),
+  // 0 = the tile kernel (block_m, block_n, vec, use_local; block_q unused).
+  s.dims.push_back({"blocked", {0, 1}});
+  s.dims.push_back({"block_q", {2, 4, 6, 8}});
+  s.dims.push_back({"block_m", info.type == DeviceType::cpu ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}
                                                             : std::vector<int64_t>{16, 32, 64, 128}});
   s.dims.push_back({"block_n", {4, 8, 16, 32, 64}});
   s.dims.push_back({"vec", {1, 2, 4, 8, 16}});
@@ -192,6 +196,7 @@ Space attention_space(const DeviceInfo& info, const AttentionConfig&) {
 }
 
 std::string attention_invalid(const DeviceInfo& info, const AttentionConfig& c, const Params& p) {
+  if (get(p, "blocked", 0) == 1) return {};  // the blocked kernel takes any shape the fused path takes
   const int64_t bm = get(p, "block_m", 16), bn = get(p, "block_n", 16), vec = get(p, "vec", 4);
   const int64_t D = c.head_size, Dv = c.eff_v_head_size();
   if (size_t(bm) > info.max_work_group_size)
@@ -210,6 +215,18 @@ void attention_apply(const Params& p, AttentionConfig& c) {
   if (c.block_n <= 0) c.block_n = int(get(p, "block_n", 0));
   if (c.vec <= 0) c.vec = int(get(p, "vec", 0));
   if (c.use_local < 0) c.use_local = int(get(p, "use_local", -1));
+  if (c.blocked < 0) c.blocked = int(get(p, "blocked", -1));
+  if (c.block_q <= 0) c.block_q = int(get(p, "block_q", 0));
+}
+
+Params attention_relevant(const Params& p) {
+  Params r = p;
+  if (get(p, "blocked", 0) == 1) {
+    for (const char* k : {"block_m", "block_n", "vec", "use_local"}) r.erase(k);
+  } else {
+    r.erase("block_q");
+  }
+  return r;
 }
 
 // ---- recorder -------------------------------------------------------------------------------------------

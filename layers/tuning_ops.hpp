@@ -44,11 +44,14 @@ void clblast_use_database(const Device& device);
 std::string conv_problem(const ConvGeometry& g);  // "n8 c64 64x56x56 k3x3 s1x1 d1x1 p1,1,1,1 g1"
 Space conv_space(const ConvConfig& cfg);          // "algo": the applicable ConvAlgo values
 
-// ---- attention: fused kernel tiles ----
+// ---- attention: fused kernel choice (blocked / tile) and their knobs ----
 std::string attention_problem(const AttentionConfig& c);
 Space attention_space(const DeviceInfo& info, const AttentionConfig& c);
 std::string attention_invalid(const DeviceInfo& info, const AttentionConfig& c, const Params& p);
 void attention_apply(const Params& p, AttentionConfig& c);  // fields still at their defaults only
+// The parameters that matter for `p`'s kernel (blocked: block_q; tile kernel: the tile knobs), so a
+// search need not time the same kernel twice.
+Params attention_relevant(const Params& p);
 
 // ---- problems a model runs (`cldl tune --model`) ----
 // While a recorder is set, Gemm / ConvOp / Attention create() append their configs to it.

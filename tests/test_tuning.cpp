@@ -136,6 +136,14 @@ TEST_CASE("tuning: databases round-trip through JSON and bad files name themselv
   CHECK(Database::load_file(dir + "/missing.json").entries().empty());
 }
 
+TEST_CASE("tuning: the shipped database parses and names this machine's PoCL device") {
+  // Registry::global() parsed every embedded tuning/*.json at first use (a parse error would throw).
+  size_t shipped = 0;
+  for (const auto& db : Registry::global().databases())
+    if (db.origin().rfind("shipped", 0) == 0) shipped += db.entries().size();
+  CHECK(shipped >= 1);
+}
+
 TEST_CASE("tuning: invalid candidates are skipped before evaluation; exhaustive and sampled search") {
   Space space{{{"a", {1, 2, 3, 4}}, {"b", {1, 2, 3}}}};
   CHECK(space.size() == 12);
@@ -217,6 +225,16 @@ TEST_CASE("tuning: op families reject what the device cannot run") {
   // 256 keys x 48 floats = 48 KiB of local tiles: too much with local tiles, fine without.
   CHECK_FALSE(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 256}, {"vec", 8}, {"use_local", 1}}).empty());
   CHECK(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 256}, {"vec", 8}, {"use_local", 0}}).empty());
+  // The blocked kernel reads block_q only; the tile kernel everything but block_q.
+  CHECK(attention_relevant({{"blocked", 1}, {"block_q", 4}, {"block_m", 8}, {"vec", 4}}) ==
+        Params{{"blocked", 1}, {"block_q", 4}});
+  CHECK(attention_relevant({{"blocked", 0}, {"block_q", 4}, {"block_m", 8}}) == Params{{"blocked", 0}, {"block_m", 8}});
+  AttentionConfig applied;
+  applied.block_q = 2;  // explicit: kept
+  attention_apply({{"blocked", 1}, {"block_q", 8}, {"vec", 4}}, applied);
+  CHECK(applied.blocked == 1);
+  CHECK(applied.block_q == 2);
+  CHECK(applied.vec == 4);
 }
 
 TEST_CASE("tuning: a candidate with a wrong result is rejected however fast it is") {

@@ -90,6 +90,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--set", opts.args, "Family settings as key=value");
   cmd->add_flag("--json", opts.json, "One JSON object per result line");
   cmd->add_flag("!--no-compare", opts.compare, "Skip the peer measurements");
+  cmd->add_flag("--compare", opts.compare, "Time the peer too, with the ratio (the default)");
   cmd->add_flag("--list", list, "List the families");
   cmd->add_option("-i,--input", model.inputs, "Model bench: NAME=FILE (.npy or ONNX .pb tensor)");
   cmd->add_option("--dim", model.dims, "Model bench: NAME=VALUE for a symbolic input dimension");

@@ -1,6 +1,7 @@
 // `cldl tune`: searches the tunable parameters of GEMM (own kernel), CLBlast's Xgemm, the conv
 // algorithm choice and the fused attention tiles for one device, over the bench shapes, given shapes or
-// the problems a model runs, and writes the results to a tuning database (runtime/tuning.hpp).
+// the problems a model runs, and writes the results to a tuning database (runtime/tuning.hpp). Attention
+// covers the choice between its two fused kernels (blocked / tile) and their knobs.
 // Every candidate's output is compared with a host reference before its time counts.
 #include <algorithm>
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <set>
 #include <unistd.h>
 
@@ -330,10 +332,10 @@ class Tuner {
     run_search("conv", problem, space, [](const Params&) { return std::string(); }, evaluate, ref, so, start);
   }
 
-  // ---- attention: fused kernel tiles (bhsd, no mask) ----
+  // ---- attention: fused kernel (blocked / tile) and its knobs (bhsd, no mask) ----
   void attention(AttentionConfig cfg) {
-    cfg.block_m = cfg.block_n = cfg.vec = 0;
-    cfg.use_local = -1;
+    cfg.block_m = cfg.block_n = cfg.vec = cfg.block_q = 0;
+    cfg.use_local = cfg.blocked = -1;
     cfg.algo = AttentionAlgo::fused;
     const DeviceInfo& info = ctx_.device().info;
     const std::string problem = attention_problem(cfg);
@@ -352,7 +354,11 @@ class Tuner {
     Tensor v = ctx_.upload(HostTensor::from<float>({cfg.batch, Hk, cfg.kv_len, Dv}, hv));
     Tensor y = ctx_.alloc({cfg.batch, cfg.q_heads, cfg.q_len, Dv}, DType::f32);
     auto ec = ctx_.exec();
+    // Candidates that differ only in knobs their kernel does not read are the same kernel: timed once.
+    std::map<Params, Evaluation> timed;
     auto evaluate = [&](const Params& p) {
+      const Params key = attention_relevant(p);
+      if (auto it = timed.find(key); it != timed.end()) return it->second;
       AttentionConfig c = cfg;
       attention_apply(p, c);
       ScopedEnabled off(false);
@@ -370,11 +376,16 @@ class Tuner {
       ec.queue.enqueueReadBuffer(y.buffer, CL_TRUE, y.offset_bytes, ev.out.size() * 4, ev.out.data());
       ev.ms = time_min_ms(run);
       ev.ok = true;
+      timed[key] = ev;
       return ev;
     };
-    // The device heuristic's tiles (attention.cpp): BLOCK_M 16 on CPUs, VEC 8 on CPUs / 4 on GPUs.
+    // The device heuristic (attention.cpp): on CPUs the blocked kernel with 6 query rows per work-item
+    // when a kv head has that many rows; the tile kernel with BLOCK_M 1, VEC 16 and global reads on
+    // CPUs, BLOCK_M 64, VEC 4 and local tiles on GPUs.
     const bool cpu = info.type == DeviceType::cpu;
-    Params start{{"block_m", cpu ? 16 : 64}, {"block_n", 32}, {"vec", cpu ? 8 : 4}, {"use_local", 1}};
+    const bool blocked = cpu && cfg.q_len * (cfg.q_heads / Hk) >= 6;
+    Params start{{"blocked", blocked ? 1 : 0}, {"block_q", 6}, {"block_m", cpu ? 1 : 64}, {"block_n", 32},
+                 {"vec", cpu ? 16 : 4}, {"use_local", cpu ? 0 : 1}};
     SearchOptions so = search_options("attention " + problem);
     so.random_samples = 16;
     run_search("attention", problem, attention_space(info, cfg),
@@ -441,6 +452,26 @@ class Tuner {
       return ev;
     };
     SearchResult r = search(space, invalid, eval, ref, so, start);
+    // Confirmation: on a loaded machine one measurement can flatter a candidate, so the winner and the
+    // default are timed again, alternately; the default stays unless the winner is still faster.
+    std::string confirm;
+    if (r.best && *r.best != start && default_ms > 0 && !g_stop.load()) {
+      double b = r.best_ms, d = default_ms;
+      for (int i = 0; i < 2; ++i) {
+        Evaluation ed = evaluate(start), eb = evaluate(*r.best);
+        if (ed.ok && compare_results(ed.out, ref, so.rtol, so.atol).empty()) d = std::min(d, ed.ms);
+        if (eb.ok) b = std::min(b, eb.ms);
+      }
+      default_ms = d;
+      if (d <= b) {
+        confirm = fmt::format("\n    confirmation: the default ({:.3f} ms) is as fast as {} ({:.3f} ms); default kept", d,
+                              to_string(*r.best), b);
+        r.best = start;
+        r.best_ms = d;
+      } else {
+        r.best_ms = b;
+      }
+    }
     finish_task();
     done_now_.insert(family + " " + problem);
     if (isatty(2)) fmt::print(stderr, "\r\x1b[K");
@@ -457,6 +488,7 @@ class Tuner {
     } else {
       summary += "\n    no correct candidate finished; nothing stored";
     }
+    summary += confirm;
     for (const auto& l : r.log) summary += "\n    " + l;
     fmt::print(stderr, "{}\n", summary);
   }
@@ -534,6 +566,11 @@ Problems default_problems() {
     a.batch = B, a.q_heads = H, a.q_len = S, a.kv_len = S, a.head_size = D, a.causal = causal;
     p.attention.push_back(a);
   }
+  // The decode step: one new query over 1024 cached keys.
+  AttentionConfig dec;
+  dec.batch = 1, dec.q_heads = 16, dec.q_len = 1, dec.kv_len = 1024, dec.head_size = 64, dec.causal = true;
+  dec.causal_offset = 1023;
+  p.attention.push_back(dec);
   return p;
 }
 
