@@ -374,12 +374,14 @@ RNN_LSTM_STEP_TILE(lstm_step_tile_m4)
 
 // Input projection x_t W^T + bias for steps [t0, t0 + nrows / nb) and batch items [b0, b0 + nb), all
 // NG gates of one direction, with the same per-element order as the fused step kernels. Rows q of the
-// GEMM are (t, b) pairs, RNN_PMR per work-item.
+// GEMM are (t, b) pairs, RNN_PMR per work-item. NDRange: dimension 0 = row groups of a block of rows,
+// 1 = tiles, 2 = row blocks: a block's x rows stay in cache while every tile of W passes over them.
 #define RNN_PROJECT_TILE(name, NG)                                                                                \
   __kernel void name(int H, int I, int nrows, int nb, int b0, int t0, __global const float* x, long x_off,        \
                      long x_st, long x_sb, __global const float* Wt, long w_off, __global const float* bx,        \
                      long bx_off, __global float* xw, long xw_off, long xw_st, long xw_sb) {                      \
-    const int n = get_global_id(1), q0 = (int)get_global_id(0) * RNN_PMR, j0 = n * 8;                             \
+    const int n = get_global_id(1), j0 = n * 8;                                                                   \
+    const int q0 = (int)(get_global_id(2) * get_global_size(0) + get_global_id(0)) * RNN_PMR;                    \
     if (j0 >= H || q0 >= nrows) return;                                                                           \
     const int nu = min(8, H - j0);                                                                                \
     __global const float* xrow[RNN_PMR];                                                                          \

@@ -303,9 +303,10 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
       a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
       a(r.W.buffer)(cl_long(r.W.offset_elems() + d * NT * I * cfg_.gates() * 8))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
       a(io.ws.buffer)(cl_long(io.ws.offset_elems() + d * GH))(cl_long(io.B * DGH))(cl_long(DGH));
-      const size_t groups = (size_t(nrows) + kProjRows - 1) / kProjRows, lx = std::min<size_t>(8, groups);
-      const cl::NDRange global{round_up(groups, lx), size_t(NT)};
-      ec.enqueue_kernel(r.project, global, cl::NDRange{lx, 1}, "lstm_project_tile");
+      // Blocks of 16 row groups (64 rows of x: cache-resident) x all tiles, block after block.
+      const size_t groups = (size_t(nrows) + kProjRows - 1) / kProjRows, rb = std::min<size_t>(16, groups);
+      const cl::NDRange global{rb, size_t(NT), (groups + rb - 1) / rb};
+      ec.enqueue_kernel(r.project, global, cl::NDRange{rb, 1, 1}, "lstm_project_tile");
     }
     return;
   }
