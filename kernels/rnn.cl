@@ -23,7 +23,9 @@ inline float rnn_clip(float x, float clip) { return clip > 0.0f ? fmin(fmax(x, -
 #ifndef RNN_BT
 #define RNN_BT 4
 #endif
-// Weight layout, chosen per device at create (both correct everywhere):
+// Weight layout, chosen per device at create (all correct everywhere; CLDL_RNN_WEIGHT_LAYOUT forces one).
+// LSTM on CPUs uses the third, "tiles", with the register-blocked *_tile kernels at the end of this file;
+// the two below serve GPUs (k-major) and GRU / RNN on CPUs (rows):
 //  1: k-major (R^T [H][G*H], W^T [I][D*G*H]): neighbouring work-items read neighbouring addresses
 //     (coalesced on GPUs);
 //  0: ONNX row layout (R [G*H][H], W [D*G*H][I]): each work-item streams its own contiguous rows,
