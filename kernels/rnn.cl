@@ -23,7 +23,9 @@ inline float rnn_clip(float x, float clip) { return clip > 0.0f ? fmin(fmax(x, -
 #ifndef RNN_BT
 #define RNN_BT 4
 #endif
-// Weight layout, chosen per device at create (both correct everywhere):
+// Weight layout, chosen per device at create (all correct everywhere; CLDL_RNN_WEIGHT_LAYOUT forces one).
+// LSTM on CPUs uses the third, "tiles", with the register-blocked *_tile kernels at the end of this file;
+// the two below serve GPUs (k-major) and GRU / RNN on CPUs (rows):
 //  1: k-major (R^T [H][G*H], W^T [I][D*G*H]): neighbouring work-items read neighbouring addresses
 //     (coalesced on GPUs);
 //  0: ONNX row layout (R [G*H][H], W [D*G*H][I]): each work-item streams its own contiguous rows,
@@ -220,9 +222,6 @@ __kernel void gru_step_lbr0(RNN_COMMON_ARGS, int g_kind, float g_a, float g_b, _
 // sequential kernel (x_t W^T computed per step here) and the separate projection kernel give the same
 // bits. Units past H (last tile when H % 8 != 0) are computed on zero weights and never stored.
 // ---------------------------------------------------------------------------------------------------
-#ifndef RNN_MR
-#define RNN_MR 2
-#endif
 #ifndef RNN_PMR
 #define RNN_PMR 4
 #endif
@@ -277,8 +276,8 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
 // per row its batch item (clamped to the last one: extra rows compute duplicates, never stored), its
 // length, whether step s is valid, and its time index (clamped into [0, T) for reads).
 #define RNN_STEP_TILE_PROLOGUE                                               \
-  const int n = get_global_id(0);                                            \
-  const int m0 = b0 + (int)get_global_id(1) * RNN_MR;                        \
+  const int n = get_global_id(1);                                            \
+  const int m0 = b0 + (int)get_global_id(0) * RNN_MR;                        \
   const int j0 = n * 8;                                                      \
   if (j0 >= H || m0 >= b0 + nb) return;                                      \
   const int nu = min(8, H - j0);                                             \
@@ -334,43 +333,57 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
   }                                                                                     \
   if (last && has_yh) rnn_store8((hv), Yh + yh_off + (long)b * yh_sb + j0, nu);
 
-__kernel void lstm_step_tile(RNN_COMMON_ARGS, int f_kind, float f_a, float f_b, int g_kind, float g_a, float g_b,
-                             int h_kind, float h_a, float h_b, int zero_c, __global const float* cp, long cp_off,
-                             long cp_sb, __global float* cn, long cn_off, __global float* Yc, long yc_off, long yc_sb,
-                             int has_yc, __global const float* P, int has_p, int input_forget) {
-  RNN_STEP_TILE_PROLOGUE
-  RNN_STEP_TILE_XPROJ(xp, 4)
-  RNN_STEP_TILE_DOT(acc, 4, 0, 4, hp, hp_off, hp_sb)
-  const float8 pi = has_p ? rnn_load8(P + j0, nu) : (float8)(0.0f);
-  const float8 po = has_p ? rnn_load8(P + H + j0, nu) : (float8)(0.0f);
-  const float8 pf = has_p ? rnn_load8(P + 2 * H + j0, nu) : (float8)(0.0f);
-  _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) {
-    RNN_TILE_ROW_PROLOGUE(r)
-    const float8 c_prev = zero_c ? (float8)(0.0f) : rnn_load8(cp + cp_off + (long)b * cp_sb + j0, nu);
-    float8 hv = h_prev, c = c_prev;
-    if (valid) {
-      const float8 gi = rnn_act8(f_kind, rnn_clip8(xp[r][0] + acc[r][0] + pi * c_prev, clip), f_a, f_b);
-      const float8 gf = input_forget ? 1.0f - gi
-                                     : rnn_act8(f_kind, rnn_clip8(xp[r][2] + acc[r][2] + pf * c_prev, clip), f_a, f_b);
-      const float8 gc = rnn_act8(g_kind, rnn_clip8(xp[r][3] + acc[r][3], clip), g_a, g_b);
-      c = gf * c_prev + gi * gc;
-      const float8 go = rnn_act8(f_kind, rnn_clip8(xp[r][1] + acc[r][1] + po * c, clip), f_a, f_b);
-      hv = go * rnn_act8(h_kind, c, h_a, h_b);
-    }
-    rnn_store8(c, cn + cn_off + (long)b * H + j0, nu);
-    if (last && has_yc) rnn_store8(c, Yc + yc_off + (long)b * yc_sb + j0, nu);
-    RNN_TILE_WRITE_H(hv)
-  }
+#define RNN_LSTM_STEP_TILE(name)                                                                                         \
+__kernel void name(RNN_COMMON_ARGS, int f_kind, float f_a, float f_b, int g_kind, float g_a, float g_b,                  \
+                             int h_kind, float h_a, float h_b, int zero_c, __global const float* cp, long cp_off,        \
+                             long cp_sb, __global float* cn, long cn_off, __global float* Yc, long yc_off, long yc_sb,   \
+                             int has_yc, __global const float* P, int has_p, int input_forget) {                         \
+  RNN_STEP_TILE_PROLOGUE                                                                                                 \
+  RNN_STEP_TILE_XPROJ(xp, 4)                                                                                             \
+  RNN_STEP_TILE_DOT(acc, 4, 0, 4, hp, hp_off, hp_sb)                                                                     \
+  const float8 pi = has_p ? rnn_load8(P + j0, nu) : (float8)(0.0f);                                                      \
+  const float8 po = has_p ? rnn_load8(P + H + j0, nu) : (float8)(0.0f);                                                  \
+  const float8 pf = has_p ? rnn_load8(P + 2 * H + j0, nu) : (float8)(0.0f);                                              \
+  _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) {                                                                   \
+    RNN_TILE_ROW_PROLOGUE(r)                                                                                             \
+    const float8 c_prev = zero_c ? (float8)(0.0f) : rnn_load8(cp + cp_off + (long)b * cp_sb + j0, nu);                   \
+    float8 hv = h_prev, c = c_prev;                                                                                      \
+    if (valid) {                                                                                                         \
+      const float8 gi = rnn_act8(f_kind, rnn_clip8(xp[r][0] + acc[r][0] + pi * c_prev, clip), f_a, f_b);                 \
+      const float8 gf = input_forget ? 1.0f - gi                                                                         \
+                                     : rnn_act8(f_kind, rnn_clip8(xp[r][2] + acc[r][2] + pf * c_prev, clip), f_a, f_b);  \
+      const float8 gc = rnn_act8(g_kind, rnn_clip8(xp[r][3] + acc[r][3], clip), g_a, g_b);                               \
+      c = gf * c_prev + gi * gc;                                                                                         \
+      const float8 go = rnn_act8(f_kind, rnn_clip8(xp[r][1] + acc[r][1] + po * c, clip), f_a, f_b);                      \
+      hv = go * rnn_act8(h_kind, c, h_a, h_b);                                                                           \
+    }                                                                                                                    \
+    rnn_store8(c, cn + cn_off + (long)b * H + j0, nu);                                                                   \
+    if (last && has_yc) rnn_store8(c, Yc + yc_off + (long)b * yc_sb + j0, nu);                                           \
+    RNN_TILE_WRITE_H(hv)                                                                                                 \
+  }                                                                                                                      \
 }
+
+// One kernel per rows-per-work-item (lstm_step_tile_m1 / _m2 / _m4): the host picks by batch size.
+#undef RNN_MR
+#define RNN_MR 1
+RNN_LSTM_STEP_TILE(lstm_step_tile_m1)
+#undef RNN_MR
+#define RNN_MR 2
+RNN_LSTM_STEP_TILE(lstm_step_tile_m2)
+#undef RNN_MR
+#define RNN_MR 4
+RNN_LSTM_STEP_TILE(lstm_step_tile_m4)
 
 // Input projection x_t W^T + bias for steps [t0, t0 + nrows / nb) and batch items [b0, b0 + nb), all
 // NG gates of one direction, with the same per-element order as the fused step kernels. Rows q of the
-// GEMM are (t, b) pairs, RNN_PMR per work-item.
+// GEMM are (t, b) pairs, RNN_PMR per work-item. NDRange: dimension 0 = row groups of a block of rows,
+// 1 = tiles, 2 = row blocks: a block's x rows stay in cache while every tile of W passes over them.
 #define RNN_PROJECT_TILE(name, NG)                                                                                \
   __kernel void name(int H, int I, int nrows, int nb, int b0, int t0, __global const float* x, long x_off,        \
                      long x_st, long x_sb, __global const float* Wt, long w_off, __global const float* bx,        \
                      long bx_off, __global float* xw, long xw_off, long xw_st, long xw_sb) {                      \
-    const int n = get_global_id(0), q0 = (int)get_global_id(1) * RNN_PMR, j0 = n * 8;                             \
+    const int n = get_global_id(1), j0 = n * 8;                                                                   \
+    const int q0 = (int)(get_global_id(2) * get_global_size(0) + get_global_id(0)) * RNN_PMR;                    \
     if (j0 >= H || q0 >= nrows) return;                                                                           \
     const int nu = min(8, H - j0);                                                                                \
     __global const float* xrow[RNN_PMR];                                                                          \

@@ -16,8 +16,23 @@ const ProgramVariants kRnnVariants("rnn.cl", {"-DRNN_KMAJOR=0", "-DRNN_KMAJOR=1"
 
 // Batch items per work-item: RNN_BT's default in kernels/rnn.cl.
 constexpr size_t kBatchTile = 4;
-// Tile kernels: batch rows per work-item of a step (RNN_MR) and of the projection (RNN_PMR).
-constexpr size_t kStepRows = 2, kProjRows = 4;
+// Tile kernels: batch rows per work-item of the projection (RNN_PMR).
+constexpr size_t kProjRows = 4;
+
+// Tile kernels: batch rows per work-item of a step (1, 2 or 4: lstm_step_tile_m1/_m2/_m4). More rows
+// reuse each loaded weight more often; rows past the batch are computed for nothing, so small batches
+// take fewer. CLDL_RNN_MR overrides (for measurements).
+size_t step_rows(int64_t nb) {
+  static const int forced = [] {
+    const char* e = std::getenv("CLDL_RNN_MR");
+    if (!e) return 0;
+    const int v = std::atoi(e);
+    if (v != 1 && v != 2 && v != 4) fail("CLDL_RNN_MR must be 1, 2 or 4, got '{}'", e);
+    return v;
+  }();
+  if (forced) return size_t(forced);
+  return nb >= 8 ? 4 : nb >= 2 ? 2 : 1;
+}
 
 // Sets kernel arguments one after another (the step kernels take ~50).
 struct ArgSetter {
@@ -166,7 +181,7 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   const Replica& r0 = l->replicas_.at(device);
   l->algorithm_ = r0.tiles ? fmt::format("{}: register-blocked step kernel ({} batch rows x 8 units x {} gates per "
                                          "work-item), weights in gate-interleaved tiles",
-                                         cell_name(cfg.cell), kStepRows, cfg.gates())
+                                         cell_name(cfg.cell), step_rows(cfg.batch), cfg.gates())
                            : fmt::format("{}: fused step kernel{}, weights {}", cell_name(cfg.cell),
                                          cfg.cell == RnnCell::gru && !cfg.linear_before_reset ? " (gates + h: 2 kernels/step)" : "",
                                          r0.kmajor ? "k-major" : "in rows");
@@ -242,8 +257,11 @@ RnnLayer::Replica& RnnLayer::replica(int dev) {
   switch (cfg_.cell) {
     case RnnCell::rnn: r.step = make_kernel(prog, "rnn_step"); break;
     case RnnCell::lstm:
-      r.step = make_kernel(prog, r.tiles ? "lstm_step_tile" : "lstm_step");
-      if (r.tiles) r.project = make_kernel(prog, "lstm_project_tile");
+      r.step = make_kernel(prog, "lstm_step");
+      if (r.tiles) {
+        r.project = make_kernel(prog, "lstm_project_tile");
+        for (int i = 0; i < 3; ++i) r.tile_steps[i] = make_kernel(prog, fmt::format("lstm_step_tile_m{}", 1 << i).c_str());
+      }
       break;
     case RnnCell::gru:
       if (cfg_.linear_before_reset) {
@@ -285,9 +303,10 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
       a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
       a(r.W.buffer)(cl_long(r.W.offset_elems() + d * NT * I * cfg_.gates() * 8))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
       a(io.ws.buffer)(cl_long(io.ws.offset_elems() + d * GH))(cl_long(io.B * DGH))(cl_long(DGH));
-      const size_t lx = std::min<size_t>(8, size_t(NT));
-      const cl::NDRange global{round_up(size_t(NT), lx), (size_t(nrows) + kProjRows - 1) / kProjRows};
-      ec.enqueue_kernel(r.project, global, cl::NDRange{lx, 1}, "lstm_project_tile");
+      // Blocks of 16 row groups (64 rows of x: cache-resident) x all tiles, block after block.
+      const size_t groups = (size_t(nrows) + kProjRows - 1) / kProjRows, rb = std::min<size_t>(16, groups);
+      const cl::NDRange global{rb, size_t(NT), (groups + rb - 1) / rb};
+      ec.enqueue_kernel(r.project, global, cl::NDRange{rb, 1, 1}, "lstm_project_tile");
     }
     return;
   }
@@ -333,6 +352,8 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
   const Tensor& yc = io.yc.valid() ? io.yc : io.ws;
   // Work-groups along the hidden units (neighbouring units read neighbouring weights).
   const size_t lx = std::min<size_t>({64, round_up(size_t(H), 8), std::max<size_t>(1, ctx_->device(dev).info.max_work_group_size)});
+  const size_t mr = step_rows(nb);
+  cl::Kernel step = r.tiles ? r.tile_steps[mr == 1 ? 0 : mr == 2 ? 1 : 2] : r.step;
   std::lock_guard lock(launch_mutex_);
   for (int64_t s = s0; s < s1; ++s) {
     const bool first = s == 0;
@@ -357,14 +378,16 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
       return a;
     };
     const bool zero_h = first && !has_h0;
-    const size_t nt = size_t(H + 7) / 8, tlx = std::min<size_t>(8, nt);
-    const cl::NDRange global = r.tiles ? cl::NDRange{round_up(nt, tlx), (size_t(nb) + kStepRows - 1) / kStepRows}
+    // Tiles: dimension 0 = row groups of one tile (a work-group's items share the tile's weights in
+    // cache), dimension 1 = tiles.
+    const size_t nt = size_t(H + 7) / 8, groups = (size_t(nb) + mr - 1) / mr, tlx = std::min<size_t>(8, groups);
+    const cl::NDRange global = r.tiles ? cl::NDRange{round_up(groups, tlx), nt}
                                        : cl::NDRange{round_up(size_t(H), lx), (size_t(nb) + kBatchTile - 1) / kBatchTile};
     const cl::NDRange local = r.tiles ? cl::NDRange{tlx, 1} : cl::NDRange{lx, 1};
     if (cfg_.cell == RnnCell::rnn) {
-      common(r.step, zero_h)(cl_int(act[0].kind))(act[0].alpha)(act[0].beta);
+      common(step, zero_h)(cl_int(act[0].kind))(act[0].alpha)(act[0].beta);
     } else if (cfg_.cell == RnnCell::lstm) {
-      auto a = common(r.step, zero_h);
+      auto a = common(step, zero_h);
       for (int i = 0; i < 3; ++i) a(cl_int(act[i].kind))(act[i].alpha)(act[i].beta);
       const int64_t cs = state + 2 * B * H;
       a(cl_int(first && !has_c0));
@@ -376,16 +399,16 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
       a(yc.buffer)(cl_long(yc.offset_elems() + d * io.yh_sd))(cl_long(io.yh_sb))(cl_int(io.yc.valid()));
       a(r.P[size_t(d)].buffer)(cl_int(1))(cl_int(cfg_.input_forget));
     } else if (!lbr0) {
-      auto a = common(r.step, zero_h);
+      auto a = common(step, zero_h);
       for (int i = 0; i < 2; ++i) a(cl_int(act[i].kind))(act[i].alpha)(act[i].beta);
       a(r.rbh[size_t(d)].buffer);
     } else {
       const int64_t zr = state + 4 * B * H;
       common(r.gates, zero_h)(cl_int(act[0].kind))(act[0].alpha)(act[0].beta)(io.ws.buffer)(cl_long(zr))(cl_int(B));
       ec.enqueue_kernel(r.gates, global, local, "gru_gates");
-      common(r.step, zero_h)(cl_int(act[1].kind))(act[1].alpha)(act[1].beta)(io.ws.buffer)(cl_long(zr))(cl_int(B));
+      common(step, zero_h)(cl_int(act[1].kind))(act[1].alpha)(act[1].beta)(io.ws.buffer)(cl_long(zr))(cl_int(B));
     }
-    ec.enqueue_kernel(r.step, global, local, cell_name(cfg_.cell));
+    ec.enqueue_kernel(step, global, local, cell_name(cfg_.cell));
   }
 }
 

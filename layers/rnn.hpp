@@ -132,6 +132,7 @@ class RnnLayer : public Op {
     bool kmajor = false;               // weight layout (kernels/rnn.cl RNN_KMAJOR)
     bool tiles = false;                // gate-interleaved tiles + register-blocked kernels (*_tile)
     cl::Kernel step, gates, project;
+    cl::Kernel tile_steps[3];          // tiles: step kernels with 1, 2, 4 batch rows per work-item
     std::map<std::string, std::unique_ptr<Gemm>> gemms;
   };
   Replica& replica(int dev);

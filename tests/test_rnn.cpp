@@ -173,13 +173,15 @@ TEST_CASE("the k-major (GPU), row and tile weight layouts give the same results"
   }
 }
 
-TEST_CASE("LSTM tile kernels on odd shapes: H not a multiple of 8, batch 1 and 3, every strategy") {
+TEST_CASE("LSTM tile kernels on odd shapes: H not a multiple of 8, batch 1, 3 and 9, every strategy") {
   // (T, B, I, H): partial last tile (H % 8 != 0), a single tile, odd batch (half-used row pair),
   // batch 1, I not a multiple of anything.
   struct Shape4 {
     int64_t T, B, I, H;
   };
-  const Shape4 shapes[] = {{6, 1, 3, 5}, {5, 3, 7, 11}, {4, 3, 9, 16}, {7, 1, 17, 19}, {3, 5, 1, 8}, {4, 2, 6, 27}};
+  // Batch 1, 2-3 and >= 8 select the 1-, 2- and 4-row step kernels (9 and 10: a partial row group).
+  const Shape4 shapes[] = {{6, 1, 3, 5},  {5, 3, 7, 11}, {4, 3, 9, 16}, {7, 1, 17, 19},
+                           {3, 5, 1, 8},  {4, 2, 6, 27}, {4, 9, 5, 13}, {3, 10, 4, 8}};
   unsigned seed = 600;
   for (const auto& sh : shapes)
     for (RnnDirection dir : {RnnDirection::forward, RnnDirection::reverse, RnnDirection::bidirectional}) {
