@@ -4,7 +4,7 @@
 fed back as the next call's inputs), greedy. Prints the text and ms/token of the decode steps.
 
 Run with the pyenv python3 that has onnxruntime:
-  python3 models/zoo/tiny_gpt/peer_onnxruntime.py [--prompt "And God said"] [--tokens 120] [--runs 5] [--threads 1]
+  python3 models/zoo/tiny_gpt/peer_onnxruntime.py [--prompt "And God said"] [--tokens 100] [--runs 5] [--threads 1]
 --check compares the greedy tokens with reference.json (PyTorch's full recompute).
 """
 import argparse
@@ -22,7 +22,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=os.path.join(HERE, "model.onnx"))
     ap.add_argument("--prompt", default=None, help="default: reference.json's prompt")
-    ap.add_argument("--tokens", type=int, default=120)
+    ap.add_argument("--tokens", type=int, default=100)
     ap.add_argument("--runs", type=int, default=5, help="generations; ms/token is the median over them")
     ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
     ap.add_argument("--check", action="store_true", help="tokens must equal reference.json's greedy_tokens")
