@@ -58,6 +58,7 @@ class Graph {
  public:
   std::string name = "graph";
   std::map<std::string, int64_t> opsets;  // domain ("" = ai.onnx) -> version
+  std::map<std::string, std::string> metadata;  // the model's metadata_props (e.g. "max_positions")
   std::vector<ValueInfo> inputs, outputs;
   std::vector<Node> nodes;
   std::map<std::string, HostTensor> initializers;

@@ -176,6 +176,7 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, c
   g.name = gp.name().empty() ? "graph" : gp.name();
   for (auto& o : m.opset_import()) g.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
   if (!g.opsets.count("")) fail("{}: no ai.onnx opset import", what);
+  for (auto& p : m.metadata_props()) g.metadata[p.key()] = p.value();
   for (auto& t : gp.initializer()) {
     if (t.name().empty()) fail("{}: an initializer has no name", what);
     g.initializers[t.name()] = tensor_from_proto(t, base_dir, what);
@@ -234,6 +235,11 @@ std::string export_onnx(const Graph& g, const std::string& external_data_path) {
     auto* o = m.add_opset_import();
     o->set_domain(d);
     o->set_version(v);
+  }
+  for (auto& [k, v] : g.metadata) {
+    auto* p = m.add_metadata_props();
+    p->set_key(k);
+    p->set_value(v);
   }
   auto* gp = m.mutable_graph();
   gp->set_name(g.name);

@@ -12,6 +12,9 @@ CLDL_PACKAGES=(
   libopenblas-dev
 )
 
+# Only for retraining the model zoo (models/zoo/*/train.py); neither the build nor the tests need them.
+CLDL_ZOO_TRAIN_PACKAGES=(python3-torch python3-sklearn python3-numpy bible-kjv bible-kjv-text)
+
 cldl_missing_packages() {
   local missing=()
   for p in "${CLDL_PACKAGES[@]}"; do
@@ -41,4 +44,10 @@ cldl_build() {
   jobs=${CLDL_JOBS:-$(nproc)}
   cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=${CLDL_BUILD_TYPE:-Release} >/dev/null
   cmake --build "$build_dir" -j "$jobs"
+}
+
+# Installs CLDL_ZOO_TRAIN_PACKAGES when missing (for models/zoo/*/train.py; quickstart and test do not call it).
+cldl_install_zoo_train_deps() {
+  local CLDL_PACKAGES=("${CLDL_ZOO_TRAIN_PACKAGES[@]}")
+  cldl_install_deps
 }

@@ -15,6 +15,8 @@ void register_commands(CLI::App& app) {
   add_compile_command(app);
   add_run_command(app);
   add_profile_command(app);
+  add_generate_command(app);
+  add_classify_command(app);
 }
 
 }  // namespace cldl::cli

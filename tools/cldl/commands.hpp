@@ -17,5 +17,7 @@ void add_bench_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
+void add_classify_command(CLI::App& app);
 
 }  // namespace cldl::cli
