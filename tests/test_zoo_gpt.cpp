@@ -1,14 +1,16 @@
 // models/zoo/tiny_gpt: the character-level Transformer trained and exported by train.py (PyTorch), run
 // through the ONNX importer and the executor and compared with what PyTorch stored beside the model:
 // the logits for a fixed text (ref_tokens.npy / ref_logits.npy) and the greedy continuation of a fixed
-// prompt by full recompute (reference.json). The KV-cache protocol (tokens at `pos`, k<l>/v<l>_in ->
-// _out carried between calls) is checked against one full pass over the same tokens.
+// prompt by full recompute (reference.json), through Session calls, the Generator and `cldl generate`.
+// The KV-cache protocol (tokens at `pos`, k<l>/v<l>_in -> _out carried between calls) is checked
+// against one full pass over the same tokens, up to a full cache.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "models/generate.hpp"
 #include "models/npy.hpp"
 #include "tests/support/onnx_util.hpp"
 #include "tests/support/test_util.hpp"
@@ -127,10 +129,16 @@ TEST_CASE("tiny_gpt: greedy generation with the KV cache equals PyTorch's full r
 
 TEST_CASE("tiny_gpt: KV-cache decode of N tokens equals one full pass over them") {
   // Prefill 5, a chunk of 7 at pos 5 (several new tokens written into a non-empty cache), then one
-  // token a call up to N; the logits and the final caches must match a single pass over all N.
-  auto all = encode("And the LORD spake unto Moses, saying, Speak unto the children of Israel");
-  const int64_t N = int64_t(all.size()), B = 2;
-  auto full = gpt_model(B, N);
+  // token a call up to N = max_positions (the last call fills the cache's last slot); the logits and the
+  // final caches must match a single pass over all N.
+  auto full = gpt_model(2, 1);
+  const int64_t N = full->graph().info("k0_in")->shape.dims.at(1), B = 2;
+  REQUIRE(N >= 100);
+  auto all = encode("And the LORD spake unto Moses, saying, Speak unto the children of Israel, and say unto them, When any "
+                    "man of you bring an offering unto the LORD");
+  REQUIRE(int64_t(all.size()) >= N);
+  all.resize(size_t(N));
+  full = gpt_model(B, N);
   auto full_state = zero_state(*full);
   HostTensor want = step(*full->session(), ids(B, all), 0, full_state);
   const int64_t V = want.shape()[2];
@@ -170,19 +178,49 @@ TEST_CASE("tiny_gpt: KV-cache decode of N tokens equals one full pass over them"
     CAPTURE(name);
     const HostTensor& w = full_state.at(name);
     REQUIRE(t.shape() == w.shape());
-    const int64_t M = t.shape()[1], C = t.shape()[2];
-    REQUIRE(M > N);
-    double err = 0, beyond = 0;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t s = 0; s < M; ++s)
-        for (int64_t c = 0; c < C; ++c) {
-          size_t i = size_t((b * M + s) * C + c);
-          err = std::max(err, double(std::fabs(t.as<float>()[i] - w.as<float>()[i])));
-          if (s >= N) beyond = std::max(beyond, double(std::fabs(t.as<float>()[i])));
-        }
+    double err = 0;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      err = std::max(err, double(std::fabs(t.as<float>()[i] - w.as<float>()[i])));
     CHECK(err < 1e-4);
-    CHECK(beyond == 0.0);
   }
+}
+
+TEST_CASE("tiny_gpt: Generator and cldl generate give PyTorch's greedy text; the context limit holds") {
+  auto ref = reference();
+  const std::string prompt = ref["prompt"].get<std::string>(), text = ref["greedy_text"].get<std::string>();
+  auto want = ref["greedy_tokens"].get<std::vector<int64_t>>();
+  Vocab vocab = Vocab::load(kDir + "/vocab.json");
+  for (bool one_by_one : {false, true}) {
+    CAPTURE(one_by_one);
+    GeneratorOptions go;
+    go.prompt_token_by_token = one_by_one;
+    Generator gen(test::shared_ctx(), kDir + "/model.onnx", go);
+    REQUIRE(gen.max_positions().has_value());
+    CHECK(*gen.max_positions() == ref["max_positions"].get<int64_t>());
+    auto states = gen.state_names();
+    std::sort(states.begin(), states.end());
+    CHECK(states == std::vector<std::string>{"k0", "k1", "v0", "v1"});
+    GenerateOptions o;
+    o.max_new_tokens = int(want.size());
+    auto r = gen.generate(vocab, prompt, o);
+    CHECK(r.tokens == want);
+    CHECK(r.text == text);
+    CHECK(!r.hit_context_limit);
+    // Past the context: the last call feeds position max_positions - 1, so max_positions - len(prompt) + 1
+    // new tokens, the first ones PyTorch's.
+    o.max_new_tokens = 1000;
+    r = gen.generate(vocab, prompt, o);
+    CHECK(r.hit_context_limit);
+    REQUIRE(int64_t(r.tokens.size()) == *gen.max_positions() - int64_t(prompt.size()) + 1);
+    CHECK(std::equal(want.begin(), want.end(), r.tokens.begin()));
+  }
+  std::string out;
+  REQUIRE(test::run_command(std::string(CLDL_CLI_PATH) + " generate " + kDir + "/model.onnx --prompt '" + prompt +
+                                "' --tokens " + std::to_string(want.size()),
+                            out) == 0);
+  INFO(out);
+  CHECK(out.find(prompt + text) == 0);
+  CHECK(out.find("ms/token") != std::string::npos);
 }
 
 }  // TEST_SUITE
