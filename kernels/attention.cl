@@ -1,5 +1,6 @@
 // Scaled-dot-product attention: the fused kernel (K/V tiles through local memory, online softmax, the
-// Sq x Skv score matrix never stored), the row softmax of the plain path (scores in memory, GEMMs in
+// Sq x Skv score matrix never stored), its CPU twin attention_blocked (register-blocked rows x keys,
+// K packed first; see its section), the row softmax of the plain path (scores in memory, GEMMs in
 // gemm.cl) and the KV-cache append.
 //
 // Macros (defaults correct on any device):
@@ -79,6 +80,13 @@ typedef float16 vec_t;
 #define VSTORE(n) VSTORE_(n)
 #define CAT_VSTORE(x, i, p) VSTORE(VEC)((x), (i), (p))
 
+// ATT_KERNEL picks the kernels one program holds, so a variant builds only what it runs (PoCL compiles
+// each kernel of a program): 0 all, 1 attention_fused, 2 attention_blocked + attention_pack_k,
+// 3 the plain path's kernels and the KV-cache append.
+#ifndef ATT_KERNEL
+#define ATT_KERNEL 0
+#endif
+
 #if KV_LENS == 2
 typedef long lens_t;
 #else
@@ -132,6 +140,7 @@ inline float attn_fix_score(const attn_params* p, float dot, int row, int col, i
   return ok ? s : -INFINITY;
 }
 
+#if ATT_KERNEL == 0 || ATT_KERNEL == 1
 // One work-item per query row. The rows of a work-group are (head-in-group, position) pairs of one KV
 // head, r = g * Sq + s, so with grouped-query heads every q head of the group shares each K/V tile and a
 // decode step (Sq = 1) reads its KV head once. Global size (round_up(group * Sq, BLOCK_M), Hkv, B).
@@ -248,6 +257,260 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
   }
 }
 
+#endif  // attention_fused
+
+#if ATT_KERNEL == 0 || ATT_KERNEL == 2
+// ---------------------------------------------------------------------------------------------------
+// CPU kernel: register blocking instead of work-group tiles. PoCL runs a work-group on one thread and
+// its work-items one after another, so the fused kernel's one-row-per-work-item shape leaves the FMA
+// units idle on horizontal sums. Here one work-item owns BQ query rows and walks the keys in blocks
+// of 16: Q.K^T of a block is a BQ x 16 GEMM micro-tile (one float16 of packed K per head-dim step, BQ
+// broadcast q values), the online softmax runs on whole float16 score vectors, and P.V accumulates
+// BQ rows x VEC_V head-dim lanes per loaded V row. K is packed first (attention_pack_k) into blocks of
+// 16 keys transposed, Kp[b][hk][blk][d][16], so the score loop reads one contiguous vector per step.
+//
+// Macros: BQ (rows per work-item, 1..8), VEC_V (1, 2, 4, 8 or 16; divides the V head size), MAX_DV
+// (upper bound of the V head size: the accumulator array size). Head sizes are run-time arguments.
+#ifndef BQ
+#define BQ 6
+#endif
+#ifndef VEC_V
+#define VEC_V 16
+#endif
+#ifndef MAX_DV
+#define MAX_DV 256
+#endif
+#define ATT_BKV 16
+
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"  // float16 arguments of inlined helpers (see gemm.cl)
+#endif
+
+#define ATT_CAT_(a, b) a##b
+#define ATT_CAT(a, b) ATT_CAT_(a, b)
+#if VEC_V == 1
+typedef float vv_t;
+#define VV_LOAD(i, p) ((p)[i])
+#define VV_STORE(x, i, p) ((p)[i] = (x))
+#else
+typedef ATT_CAT(float, VEC_V) vv_t;
+#define VV_LOAD(i, p) ATT_CAT(vload, VEC_V)((i), (p))
+#define VV_STORE(x, i, p) ATT_CAT(vstore, VEC_V)((x), (i), (p))
+#endif
+
+// K [.., Skv, D] of every (batch, kv head), any strides -> Kp[b][hk][blk][d][16], zero past Skv.
+// Global (nblk * 16, Hkv, B).
+__kernel void attention_pack_k(int Skv, int D, int nblk, __global const float* K, long k_off, long k_sb,
+                               long k_sh, long k_ss, __global float* Kp, long kp_off) {
+  const int j = get_global_id(0), hk = get_global_id(1), b = get_global_id(2);
+  const long Hk = get_global_size(1);
+  __global float* dst = Kp + kp_off + ((b * Hk + hk) * nblk + j / ATT_BKV) * (long)D * ATT_BKV + j % ATT_BKV;
+  if (j < Skv) {
+    __global const float* src = K + k_off + b * k_sb + hk * k_sh + (long)j * k_ss;
+    for (int d = 0; d < D; ++d) dst[d * ATT_BKV] = src[d];
+  } else {
+    for (int d = 0; d < D; ++d) dst[d * ATT_BKV] = 0.0f;
+  }
+}
+
+// e^x for x <= 0 on 16 lanes: 2^(x log2 e) split into 2^n (exponent bits, n = rint) times the degree-6
+// Taylor polynomial of 2^f on [-1/2, 1/2] (relative error below 3e-7); below -87 (where e^x is
+// subnormal) it is exactly 0, so masked (-inf) lanes give 0. Cheaper than PoCL's exp() on float16.
+inline float16 att_exp16(float16 x) {
+  const float16 t = fmax(x * 1.44269504f, -126.0f);
+  const float16 n = rint(t);
+  const float16 f = t - n;
+  float16 q = (float16)(1.54035304e-4f);
+  q = fma(q, f, (float16)(1.33335581e-3f));
+  q = fma(q, f, (float16)(9.61812911e-3f));
+  q = fma(q, f, (float16)(5.55041087e-2f));
+  q = fma(q, f, (float16)(2.40226507e-1f));
+  q = fma(q, f, (float16)(6.93147181e-1f));
+  q = fma(q, f, (float16)(1.0f));
+  const float16 r = q * as_float16((convert_int16(n) + 127) << 23);
+  return select(r, (float16)(0.0f), x < (float16)(-87.0f));
+}
+
+// Plain compares, not fmax: scores are never NaN here, and fmax's NaN rules cost extra instructions.
+inline float att_hmax16(float16 x) {
+  float8 a = select(x.lo, x.hi, x.hi > x.lo);
+  float4 c = select(a.lo, a.hi, a.hi > a.lo);
+  float2 e = select(c.lo, c.hi, c.hi > c.lo);
+  return e.hi > e.lo ? e.hi : e.lo;
+}
+inline float att_hsum16(float16 x) {
+  float8 a = x.lo + x.hi;
+  float4 c = a.lo + a.hi;
+  float2 e = c.lo + c.hi;
+  return e.lo + e.hi;
+}
+
+// The per-lane rules of attn_fix_score for a block of 16 keys at kv0 (scale and softcap already
+// applied): masked, causally hidden and out-of-length keys become -inf, the additive mask is added.
+inline float16 att_fix_block(const attn_params* p, float16 x, int row, int kv0, int kv_end, int coff,
+                             __global const float* mrow_f, __global const uchar* mrow_b) {
+  const int16 col = (int16)(kv0) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int16 ok = col < (int16)(kv_end);
+  if (p->causal) ok &= col <= (int16)(row + coff);
+#if MASK == 1
+  (void)mrow_b;
+  if (kv0 + ATT_BKV <= p->mask_cols) {
+    x += vload16(0, mrow_f + kv0);
+  } else {
+    float t[ATT_BKV];
+    for (int j = 0; j < ATT_BKV; ++j) t[j] = kv0 + j < p->mask_cols ? mrow_f[kv0 + j] : -INFINITY;
+    x += vload16(0, t);
+  }
+#elif MASK == 2
+  (void)mrow_f;
+  uchar16 mb;
+  if (kv0 + ATT_BKV <= p->mask_cols) {
+    mb = vload16(0, mrow_b + kv0);
+  } else {
+    uchar t[ATT_BKV];
+    for (int j = 0; j < ATT_BKV; ++j) t[j] = kv0 + j < p->mask_cols ? mrow_b[kv0 + j] : 0;
+    mb = vload16(0, t);
+  }
+  ok &= convert_int16(mb) != (int16)(0);
+#else
+  (void)mrow_f;
+  (void)mrow_b;
+#endif
+  return select((float16)(-INFINITY), x, ok);
+}
+
+// One work-item per BQ rows r = g * Sq + s of one kv head (as attention_fused: GQA rows share K/V).
+// Global (ceil(group * Sq / BQ), Hkv, B); any work-group size (1 on CPUs).
+__kernel void attention_blocked(attn_params p, int D, int Dv, int nblk, __global const float* Q, long q_off,
+                                long q_sb, long q_sh, long q_ss, __global const float* Kp, long kp_off,
+                                __global const float* V, long v_off, long v_sb, long v_sh, long v_ss,
+                                __global float* O, long o_off, long o_sb, long o_sh, long o_ss,
+                                __global const void* mask, long mask_off, __global const lens_t* lens,
+                                long lens_off) {
+  const int hk = get_global_id(1), b = get_global_id(2);
+  const long Hk = get_global_size(1);
+  const int rows = p.group * p.Sq;
+  const int r0 = get_global_id(0) * BQ;
+  if (r0 >= rows) return;
+  lens += lens_off;
+  const int kv_end = attn_kv_end(&p, lens, b);
+  const int coff = attn_causal_offset(&p, kv_end);
+
+  // Rows past the last are clamped to it (computed, not stored) so every loop has BQ rows.
+  __global const float* qp[BQ];
+  int row[BQ];
+  long mo[BQ];
+  int row_min = p.Sq, row_max = 0;
+#pragma unroll
+  for (int i = 0; i < BQ; ++i) {
+    const int r = min(r0 + i, rows - 1);
+    const int h = hk * p.group + r / p.Sq;
+    row[i] = r % p.Sq;
+    qp[i] = Q + q_off + b * q_sb + h * q_sh + (long)row[i] * q_ss;
+    mo[i] = mask_off + b * p.mask_sb + h * p.mask_sh + (long)row[i] * p.mask_ss;
+    row_min = min(row_min, row[i]);
+    row_max = max(row_max, row[i]);
+  }
+  int kv_limit = kv_end;
+  if (p.causal) kv_limit = min(kv_limit, row_max + coff + 1);
+  kv_limit = max(kv_limit, 0);
+  // Keys below clean_end are visible to every row: those blocks skip the per-lane rules (no mask).
+  int clean_end = kv_limit;
+  if (p.causal) clean_end = min(clean_end, row_min + coff + 1);
+
+  const int nc = Dv / VEC_V;
+  vv_t acc[BQ][MAX_DV / VEC_V];
+  float m[BQ];
+  float16 l[BQ];
+#pragma unroll
+  for (int i = 0; i < BQ; ++i) {
+    m[i] = -INFINITY, l[i] = (float16)(0.0f);
+    for (int c = 0; c < nc; ++c) acc[i][c] = (vv_t)(0.0f);
+  }
+  __global const float* kp = Kp + kp_off + (b * Hk + hk) * nblk * (long)D * ATT_BKV;
+  __global const float* vb = V + v_off + b * v_sb + hk * v_sh;
+
+  for (int kv0 = 0; kv0 < kv_limit; kv0 += ATT_BKV) {
+    // Scores of BQ rows x 16 keys.
+    __global const float* kb = kp + (long)(kv0 / ATT_BKV) * D * ATT_BKV;
+    float16 s[BQ];
+#pragma unroll
+    for (int i = 0; i < BQ; ++i) s[i] = (float16)(0.0f);
+    for (int d = 0; d < D; ++d) {
+      const float16 kv = vload16(d, kb);
+#pragma unroll
+      for (int i = 0; i < BQ; ++i) s[i] = fma((float16)(qp[i][d]), kv, s[i]);
+    }
+    // Online softmax per row on the whole vector.
+    const bool clean = MASK == 0 && kv0 + ATT_BKV <= clean_end;
+    float alpha[BQ];
+    float pb[BQ][ATT_BKV];
+#pragma unroll
+    for (int i = 0; i < BQ; ++i) {
+      float16 x = s[i] * p.scale;
+      if (p.softcap > 0.0f) x = p.softcap * tanh(x / p.softcap);
+#if MASK == 1
+      __global const float* mf = (__global const float*)mask + mo[i];
+      __global const uchar* mb = 0;
+#elif MASK == 2
+      __global const float* mf = 0;
+      __global const uchar* mb = (__global const uchar*)mask + mo[i];
+#else
+      __global const float* mf = 0;
+      __global const uchar* mb = 0;
+#endif
+      if (!clean) x = att_fix_block(&p, x, row[i], kv0, kv_end, coff, mf, mb);
+      const float bmax = att_hmax16(x);
+      float16 pr = (float16)(0.0f);
+      alpha[i] = 1.0f;
+      if (bmax > m[i]) {  // the running max grows: rescale what was summed so far
+        alpha[i] = exp(m[i] - bmax);
+        l[i] *= alpha[i];
+        m[i] = bmax;
+      }
+      if (m[i] != -INFINITY) {  // a row that has seen no visible key yet keeps its (empty) state
+        pr = att_exp16(x - m[i]);
+        l[i] += pr;  // lane-wise; summed across lanes once at the end
+      }
+      vstore16(pr, 0, pb[i]);
+    }
+    // P.V: rows past kv_limit are clamped to the last valid one (their weight is 0; the clamp keeps
+    // reads inside the written part of a KV cache, whose tail may hold NaN bit patterns).
+    __global const float* vrow[ATT_BKV];
+#pragma unroll
+    for (int j = 0; j < ATT_BKV; ++j) vrow[j] = vb + (long)min(kv0 + j, kv_limit - 1) * v_ss;
+    for (int c = 0; c < nc; ++c) {
+      vv_t a[BQ];
+#pragma unroll
+      for (int i = 0; i < BQ; ++i) a[i] = acc[i][c] * alpha[i];
+#pragma unroll
+      for (int j = 0; j < ATT_BKV; ++j) {
+        const vv_t v = VV_LOAD(c, vrow[j]);
+#pragma unroll
+        for (int i = 0; i < BQ; ++i) a[i] = fma((vv_t)(pb[i][j]), v, a[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < BQ; ++i) acc[i][c] = a[i];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < BQ; ++i) {
+    if (r0 + i < rows) {
+      // A row with every key masked has no softmax; it yields zeros (as attention_fused).
+      const float sum = att_hsum16(l[i]);
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int r = r0 + i;
+      const int h = hk * p.group + r / p.Sq;
+      __global float* op = O + o_off + b * o_sb + h * o_sh + (long)row[i] * o_ss;
+      for (int c = 0; c < nc; ++c) VV_STORE(acc[i][c] * inv, c, op);
+    }
+  }
+  (void)mask;
+  (void)mo;
+}
+#endif  // attention_blocked
+
+#if ATT_KERNEL == 0 || ATT_KERNEL == 3
 // Plain path, between the two GEMMs: scores [B, Hq, Sq, Skv] (already scaled by the GEMM's alpha, so
 // p.scale is 1 here) become probabilities in place. One work-item per row; global (Sq, Hq, B).
 __kernel void attention_softmax_rows(attn_params p, __global float* S, long s_off, __global const void* mask,
@@ -327,3 +590,4 @@ __kernel void attention_qk_output(attn_params p, int mode, __global const float*
   }
   out[out_off + idx] = x;
 }
+#endif  // plain path + KV cache

@@ -206,3 +206,187 @@ __kernel void gru_step_lbr0(RNN_COMMON_ARGS, int g_kind, float g_a, float g_b, _
     RNN_WRITE_H(hv)
   }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Register-blocked tile kernels (the default on CPU devices; layers/rnn.cpp "tiles" weight layout).
+// A work-item computes RNN_MR batch rows x 8 hidden units (one tile) for every gate of the cell: the
+// recurrent product h . R^T as a small register-blocked GEMM (per k: one float8 of weights per gate,
+// one broadcast h value per row, MR x G fmas on float8), fused with the biases, gate non-linearities
+// and the state update. Weights are re-laid out once at create into gate-interleaved tiles:
+//   Rt[n][k][g][u] = R[g*H + 8n + u][k]   (n: tile of 8 units, zero for 8n + u >= H)
+//   Wt[d][n][k][g][u] = W[d][g*H + 8n + u][k]
+// so each k step reads G*8 contiguous floats. Every output element accumulates with fma over k from 0,
+// then adds the bias (projection) and the recurrent sum, in this order, in all paths: the fused
+// sequential kernel (x_t W^T computed per step here) and the separate projection kernel give the same
+// bits. Units past H (last tile when H % 8 != 0) are computed on zero weights and never stored.
+// ---------------------------------------------------------------------------------------------------
+#ifndef RNN_MR
+#define RNN_MR 2
+#endif
+#ifndef RNN_PMR
+#define RNN_PMR 4
+#endif
+
+inline float8 rnn_load8(__global const float* p, int n) {
+  if (n >= 8) return vload8(0, p);
+  float tmp[8];
+  for (int u = 0; u < 8; ++u) tmp[u] = u < n ? p[u] : 0.0f;
+  return vload8(0, tmp);
+}
+
+inline void rnn_store8(float8 v, __global float* p, int n) {
+  if (n >= 8) {
+    vstore8(v, 0, p);
+    return;
+  }
+  float tmp[8];
+  vstore8(v, 0, tmp);
+  for (int u = 0; u < n; ++u) p[u] = tmp[u];
+}
+
+// Vector forms of the common gate activations; anything else element by element through cldl_act.
+inline float8 rnn_act8(int kind, float8 x, float a, float b) {
+  if (kind == ACT_SIGMOID) return 1.0f / (1.0f + exp(-x));
+  if (kind == ACT_TANH) return tanh(x);
+  float tmp[8];
+  vstore8(x, 0, tmp);
+  for (int u = 0; u < 8; ++u) tmp[u] = cldl_act(kind, tmp[u], a, b);
+  return vload8(0, tmp);
+}
+
+inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x, -clip), clip) : x; }
+
+// acc[r][g] += sum_k rows[r][k] * Wt[k][g0 + g][0..8) for NGL gates, tile stride NGT*8 floats per k.
+#define RNN_TILE_ACC(acc, MR, NGL, g0, NGT, K, wt, rows)                                    \
+  for (int k = 0; k < (K); ++k) {                                                           \
+    float8 w_[NGL];                                                                         \
+    _Pragma("unroll") for (int g = 0; g < (NGL); ++g)                                       \
+      w_[g] = vload8(0, (wt) + (long)k * ((NGT) * 8) + ((g0) + g) * 8);                     \
+    _Pragma("unroll") for (int r = 0; r < (MR); ++r) {                                      \
+      const float8 a_ = (float8)(rows[r][k]);                                               \
+      _Pragma("unroll") for (int g = 0; g < (NGL); ++g) acc[r][g] = fma(a_, w_[g], acc[r][g]); \
+    }                                                                                       \
+  }
+
+#define RNN_ZERO(acc, MR, NG)                            \
+  float8 acc[MR][NG];                                    \
+  _Pragma("unroll") for (int r = 0; r < (MR); ++r)       \
+    _Pragma("unroll") for (int g = 0; g < (NG); ++g) acc[r][g] = (float8)(0.0f);
+
+// Work-item setup of a step tile: tile n (units j0 .. j0 + nu), rows m0 .. m0 + RNN_MR of the batch;
+// per row its batch item (clamped to the last one: extra rows compute duplicates, never stored), its
+// length, whether step s is valid, and its time index (clamped into [0, T) for reads).
+#define RNN_STEP_TILE_PROLOGUE                                               \
+  const int n = get_global_id(0);                                            \
+  const int m0 = b0 + (int)get_global_id(1) * RNN_MR;                        \
+  const int j0 = n * 8;                                                      \
+  if (j0 >= H || m0 >= b0 + nb) return;                                      \
+  const int nu = min(8, H - j0);                                             \
+  W += w_off;                                                                \
+  bx += bx_off;                                                              \
+  int rb[RNN_MR], rt[RNN_MR], rvalid[RNN_MR], rtr[RNN_MR];                   \
+  _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) {                       \
+    rb[r] = min(m0 + r, b0 + nb - 1);                                        \
+    const int len_ = clamp(lens[lens_off + rb[r]], 0, T);                    \
+    rvalid[r] = s < len_;                                                    \
+    rt[r] = reverse ? len_ - 1 - s : s;                                      \
+    rtr[r] = clamp(rt[r], 0, T - 1);                                         \
+  }
+
+// Input projection of the tile's rows for NG gates into xp[r][g]: from xw, or computed here (fused).
+#define RNN_STEP_TILE_XPROJ(xp, NG)                                                                     \
+  RNN_ZERO(xp, RNN_MR, NG)                                                                              \
+  if (fuse_input) {                                                                                     \
+    __global const float* xrow[RNN_MR];                                                                 \
+    _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) xrow[r] =                                        \
+        x + x_off + (long)rtr[r] * x_st + (long)rb[r] * x_sb;                                           \
+    RNN_TILE_ACC(xp, RNN_MR, NG, 0, NG, I, W + (long)n * I * (NG * 8), xrow)                            \
+    _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r)                                                  \
+      _Pragma("unroll") for (int g = 0; g < NG; ++g) xp[r][g] += rnn_load8(bx + g * H + j0, nu);        \
+  } else {                                                                                              \
+    _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r)                                                  \
+      _Pragma("unroll") for (int g = 0; g < NG; ++g) xp[r][g] =                                         \
+          rnn_load8(xw + xw_off + (long)rtr[r] * xw_st + (long)rb[r] * xw_sb + g * H + j0, nu);         \
+  }
+
+// Recurrent sums acc[r][g] of NGL gates from g0 (tiles of NGT gates), source rows src + off + b * sb.
+#define RNN_STEP_TILE_DOT(acc, NGL, g0, NGT, src, src_off, src_sb)                                     \
+  RNN_ZERO(acc, RNN_MR, NGL)                                                                            \
+  if (!zero_prev) {                                                                                     \
+    __global const float* hrow[RNN_MR];                                                                 \
+    _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) hrow[r] = src + (src_off) + (long)rb[r] * (src_sb); \
+    RNN_TILE_ACC(acc, RNN_MR, NGL, g0, NGT, H, RT + (long)n * H * ((NGT) * 8), hrow)                     \
+  }
+
+// Per stored row r: batch item b, previous h, validity and time; Y / Y_h writes of the new h.
+#define RNN_TILE_ROW_PROLOGUE(r)                                                         \
+  if (m0 + (r) >= b0 + nb) break;                                                        \
+  const int b = m0 + (r);                                                                \
+  const int valid = rvalid[r], t = rt[r];                                                \
+  const float8 h_prev = zero_prev ? (float8)(0.0f) : rnn_load8(hp + hp_off + (long)b * hp_sb + j0, nu);
+
+#define RNN_TILE_WRITE_H(hv)                                                            \
+  rnn_store8((hv), hn + hn_off + (long)b * H + j0, nu);                                 \
+  if (has_y) {                                                                          \
+    long yi = y_off + (long)s * y_st + (long)b * y_sb + j0;                             \
+    if (valid) yi = y_off + (long)t * y_st + (long)b * y_sb + j0;                       \
+    rnn_store8(valid ? (hv) : (float8)(0.0f), Y + yi, nu);                              \
+  }                                                                                     \
+  if (last && has_yh) rnn_store8((hv), Yh + yh_off + (long)b * yh_sb + j0, nu);
+
+__kernel void lstm_step_tile(RNN_COMMON_ARGS, int f_kind, float f_a, float f_b, int g_kind, float g_a, float g_b,
+                             int h_kind, float h_a, float h_b, int zero_c, __global const float* cp, long cp_off,
+                             long cp_sb, __global float* cn, long cn_off, __global float* Yc, long yc_off, long yc_sb,
+                             int has_yc, __global const float* P, int has_p, int input_forget) {
+  RNN_STEP_TILE_PROLOGUE
+  RNN_STEP_TILE_XPROJ(xp, 4)
+  RNN_STEP_TILE_DOT(acc, 4, 0, 4, hp, hp_off, hp_sb)
+  const float8 pi = has_p ? rnn_load8(P + j0, nu) : (float8)(0.0f);
+  const float8 po = has_p ? rnn_load8(P + H + j0, nu) : (float8)(0.0f);
+  const float8 pf = has_p ? rnn_load8(P + 2 * H + j0, nu) : (float8)(0.0f);
+  _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) {
+    RNN_TILE_ROW_PROLOGUE(r)
+    const float8 c_prev = zero_c ? (float8)(0.0f) : rnn_load8(cp + cp_off + (long)b * cp_sb + j0, nu);
+    float8 hv = h_prev, c = c_prev;
+    if (valid) {
+      const float8 gi = rnn_act8(f_kind, rnn_clip8(xp[r][0] + acc[r][0] + pi * c_prev, clip), f_a, f_b);
+      const float8 gf = input_forget ? 1.0f - gi
+                                     : rnn_act8(f_kind, rnn_clip8(xp[r][2] + acc[r][2] + pf * c_prev, clip), f_a, f_b);
+      const float8 gc = rnn_act8(g_kind, rnn_clip8(xp[r][3] + acc[r][3], clip), g_a, g_b);
+      c = gf * c_prev + gi * gc;
+      const float8 go = rnn_act8(f_kind, rnn_clip8(xp[r][1] + acc[r][1] + po * c, clip), f_a, f_b);
+      hv = go * rnn_act8(h_kind, c, h_a, h_b);
+    }
+    rnn_store8(c, cn + cn_off + (long)b * H + j0, nu);
+    if (last && has_yc) rnn_store8(c, Yc + yc_off + (long)b * yc_sb + j0, nu);
+    RNN_TILE_WRITE_H(hv)
+  }
+}
+
+// Input projection x_t W^T + bias for steps [t0, t0 + nrows / nb) and batch items [b0, b0 + nb), all
+// NG gates of one direction, with the same per-element order as the fused step kernels. Rows q of the
+// GEMM are (t, b) pairs, RNN_PMR per work-item.
+#define RNN_PROJECT_TILE(name, NG)                                                                                \
+  __kernel void name(int H, int I, int nrows, int nb, int b0, int t0, __global const float* x, long x_off,        \
+                     long x_st, long x_sb, __global const float* Wt, long w_off, __global const float* bx,        \
+                     long bx_off, __global float* xw, long xw_off, long xw_st, long xw_sb) {                      \
+    const int n = get_global_id(0), q0 = (int)get_global_id(1) * RNN_PMR, j0 = n * 8;                             \
+    if (j0 >= H || q0 >= nrows) return;                                                                           \
+    const int nu = min(8, H - j0);                                                                                \
+    __global const float* xrow[RNN_PMR];                                                                          \
+    long orow[RNN_PMR];                                                                                           \
+    _Pragma("unroll") for (int r = 0; r < RNN_PMR; ++r) {                                                         \
+      const int q = min(q0 + r, nrows - 1), t = t0 + q / nb, b = b0 + q % nb;                                     \
+      xrow[r] = x + x_off + (long)t * x_st + (long)b * x_sb;                                                      \
+      orow[r] = xw_off + (long)t * xw_st + (long)b * xw_sb;                                                       \
+    }                                                                                                             \
+    RNN_ZERO(acc, RNN_PMR, NG)                                                                                    \
+    RNN_TILE_ACC(acc, RNN_PMR, NG, 0, NG, I, Wt + w_off + (long)n * I * (NG * 8), xrow)                           \
+    _Pragma("unroll") for (int r = 0; r < RNN_PMR; ++r) {                                                         \
+      if (q0 + r >= nrows) break;                                                                                 \
+      _Pragma("unroll") for (int g = 0; g < NG; ++g)                                                              \
+        rnn_store8(acc[r][g] + rnn_load8(bx + bx_off + g * H + j0, nu), xw + orow[r] + g * H + j0, nu);          \
+    }                                                                                                             \
+  }
+
+RNN_PROJECT_TILE(lstm_project_tile, 4)

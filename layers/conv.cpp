@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "layers/conv_internal.hpp"
+#include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl {
@@ -203,16 +204,32 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, std::string* why_out) {
   return a;
 }
 
+ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::string* why) {
+  if (cfg.algo == ConvAlgo::automatic)
+    if (auto t = tuning::find(info, "conv", tuning::conv_problem(geometry(cfg)))) {
+      auto it = t->params.find("algo");
+      const int64_t a = it == t->params.end() ? -1 : it->second;
+      if (a > int64_t(ConvAlgo::automatic) && a <= int64_t(ConvAlgo::fft) && applies(cfg, ConvAlgo(a))) {
+        if (why) *why = "tuning database";
+        return ConvAlgo(a);
+      }
+      log::warn("Conv input {} weight {}: ignoring tuning entry algo={} (not an applicable algorithm)",
+                cfg.input.str(), cfg.weight.shape().str(), a);
+    }
+  return choose(cfg, why);
+}
+
 std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfig& cfg) {
   std::unique_ptr<ConvOp> op(new ConvOp());
   op->g_ = geometry(cfg);
   op->out_shape_ = validate(cfg);
+  tuning::record(cfg);
   op->ctx_ = &ctx;
   op->device_ = device;
   op->act_ = cfg.act;
   const ConvGeometry& g = op->g_;
   std::string why;
-  op->algo_ = choose(cfg, &why);
+  op->algo_ = choose(cfg, ctx.device(device).info, &why);
   log::debug("Conv input {} weight {} -> {}: algorithm {} ({})", cfg.input.str(), cfg.weight.shape().str(),
              op->out_shape_.str(), to_string(op->algo_), why);
 
@@ -290,6 +307,15 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
 }
 
 ConvOp::~ConvOp() { release_fft(); }
+
+std::vector<GemmConfig> ConvOp::gemm_configs() const {
+  std::vector<GemmConfig> out;
+  for (const auto& g : gemm_) {
+    out.push_back(g->config());
+    out.back().own = GemmOwnParams{};  // config() holds the resolved parameters; callers want the problem
+  }
+  return out;
+}
 
 void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                      ExecutionContext& ec) {

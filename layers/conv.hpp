@@ -25,7 +25,8 @@ namespace cldl {
 //   kernel >= 7x7, stride 1, dilation 1, groups 1       -> fft (FFT work does not grow with KH*KW)
 //   C/group*KH*KW >= 16 (enough reduction for a GEMM)    -> im2col_gemm
 //   otherwise                                           -> direct
-// The order assumes a fast GEMM (layers/gemm.hpp); no tuning database is consulted yet.
+// The order assumes a fast GEMM (layers/gemm.hpp). A tuning database entry (`cldl tune --op conv`)
+// replaces the heuristic for its exact shape.
 enum class ConvAlgo { automatic, im2col_gemm, gemm_1x1, direct, depthwise, winograd, fft };
 std::string_view to_string(ConvAlgo a);
 
@@ -61,6 +62,11 @@ class ConvOp : public Op {
   static bool applies(const ConvConfig& cfg, ConvAlgo algo, std::string* why = nullptr);
   // The algorithm `create` would use (cfg.algo, or the heuristic above when automatic); `why` says why.
   static ConvAlgo choose(const ConvConfig& cfg, std::string* why = nullptr);
+  // What create() uses: the tuning database's choice for this shape on `info` (family "conv") when
+  // cfg.algo is automatic and an entry exists, else choose(cfg).
+  static ConvAlgo choose(const ConvConfig& cfg, const DeviceInfo& info, std::string* why = nullptr);
+  // The GEMMs this op runs (GEMM-based algorithms), as configured before the GEMM's own choices.
+  std::vector<GemmConfig> gemm_configs() const;
   static std::unique_ptr<ConvOp> create(Context& ctx, int device, const ConvConfig& cfg);
   ~ConvOp() override;
 

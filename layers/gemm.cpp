@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl {
@@ -63,6 +64,7 @@ Gemm::Gemm(Context& ctx, int device, GemmConfig cfg) : ctx_(&ctx), device_(devic
 
 std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& cfg) {
   validate(cfg);
+  tuning::record(cfg);
   std::unique_ptr<Gemm> g(new Gemm(ctx, device, cfg));
   const DeviceInfo& info = ctx.device(device).info;
   const bool cpu = info.type == DeviceType::cpu;
@@ -74,10 +76,21 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
     g->clblast_ = true;
     bool epi = cfg.bias != GemmBias::none || cfg.act.kind != Act::none;
     if (epi) g->kernel_ = make_kernel(ctx.program("gemm.cl", base, device), "gemm_epilogue");
+    // CLBlast's Xgemm parameters: the database's set for this device, or CLBlast's defaults.
+    tuning::clblast_use_database(ctx.device(device));
     g->algorithm_ =
         fmt::format("clblast:{}{}", cfg.batch > 1 ? "gemm_strided_batched" : "gemm", epi ? " +epilogue" : "");
   } else {
     GemmOwnParams o = cfg.own;
+    // The tuning database fills what the caller left at auto; the heuristic below fills the rest.
+    bool tuned = false;
+    if (auto t = tuning::find(info, "gemm", tuning::gemm_problem(cfg))) {
+      tuning::gemm_apply(t->params, o);
+      GemmConfig check = cfg;
+      check.own = o;
+      validate(check);
+      tuned = true;
+    }
     // Register block: 6 rows x 16 columns = 12 AVX accumulators on CPUs; small blocks elsewhere, where the
     // own kernel is only a correct fallback (GPUs get CLBlast by default).
     if (o.mr == 0) o.mr = cpu ? 6 : 4;
@@ -116,8 +129,8 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
       floats += size_t(batch_b(cfg) * ((cfg.N + o.nr - 1) / o.nr) * cfg.K * o.nr);
     }
     g->workspace_bytes_ = floats * sizeof(float);
-    g->algorithm_ = fmt::format("own:tile mr={} nr={} mt={} local={}{}{}", o.mr, o.nr, o.mt, o.local,
-                                g->pack_a_ ? " packA" : "", g->pack_b_ ? " packB" : "");
+    g->algorithm_ = fmt::format("own:tile mr={} nr={} mt={} local={}{}{}{}", o.mr, o.nr, o.mt, o.local,
+                                g->pack_a_ ? " packA" : "", g->pack_b_ ? " packB" : "", tuned ? " (tuned)" : "");
   }
   log::debug("Gemm {}x{}x{} batch {} trans {}{} on {}: {}", cfg.M, cfg.N, cfg.K, cfg.batch, int(cfg.trans_a),
              int(cfg.trans_b), info.name, g->algorithm_);

@@ -60,6 +60,9 @@ struct GemmConfig {
 //                           so it has ~64K multiply-adds at least (small K). CLBlast with its default parameters
 //                           reaches ~0.1x OpenBLAS on PoCL; this kernel ~0.6-0.9x (`cldl bench gemm`).
 //   GPUs / accelerators  -> CLBlast (tuned per device by its own database).
+// The tuning database (runtime/tuning.hpp, family "gemm", key tuning::gemm_problem) overrides the
+// heuristic's own-kernel parameters that the config leaves at auto; for CLBlast, create() sets the
+// database's "clblast_xgemm" parameters for the device (CLBlast holds one set per device and process).
 // algorithm() names the choice and its parameters ("own:tile mr=6 nr=16 mt=1 local=1 packA packB",
 // "clblast:gemm +epilogue"), also logged at debug level. Packing needs workspace_bytes(); when enqueue
 // gets no workspace it uses a scratch buffer owned by the op, and each such call waits for the previous

@@ -16,6 +16,8 @@ const ProgramVariants kRnnVariants("rnn.cl", {"-DRNN_KMAJOR=0", "-DRNN_KMAJOR=1"
 
 // Batch items per work-item: RNN_BT's default in kernels/rnn.cl.
 constexpr size_t kBatchTile = 4;
+// Tile kernels: batch rows per work-item of a step (RNN_MR) and of the projection (RNN_PMR).
+constexpr size_t kStepRows = 2, kProjRows = 4;
 
 // Sets kernel arguments one after another (the step kernels take ~50).
 struct ArgSetter {
@@ -161,8 +163,13 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   }
   if (w.P) std::copy(w.P->as<float>(), w.P->as<float>() + D * 3 * H, l->P_.begin());
   l->replicate(device);
-  l->algorithm_ = fmt::format("{}: fused step kernel{}, weights k-major on GPUs, row-major elsewhere", cell_name(cfg.cell),
-                              cfg.cell == RnnCell::gru && !cfg.linear_before_reset ? " (gates + h: 2 kernels/step)" : "");
+  const Replica& r0 = l->replicas_.at(device);
+  l->algorithm_ = r0.tiles ? fmt::format("{}: register-blocked step kernel ({} batch rows x 8 units x {} gates per "
+                                         "work-item), weights in gate-interleaved tiles",
+                                         cell_name(cfg.cell), kStepRows, cfg.gates())
+                           : fmt::format("{}: fused step kernel{}, weights {}", cell_name(cfg.cell),
+                                         cfg.cell == RnnCell::gru && !cfg.linear_before_reset ? " (gates + h: 2 kernels/step)" : "",
+                                         r0.kmajor ? "k-major" : "in rows");
   log::debug("{} T={} B={} I={} H={} D={}: {}", cell_name(cfg.cell), cfg.seq_length, cfg.batch, I, H, D, l->algorithm_);
   return l;
 }
@@ -178,16 +185,38 @@ RnnLayer::Replica& RnnLayer::replica(int dev) {
     return ctx_->upload(HostTensor::from<float>({n}, std::span<const float>(p, size_t(n))), dev);
   };
   Replica r;
-  // k-major weights for GPUs (coalesced), ONNX row layout for CPUs and others (per-work-item streams).
-  r.kmajor = ctx_->device(dev).info.type == DeviceType::gpu;
-  // CLDL_RNN_WEIGHT_LAYOUT=kmajor|rows overrides (tests exercise both layouts on any device).
+  // Default layouts: k-major weights for GPUs (coalesced: neighbouring work-items read neighbouring
+  // addresses); gate-interleaved tiles for CPUs and others (the register-blocked *_tile kernels: per
+  // k one float8 of weights per gate, reused by RNN_MR batch rows).
+  const bool gpu = ctx_->device(dev).info.type == DeviceType::gpu;
+  std::string_view lay = gpu ? "kmajor" : "tiles";
+  // CLDL_RNN_WEIGHT_LAYOUT=tiles|rows|kmajor overrides (tests exercise every layout on any device).
   if (const char* e = std::getenv("CLDL_RNN_WEIGHT_LAYOUT")) {
     std::string_view v(e);
-    if (v != "kmajor" && v != "rows") fail("CLDL_RNN_WEIGHT_LAYOUT must be kmajor or rows, got '{}'", v);
-    r.kmajor = v == "kmajor";
+    if (v != "kmajor" && v != "rows" && v != "tiles")
+      fail("CLDL_RNN_WEIGHT_LAYOUT must be tiles, rows or kmajor, got '{}'", v);
+    lay = v;
     log::info("{}: weight layout {} forced by CLDL_RNN_WEIGHT_LAYOUT", cell_name(cfg_.cell), v);
   }
-  if (r.kmajor) {
+  r.kmajor = lay == "kmajor";
+  // Tile kernels exist for LSTM; GRU and RNN use the row layout where tiles are asked for.
+  r.tiles = lay == "tiles" && cfg_.cell == RnnCell::lstm;
+  const int64_t G = cfg_.gates(), NT = (H + 7) / 8;
+  // Rows [G*H][K] of one direction -> tiles [NT][K][G][8] (zero past H).
+  auto tile = [&](const float* src, int64_t K, float* dst) {
+    for (int64_t n = 0; n < NT; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t g = 0; g < G; ++g)
+          for (int64_t u = 0; u < 8; ++u) {
+            const int64_t j = n * 8 + u;
+            dst[((n * K + k) * G + g) * 8 + u] = j < H ? src[(g * H + j) * K + k] : 0.0f;
+          }
+  };
+  if (r.tiles) {
+    std::vector<float> wt(size_t(D * NT * I * G * 8));
+    for (int64_t d = 0; d < D; ++d) tile(W_.data() + d * GH * I, I, wt.data() + d * NT * I * G * 8);
+    r.W = up(wt.data(), int64_t(wt.size()));
+  } else if (r.kmajor) {
     std::vector<float> wt(W_.size());
     for (int64_t row = 0; row < D * GH; ++row)
       for (int64_t k = 0; k < I; ++k) wt[size_t(k * D * GH + row)] = W_[size_t(row * I + k)];
@@ -198,17 +227,24 @@ RnnLayer::Replica& RnnLayer::replica(int dev) {
   r.bx = up(bx_.data(), D * GH);
   for (int64_t d = 0; d < D; ++d) {
     std::vector<float> rt(R_.begin() + d * GH * H, R_.begin() + (d + 1) * GH * H);
-    if (r.kmajor)
+    if (r.tiles) {
+      rt.assign(size_t(NT * H * G * 8), 0.0f);
+      tile(R_.data() + d * GH * H, H, rt.data());
+    } else if (r.kmajor) {
       for (int64_t row = 0; row < GH; ++row)
         for (int64_t k = 0; k < H; ++k) rt[size_t(k * GH + row)] = R_[size_t(d * GH * H + row * H + k)];
-    r.RT.push_back(up(rt.data(), H * GH));
+    }
+    r.RT.push_back(up(rt.data(), int64_t(rt.size())));
     r.rbh.push_back(up(rbh_.data() + d * H, H));
     r.P.push_back(up(P_.data() + d * 3 * H, 3 * H));
   }
   cl::Program prog = ctx_->program("rnn.cl", fmt::format("-DRNN_KMAJOR={}", int(r.kmajor)), dev);
   switch (cfg_.cell) {
     case RnnCell::rnn: r.step = make_kernel(prog, "rnn_step"); break;
-    case RnnCell::lstm: r.step = make_kernel(prog, "lstm_step"); break;
+    case RnnCell::lstm:
+      r.step = make_kernel(prog, r.tiles ? "lstm_step_tile" : "lstm_step");
+      if (r.tiles) r.project = make_kernel(prog, "lstm_project_tile");
+      break;
     case RnnCell::gru:
       if (cfg_.linear_before_reset) {
         r.step = make_kernel(prog, "gru_step");
@@ -239,6 +275,22 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
                                   ExecutionContext& ec) {
   Replica& r = replica(dev);
   const int64_t D = cfg_.dirs(), GH = cfg_.gates() * cfg_.hidden_size, I = cfg_.input_size, DGH = D * GH;
+  if (r.tiles) {
+    // The register-blocked projection kernel, one launch per direction over all (t, b) rows.
+    const int64_t H = cfg_.hidden_size, NT = (H + 7) / 8, nrows = (t1 - t0) * nb;
+    std::lock_guard lock(launch_mutex_);
+    for (int64_t d = 0; d < D; ++d) {
+      ArgSetter a{r.project};
+      a(cl_int(H))(cl_int(I))(cl_int(nrows))(cl_int(nb))(cl_int(b0))(cl_int(t0));
+      a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
+      a(r.W.buffer)(cl_long(r.W.offset_elems() + d * NT * I * cfg_.gates() * 8))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
+      a(io.ws.buffer)(cl_long(io.ws.offset_elems() + d * GH))(cl_long(io.B * DGH))(cl_long(DGH));
+      const size_t lx = std::min<size_t>(8, size_t(NT));
+      const cl::NDRange global{round_up(size_t(NT), lx), (size_t(nrows) + kProjRows - 1) / kProjRows};
+      ec.enqueue_kernel(r.project, global, cl::NDRange{lx, 1}, "lstm_project_tile");
+    }
+    return;
+  }
   GemmConfig g;
   g.M = nb;
   g.N = DGH;
@@ -291,7 +343,8 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
       a(io.lens.buffer)(cl_long(io.lens.offset_elems()))(cl_int(fuse_input));
       a(io.ws.buffer)(cl_long(ws0 + d * GH))(cl_long(B * DGH))(cl_long(DGH));
       a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
-      a(r.W.buffer)(cl_long(r.W.offset_elems() + (r.kmajor ? d * GH : d * GH * I)))(cl_long(DGH))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
+      const int64_t wd = r.tiles ? d * ((H + 7) / 8) * I * G * 8 : r.kmajor ? d * GH : d * GH * I;
+      a(r.W.buffer)(cl_long(r.W.offset_elems() + wd))(cl_long(DGH))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
       a(r.RT[size_t(d)].buffer)(cl_int(zero_prev_h));
       if (first && has_h0)
         a(io.h0.buffer)(cl_long(io.h0.offset_elems() + d * io.h0_sd))(cl_long(io.h0_sb));
@@ -304,8 +357,10 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
       return a;
     };
     const bool zero_h = first && !has_h0;
-    const cl::NDRange global{round_up(size_t(H), lx), (size_t(nb) + kBatchTile - 1) / kBatchTile};
-    const cl::NDRange local{lx, 1};
+    const size_t nt = size_t(H + 7) / 8, tlx = std::min<size_t>(8, nt);
+    const cl::NDRange global = r.tiles ? cl::NDRange{round_up(nt, tlx), (size_t(nb) + kStepRows - 1) / kStepRows}
+                                       : cl::NDRange{round_up(size_t(H), lx), (size_t(nb) + kBatchTile - 1) / kBatchTile};
+    const cl::NDRange local = r.tiles ? cl::NDRange{tlx, 1} : cl::NDRange{lx, 1};
     if (cfg_.cell == RnnCell::rnn) {
       common(r.step, zero_h)(cl_int(act[0].kind))(act[0].alpha)(act[0].beta);
     } else if (cfg_.cell == RnnCell::lstm) {

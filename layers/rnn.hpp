@@ -130,7 +130,8 @@ class RnnLayer : public Op {
     Tensor W, bx;                      // all directions: [D*G*H, I], [D*G*H]
     std::vector<Tensor> RT, rbh, P;    // per direction
     bool kmajor = false;               // weight layout (kernels/rnn.cl RNN_KMAJOR)
-    cl::Kernel step, gates;
+    bool tiles = false;                // gate-interleaved tiles + register-blocked kernels (*_tile)
+    cl::Kernel step, gates, project;
     std::map<std::string, std::unique_ptr<Gemm>> gemms;
   };
   Replica& replica(int dev);

@@ -164,10 +164,10 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
   for (auto& [name, t] : inputs)
     if (!g.is_input(name)) fail("input '{}' is not an input of graph '{}'", name, g.name);
   auto queue = [&](int q) { return cx.queue(d, q, cm.opts_.profiling); };
+  if (last_run_() != nullptr) check(last_run_.wait(), "clWaitForEvents", "the session's previous run");
 
   // slot -> event that makes its bytes ready (input uploads, producing steps).
   std::vector<cl::Event> slot_ready(cm.slots_.size());
-  std::vector<cl::Event> step_done(cm.steps_.size());
   for (auto& in : g.inputs) {
     auto it = inputs.find(in.name);
     Shape want = in.shape.to_shape();
@@ -189,35 +189,7 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
     int r = sl.kind == CompiledModel::Kind::view ? sl.root : s;
     if (slot_ready[size_t(r)]() != nullptr) waits.push_back(slot_ready[size_t(r)]);
   };
-  std::vector<cl::Event> last_on_queue(size_t(cm.queues_used_));
-  for (size_t i = 0; i < cm.steps_.size(); ++i) {
-    auto& st = cm.steps_[i];
-    if (!st.kernel) continue;  // a view: its output's readiness is its root's
-    const Node& n = g.nodes[st.node];
-    ExecutionContext ec(queue(st.queue));
-    for (int s : st.in) ready_event(s, ec.wait_for);
-    for (int w : st.waits)
-      if (step_done[size_t(w)]() != nullptr) ec.wait_for.push_back(step_done[size_t(w)]);
-    ec.signal = &step_done[i];
-    ec.profiler = profiler;
-    ec.label = n.name;
-    std::vector<Tensor> ins, outs;
-    for (int s : st.in) ins.push_back(s < 0 ? Tensor{} : tensors_[size_t(s)]);
-    for (int s : st.out) outs.push_back(s < 0 ? Tensor{} : tensors_[size_t(s)]);
-    try {
-      st.kernel->enqueue(ins, outs, ec);
-    } catch (const Error& e) {
-      fail("{}: {}", n.describe(), e.what());
-    }
-    if (step_done[i]() == nullptr) {  // nothing enqueued (empty tensors): a marker keeps the event chain
-      cl::Event ev;
-      check(ec.queue.enqueueMarkerWithWaitList(ec.waits(), &ev), "clEnqueueMarkerWithWaitList", n.name);
-      step_done[i] = ev;
-    }
-    for (int s : st.out)
-      if (s >= 0) slot_ready[size_t(s)] = step_done[i];
-    last_on_queue[size_t(st.queue)] = step_done[i];
-  }
+  std::vector<cl::Event> last_on_queue = enqueue_steps(slot_ready, profiler, cl::Event());
   std::map<std::string, HostTensor> result;
   std::vector<cl::Event> reads;
   for (auto& o : g.outputs) {
@@ -244,6 +216,53 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
     if (e() != nullptr) reads.push_back(e);
   if (!reads.empty()) check(cl::Event::waitForEvents(reads), "clWaitForEvents", "model outputs");
   return result;
+}
+
+std::vector<cl::Event> Session::enqueue_steps(std::vector<cl::Event>& slot_ready, Profiler* profiler,
+                                              const cl::Event& start) {
+  auto& cm = *model_;
+  Context& cx = *cm.ctx_;
+  const Graph& g = cm.graph_;
+  int d = cm.opts_.device;
+  auto queue = [&](int q) { return cx.queue(d, q, cm.opts_.profiling); };
+  auto ready_event = [&](int s, std::vector<cl::Event>& waits) {
+    if (s < 0) return;
+    auto& sl = cm.slots_[size_t(s)];
+    int r = sl.kind == CompiledModel::Kind::view ? sl.root : s;
+    if (slot_ready[size_t(r)]() != nullptr) waits.push_back(slot_ready[size_t(r)]);
+  };
+  std::vector<cl::Event> step_done(cm.steps_.size());
+  std::vector<cl::Event> last_on_queue(size_t(cm.queues_used_));
+  for (size_t i = 0; i < cm.steps_.size(); ++i) {
+    auto& st = cm.steps_[i];
+    if (!st.kernel) continue;  // a view: its output's readiness is its root's
+    const Node& n = g.nodes[st.node];
+    ExecutionContext ec(queue(st.queue));
+    for (int s : st.in) ready_event(s, ec.wait_for);
+    for (int w : st.waits)
+      if (step_done[size_t(w)]() != nullptr) ec.wait_for.push_back(step_done[size_t(w)]);
+    if (ec.wait_for.empty() && start() != nullptr) ec.wait_for.push_back(start);
+    ec.signal = &step_done[i];
+    ec.profiler = profiler;
+    ec.label = n.name;
+    std::vector<Tensor> ins, outs;
+    for (int s : st.in) ins.push_back(s < 0 ? Tensor{} : tensors_[size_t(s)]);
+    for (int s : st.out) outs.push_back(s < 0 ? Tensor{} : tensors_[size_t(s)]);
+    try {
+      st.kernel->enqueue(ins, outs, ec);
+    } catch (const Error& e) {
+      fail("{}: {}", n.describe(), e.what());
+    }
+    if (step_done[i]() == nullptr) {  // nothing enqueued (empty tensors): a marker keeps the event chain
+      cl::Event ev;
+      check(ec.queue.enqueueMarkerWithWaitList(ec.waits(), &ev), "clEnqueueMarkerWithWaitList", n.name);
+      step_done[i] = ev;
+    }
+    for (int s : st.out)
+      if (s >= 0) slot_ready[size_t(s)] = step_done[i];
+    last_on_queue[size_t(st.queue)] = step_done[i];
+  }
+  return last_on_queue;
 }
 
 }  // namespace cldl::graph

@@ -80,10 +80,35 @@ class Session {
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs, Profiler* profiler = nullptr);
   const CompiledModel& model() const { return *model_; }
 
+  // Device-side use (session_device.cpp), for apps that keep data on the device. The app's buffers as
+  // inputs (read in place) and outputs (written in place, or copied there at the end of a run when no
+  // kernel of the run produces the output); an invalid tensor unbinds. Dtype and shape must match.
+  void bind_input(const std::string& name, const Tensor& t);
+  void bind_output(const std::string& name, const Tensor& t);
+  // Blocking host -> device copy into an input; waits for the previous run first.
+  void write_input(const std::string& name, const HostTensor& h);
+  // Enqueues a run whose first commands wait for `waits` and for the previous run; returns an event
+  // (on queue 0) that completes when every output is written. Does not wait.
+  cl::Event enqueue(const std::vector<cl::Event>& waits = {}, Profiler* profiler = nullptr);
+  const cl::Event& last_run() const { return last_run_; }
+  // Output of the last run on the host (waits for it).
+  HostTensor read_output(const std::string& name);
+  // Device tensor of an input or output (a bound buffer when bound).
+  Tensor device_tensor(const std::string& name) const;
+
  private:
+  // Enqueues every step: inputs are ready after slot_ready[slot]; steps with nothing else to wait for
+  // wait for `start`. Fills slot_ready for outputs; returns each queue's last event.
+  std::vector<cl::Event> enqueue_steps(std::vector<cl::Event>& slot_ready, Profiler* profiler, const cl::Event& start);
+  int io_slot(const std::string& name, bool input) const;
+  void set_slot_tensor(int slot, const Tensor& t);  // and the views over it
+
   std::shared_ptr<CompiledModel> model_;
   Tensor arena_;
   std::vector<Tensor> tensors_;  // per slot
+  std::map<int, Tensor> output_copies_;  // output slot -> app buffer it is copied to after each run
+  std::map<int, cl::Event> input_ready_;  // input slot -> its last write_input
+  cl::Event last_run_;
 };
 
 }  // namespace cldl::graph

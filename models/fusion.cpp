@@ -4,7 +4,8 @@
 //    with constant parameters becomes one Conv / Gemm with rescaled weights and bias.
 //  - Activation fusion: Gemm / MatMul / Conv followed by an activation (Relu, Sigmoid, ...) that is its
 //    only reader becomes one node whose epilogue applies it (attributes _cldl_act, _cldl_act_alpha/beta).
-//    It runs after BatchNorm folding, so Conv -> BN -> Relu becomes one Conv.
+//    It runs after BatchNorm folding, so Conv -> BN -> Relu becomes one Conv. Gelu joins too, also the
+//    one the GELU pattern pass (fusion_patterns.cpp) makes from PyTorch's erf / tanh spelling.
 #include <cmath>
 #include <set>
 
@@ -15,23 +16,7 @@
 namespace cldl::graph {
 namespace {
 
-// Readers of each value; graph outputs count as a reader (-1).
-std::map<std::string, std::vector<int>> readers(const Graph& g) {
-  std::map<std::string, std::vector<int>> r;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (auto& in : g.nodes[i].inputs)
-      if (!in.empty()) r[in].push_back(int(i));
-  for (auto& o : g.outputs) r[o.name].push_back(-1);
-  return r;
-}
-
-// Removes the nodes at the given indices, keeping the order of the rest.
-void erase_nodes(Graph& g, const std::set<size_t>& drop) {
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!drop.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
-}
+std::map<std::string, std::vector<int>> readers(const Graph& g) { return value_readers(g); }
 
 const HostTensor* f32_const(const Graph& g, const std::string& v) {
   auto it = g.initializers.find(v);
@@ -104,7 +89,7 @@ const std::map<std::string, std::pair<const char*, const char*>> kActs = {
     {"LeakyRelu", {"alpha", ""}}, {"Elu", {"alpha", ""}},       {"Selu", {"alpha", "gamma"}},
     {"HardSigmoid", {"alpha", "beta"}}, {"Softplus", {"", ""}}, {"Softsign", {"", ""}},
     {"HardSwish", {"", ""}},      {"Mish", {"", ""}},           {"ThresholdedRelu", {"alpha", ""}},
-    {"Celu", {"alpha", ""}},
+    {"Celu", {"alpha", ""}},      {"Gelu", {"", ""}},
 };
 
 size_t fuse_activations(Graph& g) {
@@ -115,14 +100,18 @@ size_t fuse_activations(Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& act = g.nodes[i];
     auto a = kActs.find(act.op_type);
-    if (a == kActs.end() || !act.domain.empty() || act.input_count() != 1) continue;
+    // Gelu also as the node the GELU pattern pass makes (kFusedDomain).
+    bool domain_ok = act.domain.empty() || (act.op_type == "Gelu" && act.domain == kFusedDomain);
+    if (a == kActs.end() || !domain_ok || act.input_count() != 1) continue;
     auto p = pr.find(act.input(0));
     if (p == pr.end() || rd[act.input(0)].size() != 1) continue;
     Node& prod = g.nodes[p->second];
     bool epilogue = prod.op_type == "Gemm" || prod.op_type == "MatMul" || prod.op_type == "Conv";
     if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act")) continue;
-    Activation def = activation_from_onnx(act.op_type);
-    prod.attrs["_cldl_act"] = act.op_type;
+    const std::string name =
+        act.op_type == "Gelu" && act.attr_s("approximate", "none") == "tanh" ? "GeluTanh" : act.op_type;
+    Activation def = activation_from_onnx(name);
+    prod.attrs["_cldl_act"] = name;
     prod.attrs["_cldl_act_alpha"] = *a->second.first ? act.attr_f(a->second.first, def.alpha) : def.alpha;
     prod.attrs["_cldl_act_beta"] = *a->second.second ? act.attr_f(a->second.second, def.beta) : def.beta;
     prod.outputs[0] = act.outputs[0];

@@ -1,5 +1,6 @@
 // Op registry storage and the host-tensor helpers that shape inference and folding share.
 #include "models/op_registry.hpp"
+#include "models/passes.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -26,7 +27,8 @@ void register_op(OpDef def) {
 
 const OpDef* find_op(const std::string& type, const std::string& domain) {
   std::lock_guard lock(table_mutex());
-  std::string d = domain == "ai.onnx" ? "" : domain;
+  // Fusion-made nodes (passes.hpp kFusedDomain) run as the ai.onnx op of the same name.
+  std::string d = domain == "ai.onnx" || domain == kFusedDomain ? "" : domain;
   for (auto& o : table())
     if (o.type == type && o.domain == d) return &o;
   return nullptr;

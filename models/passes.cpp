@@ -9,15 +9,38 @@
 namespace cldl::graph {
 
 namespace {
-std::vector<std::pair<std::string, FusionPass>>& fusion_passes() {
-  static std::vector<std::pair<std::string, FusionPass>> p;
+struct NamedPass {
+  std::string name;
+  FusionPass pass;
+  FusionStage stage;
+};
+std::vector<NamedPass>& fusion_passes() {
+  static std::vector<NamedPass> p;
   return p;
 }
 
 std::string domain_name(const std::string& d) { return d.empty() ? "ai.onnx" : d; }
 }  // namespace
 
-void register_fusion_pass(std::string name, FusionPass p) { fusion_passes().emplace_back(std::move(name), std::move(p)); }
+void register_fusion_pass(std::string name, FusionPass p, FusionStage stage) {
+  fusion_passes().push_back({std::move(name), std::move(p), stage});
+}
+
+std::map<std::string, std::vector<int>> value_readers(const Graph& g) {
+  std::map<std::string, std::vector<int>> r;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (auto& in : g.nodes[i].inputs)
+      if (!in.empty()) r[in].push_back(int(i));
+  for (auto& o : g.outputs) r[o.name].push_back(-1);
+  return r;
+}
+
+void erase_nodes(Graph& g, const std::set<size_t>& drop) {
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!drop.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+}
 
 size_t infer_shapes(Graph& g, bool fold) {
   g.values.clear();
@@ -32,7 +55,7 @@ size_t infer_shapes(Graph& g, bool fold) {
   for (auto& n : g.nodes) {
     const OpDef* def = find_op(n.op_type, n.domain);
     const HostFold* folder = find_folder(n.op_type, n.domain);
-    int64_t opset = g.opset(n.domain);
+    int64_t opset = def && n.domain == kFusedDomain ? def->since : g.opset(n.domain);
     if (!def && !folder)
       fail("{}: unsupported op '{}' (domain {}, opset {}): no cldl implementation", n.describe(), n.op_type,
            domain_name(n.domain), opset);
@@ -129,9 +152,10 @@ std::vector<std::string> load_time_inputs(const Graph& g) {
   return {r.begin(), r.end()};
 }
 
-size_t run_fusion_passes(Graph& g) {
+size_t run_fusion_passes(Graph& g, FusionStage stage) {
   size_t total = 0;
-  for (auto& [name, pass] : fusion_passes()) {
+  for (auto& [name, pass, st] : fusion_passes()) {
+    if (st != stage) continue;
     size_t n = pass(g);
     if (n) log::debug("fusion pass {}: {} rewrites", name, n);
     total += n;
@@ -163,6 +187,11 @@ PassStats prepare(Graph& g, const PrepareOptions& opts) {
   s.removed_dead = remove_dead_nodes(g);  // first, so an unused unsupported node does not stop the load
   s.fused = run_fusion_passes(g);
   s.folded_nodes = infer_shapes(g, opts.fold_constants);
+  if (size_t typed = run_fusion_passes(g, FusionStage::typed)) {
+    s.fused += typed + run_fusion_passes(g);
+    g.sort();
+    s.folded_nodes += infer_shapes(g, opts.fold_constants);
+  }
   s.removed_dead += remove_dead_nodes(g);
   log::debug("prepare '{}': {} nodes folded, {} dead removed, {} fused, {} left", g.name, s.folded_nodes,
              s.removed_dead, s.fused, g.nodes.size());

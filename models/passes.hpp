@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,24 @@ std::vector<std::string> load_time_inputs(const Graph& g);
 // A rewrite pass that runs before inference, on structure and initializers (BatchNorm folding into Conv/Gemm, activation fusion into
 // GEMM/conv epilogues). Families register theirs; prepare() runs them in registration order.
 using FusionPass = std::function<size_t(Graph&)>;
-void register_fusion_pass(std::string name, FusionPass p);
-size_t run_fusion_passes(Graph& g);  // all registered passes; returns the number of rewrites
+// structure: before shape inference (Constant nodes not folded yet). typed: after it, when every value
+// has its dtype and static shape in g.values and every constant is an initializer (pattern passes:
+// decomposed LayerNorm / GELU / attention). When a typed pass rewrites anything, prepare() runs the
+// structure passes again (a new Gelu can join a GEMM epilogue), sorts and infers once more.
+enum class FusionStage { structure, typed };
+void register_fusion_pass(std::string name, FusionPass p, FusionStage stage = FusionStage::structure);
+// The registered passes of one stage in registration order; returns the number of rewrites.
+size_t run_fusion_passes(Graph& g, FusionStage stage = FusionStage::structure);
+
+// Nodes made by fusion passes for ops whose ONNX version is newer than the model's opset (a fused
+// LayerNormalization in an opset-14 model, Gelu, Attention) live in this domain: the registry serves
+// them with the ai.onnx op of the same name at the first opset cldl implements.
+inline constexpr const char* kFusedDomain = "ai.cldl.fused";
+
+// Helpers for passes: readers of each value (graph outputs count as reader -1), and removal of the
+// nodes at the given indices keeping the order of the rest.
+std::map<std::string, std::vector<int>> value_readers(const Graph& g);
+void erase_nodes(Graph& g, const std::set<size_t>& drop);
 
 // The activation a fusion pass folded into a Gemm / MatMul node (Act::none when none).
 Activation fused_activation(const Node& n);

@@ -85,13 +85,21 @@ std::vector<float> run_ref(const Case& c) {
                         c.mask_b.empty() ? nullptr : &c.mask_b, c.lens.empty() ? nullptr : &c.lens);
 }
 
+// Both fused kernels (the register-blocked one, CPUs' default, and the tile one, GPUs' and decode
+// steps' default) and the plain path against the reference and each other.
 void check_both(const AttentionConfig& cfg, uint32_t seed, bool plain = true) {
   Case c = make_case(cfg, seed);
   auto want = run_ref(c);
   std::string alg;
-  auto fused = run_op(c, AttentionAlgo::fused, &alg);
-  CHECK(alg.rfind("fused:", 0) == 0);
-  CLDL_CHECK_CLOSE(fused.data(), want.data(), want.size(), kRtol, kAtol);
+  std::vector<float> fused;
+  for (int blocked : {1, 0}) {
+    CAPTURE(blocked);
+    c.cfg.blocked = blocked;
+    fused = run_op(c, AttentionAlgo::fused, &alg);
+    CHECK(alg.rfind(blocked ? "fused:blocked" : "fused:online-softmax", 0) == 0);
+    CLDL_CHECK_CLOSE(fused.data(), want.data(), want.size(), kRtol, kAtol);
+  }
+  c.cfg.blocked = cfg.blocked;
   if (plain) {
     auto pl = run_op(c, AttentionAlgo::plain, &alg);
     CHECK(alg.rfind("plain:", 0) == 0);
@@ -139,11 +147,22 @@ TEST_CASE("fused and plain match the reference on odd shapes, GQA and cross leng
   SUBCASE("tuning knobs: K/V read from global memory, small tiles, GQA rows spanning heads") {
     auto c = base(3, 6, 2, 7, 129, 80);
     c.use_local = 0, c.block_m = 4, c.block_n = 8, c.causal = true, c.causal_offset = 122;
+    c.block_q = 4;  // the blocked kernel with 4 rows per work-item: blocks span q heads and batches
     check_both(c, 6, false);
+  }
+  SUBCASE("automatic choice: blocked on CPUs for whole row blocks, the tile kernel for a decode step") {
+    auto c = base(1, 4, 2, 3, 40, 16);
+    auto op = Attention::create(ctx(), 0, c);
+    CHECK(op->fused());
+    CHECK(op->blocked() == (ctx().device().info.type == DeviceType::cpu));
+    CHECK(op->workspace_bytes() == (op->blocked() ? size_t(2 * 3 * 16 * 16 * 4) : 0));
+    c.q_len = 1;
+    CHECK(!Attention::create(ctx(), 0, c)->blocked());
   }
   SUBCASE("ONNX 3-D layout [B, S, H*D], GQA 6/3") {
     auto c = base(3, 6, 3, 7, 129, 80);
     c.layout = AttentionLayout::bshd;
+    c.use_local = 1;  // the tile kernel's local-memory tiles (GPUs' default) run on CPUs too
     check_both(c, 5);
   }
 }
@@ -276,6 +295,20 @@ TEST_CASE("bad configurations name the argument and value") {
   node.q_num_heads = 6, node.kv_num_heads = 4;
   msg = error_of([&] { onnx_attention_config(node); });
   CHECK(msg.find("not multiples of q_num_heads 6") != std::string::npos);
+
+  c = base(1, 2, 2, 9, 9, 8);
+  c.blocked = 1;
+  op = Attention::create(ctx(), 0, c);
+  {
+    Tensor q = ctx().alloc({1, 2, 9, 8}, DType::f32), y = ctx().alloc({1, 2, 9, 8}, DType::f32);
+    Tensor in[3] = {q, q, q}, out[1] = {y};
+    auto ec = ctx().exec();
+    msg = error_of([&] { op->enqueue(in, out, nullptr, ec); });
+    CHECK(msg.find("blocked kernel needs a workspace of 1024 bytes") != std::string::npos);
+  }
+  c.blocked = 2;
+  msg = error_of([&] { Attention::create(ctx(), 0, c); });
+  CHECK(msg.find("blocked must be -1 (auto), 0 or 1, got 2") != std::string::npos);
 
   c = base(1, 2, 2, 3, 3, 8);
   c.qk_output_mode = 0, c.algo = AttentionAlgo::fused;

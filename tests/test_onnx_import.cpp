@@ -181,4 +181,61 @@ TEST_SUITE("onnx_import") {
     CHECK(out.find("unsupported op 'Frobnicate' (domain ai.onnx, opset 17)") != std::string::npos);
     fs::remove_all(dir);
   }
+
+  TEST_CASE("cldl bench model.onnx: JSON latency; --random binds open symbolic dims to 1, a file's shape binds them too") {
+    std::string dir = test::temp_dir("benchmodel");
+    auto w = rnd({6, 13}, 1), bias = rnd({6}, 2), x = rnd({3, 13}, 3);
+    export_onnx_file(small_model(w, bias), dir + "/m.onnx");
+    write_npy(x, dir + "/x.npy");
+    std::string out;
+    int rc = test::run_command(cli() + " bench " + dir + "/m.onnx --input x=" + dir + "/x.npy --runs 5 --warmup 1 --json",
+                               out);
+    INFO(out);
+    REQUIRE(rc == 0);
+    auto j = nlohmann::json::parse(out.substr(out.find('{')));
+    CHECK(j["runs"] == 5);
+    CHECK(j["warmup"] == 1);
+    CHECK(j["min_ms"].get<double>() > 0);
+    CHECK(j["min_ms"].get<double>() <= j["median_ms"].get<double>());
+    CHECK(j["median_ms"].get<double>() <= j["max_ms"].get<double>());
+    CHECK(!j["device"].get<std::string>().empty());
+    rc = test::run_command(cli() + " bench " + dir + "/m.onnx --random --runs 3", out);
+    CHECK(rc == 0);
+    CHECK(out.find("latency min") != std::string::npos);
+    rc = test::run_command(cli() + " bench " + dir + "/m.onnx " + dir + "/m.onnx --random", out);
+    CHECK(rc != 0);
+    CHECK(out.find("one model at a time") != std::string::npos);
+
+    // x [T, 13] with T symbolic: unbound without --random (named), 1 with it, a file's size with --input.
+    GraphBuilder b("sym", 17);
+    ValueShape vs;
+    vs.dims = {-1, 13};
+    vs.symbols = {"T", ""};
+    auto xs = b.input("x", DType::f32, vs);
+    b.output(b.dense(xs, b.constant("w", w), b.constant("bias", bias)), "y");
+    export_onnx_file(b.build(), dir + "/sym.onnx");
+    rc = test::run_command(cli() + " run " + dir + "/sym.onnx", out);
+    CHECK(rc != 0);
+    CHECK(out.find("--dim T=N") != std::string::npos);
+    rc = test::run_command(cli() + " run " + dir + "/sym.onnx --random", out);
+    CHECK(rc == 0);
+    CHECK(out.find("T=1 (unbound, --random)") != std::string::npos);
+    CHECK(out.find("[1, 6]") != std::string::npos);
+    rc = test::run_command(cli() + " run " + dir + "/sym.onnx --random --dim T=4", out);
+    CHECK(rc == 0);
+    CHECK(out.find("unbound") == std::string::npos);
+    CHECK(out.find("[4, 6]") != std::string::npos);
+    rc = test::run_command(cli() + " run " + dir + "/sym.onnx --input x=" + dir + "/x.npy --output " + dir + "/o", out);
+    CHECK(rc == 0);
+    HostTensor y = read_npy(dir + "/o/y.npy");
+    auto want = small_ref(x, w, bias);
+    CLDL_CHECK_CLOSE(y.as<float>(), want.data(), want.size(), 1e-4, 1e-5);
+    rc = test::run_command(cli() + " profile " + dir + "/sym.onnx --random", out);
+    CHECK(rc == 0);
+    CHECK(out.find("T=1 (unbound, --random)") != std::string::npos);
+    rc = test::run_command(cli() + " bench " + dir + "/sym.onnx --random --json --runs 2", out);
+    CHECK(rc == 0);
+    CHECK(out.find("T=1 (unbound, --random)") != std::string::npos);
+    fs::remove_all(dir);
+  }
 }

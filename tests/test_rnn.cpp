@@ -145,21 +145,61 @@ TEST_CASE("LSTM, GRU and RNN match the reference in every direction with ragged 
     }
 }
 
-TEST_CASE("the k-major (GPU) weight layout gives the same results as the row layout") {
-  // CPUs get the row layout by default; force the other so both kernel variants are tested here.
+// Runs `fn` with CLDL_RNN_WEIGHT_LAYOUT set (weights are laid out when a layer is created).
+template <typename F> auto with_layout(const char* layout, F fn) {
+  setenv("CLDL_RNN_WEIGHT_LAYOUT", layout, 1);
+  struct Unset {
+    ~Unset() { unsetenv("CLDL_RNN_WEIGHT_LAYOUT"); }
+  } unset;
+  return fn();
+}
+
+TEST_CASE("the k-major (GPU), row and tile weight layouts give the same results") {
+  // CPUs get tiles (LSTM) or rows by default; force each so every kernel variant is tested here.
   for (RnnCell cell : {RnnCell::lstm, RnnCell::gru, RnnCell::rnn}) {
     CAPTURE(to_string(cell));
     Case c = make_case(cell, RnnDirection::bidirectional, 5, 6, 9, 10, 150 + unsigned(cell));
     c.cfg.linear_before_reset = false;
-    Got rows = run(ctx(), c, RnnStrategy::sequential);
-    setenv("CLDL_RNN_WEIGHT_LAYOUT", "kmajor", 1);
-    Got km = run(ctx(), c, RnnStrategy::sequential);
-    Got km_time = run(ctx(), c, RnnStrategy::time_parallel);
-    unsetenv("CLDL_RNN_WEIGHT_LAYOUT");
-    check_vs_reference(c, km);
-    check_same(km, rows);
-    check_same(km_time, rows);
+    Got rows = with_layout("rows", [&] { return run(ctx(), c, RnnStrategy::sequential); });
+    check_vs_reference(c, rows);
+    for (const char* lay : {"kmajor", "tiles"}) {
+      CAPTURE(lay);
+      Got seq = with_layout(lay, [&] { return run(ctx(), c, RnnStrategy::sequential); });
+      Got tp = with_layout(lay, [&] { return run(ctx(), c, RnnStrategy::time_parallel); });
+      check_vs_reference(c, seq);
+      check_same(seq, rows);
+      check_same(tp, rows);
+    }
   }
+}
+
+TEST_CASE("LSTM tile kernels on odd shapes: H not a multiple of 8, batch 1 and 3, every strategy") {
+  // (T, B, I, H): partial last tile (H % 8 != 0), a single tile, odd batch (half-used row pair),
+  // batch 1, I not a multiple of anything.
+  struct Shape4 {
+    int64_t T, B, I, H;
+  };
+  const Shape4 shapes[] = {{6, 1, 3, 5}, {5, 3, 7, 11}, {4, 3, 9, 16}, {7, 1, 17, 19}, {3, 5, 1, 8}, {4, 2, 6, 27}};
+  unsigned seed = 600;
+  for (const auto& sh : shapes)
+    for (RnnDirection dir : {RnnDirection::forward, RnnDirection::reverse, RnnDirection::bidirectional}) {
+      CAPTURE(sh.T);
+      CAPTURE(sh.B);
+      CAPTURE(sh.I);
+      CAPTURE(sh.H);
+      CAPTURE(dir_name(dir));
+      Case c = make_case(RnnCell::lstm, dir, sh.T, sh.B, sh.I, sh.H, seed += 10, sh.B > 1, sh.B != 3);
+      if (sh.H == 11) c.w.P = test::random_tensor({c.cfg.dirs(), 3 * sh.H}, seed + 7);
+      with_layout("tiles", [&] {
+        Got g = run(ctx(), c, RnnStrategy::sequential);
+        REQUIRE(g.algorithm.find("register-blocked") != std::string::npos);
+        check_all_strategies(ctx(), c);
+        return 0;
+      });
+      Got rows = with_layout("rows", [&] { return run(ctx(), c, RnnStrategy::time_parallel); });
+      Got tiles = with_layout("tiles", [&] { return run(ctx(), c, RnnStrategy::time_parallel); });
+      check_same(tiles, rows);
+    }
 }
 
 TEST_CASE("GRU linear_before_reset 0 and 1, batch 1, no initial state, no sequence_lens") {

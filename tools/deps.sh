@@ -10,6 +10,7 @@ CLDL_PACKAGES=(
   doctest-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev
+  pybind11-dev python3-dev python3-numpy
 )
 
 # Only for retraining the model zoo (models/zoo/*/train.py); neither the build nor the tests need them.

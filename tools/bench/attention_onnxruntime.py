@@ -47,8 +47,11 @@ def main():
     ap.add_argument("cases", nargs="+")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = ORT default)")
     a = ap.parse_args()
     opts = ort.SessionOptions()
+    if a.threads:
+        opts.intra_op_num_threads = a.threads
     for c in a.cases:
         b, s, h, d, causal = (int(x) for x in c.split("x"))
         feeds = {n: np.random.rand(b, h, s, d).astype(np.float32) for n in ("Q", "K", "V")}
@@ -64,16 +67,19 @@ def main():
         for _ in range(a.warmup):
             sess.run(None, feeds)
         ms = []
+        cpu0 = time.process_time()
         for _ in range(max(1, a.runs)):
             t0 = time.perf_counter()
             sess.run(None, feeds)
             ms.append((time.perf_counter() - t0) * 1e3)
+        cpu_ms = (time.process_time() - cpu0) * 1e3 / max(1, a.runs)
         ms.sort()
         n = len(ms)
         med = ms[n // 2] if n % 2 else 0.5 * (ms[n // 2 - 1] + ms[n // 2])
         name = f"B={b} S={s} H={h} D={d}" + (" causal" if causal else "")
         print(json.dumps({"case": name, "min_ms": ms[0], "median_ms": med, "max_ms": ms[-1], "runs": n,
-                          "note": f"onnxruntime {ort.__version__} {note}, {opts.intra_op_num_threads or 'default'} threads"}),
+                          "note": f"onnxruntime {ort.__version__} {note}, {opts.intra_op_num_threads or 'default'} threads,"
+                                  f" cpu {cpu_ms:.1f} ms/run"}),
               flush=True)
 
 

@@ -4,6 +4,10 @@ an ONNX model (LSTM nodes joined by Squeeze of the direction axis) and timed wit
 
     pip install onnxruntime onnx
     python3 tools/bench/rnn_onnxruntime.py [--runs 5] [--warmup 1] [--threads N] [--quick] [--json]
+                                           [--case T,B,I,H,L ...]
+
+`cldl bench rnn` runs it in the same run (--no-compare skips it) with --json, --threads 2 and one --case
+per configuration it times, and prints its lines next to its own.
 """
 import argparse
 import json
@@ -49,12 +53,15 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = ORT default)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--case", action="append", default=[], metavar="T,B,I,H,L",
+                    help="only these configurations (repeatable); default: the issue's four")
     a = ap.parse_args()
     rng = np.random.default_rng(1)
     so = ort.SessionOptions()
     if a.threads:
         so.intra_op_num_threads = a.threads
-    for (T, B, I, H, L) in (QUICK if a.quick else CASES):
+    cases = [tuple(int(v) for v in c.split(",")) for c in a.case] or (QUICK if a.quick else CASES)
+    for (T, B, I, H, L) in cases:
         model = lstm_stack(T, B, I, H, L, rng)
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
         x = rng.uniform(-1, 1, (T, B, I)).astype(np.float32)
@@ -70,7 +77,9 @@ def main():
         rate = flops(T, B, I, H, L) / (med * 1e6)
         if a.json:
             print(json.dumps({"family": "rnn", "name": name, "impl": "onnxruntime", "min_ms": min(ms), "median_ms": med,
-                              "max_ms": max(ms), "rate": rate, "unit": "GFLOP/s", "note": f"onnxruntime {ort.__version__}"}))
+                              "max_ms": max(ms), "runs": len(ms), "rate": rate, "unit": "GFLOP/s",
+                              "note": f"onnxruntime {ort.__version__} CPU, "
+                                      f"{a.threads or 'default'} intra-op threads"}), flush=True)
         else:
             print(f"rnn      {name:<44} {'onnxruntime':<14} {min(ms):10.3f} {med:10.3f} {max(ms):10.3f} {rate:7.2f} GFLOP  "
                   f"onnxruntime {ort.__version__} CPU")

@@ -16,6 +16,9 @@ struct Options {
   bool compare = true;              // also time the peer (OpenBLAS, ONNX Runtime) where installed
   std::vector<std::string> filter;  // case-name substrings; empty = all
   std::vector<std::string> args;    // family-specific key=value settings
+  // Tuning database: "db" (layers use it, the default), "default" (heuristic defaults only), "compare"
+  // (families that support it time both, e.g. gemm: own and CLBlast default vs tuned; conv: automatic).
+  std::string tuning = "db";
   bool selected(const std::string& case_name) const;
 };
 

@@ -1,6 +1,12 @@
 // `cldl bench attention`: scaled-dot-product attention, fused vs plain path, and ONNX Runtime's CPU
-// Attention (tools/bench/attention_onnxruntime.py) as the peer when python3 + onnxruntime are present.
-// GFLOP/s counts 4*B*H*S*S*D (QK and PV), half of that for causal.
+// Attention (tools/bench/attention_onnxruntime.py) as the peer when python3 + onnxruntime are present,
+// in the same run with as many intra-op threads as the device has compute units (--set ort_threads=N
+// overrides). GFLOP/s counts 4*B*H*S*S*D (QK and PV), half of that for causal. A summary table ends
+// the run with the speed-ups from the minimum times: fused over ORT and fused over plain.
+// Settings (--set): block_m, block_n, vec, use_local (tile kernel), blocked=-1/0/1, block_q (blocked
+// kernel), plain=0 (skip the plain path).
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <algorithm>
@@ -20,8 +26,20 @@ namespace {
 struct AttnCase {
   int64_t B, S, H, D;
   bool causal;
-  std::string name() const { return fmt::format("B={} S={} H={} D={}{}", B, S, H, D, causal ? " causal" : ""); }
+  int64_t Sq = 0;  // > 0: a decode step, Sq new queries over S cached keys (no ONNX Runtime peer)
+  int64_t q_len() const { return Sq > 0 ? Sq : S; }
+  std::string name() const {
+    if (Sq > 0) return fmt::format("decode B={} Sq={} Skv={} H={} D={}", B, Sq, S, H, D);
+    return fmt::format("B={} S={} H={} D={}{}", B, S, H, D, causal ? " causal" : "");
+  }
 };
+
+double process_cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (double(u.ru_utime.tv_sec) + double(u.ru_stime.tv_sec)) * 1e3 +
+         (double(u.ru_utime.tv_usec) + double(u.ru_stime.tv_usec)) * 1e-3;
+}
 
 std::vector<float> ramp(size_t n, float k) {
   std::vector<float> v(n);
@@ -30,15 +48,26 @@ std::vector<float> ramp(size_t n, float k) {
 }
 
 // The peer: runs the python script once for all cases, returns its JSON lines keyed by case name.
-std::map<std::string, nlohmann::json> run_onnxruntime(const Options& o, const std::vector<AttnCase>& cases) {
+std::map<std::string, nlohmann::json> run_onnxruntime(const Options& o, const std::vector<AttnCase>& cases,
+                                                      int threads) {
   std::map<std::string, nlohmann::json> out;
-  // The script sits in the source tree next to this file's folder (--set ort_script=PATH overrides).
-  std::string script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "bench" /
-                        "attention_onnxruntime.py").string();
+  // The script sits in the source tree (tools/bench): found next to this file's folder, next to the
+  // executable's build folder, or under the working directory (__FILE__ is relative under ccache's
+  // base_dir); --set ort_script=PATH overrides.
+  namespace fs = std::filesystem;
+  const fs::path rel = fs::path("tools") / "bench" / "attention_onnxruntime.py";
+  std::vector<fs::path> candidates = {fs::path(__FILE__).parent_path().parent_path() / "bench" / rel.filename(), rel};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back(exe.parent_path().parent_path() / rel);
+  std::string script;
+  for (const auto& c : candidates)
+    if (script.empty() && fs::exists(c)) script = c.string();
   for (const auto& a : o.args)
     if (a.rfind("ort_script=", 0) == 0) script = a.substr(11);
-  if (!std::filesystem::exists(script)) return out;
-  std::string cmd = fmt::format("python3 {} --runs {} --warmup {}", script, o.runs, o.warmup);
+    else if (a.rfind("ort_threads=", 0) == 0) threads = std::stoi(a.substr(12));
+  if (script.empty() || !fs::exists(script)) return out;
+  std::string cmd = fmt::format("python3 {} --runs {} --warmup {} --threads {}", script, o.runs, o.warmup, threads);
   for (const auto& c : cases) cmd += fmt::format(" {}x{}x{}x{}x{}", c.B, c.S, c.H, c.D, int(c.causal));
   FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
   if (!p) return out;
@@ -52,10 +81,16 @@ std::map<std::string, nlohmann::json> run_onnxruntime(const Options& o, const st
 }
 
 void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
-  std::vector<AttnCase> cases = {{1, 512, 8, 64, false}, {4, 256, 12, 64, false}, {1, 1024, 16, 64, true}};
+  std::vector<AttnCase> cases = {{1, 512, 8, 64, false},
+                                 {4, 256, 12, 64, false},
+                                 {1, 1024, 16, 64, true},
+                                 {1, 1024, 16, 64, true, 1}};
   std::vector<AttnCase> chosen;
   for (const auto& c : cases)
     if (o.selected(c.name())) chosen.push_back(c);
+  // The peer runs right after each case's own timings, so both see about the same load on the machine.
+  std::map<std::string, nlohmann::json> peer;
+  const int ort_threads = int(std::max<uint32_t>(ctx.device().info.compute_units, 1));
   for (const auto& c : chosen) {
     AttentionConfig cfg;
     for (const auto& a : o.args) {
@@ -66,13 +101,16 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       if (key == "block_n") cfg.block_n = std::stoi(a.substr(eq + 1));
       if (key == "vec") cfg.vec = std::stoi(a.substr(eq + 1));
       if (key == "use_local") cfg.use_local = std::stoi(a.substr(eq + 1));
+      if (key == "blocked") cfg.blocked = std::stoi(a.substr(eq + 1));
+      if (key == "block_q") cfg.block_q = std::stoi(a.substr(eq + 1));
     }
-    cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.S, cfg.kv_len = c.S, cfg.head_size = c.D, cfg.causal = c.causal;
-    const size_t n = size_t(c.B * c.H * c.S * c.D);
-    Tensor q = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 1e-3f)));
+    cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.q_len(), cfg.kv_len = c.S, cfg.head_size = c.D;
+    cfg.causal = c.causal, cfg.causal_offset = c.S - c.q_len();
+    const size_t n = size_t(c.B * c.H * c.S * c.D), nq = size_t(c.B * c.H * c.q_len() * c.D);
+    Tensor q = ctx.upload(HostTensor::from<float>({c.B, c.H, c.q_len(), c.D}, ramp(nq, 1e-3f)));
     Tensor k = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 7e-4f)));
     Tensor v = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 9e-4f)));
-    Tensor y = ctx.alloc({c.B, c.H, c.S, c.D}, DType::f32);
+    Tensor y = ctx.alloc({c.B, c.H, c.q_len(), c.D}, DType::f32);
     std::optional<Result> fused_result;
     const bool skip_plain = std::find(o.args.begin(), o.args.end(), "plain=0") != o.args.end();
     for (AttentionAlgo algo : {AttentionAlgo::fused, AttentionAlgo::plain}) {
@@ -89,23 +127,25 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       r.impl = algo == AttentionAlgo::fused ? "cldl:fused" : "cldl:plain";
       r.work = cfg.flops();
       r.note = op->algorithm();
+      // Process CPU time per run as well (all PoCL threads): less disturbed by other load than wall time.
+      int calls = 0;
+      double cpu0 = 0;
       r.wall = time_runs(
           [&] {
+            if (calls++ == o.warmup) cpu0 = process_cpu_ms();
             op->enqueue(in, out, ws ? &*ws : nullptr, ec);
             ec.queue.finish();
           },
           o.runs, o.warmup);
+      r.note += fmt::format(" cpu {:.1f} ms/run", (process_cpu_ms() - cpu0) / std::max(o.runs, 1));
       if (fused_result) r.note += fmt::format("; fused is {:.2f}x faster", Reporter::speedup(*fused_result, r));
       else fused_result = r;
       rep.add(r);
     }
+    if (o.compare && c.Sq == 0) peer.merge(run_onnxruntime(o, {c}, ort_threads));
   }
-  if (!o.compare || chosen.empty()) return;
-  auto peer = run_onnxruntime(o, chosen);
-  if (peer.empty()) {
+  if (o.compare && peer.empty() && std::any_of(chosen.begin(), chosen.end(), [](const AttnCase& c) { return c.Sq == 0; }))
     log::info("bench attention: ONNX Runtime peer not available (pip install onnxruntime onnx)");
-    return;
-  }
   for (const auto& c : chosen) {
     auto it = peer.find(c.name());
     if (it == peer.end()) continue;
@@ -121,6 +161,23 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
         r.note += fmt::format("; fused is {:.2f}x faster than this", Reporter::speedup(prev, r));
     rep.add(r);
   }
+  if (o.json || chosen.empty()) return;
+  // Ratios from the minimum times of this run (the least disturbed by other load on the machine).
+  auto min_ms = [&](const std::string& name, const char* impl) {
+    for (const auto& r : rep.results())
+      if (r.name == name && r.impl == impl) return r.wall.min_ms;
+    return 0.0;
+  };
+  auto ratio = [](double num, double den) { return num > 0 && den > 0 ? fmt::format("{:.2f}x", num / den) : "-"; };
+  fmt::print("\n{:<32} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "attention (min ms)", "fused", "plain", "onnxrt",
+             "ORT/fused", "plain/fused");
+  for (const auto& c : chosen) {
+    const double f = min_ms(c.name(), "cldl:fused"), p = min_ms(c.name(), "cldl:plain"),
+                 x = min_ms(c.name(), "onnxruntime");
+    auto ms = [](double v) { return v > 0 ? fmt::format("{:.3f}", v) : "-"; };
+    fmt::print("{:<32} {:>10} {:>10} {:>10} {:>12} {:>12}\n", c.name(), ms(f), ms(p), ms(x), ratio(x, f), ratio(p, f));
+  }
+  std::fflush(stdout);
 }
 
 const Registration kAttention("attention", "Scaled-dot-product attention: fused vs plain (vs ONNX Runtime)",

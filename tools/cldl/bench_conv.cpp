@@ -1,6 +1,8 @@
 // `cldl bench conv`: GFLOP/s of every applicable Conv algorithm on ResNet/MobileNet-style shapes
 // (direct-convolution FLOPs, 2 * N*K*OH*OW * C/group*KH*KW, for every algorithm so rates compare).
 // Settings: --set batch=N overrides every case's batch; --set algos=winograd,direct limits algorithms.
+// --tuning compare adds the automatic choice with heuristics only ("cldl:auto") and with the tuning
+// database ("cldl:auto+db": tuned algorithm and GEMM parameters), and their ratio.
 // After the timed runs, one profiled run splits the time by kernel (the note's stage list, device ms;
 // a clFFT transform that runs several kernels reports only its last one).
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "layers/conv.hpp"
+#include "runtime/tuning.hpp"
 #include "runtime/profiler.hpp"
 #include "tools/cldl/bench.hpp"
 
@@ -57,11 +60,20 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
     cfg.act = Activation(Act::relu);
     Tensor x = ctx.upload(filled(cfg.input, 3));
     const std::string automatic(to_string(ConvOp::choose(cfg)));
+    // (algorithm, tuning database on); --tuning compare adds the automatic choice without and with it.
+    std::vector<std::pair<ConvAlgo, bool>> runs;
+    const bool db = opts.tuning != "default";
     for (ConvAlgo a : {ConvAlgo::winograd, ConvAlgo::gemm_1x1, ConvAlgo::im2col_gemm, ConvAlgo::depthwise,
                        ConvAlgo::fft, ConvAlgo::direct}) {
       if (!ConvOp::applies(cfg, a)) continue;
       if (!algos.empty() && algos.find(to_string(a)) == std::string::npos) continue;
+      runs.push_back({a, db});
+    }
+    if (opts.tuning == "compare") runs.insert(runs.end(), {{ConvAlgo::automatic, false}, {ConvAlgo::automatic, true}});
+    double auto_default_ms = 0;
+    for (auto [a, use_db] : runs) {
       cfg.algo = a;
+      tuning::ScopedEnabled scoped_db(use_db);
       auto op = ConvOp::create(ctx, 0, cfg);
       Tensor y = ctx.alloc(op->output_shape(), DType::f32);
       Tensor ws;
@@ -71,7 +83,8 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
       Result r;
       r.family = "conv";
       r.name = name;
-      r.impl = fmt::format("cldl:{}", to_string(a));
+      r.impl = a == ConvAlgo::automatic ? (use_db ? "cldl:auto+db" : "cldl:auto")
+                                        : fmt::format("cldl:{}", to_string(a));
       r.wall = time_runs(
           [&] {
             op->enqueue(in, out, op->workspace_bytes() ? &ws : nullptr, ec);
@@ -98,6 +111,11 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
       r.device_ms = device_ms;
       r.note = fmt::format("{}ws {:.1f} MB; {}", automatic == to_string(a) ? "automatic; " : "",
                            op->workspace_bytes() / 1048576.0, stages);
+      if (a == ConvAlgo::automatic) {
+        r.note = fmt::format("{}; {}", op->algorithm(), r.note);
+        if (!use_db) auto_default_ms = r.wall.median_ms;
+        else if (auto_default_ms > 0) r.note += fmt::format("; tuned/default = {:.2f}x faster", auto_default_ms / r.wall.median_ms);
+      }
       rep.add(r);
     }
   }

@@ -3,9 +3,13 @@
 //   openblas_threads=N   default: the device's compute units, so both sides use the same cores
 //   mr, nr, mt, local, pack_a=0|1, pack_b=0|1   own-kernel parameters (default: Gemm's heuristic)
 //   clblast=0            skip CLBlast (slow with its default parameters on CPUs)
+// --tuning compare times own and CLBlast with their defaults and with the tuning database ("+db"); the
+// CLBlast variants run in blocks after the interleaved rounds (switching its parameters recompiles).
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <optional>
 #include <memory>
 #include <cstdlib>
 #include <string>
@@ -13,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "layers/gemm.hpp"
+#include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
 #include "tools/cldl/bench.hpp"
 
@@ -61,21 +66,37 @@ void run_gemm(Context& ctx, const Options& opts, Reporter& rep) {
     Tensor c = ctx.alloc(Shape{cs.M, cs.N}, DType::f32);
     // The three implementations run interleaved (one timed call of each per round) so that load from
     // other processes on a shared machine hits them alike; the ratio is of medians from the same rounds.
+    // CLBlast holds one Xgemm parameter set per device and recompiles when it changes, so its variants
+    // (default / tuned) run one after the other in blocks, each switching the parameters first.
     struct Impl {
       Result r;
       std::function<void()> fn;
       std::vector<double> ms;
+      std::optional<tuning::Params> clblast_params;  // set: a CLBlast block with these (empty = defaults)
     };
     std::vector<Impl> impls;
     std::vector<std::unique_ptr<Gemm>> ops;
     std::vector<Tensor> wss;
+    // --tuning compare: each provider with its heuristic / CLBlast defaults and with the database.
+    std::vector<std::pair<GemmProvider, bool>> variants;
     for (GemmProvider p : {GemmProvider::own, GemmProvider::clblast}) {
       if (p == GemmProvider::clblast && !setting(opts, "clblast", 1)) continue;
+      if (opts.tuning == "compare") variants.push_back({p, false});
+      variants.push_back({p, opts.tuning != "default"});
+    }
+    for (auto [p, use_db] : variants) {
       cfg.provider = p;
       Impl im;
       im.r.impl = p == GemmProvider::own ? "cldl:own" : "clblast";
+      if (opts.tuning == "compare") im.r.impl += use_db ? "+db" : "";
       try {
+        tuning::ScopedEnabled db(use_db);
         ops.push_back(Gemm::create(ctx, 0, cfg));
+        if (p == GemmProvider::clblast) {
+          auto t = tuning::find(ctx.device().info, "clblast_xgemm", tuning::kClblastProblem);
+          im.clblast_params = t ? t->params : tuning::Params{};
+          if (t) im.r.note = "xgemm " + tuning::to_string(t->params) + "; ";
+        }
       } catch (const std::exception& e) {
         log::warn("gemm bench {} {}: {}", shape, im.r.impl, e.what());
         continue;
@@ -83,7 +104,7 @@ void run_gemm(Context& ctx, const Options& opts, Reporter& rep) {
       Gemm* g = ops.back().get();
       Tensor ws;
       if (g->workspace_bytes()) ws = ctx.alloc(Shape{int64_t(g->workspace_bytes() / 4)}, DType::f32);
-      im.r.note = g->algorithm();
+      im.r.note += g->algorithm();
       im.fn = [g, ws, a, b, c, &ec] {
         Tensor in[2] = {a, b}, out[1] = {c};
         g->enqueue(in, out, ws.valid() ? &ws : nullptr, ec);
@@ -104,15 +125,25 @@ void run_gemm(Context& ctx, const Options& opts, Reporter& rep) {
       impls.push_back(std::move(im));
     }
 #endif
+    auto timed = [](Impl& im) {
+      auto t0 = std::chrono::steady_clock::now();
+      im.fn();
+      im.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    };
     for (auto& im : impls)
-      for (int i = 0; i < opts.warmup; ++i) im.fn();
+      if (!im.clblast_params)
+        for (int i = 0; i < opts.warmup; ++i) im.fn();
     for (int i = 0; i < std::max(1, opts.runs); ++i)
-      for (auto& im : impls) {
-        auto t0 = std::chrono::steady_clock::now();
-        im.fn();
-        im.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      for (auto& im : impls)
+        if (!im.clblast_params) timed(im);
+    for (auto& im : impls)
+      if (im.clblast_params) {
+        tuning::clblast_apply(ctx.device(), *im.clblast_params);
+        for (int i = 0; i < std::max(1, opts.warmup); ++i) im.fn();  // the first call compiles
+        for (int i = 0; i < std::max(1, opts.runs); ++i) timed(im);
       }
     double own_med = 0, own_min = 0;
+    std::map<std::string, double> medians;  // impl -> median (for the default / tuned ratios)
     for (auto& im : impls) {
       std::sort(im.ms.begin(), im.ms.end());
       Stats& st = im.r.wall;
@@ -121,7 +152,11 @@ void run_gemm(Context& ctx, const Options& opts, Reporter& rep) {
       st.max_ms = im.ms.back();
       size_t h = im.ms.size() / 2;
       st.median_ms = im.ms.size() % 2 ? im.ms[h] : 0.5 * (im.ms[h - 1] + im.ms[h]);
-      if (im.r.impl == "cldl:own") own_med = st.median_ms, own_min = st.min_ms;
+      if (im.r.impl == "cldl:own" || im.r.impl == "cldl:own+db") own_med = st.median_ms, own_min = st.min_ms;
+      medians[im.r.impl] = st.median_ms;
+      if (im.r.impl.ends_with("+db") && medians.count(im.r.impl.substr(0, im.r.impl.size() - 3)))
+        im.r.note += fmt::format("; tuned/default = {:.2f}x faster",
+                                 medians[im.r.impl.substr(0, im.r.impl.size() - 3)] / st.median_ms);
       if (im.r.impl == "openblas" && own_med > 0)
         im.r.note += fmt::format("; own/openblas = {:.2f}x (median), {:.2f}x (min)", st.median_ms / own_med,
                                  st.min_ms / own_min);

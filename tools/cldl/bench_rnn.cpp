@@ -4,14 +4,25 @@
 // strategies=seq,time,layer,data,
 // chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
 // Two devices: --device cpu:all with POCL_DEVICES="pthread pthread".
+// The peer: ONNX Runtime (CPU) on the same configurations through an ONNX LSTM model
+// (tools/bench/rnn_onnxruntime.py, run by `python3` right after each case's own strategies, so the
+// ratios come from the same machine state), with ort_threads=<N> intra-op threads (default 2: the
+// cores PoCL uses here); --no-compare skips it, ort_script=PATH picks another script.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "layers/rnn.hpp"
+#include "runtime/log.hpp"
 #include "tools/cldl/bench.hpp"
 
 namespace cldl::bench {
@@ -25,8 +36,9 @@ std::map<std::string, std::string> settings(const Options& o) {
     m[a.substr(0, eq)] = a.substr(eq + 1);
   }
   for (const auto& [k, v] : m)
-    if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case")
-      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case)", k);
+    if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case" && k != "ort_threads" &&
+        k != "ort_script")
+      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script)", k);
   return m;
 }
 
@@ -34,6 +46,45 @@ struct BenchCase {
   int64_t T, B, I, H;
   int layers;
 };
+
+// ONNX Runtime on one case (its JSON line), or nothing when python3 / onnxruntime / the script is missing.
+std::optional<nlohmann::json> run_onnxruntime(const Options& o, std::map<std::string, std::string>& set,
+                                              const BenchCase& c) {
+  // The script in the source tree: next to this file's folder (__FILE__ may be relative to the build
+  // folder under ccache), or next to the executable's folder (build/cldl), or under the working folder.
+  namespace fs = std::filesystem;
+  std::string script;
+  if (set.count("ort_script")) {
+    script = set["ort_script"];
+  } else {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    for (const fs::path& c : {fs::path(__FILE__).parent_path().parent_path() / "bench" / "rnn_onnxruntime.py",
+                              exe.parent_path().parent_path() / "tools" / "bench" / "rnn_onnxruntime.py",
+                              fs::path("tools") / "bench" / "rnn_onnxruntime.py"})
+      if (fs::exists(c)) {
+        script = c.string();
+        break;
+      }
+  }
+  if (script.empty() || !fs::exists(script)) {
+    log::warn("bench rnn: ONNX Runtime peer script not found (--set ort_script=PATH)");
+    return std::nullopt;
+  }
+  const std::string threads = set.count("ort_threads") ? set["ort_threads"] : "2";
+  std::string cmd = fmt::format("python3 '{}' --json --runs {} --warmup {} --threads {} --case {},{},{},{},{} 2>/dev/null",
+                                script, o.runs, o.warmup, threads, c.T, c.B, c.I, c.H, c.layers);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return std::nullopt;
+  std::optional<nlohmann::json> out;
+  char line[4096];
+  while (std::fgets(line, sizeof line, p)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("median_ms")) out = j;
+  }
+  pclose(p);
+  return out;
+}
 
 void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   auto set = settings(opts);
@@ -83,28 +134,69 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     RnnStackIO io;
     io.x = ctx.upload(rnd({bc.T, bc.B, bc.I}));
     io.y = ctx.alloc({bc.T, 1, bc.B, bc.H}, DType::f32);
-    double seq_ms = 0;
+    // Round robin: the warm-up calls of every strategy first (PoCL adapts its work-group chunking to
+    // each kernel's measured time), then run i of every strategy before run i + 1 of any, so a change
+    // in machine load hits all strategies alike and their ratios stay meaningful.
+    std::vector<std::function<void()>> fns;
     for (RnnStrategy s : strategies) {
       RnnRunOptions o = base;
       o.strategy = s;
-      auto fn = [&] {
+      fns.push_back([&stack, &io, &ctx, o] {
         ExecutionContext ec(ctx.queue());
         cl::Event done;
         ec.signal = &done;
         stack->enqueue(io, o, ec);
         done.wait();
-      };
+      });
+    }
+    std::vector<std::string> schedules(strategies.size());
+    for (int w = 0; w < opts.warmup; ++w)
+      for (size_t i = 0; i < fns.size(); ++i) fns[i]();
+    std::vector<std::vector<double>> ms(strategies.size());
+    for (int run = 0; run < std::max(1, opts.runs); ++run)
+      for (size_t i = 0; i < fns.size(); ++i) {
+        ms[i].push_back(time_runs(fns[i], 1, 0).median_ms);
+        schedules[i] = stack->last_schedule();
+      }
+    double seq_ms = 0;
+    std::optional<Result> best;
+    for (size_t i = 0; i < strategies.size(); ++i) {
+      const RnnStrategy s = strategies[i];
+      std::vector<double>& v = ms[i];
+      std::sort(v.begin(), v.end());
       Result r;
       r.family = "rnn";
       r.name = name;
       r.impl = fmt::format("cldl:{}", to_string(s));
-      r.wall = time_runs(fn, opts.runs, opts.warmup);
+      r.wall.runs = int(v.size());
+      r.wall.min_ms = v.front();
+      r.wall.max_ms = v.back();
+      r.wall.median_ms = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
       r.work = stack->flops();
       if (s == RnnStrategy::sequential) seq_ms = r.wall.median_ms;
-      r.note = stack->last_schedule();
+      r.note = schedules[i];
       if (seq_ms > 0 && s != RnnStrategy::sequential) r.note += fmt::format("; {:.2f}x vs sequential", seq_ms / r.wall.median_ms);
+      if (!best || r.wall.median_ms < best->wall.median_ms) best = r;
       rep.add(r);
     }
+    if (!opts.compare) continue;
+    auto peer = run_onnxruntime(opts, set, bc);
+    if (!peer) {
+      log::warn("bench rnn: ONNX Runtime peer gave no result (python3 with onnxruntime and onnx needed)");
+      continue;
+    }
+    Result r;
+    r.family = "rnn";
+    r.name = name;
+    r.impl = "onnxruntime";
+    r.wall.min_ms = peer->value("min_ms", 0.0);
+    r.wall.median_ms = peer->value("median_ms", 0.0);
+    r.wall.max_ms = peer->value("max_ms", 0.0);
+    r.wall.runs = peer->value("runs", 0);
+    r.work = stack->flops();
+    r.note = peer->value("note", "");
+    if (best) r.note += fmt::format("; best cldl ({}) is {:.2f}x faster than this", best->impl, Reporter::speedup(*best, r));
+    rep.add(r);
   }
 }
 

@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.hpp"
+#include "runtime/tuning.hpp"
 #include "tools/cldl/bench.hpp"
 #include "tools/cldl/commands.hpp"
+#include "tools/cldl/model_cli.hpp"
 
 namespace cldl::bench {
 
@@ -75,11 +77,12 @@ void Reporter::add(const Result& r) {
 namespace cldl::cli {
 
 void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Benchmark op families (gemm, conv, ...) with min / median / max");
+  auto* cmd = app.add_subcommand("bench", "Benchmark op families (gemm, conv, ...) or a model.onnx: min / median / max");
   static bench::Options opts;
   static std::vector<std::string> which;
   static bool list = false;
-  cmd->add_option("families", which, "Families to run (default: all); see --list");
+  static ModelOptions model;  // `cldl bench model.onnx`: inputs, symbolic dims, --random
+  cmd->add_option("families", which, "Families to run (default: all; see --list), or one model.onnx");
   cmd->add_option("-d,--device", opts.device, "Device spec")->envname("CLDL_DEVICE");
   cmd->add_option("--runs", opts.runs, "Timed runs per case")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", opts.warmup, "Untimed runs first")->check(CLI::NonNegativeNumber);
@@ -88,7 +91,19 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", opts.json, "One JSON object per result line");
   cmd->add_flag("!--no-compare", opts.compare, "Skip the peer measurements");
   cmd->add_flag("--list", list, "List the families");
+  cmd->add_option("-i,--input", model.inputs, "Model bench: NAME=FILE (.npy or ONNX .pb tensor)");
+  cmd->add_option("--dim", model.dims, "Model bench: NAME=VALUE for a symbolic input dimension");
+  cmd->add_flag("--random", model.random, "Model bench: random data for the inputs not given");
+  cmd->add_option("--tuning", opts.tuning, "Tuning database: db (use it), default (heuristics only), compare (both)")
+      ->check(CLI::IsMember({"db", "default", "compare"}));
   cmd->callback([] {
+    if (!which.empty() && std::filesystem::path(which[0]).extension() == ".onnx") {
+      if (which.size() > 1) fail("cldl bench {}: one model at a time (got '{}' too)", which[0], which[1]);
+      model.model = which[0];
+      model.device = opts.device;
+      bench_model(model, opts.runs, opts.warmup, opts.json);
+      return;
+    }
     if (list) {
       for (const auto& f : bench::families()) fmt::print("{:<12} {}\n", f.name, f.description);
       return;
@@ -97,6 +112,7 @@ void add_bench_command(CLI::App& app) {
       bool known = std::any_of(bench::families().begin(), bench::families().end(), [&](auto& f) { return f.name == w; });
       if (!known) fail("unknown bench family '{}' (see cldl bench --list)", w);
     }
+    if (opts.tuning == "default") tuning::set_enabled(false);
     auto ctx = Context::create(opts.device);
     if (!opts.json)
       fmt::print("device: {} ({}), {} runs after {} warm-up\n", ctx->device().info.name, ctx->device().info.platform_name,

@@ -6,10 +6,47 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/cldl/bench.hpp"
 #include "tools/cldl/commands.hpp"
 #include "tools/cldl/model_cli.hpp"
 
 namespace cldl::cli {
+
+ModelLatency time_model(LoadedModel& lm, int runs, int warmup, std::map<std::string, HostTensor>* first_outputs) {
+  auto session = lm.model->session();
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = session->run(lm.inputs);
+  ModelLatency r;
+  r.first_ms = elapsed_ms(t0);
+  if (first_outputs) *first_outputs = std::move(out);
+  bench::Stats s = bench::time_runs([&] { session->run(lm.inputs); }, runs, warmup);
+  r.min_ms = s.min_ms, r.median_ms = s.median_ms, r.max_ms = s.max_ms, r.runs = s.runs, r.warmup = warmup;
+  return r;
+}
+
+void print_model_latency(const ModelOptions& mo, const LoadedModel& lm, const ModelLatency& t, bool json) {
+  const std::string device = lm.ctx->device().info.name;
+  if (json) {
+    nlohmann::json j{{"model", mo.model},       {"device", device},          {"runs", t.runs},
+                     {"warmup", t.warmup},      {"min_ms", t.min_ms},        {"median_ms", t.median_ms},
+                     {"max_ms", t.max_ms},      {"first_run_ms", t.first_ms}, {"load_ms", lm.load_ms}};
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print("latency min {:.3f} ms  median {:.3f} ms  max {:.3f} ms  ({} runs after {} warm-up on {}, inputs and "
+             "outputs copied)\n",
+             t.min_ms, t.median_ms, t.max_ms, t.runs, t.warmup + 1, device);
+}
+
+// `cldl bench model.onnx`: the model's latency (bench options --runs / --warmup / --json / --device).
+void bench_model(ModelOptions mo, int runs, int warmup, bool json) {
+  LoadedModel lm = load_for_cli(mo, false);
+  if (!json)
+    fmt::print("model {} on {}: {} nodes, load {:.2f} ms\n", mo.model, lm.ctx->device().info.name,
+               lm.model->graph().nodes.size(), lm.load_ms);
+  ModelLatency t = time_model(lm, runs, warmup);
+  print_model_latency(mo, lm, t, json);
+}
 
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run an ONNX model (--bench: latency min / median / max)");
@@ -25,23 +62,11 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--json", json, "With --bench: one JSON object on stdout");
   cmd->callback([] {
     LoadedModel lm = load_for_cli(mo, false);
-    auto session = lm.model->session();
-    auto t0 = std::chrono::steady_clock::now();
-    auto outputs = session->run(lm.inputs);
-    double first_ms = elapsed_ms(t0);
-    std::vector<double> ms;
-    for (int i = 0; i < runs; ++i) {
-      auto t = std::chrono::steady_clock::now();
-      session->run(lm.inputs);
-      ms.push_back(elapsed_ms(t));
-    }
-    std::sort(ms.begin(), ms.end());
-    double median = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+    std::map<std::string, HostTensor> outputs;
+    ModelLatency t = time_model(lm, runs, 0, &outputs);
     const std::string device = lm.ctx->device().info.name;
     if (bench && json) {
-      nlohmann::json j{{"model", mo.model}, {"device", device}, {"runs", runs},      {"min_ms", ms.front()},
-                       {"median_ms", median}, {"max_ms", ms.back()}, {"first_run_ms", first_ms}, {"load_ms", lm.load_ms}};
-      fmt::print("{}\n", j.dump());
+      print_model_latency(mo, lm, t, true);
       return;
     }
     fmt::print("model {} on {}: {} nodes ({} folded at load, {} dead removed)\n", mo.model, device,
@@ -60,11 +85,9 @@ void add_run_command(CLI::App& app) {
         graph::write_npy(t, (std::filesystem::path(out_dir) / (file + ".npy")).string());
       }
     }
-    fmt::print("load {:.2f} ms, first run {:.3f} ms, steady state median {:.3f} ms over {} runs\n", lm.load_ms, first_ms,
-               median, runs);
-    if (bench)
-      fmt::print("latency min {:.3f} ms  median {:.3f} ms  max {:.3f} ms  ({} runs, inputs and outputs copied)\n",
-                 ms.front(), median, ms.back(), runs);
+    fmt::print("load {:.2f} ms, first run {:.3f} ms, steady state median {:.3f} ms over {} runs\n", lm.load_ms,
+               t.first_ms, t.median_ms, runs);
+    if (bench) print_model_latency(mo, lm, t, false);
     if (stats) {
       auto& p = lm.model->plan();
       fmt::print("memory plan: peak {} bytes for intermediates (sum of all intermediates {} bytes, {} tensors)\n",

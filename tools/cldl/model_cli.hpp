@@ -52,6 +52,30 @@ inline HostTensor random_input(const graph::ValueInfo& v, uint32_t seed) {
   return graph::from_doubles(v.dtype, s, d);
 }
 
+// Symbolic input dimensions not given by --dim: taken from an input file of the same rank when one is
+// given, else (with --random) bound to 1 and said on stderr; anything left makes prepare() fail naming it.
+inline void bind_open_dims(graph::Graph& g, const std::map<std::string, HostTensor>& given, bool random,
+                           graph::PrepareOptions& po) {
+  for (auto& in : g.inputs) {
+    auto file = given.find(in.name);
+    for (size_t i = 0; i < in.shape.dims.size(); ++i) {
+      if (in.shape.dims[i] >= 0) continue;
+      const std::string sym = i < in.shape.symbols.size() ? in.shape.symbols[i] : std::string();
+      if (!sym.empty() && po.dims.count(sym)) continue;
+      int64_t v = -1;
+      if (file != given.end() && file->second.shape().rank() == in.shape.dims.size())
+        v = file->second.shape()[int64_t(i)];
+      else if (random) {
+        v = 1;
+        fmt::print(stderr, "{}=1 (unbound, --random)\n", sym.empty() ? fmt::format("{}[{}]", in.name, i) : sym);
+      }
+      if (v < 0) continue;
+      if (sym.empty()) in.shape.dims[i] = v;
+      else po.dims[sym] = v;
+    }
+  }
+}
+
 struct LoadedModel {
   std::shared_ptr<Context> ctx;
   std::shared_ptr<graph::CompiledModel> model;
@@ -78,6 +102,7 @@ inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
     }
   }
   graph::Graph g = graph::import_onnx_file(o.model);
+  bind_open_dims(g, given, o.random, po);
   for (auto& name : graph::load_time_inputs(g))  // shape tensors given on the command line are fixed at load
     if (given.count(name)) po.bind[name] = given[name];
   lm.passes = graph::prepare(g, po);
@@ -99,5 +124,19 @@ inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
 inline double elapsed_ms(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// Model latency, shared by `cldl run --bench` and `cldl bench model.onnx`: one first run (programs
+// built, buffers touched) timed on its own, `warmup` more untimed, then `runs` timed ones. Every run
+// copies the inputs to the device and the outputs back.
+struct ModelLatency {
+  double first_ms = 0, min_ms = 0, median_ms = 0, max_ms = 0;
+  int runs = 0, warmup = 0;
+};
+ModelLatency time_model(LoadedModel& lm, int runs, int warmup,
+                        std::map<std::string, HostTensor>* first_outputs = nullptr);
+// One JSON object (model, device, runs, min/median/max_ms, first_run_ms, load_ms) on stdout, or a line.
+void print_model_latency(const ModelOptions& mo, const LoadedModel& lm, const ModelLatency& t, bool json);
+// `cldl bench model.onnx ...` (tools/cldl/cmd_run.cpp).
+void bench_model(ModelOptions mo, int runs, int warmup, bool json);
 
 }  // namespace cldl::cli

@@ -1,0 +1,643 @@
+// The C API (capi/cldl.h) over the C++ API. Handles are ids in a registry, never raw pointers, so a
+// released or made-up handle is an error code, not a crash; every entry point catches everything.
+#include "capi/cldl.h"
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "models/model.hpp"
+#include "models/onnx_import.hpp"
+#include "runtime/cldl.hpp"
+
+#ifndef CLDL_VERSION
+#define CLDL_VERSION "dev"
+#endif
+
+namespace {
+
+using namespace cldl;
+
+thread_local std::string t_last_error;
+
+// A failure the C layer itself detects, with the status it maps to.
+struct CapiError {
+  cldl_status status;
+  std::string message;
+};
+
+template <typename... Args>
+[[noreturn]] void capi_fail(cldl_status s, fmt::format_string<Args...> f, Args&&... args) {
+  throw CapiError{s, fmt::format(f, std::forward<Args>(args)...)};
+}
+
+struct IoInfo {
+  std::string name;
+  cldl_dtype dtype = CLDL_F32;
+  std::vector<int64_t> dims;
+  std::vector<std::string> symbols;
+  std::vector<const char*> symbol_ptrs;  // into `symbols`, NULL where the dim is fixed
+  bool dynamic = false;
+  size_t bytes = 0;
+};
+
+struct ContextObj {
+  std::shared_ptr<Context> ctx;
+  bool wrapped = false;
+};
+struct ModelObj {
+  std::shared_ptr<graph::CompiledModel> model;
+  std::vector<IoInfo> inputs, outputs;
+};
+struct SessionObj {
+  std::shared_ptr<ModelObj> model;
+  std::unique_ptr<graph::Session> session;
+  std::mutex m;  // one call at a time per session
+};
+
+// Handles are ids (never reused) that map to live objects.
+struct Registry {
+  std::mutex m;
+  uintptr_t next = 1;
+  std::map<uintptr_t, std::shared_ptr<ContextObj>> contexts;
+  std::map<uintptr_t, std::shared_ptr<ModelObj>> models;
+  std::map<uintptr_t, std::shared_ptr<SessionObj>> sessions;
+};
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: callbacks may run during exit
+  return *r;
+}
+
+template <typename T>
+std::shared_ptr<T> lookup(std::map<uintptr_t, std::shared_ptr<T>>& map, const void* h, const char* kind) {
+  if (!h) capi_fail(CLDL_ERROR_INVALID_HANDLE, "null {} handle", kind);
+  std::lock_guard lock(registry().m);
+  auto it = map.find(reinterpret_cast<uintptr_t>(h));
+  if (it == map.end())
+    capi_fail(CLDL_ERROR_INVALID_HANDLE, "{} handle {} is not live (released or never created)", kind, h);
+  return it->second;
+}
+template <typename T>
+uintptr_t add(std::map<uintptr_t, std::shared_ptr<T>>& map, std::shared_ptr<T> obj) {
+  std::lock_guard lock(registry().m);
+  uintptr_t id = registry().next++;
+  map[id] = std::move(obj);
+  return id;
+}
+template <typename T>
+cldl_status drop(std::map<uintptr_t, std::shared_ptr<T>>& map, const void* h, const char* kind) {
+  std::shared_ptr<T> keep;  // destroyed outside the lock
+  {
+    std::lock_guard lock(registry().m);
+    auto it = map.find(reinterpret_cast<uintptr_t>(h));
+    if (!h || it == map.end()) capi_fail(CLDL_ERROR_INVALID_HANDLE, "{} handle {} is not live", kind, h);
+    keep = std::move(it->second);
+    map.erase(it);
+  }
+  return CLDL_OK;
+}
+
+std::shared_ptr<ContextObj> get(cldl_context h) { return lookup(registry().contexts, h, "context"); }
+std::shared_ptr<ModelObj> get(cldl_model h) { return lookup(registry().models, h, "model"); }
+std::shared_ptr<SessionObj> get(cldl_session h) { return lookup(registry().sessions, h, "session"); }
+
+// Runs `f`, turning every exception into a status and a thread-local message.
+template <typename F>
+cldl_status guarded(const char* fn, cldl_status cldl_error_status, F&& f) noexcept {
+  try {
+    f();
+    return CLDL_OK;
+  } catch (const CapiError& e) {
+    t_last_error = fmt::format("{}: {}", fn, e.message);
+    return e.status;
+  } catch (const Error& e) {
+    t_last_error = fmt::format("{}: {}", fn, e.what());
+    return e.cl_code() != 0 ? CLDL_ERROR_OPENCL : cldl_error_status;
+  } catch (const std::bad_alloc&) {
+    t_last_error = fmt::format("{}: out of host memory", fn);
+    return CLDL_ERROR_INTERNAL;
+  } catch (const std::exception& e) {
+    t_last_error = fmt::format("{}: {}", fn, e.what());
+    return CLDL_ERROR_INTERNAL;
+  } catch (...) {
+    t_last_error = fmt::format("{}: unknown error", fn);
+    return CLDL_ERROR_INTERNAL;
+  }
+}
+
+void need(const void* p, const char* what) {
+  if (!p) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "{} is NULL", what);
+}
+
+void need_size(size_t struct_size, size_t min_size, const char* what) {
+  if (struct_size < min_size)
+    capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "{}.struct_size is {}; set it to sizeof({}) ({})", what, struct_size, what,
+              min_size);
+}
+
+DType to_dtype(cldl_dtype t) {
+  if (int(t) < 0 || int(t) > int(CLDL_BOOL)) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "unknown cldl_dtype {}", int(t));
+  return DType(int(t));
+}
+
+void copy_str(char* dst, size_t n, const std::string& s) {
+  size_t k = std::min(n - 1, s.size());
+  std::memcpy(dst, s.data(), k);
+  dst[k] = 0;
+}
+
+void fill_device_info(const Device& d, cldl_device_info* info) {
+  size_t want = info->struct_size;
+  need_size(want, offsetof(cldl_device_info, device) + sizeof(cl_device_id), "cldl_device_info");
+  std::memset(reinterpret_cast<char*>(info) + sizeof(size_t), 0, sizeof(cldl_device_info) - sizeof(size_t));
+  copy_str(info->id, sizeof info->id, d.id());
+  copy_str(info->name, sizeof info->name, d.info.name);
+  copy_str(info->vendor, sizeof info->vendor, d.info.vendor);
+  copy_str(info->platform_name, sizeof info->platform_name, d.info.platform_name);
+  copy_str(info->driver_version, sizeof info->driver_version, d.info.driver_version);
+  copy_str(info->opencl_c_version, sizeof info->opencl_c_version, d.info.opencl_c_version);
+  info->type = d.info.type == DeviceType::gpu           ? CLDL_DEVICE_GPU
+               : d.info.type == DeviceType::cpu         ? CLDL_DEVICE_CPU
+               : d.info.type == DeviceType::accelerator ? CLDL_DEVICE_ACCELERATOR
+                                                        : CLDL_DEVICE_OTHER;
+  info->compute_units = d.info.compute_units;
+  info->global_mem_bytes = d.info.global_mem_bytes;
+  info->local_mem_bytes = d.info.local_mem_bytes;
+  info->max_alloc_bytes = d.info.max_alloc_bytes;
+  info->fp16 = d.info.fp16;
+  info->fp64 = d.info.fp64;
+  info->platform = d.platform();
+  info->device = d.device();
+}
+
+IoInfo io_info(const graph::ValueInfo& compiled, const graph::ValueInfo* declared) {
+  IoInfo r;
+  r.name = compiled.name;
+  r.dtype = cldl_dtype(int(compiled.dtype));
+  Shape s = compiled.shape.to_shape();
+  r.dims = s.dims;
+  r.bytes = size_t(s.numel()) * dtype_size(compiled.dtype);
+  r.symbols.resize(r.dims.size());
+  if (declared && declared->shape.known && declared->shape.dims.size() == r.dims.size())
+    for (size_t i = 0; i < r.dims.size(); ++i)
+      if (declared->shape.dims[i] < 0) {
+        std::string sym = i < declared->shape.symbols.size() ? declared->shape.symbols[i] : std::string();
+        r.symbols[i] = sym.empty() ? "?" : sym;
+        r.dynamic = true;
+      }
+  for (auto& sym : r.symbols) r.symbol_ptrs.push_back(sym.empty() ? nullptr : sym.c_str());
+  return r;
+}
+
+cldl_model load_graph(cldl_context ctx, graph::Graph g, const cldl_load_options* opts) {
+  auto c = get(ctx);
+  graph::LoadOptions lo;
+  int queues = 0;
+  if (opts) {
+    need_size(opts->struct_size, offsetof(cldl_load_options, rnn_strategy) + sizeof(const char*), "cldl_load_options");
+    if (opts->dim_count && (!opts->dim_names || !opts->dim_values))
+      capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "cldl_load_options: dim_count is {} but dim_names or dim_values is NULL",
+                opts->dim_count);
+    for (size_t i = 0; i < opts->dim_count; ++i) {
+      if (!opts->dim_names[i]) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "cldl_load_options: dim_names[{}] is NULL", i);
+      if (opts->dim_values[i] < 0)
+        capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "cldl_load_options: dimension '{}' = {} is negative", opts->dim_names[i],
+                  opts->dim_values[i]);
+      lo.prepare.dims[opts->dim_names[i]] = opts->dim_values[i];
+    }
+    if (opts->queues < 0) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "cldl_load_options: queues is {}", opts->queues);
+    queues = opts->queues;
+    if (opts->rnn_strategy) lo.compile.rnn_strategy = opts->rnn_strategy;
+  }
+  lo.compile.queues = queues > 0 ? queues : c->wrapped ? 1 : lo.compile.queues;
+  std::vector<graph::ValueInfo> declared_in = g.inputs, declared_out = g.outputs;
+  graph::prepare(g, lo.prepare);
+  auto m = std::make_shared<ModelObj>();
+  m->model = graph::CompiledModel::compile(c->ctx, std::move(g), lo.compile);
+  auto find = [](const std::vector<graph::ValueInfo>& v, const std::string& n) -> const graph::ValueInfo* {
+    for (auto& x : v)
+      if (x.name == n) return &x;
+    return nullptr;
+  };
+  for (auto& in : m->model->graph().inputs) m->inputs.push_back(io_info(in, find(declared_in, in.name)));
+  for (auto& out : m->model->graph().outputs) m->outputs.push_back(io_info(out, find(declared_out, out.name)));
+  return reinterpret_cast<cldl_model>(add(registry().models, std::move(m)));
+}
+
+const IoInfo& find_io(const ModelObj& m, const char* name, bool input) {
+  need(name, "name");
+  for (auto& io : input ? m.inputs : m.outputs)
+    if (io.name == name) return io;
+  std::string names;
+  for (auto& io : input ? m.inputs : m.outputs) names += (names.empty() ? "" : ", ") + io.name;
+  capi_fail(CLDL_ERROR_NOT_FOUND, "'{}' is not an {} of the model (it has: {})", name, input ? "input" : "output",
+            names);
+}
+
+void fill_tensor_info(const IoInfo& io, cldl_tensor_info* info) {
+  need(info, "info");
+  need_size(info->struct_size, offsetof(cldl_tensor_info, bytes) + sizeof(size_t), "cldl_tensor_info");
+  info->name = io.name.c_str();
+  info->dtype = io.dtype;
+  info->rank = io.dims.size();
+  info->dims = io.dims.data();
+  info->dim_symbols = io.symbol_ptrs.data();
+  info->dynamic = io.dynamic;
+  info->bytes = io.bytes;
+}
+
+// The app's buffer as a device tensor of the model's input / output `io`, checked against the context.
+Tensor app_tensor(SessionObj& s, const IoInfo& io, cl_mem buffer, size_t offset) {
+  cl_context mem_ctx = nullptr;
+  cl_int err = clGetMemObjectInfo(buffer, CL_MEM_CONTEXT, sizeof mem_ctx, &mem_ctx, nullptr);
+  if (err != CL_SUCCESS)
+    capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "'{}': cl_mem {} is not a valid buffer ({})", io.name,
+              static_cast<void*>(buffer), cl_error_name(err));
+  auto& cm = *s.model->model;
+  if (mem_ctx != cm.context().cl()())
+    capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "'{}': the buffer belongs to another cl_context than the model's", io.name);
+  size_t size = 0;
+  clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof size, &size, nullptr);
+  if (offset % cldl_dtype_size(io.dtype) != 0)
+    capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "'{}': offset {} is not a multiple of the element size {}", io.name, offset,
+              cldl_dtype_size(io.dtype));
+  if (offset + io.bytes > size)
+    capi_fail(CLDL_ERROR_SHAPE, "'{}': {} bytes at offset {} do not fit the app's buffer of {} bytes", io.name,
+              io.bytes, offset, size);
+  Tensor t;
+  t.buffer = cl::Buffer(buffer, true);
+  t.offset_bytes = offset;
+  t.shape = Shape(io.dims);
+  t.dtype = DType(int(io.dtype));
+  t.device = cm.options().device;
+  return t;
+}
+
+struct CallbackData {
+  cldl_session session;
+  cldl_callback callback;
+  void* user;
+};
+
+void CL_CALLBACK on_complete(cl_event, cl_int status, void* p) {
+  std::unique_ptr<CallbackData> d(static_cast<CallbackData*>(p));
+  d->callback(d->session, status < 0 ? CLDL_ERROR_OPENCL : CLDL_OK, d->user);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* cldl_version(void) { return CLDL_VERSION; }
+
+const char* cldl_last_error(void) { return t_last_error.c_str(); }
+
+const char* cldl_status_name(cldl_status s) {
+  switch (s) {
+    case CLDL_OK:
+      return "CLDL_OK";
+    case CLDL_ERROR_INVALID_ARGUMENT:
+      return "CLDL_ERROR_INVALID_ARGUMENT";
+    case CLDL_ERROR_INVALID_HANDLE:
+      return "CLDL_ERROR_INVALID_HANDLE";
+    case CLDL_ERROR_NOT_FOUND:
+      return "CLDL_ERROR_NOT_FOUND";
+    case CLDL_ERROR_SHAPE:
+      return "CLDL_ERROR_SHAPE";
+    case CLDL_ERROR_DTYPE:
+      return "CLDL_ERROR_DTYPE";
+    case CLDL_ERROR_OPENCL:
+      return "CLDL_ERROR_OPENCL";
+    case CLDL_ERROR_MODEL:
+      return "CLDL_ERROR_MODEL";
+    case CLDL_ERROR_INTERNAL:
+      return "CLDL_ERROR_INTERNAL";
+  }
+  return "unknown cldl_status";
+}
+
+size_t cldl_dtype_size(cldl_dtype t) {
+  if (int(t) < 0 || int(t) > int(CLDL_BOOL)) return 0;
+  return dtype_size(DType(int(t)));
+}
+
+cldl_status cldl_device_count(size_t* count) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    need(count, "count");
+    *count = all_devices().size();
+  });
+}
+
+cldl_status cldl_device_get_info(size_t index, cldl_device_info* info) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    need(info, "info");
+    auto& all = all_devices();
+    if (index >= all.size())
+      capi_fail(CLDL_ERROR_NOT_FOUND, "device index {} out of range ({} devices)", index, all.size());
+    fill_device_info(all[index], info);
+  });
+}
+
+cldl_status cldl_device_select(const char* spec, size_t* index) {
+  return guarded(__func__, CLDL_ERROR_NOT_FOUND, [&] {
+    need(index, "index");
+    Device d = select_device(spec ? spec : "");
+    auto& all = all_devices();
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i].device() == d.device()) {
+        *index = i;
+        return;
+      }
+    capi_fail(CLDL_ERROR_NOT_FOUND, "device '{}' is not among the enumerated devices", spec ? spec : "");
+  });
+}
+
+cldl_status cldl_context_create(const char* spec, cldl_context* out) {
+  return guarded(__func__, CLDL_ERROR_NOT_FOUND, [&] {
+    need(out, "out");
+    *out = nullptr;
+    auto c = std::make_shared<ContextObj>();
+    c->ctx = Context::create(spec ? spec : "");
+    *out = reinterpret_cast<cldl_context>(add(registry().contexts, std::move(c)));
+  });
+}
+
+cldl_status cldl_context_wrap(cl_context context, cl_command_queue queue, cldl_context* out) {
+  return guarded(__func__, CLDL_ERROR_INVALID_ARGUMENT, [&] {
+    need(out, "out");
+    need(context, "context");
+    need(queue, "queue");
+    *out = nullptr;
+    cl_context qctx = nullptr;
+    cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, nullptr);
+    if (err != CL_SUCCESS)
+      capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "queue is not a valid cl_command_queue ({})", cl_error_name(err));
+    if (qctx != context) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "the queue belongs to another cl_context");
+    auto c = std::make_shared<ContextObj>();
+    c->ctx = Context::wrap(context, queue);
+    c->wrapped = true;
+    *out = reinterpret_cast<cldl_context>(add(registry().contexts, std::move(c)));
+  });
+}
+
+cldl_status cldl_context_release(cldl_context ctx) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] { drop(registry().contexts, ctx, "context"); });
+}
+
+cldl_status cldl_context_device_info(cldl_context ctx, cldl_device_info* info) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto c = get(ctx);
+    need(info, "info");
+    fill_device_info(c->ctx->device(0), info);
+  });
+}
+
+cldl_status cldl_context_cl(cldl_context ctx, cl_context* context, cl_command_queue* queue) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto c = get(ctx);
+    if (context) *context = c->ctx->cl()();
+    if (queue) *queue = c->ctx->queue(0, 0)();
+  });
+}
+
+void cldl_load_options_init(cldl_load_options* opts) {
+  if (!opts) return;
+  std::memset(opts, 0, sizeof *opts);
+  opts->struct_size = sizeof *opts;
+}
+
+cldl_status cldl_model_load(cldl_context ctx, const char* path, const cldl_load_options* opts, cldl_model* out) {
+  return guarded(__func__, CLDL_ERROR_MODEL, [&] {
+    need(out, "out");
+    *out = nullptr;
+    get(ctx);
+    need(path, "path");
+    *out = load_graph(ctx, graph::import_onnx_file(path), opts);
+  });
+}
+
+cldl_status cldl_model_load_memory(cldl_context ctx, const void* data, size_t size, const cldl_load_options* opts,
+                                   cldl_model* out) {
+  return guarded(__func__, CLDL_ERROR_MODEL, [&] {
+    need(out, "out");
+    *out = nullptr;
+    get(ctx);
+    need(data, "data");
+    graph::Graph g =
+        graph::import_onnx_bytes(std::string(static_cast<const char*>(data), size), ".", "model in memory");
+    *out = load_graph(ctx, std::move(g), opts);
+  });
+}
+
+cldl_status cldl_model_release(cldl_model model) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] { drop(registry().models, model, "model"); });
+}
+
+cldl_status cldl_model_input_count(cldl_model model, size_t* count) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto m = get(model);
+    need(count, "count");
+    *count = m->inputs.size();
+  });
+}
+
+cldl_status cldl_model_output_count(cldl_model model, size_t* count) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto m = get(model);
+    need(count, "count");
+    *count = m->outputs.size();
+  });
+}
+
+cldl_status cldl_model_input_info(cldl_model model, size_t index, cldl_tensor_info* info) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto m = get(model);
+    if (index >= m->inputs.size())
+      capi_fail(CLDL_ERROR_NOT_FOUND, "input index {} out of range (the model has {})", index, m->inputs.size());
+    fill_tensor_info(m->inputs[index], info);
+  });
+}
+
+cldl_status cldl_model_output_info(cldl_model model, size_t index, cldl_tensor_info* info) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto m = get(model);
+    if (index >= m->outputs.size())
+      capi_fail(CLDL_ERROR_NOT_FOUND, "output index {} out of range (the model has {})", index, m->outputs.size());
+    fill_tensor_info(m->outputs[index], info);
+  });
+}
+
+cldl_status cldl_session_create(cldl_model model, cldl_session* out) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    need(out, "out");
+    *out = nullptr;
+    auto m = get(model);
+    auto s = std::make_shared<SessionObj>();
+    s->model = m;
+    s->session = m->model->session();
+    *out = reinterpret_cast<cldl_session>(add(registry().sessions, std::move(s)));
+  });
+}
+
+cldl_status cldl_session_release(cldl_session s) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    {
+      std::lock_guard lock(obj->m);
+      const cl::Event& last = obj->session->last_run();
+      if (last() != nullptr) last.wait();  // the run still uses the session's buffers
+    }
+    drop(registry().sessions, s, "session");
+  });
+}
+
+cldl_status cldl_session_set_input(cldl_session s, const char* name, cldl_dtype dtype, const int64_t* dims, size_t rank,
+                                   const void* data, size_t bytes) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    const IoInfo& io = find_io(*obj->model, name, true);
+    if (dtype != io.dtype)
+      capi_fail(CLDL_ERROR_DTYPE, "input '{}': expected {}, got {}", name, to_string(DType(int(io.dtype))),
+                int(dtype) >= 0 && int(dtype) <= int(CLDL_BOOL) ? std::string(to_string(DType(int(dtype))))
+                                                                : fmt::format("cldl_dtype {}", int(dtype)));
+    if (rank && !dims) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "input '{}': rank {} but dims is NULL", name, rank);
+    Shape got(std::vector<int64_t>(dims, dims + rank));
+    if (got.dims != io.dims)
+      capi_fail(CLDL_ERROR_SHAPE, "input '{}': expected shape {}, got {}", name, Shape(io.dims).str(), got.str());
+    if (bytes != io.bytes) capi_fail(CLDL_ERROR_SHAPE, "input '{}': expected {} bytes, got {}", name, io.bytes, bytes);
+    if (bytes) need(data, "data");
+    HostTensor h(to_dtype(dtype), got);
+    if (bytes) std::memcpy(h.data(), data, bytes);
+    std::lock_guard lock(obj->m);
+    obj->session->write_input(name, h);
+  });
+}
+
+cldl_status cldl_session_bind_input(cldl_session s, const char* name, cl_mem buffer, size_t offset) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    const IoInfo& io = find_io(*obj->model, name, true);
+    Tensor t = buffer ? app_tensor(*obj, io, buffer, offset) : Tensor{};
+    std::lock_guard lock(obj->m);
+    obj->session->bind_input(name, t);
+  });
+}
+
+cldl_status cldl_session_bind_output(cldl_session s, const char* name, cl_mem buffer, size_t offset) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    const IoInfo& io = find_io(*obj->model, name, false);
+    Tensor t = buffer ? app_tensor(*obj, io, buffer, offset) : Tensor{};
+    std::lock_guard lock(obj->m);
+    obj->session->bind_output(name, t);
+  });
+}
+
+cldl_status cldl_session_run(cldl_session s) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    cl::Event e;
+    {
+      std::lock_guard lock(obj->m);
+      e = obj->session->enqueue();
+    }
+    check(e.wait(), "clWaitForEvents", "model run");
+  });
+}
+
+cldl_status cldl_session_enqueue(cldl_session s, cl_uint num_events, const cl_event* wait_list, cl_event* event) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    if (num_events && !wait_list)
+      capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "num_events is {} but wait_list is NULL", num_events);
+    std::vector<cl::Event> waits;
+    for (cl_uint i = 0; i < num_events; ++i) {
+      if (!wait_list[i]) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "wait_list[{}] is NULL", i);
+      waits.emplace_back(wait_list[i], true);
+    }
+    std::lock_guard lock(obj->m);
+    cl::Event e = obj->session->enqueue(waits);
+    if (event) {
+      check(clRetainEvent(e()), "clRetainEvent", "run event");
+      *event = e();
+    }
+  });
+}
+
+cldl_status cldl_session_run_async(cldl_session s, cldl_callback callback, void* user_data) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    if (!callback) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "callback is NULL");
+    cl::Event e;
+    {
+      std::lock_guard lock(obj->m);
+      e = obj->session->enqueue();
+    }
+    // Outside the lock: a driver may call back at once, and the callback may call into this session.
+    auto d = std::make_unique<CallbackData>(CallbackData{s, callback, user_data});
+    check(e.setCallback(CL_COMPLETE, on_complete, d.get()), "clSetEventCallback", "run completion");
+    d.release();  // on_complete owns it now
+    // Some drivers call back only once the queue is flushed.
+    auto& cm = *obj->model->model;
+    check(cm.context().queue(cm.options().device, 0, cm.options().profiling).flush(), "clFlush", "run completion");
+  });
+}
+
+cldl_status cldl_session_wait(cldl_session s) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    cl::Event e;
+    {
+      std::lock_guard lock(obj->m);
+      e = obj->session->last_run();
+    }
+    if (e() != nullptr) check(e.wait(), "clWaitForEvents", "model run");
+  });
+}
+
+cldl_status cldl_session_get_output(cldl_session s, const char* name, void* data, size_t bytes) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    const IoInfo& io = find_io(*obj->model, name, false);
+    if (bytes < io.bytes)
+      capi_fail(CLDL_ERROR_SHAPE, "output '{}' is {} bytes ({} {}); the buffer has {}", name, io.bytes,
+                to_string(DType(int(io.dtype))), Shape(io.dims).str(), bytes);
+    if (io.bytes) need(data, "data");
+    std::lock_guard lock(obj->m);
+    HostTensor h = obj->session->read_output(name);
+    if (h.bytes()) std::memcpy(data, h.data(), h.bytes());
+  });
+}
+
+cldl_status cldl_session_copy_output(cldl_session s, const char* name, cl_mem buffer, size_t offset, cl_uint num_events,
+                                     const cl_event* wait_list, cl_event* event) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    const IoInfo& io = find_io(*obj->model, name, false);
+    need(buffer, "buffer");
+    if (num_events && !wait_list)
+      capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "num_events is {} but wait_list is NULL", num_events);
+    Tensor dst = app_tensor(*obj, io, buffer, offset);
+    std::lock_guard lock(obj->m);
+    auto& cm = *obj->model->model;
+    ExecutionContext ec(cm.context().queue(cm.options().device, 0, cm.options().profiling));
+    for (cl_uint i = 0; i < num_events; ++i) ec.wait_for.emplace_back(wait_list[i], true);
+    const cl::Event& last = obj->session->last_run();
+    if (last() != nullptr) ec.wait_for.push_back(last);
+    cl::Event ev;
+    ec.signal = &ev;
+    ec.label = fmt::format("output {}", name);
+    cm.context().copy_async(obj->session->device_tensor(name), dst, ec);
+    if (ev() == nullptr)  // nothing to copy: a marker keeps the event contract
+      check(ec.queue.enqueueMarkerWithWaitList(ec.waits(), &ev), "clEnqueueMarkerWithWaitList", ec.label);
+    if (event) {
+      check(clRetainEvent(ev()), "clRetainEvent", ec.label);
+      *event = ev();
+    }
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,482 @@
+// Typed fusion passes (passes.hpp FusionStage::typed: after shape inference, every constant an
+// initializer) that recognise the decomposed forms exporters write (PyTorch before opset 17/20, or
+// attention written out by hand) and replace them by the fused op:
+//  - LayerNorm: ReduceMean -> Sub -> Pow 2 (or Mul by itself) -> ReduceMean -> Add eps -> Sqrt -> Div
+//    [-> Mul gamma] [-> Add beta] over the last axes  => LayerNormalization;
+//  - GELU, erf form: Div sqrt2 (or Mul 1/sqrt2) -> Erf -> Add 1, times x and 0.5 in either Mul order
+//    => Gelu; tanh form: x + 0.044715 x^3 -> Mul sqrt(2/pi) -> Tanh -> Add 1, times x and 0.5
+//    => Gelu(approximate = tanh);
+//  - attention: MatMul(Q, K^T) [-> Div / Mul scale] [-> Add mask] [-> Where(mask, -inf)] -> Softmax
+//    (last axis) -> MatMul V  => Attention (scale, additive or boolean mask, is_causal when a constant
+//    Where mask is the lower triangle). K^T's Transpose is rewritten to give K; any other K^T gets a
+//    Transpose.
+// Intermediate values must have no other reader (and not be graph outputs); otherwise nothing changes.
+// The fused nodes are in kFusedDomain, so a model's opset need not know the fused op.
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "models/op_registry.hpp"
+#include "models/passes.hpp"
+
+namespace cldl::graph {
+namespace {
+
+class Matcher {
+ public:
+  explicit Matcher(Graph& g) : g_(g), rd_(value_readers(g)), pr_(g.producers()) {}
+
+  // The producer of `v` when it is an ai.onnx `op` not yet claimed by another rewrite.
+  Node* producer(const std::string& v, const char* op) {
+    auto it = pr_.find(v);
+    if (it == pr_.end() || claimed(it->second)) return nullptr;
+    Node& n = g_.nodes[it->second];
+    return n.op_type == op && n.domain.empty() ? &n : nullptr;
+  }
+  // The only reader of `v` when it is an ai.onnx `op` (not a graph output, not claimed).
+  Node* sole_reader(const std::string& v, const char* op) {
+    auto it = rd_.find(v);
+    if (it == rd_.end() || it->second.size() != 1 || it->second[0] < 0 || claimed(size_t(it->second[0])))
+      return nullptr;
+    Node& n = g_.nodes[size_t(it->second[0])];
+    return n.op_type == op && n.domain.empty() ? &n : nullptr;
+  }
+  size_t reader_count(const std::string& v) const {
+    auto it = rd_.find(v);
+    return it == rd_.end() ? 0 : it->second.size();
+  }
+  size_t index(const Node* n) const { return size_t(n - g_.nodes.data()); }
+
+  // A one-element f32 initializer's value.
+  std::optional<double> scalar(const std::string& v) const {
+    auto it = g_.initializers.find(v);
+    if (it == g_.initializers.end() || it->second.numel() != 1 || it->second.dtype() != DType::f32) return {};
+    return double(it->second.as<float>()[0]);
+  }
+  bool scalar_is(const std::string& v, double want, double rel = 1e-5) const {
+    auto s = scalar(v);
+    return s && std::fabs(*s - want) <= rel * std::fabs(want);
+  }
+  const ValueInfo* info(const std::string& v) const {
+    auto it = g_.values.find(v);
+    return it == g_.values.end() ? nullptr : &it->second;
+  }
+  bool f32(const std::string& v) const {
+    auto* i = info(v);
+    return i && i->dtype == DType::f32 && i->shape.known && i->shape.is_static();
+  }
+  Shape shape(const std::string& v) const { return info(v)->shape.to_shape(); }
+  // The input of a binary node other than `v` (empty when `v` is not one of them).
+  static std::string other(const Node& n, const std::string& v) {
+    if (n.input_count() != 2) return {};
+    if (n.input(0) == v) return n.input(1);
+    if (n.input(1) == v) return n.input(0);
+    return {};
+  }
+
+  // Nodes of a candidate match are claimed as it is checked; commit() keeps them for removal once the
+  // whole pattern matched, begin() forgets a failed candidate's.
+  void begin() { pending_.clear(); }
+  void claim(std::initializer_list<const Node*> ns) {
+    for (auto* n : ns)
+      if (n) pending_.insert(index(n));
+  }
+  void commit() { drop_.insert(pending_.begin(), pending_.end()), pending_.clear(); }
+  bool claimed(size_t i) const { return drop_.count(i) || pending_.count(i); }
+  void finish(std::vector<Node>& added) {
+    erase_nodes(g_, drop_);
+    for (auto& n : added) g_.nodes.push_back(std::move(n));
+  }
+
+ private:
+  std::set<size_t> drop_, pending_;
+  Graph& g_;
+  std::map<std::string, std::vector<int>> rd_;
+  std::map<std::string, size_t> pr_;
+};
+
+Node fused_node(Graph& g, const char* op, const std::string& like, std::vector<std::string> in, std::string out) {
+  Node n;
+  n.op_type = op;
+  n.domain = kFusedDomain;
+  n.name = g.unique_name(like.empty() ? std::string(op) : like + "_" + op);
+  n.inputs = std::move(in);
+  n.outputs = {std::move(out)};
+  return n;
+}
+
+// ------------------------------------------------------------------ GELU
+// `t` (1 + erf(..) or 1 + tanh(..)) times x times 0.5, in any order of the two Muls:
+//   (x * t) * 0.5,  (t * x) * 0.5,  (x * 0.5) * t,  (t * 0.5) * x,  0.5 * (x * t)...
+// Returns the product's value and claims its Muls.
+std::optional<std::string> times_half_x(Matcher& m, const std::string& t, const std::string& x) {
+  Node* m1 = m.sole_reader(t, "Mul");
+  if (!m1) return {};
+  std::string o1 = Matcher::other(*m1, t);
+  if (o1.empty()) return {};
+  if (o1 == x || m.scalar_is(o1, 0.5)) {  // (x * t) or (0.5 * t); the second Mul brings the other factor
+    Node* m2 = m.sole_reader(m1->outputs[0], "Mul");
+    if (!m2) return {};
+    std::string o2 = Matcher::other(*m2, m1->outputs[0]);
+    if (!(o1 == x ? m.scalar_is(o2, 0.5) : o2 == x)) return {};
+    m.claim({m1, m2});
+    return m2->outputs[0];
+  }
+  Node* h = m.producer(o1, "Mul");  // (x * 0.5) * t
+  if (!h || m.reader_count(o1) != 1) return {};
+  std::string hx = Matcher::other(*h, x);
+  if (hx.empty() || !m.scalar_is(hx, 0.5)) return {};
+  m.claim({m1, h});
+  return m1->outputs[0];
+}
+
+size_t fuse_gelu(Graph& g) {
+  Matcher m(g);
+  std::vector<Node> added;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& e = g.nodes[i];
+    if (!e.domain.empty() || (e.op_type != "Erf" && e.op_type != "Tanh") || m.claimed(i)) continue;
+    const bool tanh_form = e.op_type == "Tanh";
+    m.begin();
+    std::string x;
+    std::vector<const Node*> front;
+    if (!tanh_form) {  // x / sqrt2 or x * (1/sqrt2)
+      Node* d = m.producer(e.input(0), "Div");
+      if (d && m.scalar_is(d->input(1), std::sqrt(2.0))) x = d->input(0);
+      if (!d) {
+        d = m.producer(e.input(0), "Mul");
+        if (d) {
+          if (m.scalar_is(d->input(1), std::sqrt(0.5))) x = d->input(0);
+          else if (m.scalar_is(d->input(0), std::sqrt(0.5))) x = d->input(1);
+        }
+      }
+      if (x.empty() || m.reader_count(e.input(0)) != 1) continue;
+      front = {d};
+    } else {  // sqrt(2/pi) * (x + 0.044715 * x^3)
+      Node* s = m.producer(e.input(0), "Mul");
+      if (!s || m.reader_count(e.input(0)) != 1) continue;
+      std::string inner = m.scalar_is(s->input(0), std::sqrt(2.0 / M_PI)) ? s->input(1)
+                          : m.scalar_is(s->input(1), std::sqrt(2.0 / M_PI)) ? s->input(0) : "";
+      Node* add = inner.empty() ? nullptr : m.producer(inner, "Add");
+      if (!add || m.reader_count(inner) != 1) continue;
+      bool found = false;
+      for (int side = 0; side < 2 && !found; ++side) {
+        std::string cx = add->input(size_t(side)), cubic = add->input(size_t(1 - side));
+        Node* c = m.producer(cubic, "Mul");
+        if (!c || m.reader_count(cubic) != 1) continue;
+        std::string cube = m.scalar_is(c->input(0), 0.044715) ? c->input(1)
+                           : m.scalar_is(c->input(1), 0.044715) ? c->input(0) : "";
+        if (cube.empty() || m.reader_count(cube) != 1) continue;
+        // x^3 as Pow(x, 3), x * (x * x) or (x * x) * x
+        if (Node* p = m.producer(cube, "Pow"); p && p->input(0) == cx && m.scalar_is(p->input(1), 3.0)) {
+          front = {s, add, c, p};
+          found = true;
+        } else if (Node* q = m.producer(cube, "Mul")) {
+          std::string sq = Matcher::other(*q, cx);
+          Node* q2 = sq.empty() ? nullptr : m.producer(sq, "Mul");
+          if (q2 && q2->input(0) == cx && q2->input(1) == cx && m.reader_count(sq) == 1) {
+            front = {s, add, c, q, q2};
+            found = true;
+          }
+        }
+        if (found) x = cx;
+      }
+      if (!found) continue;
+    }
+    Node* one = m.sole_reader(e.outputs[0], "Add");
+    if (!one || !m.scalar_is(Matcher::other(*one, e.outputs[0]), 1.0) || !m.f32(x)) continue;
+    for (auto* n : front) m.claim({n});
+    m.claim({&e, one});
+    auto y = times_half_x(m, one->outputs[0], x);
+    if (!y) continue;
+    Node gelu = fused_node(g, "Gelu", e.name, {x}, *y);
+    if (tanh_form) gelu.attrs["approximate"] = std::string("tanh");
+    added.push_back(std::move(gelu));
+    m.commit();
+  }
+  m.finish(added);
+  return added.size();
+}
+
+// ------------------------------------------------------------------ LayerNorm
+// ReduceMean axes as the first normalised axis when they are the last axes of a rank-`rank` input
+// with keepdims; -1 otherwise.
+int64_t trailing_axes(const Graph& g, const Node& r, int64_t rank) {
+  if (r.attr_i("keepdims", 1) != 1) return -1;
+  std::vector<int64_t> axes;
+  if (r.has("axes")) axes = r.attr_ints("axes");
+  else if (!r.input(1).empty()) {
+    auto it = g.initializers.find(r.input(1));
+    if (it == g.initializers.end()) return -1;
+    axes = to_ints(it->second);
+  }
+  if (axes.empty()) return -1;
+  for (auto& a : axes) {
+    if (a < -rank || a >= rank) return -1;
+    if (a < 0) a += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  for (size_t k = 0; k < axes.size(); ++k)
+    if (axes[k] != rank - int64_t(axes.size()) + int64_t(k)) return -1;
+  return axes[0];
+}
+
+std::vector<int64_t> strip_leading_ones(std::vector<int64_t> d) {
+  while (!d.empty() && d.front() == 1) d.erase(d.begin());
+  return d;
+}
+
+size_t fuse_layernorm(Graph& g) {
+  Matcher m(g);
+  std::vector<Node> added;
+  std::vector<std::pair<std::string, HostTensor>> new_inits;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& r1 = g.nodes[i];
+    if (r1.op_type != "ReduceMean" || !r1.domain.empty() || m.claimed(i)) continue;
+    const std::string x = r1.input(0);
+    if (!m.f32(x)) continue;
+    Shape xs = m.shape(x);
+    const int64_t axis = trailing_axes(g, r1, int64_t(xs.rank()));
+    if (axis < 0) continue;
+    m.begin();
+    Node* sub = m.sole_reader(r1.outputs[0], "Sub");
+    if (!sub || sub->input(0) != x || sub->input(1) != r1.outputs[0]) continue;
+    const std::string d = sub->outputs[0];
+    if (m.reader_count(d) != 2) continue;
+    // d^2 (Pow 2 or d * d) and d / sqrt(...) are d's two readers.
+    Node *sq = nullptr, *div = nullptr;
+    for (auto& n : g.nodes) {
+      bool reads = std::find(n.inputs.begin(), n.inputs.end(), d) != n.inputs.end();
+      if (!reads || !n.domain.empty()) continue;
+      if (n.op_type == "Pow" && n.input(0) == d && m.scalar_is(n.input(1), 2.0)) sq = &n;
+      else if (n.op_type == "Mul" && n.input(0) == d && n.input(1) == d) sq = &n;
+      else if (n.op_type == "Div" && n.input(0) == d) div = &n;
+    }
+    if (!sq || !div || m.claimed(m.index(sq)) || m.claimed(m.index(div))) continue;
+    Node* r2 = m.sole_reader(sq->outputs[0], "ReduceMean");
+    if (!r2 || trailing_axes(g, *r2, int64_t(xs.rank())) != axis) continue;
+    Node* add = m.sole_reader(r2->outputs[0], "Add");
+    if (!add) continue;
+    auto eps = m.scalar(Matcher::other(*add, r2->outputs[0]));
+    Node* sqrt = eps ? m.sole_reader(add->outputs[0], "Sqrt") : nullptr;
+    if (!sqrt || div->input(1) != sqrt->outputs[0] || m.reader_count(sqrt->outputs[0]) != 1) continue;
+    m.claim({&r1, sub, sq, r2, add, sqrt, div});
+    std::string y = div->outputs[0];
+    int64_t cols = 1;
+    for (size_t a = size_t(axis); a < xs.rank(); ++a) cols *= xs[a];
+    std::vector<int64_t> norm_dims(xs.dims.begin() + axis, xs.dims.end());
+    // A constant of the normalised shape (leading 1s aside) is gamma / beta.
+    auto affine = [&](const std::string& v) -> const HostTensor* {
+      auto it = g.initializers.find(v);
+      if (it == g.initializers.end() || it->second.dtype() != DType::f32 || it->second.numel() != cols) return nullptr;
+      if (it->second.shape().rank() > xs.rank()) return nullptr;
+      return strip_leading_ones(it->second.shape().dims) == strip_leading_ones(norm_dims) ? &it->second : nullptr;
+    };
+    std::string scale, bias;
+    if (Node* mul = m.sole_reader(y, "Mul")) {
+      std::string gname = Matcher::other(*mul, y);
+      if (!gname.empty() && affine(gname)) {
+        scale = gname;
+        m.claim({mul});
+        y = mul->outputs[0];
+        if (Node* badd = m.sole_reader(y, "Add")) {
+          std::string bname = Matcher::other(*badd, y);
+          if (!bname.empty() && affine(bname)) {
+            bias = bname;
+            m.claim({badd});
+            y = badd->outputs[0];
+          }
+        }
+      }
+    }
+    auto flat = [&](const std::string& v) {  // gamma / beta as the normalised shape
+      std::string n = g.unique_name(v + "_ln");
+      HostTensor h(DType::f32, Shape{norm_dims});
+      std::copy_n(g.initializers.at(v).as<float>(), cols, h.as<float>());
+      new_inits.emplace_back(n, std::move(h));
+      return n;
+    };
+    if (scale.empty()) {
+      scale = g.unique_name(r1.name + "_ones");
+      HostTensor ones(DType::f32, Shape{norm_dims});
+      std::fill_n(ones.as<float>(), cols, 1.0f);
+      new_inits.emplace_back(scale, std::move(ones));
+    } else {
+      scale = flat(scale);
+    }
+    std::vector<std::string> in{x, scale};
+    if (!bias.empty()) in.push_back(flat(bias));
+    Node ln = fused_node(g, "LayerNormalization", r1.name, in, y);
+    ln.attrs["axis"] = axis;
+    ln.attrs["epsilon"] = float(*eps);
+    added.push_back(std::move(ln));
+    m.commit();
+  }
+  for (auto& [n, h] : new_inits) g.initializers[n] = std::move(h);
+  m.finish(added);
+  return added.size();
+}
+
+// ------------------------------------------------------------------ attention
+bool is_minus_inf(std::optional<double> v) { return v && (std::isinf(*v) ? *v < 0 : *v <= -1e30); }
+
+size_t fuse_attention(Graph& g) {
+  Matcher m(g);
+  std::vector<Node> added;
+  std::vector<std::pair<std::string, HostTensor>> new_inits;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& sm = g.nodes[i];
+    if (sm.op_type != "Softmax" || !sm.domain.empty() || m.claimed(i) || !m.f32(sm.input(0))) continue;
+    Shape ss = m.shape(sm.input(0));
+    const int64_t rank = int64_t(ss.rank());
+    if ((rank != 3 && rank != 4) || (sm.attr_i("axis", -1) != -1 && sm.attr_i("axis", -1) != rank - 1)) continue;
+    m.begin();
+    Node* pv = m.sole_reader(sm.outputs[0], "MatMul");
+    if (!pv || pv->input(0) != sm.outputs[0]) continue;
+    // Walk back from the softmax input: at most one Add mask and one Where mask, then an optional scale.
+    std::string v = sm.input(0), add_mask, where_cond;
+    bool where_attend_is_cond = false, have_add = false, have_where = false;
+    Node* qk = nullptr;
+    double scale = 1.0;
+    std::vector<const Node*> chain{&sm, pv};
+    for (int step = 0; step < 4 && !qk; ++step) {
+      if (m.reader_count(v) != 1) break;
+      if (Node* n = m.producer(v, "MatMul")) {
+        qk = n;
+        break;
+      }
+      if (Node* a = m.producer(v, "Add"); a && !have_add) {
+        // The scores are the input that leads to the QK MatMul; the other one is the mask.
+        std::string s = a->input(0), mk = a->input(1);
+        if (m.producer(mk, "MatMul") || m.producer(mk, "Div") || m.producer(mk, "Mul") || m.producer(mk, "Where"))
+          std::swap(s, mk);
+        if (!m.f32(mk) || !m.f32(s) || m.shape(s) != ss) break;
+        add_mask = mk, have_add = true, v = s;
+        chain.push_back(a);
+        continue;
+      }
+      if (Node* w = m.producer(v, "Where"); w && !have_where) {
+        std::string c = w->input(0);
+        if (is_minus_inf(m.scalar(w->input(1)))) v = w->input(2), where_attend_is_cond = false;
+        else if (is_minus_inf(m.scalar(w->input(2)))) v = w->input(1), where_attend_is_cond = true;
+        else break;
+        if (!m.f32(v) || m.shape(v) != ss) break;
+        where_cond = c, have_where = true;
+        chain.push_back(w);
+        continue;
+      }
+      Node* d = m.producer(v, "Div");
+      Node* mu = d ? nullptr : m.producer(v, "Mul");
+      if ((d || mu) && scale == 1.0) {
+        Node* n = d ? d : mu;
+        std::optional<double> c;
+        std::string s;
+        if ((c = m.scalar(n->input(1)))) s = n->input(0);
+        else if (mu && (c = m.scalar(n->input(0)))) s = n->input(1);
+        if (!c || *c == 0.0 || !std::isfinite(*c)) break;
+        scale = d ? 1.0 / *c : *c;
+        v = s;
+        chain.push_back(n);
+        continue;
+      }
+      break;
+    }
+    if (!qk || qk->outputs[0] != v || !m.f32(qk->input(0)) || !m.f32(qk->input(1)) || !m.f32(pv->input(1))) continue;
+    chain.push_back(qk);
+    const std::string q = qk->input(0), kt = qk->input(1), vv = pv->input(1);
+    Shape qs = m.shape(q), kts = m.shape(kt), vs = m.shape(vv);
+    if (int64_t(qs.rank()) != rank || int64_t(kts.rank()) != rank || int64_t(vs.rank()) != rank) continue;
+    bool ok = true;
+    for (int64_t a = 0; a < rank - 2; ++a) ok = ok && qs[a] == kts[a] && qs[a] == vs[a];
+    const int64_t Sq = qs[rank - 2], D = qs[rank - 1], Skv = kts[rank - 1];
+    if (!ok || kts[rank - 2] != D || vs[rank - 2] != Skv || ss[rank - 2] != Sq || ss[rank - 1] != Skv) continue;
+    // Masks: a Where on a constant lower triangle is is_causal; other masks become the mask input.
+    bool causal = false;
+    std::string mask;
+    if (have_where) {
+      auto ci = g.initializers.find(where_cond);
+      const ValueInfo* cinfo = m.info(where_cond);
+      if (!cinfo || cinfo->dtype != DType::boolean || !cinfo->shape.is_static()) continue;
+      Shape cs = cinfo->shape.to_shape();
+      if (ci != g.initializers.end() && cs.rank() >= 2 && cs[cs.rank() - 2] == Sq && cs[cs.rank() - 1] == Skv &&
+          cs.numel() == Sq * Skv) {
+        const bool* c = ci->second.as<bool>();
+        causal = Sq == Skv;
+        for (int64_t r = 0; r < Sq && causal; ++r)
+          for (int64_t k = 0; k < Skv && causal; ++k) causal = c[r * Skv + k] == (where_attend_is_cond ? k <= r : k > r);
+      }
+      if (!causal) {
+        if (have_add) continue;  // two masks that are not causal + one: the fused op takes one mask
+        if (cs.rank() < 2 || int64_t(cs.rank()) > rank || (rank == 3 && cs.rank() == 3 && cs[0] != 1)) continue;
+        if (where_attend_is_cond) {
+          mask = where_cond;
+        } else if (ci != g.initializers.end()) {
+          HostTensor inv = ci->second;
+          for (int64_t k = 0; k < inv.numel(); ++k) inv.as<bool>()[k] = !inv.as<bool>()[k];
+          mask = g.unique_name(where_cond + "_attend");
+          new_inits.emplace_back(mask, std::move(inv));
+        } else {
+          Node no;
+          no.op_type = "Not";
+          no.name = g.unique_name(sm.name + "_mask_not");
+          no.inputs = {where_cond};
+          mask = g.unique_name(where_cond + "_attend");
+          no.outputs = {mask};
+          added.push_back(std::move(no));
+        }
+      }
+    }
+    if (have_add) {
+      Shape ms = m.shape(add_mask);
+      if (ms.rank() < 2 || int64_t(ms.rank()) > rank || (rank == 3 && ms.rank() == 3 && ms[0] != 1)) continue;
+      mask = add_mask;
+    }
+    // K from K^T: a Transpose read only here gets its last two perm entries swapped, else a new Transpose.
+    std::string k;
+    Node* tr = m.producer(kt, "Transpose");
+    if (tr && m.reader_count(kt) == 1 && tr->has("perm")) {
+      auto perm = tr->attr_ints("perm");
+      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+      tr->attrs["perm"] = perm;
+      k = g.unique_name(kt + "_k");
+      tr->outputs[0] = k;
+    } else {
+      Node tn;
+      tn.op_type = "Transpose";
+      tn.name = g.unique_name(qk->name + "_k");
+      tn.inputs = {kt};
+      k = g.unique_name(kt + "_k");
+      tn.outputs = {k};
+      tn.attrs["perm"] = rank == 4 ? std::vector<int64_t>{0, 1, 3, 2} : std::vector<int64_t>{0, 2, 1};
+      added.push_back(std::move(tn));
+    }
+    for (auto* n : chain) m.claim({n});
+    std::vector<std::string> in{q, k, vv};
+    if (!mask.empty()) in.push_back(mask);
+    Node at = fused_node(g, "Attention", sm.name, in, pv->outputs[0]);
+    at.attrs["scale"] = float(scale);
+    if (causal) at.attrs["is_causal"] = int64_t(1);
+    if (rank == 3) {  // [B, S, D]: one head in the 3-D layout
+      at.attrs["q_num_heads"] = int64_t(1);
+      at.attrs["kv_num_heads"] = int64_t(1);
+    }
+    added.push_back(std::move(at));
+    m.commit();
+  }
+  for (auto& [n, h] : new_inits) g.initializers[n] = std::move(h);
+  size_t fused = size_t(std::count_if(added.begin(), added.end(), [](auto& n) { return n.op_type == "Attention"; }));
+  m.finish(added);
+  return fused;
+}
+
+struct Register {
+  Register() {
+    register_fusion_pass("layernorm-pattern", fuse_layernorm, FusionStage::typed);
+    register_fusion_pass("gelu-pattern", fuse_gelu, FusionStage::typed);
+    register_fusion_pass("attention-pattern", fuse_attention, FusionStage::typed);
+  }
+} const kRegister;
+
+}  // namespace
+}  // namespace cldl::graph

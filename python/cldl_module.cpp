@@ -1,0 +1,237 @@
+// The Python module `cldl`: devices(), load(path, device=None, dims=None) -> Model with inputs, outputs,
+// run({name: ndarray}) -> {name: ndarray} and bench(). cldl errors surface as cldl.Error (a RuntimeError)
+// carrying cldl's message.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "models/model.hpp"
+#include "models/onnx_import.hpp"
+#include "runtime/cldl.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using namespace cldl;
+
+py::dtype numpy_dtype(DType t) {
+  switch (t) {
+    case DType::f32:
+      return py::dtype("float32");
+    case DType::f16:
+      return py::dtype("float16");
+    case DType::i32:
+      return py::dtype("int32");
+    case DType::i64:
+      return py::dtype("int64");
+    case DType::u8:
+      return py::dtype("uint8");
+    case DType::boolean:
+      return py::dtype("bool");
+  }
+  return py::dtype("float32");
+}
+
+py::array to_numpy(const HostTensor& h) {
+  py::array a(numpy_dtype(h.dtype()), std::vector<py::ssize_t>(h.shape().dims.begin(), h.shape().dims.end()));
+  if (h.bytes()) std::memcpy(a.mutable_data(), h.data(), h.bytes());
+  return a;
+}
+
+HostTensor from_numpy(const std::string& name, const py::handle& obj) {
+  py::array a = py::array::ensure(obj, py::array::c_style);
+  if (!a) throw Error(fmt::format("input '{}': not convertible to a numpy array", name));
+  std::string dt = py::str(a.dtype().attr("name"));
+  DType t;
+  try {
+    t = parse_dtype(dt);
+  } catch (const Error&) {
+    throw Error(
+        fmt::format("input '{}': numpy dtype {} has no cldl dtype (use float32, float16, int32, int64, "
+                    "uint8 or bool)",
+                    name, dt));
+  }
+  Shape s(std::vector<int64_t>(a.shape(), a.shape() + a.ndim()));
+  HostTensor h(t, s);
+  if (h.bytes()) std::memcpy(h.data(), a.data(), h.bytes());
+  return h;
+}
+
+struct TensorInfo {
+  std::string name;
+  py::dtype dtype;
+  py::tuple shape;    // as compiled
+  py::tuple symbols;  // per dim: None, or the symbol the model file declares for it
+  std::string repr() const {
+    return fmt::format("TensorInfo(name='{}', dtype={}, shape={}, symbols={})", name,
+                       py::repr(dtype).cast<std::string>(), py::repr(shape).cast<std::string>(),
+                       py::repr(symbols).cast<std::string>());
+  }
+};
+
+TensorInfo tensor_info(const graph::ValueInfo& v, const std::vector<graph::ValueInfo>& declared) {
+  TensorInfo r{v.name, numpy_dtype(v.dtype), py::tuple(), py::tuple()};
+  Shape s = v.shape.to_shape();
+  const graph::ValueInfo* d = nullptr;
+  for (auto& x : declared)
+    if (x.name == v.name) d = &x;
+  py::list shape, symbols;
+  for (size_t i = 0; i < s.rank(); ++i) {
+    shape.append(s[i]);
+    if (d && d->shape.known && d->shape.dims.size() == s.rank() && d->shape.dims[i] < 0)
+      symbols.append(i < d->shape.symbols.size() && !d->shape.symbols[i].empty() ? d->shape.symbols[i] : "?");
+    else
+      symbols.append(py::none());
+  }
+  r.shape = py::tuple(shape);
+  r.symbols = py::tuple(symbols);
+  return r;
+}
+
+class Model {
+ public:
+  Model(const std::string& path, const std::optional<std::string>& device, const std::map<std::string, int64_t>& dims,
+        int queues) {
+    graph::Graph g = graph::import_onnx_file(path);
+    auto declared_in = g.inputs, declared_out = g.outputs;
+    graph::LoadOptions lo;
+    lo.prepare.dims = dims;
+    lo.compile.queues = queues;
+    graph::prepare(g, lo.prepare);
+    model_ = graph::CompiledModel::compile(Context::create(device.value_or("")), std::move(g), lo.compile);
+    session_ = model_->session();
+    for (auto& v : model_->graph().inputs) inputs_.push_back(tensor_info(v, declared_in));
+    for (auto& v : model_->graph().outputs) outputs_.push_back(tensor_info(v, declared_out));
+  }
+
+  const std::vector<TensorInfo>& inputs() const { return inputs_; }
+  const std::vector<TensorInfo>& outputs() const { return outputs_; }
+  std::string device() const { return model_->context().device(model_->options().device).info.name; }
+
+  py::dict run(const py::dict& feeds) {
+    std::map<std::string, HostTensor> in = convert(feeds);
+    std::map<std::string, HostTensor> out;
+    {
+      py::gil_scoped_release nogil;
+      out = session_->run(in);
+    }
+    py::dict r;
+    for (auto& [name, h] : out) r[py::str(name)] = to_numpy(h);
+    return r;
+  }
+
+  // Host-to-host latency of run() (uploads, the model, downloads), in milliseconds.
+  py::dict bench(const std::optional<py::dict>& feeds, int warmup, int iters) {
+    if (iters < 1) throw Error(fmt::format("bench: iters must be at least 1, got {}", iters));
+    std::map<std::string, HostTensor> in;
+    if (feeds)
+      in = convert(*feeds);
+    else
+      in = random_inputs();
+    std::vector<double> ms;
+    {
+      py::gil_scoped_release nogil;
+      for (int i = 0; i < warmup; ++i) session_->run(in);
+      for (int i = 0; i < iters; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        session_->run(in);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    double mean = 0;
+    for (double x : ms) mean += x / double(ms.size());
+    py::dict r;
+    r["iters"] = iters;
+    r["mean_ms"] = mean;
+    r["median_ms"] = sorted[sorted.size() / 2];
+    r["min_ms"] = sorted.front();
+    r["device"] = device();
+    return r;
+  }
+
+ private:
+  std::map<std::string, HostTensor> convert(const py::dict& feeds) {
+    std::map<std::string, HostTensor> in;
+    for (auto [k, v] : feeds) {
+      std::string name = py::str(k);
+      in[name] = from_numpy(name, v);
+    }
+    return in;
+  }
+  std::map<std::string, HostTensor> random_inputs() {
+    std::map<std::string, HostTensor> in;
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (auto& v : model_->graph().inputs) {
+      HostTensor h(v.dtype, v.shape.to_shape());
+      if (v.dtype == DType::f32)
+        for (auto& x : h.span<float>()) x = u(rng);
+      else
+        std::memset(h.data(), 0, h.bytes());
+      in[v.name] = std::move(h);
+    }
+    return in;
+  }
+
+  std::shared_ptr<graph::CompiledModel> model_;
+  std::unique_ptr<graph::Session> session_;
+  std::vector<TensorInfo> inputs_, outputs_;
+};
+
+py::list devices() {
+  py::list r;
+  for (auto& d : all_devices()) {
+    py::dict x;
+    x["id"] = d.id();
+    x["name"] = d.info.name;
+    x["vendor"] = d.info.vendor;
+    x["type"] = std::string(to_string(d.info.type));
+    x["platform"] = d.info.platform_name;
+    x["driver_version"] = d.info.driver_version;
+    x["compute_units"] = d.info.compute_units;
+    x["global_mem_bytes"] = d.info.global_mem_bytes;
+    x["fp16"] = d.info.fp16;
+    r.append(x);
+  }
+  return r;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(cldl, m) {
+  m.doc() = "cldl: run ONNX models on any OpenCL device";
+  py::register_exception<cldl::Error>(m, "Error", PyExc_RuntimeError);
+#ifdef CLDL_VERSION
+  m.attr("__version__") = CLDL_VERSION;
+#endif
+  m.def("devices", &devices, "Every OpenCL device: list of dicts (id, name, vendor, type, platform, ...)");
+  py::class_<TensorInfo>(m, "TensorInfo")
+      .def_readonly("name", &TensorInfo::name)
+      .def_readonly("dtype", &TensorInfo::dtype)
+      .def_readonly("shape", &TensorInfo::shape)
+      .def_readonly("symbols", &TensorInfo::symbols)
+      .def("__repr__", &TensorInfo::repr);
+  py::class_<Model>(m, "Model")
+      .def_property_readonly("inputs", &Model::inputs)
+      .def_property_readonly("outputs", &Model::outputs)
+      .def_property_readonly("device", &Model::device)
+      .def("run", &Model::run, py::arg("inputs"), "Runs the model: {name: ndarray} -> {name: ndarray}")
+      .def("bench", &Model::bench, py::arg("inputs") = py::none(), py::arg("warmup") = 3, py::arg("iters") = 20,
+           "Times run() (host to host); random inputs when none are given");
+  m.def(
+      "load",
+      [](const std::string& path, std::optional<std::string> device, std::map<std::string, int64_t> dims, int queues) {
+        return std::make_unique<Model>(path, device, dims, queues);
+      },
+      py::arg("path"), py::arg("device") = py::none(), py::arg("dims") = std::map<std::string, int64_t>{},
+      py::arg("queues") = 2,
+      "Loads an ONNX model for a device spec (as the CLI's --device); dims binds symbolic input dimensions");
+}

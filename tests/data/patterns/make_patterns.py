@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""Makes the ONNX files of tests/test_onnx_patterns.cpp: small PyTorch modules whose ONNX export is the
+decomposed form of LayerNorm (opset 14), GELU (erf form in both Mul orders, tanh form) and attention
+(MatMul(Q, K^T) -> Div / Mul scale -> optional additive mask / causal Where -> Softmax -> MatMul V),
+plus PyTorch's outputs on fixed inputs as .npy. Run with Debian's python3-torch (1.13):
+    /usr/bin/python3 tests/data/patterns/make_patterns.py
+"""
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+torch.manual_seed(0)
+
+
+class LayerNormModel(nn.Module):
+    def __init__(self, shape, affine=True):
+        super().__init__()
+        self.ln = nn.LayerNorm(shape, eps=1e-5, elementwise_affine=affine)
+        if affine:
+            with torch.no_grad():
+                self.ln.weight.uniform_(0.5, 1.5)
+                self.ln.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return self.ln(x) * 2.0
+
+
+class GeluModel(nn.Module):
+    """Linear -> GELU in one of three spellings -> Linear."""
+
+    def __init__(self, form):
+        super().__init__()
+        self.form = form
+        self.fc1 = nn.Linear(12, 20)
+        self.fc2 = nn.Linear(20, 7)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        if self.form == "erf":  # PyTorch's own export: x * (1 + erf(x / sqrt2)) * 0.5
+            h = F.gelu(h)
+        elif self.form == "erf_half_first":  # 0.5 * x first, then * (1 + erf(...))
+            h = (h * 0.5) * (1.0 + torch.erf(h / math.sqrt(2.0)))
+        else:  # tanh approximation
+            h = F.gelu(h, approximate="tanh")
+        return self.fc2(h)
+
+
+class AttentionModel(nn.Module):
+    """Multi-head self-attention written out the way models do before SDPA existed."""
+
+    def __init__(self, d_model=24, heads=3, mode="plain", max_len=16):
+        super().__init__()
+        self.h, self.d, self.mode = heads, d_model // heads, mode
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.register_buffer("tril", torch.tril(torch.ones(max_len, max_len)).view(1, 1, max_len, max_len))
+
+    def forward(self, x, mask=None):
+        B, S, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, S, self.h, self.d).transpose(1, 2)
+        k = k.view(B, S, self.h, self.d).transpose(1, 2)
+        v = v.view(B, S, self.h, self.d).transpose(1, 2)
+        if self.mode == "mul_scale":
+            att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.d))
+        else:
+            att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d)
+        if self.mode == "causal":
+            att = att.masked_fill(self.tril[:, :, :S, :S] == 0, float("-inf"))
+        if mask is not None:
+            att = att + mask
+        att = F.softmax(att, dim=-1)
+        y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, S, C)
+        return self.out(y)
+
+
+def export(name, model, inputs, opset, input_names):
+    model.eval()
+    with torch.no_grad():
+        y = model(*inputs)
+    path = os.path.join(HERE, name + ".onnx")
+    torch.onnx.export(model, tuple(inputs), path, opset_version=opset, input_names=input_names,
+                      output_names=["y"], do_constant_folding=True)
+    for n, t in zip(input_names, inputs):
+        np.save(os.path.join(HERE, f"{name}.{n}.npy"), t.numpy())
+    np.save(os.path.join(HERE, f"{name}.y.npy"), y.numpy())
+
+
+def main():
+    g = torch.Generator().manual_seed(1)
+    rnd = lambda *s: torch.randn(*s, generator=g)
+    export("layernorm", LayerNormModel(10), [rnd(2, 3, 10) * 3 + 1], 14, ["x"])
+    export("layernorm2d_noaffine", LayerNormModel((4, 6), affine=False), [rnd(3, 4, 6)], 13, ["x"])
+    for form in ("erf", "erf_half_first", "tanh"):
+        export("gelu_" + form, GeluModel(form), [rnd(5, 12)], 14, ["x"])
+    export("attention", AttentionModel(), [rnd(2, 7, 24)], 14, ["x"])
+    export("attention_mulscale", AttentionModel(mode="mul_scale"), [rnd(1, 5, 24)], 14, ["x"])
+    export("attention_causal", AttentionModel(mode="causal"), [rnd(2, 9, 24)], 14, ["x"])
+    mask = torch.where(torch.rand(2, 1, 1, 6, generator=g) < 0.3, -1e4, 0.0)
+    export("attention_mask", AttentionModel(), [rnd(2, 6, 24), mask], 14, ["x", "mask"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+// The typed fusion passes (models/fusion_patterns.cpp) on ONNX files exported by PyTorch 1.13
+// (tests/data/patterns/make_patterns.py): decomposed LayerNorm, GELU (erf in both Mul orders, tanh) and
+// hand-written attention (Div / Mul scale, causal Where, additive mask) must become the fused ops and
+// give PyTorch's outputs (.npy written by the same script). Patterns whose intermediates have another
+// reader must stay as they are and still be right.
+#include <cmath>
+
+#include "models/model.hpp"
+#include "models/npy.hpp"
+#include "tests/support/onnx_util.hpp"
+
+using namespace cldl;
+using namespace cldl::graph;
+
+namespace {
+std::string data(const std::string& f) { return std::string(CLDL_SOURCE_DIR) + "/tests/data/patterns/" + f; }
+
+struct Loaded {
+  Graph g;  // prepared
+  std::map<std::string, HostTensor> out;
+};
+
+// Imports, prepares and runs `name`.onnx on its .npy inputs; checks y against PyTorch's.
+Loaded run_pattern(const std::string& name, const std::vector<std::string>& inputs, double rtol = 1e-4,
+                   double atol = 1e-5) {
+  Loaded l;
+  l.g = import_onnx_file(data(name + ".onnx"));
+  prepare(l.g);
+  std::map<std::string, HostTensor> in;
+  for (auto& i : inputs) in[i] = read_npy(data(name + "." + i + ".npy"));
+  auto m = CompiledModel::compile(test::shared_ctx(), l.g);
+  l.out = m->session()->run(in);
+  HostTensor want = read_npy(data(name + ".y.npy"));
+  REQUIRE(l.out.count("y"));
+  REQUIRE(l.out["y"].shape() == want.shape());
+  CLDL_CHECK_CLOSE(l.out["y"].as<float>(), want.as<float>(), size_t(want.numel()), rtol, atol);
+  return l;
+}
+
+int count_ops(const Graph& g, const std::string& op) {
+  return int(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op_type == op; }));
+}
+const Node& only(const Graph& g, const std::string& op) {
+  REQUIRE(count_ops(g, op) == 1);
+  return *std::find_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op_type == op; });
+}
+}  // namespace
+
+TEST_SUITE("onnx_patterns") {
+  TEST_CASE("decomposed LayerNorm (opset 13/14 export) becomes LayerNormalization") {
+    {
+      auto l = run_pattern("layernorm", {"x"});
+      const Node& ln = only(l.g, "LayerNormalization");
+      CHECK(ln.domain == kFusedDomain);
+      CHECK(ln.attr_i("axis", 0) == 2);
+      CHECK(ln.inputs.size() == 3);  // gamma and beta taken in
+      CHECK(count_ops(l.g, "ReduceMean") == 0);
+      CHECK(count_ops(l.g, "Sqrt") == 0);
+      CHECK(l.g.nodes.size() == 2);  // LayerNormalization, then the model's * 2
+    }
+    {
+      auto l = run_pattern("layernorm2d_noaffine", {"x"});
+      const Node& ln = only(l.g, "LayerNormalization");
+      CHECK(ln.attr_i("axis", 0) == 1);  // axes [-2, -1] of a rank-3 input
+      CHECK(ln.inputs.size() == 2);      // no beta; gamma = ones
+      CHECK(l.g.nodes.size() == 2);
+    }
+  }
+
+  TEST_CASE("GELU erf form (both Mul orders) and tanh form become Gelu, then the first Gemm's epilogue") {
+    for (const char* form : {"erf", "erf_half_first", "tanh"}) {
+      CAPTURE(form);
+      auto l = run_pattern(std::string("gelu_") + form, {"x"});
+      REQUIRE(l.g.nodes.size() == 2);
+      CHECK(count_ops(l.g, "Gemm") == 2);
+      CHECK(l.g.nodes[0].attr_s("_cldl_act", "") == (std::string(form) == "tanh" ? "GeluTanh" : "Gelu"));
+      CHECK(!l.g.nodes[1].has("_cldl_act"));
+    }
+  }
+
+  TEST_CASE("attention written out (Div / Mul scale, causal Where, additive mask) becomes Attention") {
+    {
+      auto l = run_pattern("attention", {"x"});
+      const Node& a = only(l.g, "Attention");
+      CHECK(a.domain == kFusedDomain);
+      CHECK(a.attr_f("scale", 0) == doctest::Approx(1.0 / std::sqrt(8.0)));
+      CHECK(a.inputs.size() == 3);
+      CHECK(!a.has("is_causal"));
+      CHECK(count_ops(l.g, "Softmax") == 0);
+      CHECK(count_ops(l.g, "MatMul") == 2);  // qkv and out projections only
+    }
+    {
+      auto l = run_pattern("attention_mulscale", {"x"});
+      CHECK(only(l.g, "Attention").attr_f("scale", 0) == doctest::Approx(1.0 / std::sqrt(8.0)));
+    }
+    {
+      auto l = run_pattern("attention_causal", {"x"});
+      const Node& a = only(l.g, "Attention");
+      CHECK(a.attr_i("is_causal", 0) == 1);
+      CHECK(a.inputs.size() == 3);
+      CHECK(count_ops(l.g, "Where") == 0);
+    }
+    {
+      auto l = run_pattern("attention_mask", {"x", "mask"});
+      const Node& a = only(l.g, "Attention");
+      REQUIRE(a.inputs.size() == 4);
+      CHECK(a.inputs[3] == "mask");
+    }
+  }
+
+  TEST_CASE("a pattern whose intermediate has another reader is left alone and still right") {
+    // y = x * 0.5 * (1 + erf(x / sqrt2)), with erf(...) also a graph output; and a Softmax -> MatMul whose
+    // scores are an output too.
+    const int64_t R = 3, C = 5;
+    HostTensor x = test::random_tensor(Shape{R, C}, 3, -3.0f, 3.0f);
+    GraphBuilder b("shared", 14);
+    auto xi = b.input("x", DType::f32, Shape{R, C});
+    auto sc = [&](const char* n, float v) { return b.constant(n, HostTensor::from<float>(Shape{}, std::vector<float>{v})); };
+    auto e = b.op1("Erf", {b.op1("Div", {xi, sc("s2", std::sqrt(2.0f))})});
+    auto y = b.op1("Mul", {b.op1("Mul", {xi, b.op1("Add", {e, sc("one", 1.0f)})}), sc("half", 0.5f)});
+    b.output(y, "y");
+    b.output(e, "e");
+    Graph g = b.build();
+    prepare(g);
+    CHECK(count_ops(g, "Erf") == 1);
+    CHECK(count_ops(g, "Gelu") == 0);
+    auto out = CompiledModel::compile(test::shared_ctx(), g)->session()->run({{"x", x}});
+    for (int64_t i = 0; i < R * C; ++i) {
+      double v = x.as<float>()[i];
+      CHECK(out["y"].as<float>()[i] == doctest::Approx(0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))).epsilon(1e-5));
+    }
+  }
+}

@@ -1,0 +1,357 @@
+// Tuning databases and search (runtime/tuning.hpp, layers/tuning_ops.hpp, `cldl tune`): key levels and
+// fallbacks, the user database over the shipped one, invalid candidates skipped before anything is
+// built, a candidate with a wrong result rejected, and a short real `cldl tune` whose result the Gemm
+// layer then uses (and computes correctly, against the double-precision reference).
+#include <fstream>
+
+#include "layers/conv.hpp"
+#include "layers/gemm.hpp"
+#include "layers/tuning_ops.hpp"
+#include "runtime/tuning.hpp"
+#include "support/test_util.hpp"
+#include "tests/reference/gemm_ref.hpp"
+
+using namespace cldl;
+using namespace cldl::tuning;
+using cldl::test::ctx;
+
+namespace {
+
+DeviceInfo fake_device() {
+  DeviceInfo i;
+  i.type = DeviceType::gpu;
+  i.vendor = "Acme";
+  i.name = "Acme X1";
+  i.driver_version = "7.1";
+  i.max_work_group_size = 256;
+  i.max_work_item_sizes = {256, 256, 64};
+  i.local_mem_bytes = 32768;
+  return i;
+}
+
+Database db_with(std::vector<std::pair<DeviceKey, int64_t>> entries, const std::string& origin,
+                 const std::string& problem = "p") {
+  Database db = Database::parse(R"({"format": "cldl-tuning-1", "entries": []})", origin);
+  for (auto& [k, v] : entries) db.entry_for(k).kernels["gemm"][problem] = Tuned{{{"mr", v}}, 1.0, 2.0};
+  return db;
+}
+
+// Restores the process-wide registry after a test replaced it.
+struct RegistryGuard {
+  std::vector<Database> saved = Registry::global().databases();
+  ~RegistryGuard() { Registry::global().set(saved); }
+};
+
+int64_t looked_up(const DeviceInfo& info, const char* problem = "p") {
+  auto m = Registry::global().lookup(info, "gemm", problem);
+  return m ? m->tuned.params.at("mr") : -1;
+}
+
+}  // namespace
+
+TEST_CASE("tuning: device key levels follow CLBlast's fallback order") {
+  const DeviceInfo info = fake_device();
+  const DeviceKey d = device_key(info);
+  CHECK(d.type == "gpu");
+  CHECK(d.library == std::string(library_version()));
+  CHECK(match_level({"gpu", "Acme", "Acme X1", "7.1", d.library}, d) == 0);
+  CHECK(match_level({"gpu", "Acme", "Acme X1", "7.1", "*"}, d) == 1);
+  CHECK(match_level({"gpu", "*", "Acme X1", "*", "*"}, d) == 2);
+  CHECK(match_level({"gpu", "Acme", "*", "*", "*"}, d) == 3);
+  CHECK(match_level({"gpu", "*", "*", "*", "*"}, d) == 4);
+  CHECK(match_level({"*", "*", "*", "*", "*"}, d) == 4);
+  CHECK(match_level({"cpu", "*", "*", "*", "*"}, d) == -1);           // other device type
+  CHECK(match_level({"gpu", "Acme", "Acme X2", "7.1", "*"}, d) == -1);  // other device
+  CHECK(match_level({"gpu", "Acme", "Acme X1", "7.2", "*"}, d) == -1);  // other driver
+  CHECK(match_level({"gpu", "Acme", "Acme X1", "7.1", "0.0.0-other"}, d) == -1);
+
+  RegistryGuard guard;
+  // Each step removes the most specific entry: the next level must answer.
+  std::vector<std::pair<DeviceKey, int64_t>> all = {{{"gpu", "*", "*", "*", "*"}, 5},
+                                                    {{"gpu", "Acme", "*", "*", "*"}, 4},
+                                                    {{"gpu", "*", "Acme X1", "*", "*"}, 3},
+                                                    {{"gpu", "Acme", "Acme X1", "7.1", "*"}, 2},
+                                                    {{"gpu", "Acme", "Acme X1", "7.1", d.library}, 1},
+                                                    {{"gpu", "Acme", "Acme X2", "7.1", d.library}, 9}};
+  for (int64_t want = 1; want <= 5; ++want) {
+    Registry::global().set({db_with(all, "test")});
+    CAPTURE(want);
+    CHECK(looked_up(info) == want);
+    all.erase(std::find_if(all.begin(), all.end(), [&](auto& e) { return e.second == want; }));
+  }
+  Registry::global().set({db_with(all, "test")});
+  CHECK(looked_up(info) == -1);                // only the other device's entry is left
+  CHECK(looked_up(info, "other problem") == -1);  // problems are matched exactly
+}
+
+TEST_CASE("tuning: the user database overrides the shipped one at the same level") {
+  const DeviceInfo info = fake_device();
+  const DeviceKey exact = device_key(info);
+  const DeviceKey vendor{"gpu", "Acme", "*", "*", "*"};
+  RegistryGuard guard;
+  Registry::global().set({db_with({{exact, 1}}, "user"), db_with({{exact, 2}}, "shipped")});
+  auto m = Registry::global().lookup(info, "gemm", "p");
+  REQUIRE(m);
+  CHECK(m->tuned.params.at("mr") == 1);
+  CHECK(m->source.find("user") != std::string::npos);
+  // A more specific shipped entry still beats a vendor-wide user entry.
+  Registry::global().set({db_with({{vendor, 1}}, "user"), db_with({{exact, 2}}, "shipped")});
+  CHECK(looked_up(info) == 2);
+  // Disabled: layers get nothing.
+  Registry::global().set({db_with({{exact, 1}}, "user")});
+  {
+    ScopedEnabled off(false);
+    CHECK_FALSE(find(info, "gemm", "p"));
+  }
+  CHECK(find(info, "gemm", "p"));
+}
+
+TEST_CASE("tuning: databases round-trip through JSON and bad files name themselves") {
+  Database db = db_with({{{"cpu", "V", "N", "D", "L"}, 6}}, "x", "1024x1024x1024 b1 NN");
+  db.entry_for({"cpu", "V", "N", "D", "L"}).kernels["conv"]["n1"] = Tuned{{{"algo", 1}}, 3.5, 7.25};
+  Database back = Database::parse(db.dump(), "again");
+  REQUIRE(back.entries().size() == 1);
+  const Entry& e = back.entries()[0];
+  CHECK(e.device.name == "N");
+  CHECK(e.kernels.at("gemm").at("1024x1024x1024 b1 NN").params.at("mr") == 6);
+  CHECK(e.kernels.at("conv").at("n1").ms == doctest::Approx(3.5));
+  CHECK(e.kernels.at("conv").at("n1").default_ms == doctest::Approx(7.25));
+
+  auto message = [](const std::string& text) {
+    try {
+      Database::parse(text, "my/file.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(message("{not json").find("my/file.json") != std::string::npos);
+  CHECK(message(R"({"format": "other", "entries": []})").find("cldl-tuning-1") != std::string::npos);
+  CHECK(message(R"({"format": "cldl-tuning-1", "entries": [{"device": {}, "kernels": {"gemm": {"p": {}}}}]})")
+            .find("my/file.json") != std::string::npos);
+
+  const std::string dir = test::temp_dir("tuning-db");
+  db.save_file(dir + "/sub/t.json");
+  CHECK(Database::load_file(dir + "/sub/t.json").entries().size() == 1);
+  CHECK(Database::load_file(dir + "/missing.json").entries().empty());
+}
+
+TEST_CASE("tuning: invalid candidates are skipped before evaluation; exhaustive and sampled search") {
+  Space space{{{"a", {1, 2, 3, 4}}, {"b", {1, 2, 3}}}};
+  CHECK(space.size() == 12);
+  auto invalid = [](const Params& p) { return p.at("a") * p.at("b") > 6 ? std::string("too big") : std::string(); };
+  // Cost is minimal at a=3, b=2 among valid ones (a*b <= 6).
+  size_t calls = 0;
+  auto eval = [&](const Params& p) {
+    ++calls;
+    REQUIRE(invalid(p).empty());  // never asked to build an invalid configuration
+    Evaluation ev;
+    ev.ok = true;
+    ev.ms = std::abs(double(p.at("a")) - 3) + std::abs(double(p.at("b")) - 2) + 1;
+    ev.out = {1.0f, 2.0f};
+    return ev;
+  };
+  SearchOptions so;
+  so.budget_s = 100;
+  SearchResult r = search(space, invalid, eval, {1.0f, 2.0f}, so);
+  REQUIRE(r.best);
+  CHECK(r.best->at("a") == 3);
+  CHECK(r.best->at("b") == 2);
+  CHECK(r.skipped_invalid == 3);  // (3,3), (4,2), (4,3)
+  CHECK(r.evaluated == 9);
+  CHECK(calls == 9);
+
+  // Large space: random samples + local refinement still find the valley, skipping invalid ones.
+  Space big{{{"a", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}, {"b", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}}};
+  auto invalid2 = [](const Params& p) { return p.at("a") == 9 ? std::string("a=9 invalid") : std::string(); };
+  auto eval2 = [&](const Params& p) {
+    REQUIRE(invalid2(p).empty());
+    Evaluation ev;
+    ev.ok = true;
+    ev.ms = std::abs(double(p.at("a")) - 7) + std::abs(double(p.at("b")) - 4) + 1;
+    ev.out = {0.0f};
+    return ev;
+  };
+  so.exhaustive_limit = 10;
+  so.random_samples = 10;
+  r = search(big, invalid2, eval2, {0.0f}, so, Params{{"a", 1}, {"b", 1}});
+  REQUIRE(r.best);
+  CHECK(r.best->at("a") == 7);
+  CHECK(r.best->at("b") == 4);
+  CHECK(r.evaluated < 100);
+
+  // Budget 0: nothing runs, the search reports that it was cut short.
+  so.budget_s = 0;
+  r = search(big, invalid2, eval2, {0.0f}, so);
+  CHECK_FALSE(r.best);
+  CHECK(r.interrupted);
+}
+
+TEST_CASE("tuning: op families reject what the device cannot run") {
+  DeviceInfo info = fake_device();
+  GemmConfig g;
+  g.M = 100, g.N = 64, g.K = 32;
+  CHECK(gemm_invalid(info, g, {{"mr", 4}, {"nr", 8}, {"mt", 1}, {"local", 64}}).empty());
+  CHECK(gemm_invalid(info, g, {{"mr", 4}, {"nr", 8}, {"mt", 1}, {"local", 512}}).find("work-group") != std::string::npos);
+  g.trans_b = true;
+  CHECK_FALSE(gemm_invalid(info, g, {{"mr", 4}, {"nr", 8}, {"pack_b", 0}, {"local", 1}}).empty());
+
+  Params clb{{"MWG", 64}, {"NWG", 64}, {"KWG", 32}, {"MDIMC", 16}, {"NDIMC", 16}, {"MDIMA", 16}, {"NDIMB", 16},
+             {"KWI", 2},  {"VWM", 4},  {"VWN", 4},  {"SA", 1},     {"SB", 1}};
+  CHECK(clblast_invalid(info, clb).empty());
+  clb["MWG"] = 128, clb["NWG"] = 128;  // 32 KiB of local tiles = exactly the device's local memory
+  CHECK(clblast_invalid(info, clb).empty());
+  clb["KWG"] = 64;  // 64 KiB: too much local memory
+  CHECK(clblast_invalid(info, clb).find("local memory") != std::string::npos);
+  clb["KWG"] = 32, clb["MDIMC"] = 32, clb["NDIMC"] = 16;  // 512 work-items
+  CHECK(clblast_invalid(info, clb).find("work-group") != std::string::npos);
+  clb["MDIMC"] = 16, clb["VWM"] = 8;  // MWG 128 % (16 * 8) == 0 but MWG % (MDIMA 16 * 8) == 0 too; VWN 3 breaks
+  clb["VWN"] = 3;
+  CHECK_FALSE(clblast_invalid(info, clb).empty());
+
+  AttentionConfig a;
+  a.batch = 1, a.q_heads = 2, a.q_len = 8, a.kv_len = 8, a.head_size = 24;
+  CHECK(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 16}, {"vec", 8}, {"use_local", 1}}).empty());
+  CHECK_FALSE(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 16}, {"vec", 16}, {"use_local", 1}}).empty());
+  CHECK_FALSE(attention_invalid(info, a, {{"block_m", 512}, {"block_n", 16}, {"vec", 8}, {"use_local", 1}}).empty());
+  // 256 keys x 48 floats = 48 KiB of local tiles: too much with local tiles, fine without.
+  CHECK_FALSE(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 256}, {"vec", 8}, {"use_local", 1}}).empty());
+  CHECK(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 256}, {"vec", 8}, {"use_local", 0}}).empty());
+}
+
+TEST_CASE("tuning: a candidate with a wrong result is rejected however fast it is") {
+  // A real GEMM search on the device; the candidate mr=3 has its output corrupted (one element) and
+  // claims to be the fastest. The engine must reject it and keep a correct one.
+  GemmConfig cfg;
+  cfg.M = 23, cfg.N = 19, cfg.K = 31;
+  cfg.provider = GemmProvider::own;
+  HostTensor a = test::random_tensor(Shape{cfg.M, cfg.K}, 11), b = test::random_tensor(Shape{cfg.K, cfg.N}, 12);
+  std::vector<float> want(size_t(cfg.M * cfg.N), 0.0f);
+  ref::gemm(cfg, a.as<float>(), b.as<float>(), want.data(), nullptr);
+  Tensor da = ctx().upload(a), db = ctx().upload(b);
+  Tensor dc = ctx().alloc(Shape{cfg.M, cfg.N}, DType::f32);
+  auto ec = ctx().exec();
+  size_t built = 0;
+  auto eval = [&](const Params& p) {
+    GemmConfig k = cfg;
+    gemm_apply(p, k.own);
+    auto g = Gemm::create(ctx(), 0, k);
+    ++built;
+    g->run(da, db, dc, ec);
+    ec.queue.finish();
+    Evaluation ev;
+    ev.ok = true;
+    HostTensor c = ctx().download(dc);
+    ev.out.assign(c.as<float>(), c.as<float>() + c.numel());
+    ev.ms = 10.0 - double(p.at("mr"));
+    if (p.at("mr") == 3) {
+      ev.out[7] += 0.5f;  // the injected bug
+      ev.ms = 0.001;
+    }
+    return ev;
+  };
+  Space space{{{"mr", {1, 2, 3}}, {"nr", {4}}, {"local", {1}}}};
+  SearchOptions so;
+  so.budget_s = 300;
+  so.atol = 1e-4f;
+  SearchResult r = search(space, [](const Params&) { return std::string(); }, eval, want, so);
+  CHECK(built == 3);
+  CHECK(r.rejected_wrong == 1);
+  REQUIRE(r.best);
+  CHECK(r.best->at("mr") == 2);
+  CHECK(r.best_ms == doctest::Approx(8.0));
+  REQUIRE_FALSE(r.log.empty());
+  CHECK(r.log[0].find("wrong result") != std::string::npos);
+  // A candidate that throws (a build failure) counts as failed, not as a result.
+  auto throwing = [](const Params&) -> Evaluation { throw Error("build failed"); };
+  r = search(space, [](const Params&) { return std::string(); }, throwing, want, so);
+  CHECK(r.failed == 3);
+  CHECK_FALSE(r.best);
+}
+
+TEST_CASE("tuning: conv and gemm layers use database entries and fall back on bad ones") {
+  RegistryGuard guard;
+  const DeviceInfo& info = ctx().device().info;
+  // Conv: a 3x3 shape whose heuristic is Winograd; the database says direct.
+  ConvConfig cc;
+  cc.input = Shape{1, 16, 9, 7};
+  cc.weight = test::random_tensor(Shape{16, 16, 3, 3}, 21);
+  cc.pads = {1, 1, 1, 1};
+  REQUIRE(ConvOp::choose(cc) == ConvAlgo::winograd);
+  Database db = Database::parse(R"({"format": "cldl-tuning-1", "entries": []})", "test");
+  db.entry_for(device_key(info)).kernels["conv"][conv_problem(ConvOp::geometry(cc))] =
+      Tuned{{{"algo", int64_t(ConvAlgo::direct)}}, 0, 0};
+  Registry::global().set({db});
+  CHECK(ConvOp::create(ctx(), 0, cc)->algo() == ConvAlgo::direct);
+  {
+    ScopedEnabled off(false);
+    CHECK(ConvOp::create(ctx(), 0, cc)->algo() == ConvAlgo::winograd);
+  }
+  cc.algo = ConvAlgo::im2col_gemm;  // an explicit request wins over the database
+  CHECK(ConvOp::create(ctx(), 0, cc)->algo() == ConvAlgo::im2col_gemm);
+  cc.algo = ConvAlgo::automatic;
+  // An entry naming an algorithm that does not apply (1x1-as-GEMM for a 3x3) is ignored.
+  db.entry_for(device_key(info)).kernels["conv"][conv_problem(ConvOp::geometry(cc))] =
+      Tuned{{{"algo", int64_t(ConvAlgo::gemm_1x1)}}, 0, 0};
+  Registry::global().set({db});
+  CHECK(ConvOp::create(ctx(), 0, cc)->algo() == ConvAlgo::winograd);
+
+  // Gemm: an out-of-range tuned value is an error naming Gemm, not a silent fallback.
+  GemmConfig g;
+  g.M = 5, g.N = 6, g.K = 7;
+  g.provider = GemmProvider::own;
+  db.entry_for(device_key(info)).kernels["gemm"][gemm_problem(g)] = Tuned{{{"mr", 12}}, 0, 0};
+  Registry::global().set({db});
+  CHECK_THROWS_WITH_AS(Gemm::create(ctx(), 0, g), doctest::Contains("own.mr"), Error);
+  // Fields the caller sets explicitly win over the database.
+  db.entry_for(device_key(info)).kernels["gemm"][gemm_problem(g)] = Tuned{{{"mr", 3}, {"nr", 8}}, 0, 0};
+  Registry::global().set({db});
+  g.own.nr = 4;
+  auto op = Gemm::create(ctx(), 0, g);
+  CHECK(op->config().own.mr == 3);
+  CHECK(op->config().own.nr == 4);
+  CHECK(op->algorithm().find("(tuned)") != std::string::npos);
+}
+
+TEST_CASE("tuning: a short cldl tune on a small GEMM gives a correct configuration that Gemm then uses") {
+  RegistryGuard guard;
+  const std::string dir = test::temp_dir("tune-e2e");
+  const std::string out = dir + "/db.json";
+  std::string log;
+  const int rc = test::run_command(std::string(CLDL_CLI_PATH) + " tune --device cpu --op gemm --shapes gemm:37x29x45 "
+                                       "--budget 25 --out " + out,
+                                   log);
+  INFO(log);
+  REQUIRE(rc == 0);
+  CHECK(log.find("gemm 37x29x45 b1 NN") != std::string::npos);
+  Database db = Database::load_file(out);
+  REQUIRE(db.entries().size() == 1);
+  CHECK(db.entries()[0].device.name == ctx().device().info.name);
+  CHECK(db.entries()[0].tuning_seconds > 0);
+  const Tuned t = db.entries()[0].kernels.at("gemm").at("37x29x45 b1 NN");
+  CHECK(t.ms > 0);
+  CHECK(t.default_ms > 0);
+
+  Registry::global().set({db});
+  GemmConfig cfg;
+  cfg.M = 37, cfg.N = 29, cfg.K = 45;
+  auto g = Gemm::create(ctx(), 0, cfg);
+  CHECK(g->algorithm().find("(tuned)") != std::string::npos);
+  CHECK(gemm_params(g->config().own) == t.params);
+  HostTensor a = test::random_tensor(Shape{37, 45}, 31), b = test::random_tensor(Shape{45, 29}, 32);
+  std::vector<float> want(37 * 29, 0.0f);
+  ref::gemm(cfg, a.as<float>(), b.as<float>(), want.data(), nullptr);
+  Tensor c = ctx().alloc(Shape{37, 29}, DType::f32);
+  auto ec = ctx().exec();
+  g->run(ctx().upload(a), ctx().upload(b), c, ec);
+  HostTensor got = ctx().download(c);
+  CLDL_CHECK_CLOSE(got.as<float>(), want.data(), want.size(), 1e-4, 1e-5 * 45);
+
+  // --show lists the entry with its source for this device.
+  const int rc2 = test::run_command("CLDL_TUNING_FILE=" + out + " " + std::string(CLDL_CLI_PATH) +
+                                        " tune --device cpu --show",
+                                    log);
+  CHECK(rc2 == 0);
+  CHECK(log.find("gemm 37x29x45 b1 NN") != std::string::npos);
+  CHECK(log.find(out) != std::string::npos);
+}
