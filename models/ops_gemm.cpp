@@ -34,7 +34,7 @@ void infer_gemm(InferCtx& c) {
 // One GEMM call on views of the node's tensors: which input/extra tensor plays A, B and C.
 struct Step {
   std::unique_ptr<Gemm> op;
-  int a = 0, b = 1;  // >= 0: node input index; -1: the ones vector
+  int a = 0, b = 1;  // >= 0: node input index; -1: the ones vector; -2: the kernel's b_t
   bool bias = false;
   bool copy_c = false;  // instead of a GEMM: copy input 2 into the output
 };
@@ -43,6 +43,7 @@ class GemmKernel : public NodeKernel {
  public:
   std::vector<Step> steps;
   Tensor ones;
+  Tensor b_t;  // a constant B stored transposed (transB = 1), transposed once at load
   std::string algo;
   std::string algorithm() const override { return algo; }
   void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
@@ -55,7 +56,7 @@ class GemmKernel : public NodeKernel {
         continue;
       }
       const Tensor& A = s.a >= 0 ? in[s.a] : ones;
-      const Tensor& B = s.b >= 0 ? in[s.b] : ones;
+      const Tensor& B = s.b >= 0 ? in[s.b] : s.b == -2 ? b_t : ones;
       s.op->run(A, B, y, ec, s.bias ? &in[2] : nullptr);
     }
   }
@@ -106,6 +107,21 @@ std::unique_ptr<NodeKernel> lower_gemm(LowerCtx& c) {
   }
   Step s;
   s.a = 0; s.b = 1; s.bias = main.bias != GemmBias::none;
+  // A constant B with transB = 1 (how PyTorch exports nn.Linear) is transposed once here: the GEMM then
+  // reads [K, N] in place, where a transposed B would be packed into panels again on every call.
+  const HostTensor* wb = c.value.size() > 1 ? c.value[1] : nullptr;
+  if (tb && wb && wb->dtype() == DType::f32 && wb->shape().rank() == 2) {
+    const int64_t rows = wb->shape()[0], cols = wb->shape()[1];  // [N, K]
+    HostTensor t(DType::f32, Shape{cols, rows});
+    const float* src = wb->as<float>();
+    float* dst = t.as<float>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t q = 0; q < cols; ++q) dst[q * rows + r] = src[r * cols + q];
+    k->b_t = c.ctx.upload(t, c.device);
+    main.trans_b = false;
+    s.b = -2;
+    parts.push_back("constant B transposed at load");
+  }
   s.op = Gemm::create(c.ctx, c.device, main);
   k->algo = s.op->algorithm();
   for (auto& p : parts) k->algo += ", " + p;
