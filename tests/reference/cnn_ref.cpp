@@ -253,6 +253,21 @@ std::vector<float> gather(const std::vector<float>& x, const Dims& d, const std:
   return y;
 }
 
+std::vector<float> gather_elements(const std::vector<float>& x, const Dims& d, const std::vector<int64_t>& idx,
+                                   const Dims& id, int axis) {
+  std::vector<float> y(size_t(numel(id)));
+  std::vector<int64_t> c(id.size(), 0);
+  for (size_t p = 0; p < y.size(); ++p) {
+    int64_t rem = int64_t(p);
+    for (size_t k = id.size(); k-- > 0;) c[k] = rem % id[k], rem /= id[k];
+    int64_t j = idx[p] < 0 ? idx[p] + d[size_t(axis)] : idx[p];
+    int64_t off = 0;
+    for (size_t k = 0; k < d.size(); ++k) off = off * d[k] + (int(k) == axis ? j : c[k]);
+    y[p] = x[size_t(off)];
+  }
+  return y;
+}
+
 std::vector<float> tile(const std::vector<float>& x, const Dims& d, const Dims& reps, Dims& od) {
   od = d;
   for (size_t k = 0; k < d.size(); ++k) od[k] *= reps[k];
