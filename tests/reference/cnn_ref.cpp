@@ -253,6 +253,24 @@ std::vector<float> gather(const std::vector<float>& x, const Dims& d, const std:
   return y;
 }
 
+std::vector<double> cumsum(const std::vector<double>& x, const Dims& d, int axis, bool exclusive, bool reverse) {
+  int64_t outer = 1, inner = 1, len = d[size_t(axis)];
+  for (int i = 0; i < axis; ++i) outer *= d[size_t(i)];
+  for (size_t i = size_t(axis) + 1; i < d.size(); ++i) inner *= d[i];
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      double acc = 0;
+      for (int64_t t = 0; t < len; ++t) {
+        int64_t k = reverse ? len - 1 - t : t, p = (o * len + k) * inner + in;
+        if (exclusive) y[size_t(p)] = acc;
+        acc += x[size_t(p)];
+        if (!exclusive) y[size_t(p)] = acc;
+      }
+    }
+  return y;
+}
+
 std::vector<float> gather_elements(const std::vector<float>& x, const Dims& d, const std::vector<int64_t>& idx,
                                    const Dims& id, int axis) {
   std::vector<float> y(size_t(numel(id)));

@@ -64,6 +64,8 @@ std::vector<float> pad(const std::vector<float>& x, const Dims& d, const Dims& p
                        Dims& od);  // mode 0 constant, 1 reflect, 2 edge
 std::vector<float> gather(const std::vector<float>& x, const Dims& d, const std::vector<int64_t>& idx,
                           const Dims& id, int axis, Dims& od);
+// ONNX CumSum along `axis` (double accumulation).
+std::vector<double> cumsum(const std::vector<double>& x, const Dims& d, int axis, bool exclusive, bool reverse);
 // ONNX GatherElements (output shape = id; negative indices count from the end).
 std::vector<float> gather_elements(const std::vector<float>& x, const Dims& d, const std::vector<int64_t>& idx,
                                    const Dims& id, int axis);
