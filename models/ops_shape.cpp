@@ -69,7 +69,7 @@ std::vector<HostTensor> fold_constant_of_shape(const InferCtx& c) {
   if (v && v->numel() != 1) c.error("attribute 'value' must hold one element, got shape {}", v->shape().str());
   double fill = v ? to_doubles(*v)[0] : 0.0;
   Shape s(dims);
-  return {from_doubles(dt, s, std::vector<double>(size_t(s.numel()), fill))};
+  return {from_doubles(dt, s, std::vector<double>(size_t(check_host_fold_size(c, dims)), fill))};
 }
 
 std::vector<HostTensor> fold_range(const InferCtx& c) {
@@ -77,7 +77,10 @@ std::vector<HostTensor> fold_range(const InferCtx& c) {
     if (c.value[i]->numel() != 1) c.error("input {} must be a scalar, got shape {}", i, c.value[i]->shape().str());
   double start = to_doubles(*c.value[0])[0], limit = to_doubles(*c.value[1])[0], delta = to_doubles(*c.value[2])[0];
   if (delta == 0) c.error("delta is 0");
-  int64_t n = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+  const double count = std::ceil((limit - start) / delta);
+  if (!std::isfinite(count)) c.error("start {}, limit {}, delta {} give no finite element count", start, limit, delta);
+  int64_t n = count <= 0 ? 0 : count > double(kMaxHostFoldElements) ? -1 : int64_t(count);
+  if (n < 0) check_host_fold_size(c, {int64_t(std::min(count, 9e18))});
   std::vector<double> v(static_cast<size_t>(n), 0.0);
   for (int64_t i = 0; i < n; ++i) v[i] = start + double(i) * delta;
   return {from_doubles(c.value[0]->dtype(), Shape{n}, v)};

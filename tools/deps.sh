@@ -10,6 +10,7 @@ CLDL_PACKAGES=(
   doctest-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev
+  clang-14 libclang-rt-14-dev
 )
 
 cldl_missing_packages() {
