@@ -116,7 +116,7 @@ uint16_t float_to_half(float f);
 int64_t bounded_numel(const std::vector<int64_t>& dims, int64_t limit);
 // Host folding makes tensors of at most this many elements; a bigger one (a corrupted or hostile
 // ConstantOfShape / Range) is an error naming the node, never an out-of-memory.
-constexpr int64_t kMaxHostFoldElements = int64_t(1) << 28;
+constexpr int64_t kMaxHostFoldElements = int64_t(1) << 25;
 int64_t check_host_fold_size(const InferCtx& c, const std::vector<int64_t>& dims);
 // Normalises a possibly negative axis against a rank; errors name the node.
 int64_t norm_axis(const InferCtx& c, int64_t axis, int64_t rank);
