@@ -1,4 +1,5 @@
-// Data movement: strided copy (Transpose, Slice, Expand, Concat, Split), Pad, Tile, Gather, Resize.
+// Data movement: strided copy (Transpose, Slice, Expand, Concat, Split), Pad, Tile, Gather,
+// GatherElements, Resize.
 // Movement kernels do not look at values, so each is defined once per element size (1, 2, 4, 8 bytes)
 // by the DEFINE_* macros below and one build serves every dtype. Resize works on f32.
 
@@ -85,6 +86,32 @@ DEFINE_GATHER(uchar, gather_1)
 DEFINE_GATHER(ushort, gather_2)
 DEFINE_GATHER(uint, gather_4)
 DEFINE_GATHER(ulong, gather_8)
+
+// GatherElements (ONNX): out[p] = src[p with its `axis` coordinate replaced by idx[p]]; the output has
+// the indices' shape (rank <= 8). One work-item per output element. Negative indices count from the
+// end; out-of-range ones yield zeros rather than reading out of bounds.
+#define DEFINE_GATHER_ELEMENTS(T, NAME)                                                                \
+  __kernel void NAME(int rank, int axis, long axis_len, long8 odims, long8 sstrides, int idx64,        \
+                     __global const T* src, long s_off, __global const uchar* idx, long i_off,          \
+                     __global T* dst, long d_off) {                                                     \
+    const long p = get_global_id(0);                                                                   \
+    long k = idx64 ? ((__global const long*)idx)[i_off + p] : (long)((__global const int*)idx)[i_off + p]; \
+    if (k < 0) k += axis_len;                                                                          \
+    long od[8] = {odims.s0, odims.s1, odims.s2, odims.s3, odims.s4, odims.s5, odims.s6, odims.s7};     \
+    long st[8] = {sstrides.s0, sstrides.s1, sstrides.s2, sstrides.s3,                                  \
+                  sstrides.s4, sstrides.s5, sstrides.s6, sstrides.s7};                                 \
+    long rem = p, off = 0;                                                                             \
+    for (int d = rank - 1; d >= 0; --d) {                                                              \
+      const long c = rem % od[d];                                                                      \
+      rem /= od[d];                                                                                    \
+      off += (d == axis ? k : c) * st[d];                                                              \
+    }                                                                                                  \
+    dst[d_off + p] = (k >= 0 && k < axis_len) ? src[s_off + off] : (T)0;                              \
+  }
+DEFINE_GATHER_ELEMENTS(uchar, gather_elements_1)
+DEFINE_GATHER_ELEMENTS(ushort, gather_elements_2)
+DEFINE_GATHER_ELEMENTS(uint, gather_elements_4)
+DEFINE_GATHER_ELEMENTS(ulong, gather_elements_8)
 
 // Resize of the last two dims (f32). mode 0 nearest, 1 linear, 2 cubic (coefficient cubic_a, taps
 // outside the input clamped to the edge, or dropped and the weights renormalised with exclude_outside).

@@ -81,3 +81,24 @@ __kernel void arg_reduce(int is_min, int select_last, long len, __global const f
   }
   y[y_off + o * inner + in] = bi;
 }
+
+// CumSum along an axis (ONNX): one work-item per (inner, outer) line scans its `len` elements in order
+// (from the end with reverse); exclusive stores the sum before adding the element. f32 accumulates in
+// f32, like ONNX's reference.
+#define DEFINE_CUMSUM(T, NAME)                                                                         \
+  __kernel void NAME(long len, int exclusive, int reverse, __global const T* x, long x_off,            \
+                     __global T* y, long y_off) {                                                      \
+    const long i = get_global_id(0), o = get_global_id(1), inner = get_global_size(0);                \
+    const long base = o * len * inner + i;                                                             \
+    T acc = 0;                                                                                         \
+    for (long t = 0; t < len; ++t) {                                                                   \
+      const long p = base + (reverse ? len - 1 - t : t) * inner;                                       \
+      const T v = x[x_off + p];                                                                        \
+      if (exclusive) y[y_off + p] = acc;                                                               \
+      acc += v;                                                                                        \
+      if (!exclusive) y[y_off + p] = acc;                                                              \
+    }                                                                                                  \
+  }
+DEFINE_CUMSUM(float, cumsum_f32)
+DEFINE_CUMSUM(int, cumsum_i32)
+DEFINE_CUMSUM(long, cumsum_i64)

@@ -397,6 +397,8 @@ AttentionConfig onnx_attention_config(const OnnxAttentionNode& n) {
     c.q_heads = n.q[1], c.kv_heads = n.k[1], c.q_len = n.q[2], c.head_size = n.q[3];
     s_new = n.k[2], c.v_head_size = n.v[3];
   }
+  if (n.past_key && n.past_key->rank() != 4)
+    invalid("Attention", "past_key must be 4-D [B, Hkv, P, D], got {}", n.past_key->str());
   const int64_t past = n.past_key ? (*n.past_key)[2] : 0;
   c.kv_len = past + s_new;
   if (n.past_key) c.kv_layout = AttentionLayout::bhsd, c.kv_capacity = c.kv_len;

@@ -443,6 +443,48 @@ void Gather::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
                     "gather");
 }
 
+// ---------------------------------------------------------------- GatherElements
+Shape GatherElements::validate(const GatherElementsConfig& c) {
+  check_rank("GatherElements", c.input);
+  check_rank("GatherElements", c.indices);
+  if (c.input.rank() == 0) invalid("GatherElements", "data must have rank >= 1, got a scalar");
+  if (c.indices.rank() != c.input.rank())
+    invalid("GatherElements", "indices rank {} differs from data rank {} ({} vs {})", c.indices.rank(), c.input.rank(),
+            c.indices.str(), c.input.str());
+  if (c.index_dtype != DType::i32 && c.index_dtype != DType::i64)
+    invalid("GatherElements", "indices dtype {} is not supported (expected i32 or i64)", to_string(c.index_dtype));
+  const int ax = normalize_axis("GatherElements", "axis", c.axis, c.input.rank());
+  for (size_t d = 0; d < c.input.rank(); ++d)
+    if (int(d) != ax && c.indices[d] > c.input[d])
+      invalid("GatherElements", "indices shape {} exceeds data shape {} in dim {}", c.indices.str(), c.input.str(), d);
+  return c.indices;
+}
+
+std::unique_ptr<GatherElements> GatherElements::create(Context& ctx, int device, const GatherElementsConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<GatherElements> g(new GatherElements());
+  g->cfg_ = cfg;
+  g->kernel_ = sized_kernel(ctx, device, "gather_elements", cfg.dtype);
+  return g;
+}
+
+void GatherElements::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*,
+                             ExecutionContext& ec) {
+  check_io("GatherElements", in, 2, out, 1);
+  check_tensor("GatherElements", "data", in[0], cfg_.input, cfg_.dtype);
+  check_tensor("GatherElements", "indices", in[1], cfg_.indices, cfg_.index_dtype);
+  check_tensor("GatherElements", "output", out[0], cfg_.indices, cfg_.dtype);
+  if (cfg_.indices.numel() == 0) return;
+  const int ax = normalize_axis("GatherElements", "axis", cfg_.axis, cfg_.input.rank());
+  std::vector<int64_t> strides(cfg_.input.rank(), 1);
+  for (size_t d = cfg_.input.rank(); d-- > 1;) strides[d - 1] = strides[d] * cfg_.input[d];
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_int(cfg_.input.rank()), cl_int(ax), cl_long(cfg_.input[ax]), long8_of(cfg_.indices.dims),
+           long8_of(strides), cl_int(cfg_.index_dtype == DType::i64), in[0].buffer, cl_long(in[0].offset_elems()),
+           in[1].buffer, cl_long(in[1].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(cfg_.indices.numel())), cl::NullRange, "gather_elements");
+}
+
 // ---------------------------------------------------------------- Resize
 namespace {
 // Output shape and the scales of the last two dims used by the coordinate transform.

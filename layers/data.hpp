@@ -1,5 +1,6 @@
 // Data-movement ops in ONNX semantics, on any dtype (values are moved, never interpreted; Resize is
-// f32): Transpose, Concat, Split, Slice, Pad, Expand, Tile, Gather, Resize. Kernels: kernels/data.cl.
+// f32): Transpose, Concat, Split, Slice, Pad, Expand, Tile, Gather, GatherElements, Resize. Kernels:
+// kernels/data.cl.
 #pragma once
 #include <memory>
 #include <string>
@@ -201,6 +202,29 @@ class Gather : public Op {
   GatherConfig cfg_;
   Shape out_;
   int64_t outer_ = 1, inner_ = 1;
+  cl::Kernel kernel_;
+};
+
+struct GatherElementsConfig {
+  Shape input;
+  DType dtype = DType::f32;
+  Shape indices;  // same rank as input; the output's shape
+  DType index_dtype = DType::i64;  // i32 or i64
+  int64_t axis = 0;
+};
+
+// ONNX GatherElements: inputs data, indices; out[p] = data[p with coordinate `axis` = indices[p]].
+// Negative indices count from the end; out-of-range ones give zeros.
+class GatherElements : public Op {
+ public:
+  static Shape validate(const GatherElementsConfig& cfg);
+  static std::unique_ptr<GatherElements> create(Context& ctx, int device, const GatherElementsConfig& cfg);
+  std::string_view type() const override { return "GatherElements"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  GatherElementsConfig cfg_;
   cl::Kernel kernel_;
 };
 

@@ -125,4 +125,39 @@ void ArgReduce::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
   ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(outer_)), cl::NullRange, "arg_reduce");
 }
 
+// ---------------------------------------------------------------- CumSum
+Shape CumSum::validate(const CumSumConfig& c) {
+  if (c.dtype != DType::f32 && c.dtype != DType::i32 && c.dtype != DType::i64)
+    invalid("CumSum", "input dtype {} is not supported (f32, i32, i64)", to_string(c.dtype));
+  if (c.input.rank() == 0) invalid("CumSum", "input must have rank >= 1, got a scalar");
+  normalize_axis("CumSum", "axis", c.axis, c.input.rank());
+  return c.input;
+}
+
+std::unique_ptr<CumSum> CumSum::create(Context& ctx, int device, const CumSumConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<CumSum> r(new CumSum());
+  r->cfg_ = cfg;
+  const int a = normalize_axis("CumSum", "axis", cfg.axis, cfg.input.rank());
+  for (int i = 0; i < a; ++i) r->outer_ *= cfg.input[i];
+  r->len_ = cfg.input[a];
+  for (size_t i = a + 1; i < cfg.input.rank(); ++i) r->inner_ *= cfg.input[i];
+  const char* name = cfg.dtype == DType::f32 ? "cumsum_f32" : cfg.dtype == DType::i32 ? "cumsum_i32" : "cumsum_i64";
+  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), name);
+  return r;
+}
+
+void CumSum::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  if (in.size() != 1 || out.size() != 1) invalid("CumSum", "expects 1 input and 1 output, got {} and {}", in.size(), out.size());
+  for (auto* t : {&in[0], &out[0]})
+    if (t->shape != cfg_.input || t->dtype != cfg_.dtype)
+      invalid("CumSum", "{} is {} {}, expected {} {}", t == &in[0] ? "input" : "output", to_string(t->dtype),
+              t->shape.str(), to_string(cfg_.dtype), cfg_.input.str());
+  if (cfg_.input.numel() == 0) return;
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_long(len_), cl_int(cfg_.exclusive), cl_int(cfg_.reverse), in[0].buffer,
+           cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(outer_)), cl::NullRange, "cumsum");
+}
+
 }  // namespace cldl

@@ -65,4 +65,26 @@ class ArgReduce : public Op {
   cl::Kernel kernel_;
 };
 
+struct CumSumConfig {
+  Shape input;
+  DType dtype = DType::f32;  // f32, i32 or i64
+  int64_t axis = 0;
+  bool exclusive = false, reverse = false;
+};
+
+// ONNX CumSum: running sums along `axis`; output shape and dtype = input's.
+class CumSum : public Op {
+ public:
+  static Shape validate(const CumSumConfig& cfg);
+  static std::unique_ptr<CumSum> create(Context& ctx, int device, const CumSumConfig& cfg);
+  std::string_view type() const override { return "CumSum"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  CumSumConfig cfg_;
+  int64_t outer_ = 1, len_ = 1, inner_ = 1;
+  cl::Kernel kernel_;
+};
+
 }  // namespace cldl

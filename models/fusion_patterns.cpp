@@ -147,8 +147,10 @@ size_t fuse_gelu(Graph& g) {
       if (!d) {
         d = m.producer(e.input(0), "Mul");
         if (d) {
-          if (m.scalar_is(d->input(1), std::sqrt(0.5))) x = d->input(0);
-          else if (m.scalar_is(d->input(0), std::sqrt(0.5))) x = d->input(1);
+          if (m.scalar_is(d->input(1), std::sqrt(0.5)))
+            x = d->input(0);
+          else if (m.scalar_is(d->input(0), std::sqrt(0.5)))
+            x = d->input(1);
         }
       }
       if (x.empty() || m.reader_count(e.input(0)) != 1) continue;
@@ -156,8 +158,9 @@ size_t fuse_gelu(Graph& g) {
     } else {  // sqrt(2/pi) * (x + 0.044715 * x^3)
       Node* s = m.producer(e.input(0), "Mul");
       if (!s || m.reader_count(e.input(0)) != 1) continue;
-      std::string inner = m.scalar_is(s->input(0), std::sqrt(2.0 / M_PI)) ? s->input(1)
-                          : m.scalar_is(s->input(1), std::sqrt(2.0 / M_PI)) ? s->input(0) : "";
+      std::string inner = m.scalar_is(s->input(0), std::sqrt(2.0 / M_PI))   ? s->input(1)
+                          : m.scalar_is(s->input(1), std::sqrt(2.0 / M_PI)) ? s->input(0)
+                                                                            : "";
       Node* add = inner.empty() ? nullptr : m.producer(inner, "Add");
       if (!add || m.reader_count(inner) != 1) continue;
       bool found = false;
@@ -165,8 +168,9 @@ size_t fuse_gelu(Graph& g) {
         std::string cx = add->input(size_t(side)), cubic = add->input(size_t(1 - side));
         Node* c = m.producer(cubic, "Mul");
         if (!c || m.reader_count(cubic) != 1) continue;
-        std::string cube = m.scalar_is(c->input(0), 0.044715) ? c->input(1)
-                           : m.scalar_is(c->input(1), 0.044715) ? c->input(0) : "";
+        std::string cube = m.scalar_is(c->input(0), 0.044715)   ? c->input(1)
+                           : m.scalar_is(c->input(1), 0.044715) ? c->input(0)
+                                                                : "";
         if (cube.empty() || m.reader_count(cube) != 1) continue;
         // x^3 as Pow(x, 3), x * (x * x) or (x * x) * x
         if (Node* p = m.producer(cube, "Pow"); p && p->input(0) == cx && m.scalar_is(p->input(1), 3.0)) {
@@ -205,7 +209,8 @@ size_t fuse_gelu(Graph& g) {
 int64_t trailing_axes(const Graph& g, const Node& r, int64_t rank) {
   if (r.attr_i("keepdims", 1) != 1) return -1;
   std::vector<int64_t> axes;
-  if (r.has("axes")) axes = r.attr_ints("axes");
+  if (r.has("axes"))
+    axes = r.attr_ints("axes");
   else if (!r.input(1).empty()) {
     auto it = g.initializers.find(r.input(1));
     if (it == g.initializers.end()) return -1;
@@ -249,9 +254,12 @@ size_t fuse_layernorm(Graph& g) {
     for (auto& n : g.nodes) {
       bool reads = std::find(n.inputs.begin(), n.inputs.end(), d) != n.inputs.end();
       if (!reads || !n.domain.empty()) continue;
-      if (n.op_type == "Pow" && n.input(0) == d && m.scalar_is(n.input(1), 2.0)) sq = &n;
-      else if (n.op_type == "Mul" && n.input(0) == d && n.input(1) == d) sq = &n;
-      else if (n.op_type == "Div" && n.input(0) == d) div = &n;
+      if (n.op_type == "Pow" && n.input(0) == d && m.scalar_is(n.input(1), 2.0))
+        sq = &n;
+      else if (n.op_type == "Mul" && n.input(0) == d && n.input(1) == d)
+        sq = &n;
+      else if (n.op_type == "Div" && n.input(0) == d)
+        div = &n;
     }
     if (!sq || !div || m.claimed(m.index(sq)) || m.claimed(m.index(div))) continue;
     Node* r2 = m.sole_reader(sq->outputs[0], "ReduceMean");
@@ -358,9 +366,12 @@ size_t fuse_attention(Graph& g) {
       }
       if (Node* w = m.producer(v, "Where"); w && !have_where) {
         std::string c = w->input(0);
-        if (is_minus_inf(m.scalar(w->input(1)))) v = w->input(2), where_attend_is_cond = false;
-        else if (is_minus_inf(m.scalar(w->input(2)))) v = w->input(1), where_attend_is_cond = true;
-        else break;
+        if (is_minus_inf(m.scalar(w->input(1))))
+          v = w->input(2), where_attend_is_cond = false;
+        else if (is_minus_inf(m.scalar(w->input(2))))
+          v = w->input(1), where_attend_is_cond = true;
+        else
+          break;
         if (!m.f32(v) || m.shape(v) != ss) break;
         where_cond = c, have_where = true;
         chain.push_back(w);
@@ -372,8 +383,10 @@ size_t fuse_attention(Graph& g) {
         Node* n = d ? d : mu;
         std::optional<double> c;
         std::string s;
-        if ((c = m.scalar(n->input(1)))) s = n->input(0);
-        else if (mu && (c = m.scalar(n->input(0)))) s = n->input(1);
+        if ((c = m.scalar(n->input(1))))
+          s = n->input(0);
+        else if (mu && (c = m.scalar(n->input(0))))
+          s = n->input(1);
         if (!c || *c == 0.0 || !std::isfinite(*c)) break;
         scale = d ? 1.0 / *c : *c;
         v = s;
@@ -404,7 +417,8 @@ size_t fuse_attention(Graph& g) {
         const bool* c = ci->second.as<bool>();
         causal = Sq == Skv;
         for (int64_t r = 0; r < Sq && causal; ++r)
-          for (int64_t k = 0; k < Skv && causal; ++k) causal = c[r * Skv + k] == (where_attend_is_cond ? k <= r : k > r);
+          for (int64_t k = 0; k < Skv && causal; ++k)
+            causal = c[r * Skv + k] == (where_attend_is_cond ? k <= r : k > r);
       }
       if (!causal) {
         if (have_add) continue;  // two masks that are not causal + one: the fused op takes one mask

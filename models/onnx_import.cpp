@@ -59,6 +59,11 @@ HostTensor tensor_from_proto(const onnx::TensorProto& tp, const std::string& bas
       else if (kv.key() == "length") length = parse_int(kv.value(), name + " external data length");
     }
     if (ext_path.empty()) fail("{}: external data without a location", name);
+    // ONNX: a path relative to the model's folder; never outside it.
+    std::filesystem::path loc(ext_path);
+    bool escapes = loc.is_absolute();
+    for (auto& part : loc) escapes = escapes || part == "..";
+    if (escapes) fail("{}: external data location '{}' is not inside the model's folder", name, ext_path);
     ext_path = (std::filesystem::path(base_dir) / ext_path).string();
     if (length >= 0 && size_t(length) != bytes)
       fail("{}: external data length {} but shape {} {} needs {} bytes", name, length, to_string(dt), s.str(), bytes);

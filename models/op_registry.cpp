@@ -34,6 +34,27 @@ const OpDef* find_op(const std::string& type, const std::string& domain) {
   return nullptr;
 }
 
+int64_t bounded_numel(const std::vector<int64_t>& dims, int64_t limit) {
+  int64_t n = 1;
+  for (auto d : dims) {
+    if (d < 0) return -1;
+    if (d == 0) return 0;
+  }
+  for (auto d : dims) {
+    if (n > limit / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+int64_t check_host_fold_size(const InferCtx& c, const std::vector<int64_t>& dims) {
+  int64_t n = bounded_numel(dims, kMaxHostFoldElements);
+  if (n < 0)
+    c.error("folding at load would make a tensor of shape {}: more than {} elements (or a negative dimension)",
+            Shape(dims).str(), kMaxHostFoldElements);
+  return n;
+}
+
 std::vector<const OpDef*> registered_ops() {
   std::lock_guard lock(table_mutex());
   std::vector<const OpDef*> r;

@@ -112,6 +112,12 @@ HostTensor from_doubles(DType t, Shape s, const std::vector<double>& v);
 HostTensor from_ints(Shape s, const std::vector<int64_t>& v);  // i64
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
+// Element count of `s`, or -1 when it overflows or exceeds `limit` (no allocation is attempted then).
+int64_t bounded_numel(const std::vector<int64_t>& dims, int64_t limit);
+// Host folding makes tensors of at most this many elements; a bigger one (a corrupted or hostile
+// ConstantOfShape / Range) is an error naming the node, never an out-of-memory.
+constexpr int64_t kMaxHostFoldElements = int64_t(1) << 25;
+int64_t check_host_fold_size(const InferCtx& c, const std::vector<int64_t>& dims);
 // Normalises a possibly negative axis against a rank; errors name the node.
 int64_t norm_axis(const InferCtx& c, int64_t axis, int64_t rank);
 

@@ -198,6 +198,20 @@ std::unique_ptr<NodeKernel> lower_gather(LowerCtx& c) {
   return wrap(Gather::create(c.ctx, c.device, gather_cfg(c.node, shapes_of(c), c.in[0].dtype, c.in[1].dtype)), c);
 }
 
+GatherElementsConfig gather_elements_cfg(const Node& n, const std::vector<Shape>& s, DType dt, DType idx) {
+  return {s[0], dt, s[1], idx, n.attr_i("axis", 0)};
+}
+void infer_gather_elements(InferCtx& c) {
+  DType idx = c.input(1).dtype;
+  if (idx != DType::i32 && idx != DType::i64) c.error("indices must be int32 or int64, got {}", to_string(idx));
+  auto k = gather_elements_cfg(c.node, shapes_of(c), c.input(0).dtype, idx);
+  c.set(0, k.dtype, checked(c, [&] { return GatherElements::validate(k); }));
+}
+std::unique_ptr<NodeKernel> lower_gather_elements(LowerCtx& c) {
+  auto k = gather_elements_cfg(c.node, shapes_of(c), c.in[0].dtype, c.in[1].dtype);
+  return wrap(GatherElements::create(c.ctx, c.device, k), c);
+}
+
 // DepthToSpace / SpaceToDepth: one Transpose of a 6-D view (the reshapes around it are free).
 struct SpaceDepthPlan {
   Shape in6, out;
@@ -270,6 +284,8 @@ const OpRegistration kDataOps{
     single<Expand>("Expand", 8, {1}, expand_cfg, {0}, {"shape"}),
     single<Tile>("Tile", 6, {1}, tile_cfg, {0}, {"repeats"}),
     {.type = "Gather", .since = 1, .family = "data", .infer = infer_gather, .lower = lower_gather},
+    {.type = "GatherElements", .since = 11, .family = "data", .infer = infer_gather_elements,
+     .lower = lower_gather_elements},
     single<Resize>("Upsample", 9, {1}, upsample_cfg, {0}, {"scales"}),
     single<Resize>("Resize", 11, {1, 2, 3}, resize_cfg, {0}, {"roi", "scales", "sizes"}),
 };

@@ -1,5 +1,6 @@
 // ONNX Reduce* (axes as the "axes" attribute before opset 18 / ReduceSum 13, as a load-time input
 // after; keepdims, noop_with_empty_axes) and ArgMax / ArgMin mapped onto layers/reduce.hpp. f32 input.
+// CumSum (axis a load-time input, exclusive, reverse) on f32 / i32 / i64.
 #include "layers/reduce.hpp"
 #include "models/ops_cnn_common.hpp"
 
@@ -48,6 +49,23 @@ std::unique_ptr<NodeKernel> lower_arg(LowerCtx& c) {
   return wrap(ArgReduce::create(c.ctx, c.device, arg_config(c.node, c.in[0].shape.to_shape())), c);
 }
 
+CumSumConfig cumsum_config(const Node& n, Shape s, DType dt, const HostTensor& axis) {
+  auto a = to_ints(axis);
+  if (a.size() != 1) fail("{}: axis must hold one value, got {}", n.describe(), a.size());
+  return {std::move(s), dt, a[0], n.attr_i("exclusive", 0) != 0, n.attr_i("reverse", 0) != 0};
+}
+
+void infer_cumsum(InferCtx& c) {
+  auto cfg = cumsum_config(c.node, c.shape(0), c.input(0).dtype, c.constant(1, "axis"));
+  c.set(0, cfg.dtype, checked(c, [&] { return CumSum::validate(cfg); }));
+}
+
+std::unique_ptr<NodeKernel> lower_cumsum(LowerCtx& c) {
+  if (!c.value[1]) c.error("axis must be known at load");
+  auto cfg = cumsum_config(c.node, c.in[0].shape.to_shape(), c.in[0].dtype, *c.value[1]);
+  return wrap(CumSum::create(c.ctx, c.device, cfg), c, {0});
+}
+
 OpDef reduce(const char* type) {
   return {.type = type, .since = 1, .family = "reduce", .const_inputs = {1}, .infer = infer_reduce, .lower = lower_reduce};
 }
@@ -58,6 +76,8 @@ const OpRegistration kReduceOps{
     reduce("ReduceLogSumExp"),
     {.type = "ArgMax", .since = 1, .family = "reduce", .infer = infer_arg, .lower = lower_arg},
     {.type = "ArgMin", .since = 1, .family = "reduce", .infer = infer_arg, .lower = lower_arg},
+    {.type = "CumSum", .since = 11, .family = "reduce", .const_inputs = {1}, .infer = infer_cumsum,
+     .lower = lower_cumsum},
 };
 
 }  // namespace

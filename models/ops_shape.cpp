@@ -61,7 +61,7 @@ HostTensor pick(const HostTensor& src, Shape shape, const std::vector<int64_t>& 
 }
 
 std::vector<HostTensor> fold_constant_of_shape(const InferCtx& c) {
-  auto dims = to_ints(*c.value[0]);
+  auto dims = to_ints(c.constant(0, "folded input"));
   for (auto d : dims)
     if (d < 0) c.error("shape {} has a negative dimension", Shape(dims).str());
   const HostTensor* v = c.node.attr_t("value");
@@ -69,28 +69,31 @@ std::vector<HostTensor> fold_constant_of_shape(const InferCtx& c) {
   if (v && v->numel() != 1) c.error("attribute 'value' must hold one element, got shape {}", v->shape().str());
   double fill = v ? to_doubles(*v)[0] : 0.0;
   Shape s(dims);
-  return {from_doubles(dt, s, std::vector<double>(size_t(s.numel()), fill))};
+  return {from_doubles(dt, s, std::vector<double>(size_t(check_host_fold_size(c, dims)), fill))};
 }
 
 std::vector<HostTensor> fold_range(const InferCtx& c) {
   for (int i = 0; i < 3; ++i)
-    if (c.value[i]->numel() != 1) c.error("input {} must be a scalar, got shape {}", i, c.value[i]->shape().str());
-  double start = to_doubles(*c.value[0])[0], limit = to_doubles(*c.value[1])[0], delta = to_doubles(*c.value[2])[0];
+    if (c.constant(i, "folded input").numel() != 1) c.error("input {} must be a scalar, got shape {}", i, c.constant(i, "folded input").shape().str());
+  double start = to_doubles(c.constant(0, "folded input"))[0], limit = to_doubles(c.constant(1, "folded input"))[0], delta = to_doubles(c.constant(2, "folded input"))[0];
   if (delta == 0) c.error("delta is 0");
-  int64_t n = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+  const double count = std::ceil((limit - start) / delta);
+  if (!std::isfinite(count)) c.error("start {}, limit {}, delta {} give no finite element count", start, limit, delta);
+  int64_t n = count <= 0 ? 0 : count > double(kMaxHostFoldElements) ? -1 : int64_t(count);
+  if (n < 0) check_host_fold_size(c, {int64_t(std::min(count, 9e18))});
   std::vector<double> v(static_cast<size_t>(n), 0.0);
   for (int64_t i = 0; i < n; ++i) v[i] = start + double(i) * delta;
-  return {from_doubles(c.value[0]->dtype(), Shape{n}, v)};
+  return {from_doubles(c.constant(0, "folded input").dtype(), Shape{n}, v)};
 }
 
 std::vector<HostTensor> fold_gather(const InferCtx& c) {
-  const HostTensor& x = *c.value[0];
+  const HostTensor& x = c.constant(0, "folded input");
   Shape xs = x.shape();
   int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), int64_t(xs.rank()));
-  auto ind = to_ints(*c.value[1]);
+  auto ind = to_ints(c.constant(1, "folded input"));
   Shape out;
   for (int64_t i = 0; i < axis; ++i) out.dims.push_back(xs[i]);
-  for (auto d : c.value[1]->shape().dims) out.dims.push_back(d);
+  for (auto d : c.constant(1, "folded input").shape().dims) out.dims.push_back(d);
   for (size_t i = size_t(axis) + 1; i < xs.rank(); ++i) out.dims.push_back(xs[i]);
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= xs[i];
@@ -106,14 +109,14 @@ std::vector<HostTensor> fold_gather(const InferCtx& c) {
 }
 
 std::vector<HostTensor> fold_slice(const InferCtx& c) {
-  const HostTensor& x = *c.value[0];
+  const HostTensor& x = c.constant(0, "folded input");
   Shape xs = x.shape();
   int64_t r = int64_t(xs.rank());
-  auto starts = to_ints(*c.value[1]), ends = to_ints(*c.value[2]);
+  auto starts = to_ints(c.constant(1, "folded input")), ends = to_ints(c.constant(2, "folded input"));
   std::vector<int64_t> axes, steps;
-  if (c.has_input(3)) axes = to_ints(*c.value[3]);
+  if (c.has_input(3)) axes = to_ints(c.constant(3, "folded input"));
   else for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
-  if (c.has_input(4)) steps = to_ints(*c.value[4]);
+  if (c.has_input(4)) steps = to_ints(c.constant(4, "folded input"));
   else steps.assign(starts.size(), 1);
   std::vector<int64_t> st(r, 0), step(r, 1), cnt(xs.dims);
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -138,7 +141,7 @@ std::vector<HostTensor> fold_slice(const InferCtx& c) {
 }
 
 std::vector<HostTensor> fold_concat(const InferCtx& c) {
-  const HostTensor& x0 = *c.value[0];
+  const HostTensor& x0 = c.constant(0, "folded input");
   int64_t r = int64_t(x0.shape().rank());
   int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), r);
   Shape out = x0.shape();
@@ -175,7 +178,7 @@ DType onnx_to_dtype(const InferCtx& c, int64_t t) {
 
 std::vector<HostTensor> fold_cast(const InferCtx& c) {
   DType to = onnx_to_dtype(c, c.node.attr_i("to", 1));
-  const HostTensor& x = *c.value[0];
+  const HostTensor& x = c.constant(0, "folded input");
   if (to == DType::i64 && x.dtype() == DType::i64) return {x};
   return {from_doubles(to, x.shape(), to_doubles(x))};
 }
@@ -207,7 +210,7 @@ int64_t bcast_index(const Shape& out, const Shape& in, int64_t i) {
 template <typename F>
 HostFold binary(F f, bool to_bool) {
   return [f, to_bool](const InferCtx& c) {
-    const HostTensor &a = *c.value[0], &b = *c.value[1];
+    const HostTensor &a = c.constant(0, "folded input"), &b = c.constant(1, "folded input");
     Shape o = broadcast(c, a.shape(), b.shape());
     auto va = to_doubles(a), vb = to_doubles(b);
     std::vector<double> r(size_t(o.numel()));

@@ -86,6 +86,8 @@ std::unique_ptr<NodeKernel> lower_norm(LowerCtx& c) {
 // [max_pos, R/2] indexed by position_ids [B, S].
 RotaryConfig rotary_config(const Node& n, const Shape& x, const Shape& cos, bool pos_ids) {
   RotaryConfig c;
+  if (x.rank() != 3 && x.rank() != 4) invalid("RotaryEmbedding", "X must be 3-D or 4-D, got {}", x.str());
+  if (pos_ids && cos.rank() == 0) invalid("RotaryEmbedding", "cos_cache must be 2-D with position_ids, got a scalar");
   c.batch = x[0];
   if (x.rank() == 3) {
     c.heads = n.attr_i("num_heads", 0);

@@ -47,6 +47,8 @@ size_t infer_shapes(Graph& g, bool fold) {
   for (auto& in : g.inputs) {
     if (!in.shape.known) fail("graph input '{}' has no shape", in.name);
     if (!in.shape.is_static()) fail("graph input '{}' has shape {}: bind its symbolic dimensions", in.name, in.shape.str());
+    if (bounded_numel(in.shape.dims, int64_t(1) << 40) < 0)
+      fail("graph input '{}' has shape {}: too many elements", in.name, in.shape.str());
     g.values[in.name] = in;
   }
   for (auto& [name, t] : g.initializers) g.values[name] = ValueInfo{name, t.dtype(), t.shape()};
@@ -101,6 +103,10 @@ size_t infer_shapes(Graph& g, bool fold) {
       } else {
         all_folded = false;
         if (!c.out[i].shape.is_static()) fail("{}: output '{}' has no static shape", n.describe(), n.outputs[i]);
+        // Shapes come from the file: an element count past 2^40 (or one that overflows) is corrupt.
+        if (bounded_numel(c.out[i].shape.dims, int64_t(1) << 40) < 0)
+          fail("{}: output '{}' would have shape {}: too many elements", n.describe(), n.outputs[i],
+               c.out[i].shape.str());
         g.values[n.outputs[i]] = c.out[i];
       }
     }
@@ -164,7 +170,9 @@ size_t run_fusion_passes(Graph& g, FusionStage stage) {
 }
 
 PassStats prepare(Graph& g, const PrepareOptions& opts) {
-  for (auto& [name, t] : opts.bind) {
+  for (auto& bound : opts.bind) {
+    const std::string& name = bound.first;  // not a structured binding: clang 14 cannot capture those
+    const HostTensor& t = bound.second;
     auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](auto& v) { return v.name == name; });
     if (it == g.inputs.end()) fail("cannot bind '{}': not a graph input", name);
     if (it->dtype != t.dtype()) fail("input '{}': bound value is {}, expected {}", name, to_string(t.dtype()), to_string(it->dtype));

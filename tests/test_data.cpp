@@ -5,6 +5,7 @@
 // linear / cubic (1e-5 relative + 1e-5 absolute).
 #include <algorithm>
 #include <numeric>
+#include <random>
 
 #include "layers/data.hpp"
 #include "reference/cnn_harness.hpp"
@@ -178,6 +179,35 @@ TEST_CASE("Expand and Tile") {
     REQUIRE(so == Shape(od));
     check_exact(down<float>(run_op(*Tile::create(ctx(), 0, cfg), {up(x, s)}, so)), want);
   }
+}
+
+TEST_CASE("GatherElements along every axis, i32 / i64, negative indices, indices smaller than data") {
+  const Shape s{3, 7, 5};
+  auto x = random_floats(s.numel(), 19);
+  Tensor dx = up(x, s);
+  std::mt19937 rng(5);
+  for (int64_t ax = -3; ax < 3; ++ax) {
+    const int a = int(ax < 0 ? ax + 3 : ax);
+    for (Shape is : {Shape{3, 7, 5}, Shape{2, 4, 1}, Shape{1, 1, 1}}) {
+      is[a] = a == 0 ? 4 : is[a];  // along the axis the indices may be longer than the data
+      std::vector<int64_t> idx(size_t(is.numel()));
+      std::uniform_int_distribution<int64_t> u(-s[a], s[a] - 1);
+      for (auto& v : idx) v = u(rng);
+      auto want = ref::gather_elements(x, s.dims, idx, is.dims, a);
+      for (DType it : {DType::i64, DType::i32}) {
+        CAPTURE(ax);
+        CAPTURE(is.str());
+        GatherElementsConfig cfg{s, DType::f32, is, it, ax};
+        REQUIRE(GatherElements::validate(cfg) == is);
+        Tensor di = it == DType::i64 ? up(idx, is) : up(std::vector<int32_t>(idx.begin(), idx.end()), is);
+        check_exact(down<float>(run_op(*GatherElements::create(ctx(), 0, cfg), {dx, di}, is)), want);
+      }
+    }
+  }
+  expect_invalid([] { GatherElements::validate({Shape{3, 4}, DType::f32, Shape{3}, DType::i64, 0}); },
+                 {"GatherElements", "rank"});
+  expect_invalid([] { GatherElements::validate({Shape{3, 4}, DType::f32, Shape{2, 5}, DType::i64, 0}); },
+                 {"GatherElements", "exceeds", "dim 1"});
 }
 
 TEST_CASE("Gather along every axis with i32 / i64 and negative indices") {

@@ -239,3 +239,50 @@ TEST_SUITE("onnx_import") {
     fs::remove_all(dir);
   }
 }
+
+TEST_SUITE("onnx_import") {
+  TEST_CASE("inputs the fuzzer once broke the loader with load or fail cleanly (tests/fuzz/regressions)") {
+    size_t seen = 0;
+    for (auto& e : fs::directory_iterator(std::string(CLDL_SOURCE_DIR) + "/tests/fuzz/regressions")) {
+      if (!e.is_regular_file() || e.path().filename() == "README.md") continue;
+      CAPTURE(e.path().string());
+      ++seen;
+      std::ifstream f(e.path(), std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      try {
+        Graph g = import_onnx_bytes(bytes, "/nonexistent-fuzz-dir", "fuzz input");
+        PrepareOptions po;
+        for (auto& in : g.inputs)
+          for (auto& s : in.shape.symbols)
+            if (!s.empty()) po.dims[s] = 2;
+        for (auto& in : g.inputs)
+          for (size_t i = 0; i < in.shape.dims.size(); ++i)
+            if (in.shape.dims[i] < 0 && (i >= in.shape.symbols.size() || in.shape.symbols[i].empty())) in.shape.dims[i] = 2;
+        prepare(g, po);
+      } catch (const Error& err) {
+        CHECK(std::string(err.what()).size() > 0);  // a clean, explained rejection
+      }
+    }
+    CHECK(seen > 0);
+  }
+
+  TEST_CASE("external data outside the model's folder is refused") {
+    std::string dir = test::temp_dir("extpath");
+    auto w = rnd({6, 13}, 1), bias = rnd({6}, 2);
+    export_onnx_file(small_model(w, bias), dir + "/ext.onnx", true);
+    std::string bytes;
+    {
+      std::ifstream f(dir + "/ext.onnx", std::ios::binary);
+      bytes.assign((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    }
+    const std::string loc = "ext.onnx.data";
+    for (std::string bad : {"/etc/passw", "../x/ext.onnx"}) {  // same length: the protobuf stays valid
+      std::string b = bytes;
+      bad.resize(loc.size(), 'a');
+      for (size_t p = b.find(loc); p != std::string::npos; p = b.find(loc, p + 1)) b.replace(p, loc.size(), bad);
+      auto msg = test::error_of([&] { import_onnx_bytes(b, dir, "m"); });
+      CHECK(msg.find("is not inside the model's folder") != std::string::npos);
+    }
+    fs::remove_all(dir);
+  }
+}

@@ -115,7 +115,9 @@ TEST_SUITE("onnx_patterns") {
     HostTensor x = test::random_tensor(Shape{R, C}, 3, -3.0f, 3.0f);
     GraphBuilder b("shared", 14);
     auto xi = b.input("x", DType::f32, Shape{R, C});
-    auto sc = [&](const char* n, float v) { return b.constant(n, HostTensor::from<float>(Shape{}, std::vector<float>{v})); };
+    auto sc = [&](const char* n, float v) {
+      return b.constant(n, HostTensor::from<float>(Shape{}, std::vector<float>{v}));
+    };
     auto e = b.op1("Erf", {b.op1("Div", {xi, sc("s2", std::sqrt(2.0f))})});
     auto y = b.op1("Mul", {b.op1("Mul", {xi, b.op1("Add", {e, sc("one", 1.0f)})}), sc("half", 0.5f)});
     b.output(y, "y");

@@ -113,6 +113,41 @@ TEST_CASE("ArgMax / ArgMin on every axis, with ties and select_last_index") {
         }
 }
 
+TEST_CASE("CumSum on every axis, f32 / i32 / i64, exclusive and reverse") {
+  for (Shape s : {Shape{3, 7, 5}, Shape{1}, Shape{11}}) {
+    auto xf = random_floats(s.numel(), 21);
+    for (int64_t ax = -int64_t(s.rank()); ax < int64_t(s.rank()); ++ax)
+      for (bool excl : {false, true})
+        for (bool rev : {false, true})
+          for (DType dt : {DType::f32, DType::i32, DType::i64}) {
+            CAPTURE(s.str());
+            CAPTURE(ax);
+            CAPTURE(excl);
+            CAPTURE(rev);
+            CAPTURE(to_string(dt));
+            std::vector<double> x(xf.begin(), xf.end());
+            if (dt != DType::f32)
+              for (auto& v : x) v = std::round(v * 1000.0);
+            auto want = ref::cumsum(x, s.dims, int(ax < 0 ? ax + int64_t(s.rank()) : ax), excl, rev);
+            CumSumConfig cfg{s, dt, ax, excl, rev};
+            REQUIRE(CumSum::validate(cfg) == s);
+            auto op = CumSum::create(ctx(), 0, cfg);
+            if (dt == DType::f32) {
+              auto got = down<float>(run_op(*op, {up(std::vector<float>(x.begin(), x.end()), s)}, s));
+              for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == doctest::Approx(want[i]).epsilon(1e-5).scale(1.0));
+            } else if (dt == DType::i32) {
+              auto got = down<int32_t>(run_op(*op, {up(std::vector<int32_t>(x.begin(), x.end()), s)}, s, dt));
+              for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == int32_t(want[i]));
+            } else {
+              auto got = down<int64_t>(run_op(*op, {up(std::vector<int64_t>(x.begin(), x.end()), s)}, s, dt));
+              for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == int64_t(want[i]));
+            }
+          }
+  }
+  expect_invalid([] { CumSum::validate({Shape{3}, DType::u8, 0}); }, {"CumSum", "u8"});
+  expect_invalid([] { CumSum::validate({Shape{3, 4}, DType::f32, 2}); }, {"CumSum", "axis", "2"});
+}
+
 TEST_CASE("bad reduce configurations name the op, the argument and the value") {
   expect_invalid([] { Reduce::validate({ReduceOp::mean, Shape{2, 3}, {2}}); }, {"ReduceMean", "axes", "2"});
   expect_invalid([] { Reduce::validate({ReduceOp::sum, Shape{2, 3}, {1, -1}}); }, {"ReduceSum", "axes[1]", "-1"});

@@ -11,6 +11,7 @@ CLDL_PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev
   pybind11-dev python3-dev python3-numpy
+  clang-14 libclang-rt-14-dev
 )
 
 # Only for retraining the model zoo (models/zoo/*/train.py); neither the build nor the tests need them.

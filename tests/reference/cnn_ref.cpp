@@ -253,6 +253,39 @@ std::vector<float> gather(const std::vector<float>& x, const Dims& d, const std:
   return y;
 }
 
+std::vector<double> cumsum(const std::vector<double>& x, const Dims& d, int axis, bool exclusive, bool reverse) {
+  int64_t outer = 1, inner = 1, len = d[size_t(axis)];
+  for (int i = 0; i < axis; ++i) outer *= d[size_t(i)];
+  for (size_t i = size_t(axis) + 1; i < d.size(); ++i) inner *= d[i];
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      double acc = 0;
+      for (int64_t t = 0; t < len; ++t) {
+        int64_t k = reverse ? len - 1 - t : t, p = (o * len + k) * inner + in;
+        if (exclusive) y[size_t(p)] = acc;
+        acc += x[size_t(p)];
+        if (!exclusive) y[size_t(p)] = acc;
+      }
+    }
+  return y;
+}
+
+std::vector<float> gather_elements(const std::vector<float>& x, const Dims& d, const std::vector<int64_t>& idx,
+                                   const Dims& id, int axis) {
+  std::vector<float> y(size_t(numel(id)));
+  std::vector<int64_t> c(id.size(), 0);
+  for (size_t p = 0; p < y.size(); ++p) {
+    int64_t rem = int64_t(p);
+    for (size_t k = id.size(); k-- > 0;) c[k] = rem % id[k], rem /= id[k];
+    int64_t j = idx[p] < 0 ? idx[p] + d[size_t(axis)] : idx[p];
+    int64_t off = 0;
+    for (size_t k = 0; k < d.size(); ++k) off = off * d[k] + (int(k) == axis ? j : c[k]);
+    y[p] = x[size_t(off)];
+  }
+  return y;
+}
+
 std::vector<float> tile(const std::vector<float>& x, const Dims& d, const Dims& reps, Dims& od) {
   od = d;
   for (size_t k = 0; k < d.size(); ++k) od[k] *= reps[k];

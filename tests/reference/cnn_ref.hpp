@@ -64,6 +64,11 @@ std::vector<float> pad(const std::vector<float>& x, const Dims& d, const Dims& p
                        Dims& od);  // mode 0 constant, 1 reflect, 2 edge
 std::vector<float> gather(const std::vector<float>& x, const Dims& d, const std::vector<int64_t>& idx,
                           const Dims& id, int axis, Dims& od);
+// ONNX CumSum along `axis` (double accumulation).
+std::vector<double> cumsum(const std::vector<double>& x, const Dims& d, int axis, bool exclusive, bool reverse);
+// ONNX GatherElements (output shape = id; negative indices count from the end).
+std::vector<float> gather_elements(const std::vector<float>& x, const Dims& d, const std::vector<int64_t>& idx,
+                                   const Dims& id, int axis);
 std::vector<float> tile(const std::vector<float>& x, const Dims& d, const Dims& reps, Dims& od);
 
 // Resize of the last two dims; mode 0 nearest 1 linear 2 cubic; coord / nearest numbered as in

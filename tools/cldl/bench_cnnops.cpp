@@ -1,10 +1,12 @@
 // `cldl bench cnnops`: memory-bound CNN / tensor ops in GB/s (bytes read + written per run): broadcast
-// add, softmax 128x1000, maxpool 3x3/2 on 64x112x112, NCHW -> NHWC transpose.
+// add, softmax 128x1000, maxpool 3x3/2 on 64x112x112, NCHW -> NHWC transpose, GatherElements,
+// CumSum.
 #include <fmt/format.h>
 
 #include "layers/data.hpp"
 #include "layers/elementwise.hpp"
 #include "layers/pool.hpp"
+#include "layers/reduce.hpp"
 #include "layers/softmax.hpp"
 #include "tools/cldl/bench.hpp"
 
@@ -71,9 +73,24 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     Tensor x = filled(ctx, s), y = ctx.alloc(Transpose::validate({s, DType::f32, {0, 2, 3, 1}}), DType::f32);
     time_op(ctx, opts, rep, "transpose [8,64,56,56] -> NHWC", *op, {x}, {y}, 2.0 * s.numel() * 4);
   }
+  {  // a top-k style pick along the last axis: [64, 1000] data, [64, 100] i64 indices
+    Shape s{64, 1000}, is{64, 100};
+    HostTensor hi(DType::i64, is);
+    for (int64_t i = 0; i < is.numel(); ++i) hi.as<int64_t>()[i] = (i * 7919) % 1000;
+    auto op = GatherElements::create(ctx, 0, {s, DType::f32, is, DType::i64, 1});
+    Tensor x = filled(ctx, s), idx = ctx.upload(hi), y = ctx.alloc(is, DType::f32);
+    time_op(ctx, opts, rep, "gather_elements [64,1000] axis 1 by [64,100]", *op, {x, idx}, {y},
+            double(is.numel()) * (4 + 8 + 4));
+  }
+  {
+    Shape s{64, 4096};
+    auto op = CumSum::create(ctx, 0, {s, DType::f32, 1, false, false});
+    Tensor x = filled(ctx, s), y = ctx.alloc(s, DType::f32);
+    time_op(ctx, opts, rep, "cumsum [64,4096] axis 1", *op, {x}, {y}, 2.0 * s.numel() * 4);
+  }
 }
 
-const Registration kCnnOps("cnnops", "memory-bound CNN ops in GB/s: broadcast add, softmax, maxpool, transpose", run);
+const Registration kCnnOps("cnnops", "memory-bound CNN ops in GB/s: broadcast add, softmax, maxpool, transpose, gather_elements, cumsum", run);
 }  // namespace
 
 }  // namespace cldl::bench
