@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,12 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kDigits = std::string(CLDL_SOURCE_DIR) + "/models/zoo/digits_cnn/";
+
+// The device the suite runs on (ctest sets CLDL_DEVICE), for the CLI commands.
+std::string test_device() {
+  const char* d = std::getenv("CLDL_DEVICE");
+  return d && *d ? d : "cpu";
+}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -69,7 +76,7 @@ TEST_CASE("cldl compile model.onnx --out DIR; cldl run --binaries DIR compiles n
   graph::write_npy(one, dir + "/image.npy");
 
   std::string out;
-  REQUIRE_MESSAGE(test::run_command(cli + " compile " + model + " --dim N=1 --device cpu --out " + bundle, out) == 0,
+  REQUIRE_MESSAGE(test::run_command(cli + " compile " + model + " --dim N=1 --device " + test_device() + " --out " + bundle, out) == 0,
                   out);
   std::smatch m;
   REQUIRE(std::regex_search(out, m, std::regex("uses (\\d+) programs")));
@@ -83,7 +90,7 @@ TEST_CASE("cldl compile model.onnx --out DIR; cldl run --binaries DIR compiles n
   CHECK(manifest.find("\"options\"") != std::string::npos);
 
   // Fresh processes, disk cache off: with the bundle nothing is built from source.
-  const std::string run = "CLDL_CACHE=0 " + cli + " run " + model + " --dim N=1 --device cpu --stats --runs 1 -i image=" +
+  const std::string run = "CLDL_CACHE=0 " + cli + " run " + model + " --dim N=1 --device " + test_device() + " --stats --runs 1 -i image=" +
                           dir + "/image.npy ";
   REQUIRE_MESSAGE(test::run_command(run + "--binaries " + bundle + " -o " + dir + "/with", out) == 0, out);
   INFO(out);
@@ -103,7 +110,7 @@ TEST_CASE("cldl compile model.onnx --out DIR; cldl run --binaries DIR compiles n
 
   // Another batch size needs programs the bundle lacks for some ops or not; either way it must never
   // compile from source: it runs from binaries or fails naming the missing program.
-  int rc = test::run_command("CLDL_CACHE=0 " + cli + " run " + model + " --dim N=3 --random --device cpu --stats "
+  int rc = test::run_command("CLDL_CACHE=0 " + cli + " run " + model + " --dim N=3 --random --device " + test_device() + " --stats "
                              "--runs 1 --binaries " + bundle, out);
   if (rc == 0) CHECK(program_counts(out)[0] == 0);
   else CHECK(out.find("is not in the binary bundle") != std::string::npos);
