@@ -164,6 +164,11 @@ std::vector<std::pair<std::string, std::string>> ProgramCache::stop_recording() 
   return std::exchange(recorded_, {});
 }
 
+bool ProgramCache::binaries_only() const {
+  std::lock_guard lock(m_);
+  return recording_ || (!bundle_dir_.empty() && bundle_strict_);
+}
+
 cl::Program ProgramCache::get(const cl::Context& ctx, const Device& device, std::string_view kernel_file,
                               std::string_view options) {
   {

@@ -59,6 +59,9 @@ class ProgramCache {
   // request order without duplicates; `cldl compile model.onnx` bundles exactly what a model asks for.
   void start_recording();
   std::vector<std::pair<std::string, std::string>> stop_recording();
+  // True while recording for a bundle or using a strict bundle: every device program must come from
+  // this cache, so ops avoid libraries that compile their own kernels at run time (CLBlast).
+  bool binaries_only() const;
   void clear_memory();
   const std::string& directory() const { return dir_; }
   bool disk_enabled() const { return disk_; }
