@@ -10,6 +10,7 @@
 #include "layers/conv_internal.hpp"
 #include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
+#include "runtime/program_cache.hpp"
 
 namespace cldl {
 
@@ -174,6 +175,8 @@ bool ConvOp::applies(const ConvConfig& cfg, ConvAlgo a, std::string* why) {
     case ConvAlgo::fft:
       if (!unit) return no("needs stride 1 and dilation 1");
       if (g.groups != 1) return no("needs group 1");
+      if (ProgramCache::global().binaries_only())  // clFFT compiles its kernels from source at run time
+        return no("clFFT builds kernels from source, which an offline program bundle (--binaries) cannot hold");
       return true;
   }
   return no("unknown algorithm");

@@ -69,7 +69,13 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
   const DeviceInfo& info = ctx.device(device).info;
   const bool cpu = info.type == DeviceType::cpu;
   GemmProvider p = cfg.provider;
-  if (p == GemmProvider::automatic) p = cpu ? GemmProvider::own : GemmProvider::clblast;
+  // Offline bundles (cldl compile model.onnx / --binaries) hold only cldl's programs; CLBlast would
+  // compile its kernels from source at run time, so the own kernels are used there.
+  const bool binaries_only = ProgramCache::global().binaries_only();
+  if (p == GemmProvider::automatic) p = cpu || binaries_only ? GemmProvider::own : GemmProvider::clblast;
+  if (p == GemmProvider::clblast && binaries_only)
+    fail("Gemm: provider clblast compiles kernels from source at run time, which an offline program bundle "
+         "(--binaries) cannot hold; use the own provider");
   const std::string base = fmt::format("-DTRANS_A={} -DTRANS_B={} -DBIAS={} -DACT={}", int(cfg.trans_a),
                                        int(cfg.trans_b), int(cfg.bias), int(cfg.act.kind));
   if (p == GemmProvider::clblast) {

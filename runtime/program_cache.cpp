@@ -2,6 +2,7 @@
 // on-disk binary store with atomic writes and self-describing entries.
 #include "runtime/program_cache.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "runtime/error.hpp"
 #include "runtime/kernel_sources.hpp"
@@ -150,8 +152,32 @@ std::string ProgramCache::disk_key_for(const Device& device, std::string_view ke
   return disk_key(device, kernel_file, full_source(kernel_file), options);
 }
 
+void ProgramCache::start_recording() {
+  std::lock_guard lock(m_);
+  recording_ = true;
+  recorded_.clear();
+}
+
+std::vector<std::pair<std::string, std::string>> ProgramCache::stop_recording() {
+  std::lock_guard lock(m_);
+  recording_ = false;
+  return std::exchange(recorded_, {});
+}
+
+bool ProgramCache::binaries_only() const {
+  std::lock_guard lock(m_);
+  return recording_ || (!bundle_dir_.empty() && bundle_strict_);
+}
+
 cl::Program ProgramCache::get(const cl::Context& ctx, const Device& device, std::string_view kernel_file,
                               std::string_view options) {
+  {
+    std::lock_guard lock(m_);
+    if (recording_) {
+      std::pair<std::string, std::string> spec{std::string(kernel_file), std::string(options)};
+      if (std::find(recorded_.begin(), recorded_.end(), spec) == recorded_.end()) recorded_.push_back(std::move(spec));
+    }
+  }
   return get_source(ctx, device, kernel_file, full_source(kernel_file), options);
 }
 
@@ -230,7 +256,8 @@ cl::Program ProgramCache::build(const cl::Context& ctx, const Device& device, st
     }
     if (strict)
       fail("program {} (options '{}') for {} is not in the binary bundle {}{}", name, options, device.info.name,
-           bundle, existed ? " (the entry there is for another device, driver or library version)" : "");
+           bundle, existed ? " (the entry there is for another device, driver or library version)"
+                           : "; a model's bundle holds what it used at the --dim values given to `cldl compile`");
   }
   std::string path = dir_ + "/" + hash + ".bin";
   bool use_disk = disk_ && !device.info.quirks.binary_cache_unreliable;

@@ -53,6 +53,15 @@ class ProgramCache {
                           const std::string& key);
 
   ProgramCacheStats stats() const;
+  // Programs compiled from source by this cache object so far (stats().builds).
+  uint64_t source_builds() const { return builds_.load(); }
+  // Recording: while on, every get() (kernel file + options, memory hits included) is remembered in
+  // request order without duplicates; `cldl compile model.onnx` bundles exactly what a model asks for.
+  void start_recording();
+  std::vector<std::pair<std::string, std::string>> stop_recording();
+  // True while recording for a bundle or using a strict bundle: every device program must come from
+  // this cache, so ops avoid libraries that compile their own kernels at run time (CLBlast).
+  bool binaries_only() const;
   void clear_memory();
   const std::string& directory() const { return dir_; }
   bool disk_enabled() const { return disk_; }
@@ -67,6 +76,8 @@ class ProgramCache {
   bool bundle_strict_ = false;
   mutable std::mutex m_;
   std::map<std::string, std::shared_future<cl::Program>> mem_;
+  bool recording_ = false;
+  std::vector<std::pair<std::string, std::string>> recorded_;
   std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, builds_{0}, binary_loads_{0}, disk_rejects_{0};
 };
 

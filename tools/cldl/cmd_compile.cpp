@@ -1,5 +1,7 @@
 // `cldl compile [--device D] [--out DIR]`: builds every program the library uses by default for one
 // device. With --out, writes an offline bundle (binaries + manifest) that `--binaries DIR` loads.
+// `cldl compile model.onnx [--dim N=V ...] --out DIR`: bundles exactly the programs that model asks for
+// (recorded while it is compiled and run once on random inputs).
 #include <chrono>
 #include <cstdio>
 
@@ -8,6 +10,7 @@
 #include "runtime/bundle.hpp"
 #include "runtime/cldl.hpp"
 #include "tools/cldl/commands.hpp"
+#include "tools/cldl/model_cli.hpp"
 
 namespace cldl::cli {
 namespace {
@@ -19,10 +22,45 @@ void progress_line(size_t i, size_t n, std::chrono::steady_clock::time_point t0)
   if (i == n) std::fputc('\n', stderr);
 }
 
-void run_compile(const std::string& device, const std::string& out) {
-  auto ctx = Context::create(device);
+// The programs `model` requests from the program cache while it is compiled and run once.
+std::vector<ProgramSpec> model_programs(const std::string& model, const std::string& device,
+                                        const std::vector<std::string>& dims, std::shared_ptr<Context>& ctx) {
+  ModelOptions mo;
+  mo.model = model;
+  mo.device = device;
+  mo.dims = dims;
+  mo.random = true;
+  auto& cache = ProgramCache::global();
+  cache.start_recording();
+  std::vector<std::pair<std::string, std::string>> rec;
+  try {
+    LoadedModel lm = load_for_cli(mo, false);
+    lm.model->session()->run(lm.inputs);  // programs made at the first run are recorded too
+    ctx = lm.ctx;
+    rec = cache.stop_recording();
+  } catch (...) {
+    cache.stop_recording();
+    throw;
+  }
+  std::vector<ProgramSpec> out;
+  for (auto& [file, options] : rec) out.push_back({file, options});
+  return out;
+}
+
+void run_compile(const std::string& model, const std::vector<std::string>& dims, const std::string& device,
+                 const std::string& out) {
+  if (!model.empty() && out.empty()) fail("cldl compile {}: give --out DIR for the model's bundle", model);
+  std::shared_ptr<Context> ctx;
+  std::vector<ProgramSpec> programs;
+  if (!model.empty()) {
+    programs = model_programs(model, device, dims, ctx);
+    fmt::print("model {} uses {} programs\n", model, programs.size());
+  } else {
+    if (!dims.empty()) fail("cldl compile: --dim needs a model file");
+    ctx = Context::create(device);
+    programs = registered_programs();
+  }
   const auto& dev = ctx->device();
-  auto programs = registered_programs();
   fmt::print("compiling {} programs for {} ({}, driver {})\n", programs.size(), dev.info.name, dev.info.platform_name,
              dev.info.driver_version);
   auto t0 = std::chrono::steady_clock::now();
@@ -46,10 +84,13 @@ void run_compile(const std::string& device, const std::string& out) {
 
 void add_compile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("compile", "Build every library program for a device (warm the cache, or --out a bundle)");
-  static std::string device, out;
+  static std::string model, device, out;
+  static std::vector<std::string> dims;
+  cmd->add_option("model", model, "ONNX model: bundle only the programs it needs (with --out)");
+  cmd->add_option("--dim", dims, "NAME=VALUE for a symbolic input dimension of the model");
   cmd->add_option("-d,--device", device, "Device spec")->envname("CLDL_DEVICE");
   cmd->add_option("-o,--out", out, "Write an offline binary bundle to this folder");
-  cmd->callback([] { run_compile(device, out); });
+  cmd->callback([] { run_compile(model, dims, device, out); });
 }
 
 }  // namespace cldl::cli

@@ -93,6 +93,9 @@ void add_run_command(CLI::App& app) {
       fmt::print("memory plan: peak {} bytes for intermediates (sum of all intermediates {} bytes, {} tensors)\n",
                  p.arena_bytes, p.total_bytes, p.slots.size());
       for (auto& line : lm.model->describe()) fmt::print("  {}\n", line);
+      auto ps = ProgramCache::global().stats();
+      fmt::print("programs: {} built from source, {} from the disk cache, {} from binaries, {} memory hits\n",
+                 ps.builds, ps.disk_hits, ps.binary_loads, ps.memory_hits);
     }
   });
 }

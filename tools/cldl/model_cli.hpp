@@ -15,6 +15,7 @@
 #include "models/onnx_import.hpp"
 #include "models/op_registry.hpp"
 #include "models/passes.hpp"
+#include "runtime/bundle.hpp"
 
 namespace cldl::cli {
 
@@ -24,6 +25,7 @@ struct ModelOptions {
   bool random = false;
   int queues = 2;
   std::string rnn_strategy = "auto";
+  std::string binaries;  // offline bundle folder (`cldl compile model.onnx --out DIR`); no source compiled
 
   void add(CLI::App* cmd) {
     cmd->add_option("model", model, "ONNX model file")->required();
@@ -34,6 +36,8 @@ struct ModelOptions {
     cmd->add_option("--queues", queues, "In-order queues for independent branches")->check(CLI::PositiveNumber);
     cmd->add_option("--rnn-strategy", rnn_strategy, "RNN/LSTM/GRU nodes: auto, sequential, time, layer, data")
         ->check(CLI::IsMember({"auto", "sequential", "time", "layer", "data"}));
+    cmd->add_option("--binaries", binaries, "Load every program from this offline bundle (cldl compile --out); "
+                    "compile no kernel source");
   }
 };
 
@@ -116,6 +120,7 @@ inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
   }
   if (!missing.empty()) fail("inputs not given (use --input NAME=FILE or --random): {}", fmt::join(missing, ", "));
   lm.ctx = Context::create(o.device);
+  if (!o.binaries.empty()) use_bundle(lm.ctx->device(), o.binaries);
   lm.model = graph::CompiledModel::compile(lm.ctx, std::move(g), {.device = 0, .queues = o.queues, .profiling = profiling, .rnn_strategy = o.rnn_strategy});
   lm.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return lm;
