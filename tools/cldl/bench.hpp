@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/context.hpp"
 
 namespace cldl::bench {
@@ -64,5 +66,12 @@ struct Family {
   Fn fn;
 };
 const std::vector<Family>& families();
+
+// Peers measured in the same run are python scripts in tools/bench/ (ONNX Runtime). peer_script finds
+// `name` there: next to the CLI's source folder (__FILE__ is relative to the build folder under ccache),
+// next to the executable's build folder, or under the working folder; empty when none exists.
+std::string peer_script(const std::string& name);
+// Runs `cmd` (stderr dropped) and returns the stdout lines that parse as JSON objects holding `key`.
+std::vector<nlohmann::json> peer_json_lines(const std::string& cmd, const std::string& key);
 
 }  // namespace cldl::bench

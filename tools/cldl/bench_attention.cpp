@@ -51,32 +51,15 @@ std::vector<float> ramp(size_t n, float k) {
 std::map<std::string, nlohmann::json> run_onnxruntime(const Options& o, const std::vector<AttnCase>& cases,
                                                       int threads) {
   std::map<std::string, nlohmann::json> out;
-  // The script sits in the source tree (tools/bench): found next to this file's folder, next to the
-  // executable's build folder, or under the working directory (__FILE__ is relative under ccache's
-  // base_dir); --set ort_script=PATH overrides.
+  std::string script = peer_script("attention_onnxruntime.py");
   namespace fs = std::filesystem;
-  const fs::path rel = fs::path("tools") / "bench" / "attention_onnxruntime.py";
-  std::vector<fs::path> candidates = {fs::path(__FILE__).parent_path().parent_path() / "bench" / rel.filename(), rel};
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) candidates.push_back(exe.parent_path().parent_path() / rel);
-  std::string script;
-  for (const auto& c : candidates)
-    if (script.empty() && fs::exists(c)) script = c.string();
   for (const auto& a : o.args)
     if (a.rfind("ort_script=", 0) == 0) script = a.substr(11);
     else if (a.rfind("ort_threads=", 0) == 0) threads = std::stoi(a.substr(12));
   if (script.empty() || !fs::exists(script)) return out;
   std::string cmd = fmt::format("python3 {} --runs {} --warmup {} --threads {}", script, o.runs, o.warmup, threads);
   for (const auto& c : cases) cmd += fmt::format(" {}x{}x{}x{}x{}", c.B, c.S, c.H, c.D, int(c.causal));
-  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
-  if (!p) return out;
-  char line[4096];
-  while (std::fgets(line, sizeof line, p)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("case")) out[j["case"].get<std::string>()] = j;
-  }
-  pclose(p);
+  for (auto& j : peer_json_lines(cmd, "case")) out[j["case"].get<std::string>()] = j;
   return out;
 }
 

@@ -50,39 +50,17 @@ struct BenchCase {
 // ONNX Runtime on one case (its JSON line), or nothing when python3 / onnxruntime / the script is missing.
 std::optional<nlohmann::json> run_onnxruntime(const Options& o, std::map<std::string, std::string>& set,
                                               const BenchCase& c) {
-  // The script in the source tree: next to this file's folder (__FILE__ may be relative to the build
-  // folder under ccache), or next to the executable's folder (build/cldl), or under the working folder.
+  std::string script = set.count("ort_script") ? set["ort_script"] : peer_script("rnn_onnxruntime.py");
   namespace fs = std::filesystem;
-  std::string script;
-  if (set.count("ort_script")) {
-    script = set["ort_script"];
-  } else {
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    for (const fs::path& c : {fs::path(__FILE__).parent_path().parent_path() / "bench" / "rnn_onnxruntime.py",
-                              exe.parent_path().parent_path() / "tools" / "bench" / "rnn_onnxruntime.py",
-                              fs::path("tools") / "bench" / "rnn_onnxruntime.py"})
-      if (fs::exists(c)) {
-        script = c.string();
-        break;
-      }
-  }
   if (script.empty() || !fs::exists(script)) {
     log::warn("bench rnn: ONNX Runtime peer script not found (--set ort_script=PATH)");
     return std::nullopt;
   }
   const std::string threads = set.count("ort_threads") ? set["ort_threads"] : "2";
-  std::string cmd = fmt::format("python3 '{}' --json --runs {} --warmup {} --threads {} --case {},{},{},{},{} 2>/dev/null",
+  std::string cmd = fmt::format("python3 '{}' --json --runs {} --warmup {} --threads {} --case {},{},{},{},{}",
                                 script, o.runs, o.warmup, threads, c.T, c.B, c.I, c.H, c.layers);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return std::nullopt;
   std::optional<nlohmann::json> out;
-  char line[4096];
-  while (std::fgets(line, sizeof line, p)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("median_ms")) out = j;
-  }
-  pclose(p);
+  for (auto& j : peer_json_lines(cmd, "median_ms")) out = std::move(j);
   return out;
 }
 

@@ -23,19 +23,11 @@ std::map<std::string, nlohmann::json> run_onnxruntime(const Options& o, const st
   std::map<std::string, nlohmann::json> out;
   // The script sits in the source tree: beside the zoo's repository, or next to this file's folder.
   std::string script = (std::filesystem::path(zoo) / ".." / ".." / "tools" / "bench" / "zoo_onnxruntime.py").string();
-  if (!std::filesystem::exists(script))
-    script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "bench" / "zoo_onnxruntime.py").string();
+  if (!std::filesystem::exists(script)) script = peer_script("zoo_onnxruntime.py");
   if (!o.compare || !std::filesystem::exists(script)) return out;
-  FILE* p = popen(
-      fmt::format("python3 {} --zoo '{}' --runs {} --warmup {} 2>/dev/null", script, zoo, o.runs, o.warmup).c_str(),
-      "r");
-  if (!p) return out;
-  char line[4096];
-  while (std::fgets(line, sizeof line, p)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("case")) out[j["case"].get<std::string>()] = j;
-  }
-  pclose(p);
+  for (auto& j : peer_json_lines(
+           fmt::format("python3 {} --zoo '{}' --runs {} --warmup {}", script, zoo, o.runs, o.warmup), "case"))
+    out[j["case"].get<std::string>()] = j;
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,31 @@
 #include "tools/cldl/model_cli.hpp"
 
 namespace cldl::bench {
+
+std::string peer_script(const std::string& name) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates{fs::path(__FILE__).parent_path().parent_path() / "bench" / name,
+                                   fs::path("tools") / "bench" / name};
+  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "tools" / "bench" / name);
+  for (const auto& c : candidates)
+    if (fs::exists(c)) return c.string();
+  return {};
+}
+
+std::vector<nlohmann::json> peer_json_lines(const std::string& cmd, const std::string& key) {
+  std::vector<nlohmann::json> out;
+  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!p) return out;
+  char line[4096];
+  while (std::fgets(line, sizeof line, p)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains(key)) out.push_back(std::move(j));
+  }
+  pclose(p);
+  return out;
+}
 
 namespace {
 std::vector<Family>& registry() {

@@ -15,27 +15,20 @@ Run with Debian's python3-torch: /usr/bin/python3 models/zoo/char_lstm/train.py
 import argparse
 import json
 import os
-import re
-import subprocess
+import sys
 import time
 
 import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import kjv  # noqa: E402  (models/zoo/kjv.py: the text and its split)
 SEED = 0
 HIDDEN, LAYERS, EMBED = 128, 2, 32
 SEQ, BATCH, STEPS, LR = 64, 16, 1000, 5e-3
 PROMPT = "And God said"
 GREEDY_TOKENS = 80
-
-
-def load_text():
-    out = subprocess.run(["bible", "-l10000", "gen1:1-rev22:21"], check=True, capture_output=True, text=True).stdout
-    verses = [m.group(1) for m in re.finditer(r"^ +\d+ (.*)$", out, re.M)]
-    if len(verses) < 31000:
-        raise SystemExit(f"expected the 31102 verses of the KJV from `bible`, got {len(verses)}")
-    return verses
 
 
 class CharLstm(torch.nn.Module):
@@ -76,15 +69,8 @@ def main():
     torch.manual_seed(SEED)
     np.random.seed(SEED)
     torch.set_num_threads(1)
-    verses = load_text()
-    split = int(len(verses) * 0.98)
-    train_text = "\n".join(verses[:split]) + "\n"
-    val_text = "\n".join(verses[split:]) + "\n"
-    chars = sorted(set(train_text) | set(val_text))
+    chars, train, val = kjv.char_split()
     index = {ch: i for i, ch in enumerate(chars)}
-    train = torch.tensor([index[ch] for ch in train_text], dtype=torch.int64)
-    val = torch.tensor([index[ch] for ch in val_text], dtype=torch.int64)
-    print(f"{len(verses)} verses, {len(train)} train / {len(val)} val characters, vocab {len(chars)}")
 
     model = CharLstm(len(chars))
     opt = torch.optim.Adam(model.parameters(), lr=LR)

@@ -31,8 +31,7 @@ import io
 import json
 import math
 import os
-import re
-import subprocess
+import sys
 import time
 
 import numpy as np
@@ -41,6 +40,8 @@ import torch.nn.functional as F
 from torch.onnx import register_custom_op_symbolic, symbolic_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import kjv  # noqa: E402  (models/zoo/kjv.py: the text and its split)
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 SEED = 0
 LAYERS, DIM, HEADS, FFN, MAX_POS = 2, 128, 4, 512, 128
@@ -50,14 +51,6 @@ GREEDY_TOKENS = 100
 REF_TEXT = "In the beginning God created the heaven and the earth.\nAnd the"
 DATA = ("bible -l10000 gen1:1-rev22:21 (bible-kjv, /usr/lib/bible.data of bible-kjv-text), "
         "one verse a line, last 2% held out")
-
-
-def load_text():
-    out = subprocess.run(["bible", "-l10000", "gen1:1-rev22:21"], check=True, capture_output=True, text=True).stdout
-    verses = [m.group(1) for m in re.finditer(r"^ +\d+ (.*)$", out, re.M)]
-    if len(verses) < 31000:
-        raise SystemExit(f"expected the 31102 verses of the KJV from `bible`, got {len(verses)}")
-    return verses
 
 
 def attend(q, k, v, mask):
@@ -326,15 +319,8 @@ def main():
     torch.manual_seed(SEED)
     np.random.seed(SEED)
     torch.set_num_threads(1)
-    verses = load_text()
-    split = int(len(verses) * 0.98)
-    train_text = "\n".join(verses[:split]) + "\n"
-    val_text = "\n".join(verses[split:]) + "\n"
-    chars = sorted(set(train_text) | set(val_text))
+    chars, train, val = kjv.char_split()
     index = {ch: i for i, ch in enumerate(chars)}
-    train = torch.tensor([index[ch] for ch in train_text], dtype=torch.int64)
-    val = torch.tensor([index[ch] for ch in val_text], dtype=torch.int64)
-    print(f"{len(verses)} verses, {len(train)} train / {len(val)} val characters, vocab {len(chars)}")
 
     model = TinyGpt(len(chars))
     print(f"{sum(p.numel() for p in model.parameters())} parameters")
