@@ -1,5 +1,16 @@
 # Installs cldl into a temporary prefix, then configures, builds and runs an app that uses
-# find_package(cldl) from a folder outside the source tree.
+# find_package(cldl) from a folder outside the source tree. Used by ctest find_package_consumer (the C++
+# app in tests/consumer/app) and capi_install_consumer (the C app in tests/capi/consumer_c).
+# cmake -DSOURCE_DIR=.. -DBUILD_DIR=.. -DWORK_DIR=.. [-DAPP_DIR=.. -DEXE=.. -DEXPECT=.. -DARG=..] -P run.cmake
+if(NOT APP_DIR)
+  set(APP_DIR ${SOURCE_DIR}/tests/consumer/app)
+endif()
+if(NOT EXE)
+  set(EXE consumer)
+endif()
+if(NOT EXPECT)
+  set(EXPECT "consumer ok")
+endif()
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
@@ -7,18 +18,18 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install failed: ${rc}")
 endif()
-file(COPY ${SOURCE_DIR}/tests/consumer/app/ DESTINATION ${WORK_DIR}/app)
+file(COPY ${APP_DIR}/ DESTINATION ${WORK_DIR}/app)
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${WORK_DIR}/app -B ${WORK_DIR}/app-build
                 -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "configuring the consumer app failed: ${rc}")
+  message(FATAL_ERROR "configuring the consumer app ${APP_DIR} failed: ${rc}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/app-build RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "building the consumer app failed: ${rc}")
+  message(FATAL_ERROR "building the consumer app ${APP_DIR} failed: ${rc}")
 endif()
-execute_process(COMMAND ${WORK_DIR}/app-build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-message(STATUS "consumer output: ${out}${err}")
-if(NOT rc EQUAL 0 OR NOT out MATCHES "consumer ok")
-  message(FATAL_ERROR "the consumer app failed: ${rc}")
+execute_process(COMMAND ${WORK_DIR}/app-build/${EXE} ${ARG} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message(STATUS "${EXE} output: ${out}${err}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "${EXPECT}")
+  message(FATAL_ERROR "the consumer app ${EXE} failed: ${rc}")
 endif()
