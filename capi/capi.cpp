@@ -516,24 +516,28 @@ cldl_status cldl_session_set_input(cldl_session s, const char* name, cldl_dtype 
   });
 }
 
-cldl_status cldl_session_bind_input(cldl_session s, const char* name, cl_mem buffer, size_t offset) {
-  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+namespace {
+// bind_input / bind_output: the app's buffer (NULL unbinds) as the session's tensor for `name`.
+cldl_status bind_io(const char* fn, cldl_session s, const char* name, cl_mem buffer, size_t offset, bool input) {
+  return guarded(fn, CLDL_ERROR_INTERNAL, [&] {
     auto obj = get(s);
-    const IoInfo& io = find_io(*obj->model, name, true);
+    const IoInfo& io = find_io(*obj->model, name, input);
     Tensor t = buffer ? app_tensor(*obj, io, buffer, offset) : Tensor{};
     std::lock_guard lock(obj->m);
-    obj->session->bind_input(name, t);
+    if (input)
+      obj->session->bind_input(name, t);
+    else
+      obj->session->bind_output(name, t);
   });
+}
+}  // namespace
+
+cldl_status cldl_session_bind_input(cldl_session s, const char* name, cl_mem buffer, size_t offset) {
+  return bind_io(__func__, s, name, buffer, offset, true);
 }
 
 cldl_status cldl_session_bind_output(cldl_session s, const char* name, cl_mem buffer, size_t offset) {
-  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
-    auto obj = get(s);
-    const IoInfo& io = find_io(*obj->model, name, false);
-    Tensor t = buffer ? app_tensor(*obj, io, buffer, offset) : Tensor{};
-    std::lock_guard lock(obj->m);
-    obj->session->bind_output(name, t);
-  });
+  return bind_io(__func__, s, name, buffer, offset, false);
 }
 
 cldl_status cldl_session_run(cldl_session s) {

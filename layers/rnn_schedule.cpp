@@ -412,12 +412,6 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
   std::vector<cl::Event> waits = std::move(ec.wait_for);
   ec.wait_for.clear();
   if (state.last()) waits.push_back(state.last);
-  // Strategies put work on other queues (shards, layers, the second direction). Those must also come
-  // after everything already enqueued on the caller's in-order queue, which no event in `waits` names:
-  // without this marker, data-parallel shards on Intel's CPU runtime read inputs and wrote outputs
-  // before the caller's earlier commands finished (test_rnn failed intermittently there; PoCL happened
-  // to serialise the queues).
-  waits.push_back(barrier(ec.queue, {}));
 
   RnnStrategy s = opts.strategy;
   const bool all_forward =
@@ -430,6 +424,12 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
     else
       s = RnnStrategy::time_parallel;
   }
+  // The parallel strategies put work on other queues (shards, layers, the second direction). Those must also come
+  // after everything already enqueued on the caller's in-order queue, which no event in `waits` names:
+  // without this marker, data-parallel shards on Intel's CPU runtime read inputs and wrote outputs
+  // before the caller's earlier commands finished (test_rnn failed intermittently there; PoCL happened
+  // to serialise the queues).
+  if (s != RnnStrategy::sequential) waits.push_back(barrier(ec.queue, {}));
   Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, ec.profiler, {}};
   cl::Event done;
   std::string what;

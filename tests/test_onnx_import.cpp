@@ -7,6 +7,7 @@
 
 #include "models/model.hpp"
 #include "models/npy.hpp"
+#include "tests/fuzz/fuzz_load.hpp"
 #include "tests/support/onnx_util.hpp"
 
 using namespace cldl;
@@ -250,15 +251,7 @@ TEST_SUITE("onnx_import") {
       std::ifstream f(e.path(), std::ios::binary);
       std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
       try {
-        Graph g = import_onnx_bytes(bytes, "/nonexistent-fuzz-dir", "fuzz input");
-        PrepareOptions po;
-        for (auto& in : g.inputs)
-          for (auto& s : in.shape.symbols)
-            if (!s.empty()) po.dims[s] = 2;
-        for (auto& in : g.inputs)
-          for (size_t i = 0; i < in.shape.dims.size(); ++i)
-            if (in.shape.dims[i] < 0 && (i >= in.shape.symbols.size() || in.shape.symbols[i].empty())) in.shape.dims[i] = 2;
-        prepare(g, po);
+        fuzz::import_and_prepare(bytes);
       } catch (const Error& err) {
         CHECK(std::string(err.what()).size() > 0);  // a clean, explained rejection
       }

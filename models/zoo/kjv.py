@@ -29,3 +29,25 @@ def char_split():
     val = torch.tensor([index[ch] for ch in val_text], dtype=torch.int64)
     print(f"{len(verses)} verses, {len(train)} train / {len(val)} val characters, vocab {len(chars)}")
     return chars, train, val
+
+
+def fit(loss_of, opt, sched, params, train, seq, batch, steps):
+    """Trains on random windows of `seq` characters: loss_of(x, y) gives the loss of a batch of inputs x and
+    next-character targets y ([batch, seq] each). Clips gradients at 1; prints every 50 steps; returns the
+    seconds it took."""
+    import time
+    params = list(params)  # a generator would be used up after the first clip
+    t0 = time.time()
+    for step in range(1, steps + 1):
+        starts = torch.randint(0, len(train) - seq - 1, (batch,))
+        x = torch.stack([train[s:s + seq] for s in starts])
+        y = torch.stack([train[s + 1:s + seq + 1] for s in starts])
+        loss = loss_of(x, y)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        if step % 50 == 0:
+            print(f"step {step}: train loss {loss.item():.3f} ({time.time() - t0:.0f} s)", flush=True)
+    return time.time() - t0

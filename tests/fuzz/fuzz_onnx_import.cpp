@@ -6,23 +6,12 @@
 #include <cstdint>
 #include <string>
 
-#include "models/onnx_import.hpp"
-#include "models/passes.hpp"
 #include "runtime/error.hpp"
+#include "tests/fuzz/fuzz_load.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    cldl::graph::Graph g = cldl::graph::import_onnx_bytes(std::string(reinterpret_cast<const char*>(data), size),
-                                                          "/nonexistent-fuzz-dir", "fuzz input");
-    // Symbolic dims get a small value so inference goes on past the inputs.
-    cldl::graph::PrepareOptions po;
-    for (auto& in : g.inputs)
-      for (auto& s : in.shape.symbols)
-        if (!s.empty()) po.dims[s] = 2;
-    for (auto& in : g.inputs)
-      for (size_t i = 0; i < in.shape.dims.size(); ++i)
-        if (in.shape.dims[i] < 0 && (i >= in.shape.symbols.size() || in.shape.symbols[i].empty())) in.shape.dims[i] = 2;
-    cldl::graph::prepare(g, po);
+    cldl::fuzz::import_and_prepare(std::string(reinterpret_cast<const char*>(data), size));
   } catch (const cldl::Error&) {
   }
   return 0;

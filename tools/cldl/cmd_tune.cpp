@@ -62,6 +62,28 @@ double time_min_ms(const std::function<void()>& fn) {
   return best;
 }
 
+// One candidate: runs `op` once (after zeroing `out` when asked), reads the first `n` output values for the
+// engine's reference check, then times it with time_min_ms.
+Evaluation evaluate_op(Op& op, std::vector<Tensor> in, const Tensor& out, const Tensor* ws, ExecutionContext& ec,
+                       size_t n, bool zero_first) {
+  Evaluation ev;
+  auto run = [&] {
+    Tensor o[1] = {out};
+    op.enqueue(in, o, ws, ec);
+    ec.queue.finish();
+  };
+  if (zero_first) {
+    std::vector<float> zero(n, 0.0f);
+    ec.queue.enqueueWriteBuffer(out.buffer, CL_TRUE, out.offset_bytes, n * 4, zero.data());
+  }
+  run();
+  ev.out.resize(n);
+  ec.queue.enqueueReadBuffer(out.buffer, CL_TRUE, out.offset_bytes, n * 4, ev.out.data());
+  ev.ms = time_min_ms(run);
+  ev.ok = true;
+  return ev;
+}
+
 // ---- host references (double accumulation) ----
 
 std::vector<float> host_gemm(const GemmConfig& c, const std::vector<float>& A, const std::vector<float>& B) {
@@ -208,20 +230,7 @@ class Tuner {
       auto g = Gemm::create(ctx_, 0, k);
       Tensor ws;
       if (g->workspace_bytes()) ws = ctx_.alloc(Shape{int64_t(g->workspace_bytes() / 4)}, DType::f32);
-      Evaluation ev;
-      auto run = [&] {
-        Tensor in[2] = {a, b}, out[1] = {c};
-        g->enqueue(in, out, ws.valid() ? &ws : nullptr, ec);
-        ec.queue.finish();
-      };
-      std::vector<float> zero(ref.size(), 0.0f);
-      ec.queue.enqueueWriteBuffer(c.buffer, CL_TRUE, c.offset_bytes, zero.size() * 4, zero.data());
-      run();
-      ev.out.resize(ref.size());
-      ec.queue.enqueueReadBuffer(c.buffer, CL_TRUE, c.offset_bytes, ev.out.size() * 4, ev.out.data());
-      ev.ms = time_min_ms(run);
-      ev.ok = true;
-      return ev;
+      return evaluate_op(*g, {a, b}, c, ws.valid() ? &ws : nullptr, ec, ref.size(), true);
     };
     SearchOptions so = search_options(fmt::format("gemm {}{}", problem, label));
     so.atol = 2e-5f * float(cfg.K) + 1e-5f;
@@ -248,20 +257,7 @@ class Tuner {
     const Params defaults = clblast_defaults(dev);
     auto evaluate = [&](const Params& p) {
       clblast_apply(dev, p);
-      Evaluation ev;
-      auto run = [&] {
-        Tensor in[2] = {a, b}, out[1] = {c};
-        g->enqueue(in, out, nullptr, ec);
-        ec.queue.finish();
-      };
-      std::vector<float> zero(ref.size(), 0.0f);
-      ec.queue.enqueueWriteBuffer(c.buffer, CL_TRUE, 0, zero.size() * 4, zero.data());
-      run();
-      ev.out.resize(ref.size());
-      ec.queue.enqueueReadBuffer(c.buffer, CL_TRUE, 0, ev.out.size() * 4, ev.out.data());
-      ev.ms = time_min_ms(run);
-      ev.ok = true;
-      return ev;
+      return evaluate_op(*g, {a, b}, c, nullptr, ec, ref.size(), true);
     };
     Space space = clblast_space(dev.info);
     Params start;  // CLBlast's defaults restricted to the searched parameters
@@ -312,18 +308,7 @@ class Tuner {
       auto op = ConvOp::create(ctx_, 0, k);  // tuning on: its GEMMs use what was just found
       Tensor ws;
       if (op->workspace_bytes()) ws = ctx_.alloc(Shape{int64_t(op->workspace_bytes())}, DType::u8);
-      Evaluation ev;
-      auto run = [&] {
-        Tensor in[1] = {x}, out[1] = {y};
-        op->enqueue(in, out, ws.valid() ? &ws : nullptr, ec);
-        ec.queue.finish();
-      };
-      run();
-      ev.out.resize(ref.size());
-      ec.queue.enqueueReadBuffer(y.buffer, CL_TRUE, y.offset_bytes, ev.out.size() * 4, ev.out.data());
-      ev.ms = time_min_ms(run);
-      ev.ok = true;
-      return ev;
+      return evaluate_op(*op, {x}, y, ws.valid() ? &ws : nullptr, ec, ref.size(), false);
     };
     const Params start{{"algo", int64_t(ConvOp::choose(cfg))}};  // the heuristic's choice
     SearchOptions so = search_options("conv " + problem);
@@ -365,17 +350,7 @@ class Tuner {
       auto op = Attention::create(ctx_, 0, c);
       Tensor ws;
       if (op->workspace_bytes()) ws = ctx_.alloc({int64_t(op->workspace_bytes() / 4)}, DType::f32);
-      Evaluation ev;
-      auto run = [&] {
-        Tensor in[3] = {q, k, v}, out[1] = {y};
-        op->enqueue(in, out, ws.valid() ? &ws : nullptr, ec);
-        ec.queue.finish();
-      };
-      run();
-      ev.out.resize(ref.size());
-      ec.queue.enqueueReadBuffer(y.buffer, CL_TRUE, y.offset_bytes, ev.out.size() * 4, ev.out.data());
-      ev.ms = time_min_ms(run);
-      ev.ok = true;
+      Evaluation ev = evaluate_op(*op, {q, k, v}, y, ws.valid() ? &ws : nullptr, ec, ref.size(), false);
       timed[key] = ev;
       return ev;
     };

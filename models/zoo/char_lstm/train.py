@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import numpy as np
 import torch
@@ -76,21 +75,12 @@ def main():
     opt = torch.optim.Adam(model.parameters(), lr=LR)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.steps)
     zeros = torch.zeros(LAYERS, BATCH, HIDDEN)
-    t0 = time.time()
-    for step in range(1, args.steps + 1):
-        starts = torch.randint(0, len(train) - SEQ - 1, (BATCH,))
-        x = torch.stack([train[s:s + SEQ] for s in starts])
-        y = torch.stack([train[s + 1:s + SEQ + 1] for s in starts])
+
+    def loss_of(x, y):
         logits, _, _ = model(x, zeros, zeros)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, len(chars)), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        if step % 50 == 0:
-            print(f"step {step}: train loss {loss.item():.3f} ({time.time() - t0:.0f} s)", flush=True)
-    train_s = time.time() - t0
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, len(chars)), y.reshape(-1))
+
+    train_s = kjv.fit(loss_of, opt, sched, model.parameters(), train, SEQ, BATCH, args.steps)
 
     model.eval()
     with torch.no_grad():  # validation loss over the first 16K held-out characters, windows of SEQ from zero state

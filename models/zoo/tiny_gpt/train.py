@@ -32,7 +32,6 @@ import json
 import math
 import os
 import sys
-import time
 
 import numpy as np
 import torch
@@ -333,20 +332,8 @@ def main():
         steps = args.steps
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: min(1.0, (s + 1) / WARMUP) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
-        t0 = time.time()
-        for step in range(1, steps + 1):
-            starts = torch.randint(0, len(train) - MAX_POS - 1, (BATCH,))
-            x = torch.stack([train[s:s + MAX_POS] for s in starts])
-            y = torch.stack([train[s + 1:s + MAX_POS + 1] for s in starts])
-            loss = F.cross_entropy(model(x).reshape(-1, len(chars)), y.reshape(-1))
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            if step % 50 == 0:
-                print(f"step {step}: train loss {loss.item():.3f} ({time.time() - t0:.0f} s)", flush=True)
-        train_s = time.time() - t0
+        train_s = kjv.fit(lambda x, y: F.cross_entropy(model(x).reshape(-1, len(chars)), y.reshape(-1)), opt, sched,
+                          model.parameters(), train, MAX_POS, BATCH, steps)
         os.makedirs(os.path.dirname(args.checkpoint), exist_ok=True)
         torch.save({"model": model.state_dict(), "train_seconds": round(train_s), "steps": steps}, args.checkpoint)
         print(f"checkpoint: {args.checkpoint}")
