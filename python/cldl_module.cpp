@@ -22,20 +22,20 @@ using namespace cldl;
 
 py::dtype numpy_dtype(DType t) {
   switch (t) {
-    case DType::f32:
-      return py::dtype("float32");
-    case DType::f16:
-      return py::dtype("float16");
-    case DType::i32:
-      return py::dtype("int32");
-    case DType::i64:
-      return py::dtype("int64");
-    case DType::u8:
-      return py::dtype("uint8");
-    case DType::boolean:
-      return py::dtype("bool");
+    case DType::f32: return py::dtype("float32");
+    case DType::f16: return py::dtype("float16");
+    case DType::i32: return py::dtype("int32");
+    case DType::i64: return py::dtype("int64");
+    case DType::u8: return py::dtype("uint8");
+    case DType::boolean: return py::dtype("bool");
+    case DType::i8: return py::dtype("int8");
+    case DType::i16: return py::dtype("int16");
+    case DType::u16: return py::dtype("uint16");
+    case DType::u32: return py::dtype("uint32");
+    case DType::u64: return py::dtype("uint64");
+    case DType::f64: return py::dtype("float64");
+    default: throw Error(fmt::format("cldl {} tensors have no numpy dtype", to_string(t)));
   }
-  return py::dtype("float32");
 }
 
 py::array to_numpy(const HostTensor& h) {
