@@ -53,8 +53,8 @@ HostTensor from_numpy(const std::string& name, const py::handle& obj) {
     t = parse_dtype(dt);
   } catch (const Error&) {
     throw Error(
-        fmt::format("input '{}': numpy dtype {} has no cldl dtype (use float32, float16, int32, int64, "
-                    "uint8 or bool)",
+        fmt::format("input '{}': numpy dtype {} has no cldl dtype (use float32, float16, float64, "
+                    "int8/16/32/64, uint8/16/32/64 or bool)",
                     name, dt));
   }
   Shape s(std::vector<int64_t>(a.shape(), a.shape() + a.ndim()));

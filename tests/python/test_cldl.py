@@ -55,8 +55,10 @@ class TestCldl(unittest.TestCase):
             m.run({"x": np.zeros((3, 5), np.float32)})
         with self.assertRaisesRegex(cldl.Error, r"input 'x': expected f32 \[2, 5\], got i32"):
             m.run({"x": np.zeros((2, 5), np.int32)})
-        with self.assertRaisesRegex(cldl.Error, r"numpy dtype float64 has no cldl dtype"):
+        with self.assertRaisesRegex(cldl.Error, r"input 'x': expected f32 \[2, 5\], got f64"):
             m.run({"x": np.zeros((2, 5), np.float64)})
+        with self.assertRaisesRegex(cldl.Error, r"numpy dtype complex64 has no cldl dtype"):
+            m.run({"x": np.zeros((2, 5), np.complex64)})
         with self.assertRaisesRegex(cldl.Error, r"'nope' is not an input"):
             m.run({"nope": np.zeros((2, 5), np.float32)})
         with self.assertRaisesRegex(cldl.Error, r"input 'x' .* is missing"):
