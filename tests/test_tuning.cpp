@@ -336,8 +336,8 @@ TEST_CASE("tuning: a short cldl tune on a small GEMM gives a correct configurati
   const std::string dir = test::temp_dir("tune-e2e");
   const std::string out = dir + "/db.json";
   std::string log;
-  const int rc = test::run_command(std::string(CLDL_CLI_PATH) + " tune --device cpu --op gemm --shapes gemm:37x29x45 "
-                                       "--budget 25 --out " + out,
+  const int rc = test::run_command(std::string(CLDL_CLI_PATH) + " tune --device " + test::device_spec() +
+                                       " --op gemm --shapes gemm:37x29x45 --budget 25 --out " + out,
                                    log);
   INFO(log);
   REQUIRE(rc == 0);
@@ -353,6 +353,7 @@ TEST_CASE("tuning: a short cldl tune on a small GEMM gives a correct configurati
   Registry::global().set({db});
   GemmConfig cfg;
   cfg.M = 37, cfg.N = 29, cfg.K = 45;
+  cfg.provider = GemmProvider::own;  // what cldl tune --op gemm tunes (automatic is CLBlast off CPUs)
   auto g = Gemm::create(ctx(), 0, cfg);
   CHECK(g->algorithm().find("(tuned)") != std::string::npos);
   CHECK(gemm_params(g->config().own) == t.params);
@@ -367,7 +368,7 @@ TEST_CASE("tuning: a short cldl tune on a small GEMM gives a correct configurati
 
   // --show lists the entry with its source for this device.
   const int rc2 = test::run_command("CLDL_TUNING_FILE=" + out + " " + std::string(CLDL_CLI_PATH) +
-                                        " tune --device cpu --show",
+                                        " tune --device " + test::device_spec() + " --show",
                                     log);
   CHECK(rc2 == 0);
   CHECK(log.find("gemm 37x29x45 b1 NN") != std::string::npos);

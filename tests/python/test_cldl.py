@@ -10,6 +10,8 @@ import cldl
 
 MODELS = os.environ.get("CLDL_TEST_MODELS", "")
 MLP = os.path.join(MODELS, "mlp.onnx")
+# The suite's device (ctest sets CLDL_DEVICE: cpu, or accelerator on Intel's FPGA emulator).
+DEVICE = os.environ.get("CLDL_DEVICE") or "cpu"
 
 
 def mlp_reference(x):
@@ -30,7 +32,7 @@ class TestCldl(unittest.TestCase):
 
     def test_info_and_run(self):
         for batch in (1, 3):
-            m = cldl.load(MLP, device="cpu", dims={"batch": batch})
+            m = cldl.load(MLP, device=DEVICE, dims={"batch": batch})
             self.assertEqual([i.name for i in m.inputs], ["x"])
             self.assertEqual(m.inputs[0].dtype, np.dtype("float32"))
             self.assertEqual(m.inputs[0].shape, (batch, 5))
