@@ -72,10 +72,16 @@ std::vector<float> gather_elements(const std::vector<float>& x, const Dims& d, c
 std::vector<float> tile(const std::vector<float>& x, const Dims& d, const Dims& reps, Dims& od);
 
 // Resize of the last two dims; mode 0 nearest 1 linear 2 cubic; coord / nearest numbered as in
-// kernels/data.cl.
-std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, int W, int OH, int OW, float sh,
-                            float sw, int mode, int coord, int nearest, float cubic_a = -0.75f,
-                            bool exclude_outside = false);
+// kernels/data.cl (6 = tf_crop_and_resize, region `roi`, extrapolation outside the input). sh / sw:
+// the scales (out / in in double when sizes are given, as ONNX computes them).
+struct ResizeExtra {
+  bool antialias = false;                // linear / cubic filters stretched by 1 / scale when downscaling
+  std::array<float, 4> roi{0, 0, 1, 1};  // start h, start w, end h, end w
+  float extrapolation = 0.0f;
+};
+std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, int W, int OH, int OW, double sh,
+                            double sw, int mode, int coord, int nearest, float cubic_a = -0.75f,
+                            bool exclude_outside = false, const ResizeExtra& extra = {});
 
 // Reductions over `axes` (empty = all); op 0 sum 1 mean 2 max 3 min 4 prod 5 sumsquare 6 l2 7 l1.
 std::vector<float> reduce(const std::vector<float>& x, const Dims& d, std::vector<int> axes, bool keepdims, int op,
