@@ -19,7 +19,8 @@ DEFINE_COPY(ushort, copy_strided_2)
 DEFINE_COPY(uint, copy_strided_4)
 DEFINE_COPY(ulong, copy_strided_8)
 
-// Pad: one work-item per output element. mode 0 constant (value), 1 reflect, 2 edge.
+// Pad: one work-item per output element. mode 0 constant (value), 1 reflect, 2 edge, 3 wrap (the input
+// repeated along the axis, any number of times).
 #define DEFINE_PAD(T, NAME)                                                                            \
   __kernel void NAME(int rank, int mode, T value, long8 odims, long8 idims, long8 begin,               \
                      __global const T* src, long s_off, __global T* dst, long d_off) {                 \
@@ -36,6 +37,7 @@ DEFINE_COPY(ulong, copy_strided_8)
       if (c < 0 || c >= id[i]) {                                                                       \
         if (mode == 0) outside = 1;                                                                    \
         else if (mode == 1) c = c < 0 ? -c : 2 * (id[i] - 1) - c;                                     \
+        else if (mode == 3) c = (c % id[i] + id[i]) % id[i];                                           \
         else c = c < 0 ? 0 : id[i] - 1;                                                                \
       }                                                                                                \
       src_index += c * stride;                                                                         \

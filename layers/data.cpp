@@ -294,8 +294,8 @@ std::vector<int64_t> pad_begin_end(const PadConfig& c, std::vector<int64_t>& end
     if (c.mode == PadMode::reflect && (begin[ax] >= c.input[ax] || end[ax] >= c.input[ax]))
       invalid("Pad", "reflect pads ({}, {}) on axis {} must be smaller than its size {}", begin[ax], end[ax], ax,
               c.input[ax]);
-    if (c.mode == PadMode::edge && c.input[ax] == 0 && begin[ax] + end[ax] > 0)
-      invalid("Pad", "edge padding of the empty axis {}", ax);
+    if ((c.mode == PadMode::edge || c.mode == PadMode::wrap) && c.input[ax] == 0 && begin[ax] + end[ax] > 0)
+      invalid("Pad", "{} padding of the empty axis {}", c.mode == PadMode::edge ? "edge" : "wrap", ax);
   }
   return begin;
 }

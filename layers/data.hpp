@@ -114,7 +114,7 @@ class Slice : public Op {
   StridedCopy copy_;
 };
 
-enum class PadMode { constant, reflect, edge };
+enum class PadMode { constant, reflect, edge, wrap };  // wrap: the input repeated along the axis
 
 struct PadConfig {
   Shape input;

@@ -51,7 +51,10 @@ PadConfig pad_cfg(const Node& n, const std::vector<Shape>& s, DType dt, const st
   std::string mode = n.attr_s("mode", "constant");
   if (mode == "reflect") p.mode = PadMode::reflect;
   else if (mode == "edge") p.mode = PadMode::edge;
-  else if (mode != "constant") fail("{}: mode '{}' is not supported (constant, reflect, edge)", n.describe(), mode);
+  else if (mode == "wrap")
+    p.mode = PadMode::wrap;
+  else if (mode != "constant")
+    fail("{}: attribute mode = '{}' is not one of constant, reflect, edge, wrap", n.describe(), mode);
   if (v.size() > 2 && v[2] && v[2]->numel() > 0) p.value = to_doubles(*v[2])[0];
   return p;
 }

@@ -1,5 +1,5 @@
 // Data movement against the reference: Transpose (every perm of rank 3 and 4), Concat (N inputs, every
-// axis), Split, Slice (negative starts/ends/axes/steps, clamping), Pad (constant/reflect/edge), Expand,
+// axis), Split, Slice (negative starts/ends/axes/steps, clamping), Pad (constant/reflect/edge/wrap), Expand,
 // Tile, Gather (i32/i64, negative indices, every axis), Resize (nearest with every coordinate and
 // nearest mode; linear; cubic with and without exclude_outside; tf_crop_and_resize with roi inside,
 // reversed and outside the input; antialias; align_corners with a non-integral in * scale). Tolerance:
@@ -135,11 +135,11 @@ TEST_CASE("Slice with negative starts, ends, axes and steps, and clamping") {
   }
 }
 
-TEST_CASE("Pad in constant, reflect and edge modes, with axes") {
+TEST_CASE("Pad in constant, reflect, edge and wrap modes, with axes") {
   const Shape s{2, 3, 7, 5};
   auto x = random_floats(s.numel(), 6);
   Tensor dx = up(x, s);
-  for (PadMode m : {PadMode::constant, PadMode::reflect, PadMode::edge}) {
+  for (PadMode m : {PadMode::constant, PadMode::reflect, PadMode::edge, PadMode::wrap}) {
     ref::Dims pads{0, 1, 2, 3, 1, 0, 4, 2};
     PadConfig cfg{s, DType::f32, pads, {}, m, 1.5};
     Shape so = Pad::validate(cfg);
@@ -159,6 +159,17 @@ TEST_CASE("Pad in constant, reflect and edge modes, with axes") {
                                   {up(xi, Shape{2, 3})}, Shape{3, 5}, DType::i32));
   std::vector<int32_t> wi{-4, -4, -4, -4, -4, 9, 9, 9, -4, -4, 9, 9, 9, -4, -4};
   CHECK(got == wi);
+  // Wrap pads longer than the axis repeat it more than once (i64, batch 1, an axis of length 1).
+  const Shape sw{1, 3, 1, 2};
+  std::vector<int64_t> xw(size_t(sw.numel()));
+  std::iota(xw.begin(), xw.end(), -3);
+  ref::Dims pw{0, 7, 2, 5, 1, 4, 3, 0}, odw;
+  std::vector<float> xf(xw.begin(), xw.end());
+  auto want = ref::pad(xf, sw.dims, pw, 3, 0.0f, odw);
+  auto gw = down<int64_t>(
+      run_op(*Pad::create(ctx(), 0, {sw, DType::i64, pw, {}, PadMode::wrap}), {up(xw, sw)}, Shape(odw), DType::i64));
+  REQUIRE(gw.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) REQUIRE(float(gw[i]) == want[i]);
 }
 
 TEST_CASE("Expand and Tile") {

@@ -67,6 +67,7 @@ std::vector<float> pool3d(const std::vector<float>& x, int N, int C, std::array<
             if (!inside) continue;
             int64_t at = (int64_t(pos[0]) * in[1] + pos[1]) * in[2] + pos[2];
             double v = x[nc * plane + at];
+            if (p.column_major) at = pos[0] + (int64_t(pos[1]) + int64_t(pos[2]) * in[1]) * in[0];
             if (p.max) {
               if (v > acc || best < 0) acc = v, best = at;
             } else {
@@ -226,6 +227,8 @@ std::vector<float> pad(const std::vector<float>& x, const Dims& d, const Dims& p
       if (v < 0 || v >= d[k]) {
         if (mode == 0) out = true;
         else if (mode == 1) v = v < 0 ? -v : 2 * (d[k] - 1) - v;
+        else if (mode == 3)
+          v -= d[k] * int64_t(std::floor(double(v) / double(d[k])));  // as if tiled
         else v = v < 0 ? 0 : d[k] - 1;
       }
       src = src * d[k] + v;

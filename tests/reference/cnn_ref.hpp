@@ -38,6 +38,7 @@ struct PoolParams {
   bool max = true;
   std::array<int, 3> k{1, 1, 1}, s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0}, pe{0, 0, 0};
   bool ceil_mode = false, count_include_pad = false;
+  bool column_major = false;  // MaxPool Indices with storage_order 1 (first spatial dim fastest)
 };
 // Returns Y; out receives the output spatial sizes, idx (when non-null) MaxPool's flat argmax indices.
 std::vector<float> pool3d(const std::vector<float>& x, int N, int C, std::array<int, 3> in, const PoolParams& p,
@@ -61,7 +62,7 @@ std::vector<float> transpose(const std::vector<float>& x, const Dims& d, const s
 std::vector<float> slice(const std::vector<float>& x, const Dims& d, const Dims& starts, const Dims& ends,
                          const Dims& axes, const Dims& steps, Dims& od);
 std::vector<float> pad(const std::vector<float>& x, const Dims& d, const Dims& pads, int mode, float value,
-                       Dims& od);  // mode 0 constant, 1 reflect, 2 edge
+                       Dims& od);  // mode 0 constant, 1 reflect, 2 edge, 3 wrap
 std::vector<float> gather(const std::vector<float>& x, const Dims& d, const std::vector<int64_t>& idx,
                           const Dims& id, int axis, Dims& od);
 // ONNX CumSum along `axis` (double accumulation).
