@@ -126,6 +126,32 @@ std::vector<float> batch_norm(const std::vector<float>& x, int N, int C, int64_t
   return y;
 }
 
+std::vector<float> batch_norm_training(const std::vector<float>& x, int N, int C, int64_t spatial,
+                                       const std::vector<float>& scale, const std::vector<float>& bias,
+                                       const std::vector<float>& mean, const std::vector<float>& var, float eps,
+                                       float momentum, std::vector<float>& run_mean, std::vector<float>& run_var) {
+  std::vector<float> y(x.size());
+  run_mean.assign(size_t(C), 0.0f);
+  run_var.assign(size_t(C), 0.0f);
+  const double count = double(N) * double(spatial);
+  for (int c = 0; c < C; ++c) {
+    auto at = [&](int n, int64_t i) { return (size_t(n) * C + c) * spatial + i; };
+    double m = 0, v = 0;
+    for (int n = 0; n < N; ++n)
+      for (int64_t i = 0; i < spatial; ++i) m += x[at(n, i)];
+    m /= count;
+    for (int n = 0; n < N; ++n)
+      for (int64_t i = 0; i < spatial; ++i) v += (x[at(n, i)] - m) * (x[at(n, i)] - m);
+    v /= count;
+    for (int n = 0; n < N; ++n)
+      for (int64_t i = 0; i < spatial; ++i)
+        y[at(n, i)] = float((x[at(n, i)] - m) / std::sqrt(v + eps) * scale[c] + bias[c]);
+    run_mean[c] = float(mean[c] * double(momentum) + m * (1.0 - momentum));
+    run_var[c] = float(var[c] * double(momentum) + v * (1.0 - momentum));
+  }
+  return y;
+}
+
 std::vector<float> softmax(const std::vector<float>& x, const Dims& d, int axis, bool log) {
   int64_t outer = 1, inner = 1, len = d[axis];
   for (int i = 0; i < axis; ++i) outer *= d[i];

@@ -50,6 +50,12 @@ std::vector<float> group_norm(const std::vector<float>& x, int N, int C, int64_t
 std::vector<float> batch_norm(const std::vector<float>& x, int N, int C, int64_t spatial,
                               const std::vector<float>& scale, const std::vector<float>& bias,
                               const std::vector<float>& mean, const std::vector<float>& var, float eps);
+// Training mode (ONNX training_mode 1): batch mean / population variance per channel in double;
+// run_mean / run_var receive mean * momentum + batch * (1 - momentum).
+std::vector<float> batch_norm_training(const std::vector<float>& x, int N, int C, int64_t spatial,
+                                       const std::vector<float>& scale, const std::vector<float>& bias,
+                                       const std::vector<float>& mean, const std::vector<float>& var, float eps,
+                                       float momentum, std::vector<float>& run_mean, std::vector<float>& run_var);
 
 std::vector<float> softmax(const std::vector<float>& x, const Dims& d, int axis, bool log);
 
