@@ -40,23 +40,24 @@ __kernel void batch_norm_train(int N, int C, long spatial, float eps, float mome
                                __global float* run_var, long rv_off, __local float* scratch) {
   const int c = get_group_id(0);
   const int lid = get_local_id(0), ls = get_local_size(0);
-  const long count = (long)N * spatial;
+  const long count = (long)N * spatial, plane = (long)C * spatial;
   x += x_off + c * spatial;
   y += y_off + c * spatial;
+  // Each work-item walks its share of every image's channel plane: no div / mod per element.
   float s = 0.0f;
-  for (long j = lid; j < count; j += ls) s += x[(j / spatial) * C * spatial + j % spatial];
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) s += x[n * plane + i];
   const float m = group_sum(s, scratch) / (float)count;
   float ss = 0.0f;
-  for (long j = lid; j < count; j += ls) {
-    const float d = x[(j / spatial) * C * spatial + j % spatial] - m;
-    ss += d * d;
-  }
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) {
+      const float d = x[n * plane + i] - m;
+      ss += d * d;
+    }
   const float v = group_sum(ss, scratch) / (float)count;
   const float k = scale[s_off + c] * rsqrt(v + eps), b = bias[b_off + c];
-  for (long j = lid; j < count; j += ls) {
-    const long at = (j / spatial) * C * spatial + j % spatial;
-    y[at] = APPLY_ACT((x[at] - m) * k + b, act_a, act_b);
-  }
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) y[n * plane + i] = APPLY_ACT((x[n * plane + i] - m) * k + b, act_a, act_b);
   if (lid == 0 && write_mean) run_mean[rm_off + c] = mean[m_off + c] * momentum + m * (1.0f - momentum);
   if (lid == 0 && write_var) run_var[rv_off + c] = var[v_off + c] * momentum + v * (1.0f - momentum);
 }
