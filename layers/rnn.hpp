@@ -45,6 +45,23 @@ std::string_view to_string(RnnStrategy s);
 RnnStrategy parse_rnn_strategy(std::string_view s);  // "auto", "sequential", "time", "layer", "data"
 std::string_view to_string(RnnCell c);               // "RNN", "LSTM", "GRU" (the ONNX op names)
 
+// Knobs of the step kernels and the LSTM tile projection (kernels/rnn.cl). Fields left at 0 / -1 come
+// from the tuning database (family "rnn_step", key tuning::rnn_problem: cell, batch, input, hidden,
+// directions), else from the device heuristic; CLDL_RNN_WEIGHT_LAYOUT and CLDL_RNN_MR override both
+// (for measurements). Every setting is correct on any device; only the speed changes.
+struct RnnKernelParams {
+  int layout = -1;   // weights: 0 ONNX rows, 1 k-major, 2 gate-interleaved tiles (LSTM only; GRU / RNN use rows)
+  int mr = 0;        // tiles: batch rows per work-item of a step, 1, 2 or 4 (0: by the batch of each call)
+  int wg_m = 0;      // tiles: row groups per work-group of a step (0: 8; at most the call's row groups)
+  int wg_n = 0;      // tiles: 8-unit tiles per work-group of a step (0: 1)
+  int pmr = 0;       // tiles: rows per work-item of the projection, RNN_PMR 1, 2, 4 or 8 (0: 4)
+  int proj_wg = 0;   // tiles: row groups per work-group of the projection (0: 16)
+  int local = 0;     // rows / k-major: work-group size along the hidden units (0: 64)
+  int bt = 0;        // rows / k-major: batch items per work-item, RNN_BT 1, 2, 4 or 8 (0: 4)
+};
+// The heuristic rows per work-item of a tile step over `nb` batch items (RnnKernelParams::mr = 0).
+int rnn_step_rows(int64_t nb);
+
 struct RnnConfig {
   RnnCell cell = RnnCell::lstm;
   int64_t seq_length = 0, batch = 0, input_size = 0, hidden_size = 0;
@@ -56,6 +73,7 @@ struct RnnConfig {
   float clip = 0.0f;  // > 0: gate pre-activations clipped to [-clip, clip]
   bool input_forget = false;         // LSTM: f = 1 - i
   bool linear_before_reset = false;  // GRU
+  RnnKernelParams kernel;            // explicit settings win over the tuning database
   int gates() const { return cell == RnnCell::lstm ? 4 : cell == RnnCell::gru ? 3 : 1; }
   int dirs() const { return direction == RnnDirection::bidirectional ? 2 : 1; }
   int acts_per_dir() const { return cell == RnnCell::lstm ? 3 : cell == RnnCell::gru ? 2 : 1; }
@@ -114,6 +132,10 @@ class RnnLayer : public Op {
   const RnnConfig& config() const { return cfg_; }
   Context& context() const { return *ctx_; }
   int device() const { return device_; }
+  // The step-kernel knobs in use on device `dev` (-1: the layer's own device), every field resolved
+  // except mr = 0 (rows per work-item by each call's batch); whether a database entry supplied them.
+  const RnnKernelParams& kernel_params(int dev = -1) const { return replicas_.at(dev < 0 ? device_ : dev).kp; }
+  bool kernel_params_tuned(int dev = -1) const { return replicas_.at(dev < 0 ? device_ : dev).tuned; }
 
   // Scheduling building blocks (used by the strategies). `dev` is the device of ec.queue; weights are
   // replicated to it on first use. Steps [s0, s1) of batch items [b0, b0 + nb).
@@ -133,6 +155,8 @@ class RnnLayer : public Op {
     bool tiles = false;                // gate-interleaved tiles + register-blocked kernels (*_tile)
     cl::Kernel step, gates, project;
     cl::Kernel tile_steps[3];          // tiles: step kernels with 1, 2, 4 batch rows per work-item
+    RnnKernelParams kp;                // resolved knobs (layout, work-group shapes, ...)
+    bool tuned = false;                // kp came (partly) from the tuning database
     std::map<std::string, std::unique_ptr<Gemm>> gemms;
   };
   Replica& replica(int dev);

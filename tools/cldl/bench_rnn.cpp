@@ -8,6 +8,8 @@
 // (tools/bench/rnn_onnxruntime.py, run by `python3` right after each case's own strategies, so the
 // ratios come from the same machine state), with ort_threads=<N> intra-op threads (default 2: the
 // cores PoCL uses here); --no-compare skips it, ort_script=PATH picks another script.
+// --tuning compare runs every strategy with the step kernels' heuristic knobs and with the tuning
+// database's "rnn_step" entries ("+db"), round robin in the same loop, so the ratio is measured alike.
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -22,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "layers/rnn.hpp"
+#include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
 #include "tools/cldl/bench.hpp"
 
@@ -108,7 +111,16 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       cfgs.push_back(c);
       ws.push_back(RnnWeights{rnd({1, 4 * bc.H, c.input_size}), rnd({1, 4 * bc.H, bc.H}), rnd({1, 8 * bc.H}), std::nullopt});
     }
-    auto stack = RnnStack::create(ctx, 0, cfgs, ws);
+    // --tuning compare: one stack with the heuristic knobs and one with the database's (the tuning
+    // switch is also held around each call: a row-layout projection creates its Gemm at the first call).
+    const bool compare_db = opts.tuning == "compare";
+    std::vector<bool> dbs = compare_db ? std::vector<bool>{false, true} : std::vector<bool>{opts.tuning != "default"};
+    std::vector<std::unique_ptr<RnnStack>> stacks;
+    for (bool db : dbs) {
+      tuning::ScopedEnabled scoped(db);
+      stacks.push_back(RnnStack::create(ctx, 0, cfgs, ws));
+    }
+    auto& stack = stacks.front();
     RnnStackIO io;
     io.x = ctx.upload(rnd({bc.T, bc.B, bc.I}));
     io.y = ctx.alloc({bc.T, 1, bc.B, bc.H}, DType::f32);
@@ -116,36 +128,46 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     // each kernel's measured time), then run i of every strategy before run i + 1 of any, so a change
     // in machine load hits all strategies alike and their ratios stay meaningful.
     std::vector<std::function<void()>> fns;
-    for (RnnStrategy s : strategies) {
-      RnnRunOptions o = base;
-      o.strategy = s;
-      fns.push_back([&stack, &io, &ctx, o] {
-        ExecutionContext ec(ctx.queue());
-        cl::Event done;
-        ec.signal = &done;
-        stack->enqueue(io, o, ec);
-        done.wait();
-      });
-    }
-    std::vector<std::string> schedules(strategies.size());
+    struct Variant {
+      RnnStrategy strategy;
+      size_t stack;
+    };
+    std::vector<Variant> variants;
+    for (size_t si = 0; si < stacks.size(); ++si)
+      for (RnnStrategy s : strategies) {
+        RnnRunOptions o = base;
+        o.strategy = s;
+        variants.push_back({s, si});
+        fns.push_back([st = stacks[si].get(), db = bool(dbs[si]), &io, &ctx, o] {
+          tuning::ScopedEnabled scoped(db);
+          ExecutionContext ec(ctx.queue());
+          cl::Event done;
+          ec.signal = &done;
+          st->enqueue(io, o, ec);
+          done.wait();
+        });
+      }
+    std::vector<std::string> schedules(fns.size());
     for (int w = 0; w < opts.warmup; ++w)
       for (size_t i = 0; i < fns.size(); ++i) fns[i]();
-    std::vector<std::vector<double>> ms(strategies.size());
+    std::vector<std::vector<double>> ms(fns.size());
     for (int run = 0; run < std::max(1, opts.runs); ++run)
       for (size_t i = 0; i < fns.size(); ++i) {
         ms[i].push_back(time_runs(fns[i], 1, 0).median_ms);
-        schedules[i] = stack->last_schedule();
+        schedules[i] = stacks[variants[i].stack]->last_schedule();
       }
     double seq_ms = 0;
+    std::map<RnnStrategy, double> default_ms;  // --tuning compare: each strategy with the heuristic knobs
     std::optional<Result> best;
-    for (size_t i = 0; i < strategies.size(); ++i) {
-      const RnnStrategy s = strategies[i];
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const RnnStrategy s = variants[i].strategy;
+      const bool db_variant = compare_db && variants[i].stack == 1;
       std::vector<double>& v = ms[i];
       std::sort(v.begin(), v.end());
       Result r;
       r.family = "rnn";
       r.name = name;
-      r.impl = fmt::format("cldl:{}", to_string(s));
+      r.impl = fmt::format("cldl:{}{}", to_string(s), db_variant ? "+db" : "");
       r.wall.runs = int(v.size());
       r.wall.min_ms = v.front();
       r.wall.max_ms = v.back();
@@ -154,6 +176,15 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       if (s == RnnStrategy::sequential) seq_ms = r.wall.median_ms;
       r.note = schedules[i];
       if (seq_ms > 0 && s != RnnStrategy::sequential) r.note += fmt::format("; {:.2f}x vs sequential", seq_ms / r.wall.median_ms);
+      if (compare_db) {
+        // The knobs of the first layer (the others have the same shape in these cases).
+        RnnLayer& l0 = stacks[variants[i].stack]->layer(0);
+        r.note += fmt::format("; rnn_step {}{}", tuning::to_string(tuning::rnn_params(l0.kernel_params(), bc.B)),
+                              l0.kernel_params_tuned() ? " (db)" : " (heuristic)");
+        if (!db_variant) default_ms[s] = r.wall.median_ms;
+        if (db_variant && default_ms.count(s))
+          r.note += fmt::format("; {:.2f}x vs heuristic knobs", default_ms[s] / r.wall.median_ms);
+      }
       if (!best || r.wall.median_ms < best->wall.median_ms) best = r;
       rep.add(r);
     }
