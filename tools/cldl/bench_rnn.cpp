@@ -1,7 +1,10 @@
 // `cldl bench rnn`: LSTM inference with each strategy (sequential, time-step, layer and data parallel)
 // on the configurations of the RNN issue; time, GFLOP/s and speed-up over the sequential path.
 // Settings (--set): quick=1 (T=10, small batch: a smoke run), case=T,B,I,H,L (one custom case),
-// strategies=seq,time,layer,data,
+// strategies=seq,time,layer,data,wave,auto (default: all but auto), wave_mr=1|2|4, wave_wg=<row groups per
+// work-group> (wavefront knobs),
+// profile=1 (after the timed runs, one profiled run per strategy: device time per kernel name, their
+// sum and the wall time, so launch gaps show as wall - sum; to stderr),
 // chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
 // Two devices: --device cpu:all with POCL_DEVICES="pthread pthread".
 // The peer: ONNX Runtime (CPU) on the same configurations through an ONNX LSTM model
@@ -23,6 +26,7 @@
 
 #include "layers/rnn.hpp"
 #include "runtime/log.hpp"
+#include "runtime/profiler.hpp"
 #include "tools/cldl/bench.hpp"
 
 namespace cldl::bench {
@@ -37,8 +41,8 @@ std::map<std::string, std::string> settings(const Options& o) {
   }
   for (const auto& [k, v] : m)
     if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case" && k != "ort_threads" &&
-        k != "ort_script")
-      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script)", k);
+        k != "ort_script" && k != "profile" && k != "wave_mr" && k != "wave_wg")
+      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script, profile, wave_mr, wave_wg)", k);
   return m;
 }
 
@@ -64,11 +68,40 @@ std::optional<nlohmann::json> run_onnxruntime(const Options& o, std::map<std::st
   return out;
 }
 
+// One run of one strategy on profiling queues: device time per kernel name, their sum, and the wall.
+void profile_once(Context& ctx, RnnStack& stack, const RnnStackIO& io, RnnRunOptions o, RnnStrategy s,
+                  const std::string& name) {
+  o.strategy = s;
+  Profiler prof;
+  ExecutionContext ec(ctx.queue(0, 0, true));
+  ec.profiler = &prof;
+  cl::Event done;
+  ec.signal = &done;
+  stack.enqueue(io, o, ec);
+  done.wait();
+  std::map<std::string, std::pair<double, int>> by;  // name -> (ms, count)
+  uint64_t t0 = ~uint64_t(0), t1 = 0;
+  double sum = 0;
+  for (const auto& r : prof.records()) {
+    if (r.start_ns == 0) continue;
+    auto& [ms, n] = by[r.name];
+    ms += r.duration_ms();
+    ++n;
+    sum += r.duration_ms();
+    t0 = std::min(t0, r.start_ns);
+    t1 = std::max(t1, r.end_ns);
+  }
+  std::string parts;
+  for (const auto& [k, v] : by) parts += fmt::format(" {} {:.2f} ms ({}x);", k, v.first, v.second);
+  fmt::print(stderr, "profile {} {}: first start to last end {:.2f} ms, kernels {:.2f} ms:{}\n", name, to_string(s),
+             t1 > t0 ? (t1 - t0) * 1e-6 : 0.0, sum, parts);
+}
+
 void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   auto set = settings(opts);
   const bool quick = set.count("quick") && set["quick"] != "0";
   std::vector<RnnStrategy> strategies{RnnStrategy::sequential, RnnStrategy::time_parallel, RnnStrategy::layer_parallel,
-                                      RnnStrategy::data_parallel};
+                                      RnnStrategy::data_parallel, RnnStrategy::wavefront};
   if (set.count("strategies")) {
     strategies.clear();
     std::stringstream ss(set["strategies"]);
@@ -77,6 +110,8 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   RnnRunOptions base;
   if (set.count("chunk")) base.chunk = std::stoll(set["chunk"]);
   if (set.count("shards")) base.shards = std::stoi(set["shards"]);
+  if (set.count("wave_mr")) base.wave.mr = std::stoi(set["wave_mr"]);
+  if (set.count("wave_wg")) base.wave.wg_m = std::stoi(set["wave_wg"]);
   std::vector<BenchCase> cases{{100, 32, 512, 512, 1}, {100, 32, 512, 512, 2}, {100, 1, 256, 256, 4}, {200, 64, 256, 256, 2}};
   if (quick) cases = {{10, 4, 64, 64, 1}, {10, 4, 64, 64, 2}, {10, 1, 32, 32, 4}, {12, 8, 32, 32, 2}};
   if (set.count("case")) {
@@ -136,6 +171,8 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
         ms[i].push_back(time_runs(fns[i], 1, 0).median_ms);
         schedules[i] = stack->last_schedule();
       }
+    if (set.count("profile") && set["profile"] != "0")
+      for (RnnStrategy s : strategies) profile_once(ctx, *stack, io, base, s, name);
     double seq_ms = 0;
     std::optional<Result> best;
     for (size_t i = 0; i < strategies.size(); ++i) {
