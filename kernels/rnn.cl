@@ -369,28 +369,33 @@ __kernel void name(RNN_COMMON_ARGS, int f_kind, float f_a, float f_b, int g_kind
 }
 
 // Wavefront over a stack of forward LSTM layers (layers/rnn_schedule.cpp, strategy "wavefront"): the launch of
-// wave w runs step s = w - l of every layer l at once (NDRange dimension 2 = layer), so a stack of L layers
-// takes T + L - 1 launches instead of T * L. Each layer's input projection is fused into its step as in the
-// sequential path; layer l > 0 reads its input Y_{l-1}[s] straight from layer l-1's state h(s), which the
-// previous wave left in ping-pong slot s & 1 (this wave writes h(s + 1) of layer l-1 into the other slot), so
-// the numbers are those of the sequential path. Y_h / Y_c are the states after the last wave (the host
-// copies them out); only the last layer writes Y.
+// wave w runs step s = w - lag * l of every layer l at once (NDRange dimension 2 = layer), so a stack of L
+// layers takes T + lag * (L - 1) launches instead of T * L. Two ways to get a layer's input projection:
+// - lag 1, fused (xw offset < 0): computed in the step as in the sequential path; layer l > 0 reads its
+//   input Y_{l-1}[s] straight from layer l-1's state h(s), which the previous wave left in ping-pong slot
+//   s & 1 (this wave writes h(s + 1) of layer l-1 into the other slot). Each step streams W and R.
+// - lag K, projected: read from xw ([T][B][4H] in `st`), which lstm_project_tile fills chunk by chunk of K
+//   steps between waves (the host enqueues them as soon as layer l-1 has written those steps of its Y
+//   into `st`); W is read once per chunk instead of once per step.
+// Either way the per-element arithmetic is the sequential path's, so are the numbers. Y_h / Y_c are the
+// states after the last wave (the host copies them out); the last layer writes Y into Yo.
 // Per layer, RNN_WAVE_LW longs of `lt` (floats as their int bits): H, I, offsets into `wts` of the tiled W,
 // the tiled R, the bias and the peepholes, offsets into `st` of the h and c states ([2][B][H] each), whether
 // initial_h / initial_c were copied into slot 1, the activations (kind, alpha, beta for f, g, h), clip,
-// input_forget.
+// input_forget, the offset of xw in `st` (-1: fused), the offset of Y in `st` (intermediate layers of the
+// projected form; -1: none).
 #define RNN_WAVE_LW 24
 #define RNN_LSTM_WAVE_TILE(name)                                                                                         \
-__kernel void name(int wave, int T, int B, __global const int* lens, long lens_off, __global const float* x0,           \
+__kernel void name(int wave, int lag, int T, int B, __global const int* lens, long lens_off, __global const float* x0,  \
                    long x0_off, long x0_st, long x0_sb, __global const float* wts, __global const long* lt,             \
                    __global float* st, __global float* Yo, long yo_off, long yo_st, long yo_sb, int has_yo) {            \
   const int l = get_global_id(2);                                                                                        \
-  const int s = wave - l;                                                                                                \
+  const int s = wave - lag * l;                                                                                          \
   if (s < 0 || s >= T) return;                                                                                           \
   __global const long* p = lt + l * RNN_WAVE_LW;                                                                         \
-  const int H = (int)p[0], I = (int)p[1], reverse = 0, b0 = 0, nb = B, fuse_input = 1;                                  \
-  __global const float* xw = x0;                                                                                         \
-  const long xw_off = 0, xw_st = 0, xw_sb = 0;                                                                           \
+  const int H = (int)p[0], I = (int)p[1], reverse = 0, b0 = 0, nb = B, fuse_input = p[21] < 0;                          \
+  __global const float* xw = st;                                                                                         \
+  const long xw_off = p[21], xw_st = (long)B * 4 * H, xw_sb = 4 * H;                                                     \
   __global const float* x = l == 0 ? x0 : (__global const float*)st;                                                    \
   const long x_off = l == 0 ? x0_off : p[6 - RNN_WAVE_LW] + (long)(s & 1) * B * p[-RNN_WAVE_LW];                          \
   const long x_st = l == 0 ? x0_st : 0, x_sb = l == 0 ? x0_sb : p[-RNN_WAVE_LW];                                         \
@@ -405,9 +410,10 @@ __kernel void name(int wave, int T, int B, __global const int* lens, long lens_o
   __global const float* cp = st;                                                                                         \
   __global float* cn = st;                                                                                               \
   const long cp_off = p[7] + (long)((s + 1) & 1) * B * H, cn_off = p[7] + (long)(s & 1) * B * H, cp_sb = H;             \
-  __global float* Y = Yo;                                                                                                \
-  const long y_off = yo_off, y_st = yo_st, y_sb = yo_sb;                                                                 \
-  const int has_y = has_yo && l == (int)get_global_size(2) - 1;                                                          \
+  const int top = l == (int)get_global_size(2) - 1;                                                                      \
+  __global float* Y = top ? Yo : st;                                                                                     \
+  const long y_off = top ? yo_off : p[22], y_st = top ? yo_st : (long)B * H, y_sb = top ? yo_sb : H;                    \
+  const int has_y = top ? has_yo : p[22] >= 0;                                                                           \
   __global float* Yh = st;                                                                                               \
   __global float* Yc = st;                                                                                               \
   const long yh_off = 0, yh_sb = 0, yc_off = 0, yc_sb = 0;                                                               \
@@ -418,7 +424,7 @@ __kernel void name(int wave, int T, int B, __global const int* lens, long lens_o
   const float clip = as_float((int)p[19]);                                                                               \
   __global const float* P = wts + p[5];                                                                                  \
   const int has_p = 1, input_forget = (int)p[20];                                                                        \
-  (void)xw; (void)xw_off; (void)xw_st; (void)xw_sb; (void)Yh; (void)Yc; (void)yh_off; (void)yh_sb; (void)yc_off;         \
+  (void)Yh; (void)Yc; (void)yh_off; (void)yh_sb; (void)yc_off;         \
   (void)yc_sb; (void)has_yh; (void)has_yc; (void)last;                                                                   \
   RNN_LSTM_STEP_TILE_BODY                                                                                                \
 }

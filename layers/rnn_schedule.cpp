@@ -346,14 +346,27 @@ struct Scheduler {
       }
       t[19] = bits(c.clip);
       t[20] = c.input_forget;
+      t[21] = t[22] = -1;
       max_nt = std::max(max_nt, (H + 7) / 8);
     }
+    // Projected form: per layer xw [T][B][4H] and, below the top, Y [T][B][H], after the states.
+    const int64_t lag = wp.lag;
+    if (lag > 1)
+      for (size_t l = 0; l < L; ++l) {
+        int64_t* t = &table[l * LW];
+        t[21] = st_total;
+        st_total += T * B * 4 * t[0];
+        if (l + 1 < L) {
+          t[22] = st_total;
+          st_total += T * B * t[0];
+        }
+      }
     ExecutionContext e = make_ec(q);
     e.wait_for = std::move(waits);
     cl::Event last;
     e.signal = &last;
     // The weights of every layer in one buffer, once (they never change after create); the table per batch.
-    const std::string wkey = fmt::format("weights d{}", device), tkey = fmt::format("table d{} B{}", device, B);
+    const std::string wkey = fmt::format("weights d{}", device), tkey = fmt::format("table d{} B{} lag{}", device, B, lag);
     if (!state.wave_consts.count(wkey)) {
       Tensor all = ctx.alloc(Shape{wt_total}, DType::f32, device);
       for (size_t l = 0; l < L; ++l) {
@@ -388,14 +401,41 @@ struct Scheduler {
     const Strides xs = x_strides(layout, T, B, cfg(0).input_size);
     const Strides ys = y_strides(layout, T, B, 1, cfg(L - 1).hidden_size);
     const Tensor& y = io.y.valid() ? io.y : st;
-    set_args(k, cl_int(0), cl_int(T), cl_int(B), io.lens.buffer, cl_long(io.lens.offset_elems()), io.x.buffer,
+    set_args(k, cl_int(0), cl_int(lag), cl_int(T), cl_int(B), io.lens.buffer, cl_long(io.lens.offset_elems()), io.x.buffer,
              cl_long(io.x.offset_elems()), cl_long(xs.st), cl_long(xs.sb), wts.buffer, lt.buffer, st.buffer, y.buffer,
              cl_long(y.offset_elems()), cl_long(ys.st), cl_long(ys.sb), cl_int(io.y.valid()));
     const size_t groups = (size_t(B) + mr - 1) / mr, tlx = std::min<size_t>(size_t(wp.wg_m), groups);
     const cl::NDRange global{round_up(groups, tlx), size_t(max_nt), L}, local{tlx, 1, 1};
-    for (int64_t w = 0; w < T + int64_t(L) - 1; ++w) {
+    // Projected form: steps [t0, t1) of layer l's input projection (layer 0 from X, layer l > 0 from layer
+    // l-1's Y in `st`) into its xw.
+    auto project = [&](size_t l, int64_t t0, int64_t t1) {
+      const int64_t* t = &table[l * LW];
+      RnnLayerIO lio;
+      lio.B = B;
+      if (l == 0) {
+        lio.x = io.x;
+        lio.x_st = xs.st;
+        lio.x_sb = xs.sb;
+      } else {
+        const int64_t Hp = table[(l - 1) * LW];
+        lio.x = st.slice_elems(table[(l - 1) * LW + 22], T * B * Hp, Shape{T * B * Hp});
+        lio.x_st = B * Hp;
+        lio.x_sb = Hp;
+      }
+      lio.ws = st.slice_elems(t[21], T * B * 4 * t[0], Shape{T * B * 4 * t[0]});
+      layers[l]->enqueue_projection(device, lio, 0, B, t0, t1, e);
+    };
+    if (lag > 1) project(0, 0, T);
+    const int64_t waves = T + lag * (int64_t(L) - 1), nchunks = (T + lag - 1) / lag;
+    for (int64_t w = 0; w < waves; ++w) {
       detail::check_arg(k.setArg(0, cl_int(w)), k, 0);
       e.enqueue_kernel(k, global, local, "lstm_wave");
+      // After wave (c + l) * lag - 1, layer l-1 has written chunk c of its Y; layer l reads it from the next wave.
+      if (lag > 1 && (w + 1) % lag == 0)
+        for (size_t l = 1; l < L; ++l) {
+          const int64_t c = (w + 1) / lag - int64_t(l);
+          if (c >= 0 && c < nchunks) project(l, c * lag, std::min(T, (c + 1) * lag));
+        }
     }
     // Y_h / Y_c: the states after the last step (slot (T - 1) & 1).
     for (size_t l = 0; l < L; ++l) {
@@ -405,7 +445,12 @@ struct Scheduler {
       if (at(io.yc, l).valid()) ctx.copy_async(st.slice_elems(t[7] + slot, BH, at(io.yc, l).shape), at(io.yc, l), e);
     }
     done = last;
-    return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{}", L, T + int64_t(L) - 1, mr);
+    if (lag == 1)
+      return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{}, input projection fused", L,
+                         waves, mr);
+    return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{}, lag {} steps, input projection "
+                       "per {}-step chunk ({} launches)",
+                       L, waves, mr, lag, lag, 1 + (int64_t(L) - 1) * nchunks);
   }
 
   int dev_of(size_t l) const { return (device + int(l)) % int(ctx.device_count()); }
@@ -490,6 +535,8 @@ RnnWaveParams RnnWaveParams::resolved(int64_t batch) const {
   if (r.wg_m == 0) r.wg_m = 8;
   if (r.wg_m < 0) fail("RNN wavefront: wg_m must be positive (0 = auto), got {}", r.wg_m);
   if (r.auto_max_batch == 0) r.auto_max_batch = 1 << 30;
+  if (r.lag == 0) r.lag = 8;
+  if (r.lag < 0) fail("RNN wavefront: lag must be positive (0 = auto), got {}", r.lag);
   return r;
 }
 

@@ -1,8 +1,8 @@
 // `cldl bench rnn`: LSTM inference with each strategy (sequential, time-step, layer and data parallel)
 // on the configurations of the RNN issue; time, GFLOP/s and speed-up over the sequential path.
 // Settings (--set): quick=1 (T=10, small batch: a smoke run), case=T,B,I,H,L (one custom case),
-// strategies=seq,time,layer,data,wave,auto (default: all but auto), wave_mr=1|2|4, wave_wg=<row groups per
-// work-group> (wavefront knobs),
+// strategies=seq,time,layer,data,wave,auto (default: all but auto; wave:K = wavefront with lag K), wave_mr=1|2|4, wave_wg=<row groups per
+// work-group>, wave_lag=<steps between layers; 1 = projection fused> (wavefront knobs),
 // profile=1 (after the timed runs, one profiled run per strategy: device time per kernel name, their
 // sum and the wall time, so launch gaps show as wall - sum; to stderr),
 // chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
@@ -19,6 +19,8 @@
 #include <optional>
 #include <random>
 #include <sstream>
+
+#include <sys/resource.h>
 
 #include <fmt/format.h>
 
@@ -41,8 +43,8 @@ std::map<std::string, std::string> settings(const Options& o) {
   }
   for (const auto& [k, v] : m)
     if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case" && k != "ort_threads" &&
-        k != "ort_script" && k != "profile" && k != "wave_mr" && k != "wave_wg")
-      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script, profile, wave_mr, wave_wg)", k);
+        k != "ort_script" && k != "profile" && k != "wave_mr" && k != "wave_wg" && k != "wave_lag")
+      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script, profile, wave_mr, wave_wg, wave_lag)", k);
   return m;
 }
 
@@ -68,10 +70,16 @@ std::optional<nlohmann::json> run_onnxruntime(const Options& o, std::map<std::st
   return out;
 }
 
+// CPU time of this process (all threads), in ms.
+double process_cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-3;
+}
+
 // One run of one strategy on profiling queues: device time per kernel name, their sum, and the wall.
-void profile_once(Context& ctx, RnnStack& stack, const RnnStackIO& io, RnnRunOptions o, RnnStrategy s,
-                  const std::string& name) {
-  o.strategy = s;
+void profile_once(Context& ctx, RnnStack& stack, const RnnStackIO& io, const RnnRunOptions& o, const std::string& name) {
+  const RnnStrategy s = o.strategy;
   Profiler prof;
   ExecutionContext ec(ctx.queue(0, 0, true));
   ec.profiler = &prof;
@@ -102,16 +110,23 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   const bool quick = set.count("quick") && set["quick"] != "0";
   std::vector<RnnStrategy> strategies{RnnStrategy::sequential, RnnStrategy::time_parallel, RnnStrategy::layer_parallel,
                                       RnnStrategy::data_parallel, RnnStrategy::wavefront};
+  std::vector<int> lags(strategies.size(), 0);  // wave:K in the list: the wavefront with lag K
   if (set.count("strategies")) {
     strategies.clear();
+    lags.clear();
     std::stringstream ss(set["strategies"]);
-    for (std::string s; std::getline(ss, s, ',');) strategies.push_back(parse_rnn_strategy(s));
+    for (std::string s; std::getline(ss, s, ',');) {
+      const auto colon = s.find(':');
+      strategies.push_back(parse_rnn_strategy(s.substr(0, colon)));
+      lags.push_back(colon == std::string::npos ? 0 : std::stoi(s.substr(colon + 1)));
+    }
   }
   RnnRunOptions base;
   if (set.count("chunk")) base.chunk = std::stoll(set["chunk"]);
   if (set.count("shards")) base.shards = std::stoi(set["shards"]);
   if (set.count("wave_mr")) base.wave.mr = std::stoi(set["wave_mr"]);
   if (set.count("wave_wg")) base.wave.wg_m = std::stoi(set["wave_wg"]);
+  if (set.count("wave_lag")) base.wave.lag = std::stoi(set["wave_lag"]);
   std::vector<BenchCase> cases{{100, 32, 512, 512, 1}, {100, 32, 512, 512, 2}, {100, 1, 256, 256, 4}, {200, 64, 256, 256, 2}};
   if (quick) cases = {{10, 4, 64, 64, 1}, {10, 4, 64, 64, 2}, {10, 1, 32, 32, 4}, {12, 8, 32, 32, 2}};
   if (set.count("case")) {
@@ -151,9 +166,12 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     // each kernel's measured time), then run i of every strategy before run i + 1 of any, so a change
     // in machine load hits all strategies alike and their ratios stay meaningful.
     std::vector<std::function<void()>> fns;
-    for (RnnStrategy s : strategies) {
+    std::vector<RnnRunOptions> runopts;
+    for (size_t i = 0; i < strategies.size(); ++i) {
       RnnRunOptions o = base;
-      o.strategy = s;
+      o.strategy = strategies[i];
+      if (lags[i]) o.wave.lag = lags[i];
+      runopts.push_back(o);
       fns.push_back([&stack, &io, &ctx, o] {
         ExecutionContext ec(ctx.queue());
         cl::Event done;
@@ -165,14 +183,16 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     std::vector<std::string> schedules(strategies.size());
     for (int w = 0; w < opts.warmup; ++w)
       for (size_t i = 0; i < fns.size(); ++i) fns[i]();
-    std::vector<std::vector<double>> ms(strategies.size());
+    std::vector<std::vector<double>> ms(strategies.size()), cpu(strategies.size());
     for (int run = 0; run < std::max(1, opts.runs); ++run)
       for (size_t i = 0; i < fns.size(); ++i) {
+        const double c0 = process_cpu_ms();
         ms[i].push_back(time_runs(fns[i], 1, 0).median_ms);
+        cpu[i].push_back(process_cpu_ms() - c0);
         schedules[i] = stack->last_schedule();
       }
     if (set.count("profile") && set["profile"] != "0")
-      for (RnnStrategy s : strategies) profile_once(ctx, *stack, io, base, s, name);
+      for (const RnnRunOptions& o : runopts) profile_once(ctx, *stack, io, o, name);
     double seq_ms = 0;
     std::optional<Result> best;
     for (size_t i = 0; i < strategies.size(); ++i) {
@@ -182,14 +202,17 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       Result r;
       r.family = "rnn";
       r.name = name;
-      r.impl = fmt::format("cldl:{}", to_string(s));
+      r.impl = fmt::format("cldl:{}{}", to_string(s), lags[i] ? fmt::format(":{}", lags[i]) : "");
       r.wall.runs = int(v.size());
       r.wall.min_ms = v.front();
       r.wall.max_ms = v.back();
       r.wall.median_ms = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
       r.work = stack->flops();
       if (s == RnnStrategy::sequential) seq_ms = r.wall.median_ms;
-      r.note = schedules[i];
+      std::sort(cpu[i].begin(), cpu[i].end());
+      // CPU time of the whole process (PoCL's worker threads included): steadier than the wall time
+      // on a shared machine, and it shows spinning or idle cores.
+      r.note = fmt::format("{}; cpu {:.1f} ms/run (median)", schedules[i], cpu[i][cpu[i].size() / 2]);
       if (seq_ms > 0 && s != RnnStrategy::sequential) r.note += fmt::format("; {:.2f}x vs sequential", seq_ms / r.wall.median_ms);
       if (!best || r.wall.median_ms < best->wall.median_ms) best = r;
       rep.add(r);
