@@ -82,6 +82,7 @@ std::string_view to_string(RnnStrategy s) {
     case RnnStrategy::time_parallel: return "time_parallel";
     case RnnStrategy::layer_parallel: return "layer_parallel";
     case RnnStrategy::data_parallel: return "data_parallel";
+    case RnnStrategy::wavefront: return "wavefront";
   }
   return "?";
 }
@@ -92,7 +93,8 @@ RnnStrategy parse_rnn_strategy(std::string_view s) {
   if (s == "time" || s == "time_parallel") return RnnStrategy::time_parallel;
   if (s == "layer" || s == "layer_parallel") return RnnStrategy::layer_parallel;
   if (s == "data" || s == "data_parallel") return RnnStrategy::data_parallel;
-  fail("unknown RNN strategy '{}' (auto, sequential, time, layer, data)", s);
+  if (s == "wave" || s == "wavefront") return RnnStrategy::wavefront;
+  fail("unknown RNN strategy '{}' (auto, sequential, time, layer, data, wave)", s);
 }
 
 std::vector<Activation> RnnConfig::resolved_activations() const {
@@ -267,6 +269,20 @@ RnnKernelParams resolve_kernel_params(const RnnConfig& cfg, const DeviceInfo& in
 }  // namespace
 
 void RnnLayer::replicate(int dev) { (void)replica(dev); }
+
+RnnLayer::TileWeights RnnLayer::tile_weights(int dev) {
+  Replica& r = replica(dev);
+  TileWeights t;
+  if (!r.tiles) return t;
+  const int64_t NT = (cfg_.hidden_size + 7) / 8, G = cfg_.gates();
+  t.W = r.W;
+  t.RT = r.RT[0];
+  t.bx = r.bx;
+  t.P = r.P[0];
+  t.w_elems = NT * cfg_.input_size * G * 8;
+  t.rt_elems = NT * cfg_.hidden_size * G * 8;
+  return t;
+}
 
 RnnLayer::Replica& RnnLayer::replica(int dev) {
   std::lock_guard lock(launch_mutex_);

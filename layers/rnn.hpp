@@ -23,6 +23,10 @@ struct RnnSchedState {
   std::mutex m;
   std::map<std::string, Tensor> scratch;
   cl::Event last;
+  // Wavefront: the stack's weights in one buffer and its per-layer table, built on first use (keyed by
+  // device and batch), and its kernels (used under `m` only).
+  std::map<std::string, Tensor> wave_consts;
+  std::map<std::string, cl::Kernel> kernels;
   Tensor scratch_tensor(Context& ctx, const std::string& key, Shape shape, DType dt, int dev);
 };
 }  // namespace detail
@@ -38,11 +42,16 @@ enum class RnnDirection { forward, reverse, bidirectional };
 //                  several), step chunk c of layer l starts when chunk c of layer l-1 is done.
 //  data_parallel:  batch split in shards over devices (or queues of one device), weights replicated
 //                  once per device, outputs gathered in order.
+//  wavefront:      one device, one queue: a stack of forward LSTM layers (tiles weight layout) runs as
+//                  T + L - 1 launches, launch w computing step w - l of every layer l with its input
+//                  projection fused (kernels/rnn.cl lstm_wave_tile_m*); for launch-bound stacks.
 //  automatic:      data_parallel over devices when there are several and the batch allows, else
+//                  wavefront for stacks of forward LSTM layers where it applies (RnnWaveParams), else
 //                  layer_parallel for stacks of forward layers, else time_parallel.
-enum class RnnStrategy { automatic, sequential, time_parallel, layer_parallel, data_parallel };
+enum class RnnStrategy { automatic, sequential, time_parallel, layer_parallel, data_parallel, wavefront };
 std::string_view to_string(RnnStrategy s);
-RnnStrategy parse_rnn_strategy(std::string_view s);  // "auto", "sequential", "time", "layer", "data"
+// "auto", "sequential", "time", "layer", "data", "wave" (long names too: time_parallel, ..., wavefront)
+RnnStrategy parse_rnn_strategy(std::string_view s);
 std::string_view to_string(RnnCell c);               // "RNN", "LSTM", "GRU" (the ONNX op names)
 
 // Knobs of the step kernels and the LSTM tile projection (kernels/rnn.cl). Fields left at 0 / -1 come
@@ -144,6 +153,13 @@ class RnnLayer : public Op {
   void enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, int64_t nb, int64_t s0, int64_t s1,
                      bool fuse_input, ExecutionContext& ec);
   void replicate(int dev);  // weights onto device `dev` (once)
+  // The wavefront strategy's view of direction 0 on device `dev`: the gate-interleaved tiles of W and R,
+  // the projection bias and the peepholes. All invalid when that replica does not use the tiles layout.
+  struct TileWeights {
+    Tensor W, RT, bx, P;
+    int64_t w_elems = 0, rt_elems = 0;
+  };
+  TileWeights tile_weights(int dev);
 
  private:
   std::string algorithm_;
@@ -171,8 +187,20 @@ class RnnLayer : public Op {
   std::unique_ptr<detail::RnnSchedState> sched_;
 };
 
+// Knobs of the wavefront strategy (kernels/rnn.cl lstm_wave_tile_m*); 0 = the heuristic default
+// (resolved()): the tuning database may fill them later.
+struct RnnWaveParams {
+  int mr = 0;          // batch rows per work-item: 1, 2 or 4 (heuristic: 4 from batch 8, 2 from 2, else 1)
+  int wg_m = 0;        // row groups per work-group (heuristic: up to 8; they share a tile's weights in cache)
+  int lag = 0;          // steps between layers: 1 = input projection fused into each step (W streamed per
+                       // step); K > 1 = projection GEMM per K-step chunk, T + K (L - 1) waves (heuristic: 8)
+  int auto_max_batch = 0;  // `auto` picks wavefront up to this batch (heuristic: see RnnWaveParams::resolved)
+  RnnWaveParams resolved(int64_t batch) const;
+};
+
 struct RnnRunOptions {
   RnnStrategy strategy = RnnStrategy::automatic;
+  RnnWaveParams wave;  // wavefront knobs
   int64_t chunk = 0;   // layer parallel: steps per event (0 = about T/8)
   int shards = 0;      // data parallel: batch shards (0 = devices of the context, at least 2)
 };

@@ -1,7 +1,10 @@
 // `cldl bench rnn`: LSTM inference with each strategy (sequential, time-step, layer and data parallel)
 // on the configurations of the RNN issue; time, GFLOP/s and speed-up over the sequential path.
 // Settings (--set): quick=1 (T=10, small batch: a smoke run), case=T,B,I,H,L (one custom case),
-// strategies=seq,time,layer,data,
+// strategies=seq,time,layer,data,wave,auto (default: all but auto; wave:K = wavefront with lag K), wave_mr=1|2|4, wave_wg=<row groups per
+// work-group>, wave_lag=<steps between layers; 1 = projection fused> (wavefront knobs),
+// profile=1 (after the timed runs, one profiled run per strategy: device time per kernel name, their
+// sum and the wall time, so launch gaps show as wall - sum; to stderr),
 // chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
 // Two devices: --device cpu:all with POCL_DEVICES="pthread pthread".
 // The peer: ONNX Runtime (CPU) on the same configurations through an ONNX LSTM model
@@ -19,6 +22,8 @@
 #include <random>
 #include <sstream>
 
+#include <sys/resource.h>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +31,7 @@
 #include "layers/rnn.hpp"
 #include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
+#include "runtime/profiler.hpp"
 #include "tools/cldl/bench.hpp"
 
 namespace cldl::bench {
@@ -40,8 +46,8 @@ std::map<std::string, std::string> settings(const Options& o) {
   }
   for (const auto& [k, v] : m)
     if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case" && k != "ort_threads" &&
-        k != "ort_script")
-      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script)", k);
+        k != "ort_script" && k != "profile" && k != "wave_mr" && k != "wave_wg" && k != "wave_lag")
+      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script, profile, wave_mr, wave_wg, wave_lag)", k);
   return m;
 }
 
@@ -67,19 +73,63 @@ std::optional<nlohmann::json> run_onnxruntime(const Options& o, std::map<std::st
   return out;
 }
 
+// CPU time of this process (all threads), in ms.
+double process_cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-3;
+}
+
+// One run of one strategy on profiling queues: device time per kernel name, their sum, and the wall.
+void profile_once(Context& ctx, RnnStack& stack, const RnnStackIO& io, const RnnRunOptions& o, const std::string& name) {
+  const RnnStrategy s = o.strategy;
+  Profiler prof;
+  ExecutionContext ec(ctx.queue(0, 0, true));
+  ec.profiler = &prof;
+  cl::Event done;
+  ec.signal = &done;
+  stack.enqueue(io, o, ec);
+  done.wait();
+  std::map<std::string, std::pair<double, int>> by;  // name -> (ms, count)
+  uint64_t t0 = ~uint64_t(0), t1 = 0;
+  double sum = 0;
+  for (const auto& r : prof.records()) {
+    if (r.start_ns == 0) continue;
+    auto& [ms, n] = by[r.name];
+    ms += r.duration_ms();
+    ++n;
+    sum += r.duration_ms();
+    t0 = std::min(t0, r.start_ns);
+    t1 = std::max(t1, r.end_ns);
+  }
+  std::string parts;
+  for (const auto& [k, v] : by) parts += fmt::format(" {} {:.2f} ms ({}x);", k, v.first, v.second);
+  fmt::print(stderr, "profile {} {}: first start to last end {:.2f} ms, kernels {:.2f} ms:{}\n", name, to_string(s),
+             t1 > t0 ? (t1 - t0) * 1e-6 : 0.0, sum, parts);
+}
+
 void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   auto set = settings(opts);
   const bool quick = set.count("quick") && set["quick"] != "0";
   std::vector<RnnStrategy> strategies{RnnStrategy::sequential, RnnStrategy::time_parallel, RnnStrategy::layer_parallel,
-                                      RnnStrategy::data_parallel};
+                                      RnnStrategy::data_parallel, RnnStrategy::wavefront};
+  std::vector<int> lags(strategies.size(), 0);  // wave:K in the list: the wavefront with lag K
   if (set.count("strategies")) {
     strategies.clear();
+    lags.clear();
     std::stringstream ss(set["strategies"]);
-    for (std::string s; std::getline(ss, s, ',');) strategies.push_back(parse_rnn_strategy(s));
+    for (std::string s; std::getline(ss, s, ',');) {
+      const auto colon = s.find(':');
+      strategies.push_back(parse_rnn_strategy(s.substr(0, colon)));
+      lags.push_back(colon == std::string::npos ? 0 : std::stoi(s.substr(colon + 1)));
+    }
   }
   RnnRunOptions base;
   if (set.count("chunk")) base.chunk = std::stoll(set["chunk"]);
   if (set.count("shards")) base.shards = std::stoi(set["shards"]);
+  if (set.count("wave_mr")) base.wave.mr = std::stoi(set["wave_mr"]);
+  if (set.count("wave_wg")) base.wave.wg_m = std::stoi(set["wave_wg"]);
+  if (set.count("wave_lag")) base.wave.lag = std::stoi(set["wave_lag"]);
   std::vector<BenchCase> cases{{100, 32, 512, 512, 1}, {100, 32, 512, 512, 2}, {100, 1, 256, 256, 4}, {200, 64, 256, 256, 2}};
   if (quick) cases = {{10, 4, 64, 64, 1}, {10, 4, 64, 64, 2}, {10, 1, 32, 32, 4}, {12, 8, 32, 32, 2}};
   if (set.count("case")) {
@@ -129,15 +179,18 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     // in machine load hits all strategies alike and their ratios stay meaningful.
     std::vector<std::function<void()>> fns;
     struct Variant {
-      RnnStrategy strategy;
-      size_t stack;
+      size_t strategy;  // index into strategies / lags
+      size_t stack;     // index into stacks (1: the database's knobs under --tuning compare)
     };
     std::vector<Variant> variants;
+    std::vector<RnnRunOptions> runopts;
     for (size_t si = 0; si < stacks.size(); ++si)
-      for (RnnStrategy s : strategies) {
+      for (size_t i = 0; i < strategies.size(); ++i) {
         RnnRunOptions o = base;
-        o.strategy = s;
-        variants.push_back({s, si});
+        o.strategy = strategies[i];
+        if (lags[i]) o.wave.lag = lags[i];
+        if (si == 0) runopts.push_back(o);
+        variants.push_back({i, si});
         fns.push_back([st = stacks[si].get(), db = bool(dbs[si]), &io, &ctx, o] {
           tuning::ScopedEnabled scoped(db);
           ExecutionContext ec(ctx.queue());
@@ -150,40 +203,48 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     std::vector<std::string> schedules(fns.size());
     for (int w = 0; w < opts.warmup; ++w)
       for (size_t i = 0; i < fns.size(); ++i) fns[i]();
-    std::vector<std::vector<double>> ms(fns.size());
+    std::vector<std::vector<double>> ms(fns.size()), cpu(fns.size());
     for (int run = 0; run < std::max(1, opts.runs); ++run)
       for (size_t i = 0; i < fns.size(); ++i) {
+        const double c0 = process_cpu_ms();
         ms[i].push_back(time_runs(fns[i], 1, 0).median_ms);
+        cpu[i].push_back(process_cpu_ms() - c0);
         schedules[i] = stacks[variants[i].stack]->last_schedule();
       }
+    if (set.count("profile") && set["profile"] != "0")
+      for (const RnnRunOptions& o : runopts) profile_once(ctx, *stack, io, o, name);
     double seq_ms = 0;
-    std::map<RnnStrategy, double> default_ms;  // --tuning compare: each strategy with the heuristic knobs
+    std::map<size_t, double> default_ms;  // --tuning compare: each strategy with the heuristic knobs
     std::optional<Result> best;
     for (size_t i = 0; i < fns.size(); ++i) {
-      const RnnStrategy s = variants[i].strategy;
+      const RnnStrategy s = strategies[variants[i].strategy];
       const bool db_variant = compare_db && variants[i].stack == 1;
       std::vector<double>& v = ms[i];
       std::sort(v.begin(), v.end());
       Result r;
       r.family = "rnn";
       r.name = name;
-      r.impl = fmt::format("cldl:{}{}", to_string(s), db_variant ? "+db" : "");
+      const int lag = lags[variants[i].strategy];
+      r.impl = fmt::format("cldl:{}{}{}", to_string(s), lag ? fmt::format(":{}", lag) : "", db_variant ? "+db" : "");
       r.wall.runs = int(v.size());
       r.wall.min_ms = v.front();
       r.wall.max_ms = v.back();
       r.wall.median_ms = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
       r.work = stack->flops();
       if (s == RnnStrategy::sequential) seq_ms = r.wall.median_ms;
-      r.note = schedules[i];
+      std::sort(cpu[i].begin(), cpu[i].end());
+      // CPU time of the whole process (PoCL's worker threads included): steadier than the wall time
+      // on a shared machine, and it shows spinning or idle cores.
+      r.note = fmt::format("{}; cpu {:.1f} ms/run (median)", schedules[i], cpu[i][cpu[i].size() / 2]);
       if (seq_ms > 0 && s != RnnStrategy::sequential) r.note += fmt::format("; {:.2f}x vs sequential", seq_ms / r.wall.median_ms);
       if (compare_db) {
         // The knobs of the first layer (the others have the same shape in these cases).
         RnnLayer& l0 = stacks[variants[i].stack]->layer(0);
         r.note += fmt::format("; rnn_step {}{}", tuning::to_string(tuning::rnn_params(l0.kernel_params(), bc.B)),
                               l0.kernel_params_tuned() ? " (db)" : " (heuristic)");
-        if (!db_variant) default_ms[s] = r.wall.median_ms;
-        if (db_variant && default_ms.count(s))
-          r.note += fmt::format("; {:.2f}x vs heuristic knobs", default_ms[s] / r.wall.median_ms);
+        if (!db_variant) default_ms[variants[i].strategy] = r.wall.median_ms;
+        if (db_variant && default_ms.count(variants[i].strategy))
+          r.note += fmt::format("; {:.2f}x vs heuristic knobs", default_ms[variants[i].strategy] / r.wall.median_ms);
       }
       if (!best || r.wall.median_ms < best->wall.median_ms) best = r;
       rep.add(r);
