@@ -590,7 +590,7 @@ TEST_CASE("tuning: a short cldl tune over an RNN shape gives an entry the layer 
                                    log);
   INFO(log);
   REQUIRE(rc == 0);
-  CHECK(log.find("rnn LSTM b3 i10 h13 d1") != std::string::npos);
+  CHECK(log.find("rnn LSTM b3 i10 h13 d1 (T 6)") != std::string::npos);
   Database db = Database::load_file(out);
   REQUIRE(db.entries().size() == 1);
   const Tuned t = db.entries()[0].kernels.at("rnn_step").at("LSTM b3 i10 h13 d1");
