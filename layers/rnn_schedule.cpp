@@ -391,6 +391,9 @@ struct Scheduler {
       if (t[8]) ctx.copy_async(at(io.h0, l), st.slice_elems(t[6] + BH, BH, at(io.h0, l).shape), e);
       if (t[9]) ctx.copy_async(at(io.c0, l), st.slice_elems(t[7] + BH, BH, at(io.c0, l).shape), e);
     }
+    // The kernel indexes these three from their buffers' starts (whole allocations of this op).
+    if (wts.offset_bytes || lt.offset_bytes || st.offset_bytes)
+      fail("RNN wavefront: its weight, table and state buffers must start at offset 0");
     const size_t mr = size_t(wp.mr);
     const std::string kname = fmt::format("lstm_wave_tile_m{}", mr);
     auto kit = state.kernels.find(kname + fmt::format(" d{}", device));
