@@ -10,14 +10,14 @@
 namespace cldl {
 
 namespace {
-// Default variants, exactly as create() builds them: the CPU register-blocked kernel without and with
-// an additive mask, the tile kernel at head size 64 on CPUs (an MHA decode step over a KV cache:
+// Default variants, exactly as create() builds them: the CPU blocked kernel (rows across vector lanes)
+// without and with an additive mask, the tile kernel at head size 64 on CPUs (an MHA decode step over a KV cache:
 // BLOCK_M 1, VEC 16, global reads) and on GPUs with 48 KiB of local memory (BLOCK_M 64, VEC 4), head size 128, and the plain
 // path's kernels (which the KV cache shares).
 const ProgramVariants kAttentionVariants(
     "attention.cl",
-    {"-DATT_KERNEL=2 -DBQ=6 -DVEC_V=16 -DMASK=0 -DKV_LENS=0",
-     "-DATT_KERNEL=2 -DBQ=6 -DVEC_V=16 -DMASK=1 -DKV_LENS=0",
+    {"-DATT_KERNEL=2 -DMASK=0 -DKV_LENS=0",
+     "-DATT_KERNEL=2 -DMASK=1 -DKV_LENS=0",
      "-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=1 -DBLOCK_N=32 -DVEC=16 -DUSE_LOCAL=0 -DMASK=0 -DKV_LENS=1",
      "-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0",
      "-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=1 -DKV_LENS=0",
@@ -170,25 +170,20 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     }
   if (tuned_cfg.blocked < -1 || tuned_cfg.blocked > 1)
     invalid("Attention", "blocked must be -1 (auto), 0 or 1, got {}", tuned_cfg.blocked);
-  if (tuned_cfg.block_q < 0 || tuned_cfg.block_q > 8)
-    invalid("Attention", "block_q must be 1..8 (or 0 = default), got {}", tuned_cfg.block_q);
-  const int bq = tuned_cfg.block_q > 0 ? tuned_cfg.block_q : 6;
   if (a->fused_) {
-    // The register-blocked kernel wants whole blocks of query rows per kv head; a decode step (a few
-    // rows) goes to the tile kernel, which needs no packed copy of K.
+    // The blocked kernel puts 16 query rows of a kv head across the lanes of a vector; with fewer
+    // than half of them filled (a decode step) the tile kernel, which needs no packed copy of K, wins.
     const int64_t rows = cfg.q_len * (cfg.q_heads / cfg.eff_kv_heads());
-    a->blocked_ = tuned_cfg.blocked == 1 || (tuned_cfg.blocked < 0 && info.type == DeviceType::cpu && rows >= bq);
+    a->blocked_ = tuned_cfg.blocked == 1 || (tuned_cfg.blocked < 0 && info.type == DeviceType::cpu && rows >= 8);
   }
   if (a->blocked_) {
-    int vv = 16;  // V head-dim lanes per accumulator: the widest power of two dividing Dv
-    while (Dv % vv) vv /= 2;
-    a->block_m_ = size_t(bq);
+    a->block_m_ = 16;
     a->kv_blocks_ = (cfg.kv_len + 15) / 16;
-    std::string opts = fmt::format("-DATT_KERNEL=2 -DBQ={} -DVEC_V={} -DMASK={} -DKV_LENS={}", bq, vv, mask, lens);
+    std::string opts = fmt::format("-DATT_KERNEL=2 -DMASK={} -DKV_LENS={}", mask, lens);
     cl::Program prog = ctx.program("attention.cl", opts, device);
     a->kernel_ = make_kernel(prog, "attention_blocked");
     a->pack_ = make_kernel(prog, "attention_pack_k");
-    a->algorithm_ = fmt::format("fused:blocked BQ={} BKV=16 VEC_V={} packed-K{}", bq, vv, tuned ? " (tuned)" : "");
+    a->algorithm_ = fmt::format("fused:blocked rows=16 BKV=16 packed-K{}", tuned ? " (tuned)" : "");
   } else if (a->fused_) {
     // GPUs want enough rows per work-group to share each K/V tile. On CPUs this kernel serves decode steps (a few rows per kv head) and reads K/V from global memory,
     // so rows share nothing through a work-group: one row per group (no idle rows, one build per shape).
@@ -308,7 +303,7 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
     std::lock_guard lock(launch_mutex_);
     set_args(pack_, cl_int(c.kv_len), cl_int(D), cl_int(kv_blocks_), K.buffer, cl_long(K.offset_elems()), cl_long(ks.b),
              cl_long(ks.h), cl_long(ks.s), W.buffer, w_off);
-    ec.enqueue_kernel(pack_, cl::NDRange(size_t(kv_blocks_ * 16), size_t(Hk), size_t(c.batch)), cl::NullRange,
+    ec.enqueue_kernel(pack_, cl::NDRange(size_t(kv_blocks_), size_t(Hk), size_t(c.batch)), cl::NullRange,
                       "attention_pack_k");
     set_args(kernel_, p, cl_int(D), cl_int(Dv), cl_int(kv_blocks_), Q.buffer, cl_long(Q.offset_elems()), cl_long(qs.b),
              cl_long(qs.h), cl_long(qs.s), W.buffer, w_off, V.buffer, cl_long(V.offset_elems()), cl_long(vs.b),
