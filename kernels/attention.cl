@@ -81,7 +81,7 @@ typedef float16 vec_t;
 #define CAT_VSTORE(x, i, p) VSTORE(VEC)((x), (i), (p))
 
 // ATT_KERNEL picks the kernels one program holds, so a variant builds only what it runs (PoCL compiles
-// each kernel of a program): 0 all, 1 attention_fused, 2 attention_blocked + attention_pack_k,
+// each kernel of a program): 0 all, 1 attention_fused, 2 attention_blocked,
 // 3 the plain path's kernels and the KV-cache append.
 #ifndef ATT_KERNEL
 #define ATT_KERNEL 0
@@ -265,11 +265,12 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
 // walks the keys in blocks of 16. Scores of a block are 16 vectors s[j] (key j, one lane per row), so
 // the online softmax (running max, rescale, exp, row sums) is lane-wise arithmetic with no horizontal
 // reductions and no per-row branches. Q.K^T: per head-dim step one vector of the work-item's
-// transposed, pre-scaled Q times 16 broadcast K values (K packed by attention_pack_k into
-// Kp[b][hk][blk][d][16], one pointer and constant offsets). P.V: the output lives transposed,
-// acc[dv] = one vector of 16 rows, and each V element of the block is a broadcast operand, read in
-// place (V needs no copy). Scores are kept in the log2 domain (Q pre-multiplied by scale * log2 e),
-// so the exponential is exp2 without a multiply.
+// transposed, pre-scaled Q times broadcast K values, 8 keys (8 row pointers) at a time. P.V: the
+// output lives transposed, acc[dv] = one vector of 16 rows, and each V element of the block is a
+// broadcast operand. K and V are read in place: a packed (transposed) copy of K made by a separate
+// kernel cost ~10% more on PoCL (its pass over K plus a launch) than the second pass over Q here.
+// Scores are kept in the log2 domain (Q pre-multiplied by scale * log2 e), so the exponential is exp2
+// without a multiply.
 //
 // Macros: MAX_D, MAX_DV (upper bounds of the head sizes: the private transposed Q and output).
 // Head sizes are run-time arguments.
@@ -304,9 +305,9 @@ inline float16 att_exp2_16(float16 t) {
   return q * as_float16((as_int16(tm) + 127) << 23);
 }
 
-// Transposes 16 x 16 floats in registers: four butterfly stages, each swapping the off-diagonal
-// sub-blocks of size 8, 4, 2, 1 between row pairs (two two-source shuffles per pair), instead of 256
-// scalar moves. Clang's shuffle builtin; other compilers take the element-wise loop.
+// Transposes 16 x 16 floats in registers (Q in, the output out): four butterfly stages, each swapping
+// the off-diagonal sub-blocks of size 8, 4, 2, 1 between row pairs (two two-source shuffles per pair),
+// instead of 256 scalar moves. Clang's shuffle builtin; other compilers take the element-wise loop.
 #if defined(__clang__)
 inline void att_bfly(float16* lo, float16* hi, int b) {
   const float16 a = *lo, c = *hi;
@@ -341,40 +342,15 @@ inline void att_transpose16(float16* r) {
 }
 #endif
 
-// K [.., Skv, D] of every (batch, kv head), any strides -> Kp[b][hk][blk][d][16], zero past Skv.
-// One work-item per block of 16 keys, 16 x 16 tiles transposed in registers (one row per key loaded,
-// one row per head-dim step stored). Global (nblk, Hkv, B).
-__kernel void attention_pack_k(int Skv, int D, int nblk, __global const float* K, long k_off, long k_sb,
-                               long k_sh, long k_ss, __global float* Kp, long kp_off) {
-  const int blk = get_global_id(0), hk = get_global_id(1), b = get_global_id(2);
-  const long Hk = get_global_size(1);
-  if (blk >= nblk) return;
-  __global float* dst = Kp + kp_off + ((b * Hk + hk) * nblk + blk) * (long)D * ATT_LANES;
-  __global const float* src = K + k_off + b * k_sb + hk * k_sh + (long)blk * ATT_LANES * k_ss;
-  const int n = min(ATT_LANES, Skv - blk * ATT_LANES);  // keys of this block that exist
-  int d0 = 0;
-  for (; d0 + 16 <= D; d0 += 16) {
-    float16 t[16];
-#pragma unroll
-    for (int j = 0; j < 16; ++j) t[j] = j < n ? vload16(0, src + j * k_ss + d0) : (float16)(0.0f);
-    att_transpose16(t);
-#pragma unroll
-    for (int x = 0; x < 16; ++x) vstore16(t[x], d0 + x, dst);
-  }
-  for (; d0 < D; ++d0)
-    for (int j = 0; j < ATT_LANES; ++j) dst[d0 * ATT_LANES + j] = j < n ? src[j * k_ss + d0] : 0.0f;
-}
-
 // One work-item per 16 rows r = g * Sq + s of one kv head (as attention_fused: GQA rows share K/V;
 // rows past the last are clamped to it, computed and not stored). Global (ceil(group * Sq / 16), Hkv, B).
-__kernel void attention_blocked(attn_params p, int D, int Dv, int nblk, __global const float* Q, long q_off,
-                                long q_sb, long q_sh, long q_ss, __global const float* Kp, long kp_off,
-                                __global const float* V, long v_off, long v_sb, long v_sh, long v_ss,
+__kernel void attention_blocked(attn_params p, int D, int Dv, __global const float* Q, long q_off, long q_sb,
+                                long q_sh, long q_ss, __global const float* K, long k_off, long k_sb, long k_sh,
+                                long k_ss, __global const float* V, long v_off, long v_sb, long v_sh, long v_ss,
                                 __global float* O, long o_off, long o_sb, long o_sh, long o_ss,
                                 __global const void* mask, long mask_off, __global const lens_t* lens,
                                 long lens_off) {
   const int hk = get_global_id(1), b = get_global_id(2);
-  const long Hk = get_global_size(1);
   const int rows = p.group * p.Sq;
   const int r0 = get_global_id(0) * ATT_LANES;
   if (r0 >= rows) return;
@@ -425,19 +401,23 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, int nblk, __global
   float16 acc[MAX_DV];
   for (int c = 0; c < Dv; ++c) acc[c] = (float16)(0.0f);
   float16 m = (float16)(-INFINITY), l = (float16)(0.0f);
-  __global const float* kp = Kp + kp_off + (b * Hk + hk) * nblk * (long)D * ATT_LANES;
+  __global const float* kb = K + k_off + b * k_sb + hk * k_sh;
   __global const float* vb = V + v_off + b * v_sb + hk * v_sh;
 
   for (int kv0 = 0; kv0 < kv_limit; kv0 += ATT_LANES) {
-    __global const float* kb = kp + (long)(kv0 / ATT_LANES) * D * ATT_LANES;
     float16 s[ATT_LANES];
 #pragma unroll
     for (int j = 0; j < ATT_LANES; ++j) s[j] = (float16)(0.0f);
-    for (int d = 0; d < D; ++d) {
-      const float16 qv = vload16(d, qt);
-      __global const float* kd = kb + d * ATT_LANES;
 #pragma unroll
-      for (int j = 0; j < ATT_LANES; ++j) s[j] = fma(qv, (float16)(kd[j]), s[j]);
+    for (int h8 = 0; h8 < ATT_LANES; h8 += 8) {
+      __global const float* kr[8];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) kr[t] = kb + (long)min(kv0 + h8 + t, kv_limit - 1) * k_ss;
+      for (int d = 0; d < D; ++d) {
+        const float16 qv = vload16(d, qt);
+#pragma unroll
+        for (int t = 0; t < 8; ++t) s[h8 + t] = fma(qv, (float16)(kr[t][d]), s[h8 + t]);
+      }
     }
     if (p.softcap > 0.0f) {
       // softcap applies to the natural-log-domain score: undo log2 e, cap, redo.

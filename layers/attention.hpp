@@ -3,8 +3,8 @@
 //   fused  online softmax, the Sq x Skv scores never reach global memory. Two kernels
 //          (kernels/attention.cl): `attention_fused` tiles K/V through local memory with one query row
 //          per work-item (GPUs, and decode steps with few rows); `attention_blocked` (CPUs) puts 16
-//          query rows across the lanes of a vector against blocks of 16 keys of K packed into the
-//          workspace by `attention_pack_k`, so the online softmax needs no horizontal reductions;
+//          query rows across the lanes of a vector against blocks of 16 keys, so the online softmax
+//          needs no horizontal reductions;
 //   plain  GEMM (layers/gemm.hpp) -> masked row softmax -> GEMM, scores in the workspace.
 // `automatic` picks fused whenever it covers the configuration and says so in algorithm(); the plain
 // path is only taken when asked for or when the fused kernel cannot serve (head size above 256, or the
@@ -93,11 +93,9 @@ class Attention : public Op {
   AttentionConfig cfg_;
   std::string algorithm_;
   bool fused_ = true;
-  bool blocked_ = false;  // fused on attention_blocked (K packed into the workspace first)
+  bool blocked_ = false;  // fused on attention_blocked
   size_t block_m_ = 32;   // attention_fused: rows per work-group; attention_blocked: rows per work-item (16)
-  int64_t kv_blocks_ = 0; // attention_blocked: blocks of 16 keys packed per (batch, kv head)
   cl::Kernel kernel_;  // fused kernel, or the plain path's softmax
-  cl::Kernel pack_;    // attention_blocked: attention_pack_k
   cl::Kernel qk_out_;  // plain path: qk_matmul_output
   std::unique_ptr<Gemm> qk_, pv_;
 };
