@@ -1,7 +1,7 @@
 // Scaled-dot-product attention: the fused kernel (K/V tiles through local memory, online softmax, the
-// Sq x Skv score matrix never stored), its CPU twin attention_blocked (register-blocked rows x keys,
-// K packed first; see its section), the row softmax of the plain path (scores in memory, GEMMs in
-// gemm.cl) and the KV-cache append.
+// Sq x Skv score matrix never stored), its CPU twin attention_blocked (16 query rows across the lanes
+// of a float16 against blocks of 16 keys, K packed first; see its section), the row softmax of the
+// plain path (scores in memory, GEMMs in gemm.cl) and the KV-cache append.
 //
 // Macros (defaults correct on any device):
 //   HEAD_DIM, HEAD_DIM_V  head sizes of Q/K and of V (compile-time so the per-row arrays live in
@@ -81,7 +81,7 @@ typedef float16 vec_t;
 #define CAT_VSTORE(x, i, p) VSTORE(VEC)((x), (i), (p))
 
 // ATT_KERNEL picks the kernels one program holds, so a variant builds only what it runs (PoCL compiles
-// each kernel of a program): 0 all, 1 attention_fused, 2 attention_blocked + attention_pack_k,
+// each kernel of a program): 0 all, 1 attention_fused, 2 attention_blocked,
 // 3 the plain path's kernels and the KV-cache append.
 #ifndef ATT_KERNEL
 #define ATT_KERNEL 0
@@ -261,249 +261,272 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
 
 #if ATT_KERNEL == 0 || ATT_KERNEL == 2
 // ---------------------------------------------------------------------------------------------------
-// CPU kernel: register blocking instead of work-group tiles. PoCL runs a work-group on one thread and
-// its work-items one after another, so the fused kernel's one-row-per-work-item shape leaves the FMA
-// units idle on horizontal sums. Here one work-item owns BQ query rows and walks the keys in blocks
-// of 16: Q.K^T of a block is a BQ x 16 GEMM micro-tile (one float16 of packed K per head-dim step, BQ
-// broadcast q values), the online softmax runs on whole float16 score vectors, and P.V accumulates
-// BQ rows x VEC_V head-dim lanes per loaded V row. K is packed first (attention_pack_k) into blocks of
-// 16 keys transposed, Kp[b][hk][blk][d][16], so the score loop reads one contiguous vector per step.
+// CPU kernel with query rows across the 16 lanes of a float16: one work-item owns 16 query rows and
+// walks the keys in blocks of 16. Scores of a block are 16 vectors s[j] (key j, one lane per row), so
+// the online softmax (running max, rescale, exp, row sums) is lane-wise arithmetic with no horizontal
+// reductions and no per-row branches. Q.K^T: per head-dim step one vector of the work-item's
+// transposed, pre-scaled Q times broadcast K values, 8 keys (8 row pointers) at a time. P.V: the
+// output lives transposed, acc[dv] = one vector of 16 rows, and each V element of the block is a
+// broadcast operand. K and V are read in place: a packed (transposed) copy of K made by a separate
+// kernel cost ~10% more on PoCL (its pass over K plus a launch) than the second pass over Q here.
+// Scores are kept in the log2 domain (Q pre-multiplied by scale * log2 e), so the exponential is exp2
+// without a multiply.
 //
-// Macros: BQ (rows per work-item, 1..8), VEC_V (1, 2, 4, 8 or 16; divides the V head size), MAX_DV
-// (upper bound of the V head size: the accumulator array size). Head sizes are run-time arguments.
-#ifndef BQ
-#define BQ 6
-#endif
-#ifndef VEC_V
-#define VEC_V 16
+// Macros: MAX_D, MAX_DV (upper bounds of the head sizes: the private transposed Q and output).
+// Head sizes are run-time arguments.
+#ifndef MAX_D
+#define MAX_D 256
 #endif
 #ifndef MAX_DV
 #define MAX_DV 256
 #endif
-#define ATT_BKV 16
+#define ATT_LANES 16
 
 #if defined(__clang__)
-#pragma clang diagnostic ignored "-Wpsabi"  // float16 arguments of inlined helpers (see gemm.cl)
+#pragma clang diagnostic ignored "-Wpsabi"
 #endif
 
-#define ATT_CAT_(a, b) a##b
-#define ATT_CAT(a, b) ATT_CAT_(a, b)
-#if VEC_V == 1
-typedef float vv_t;
-#define VV_LOAD(i, p) ((p)[i])
-#define VV_STORE(x, i, p) ((p)[i] = (x))
+#define ATT_LOG2E 1.44269504f
+
+// 2^t for t <= 0 on 16 lanes: 2^n times a degree-5 minimax polynomial of 2^f on [-1/2, 1/2]
+// (relative error below 2.4e-7), n = t rounded to an integer by adding 1.5 * 2^23 (its low mantissa
+// bits then hold n, which also gives the exponent bits; PoCL's rint() on float16 costs ~20 instructions).
+// t is clamped at -127, where the exponent bits give exactly 0, so -inf (masked) lanes give 0.
+inline float16 att_exp2_16(float16 t) {
+  t = fmax(t, (float16)(-127.0f));
+  const float16 tm = t + (float16)(12582912.0f);
+  const float16 f = t - (tm - (float16)(12582912.0f));
+  float16 q = (float16)(1.32764701e-3f);
+  q = fma(q, f, (float16)(9.67554189e-3f));
+  q = fma(q, f, (float16)(5.55071346e-2f));
+  q = fma(q, f, (float16)(2.40221202e-1f));
+  q = fma(q, f, (float16)(6.93146944e-1f));
+  q = fma(q, f, (float16)(1.00000012f));
+  return q * as_float16((as_int16(tm) + 127) << 23);
+}
+
+// Transposes 16 x 16 floats in registers (Q in, the output out): four butterfly stages, each swapping
+// the off-diagonal sub-blocks of size 8, 4, 2, 1 between row pairs (two two-source shuffles per pair),
+// instead of 256 scalar moves. Clang's shuffle builtin; other compilers take the element-wise loop.
+#if defined(__clang__)
+inline void att_bfly(float16* lo, float16* hi, int b) {
+  const float16 a = *lo, c = *hi;
+  if (b == 8) {
+    *lo = __builtin_shufflevector(a, c, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    *hi = __builtin_shufflevector(a, c, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  } else if (b == 4) {
+    *lo = __builtin_shufflevector(a, c, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    *hi = __builtin_shufflevector(a, c, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  } else if (b == 2) {
+    *lo = __builtin_shufflevector(a, c, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    *hi = __builtin_shufflevector(a, c, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  } else {
+    *lo = __builtin_shufflevector(a, c, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+    *hi = __builtin_shufflevector(a, c, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+  }
+}
+inline void att_transpose16(float16* r) {
+#pragma unroll
+  for (int b = 8; b >= 1; b /= 2) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      if (!(i & b)) att_bfly(&r[i], &r[i + b], b);
+  }
+}
 #else
-typedef ATT_CAT(float, VEC_V) vv_t;
-#define VV_LOAD(i, p) ATT_CAT(vload, VEC_V)((i), (p))
-#define VV_STORE(x, i, p) ATT_CAT(vstore, VEC_V)((x), (i), (p))
+inline void att_transpose16(float16* r) {
+  float t[256];
+  for (int i = 0; i < 16; ++i) vstore16(r[i], i, t);
+  for (int i = 0; i < 16; ++i)
+    for (int x = 0; x < 16; ++x) ((float*)&r[i])[x] = t[x * 16 + i];
+}
 #endif
 
-// K [.., Skv, D] of every (batch, kv head), any strides -> Kp[b][hk][blk][d][16], zero past Skv.
-// Global (nblk * 16, Hkv, B).
-__kernel void attention_pack_k(int Skv, int D, int nblk, __global const float* K, long k_off, long k_sb,
-                               long k_sh, long k_ss, __global float* Kp, long kp_off) {
-  const int j = get_global_id(0), hk = get_global_id(1), b = get_global_id(2);
-  const long Hk = get_global_size(1);
-  __global float* dst = Kp + kp_off + ((b * Hk + hk) * nblk + j / ATT_BKV) * (long)D * ATT_BKV + j % ATT_BKV;
-  if (j < Skv) {
-    __global const float* src = K + k_off + b * k_sb + hk * k_sh + (long)j * k_ss;
-    for (int d = 0; d < D; ++d) dst[d * ATT_BKV] = src[d];
-  } else {
-    for (int d = 0; d < D; ++d) dst[d * ATT_BKV] = 0.0f;
-  }
-}
-
-// e^x for x <= 0 on 16 lanes: 2^(x log2 e) split into 2^n (exponent bits, n = rint) times the degree-6
-// Taylor polynomial of 2^f on [-1/2, 1/2] (relative error below 3e-7); below -87 (where e^x is
-// subnormal) it is exactly 0, so masked (-inf) lanes give 0. Cheaper than PoCL's exp() on float16.
-inline float16 att_exp16(float16 x) {
-  const float16 t = fmax(x * 1.44269504f, -126.0f);
-  const float16 n = rint(t);
-  const float16 f = t - n;
-  float16 q = (float16)(1.54035304e-4f);
-  q = fma(q, f, (float16)(1.33335581e-3f));
-  q = fma(q, f, (float16)(9.61812911e-3f));
-  q = fma(q, f, (float16)(5.55041087e-2f));
-  q = fma(q, f, (float16)(2.40226507e-1f));
-  q = fma(q, f, (float16)(6.93147181e-1f));
-  q = fma(q, f, (float16)(1.0f));
-  const float16 r = q * as_float16((convert_int16(n) + 127) << 23);
-  return select(r, (float16)(0.0f), x < (float16)(-87.0f));
-}
-
-// Plain compares, not fmax: scores are never NaN here, and fmax's NaN rules cost extra instructions.
-inline float att_hmax16(float16 x) {
-  float8 a = select(x.lo, x.hi, x.hi > x.lo);
-  float4 c = select(a.lo, a.hi, a.hi > a.lo);
-  float2 e = select(c.lo, c.hi, c.hi > c.lo);
-  return e.hi > e.lo ? e.hi : e.lo;
-}
-inline float att_hsum16(float16 x) {
-  float8 a = x.lo + x.hi;
-  float4 c = a.lo + a.hi;
-  float2 e = c.lo + c.hi;
-  return e.lo + e.hi;
-}
-
-// The per-lane rules of attn_fix_score for a block of 16 keys at kv0 (scale and softcap already
-// applied): masked, causally hidden and out-of-length keys become -inf, the additive mask is added.
-inline float16 att_fix_block(const attn_params* p, float16 x, int row, int kv0, int kv_end, int coff,
-                             __global const float* mrow_f, __global const uchar* mrow_b) {
-  const int16 col = (int16)(kv0) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  int16 ok = col < (int16)(kv_end);
-  if (p->causal) ok &= col <= (int16)(row + coff);
-#if MASK == 1
-  (void)mrow_b;
-  if (kv0 + ATT_BKV <= p->mask_cols) {
-    x += vload16(0, mrow_f + kv0);
-  } else {
-    float t[ATT_BKV];
-    for (int j = 0; j < ATT_BKV; ++j) t[j] = kv0 + j < p->mask_cols ? mrow_f[kv0 + j] : -INFINITY;
-    x += vload16(0, t);
-  }
-#elif MASK == 2
-  (void)mrow_f;
-  uchar16 mb;
-  if (kv0 + ATT_BKV <= p->mask_cols) {
-    mb = vload16(0, mrow_b + kv0);
-  } else {
-    uchar t[ATT_BKV];
-    for (int j = 0; j < ATT_BKV; ++j) t[j] = kv0 + j < p->mask_cols ? mrow_b[kv0 + j] : 0;
-    mb = vload16(0, t);
-  }
-  ok &= convert_int16(mb) != (int16)(0);
-#else
-  (void)mrow_f;
-  (void)mrow_b;
-#endif
-  return select((float16)(-INFINITY), x, ok);
-}
-
-// One work-item per BQ rows r = g * Sq + s of one kv head (as attention_fused: GQA rows share K/V).
-// Global (ceil(group * Sq / BQ), Hkv, B); any work-group size (1 on CPUs).
-__kernel void attention_blocked(attn_params p, int D, int Dv, int nblk, __global const float* Q, long q_off,
-                                long q_sb, long q_sh, long q_ss, __global const float* Kp, long kp_off,
-                                __global const float* V, long v_off, long v_sb, long v_sh, long v_ss,
+// One work-item per 16 rows r = g * Sq + s of one kv head (as attention_fused: GQA rows share K/V;
+// rows past the last are clamped to it, computed and not stored). Global (ceil(group * Sq / 16), Hkv, B).
+__kernel void attention_blocked(attn_params p, int D, int Dv, __global const float* Q, long q_off, long q_sb,
+                                long q_sh, long q_ss, __global const float* K, long k_off, long k_sb, long k_sh,
+                                long k_ss, __global const float* V, long v_off, long v_sb, long v_sh, long v_ss,
                                 __global float* O, long o_off, long o_sb, long o_sh, long o_ss,
                                 __global const void* mask, long mask_off, __global const lens_t* lens,
                                 long lens_off) {
   const int hk = get_global_id(1), b = get_global_id(2);
-  const long Hk = get_global_size(1);
   const int rows = p.group * p.Sq;
-  const int r0 = get_global_id(0) * BQ;
+  const int r0 = get_global_id(0) * ATT_LANES;
   if (r0 >= rows) return;
   lens += lens_off;
   const int kv_end = attn_kv_end(&p, lens, b);
   const int coff = attn_causal_offset(&p, kv_end);
 
-  // Rows past the last are clamped to it (computed, not stored) so every loop has BQ rows.
-  __global const float* qp[BQ];
-  int row[BQ];
-  long mo[BQ];
-  int row_min = p.Sq, row_max = 0;
-#pragma unroll
-  for (int i = 0; i < BQ; ++i) {
+  // Transposed Q of the 16 rows, times scale * log2 e; the rows' positions and mask offsets per lane.
+  float qt[MAX_D * ATT_LANES];
+  int row_of[ATT_LANES];
+  long mo[ATT_LANES];
+  const float qscale = p.scale * ATT_LOG2E;
+  __global const float* qp[ATT_LANES];
+  for (int i = 0; i < ATT_LANES; ++i) {
     const int r = min(r0 + i, rows - 1);
     const int h = hk * p.group + r / p.Sq;
-    row[i] = r % p.Sq;
-    qp[i] = Q + q_off + b * q_sb + h * q_sh + (long)row[i] * q_ss;
-    mo[i] = mask_off + b * p.mask_sb + h * p.mask_sh + (long)row[i] * p.mask_ss;
-    row_min = min(row_min, row[i]);
-    row_max = max(row_max, row[i]);
+    row_of[i] = r % p.Sq;
+    mo[i] = mask_off + b * p.mask_sb + h * p.mask_sh + (long)row_of[i] * p.mask_ss;
+    qp[i] = Q + q_off + b * q_sb + h * q_sh + (long)row_of[i] * q_ss;
   }
+  int d0 = 0;
+  for (; d0 + 16 <= D; d0 += 16) {  // 16 x 16 tiles through registers
+    float16 t[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) t[i] = vload16(0, qp[i] + d0) * qscale;
+    att_transpose16(t);
+#pragma unroll
+    for (int x = 0; x < 16; ++x) vstore16(t[x], d0 + x, qt);
+  }
+  for (; d0 < D; ++d0)
+    for (int i = 0; i < ATT_LANES; ++i) qt[d0 * ATT_LANES + i] = qp[i][d0] * qscale;
+  const int16 rowv = vload16(0, row_of);
+  int row_min = p.Sq, row_max = 0;
+  for (int i = 0; i < ATT_LANES; ++i) row_min = min(row_min, row_of[i]), row_max = max(row_max, row_of[i]);
   int kv_limit = kv_end;
   if (p.causal) kv_limit = min(kv_limit, row_max + coff + 1);
   kv_limit = max(kv_limit, 0);
   // Keys below clean_end are visible to every row: those blocks skip the per-lane rules (no mask).
   int clean_end = kv_limit;
   if (p.causal) clean_end = min(clean_end, row_min + coff + 1);
+#if MASK
+  // One mask row for all 16 lanes (a mask broadcast over rows and heads, or one row per work-item):
+  // a broadcast load per key instead of 16 scalar ones.
+  bool mask_uniform = true;
+  for (int i = 1; i < ATT_LANES; ++i) mask_uniform = mask_uniform && mo[i] == mo[0];
+#endif
 
-  const int nc = Dv / VEC_V;
-  vv_t acc[BQ][MAX_DV / VEC_V];
-  float m[BQ];
-  float16 l[BQ];
-#pragma unroll
-  for (int i = 0; i < BQ; ++i) {
-    m[i] = -INFINITY, l[i] = (float16)(0.0f);
-    for (int c = 0; c < nc; ++c) acc[i][c] = (vv_t)(0.0f);
-  }
-  __global const float* kp = Kp + kp_off + (b * Hk + hk) * nblk * (long)D * ATT_BKV;
+  float16 acc[MAX_DV];
+  for (int c = 0; c < Dv; ++c) acc[c] = (float16)(0.0f);
+  float16 m = (float16)(-INFINITY), l = (float16)(0.0f);
+  __global const float* kb = K + k_off + b * k_sb + hk * k_sh;
   __global const float* vb = V + v_off + b * v_sb + hk * v_sh;
 
-  for (int kv0 = 0; kv0 < kv_limit; kv0 += ATT_BKV) {
-    // Scores of BQ rows x 16 keys.
-    __global const float* kb = kp + (long)(kv0 / ATT_BKV) * D * ATT_BKV;
-    float16 s[BQ];
+  for (int kv0 = 0; kv0 < kv_limit; kv0 += ATT_LANES) {
+    float16 s[ATT_LANES];
 #pragma unroll
-    for (int i = 0; i < BQ; ++i) s[i] = (float16)(0.0f);
-    for (int d = 0; d < D; ++d) {
-      const float16 kv = vload16(d, kb);
+    for (int j = 0; j < ATT_LANES; ++j) s[j] = (float16)(0.0f);
 #pragma unroll
-      for (int i = 0; i < BQ; ++i) s[i] = fma((float16)(qp[i][d]), kv, s[i]);
+    for (int h8 = 0; h8 < ATT_LANES; h8 += 8) {
+      __global const float* kr[8];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) kr[t] = kb + (long)min(kv0 + h8 + t, kv_limit - 1) * k_ss;
+      for (int d = 0; d < D; ++d) {
+        const float16 qv = vload16(d, qt);
+#pragma unroll
+        for (int t = 0; t < 8; ++t) s[h8 + t] = fma(qv, (float16)(kr[t][d]), s[h8 + t]);
+      }
     }
-    // Online softmax per row on the whole vector.
-    const bool clean = MASK == 0 && kv0 + ATT_BKV <= clean_end;
-    float alpha[BQ];
-    float pb[BQ][ATT_BKV];
+    if (p.softcap > 0.0f) {
+      // softcap applies to the natural-log-domain score: undo log2 e, cap, redo.
+      const float c = p.softcap;
 #pragma unroll
-    for (int i = 0; i < BQ; ++i) {
-      float16 x = s[i] * p.scale;
-      if (p.softcap > 0.0f) x = p.softcap * tanh(x / p.softcap);
+      for (int j = 0; j < ATT_LANES; ++j) s[j] = (c * ATT_LOG2E) * tanh(s[j] * (1.0f / (ATT_LOG2E * c)));
+    }
+    const bool clean = MASK == 0 && kv0 + ATT_LANES <= clean_end;
+    if (!clean) {
+#pragma unroll
+      for (int j = 0; j < ATT_LANES; ++j) {
+        const int col = kv0 + j;
+        int16 ok = (int16)(col < kv_end ? -1 : 0);
+        if (p.causal) ok &= (int16)(col) <= rowv + (int16)(coff);
 #if MASK == 1
-      __global const float* mf = (__global const float*)mask + mo[i];
-      __global const uchar* mb = 0;
+        if (col < p.mask_cols) {
+          __global const float* mf = (__global const float*)mask;
+          float16 mv;
+          if (mask_uniform) {
+            mv = (float16)(mf[mo[0] + col]);
+          } else {
+            float t[ATT_LANES];
+            for (int i = 0; i < ATT_LANES; ++i) t[i] = mf[mo[i] + col];
+            mv = vload16(0, t);
+          }
+          s[j] = fma(mv, (float16)(ATT_LOG2E), s[j]);
+        } else {
+          ok = (int16)(0);
+        }
 #elif MASK == 2
-      __global const float* mf = 0;
-      __global const uchar* mb = (__global const uchar*)mask + mo[i];
-#else
-      __global const float* mf = 0;
-      __global const uchar* mb = 0;
+        if (col < p.mask_cols) {
+          __global const uchar* mb = (__global const uchar*)mask;
+          if (mask_uniform) {
+            if (mb[mo[0] + col] == 0) ok = (int16)(0);
+          } else {
+            uchar t[ATT_LANES];
+            for (int i = 0; i < ATT_LANES; ++i) t[i] = mb[mo[i] + col];
+            ok &= convert_int16(vload16(0, t)) != (int16)(0);
+          }
+        } else {
+          ok = (int16)(0);
+        }
 #endif
-      if (!clean) x = att_fix_block(&p, x, row[i], kv0, kv_end, coff, mf, mb);
-      const float bmax = att_hmax16(x);
-      float16 pr = (float16)(0.0f);
-      alpha[i] = 1.0f;
-      if (bmax > m[i]) {  // the running max grows: rescale what was summed so far
-        alpha[i] = exp(m[i] - bmax);
-        l[i] *= alpha[i];
-        m[i] = bmax;
+        s[j] = select((float16)(-INFINITY), s[j], ok);
       }
-      if (m[i] != -INFINITY) {  // a row that has seen no visible key yet keeps its (empty) state
-        pr = att_exp16(x - m[i]);
-        l[i] += pr;  // lane-wise; summed across lanes once at the end
-      }
-      vstore16(pr, 0, pb[i]);
     }
-    // P.V: rows past kv_limit are clamped to the last valid one (their weight is 0; the clamp keeps
+    // Online softmax, lane-wise. Lanes that have seen no visible key yet take 0 as their reference, so
+    // every weight is exp2(-inf) = 0 there and the state stays empty.
+    float16 bmax = s[0];
+#pragma unroll
+    for (int j = 1; j < ATT_LANES; ++j) bmax = select(bmax, s[j], s[j] > bmax);
+    const float16 m_new = select(m, bmax, bmax > m);
+    const float16 mref = select(m_new, (float16)(0.0f), m_new == (float16)(-INFINITY));
+    if (any(m_new > m)) {  // some row's max grew: rescale what it summed so far
+      const float16 alpha = att_exp2_16(m - mref);
+      l *= alpha;
+      for (int c = 0; c < Dv; ++c) acc[c] *= alpha;
+    }
+    m = m_new;
+    float16 pj[ATT_LANES];
+#pragma unroll
+    for (int j = 0; j < ATT_LANES; ++j) {
+      pj[j] = att_exp2_16(s[j] - mref);
+      l += pj[j];
+    }
+    // P.V. Keys past kv_limit are clamped to the last valid one (their weight is 0; the clamp keeps
     // reads inside the written part of a KV cache, whose tail may hold NaN bit patterns).
-    __global const float* vrow[ATT_BKV];
+    __global const float* vrow[ATT_LANES];
 #pragma unroll
-    for (int j = 0; j < ATT_BKV; ++j) vrow[j] = vb + (long)min(kv0 + j, kv_limit - 1) * v_ss;
-    for (int c = 0; c < nc; ++c) {
-      vv_t a[BQ];
+    for (int j = 0; j < ATT_LANES; ++j) vrow[j] = vb + (long)min(kv0 + j, kv_limit - 1) * v_ss;
+    int c = 0;
+    for (; c + 8 <= Dv; c += 8) {
+      float16 a[8];
 #pragma unroll
-      for (int i = 0; i < BQ; ++i) a[i] = acc[i][c] * alpha[i];
+      for (int t = 0; t < 8; ++t) a[t] = acc[c + t];
 #pragma unroll
-      for (int j = 0; j < ATT_BKV; ++j) {
-        const vv_t v = VV_LOAD(c, vrow[j]);
+      for (int j = 0; j < ATT_LANES; ++j) {
 #pragma unroll
-        for (int i = 0; i < BQ; ++i) a[i] = fma((vv_t)(pb[i][j]), v, a[i]);
+        for (int t = 0; t < 8; ++t) a[t] = fma(pj[j], (float16)(vrow[j][c + t]), a[t]);
       }
 #pragma unroll
-      for (int i = 0; i < BQ; ++i) acc[i][c] = a[i];
+      for (int t = 0; t < 8; ++t) acc[c + t] = a[t];
+    }
+    for (; c < Dv; ++c) {
+      float16 a = acc[c];
+#pragma unroll
+      for (int j = 0; j < ATT_LANES; ++j) a = fma(pj[j], (float16)(vrow[j][c]), a);
+      acc[c] = a;
     }
   }
+  // A row with every key masked has no softmax; it yields zeros (as attention_fused).
+  const float16 inv = select((float16)(0.0f), (float16)(1.0f) / l, l > (float16)(0.0f));
+  __global float* op[ATT_LANES];
+  const int nrows = min(ATT_LANES, rows - r0);
+  for (int i = 0; i < ATT_LANES; ++i) {
+    const int h = hk * p.group + min(r0 + i, rows - 1) / p.Sq;
+    op[i] = O + o_off + b * o_sb + h * o_sh + (long)row_of[i] * o_ss;
+  }
+  int c0 = 0;
+  for (; c0 + 16 <= Dv; c0 += 16) {
+    float16 t[16];
 #pragma unroll
-  for (int i = 0; i < BQ; ++i) {
-    if (r0 + i < rows) {
-      // A row with every key masked has no softmax; it yields zeros (as attention_fused).
-      const float sum = att_hsum16(l[i]);
-      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-      const int r = r0 + i;
-      const int h = hk * p.group + r / p.Sq;
-      __global float* op = O + o_off + b * o_sb + h * o_sh + (long)row[i] * o_ss;
-      for (int c = 0; c < nc; ++c) VV_STORE(acc[i][c] * inv, c, op);
-    }
+    for (int x = 0; x < 16; ++x) t[x] = acc[c0 + x] * inv;
+    att_transpose16(t);
+    for (int i = 0; i < nrows; ++i) vstore16(t[i], 0, op[i] + c0);
+  }
+  for (; c0 < Dv; ++c0) {
+    const float16 o = acc[c0] * inv;
+    for (int i = 0; i < nrows; ++i) op[i][c0] = ((const float*)&o)[i];
   }
   (void)mask;
   (void)mo;

@@ -10,14 +10,14 @@
 namespace cldl {
 
 namespace {
-// Default variants, exactly as create() builds them: the CPU register-blocked kernel without and with
-// an additive mask, the tile kernel at head size 64 on CPUs (an MHA decode step over a KV cache:
+// Default variants, exactly as create() builds them: the CPU blocked kernel (rows across vector lanes)
+// without and with an additive mask, the tile kernel at head size 64 on CPUs (an MHA decode step over a KV cache:
 // BLOCK_M 1, VEC 16, global reads) and on GPUs with 48 KiB of local memory (BLOCK_M 64, VEC 4), head size 128, and the plain
 // path's kernels (which the KV cache shares).
 const ProgramVariants kAttentionVariants(
     "attention.cl",
-    {"-DATT_KERNEL=2 -DBQ=6 -DVEC_V=16 -DMASK=0 -DKV_LENS=0",
-     "-DATT_KERNEL=2 -DBQ=6 -DVEC_V=16 -DMASK=1 -DKV_LENS=0",
+    {"-DATT_KERNEL=2 -DMASK=0 -DKV_LENS=0",
+     "-DATT_KERNEL=2 -DMASK=1 -DKV_LENS=0",
      "-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=1 -DBLOCK_N=32 -DVEC=16 -DUSE_LOCAL=0 -DMASK=0 -DKV_LENS=1",
      "-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0",
      "-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=1 -DKV_LENS=0",
@@ -128,7 +128,6 @@ Shape Attention::validate(const AttentionConfig& c, std::span<const Shape> input
 }
 
 size_t Attention::workspace_bytes() const {
-  if (blocked_) return size_t(cfg_.batch * cfg_.eff_kv_heads() * kv_blocks_ * 16 * cfg_.head_size) * sizeof(float);
   if (fused_) return 0;
   return size_t(cfg_.batch * cfg_.q_heads * cfg_.q_len * cfg_.kv_len) * sizeof(float);
 }
@@ -170,25 +169,18 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     }
   if (tuned_cfg.blocked < -1 || tuned_cfg.blocked > 1)
     invalid("Attention", "blocked must be -1 (auto), 0 or 1, got {}", tuned_cfg.blocked);
-  if (tuned_cfg.block_q < 0 || tuned_cfg.block_q > 8)
-    invalid("Attention", "block_q must be 1..8 (or 0 = default), got {}", tuned_cfg.block_q);
-  const int bq = tuned_cfg.block_q > 0 ? tuned_cfg.block_q : 6;
   if (a->fused_) {
-    // The register-blocked kernel wants whole blocks of query rows per kv head; a decode step (a few
-    // rows) goes to the tile kernel, which needs no packed copy of K.
+    // The blocked kernel puts 16 query rows of a kv head across the lanes of a vector; with fewer
+    // than half of them filled (a decode step) the tile kernel, which needs no packed copy of K, wins.
     const int64_t rows = cfg.q_len * (cfg.q_heads / cfg.eff_kv_heads());
-    a->blocked_ = tuned_cfg.blocked == 1 || (tuned_cfg.blocked < 0 && info.type == DeviceType::cpu && rows >= bq);
+    a->blocked_ = tuned_cfg.blocked == 1 || (tuned_cfg.blocked < 0 && info.type == DeviceType::cpu && rows >= 8);
   }
   if (a->blocked_) {
-    int vv = 16;  // V head-dim lanes per accumulator: the widest power of two dividing Dv
-    while (Dv % vv) vv /= 2;
-    a->block_m_ = size_t(bq);
-    a->kv_blocks_ = (cfg.kv_len + 15) / 16;
-    std::string opts = fmt::format("-DATT_KERNEL=2 -DBQ={} -DVEC_V={} -DMASK={} -DKV_LENS={}", bq, vv, mask, lens);
+    a->block_m_ = 16;
+    std::string opts = fmt::format("-DATT_KERNEL=2 -DMASK={} -DKV_LENS={}", mask, lens);
     cl::Program prog = ctx.program("attention.cl", opts, device);
     a->kernel_ = make_kernel(prog, "attention_blocked");
-    a->pack_ = make_kernel(prog, "attention_pack_k");
-    a->algorithm_ = fmt::format("fused:blocked BQ={} BKV=16 VEC_V={} packed-K{}", bq, vv, tuned ? " (tuned)" : "");
+    a->algorithm_ = fmt::format("fused:blocked rows=16 BKV=16{}", tuned ? " (tuned)" : "");
   } else if (a->fused_) {
     // GPUs want enough rows per work-group to share each K/V tile. On CPUs this kernel serves decode steps (a few rows per kv head) and reads K/V from global memory,
     // so rows share nothing through a work-group: one row per group (no idle rows, one build per shape).
@@ -298,22 +290,13 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
   const cl_long loff = lens ? cl_long(lens->offset_elems()) : 0;
   const Tensor &Q = inputs[0], &K = inputs[1], &V = inputs[2], &Y = outputs[0];
   if (blocked_) {
-    if (!workspace || workspace->bytes() < workspace_bytes())
-      invalid("Attention", "the blocked kernel needs a workspace of {} bytes (packed K), got {}", workspace_bytes(),
-              workspace ? workspace->bytes() : 0);
     Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.eff_kv_layout(), Hk, C, D),
             vs = strides_of(c.eff_kv_layout(), Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
-    const Tensor& W = *workspace;
-    const cl_long w_off = cl_long(W.offset_bytes / sizeof(float));
     std::lock_guard lock(launch_mutex_);
-    set_args(pack_, cl_int(c.kv_len), cl_int(D), cl_int(kv_blocks_), K.buffer, cl_long(K.offset_elems()), cl_long(ks.b),
-             cl_long(ks.h), cl_long(ks.s), W.buffer, w_off);
-    ec.enqueue_kernel(pack_, cl::NDRange(size_t(kv_blocks_ * 16), size_t(Hk), size_t(c.batch)), cl::NullRange,
-                      "attention_pack_k");
-    set_args(kernel_, p, cl_int(D), cl_int(Dv), cl_int(kv_blocks_), Q.buffer, cl_long(Q.offset_elems()), cl_long(qs.b),
-             cl_long(qs.h), cl_long(qs.s), W.buffer, w_off, V.buffer, cl_long(V.offset_elems()), cl_long(vs.b),
-             cl_long(vs.h), cl_long(vs.s), Y.buffer, cl_long(Y.offset_elems()), cl_long(ys.b), cl_long(ys.h),
-             cl_long(ys.s), mbuf, moff, lbuf, loff);
+    set_args(kernel_, p, cl_int(D), cl_int(Dv), Q.buffer, cl_long(Q.offset_elems()), cl_long(qs.b), cl_long(qs.h),
+             cl_long(qs.s), K.buffer, cl_long(K.offset_elems()), cl_long(ks.b), cl_long(ks.h), cl_long(ks.s), V.buffer,
+             cl_long(V.offset_elems()), cl_long(vs.b), cl_long(vs.h), cl_long(vs.s), Y.buffer, cl_long(Y.offset_elems()),
+             cl_long(ys.b), cl_long(ys.h), cl_long(ys.s), mbuf, moff, lbuf, loff);
     const size_t rows = size_t(c.q_len * (c.q_heads / Hk));
     ec.enqueue_kernel(kernel_, cl::NDRange((rows + block_m_ - 1) / block_m_, size_t(Hk), size_t(c.batch)),
                       cl::NDRange(1, 1, 1), "attention_blocked");

@@ -2,9 +2,9 @@
 // incremental decoding. Two algorithms:
 //   fused  online softmax, the Sq x Skv scores never reach global memory. Two kernels
 //          (kernels/attention.cl): `attention_fused` tiles K/V through local memory with one query row
-//          per work-item (GPUs, and decode steps with few rows); `attention_blocked` (CPUs) gives each
-//          work-item a register block of query rows against blocks of 16 keys of K packed into the
-//          workspace by `attention_pack_k`;
+//          per work-item (GPUs, and decode steps with few rows); `attention_blocked` (CPUs) puts 16
+//          query rows across the lanes of a vector against blocks of 16 keys, so the online softmax
+//          needs no horizontal reductions;
 //   plain  GEMM (layers/gemm.hpp) -> masked row softmax -> GEMM, scores in the workspace.
 // `automatic` picks fused whenever it covers the configuration and says so in algorithm(); the plain
 // path is only taken when asked for or when the fused kernel cannot serve (head size above 256, or the
@@ -55,11 +55,9 @@ struct AttentionConfig {
   // Fused kernel tiles (0 = the device heuristic); set by the tuner or `cldl bench --set block_m=..`.
   int block_m = 0, block_n = 0, vec = 0;
   int use_local = -1;  // K/V tiles through local memory: -1 = default (yes), 0 = read global memory directly
-  // Fused algorithm on the register-blocked kernel (attention_blocked): -1 auto (CPU devices, when a kv
-  // head has at least block_q query rows), 0 never, 1 always. block_q: its query rows per work-item
-  // (0 = 6).
+  // Fused algorithm on the blocked kernel (attention_blocked, 16 query rows across vector lanes): -1 auto
+  // (CPU devices, when a kv head has at least 8 query rows), 0 never, 1 always.
   int blocked = -1;
-  int block_q = 0;
 
 
   int64_t eff_kv_heads() const { return kv_heads ? kv_heads : q_heads; }
@@ -95,11 +93,9 @@ class Attention : public Op {
   AttentionConfig cfg_;
   std::string algorithm_;
   bool fused_ = true;
-  bool blocked_ = false;  // fused on attention_blocked (K packed into the workspace first)
-  size_t block_m_ = 32;   // attention_fused: rows per work-group; attention_blocked: rows per work-item
-  int64_t kv_blocks_ = 0; // attention_blocked: blocks of 16 keys packed per (batch, kv head)
+  bool blocked_ = false;  // fused on attention_blocked
+  size_t block_m_ = 32;   // attention_fused: rows per work-group; attention_blocked: rows per work-item (16)
   cl::Kernel kernel_;  // fused kernel, or the plain path's softmax
-  cl::Kernel pack_;    // attention_blocked: attention_pack_k
   cl::Kernel qk_out_;  // plain path: qk_matmul_output
   std::unique_ptr<Gemm> qk_, pv_;
 };

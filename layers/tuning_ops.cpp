@@ -183,10 +183,9 @@ std::string attention_problem(const AttentionConfig& c) {
 
 Space attention_space(const DeviceInfo& info, const AttentionConfig&) {
   Space s;
-  // blocked: 1 = the register-blocked kernel (block_q rows per work-item; the tile knobs are unused),
-  // 0 = the tile kernel (block_m, block_n, vec, use_local; block_q unused).
+  // blocked: 1 = the blocked kernel (16 rows per work-item; the tile knobs are unused), 0 = the tile
+  // kernel (block_m, block_n, vec, use_local).
   s.dims.push_back({"blocked", {0, 1}});
-  s.dims.push_back({"block_q", {2, 4, 6, 8}});
   s.dims.push_back({"block_m", info.type == DeviceType::cpu ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}
                                                             : std::vector<int64_t>{16, 32, 64, 128}});
   s.dims.push_back({"block_n", {4, 8, 16, 32, 64}});
@@ -216,16 +215,13 @@ void attention_apply(const Params& p, AttentionConfig& c) {
   if (c.vec <= 0) c.vec = int(get(p, "vec", 0));
   if (c.use_local < 0) c.use_local = int(get(p, "use_local", -1));
   if (c.blocked < 0) c.blocked = int(get(p, "blocked", -1));
-  if (c.block_q <= 0) c.block_q = int(get(p, "block_q", 0));
 }
 
 Params attention_relevant(const Params& p) {
   Params r = p;
-  if (get(p, "blocked", 0) == 1) {
+  if (get(p, "blocked", 0) == 1)
     for (const char* k : {"block_m", "block_n", "vec", "use_local"}) r.erase(k);
-  } else {
-    r.erase("block_q");
-  }
+  r.erase("block_q");  // a knob of the earlier blocked kernel, still in older databases
   return r;
 }
 

@@ -50,7 +50,7 @@ std::string attention_problem(const AttentionConfig& c);
 Space attention_space(const DeviceInfo& info, const AttentionConfig& c);
 std::string attention_invalid(const DeviceInfo& info, const AttentionConfig& c, const Params& p);
 void attention_apply(const Params& p, AttentionConfig& c);  // fields still at their defaults only
-// The parameters that matter for `p`'s kernel (blocked: block_q; tile kernel: the tile knobs), so a
+// The parameters that matter for `p`'s kernel (blocked: none; tile kernel: the tile knobs), so a
 // search need not time the same kernel twice.
 Params attention_relevant(const Params& p);
 

@@ -274,16 +274,16 @@ TEST_CASE("tuning: op families reject what the device cannot run") {
   // 256 keys x 48 floats = 48 KiB of local tiles: too much with local tiles, fine without.
   CHECK_FALSE(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 256}, {"vec", 8}, {"use_local", 1}}).empty());
   CHECK(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 256}, {"vec", 8}, {"use_local", 0}}).empty());
-  // The blocked kernel reads block_q only; the tile kernel everything but block_q.
-  CHECK(attention_relevant({{"blocked", 1}, {"block_q", 4}, {"block_m", 8}, {"vec", 4}}) ==
-        Params{{"blocked", 1}, {"block_q", 4}});
+  // The blocked kernel reads no knob; the tile kernel its four. block_q (the earlier blocked kernel's
+  // rows per work-item, still in older databases) matters to neither.
+  CHECK(attention_relevant({{"blocked", 1}, {"block_q", 4}, {"block_m", 8}, {"vec", 4}}) == Params{{"blocked", 1}});
   CHECK(attention_relevant({{"blocked", 0}, {"block_q", 4}, {"block_m", 8}}) == Params{{"blocked", 0}, {"block_m", 8}});
   AttentionConfig applied;
-  applied.block_q = 2;  // explicit: kept
-  attention_apply({{"blocked", 1}, {"block_q", 8}, {"vec", 4}}, applied);
+  applied.vec = 2;  // explicit: kept
+  attention_apply({{"blocked", 1}, {"block_m", 8}, {"vec", 4}}, applied);
   CHECK(applied.blocked == 1);
-  CHECK(applied.block_q == 2);
-  CHECK(applied.vec == 4);
+  CHECK(applied.block_m == 8);
+  CHECK(applied.vec == 2);
 }
 
 TEST_CASE("tuning: a candidate with a wrong result is rejected however fast it is") {

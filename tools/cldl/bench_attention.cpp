@@ -3,8 +3,8 @@
 // in the same run with as many intra-op threads as the device has compute units (--set ort_threads=N
 // overrides). GFLOP/s counts 4*B*H*S*S*D (QK and PV), half of that for causal. A summary table ends
 // the run with the speed-ups from the minimum times: fused over ORT and fused over plain.
-// Settings (--set): block_m, block_n, vec, use_local (tile kernel), blocked=-1/0/1, block_q (blocked
-// kernel), plain=0 (skip the plain path).
+// Settings (--set): block_m, block_n, vec, use_local (tile kernel), blocked=-1/0/1 (the blocked kernel:
+// auto, never, always), plain=0 (skip the plain path).
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -85,7 +85,6 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       if (key == "vec") cfg.vec = std::stoi(a.substr(eq + 1));
       if (key == "use_local") cfg.use_local = std::stoi(a.substr(eq + 1));
       if (key == "blocked") cfg.blocked = std::stoi(a.substr(eq + 1));
-      if (key == "block_q") cfg.block_q = std::stoi(a.substr(eq + 1));
     }
     cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.q_len(), cfg.kv_len = c.S, cfg.head_size = c.D;
     cfg.causal = c.causal, cfg.causal_offset = c.S - c.q_len();

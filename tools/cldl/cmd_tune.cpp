@@ -403,7 +403,7 @@ class Tuner {
 
   // ---- attention: fused kernel (blocked / tile) and its knobs (bhsd, no mask) ----
   void attention(AttentionConfig cfg) {
-    cfg.block_m = cfg.block_n = cfg.vec = cfg.block_q = 0;
+    cfg.block_m = cfg.block_n = cfg.vec = 0;
     cfg.use_local = cfg.blocked = -1;
     cfg.algo = AttentionAlgo::fused;
     const DeviceInfo& info = ctx_.device().info;
@@ -438,12 +438,12 @@ class Tuner {
       timed[key] = ev;
       return ev;
     };
-    // The device heuristic (attention.cpp): on CPUs the blocked kernel with 6 query rows per work-item
-    // when a kv head has that many rows; the tile kernel with BLOCK_M 1, VEC 16 and global reads on
-    // CPUs, BLOCK_M 64, VEC 4 and local tiles on GPUs.
+    // The device heuristic (attention.cpp): on CPUs the blocked kernel when a kv head has at least 8
+    // query rows; the tile kernel with BLOCK_M 1, VEC 16 and global reads on CPUs, BLOCK_M 64, VEC 4
+    // and local tiles on GPUs.
     const bool cpu = info.type == DeviceType::cpu;
-    const bool blocked = cpu && cfg.q_len * (cfg.q_heads / Hk) >= 6;
-    Params start{{"blocked", blocked ? 1 : 0}, {"block_q", 6}, {"block_m", cpu ? 1 : 64}, {"block_n", 32},
+    const bool blocked = cpu && cfg.q_len * (cfg.q_heads / Hk) >= 8;
+    Params start{{"blocked", blocked ? 1 : 0}, {"block_m", cpu ? 1 : 64}, {"block_n", 32},
                  {"vec", cpu ? 16 : 4}, {"use_local", cpu ? 0 : 1}};
     SearchOptions so = search_options("attention " + problem);
     so.random_samples = 16;
