@@ -38,7 +38,9 @@ bool rule_matches(const std::string& pattern, const Node& n) {
 }  // namespace
 
 std::vector<int> resolve_placement(const Graph& g, const CompileOptions& opts, size_t device_count) {
-  auto device_list = [&] { return fmt::format("the context has {} device{}", device_count, device_count == 1 ? "" : "s"); };
+  auto device_list = [&] {
+    return fmt::format("the context has {} device{}", device_count, device_count == 1 ? "" : "s");
+  };
   if (opts.device < 0 || size_t(opts.device) >= device_count)
     fail("compile: device {} does not exist ({})", opts.device, device_list());
   std::vector<int> dev(g.nodes.size(), opts.device);
@@ -71,7 +73,8 @@ std::vector<int> resolve_placement(const Graph& g, const CompileOptions& opts, s
 std::pair<std::string, int> parse_placement_rule(const std::string& text) {
   auto eq = text.rfind('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
-    fail("placement '{}' should be NODE=DEVICE (a node name, a glob such as 'conv*', or op:TYPE; a device index)", text);
+    fail("placement '{}' should be NODE=DEVICE (a node name, a glob such as 'conv*', or op:TYPE; a device index)",
+         text);
   std::string dev = text.substr(eq + 1);
   if (dev.find_first_not_of("0123456789") != std::string::npos || dev.size() > 6)
     fail("placement '{}': device '{}' is not a device index (0, 1, ...)", text, dev);
@@ -349,8 +352,8 @@ std::vector<cl::Event> Session::enqueue_steps(std::vector<cl::Event>& slot_ready
         cl::Event& moved = migrated[{r, st.device}];
         if (moved() == nullptr) {
           ExecutionContext mc(ec.queue);
-          if (ready() != nullptr) mc.wait_for.push_back(ready);
-          else if (start() != nullptr) mc.wait_for.push_back(start);
+          cl::Event after = ready() != nullptr ? ready : start;
+          if (after() != nullptr) mc.wait_for.push_back(after);
           mc.signal = &moved;
           mc.profiler = profiler;
           mc.label = rs.name;

@@ -71,7 +71,8 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
     std::vector<std::pair<size_t, size_t>> busy;
     for (auto& u : placed) {
       auto& t = p.slots[u];
-      if (t.device == s.device && t.last >= s.first && s.last >= t.first) busy.emplace_back(t.offset, t.offset + t.bytes);
+      if (t.device == s.device && t.last >= s.first && s.last >= t.first)
+        busy.emplace_back(t.offset, t.offset + t.bytes);
     }
     std::sort(busy.begin(), busy.end());
     size_t off = 0;

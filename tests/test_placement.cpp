@@ -84,14 +84,16 @@ std::map<std::string, std::vector<float>> branchy_ref(const Graph& g, const Host
 }
 
 // Rules for the nodes of the prepared graph that come from `names` (a fused Relu is gone).
-std::vector<std::pair<std::string, int>> rules_for(const Graph& prepared, const std::vector<std::string>& names, int d) {
+std::vector<std::pair<std::string, int>> rules_for(const Graph& prepared, const std::vector<std::string>& names,
+                                                   int d) {
   std::vector<std::pair<std::string, int>> r;
   for (auto& n : prepared.nodes)
     if (std::find(names.begin(), names.end(), n.name) != names.end()) r.push_back({n.name, d});
   return r;
 }
 
-void check_branchy(const std::map<std::string, HostTensor>& got, const std::map<std::string, std::vector<float>>& want) {
+void check_branchy(const std::map<std::string, HostTensor>& got,
+                   const std::map<std::string, std::vector<float>>& want) {
   for (auto& [name, w] : want) {
     CAPTURE(name);
     REQUIRE(got.count(name));
@@ -103,8 +105,9 @@ void check_branchy(const std::map<std::string, HostTensor>& got, const std::map<
 // Two PoCL CPU devices in one context, or null (with the reason said) when this process has fewer.
 std::shared_ptr<Context> two_devices() {
   if (!std::getenv("CLDL_TEST_MULTI_DEVICE")) {
-    MESSAGE("skipped: two-device placement runs under ctest's multi_device (POCL_DEVICES=\"pthread pthread\", "
-            "CLDL_TEST_MULTI_DEVICE=1)");
+    MESSAGE(
+        "skipped: two-device placement runs under ctest's multi_device (POCL_DEVICES=\"pthread pthread\", "
+        "CLDL_TEST_MULTI_DEVICE=1)");
     return nullptr;
   }
   static std::shared_ptr<Context> two = [] {
@@ -123,9 +126,9 @@ TEST_SUITE("placement") {
   TEST_CASE("placement rules: names, globs, op types, the last match wins; errors name the rule") {
     GraphBuilder b("g");
     auto x = b.input("x", DType::f32, Shape{2, 3});
-    auto a = b.relu(x);                // Relu_0
-    auto c = b.op1("Sigmoid", {a});    // Sigmoid_1
-    auto d = b.op1("Tanh", {c});       // Tanh_2
+    auto a = b.relu(x);                  // Relu_0
+    auto c = b.op1("Sigmoid", {a});      // Sigmoid_1
+    auto d = b.op1("Tanh", {c});         // Tanh_2
     b.output(b.add(d, b.relu(c)), "y");  // Relu_3, Add_4, Identity_5
     Graph g = b.build();
     REQUIRE(g.nodes.size() == 6);
@@ -291,7 +294,8 @@ TEST_SUITE("multi-device") {
     if (!two) return;
     Branchy br = branchy();
     prepare(br.g);
-    auto m = CompiledModel::compile(two, br.g, CompileOptions{.profiling = true, .placement = rules_for(br.g, br.on_one, 1)});
+    auto m = CompiledModel::compile(two, br.g,
+                                    CompileOptions{.profiling = true, .placement = rules_for(br.g, br.on_one, 1)});
     auto s = m->session();
     auto x = rnd({5, 7}, 5);
     Profiler prof;
@@ -377,8 +381,11 @@ TEST_SUITE("multi-device") {
     if (!two) return;
     Branchy br = branchy();
     prepare(br.g);
-    auto e = test::error_of([&] { CompiledModel::compile(two, br.g, CompileOptions{.placement = {{"op:MatMul", 5}}}); });
-    CHECK(e.find("placement rule 'op:MatMul=5': device 5 does not exist (the context has 2 devices)") != std::string::npos);
+    auto e = test::error_of([&] {
+      CompiledModel::compile(two, br.g, CompileOptions{.placement = {{"op:MatMul", 5}}});
+    });
+    CHECK(e.find("placement rule 'op:MatMul=5': device 5 does not exist (the context has 2 devices)") !=
+          std::string::npos);
     e = test::error_of([&] { CompiledModel::compile(two, br.g, CompileOptions{.placement = {{"conv9", 1}}}); });
     CHECK(e.find("placement rule 'conv9=1' matches no node of graph 'branchy'") != std::string::npos);
 
