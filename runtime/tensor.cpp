@@ -82,6 +82,10 @@ int64_t Shape::numel() const {
 
 std::string Shape::str() const { return fmt::format("[{}]", fmt::join(dims, ", ")); }
 
+void Shape::index_error(size_t i) const {
+  fail("Shape {}: dimension index {} is out of range (rank {})", str(), int64_t(i), dims.size());
+}
+
 HostTensor::HostTensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (auto d : shape_.dims)
     if (d < 0) fail("HostTensor: negative dimension in shape {}", shape_.str());

@@ -50,11 +50,19 @@ struct Shape {
   Shape(std::initializer_list<int64_t> d) : dims(d) {}
   explicit Shape(std::vector<int64_t> d) : dims(std::move(d)) {}
   size_t rank() const { return dims.size(); }
-  int64_t operator[](size_t i) const { return dims[i]; }
-  int64_t& operator[](size_t i) { return dims[i]; }
+  // Bounds-checked: an index past the rank throws naming the shape (a negative one arrives huge).
+  int64_t operator[](size_t i) const {
+    if (i >= dims.size()) index_error(i);
+    return dims[i];
+  }
+  int64_t& operator[](size_t i) {
+    if (i >= dims.size()) index_error(i);
+    return dims[i];
+  }
   int64_t numel() const;
   bool operator==(const Shape&) const = default;
   std::string str() const;  // "[2, 3, 4]"
+  [[noreturn]] void index_error(size_t i) const;
 };
 
 // Host memory tensor: model inputs/outputs and test data. Owns its bytes.

@@ -404,3 +404,18 @@ TEST_CASE("offline bundles: programs load with no source compiled; foreign bundl
   std::filesystem::remove_all(dir);
 }
 }
+
+TEST_SUITE("runtime") {
+TEST_CASE("Shape: an index past the rank throws naming the shape and the rank") {
+  Shape s{2, 3, 4};
+  CHECK(s[0] == 2);
+  CHECK(s[2] == 4);
+  s[1] = 5;
+  CHECK(s == Shape{2, 5, 4});
+  const Shape& cs = s;
+  CHECK_THROWS_WITH_AS(cs[3], doctest::Contains("Shape [2, 5, 4]: dimension index 3 is out of range (rank 3)"), Error);
+  CHECK_THROWS_WITH_AS(s[3] = 1, doctest::Contains("index 3 is out of range"), Error);
+  CHECK_THROWS_WITH_AS(cs[size_t(-1)], doctest::Contains("index -1 is out of range"), Error);
+  CHECK_THROWS_AS(Shape{}[0], Error);
+}
+}
