@@ -25,8 +25,8 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", seed, "Random seed for sampling");
   cmd->add_option("-d,--device", device, "Device spec (cpu, gpu, P:D, name)")->envname("CLDL_DEVICE");
-  cmd->add_option("--rnn-strategy", rnn_strategy, "RNN/LSTM/GRU nodes: auto, sequential, time, layer, data, wave")
-      ->check(CLI::IsMember({"auto", "sequential", "time", "layer", "data", "wave"}));
+  cmd->add_option("--rnn-strategy", rnn_strategy, "RNN/LSTM/GRU nodes: auto, sequential, time, layer, data")
+      ->check(CLI::IsMember({"auto", "sequential", "time", "layer", "data"}));
   cmd->add_flag("--prompt-token-by-token", one_by_one, "Feed the prompt one token a call instead of in one call");
   cmd->add_flag("--json", json, "One JSON object on stdout");
   cmd->callback([] {
