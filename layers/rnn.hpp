@@ -193,9 +193,10 @@ struct RnnWaveParams {
   int mr = 0;          // batch rows per work-item: 1, 2 or 4 (heuristic: 4 from batch 8, 2 from 2, else 1)
   int wg_m = 0;        // row groups per work-group (heuristic: up to 8; they share a tile's weights in cache)
   int lag = 0;          // steps between layers: 1 = input projection fused into each step (W streamed per
-                       // step); K > 1 = projection GEMM per K-step chunk, T + K (L - 1) waves (heuristic: 8)
-  int auto_max_batch = 0;  // `auto` picks wavefront up to this batch (heuristic: see RnnWaveParams::resolved)
-  RnnWaveParams resolved(int64_t batch) const;
+                       // step); K > 1 = projection GEMM per K-step chunk, T + K (L - 1) waves (heuristic:
+                       // 16 below batch 16 or for one layer, else 1)
+  int auto_max_batch = 0;  // `auto` picks wavefront up to this batch (heuristic: no limit)
+  RnnWaveParams resolved(int64_t batch, size_t layers) const;
 };
 
 struct RnnRunOptions {

@@ -315,7 +315,7 @@ struct Scheduler {
     if (std::string why = wave_unsupported(); !why.empty())
       invalid(to_string(cfg(0).cell), "strategy wavefront: {}", why);
     const size_t L = layers.size();
-    const RnnWaveParams wp = wp0.resolved(B);
+    const RnnWaveParams wp = wp0.resolved(B, layers.size());
     constexpr int LW = 24;  // RNN_WAVE_LW in kernels/rnn.cl
     std::vector<RnnLayer::TileWeights> tw;
     std::vector<int64_t> table(L * LW, 0);
@@ -391,6 +391,9 @@ struct Scheduler {
       if (t[8]) ctx.copy_async(at(io.h0, l), st.slice_elems(t[6] + BH, BH, at(io.h0, l).shape), e);
       if (t[9]) ctx.copy_async(at(io.c0, l), st.slice_elems(t[7] + BH, BH, at(io.c0, l).shape), e);
     }
+    // The kernel indexes these three from their buffers' starts (whole allocations of this op).
+    if (wts.offset_bytes || lt.offset_bytes || st.offset_bytes)
+      fail("RNN wavefront: its weight, table and state buffers must start at offset 0");
     const size_t mr = size_t(wp.mr);
     const std::string kname = fmt::format("lstm_wave_tile_m{}", mr);
     auto kit = state.kernels.find(kname + fmt::format(" d{}", device));
@@ -528,14 +531,17 @@ struct Scheduler {
 
 }  // namespace
 
-RnnWaveParams RnnWaveParams::resolved(int64_t batch) const {
+RnnWaveParams RnnWaveParams::resolved(int64_t batch, size_t layers) const {
   RnnWaveParams r = *this;
   if (r.mr == 0) r.mr = batch >= 8 ? 4 : batch >= 2 ? 2 : 1;
   if (r.mr != 1 && r.mr != 2 && r.mr != 4) fail("RNN wavefront: mr must be 1, 2 or 4 (0 = auto), got {}", r.mr);
   if (r.wg_m == 0) r.wg_m = 8;
   if (r.wg_m < 0) fail("RNN wavefront: wg_m must be positive (0 = auto), got {}", r.wg_m);
   if (r.auto_max_batch == 0) r.auto_max_batch = 1 << 30;
-  if (r.lag == 0) r.lag = 8;
+  // Measured with `cldl bench rnn` on PoCL (2-core EPYC, busy; see the RnnWaveParams comment): per-chunk
+  // projections win where the fused step would stream W for few rows (small batch) or where there is no
+  // layer to overlap with (one layer); with 2+ layers and a batch of 16+ the fused form is as good or better.
+  if (r.lag == 0) r.lag = batch < 16 || layers == 1 ? 16 : 1;
   if (r.lag < 0) fail("RNN wavefront: lag must be positive (0 = auto), got {}", r.lag);
   return r;
 }
@@ -587,13 +593,13 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
   Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, ec.profiler, {}};
   std::string why_auto;
   if (s == RnnStrategy::automatic) {
-    const RnnWaveParams wp = opts.wave.resolved(B);
+    const RnnWaveParams wp = opts.wave.resolved(B, layers.size());
     if (ctx.device_count() > 1 && B >= 2 * int64_t(ctx.device_count())) {
       s = RnnStrategy::data_parallel;
       why_auto = "several devices and batch >= 2 per device";
     } else if (B <= wp.auto_max_batch && sch.wave_unsupported().empty()) {
       s = RnnStrategy::wavefront;
-      why_auto = fmt::format("forward LSTM stack in tiles, batch {} <= {}", B, wp.auto_max_batch);
+      why_auto = fmt::format("forward LSTM layers in the tiles layout on one device, lag {}", wp.lag);
     } else if (layers.size() > 1 && all_forward) {
       s = RnnStrategy::layer_parallel;
       why_auto = "stack of forward layers";

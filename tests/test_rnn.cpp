@@ -498,6 +498,39 @@ TEST_CASE("wavefront refuses what it cannot run, and auto then picks another str
   }
 }
 
+TEST_CASE("a profiler sees the wavefront's launches: T + lag (L - 1) waves and the chunk projections") {
+  const int64_t T = 7, B = 2;
+  std::vector<RnnConfig> cfgs;
+  std::vector<RnnWeights> ws;
+  for (int l = 0; l < 3; ++l) {
+    Case c = make_case(RnnCell::lstm, RnnDirection::forward, T, B, l == 0 ? 4 : 6, 6, 980 + unsigned(l), false, false);
+    cfgs.push_back(c.cfg);
+    ws.push_back(c.w);
+  }
+  auto stack = RnnStack::create(ctx(), 0, cfgs, ws);
+  RnnStackIO io;
+  io.x = ctx().upload(HostTensor::from<float>({T, B, 4}, test::random_floats(size_t(T * B * 4), 990)));
+  io.y = ctx().alloc({T, 1, B, 6}, DType::f32);
+  for (int lag : {1, 3}) {
+    CAPTURE(lag);
+    RnnRunOptions o;
+    o.strategy = RnnStrategy::wavefront;
+    o.wave.lag = lag;
+    Profiler prof;
+    ExecutionContext ec(ctx().queue(0, 0, true));
+    ec.profiler = &prof;
+    stack->enqueue(io, o, ec);
+    size_t waves = 0, projections = 0;
+    for (const auto& r : prof.records()) {
+      waves += r.name == "lstm_wave";
+      projections += r.name == "lstm_project_tile";
+    }
+    CHECK(waves == size_t(T + lag * 2));
+    // Lag 3: layer 0 at once, layers 1 and 2 in chunks of 3 steps (3 chunks each); fused: none.
+    CHECK(projections == (lag == 1 ? 0u : 1u + 2 * 3));
+  }
+}
+
 TEST_CASE("a profiler sees the step kernels of every strategy") {
   Case c = make_case(RnnCell::gru, RnnDirection::bidirectional, 4, 4, 5, 6, 650);
   for (RnnStrategy s : kAll) {
