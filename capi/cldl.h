@@ -117,7 +117,7 @@ typedef struct cldl_load_options {
   /* Most in-order queues independent branches spread over (0: default, 2; a wrapped context: 1, so
    * the whole run is on the app's queue). */
   int queues;
-  /* RNN/LSTM/GRU strategy: NULL or "auto", "sequential", "time", "layer", "data". */
+  /* RNN/LSTM/GRU strategy: NULL or "auto", "sequential", "time", "layer", "data", "wave". */
   const char* rnn_strategy;
 } cldl_load_options;
 

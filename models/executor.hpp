@@ -36,7 +36,7 @@ struct CompileOptions {
   int device = 0;
   int queues = 2;          // most in-order queues that independent branches spread over
   bool profiling = false;  // profiling queues, so Session::run can record every command
-  // RNN/LSTM/GRU nodes: "auto", "sequential", "time", "layer" or "data" (layers/rnn.hpp RnnStrategy).
+  // RNN/LSTM/GRU nodes: "auto", "sequential", "time", "layer", "data" or "wave" (layers/rnn.hpp RnnStrategy).
   std::string rnn_strategy = "auto";
   // Explicit placement: (pattern, device index) rules, see resolve_placement. Nodes that no rule
   // matches run on `device`.

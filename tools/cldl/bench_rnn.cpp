@@ -1,5 +1,6 @@
-// `cldl bench rnn`: LSTM inference with each strategy (sequential, time-step, layer and data parallel)
-// on the configurations of the RNN issue; time, GFLOP/s and speed-up over the sequential path.
+// `cldl bench rnn`: LSTM inference with each strategy (sequential, time-step, layer and data parallel,
+// wavefront) on the configurations of the RNN issue; time, GFLOP/s, speed-up over the sequential path
+// and the process CPU time per run (steadier than the wall time on a shared machine).
 // Settings (--set): quick=1 (T=10, small batch: a smoke run), case=T,B,I,H,L (one custom case),
 // strategies=seq,time,layer,data,wave,auto (default: all but auto; wave:K = wavefront with lag K), wave_mr=1|2|4, wave_wg=<row groups per
 // work-group>, wave_lag=<steps between layers; 1 = projection fused> (wavefront knobs),

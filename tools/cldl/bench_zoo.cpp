@@ -90,7 +90,7 @@ void run_zoo(Context&, const Options& opts, Reporter& rep) {
                          r.wall.median_ms / tokens, last.prompt_ms, last.decode_ms_per_token(), dev);
     rep.add(r);
   };
-  for (const char* s : {"auto", "sequential", "time", "layer", "data"}) lm("char_lstm", s);
+  for (const char* s : {"auto", "sequential", "time", "layer", "data", "wave"}) lm("char_lstm", s);
   if (opts.selected("char_lstm")) add_peer(rep, peer, fmt::format("char_lstm {} tokens", tokens));
   if (std::filesystem::exists(zoo + "/tiny_gpt/model.onnx")) lm("tiny_gpt", "auto");
 }

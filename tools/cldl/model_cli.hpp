@@ -35,8 +35,8 @@ struct ModelOptions {
     cmd->add_option("--dim", dims, "NAME=VALUE for a symbolic input dimension");
     cmd->add_flag("--random", random, "Fill the inputs not given with random data");
     cmd->add_option("--queues", queues, "In-order queues for independent branches")->check(CLI::PositiveNumber);
-    cmd->add_option("--rnn-strategy", rnn_strategy, "RNN/LSTM/GRU nodes: auto, sequential, time, layer, data")
-        ->check(CLI::IsMember({"auto", "sequential", "time", "layer", "data"}));
+    cmd->add_option("--rnn-strategy", rnn_strategy, "RNN/LSTM/GRU nodes: auto, sequential, time, layer, data, wave")
+        ->check(CLI::IsMember({"auto", "sequential", "time", "layer", "data", "wave"}));
     cmd->add_option("--binaries", binaries, "Load every program from this offline bundle (cldl compile --out); "
                     "compile no kernel source");
     cmd->add_option("--place", place, "NODE=DEV: run the nodes named NODE (a name, a glob such as 'conv*', or "
