@@ -583,6 +583,18 @@ __kernel void kv_cache_append(int H, int D, int max_len, int pos, __global const
   if (d == 0 && s == 0 && h == 0 && lens) lens[lens_off + b] = pos + (int)get_global_size(1);
 }
 
+// fp16 storage for the ONNX Attention node (models/ops_attention.cpp): its f16 inputs are widened to f32
+// and its outputs narrowed back (round to nearest even) around the f32 kernels. vload_half /
+// vstore_half are core OpenCL: no cl_khr_fp16 needed. Global (n).
+__kernel void attention_half_to_float(__global const half* src, long src_off, __global float* dst, long dst_off) {
+  const long i = get_global_id(0);
+  dst[dst_off + i] = vload_half(src_off + i, src);
+}
+__kernel void attention_float_to_half(__global const float* src, long src_off, __global half* dst, long dst_off) {
+  const long i = get_global_id(0);
+  vstore_half_rte(src[src_off + i], dst_off + i, dst);
+}
+
 // Plain path, ONNX qk_matmul_output: copies the scores at one stage to `out` [B, Hq, Sq, Skv]. Mode 0:
 // scale * Q.K (S as the first GEMM left it); 1: after softcap; 2: after softcap + mask (masked = -inf);
 // 3: the softmax (enqueued after attention_softmax_rows). Global (Skv, Sq, B * Hq).

@@ -232,35 +232,44 @@ __kernel void fft_crop(int16 g, int fh, int fw, __global const float* src, __glo
   y[y_off + ((long)nk * G_OH + oh) * G_OW + ow] = APPLY_ACT(v, act_a, act_b);
 }
 
-// ConvTranspose2D as a gather: each output pixel sums the input taps that scatter onto it.
-// Weight [C, K/groups, KH, KW]. Global (OW, OH, N*K).
-__kernel void conv_transpose_direct(int16 g, __global const float* x, long x_off, __global const float* w,
-                                    long w_off, __global const float* bias, long b_off, int has_bias,
-                                    __global float* y, long y_off, float act_a, float act_b) {
+// ConvTranspose (1-D to 3-D) as a gather: each output pixel sums the input taps that scatter onto it.
+// Weight [C, K/groups, KD, KH, KW]. depth = (D, OD, KD, SD, DD, PF): the depth dim of a 3-D problem,
+// (1, 1, 1, 1, 1, 0) otherwise. Global (OW, OH, N*K*OD).
+__kernel void conv_transpose_direct(int16 g, int8 depth, __global const float* x, long x_off,
+                                    __global const float* w, long w_off, __global const float* bias, long b_off,
+                                    int has_bias, __global float* y, long y_off, float act_a, float act_b) {
+  const int D = depth.s0, OD = depth.s1, KD = depth.s2, SD = depth.s3, DD = depth.s4, PF = depth.s5;
   const int ow = get_global_id(0);
   const int oh = get_global_id(1);
-  const int nk = get_global_id(2);
+  const int z = get_global_id(2);
   if (ow >= G_OW || oh >= G_OH) return;
+  const int od = z % OD, nk = z / OD;
   const int n = nk / G_K, k = nk % G_K;
   const int grp = k / G_KG, kl = k % G_KG;
   float acc = 0.0f;
-  for (int kh = 0; kh < G_KH; ++kh) {
-    const int hn = oh + G_PT - kh * G_DH;
-    if (hn < 0 || hn % G_SH) continue;
-    const int ih = hn / G_SH;
-    if (ih >= G_H) continue;
-    for (int kw = 0; kw < G_KW; ++kw) {
-      const int wn = ow + G_PL - kw * G_DW;
-      if (wn < 0 || wn % G_SW) continue;
-      const int iw = wn / G_SW;
-      if (iw >= G_W) continue;
-      for (int cl = 0; cl < G_CG; ++cl) {
-        const int c = grp * G_CG + cl;
-        acc = fma(x[x_off + (((long)n * G_C + c) * G_H + ih) * G_W + iw],
-                  w[w_off + (((long)c * G_KG + kl) * G_KH + kh) * G_KW + kw], acc);
+  for (int kd = 0; kd < KD; ++kd) {
+    const int dn = od + PF - kd * DD;
+    if (dn < 0 || dn % SD) continue;
+    const int id = dn / SD;
+    if (id >= D) continue;
+    for (int kh = 0; kh < G_KH; ++kh) {
+      const int hn = oh + G_PT - kh * G_DH;
+      if (hn < 0 || hn % G_SH) continue;
+      const int ih = hn / G_SH;
+      if (ih >= G_H) continue;
+      for (int kw = 0; kw < G_KW; ++kw) {
+        const int wn = ow + G_PL - kw * G_DW;
+        if (wn < 0 || wn % G_SW) continue;
+        const int iw = wn / G_SW;
+        if (iw >= G_W) continue;
+        for (int cl = 0; cl < G_CG; ++cl) {
+          const int c = grp * G_CG + cl;
+          acc = fma(x[x_off + ((((long)n * G_C + c) * D + id) * G_H + ih) * G_W + iw],
+                    w[w_off + ((((long)c * G_KG + kl) * KD + kd) * G_KH + kh) * G_KW + kw], acc);
+        }
       }
     }
   }
   if (has_bias) acc += bias[b_off + k];
-  y[y_off + (((long)n * G_K + k) * G_OH + oh) * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
+  y[y_off + (((long)nk * OD + od) * G_OH + oh) * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
 }

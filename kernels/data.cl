@@ -19,7 +19,8 @@ DEFINE_COPY(ushort, copy_strided_2)
 DEFINE_COPY(uint, copy_strided_4)
 DEFINE_COPY(ulong, copy_strided_8)
 
-// Pad: one work-item per output element. mode 0 constant (value), 1 reflect, 2 edge.
+// Pad: one work-item per output element. mode 0 constant (value), 1 reflect, 2 edge, 3 wrap (the input
+// repeated along the axis, any number of times).
 #define DEFINE_PAD(T, NAME)                                                                            \
   __kernel void NAME(int rank, int mode, T value, long8 odims, long8 idims, long8 begin,               \
                      __global const T* src, long s_off, __global T* dst, long d_off) {                 \
@@ -36,6 +37,7 @@ DEFINE_COPY(ulong, copy_strided_8)
       if (c < 0 || c >= id[i]) {                                                                       \
         if (mode == 0) outside = 1;                                                                    \
         else if (mode == 1) c = c < 0 ? -c : 2 * (id[i] - 1) - c;                                     \
+        else if (mode == 3) c = (c % id[i] + id[i]) % id[i];                                           \
         else c = c < 0 ? 0 : id[i] - 1;                                                                \
       }                                                                                                \
       src_index += c * stride;                                                                         \
@@ -116,16 +118,22 @@ DEFINE_GATHER_ELEMENTS(ulong, gather_elements_8)
 // Resize of the last two dims (f32). mode 0 nearest, 1 linear, 2 cubic (coefficient cubic_a, taps
 // outside the input clamped to the edge, or dropped and the weights renormalised with exclude_outside).
 // coord: 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_half_pixel_for_nearest,
-// 5 half_pixel_symmetric. nearest: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil.
+// 5 half_pixel_symmetric, 6 tf_crop_and_resize. nearest: 0 round_prefer_floor, 1 round_prefer_ceil,
+// 2 floor, 3 ceil. Per resized dim the host passes geo = (scale, len = in * scale before rounding,
+// crop a, crop b): tf_crop_and_resize maps x to a * x + b, and outputs outside valid (lo, hi per dim,
+// worked out by the host in double) get extrapolation. antialias (linear / cubic): a downscaled dim
+// (scale < 1) stretches the filter by 1 / scale, so every input under the output pixel contributes.
 // Range (OW, OH, planes).
-inline float resize_coord(int coord, float x, float scale, int in, int out) {
+inline float resize_coord(int coord, float x, float4 geo, int in, int out) {
+  const float scale = geo.s0, len = geo.s1;
   switch (coord) {
+    case 6: return geo.s2 * x + geo.s3;
     case 5: {
-      const float adj = (float)out / (scale * (float)in);
+      const float adj = (float)out / len;
       return (float)in * 0.5f * (1.0f - adj) + (x + 0.5f) / scale - 0.5f;
     }
     case 1: return x / scale;
-    case 2: return out == 1 ? 0.0f : x * (float)(in - 1) / (float)(out - 1);
+    case 2: return len == 1.0f ? 0.0f : x * (float)(in - 1) / (len - 1.0f);
     case 3: return out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
     case 4: return (x + 0.5f) / scale;
     default: return (x + 0.5f) / scale - 0.5f;
@@ -166,17 +174,57 @@ inline float4 cubic_taps(float f, int n, float a, int exclude, int* i0) {
   return w;
 }
 
-__kernel void resize2d(int mode, int coord, int nearest, int H, int W, int OH, int OW, float scale_h,
-                       float scale_w, float cubic_a, int exclude_outside, __global const float* x, long x_off,
-                       __global float* y, long y_off) {
+// Antialias filter taps along one dim: the filter (support 1 linear, 2 cubic) stretched by 1 / s
+// (s = min(scale, 1)) covers n = 2 * ceil(support / s) inputs from *i0; weights f((i - f) * s),
+// normalised to sum 1 (after dropping outside taps with exclude_outside). Returns n.
+inline float aa_weight(int mode, float t, float a) { return mode == 1 ? fmax(0.0f, 1.0f - fabs(t)) : cubic_w(t, a); }
+inline int aa_taps(int mode, float f, float s, int* i0) {
+  const int start = (int)floor(-(mode == 1 ? 1.0f : 2.0f) / s) + 1;
+  *i0 = (int)floor(f) + start;
+  return 2 - 2 * start;
+}
+inline float aa_sum(int mode, float f, float s, int i0, int n, int len, float a, int exclude) {
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i)
+    if (!exclude || (i0 + i >= 0 && i0 + i < len)) sum += aa_weight(mode, ((float)(i0 + i) - f) * s, a);
+  return sum;
+}
+
+__kernel void resize2d(int mode, int coord, int nearest, int H, int W, int OH, int OW, float4 geo_h, float4 geo_w,
+                       int4 valid, float extrapolation, int antialias, float cubic_a, int exclude_outside,
+                       __global const float* x, long x_off, __global float* y, long y_off) {
   const int ow = get_global_id(0), oh = get_global_id(1);
   const long p = get_global_id(2);
   x += x_off + p * H * W;
-  const float fy = resize_coord(coord, (float)oh, scale_h, H, OH);
-  const float fx = resize_coord(coord, (float)ow, scale_w, W, OW);
+  const float fy = resize_coord(coord, (float)oh, geo_h, H, OH);
+  const float fx = resize_coord(coord, (float)ow, geo_w, W, OW);
   float v;
-  if (mode == 0) {
+  if (coord == 6 && (oh < valid.s0 || oh > valid.s1 || ow < valid.s2 || ow > valid.s3)) {
+    v = extrapolation;
+  } else if (mode == 0) {
     v = x[resize_nearest(nearest, fy, H) * W + resize_nearest(nearest, fx, W)];
+  } else if (antialias) {
+    const float sy = fmin(geo_h.s0, 1.0f), sx = fmin(geo_w.s0, 1.0f);
+    int y0, x0;
+    const int ny = aa_taps(mode, fy, sy, &y0), nx = aa_taps(mode, fx, sx, &x0);
+    const float norm = aa_sum(mode, fy, sy, y0, ny, H, cubic_a, exclude_outside) *
+                       aa_sum(mode, fx, sx, x0, nx, W, cubic_a, exclude_outside);
+    v = 0.0f;
+    for (int i = 0; i < ny; ++i) {
+      const int yy = y0 + i;
+      if (exclude_outside && (yy < 0 || yy >= H)) continue;
+      const float wy = aa_weight(mode, ((float)yy - fy) * sy, cubic_a);
+      if (wy == 0.0f) continue;
+      const int row0 = clamp(yy, 0, H - 1) * W;
+      float row = 0.0f;
+      for (int j = 0; j < nx; ++j) {
+        const int xx = x0 + j;
+        if (exclude_outside && (xx < 0 || xx >= W)) continue;
+        row += aa_weight(mode, ((float)xx - fx) * sx, cubic_a) * x[row0 + clamp(xx, 0, W - 1)];
+      }
+      v += wy * row;
+    }
+    v /= norm;
   } else if (mode == 2) {
     int y0, x0;
     const float4 wy = cubic_taps(fy, H, cubic_a, exclude_outside, &y0);

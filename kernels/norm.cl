@@ -1,4 +1,4 @@
-// Normalisation: BatchNormalization (inference) and Instance / Group normalisation (statistics per
+// Normalisation: BatchNormalization (inference and training mode) and Instance / Group normalisation (statistics per
 // (n, group) over a contiguous run of channels x spatial). Fused activation by -DACT (common.cl).
 
 // BatchNorm inference: y = (x - mean) / sqrt(var + eps) * scale + bias, channel = dim 1. Range
@@ -15,9 +15,7 @@ __kernel void batch_norm(int C, long spatial, float eps, float act_a, float act_
   y[y_off + nc * spatial + i] = APPLY_ACT(v, act_a, act_b);
 }
 
-// Group norm: one work-group per (n, g) whose `len` = (C / G) * spatial elements are contiguous.
-// Two passes for the statistics (mean, then centred sum of squares) keep the variance accurate; a third
-// writes. scale/bias index: channel c, or c / cpg when per_group (opset-18 GroupNormalization).
+// Sum of v over the work-group (local memory tree).
 inline float group_sum(float v, __local float* s) {
   const int lid = get_local_id(0), ls = get_local_size(0);
   s[lid] = v;
@@ -31,6 +29,42 @@ inline float group_sum(float v, __local float* s) {
   return r;
 }
 
+// BatchNorm training (ONNX training_mode 1): one work-group per channel c computes the batch mean and
+// (population) variance over N x spatial in two passes, normalises with them, and writes the running
+// statistics input * momentum + batch * (1 - momentum) when asked (write_mean / write_var).
+__kernel void batch_norm_train(int N, int C, long spatial, float eps, float momentum, int write_mean,
+                               int write_var, float act_a, float act_b, __global const float* x, long x_off,
+                               __global const float* scale, long s_off, __global const float* bias, long b_off,
+                               __global const float* mean, long m_off, __global const float* var, long v_off,
+                               __global float* y, long y_off, __global float* run_mean, long rm_off,
+                               __global float* run_var, long rv_off, __local float* scratch) {
+  const int c = get_group_id(0);
+  const int lid = get_local_id(0), ls = get_local_size(0);
+  const long count = (long)N * spatial, plane = (long)C * spatial;
+  x += x_off + c * spatial;
+  y += y_off + c * spatial;
+  // Each work-item walks its share of every image's channel plane: no div / mod per element.
+  float s = 0.0f;
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) s += x[n * plane + i];
+  const float m = group_sum(s, scratch) / (float)count;
+  float ss = 0.0f;
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) {
+      const float d = x[n * plane + i] - m;
+      ss += d * d;
+    }
+  const float v = group_sum(ss, scratch) / (float)count;
+  const float k = scale[s_off + c] * rsqrt(v + eps), b = bias[b_off + c];
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) y[n * plane + i] = APPLY_ACT((x[n * plane + i] - m) * k + b, act_a, act_b);
+  if (lid == 0 && write_mean) run_mean[rm_off + c] = mean[m_off + c] * momentum + m * (1.0f - momentum);
+  if (lid == 0 && write_var) run_var[rv_off + c] = var[v_off + c] * momentum + v * (1.0f - momentum);
+}
+
+// Group norm: one work-group per (n, g) whose `len` = (C / G) * spatial elements are contiguous.
+// Two passes for the statistics (mean, then centred sum of squares) keep the variance accurate; a third
+// writes. scale/bias index: channel c, or c / cpg when per_group (opset-18 GroupNormalization).
 __kernel void group_norm(int G, int cpg, long spatial, int per_group, float eps, float act_a, float act_b,
                          __global const float* x, long x_off, __global const float* scale, long s_off,
                          __global const float* bias, long b_off, __global float* y, long y_off,

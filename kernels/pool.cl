@@ -5,7 +5,8 @@
 // Up to 3 spatial dims (1-D and 2-D pools have D = 1, and H = 1 for 1-D). One work-item per output
 // element; range (OW, OH, OD * N*C). is_max: 1 max, 0 average. For average, include_pad divides by the
 // window clipped to the padded input, else by the valid elements. With with_idx, MaxPool also writes the
-// argmax as a flat index into X (ONNX Indices, storage_order 0).
+// argmax as a flat index into X (ONNX Indices): 1 row-major (storage_order 0), 2 the spatial position
+// column-major (storage_order 1: d + h * D + w * D * H, the first spatial dim fastest).
 // Taps of a window starting at s0 (k taps, dilation dil) that lie before `limit` (the padded end).
 inline int taps(int s0, int k, int dil, int limit) { return clamp((limit - s0 + dil - 1) / dil, 0, k); }
 
@@ -53,6 +54,7 @@ __kernel void pool3d(int is_max, int include_pad, int with_idx, int D, int H, in
   }
   const long o = ((nc * OD + od) * OH + oh) * OW + ow;
   y[y_off + o] = acc;
+  if (with_idx == 2 && best >= 0) best = best / ((long)W * H) + (best / W % H) * D + (best % W) * D * H;
   if (with_idx) idx[i_off + o] = nc * plane + best;
 }
 

@@ -63,6 +63,22 @@ __kernel void reduce_axes(int op, int keep_rank, long8 keep_dims, long8 keep_str
   y[y_off + o] = acc;
 }
 
+// ReduceMax / ReduceMin on bool / u8, exact; layout arguments as reduce_axes; init: the identity of an
+// empty reduction (0 for max; 1 for bool min, 255 for u8 min).
+__kernel void reduce_axes_u8(int is_max, uchar init, int keep_rank, long8 keep_dims, long8 keep_strides, int red_rank,
+                             long8 red_dims, long8 red_strides, long r_len, long r_stride, long count,
+                             __global const uchar* x, long x_off, __global uchar* y, long y_off) {
+  const long o = get_global_id(0);
+  const long base = x_off + nd_offset(o, keep_rank, keep_dims, keep_strides);
+  const long outer = r_len ? count / r_len : 0;
+  uchar acc = init;
+  for (long ro = 0; ro < outer; ++ro) {
+    const long b = base + nd_offset(ro, red_rank, red_dims, red_strides);
+    for (long k = 0; k < r_len; ++k) acc = is_max ? max(acc, x[b + k * r_stride]) : min(acc, x[b + k * r_stride]);
+  }
+  y[y_off + o] = acc;
+}
+
 // ArgMax / ArgMin over (outer, len, inner); range (inner, outer). Ties: first index, or the last with
 // select_last. NaN is not special-cased.
 __kernel void arg_reduce(int is_min, int select_last, long len, __global const float* x, long x_off,

@@ -333,11 +333,9 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
   }                                                                                     \
   if (last && has_yh) rnn_store8((hv), Yh + yh_off + (long)b * yh_sb + j0, nu);
 
-#define RNN_LSTM_STEP_TILE(name)                                                                                         \
-__kernel void name(RNN_COMMON_ARGS, int f_kind, float f_a, float f_b, int g_kind, float g_a, float g_b,                  \
-                             int h_kind, float h_a, float h_b, int zero_c, __global const float* cp, long cp_off,        \
-                             long cp_sb, __global float* cn, long cn_off, __global float* Yc, long yc_off, long yc_sb,   \
-                             int has_yc, __global const float* P, int has_p, int input_forget) {                         \
+// The LSTM tile step on the names of lstm_step_tile_m*'s arguments (the wave kernels below define them
+// per layer).
+#define RNN_LSTM_STEP_TILE_BODY                                                                                          \
   RNN_STEP_TILE_PROLOGUE                                                                                                 \
   RNN_STEP_TILE_XPROJ(xp, 4)                                                                                             \
   RNN_STEP_TILE_DOT(acc, 4, 0, 4, hp, hp_off, hp_sb)                                                                     \
@@ -360,19 +358,90 @@ __kernel void name(RNN_COMMON_ARGS, int f_kind, float f_a, float f_b, int g_kind
     rnn_store8(c, cn + cn_off + (long)b * H + j0, nu);                                                                   \
     if (last && has_yc) rnn_store8(c, Yc + yc_off + (long)b * yc_sb + j0, nu);                                           \
     RNN_TILE_WRITE_H(hv)                                                                                                 \
-  }                                                                                                                      \
+  }
+
+#define RNN_LSTM_STEP_TILE(name)                                                                                         \
+__kernel void name(RNN_COMMON_ARGS, int f_kind, float f_a, float f_b, int g_kind, float g_a, float g_b,                  \
+                             int h_kind, float h_a, float h_b, int zero_c, __global const float* cp, long cp_off,        \
+                             long cp_sb, __global float* cn, long cn_off, __global float* Yc, long yc_off, long yc_sb,   \
+                             int has_yc, __global const float* P, int has_p, int input_forget) {                         \
+  RNN_LSTM_STEP_TILE_BODY                                                                                                \
 }
 
-// One kernel per rows-per-work-item (lstm_step_tile_m1 / _m2 / _m4): the host picks by batch size.
+// Wavefront over a stack of forward LSTM layers (layers/rnn_schedule.cpp, strategy "wavefront"): the launch of
+// wave w runs step s = w - lag * l of every layer l at once (NDRange dimension 2 = layer), so a stack of L
+// layers takes T + lag * (L - 1) launches instead of T * L. Two ways to get a layer's input projection:
+// - lag 1, fused (xw offset < 0): computed in the step as in the sequential path; layer l > 0 reads its
+//   input Y_{l-1}[s] straight from layer l-1's state h(s), which the previous wave left in ping-pong slot
+//   s & 1 (this wave writes h(s + 1) of layer l-1 into the other slot). Each step streams W and R.
+// - lag K, projected: read from xw ([T][B][4H] in `st`), which lstm_project_tile fills chunk by chunk of K
+//   steps between waves (the host enqueues them as soon as layer l-1 has written those steps of its Y
+//   into `st`); W is read once per chunk instead of once per step.
+// Either way the per-element arithmetic is the sequential path's, so are the numbers. Y_h / Y_c are the
+// states after the last wave (the host copies them out); the last layer writes Y into Yo.
+// Per layer, RNN_WAVE_LW longs of `lt` (floats as their int bits): H, I, offsets into `wts` of the tiled W,
+// the tiled R, the bias and the peepholes, offsets into `st` of the h and c states ([2][B][H] each), whether
+// initial_h / initial_c were copied into slot 1, the activations (kind, alpha, beta for f, g, h), clip,
+// input_forget, the offset of xw in `st` (-1: fused), the offset of Y in `st` (intermediate layers of the
+// projected form; -1: none).
+#define RNN_WAVE_LW 24
+#define RNN_LSTM_WAVE_TILE(name)                                                                                         \
+__kernel void name(int wave, int lag, int T, int B, __global const int* lens, long lens_off, __global const float* x0,  \
+                   long x0_off, long x0_st, long x0_sb, __global const float* wts, __global const long* lt,             \
+                   __global float* st, __global float* Yo, long yo_off, long yo_st, long yo_sb, int has_yo) {            \
+  const int l = get_global_id(2);                                                                                        \
+  const int s = wave - lag * l;                                                                                          \
+  if (s < 0 || s >= T) return;                                                                                           \
+  __global const long* p = lt + l * RNN_WAVE_LW;                                                                         \
+  const int H = (int)p[0], I = (int)p[1], reverse = 0, b0 = 0, nb = B, fuse_input = p[21] < 0;                          \
+  __global const float* xw = st;                                                                                         \
+  const long xw_off = p[21], xw_st = (long)B * 4 * H, xw_sb = 4 * H;                                                     \
+  __global const float* x = l == 0 ? x0 : (__global const float*)st;                                                    \
+  const long x_off = l == 0 ? x0_off : p[6 - RNN_WAVE_LW] + (long)(s & 1) * B * p[-RNN_WAVE_LW];                          \
+  const long x_st = l == 0 ? x0_st : 0, x_sb = l == 0 ? x0_sb : p[-RNN_WAVE_LW];                                         \
+  __global const float* W = wts;                                                                                         \
+  __global const float* bx = wts;                                                                                        \
+  const long w_off = p[2], bx_off = p[4];                                                                                \
+  __global const float* RT = wts + p[3];                                                                                 \
+  const int zero_prev = s == 0 && !p[8], zero_c = s == 0 && !p[9];                                                       \
+  __global const float* hp = st;                                                                                         \
+  __global float* hn = st;                                                                                               \
+  const long hp_off = p[6] + (long)((s + 1) & 1) * B * H, hn_off = p[6] + (long)(s & 1) * B * H, hp_sb = H;             \
+  __global const float* cp = st;                                                                                         \
+  __global float* cn = st;                                                                                               \
+  const long cp_off = p[7] + (long)((s + 1) & 1) * B * H, cn_off = p[7] + (long)(s & 1) * B * H, cp_sb = H;             \
+  const int top = l == (int)get_global_size(2) - 1;                                                                      \
+  __global float* Y = top ? Yo : st;                                                                                     \
+  const long y_off = top ? yo_off : p[22], y_st = top ? yo_st : (long)B * H, y_sb = top ? yo_sb : H;                    \
+  const int has_y = top ? has_yo : p[22] >= 0;                                                                           \
+  __global float* Yh = st;                                                                                               \
+  __global float* Yc = st;                                                                                               \
+  const long yh_off = 0, yh_sb = 0, yc_off = 0, yc_sb = 0;                                                               \
+  const int has_yh = 0, has_yc = 0, last = 0;                                                                            \
+  const int f_kind = (int)p[10], g_kind = (int)p[11], h_kind = (int)p[12];                                               \
+  const float f_a = as_float((int)p[13]), f_b = as_float((int)p[14]), g_a = as_float((int)p[15]);                       \
+  const float g_b = as_float((int)p[16]), h_a = as_float((int)p[17]), h_b = as_float((int)p[18]);                       \
+  const float clip = as_float((int)p[19]);                                                                               \
+  __global const float* P = wts + p[5];                                                                                  \
+  const int has_p = 1, input_forget = (int)p[20];                                                                        \
+  (void)Yh; (void)Yc; (void)yh_off; (void)yh_sb; (void)yc_off;         \
+  (void)yc_sb; (void)has_yh; (void)has_yc; (void)last;                                                                   \
+  RNN_LSTM_STEP_TILE_BODY                                                                                                \
+}
+
+// One kernel per rows-per-work-item (lstm_step_tile_m1 / _m2 / _m4, lstm_wave_tile_m*): the host picks by batch size.
 #undef RNN_MR
 #define RNN_MR 1
 RNN_LSTM_STEP_TILE(lstm_step_tile_m1)
+RNN_LSTM_WAVE_TILE(lstm_wave_tile_m1)
 #undef RNN_MR
 #define RNN_MR 2
 RNN_LSTM_STEP_TILE(lstm_step_tile_m2)
+RNN_LSTM_WAVE_TILE(lstm_wave_tile_m2)
 #undef RNN_MR
 #define RNN_MR 4
 RNN_LSTM_STEP_TILE(lstm_step_tile_m4)
+RNN_LSTM_WAVE_TILE(lstm_wave_tile_m4)
 
 // Input projection x_t W^T + bias for steps [t0, t0 + nrows / nb) and batch items [b0, b0 + nb), all
 // NG gates of one direction, with the same per-element order as the fused step kernels. Rows q of the

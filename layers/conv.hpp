@@ -103,16 +103,17 @@ class ConvOp : public Op {
 };
 
 struct ConvTransposeConfig {
-  Shape input;        // [N, C, H, W] or [N, C, L]
-  HostTensor weight;  // f32 [C, K/groups, KH, KW] (or [C, K/groups, KL])
+  Shape input;                     // [N, C, H, W], [N, C, L] or [N, C, D, H, W]
+  HostTensor weight;               // f32 [C, K/groups, KH, KW] (or [C, K/groups, KL], [C, K/groups, KD, KH, KW])
   std::optional<HostTensor> bias;  // f32 [K]
-  std::vector<int64_t> strides, dilations, pads, output_padding;  // empty = defaults; layout as Conv
+  // Empty = defaults; layout as Conv (3-D: {sd, sh, sw}, pads {front, top, left, back, bottom, right}).
+  std::vector<int64_t> strides, dilations, pads, output_padding;
   int64_t groups = 1;
   Activation act;
 };
 
-// ConvTranspose (ONNX): one algorithm, a direct gather kernel ("direct").
-// Output H = SH*(H-1) + output_padding + (KH-1)*DH + 1 - PT - PB.
+// ConvTranspose (ONNX, 1-D to 3-D): one algorithm, a direct gather kernel ("direct").
+// Output H = SH*(H-1) + output_padding + (KH-1)*DH + 1 - PT - PB (and so for D and W).
 class ConvTransposeOp : public Op {
  public:
   static Shape validate(const ConvTransposeConfig& cfg);
@@ -126,6 +127,7 @@ class ConvTransposeOp : public Op {
  private:
   ConvTransposeOp() = default;
   ConvGeometry g_;
+  cl_int8 depth_{};  // D, OD, KD, SD, DD, PF of a 3-D problem; 1, 1, 1, 1, 1, 0 otherwise
   Shape out_shape_;
   Activation act_;
   Tensor weight_, bias_;

@@ -1,4 +1,4 @@
-// ConvTranspose op (ONNX semantics, direct gather kernel in kernels/conv.cl) and the host-side folding of
+// ConvTranspose op (ONNX semantics, 1-D to 3-D, direct gather kernel in kernels/conv.cl) and the host-side folding of
 // an inference BatchNorm into conv weights.
 #include <cmath>
 
@@ -10,10 +10,52 @@
 namespace cldl {
 
 namespace {
-ConvGeometry transpose_geometry(const ConvTransposeConfig& c) {
+// Depth of a 3-D ConvTranspose (the 2-D geometry covers H and W).
+struct TransposeDepth {
+  int64_t D = 1, KD = 1, SD = 1, DD = 1, PF = 0, PBK = 0, OPD = 0, OD = 1;
+};
+
+// A 3-D problem is split into its depth and a 2-D problem over H and W, which parse_spatial checks.
+ConvGeometry transpose_geometry(const ConvTransposeConfig& c, TransposeDepth* depth = nullptr) {
   ConvGeometry g;
   const Shape& ws = c.weight.shape();
-  detail::parse_spatial("ConvTranspose", c.input, ws, c.strides, c.dilations, c.pads, g);
+  TransposeDepth td;
+  const bool three_d = c.input.rank() == 5;
+  Shape in = c.input, w = ws;
+  std::vector<int64_t> strides = c.strides, dilations = c.dilations, pads = c.pads, output_padding = c.output_padding;
+  if (three_d) {
+    if (ws.rank() != 5)
+      invalid("ConvTranspose", "weight rank {} does not match input rank 5 (weight shape {})", ws.rank(), ws.str());
+    auto take = [](std::vector<int64_t>& v, size_t n, size_t at, const char* what) {
+      if (v.empty()) return int64_t(-1);
+      if (v.size() != n) invalid("ConvTranspose", "{} has {} values, expected {}", what, v.size(), n);
+      int64_t x = v[at];
+      v.erase(v.begin() + int64_t(at));
+      return x;
+    };
+    td.D = c.input[2], td.KD = ws[2];
+    if (int64_t s = take(strides, 3, 0, "strides"); s >= 0) td.SD = s;
+    if (int64_t d = take(dilations, 3, 0, "dilations"); d >= 0) td.DD = d;
+    if (!pads.empty()) {
+      td.PF = take(pads, 6, 0, "pads");
+      td.PBK = pads.at(2);
+      pads.erase(pads.begin() + 2);
+    }
+    if (int64_t o = take(output_padding, 3, 0, "output_padding"); o >= 0) td.OPD = o;
+    if (td.D <= 0 || td.KD <= 0) invalid("ConvTranspose", "depth {} and kernel depth {} must be positive", td.D, td.KD);
+    if (td.SD <= 0 || td.DD <= 0)
+      invalid("ConvTranspose", "depth stride {} and dilation {} must be positive", td.SD, td.DD);
+    if (td.PF < 0 || td.PBK < 0) invalid("ConvTranspose", "depth pads ({}, {}) must be >= 0", td.PF, td.PBK);
+    if (td.OPD < 0 || td.OPD >= std::max(td.SD, td.DD))
+      invalid("ConvTranspose", "output_padding[0] = {} must be >= 0 and smaller than the depth stride or dilation",
+              td.OPD);
+    td.OD = td.SD * (td.D - 1) + td.OPD + (td.KD - 1) * td.DD + 1 - td.PF - td.PBK;
+    if (td.OD <= 0)
+      invalid("ConvTranspose", "depth pads ({}, {}) leave an empty output depth {}", td.PF, td.PBK, td.OD);
+    in = Shape{c.input[0], c.input[1], c.input[3], c.input[4]};
+    w = Shape{ws[0], ws[1], ws[3], ws[4]};
+  }
+  detail::parse_spatial("ConvTranspose", in, w, strides, dilations, pads, g);
   if (c.weight.dtype() != DType::f32)
     invalid("ConvTranspose", "weight must be f32, got {}", to_string(c.weight.dtype()));
   if (c.groups <= 0) invalid("ConvTranspose", "group must be positive, got {}", c.groups);
@@ -23,17 +65,19 @@ ConvGeometry transpose_geometry(const ConvTransposeConfig& c) {
   g.groups = c.groups;
   g.K = ws[1] * c.groups;
   if (c.bias) detail::check_tensor("ConvTranspose", "bias", *c.bias, Shape{g.K});
-  const size_t sp = c.input.rank() - 2;
-  if (!c.output_padding.empty() && c.output_padding.size() != sp)
-    invalid("ConvTranspose", "output_padding has {} values, expected {}", c.output_padding.size(), sp);
+  const size_t sp = in.rank() - 2;
+  if (!output_padding.empty() && output_padding.size() != sp)
+    invalid("ConvTranspose", "output_padding has {} values, expected {}", c.output_padding.size(), c.input.rank() - 2);
   int64_t oph = 0, opw = 0;
-  if (!c.output_padding.empty()) {
+  if (!output_padding.empty()) {
+    const size_t first = three_d ? 1 : 0;  // index in the node's output_padding, for the message
     for (size_t i = 0; i < sp; ++i)
-      if (c.output_padding[i] < 0) invalid("ConvTranspose", "output_padding[{}] must be >= 0, got {}", i, c.output_padding[i]);
+      if (output_padding[i] < 0)
+        invalid("ConvTranspose", "output_padding[{}] must be >= 0, got {}", i + first, output_padding[i]);
     if (sp == 1) {
-      opw = c.output_padding[0];
+      opw = output_padding[0];
     } else {
-      oph = c.output_padding[0], opw = c.output_padding[1];
+      oph = output_padding[0], opw = output_padding[1];
     }
   }
   if (oph >= std::max(g.SH, g.DH) || opw >= std::max(g.SW, g.DW))
@@ -42,18 +86,23 @@ ConvGeometry transpose_geometry(const ConvTransposeConfig& c) {
   g.OW = g.SW * (g.W - 1) + opw + (g.KW - 1) * g.DW + 1 - g.PL - g.PR;
   if (g.OH <= 0 || g.OW <= 0)
     invalid("ConvTranspose", "pads ({}, {}, {}, {}) leave an empty output ({} x {})", g.PT, g.PL, g.PB, g.PR, g.OH, g.OW);
+  if (depth) *depth = td;
   return g;
 }
 }  // namespace
 
 Shape ConvTransposeOp::validate(const ConvTransposeConfig& c) {
-  ConvGeometry g = transpose_geometry(c);
+  TransposeDepth td;
+  ConvGeometry g = transpose_geometry(c, &td);
+  if (c.input.rank() == 5) return Shape{g.N, g.K, td.OD, g.OH, g.OW};
   return g.one_d ? Shape{g.N, g.K, g.OW} : Shape{g.N, g.K, g.OH, g.OW};
 }
 
 std::unique_ptr<ConvTransposeOp> ConvTransposeOp::create(Context& ctx, int device, const ConvTransposeConfig& cfg) {
   std::unique_ptr<ConvTransposeOp> op(new ConvTransposeOp());
-  op->g_ = transpose_geometry(cfg);
+  TransposeDepth td;
+  op->g_ = transpose_geometry(cfg, &td);
+  op->depth_ = {{cl_int(td.D), cl_int(td.OD), cl_int(td.KD), cl_int(td.SD), cl_int(td.DD), cl_int(td.PF), 0, 0}};
   op->out_shape_ = validate(cfg);
   op->act_ = cfg.act;
   op->weight_ = ctx.upload(cfg.weight, device);
@@ -72,17 +121,17 @@ void ConvTransposeOp::enqueue(std::span<const Tensor> inputs, std::span<const Te
     invalid("ConvTranspose", "expects 1 input and 1 output, got {} and {}", inputs.size(), outputs.size());
   const Tensor &x = inputs[0], &y = outputs[0];
   if (x.dtype != DType::f32 || y.dtype != DType::f32) invalid("ConvTranspose", "only f32 tensors are supported");
-  if (x.numel() != g_.N * g_.C * g_.H * g_.W)
+  if (x.numel() != g_.N * g_.C * depth_.s[0] * g_.H * g_.W)
     invalid("ConvTranspose", "input shape {} does not match the configured problem", x.shape.str());
   if (y.shape != out_shape_)
     invalid("ConvTranspose", "output shape {} does not match the expected {}", y.shape.str(), out_shape_.str());
   const Tensor& b = has_bias_ ? bias_ : y;
   std::lock_guard lock(launch_mutex_);
-  set_args(kernel_, detail::geometry_arg(g_), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
+  set_args(kernel_, detail::geometry_arg(g_), depth_, x.buffer, cl_long(x.offset_elems()), weight_.buffer,
            cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,
            cl_long(y.offset_elems()), act_.alpha, act_.beta);
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(g_.OW), size_t(g_.OH), size_t(g_.N * g_.K)), cl::NullRange,
-                    "conv_transpose_direct");
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(g_.OW), size_t(g_.OH), size_t(g_.N * g_.K * depth_.s[1])),
+                    cl::NullRange, "conv_transpose_direct");
 }
 
 void fold_batch_norm(HostTensor& weight, std::optional<HostTensor>& bias, const HostTensor& scale,

@@ -294,8 +294,8 @@ std::vector<int64_t> pad_begin_end(const PadConfig& c, std::vector<int64_t>& end
     if (c.mode == PadMode::reflect && (begin[ax] >= c.input[ax] || end[ax] >= c.input[ax]))
       invalid("Pad", "reflect pads ({}, {}) on axis {} must be smaller than its size {}", begin[ax], end[ax], ax,
               c.input[ax]);
-    if (c.mode == PadMode::edge && c.input[ax] == 0 && begin[ax] + end[ax] > 0)
-      invalid("Pad", "edge padding of the empty axis {}", ax);
+    if ((c.mode == PadMode::edge || c.mode == PadMode::wrap) && c.input[ax] == 0 && begin[ax] + end[ax] > 0)
+      invalid("Pad", "{} padding of the empty axis {}", c.mode == PadMode::edge ? "edge" : "wrap", ax);
   }
   return begin;
 }
@@ -487,8 +487,14 @@ void GatherElements::enqueue(std::span<const Tensor> in, std::span<const Tensor>
 
 // ---------------------------------------------------------------- Resize
 namespace {
-// Output shape and the scales of the last two dims used by the coordinate transform.
-Shape resize_plan(const ResizeConfig& c, float& sh, float& sw) {
+// The kernel arguments of one resized dim (see resize2d in kernels/data.cl).
+struct ResizeDim {
+  cl_float4 geo{};     // scale, in * scale (before rounding), crop a, crop b
+  int lo = 0, hi = 0;  // tf_crop_and_resize: the outputs whose source lies inside the input
+};
+
+// Output shape and the kernel arguments of the last two dims.
+Shape resize_plan(const ResizeConfig& c, ResizeDim* dims = nullptr) {
   const size_t r = c.input.rank();
   if (r < 2) invalid("Resize", "input must have rank >= 2, got shape {}", c.input.str());
   check_rank("Resize", c.input);
@@ -496,7 +502,7 @@ Shape resize_plan(const ResizeConfig& c, float& sh, float& sw) {
     invalid("Resize", "exactly one of scales ({} entries) and sizes ({} entries) must be given", c.scales.size(),
             c.sizes.size());
   Shape o = c.input;
-  std::vector<float> sc(r, 1.0f);
+  std::vector<double> sc(r, 1.0);
   if (!c.scales.empty()) {
     if (c.scales.size() != r) invalid("Resize", "scales has {} entries, expected {} (the input rank)", c.scales.size(), r);
     for (size_t i = 0; i < r; ++i) {
@@ -509,7 +515,7 @@ Shape resize_plan(const ResizeConfig& c, float& sh, float& sw) {
     for (size_t i = 0; i < r; ++i) {
       if (c.sizes[i] <= 0) invalid("Resize", "sizes[{}] = {} must be positive", i, c.sizes[i]);
       o[i] = c.sizes[i];
-      sc[i] = float(double(o[i]) / double(c.input[i]));
+      sc[i] = double(o[i]) / double(c.input[i]);
     }
   }
   for (size_t i = 0; i + 2 < r; ++i)
@@ -517,21 +523,51 @@ Shape resize_plan(const ResizeConfig& c, float& sh, float& sw) {
       invalid("Resize", "only the last two dims may be resized; dim {} goes from {} to {}", i, c.input[i], o[i]);
   for (auto d : o.dims)
     if (d <= 0) invalid("Resize", "output shape {} is empty", o.str());
-  sh = sc[r - 2];
-  sw = sc[r - 1];
+  const bool crop = c.coord == ResizeCoord::tf_crop_and_resize;
+  if (crop) {
+    if (c.roi.size() != 2 * r)
+      invalid("Resize", "tf_crop_and_resize needs roi with {} entries (starts then ends of every dim), got {}", 2 * r,
+              c.roi.size());
+    for (size_t i = 0; i + 2 < r; ++i)
+      if (c.input[i] > 1 && (c.roi[i] != 0.0f || c.roi[i + r] != 1.0f))
+        invalid("Resize", "roi of dim {} is [{}, {}]; only the last two dims may be cropped (others need [0, 1])", i,
+                c.roi[i], c.roi[i + r]);
+  }
+  if (dims)
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t i = r - 2 + k;
+      const double len = double(c.input[i]) * sc[i], last = double(c.input[i] - 1);
+      ResizeDim& d = dims[k];
+      d.geo = {{float(sc[i]), float(len), 0.0f, 0.0f}};
+      if (!crop) continue;
+      // In double from the f32 roi. The outputs inside [0, in - 1] form one run (the map is affine); a
+      // source within rounding (1e-9) of an edge counts as inside, as it is in exact arithmetic.
+      const double r0 = c.roi[i], span = double(c.roi[i + r]) - r0;
+      const double a = len == 1.0 ? 0.0 : span * last / (len - 1.0);
+      const double b = r0 * last + (len == 1.0 ? span * last / 2.0 : 0.0);
+      d.geo.s[2] = float(a);
+      d.geo.s[3] = float(b);
+      d.lo = int(o[i]);
+      d.hi = -1;
+      for (int64_t x = 0; x < o[i]; ++x) {
+        const double xo = a * double(x) + b;
+        if (xo >= -1e-9 && xo <= last + 1e-9) d.lo = std::min(d.lo, int(x)), d.hi = std::max(d.hi, int(x));
+      }
+    }
   return o;
 }
 }  // namespace
 
-Shape Resize::validate(const ResizeConfig& c) {
-  float a, b;
-  return resize_plan(c, a, b);
-}
+Shape Resize::validate(const ResizeConfig& c) { return resize_plan(c); }
 
 std::unique_ptr<Resize> Resize::create(Context& ctx, int device, const ResizeConfig& cfg) {
   std::unique_ptr<Resize> r(new Resize());
   r->cfg_ = cfg;
-  r->out_ = resize_plan(cfg, r->scale_h_, r->scale_w_);
+  ResizeDim d[2];
+  r->out_ = resize_plan(cfg, d);
+  r->geo_h_ = d[0].geo;
+  r->geo_w_ = d[1].geo;
+  r->valid_ = {{d[0].lo, d[0].hi, d[1].lo, d[1].hi}};
   r->kernel_ = make_kernel(ctx.program("data.cl", "", device), "resize2d");
   return r;
 }
@@ -546,7 +582,8 @@ void Resize::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   const int64_t planes = cfg_.input.numel() / (int64_t(H) * W);
   std::lock_guard lock(launch_mutex_);
   set_args(kernel_, cl_int(cfg_.mode), cl_int(cfg_.coord), cl_int(cfg_.nearest), cl_int(H), cl_int(W), cl_int(OH),
-           cl_int(OW), scale_h_, scale_w_, cfg_.cubic_coeff_a, cl_int(cfg_.exclude_outside), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+           cl_int(OW), geo_h_, geo_w_, valid_, cfg_.extrapolation_value, cl_int(cfg_.antialias), cfg_.cubic_coeff_a,
+           cl_int(cfg_.exclude_outside), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
            cl_long(out[0].offset_elems()));
   ec.enqueue_kernel(kernel_, cl::NDRange(OW, OH, planes), cl::NullRange, "resize2d");
 }

@@ -114,7 +114,7 @@ class Slice : public Op {
   StridedCopy copy_;
 };
 
-enum class PadMode { constant, reflect, edge };
+enum class PadMode { constant, reflect, edge, wrap };  // wrap: the input repeated along the axis
 
 struct PadConfig {
   Shape input;
@@ -230,7 +230,13 @@ class GatherElements : public Op {
 
 enum class ResizeMode { nearest, linear, cubic };
 enum class ResizeCoord {
-  half_pixel, asymmetric, align_corners, pytorch_half_pixel, tf_half_pixel_for_nearest, half_pixel_symmetric
+  half_pixel,
+  asymmetric,
+  align_corners,
+  pytorch_half_pixel,
+  tf_half_pixel_for_nearest,
+  half_pixel_symmetric,
+  tf_crop_and_resize
 };
 enum class ResizeNearest { round_prefer_floor, round_prefer_ceil, floor, ceil };
 
@@ -243,6 +249,15 @@ struct ResizeConfig {
   ResizeNearest nearest = ResizeNearest::round_prefer_floor;
   float cubic_coeff_a = -0.75f;
   bool exclude_outside = false;
+  // tf_crop_and_resize only: the region of interest, starts of every dim then ends (2 * rank values, in
+  // units of the input extent - 1); dims before the last two must keep [0, 1] (or have extent 1).
+  // Outputs whose source coordinate falls outside the input get extrapolation_value. With scales the
+  // output length is floor(in * scale), as ONNX Runtime and the ONNX reference compute it.
+  std::vector<float> roi = {};
+  float extrapolation_value = 0.0f;
+  // linear / cubic: when a dim is downscaled (scale < 1) the filter is stretched by 1 / scale so every
+  // input under an output pixel contributes (ONNX antialias; nearest ignores it).
+  bool antialias = false;
 };
 
 class Resize : public Op {
@@ -256,7 +271,8 @@ class Resize : public Op {
  private:
   ResizeConfig cfg_;
   Shape out_;
-  float scale_h_ = 1, scale_w_ = 1;
+  cl_float4 geo_h_{}, geo_w_{};  // per resized dim: scale, in * scale, crop a, crop b (kernels/data.cl)
+  cl_int4 valid_{};              // tf_crop_and_resize: first and last output row / column inside the input
   cl::Kernel kernel_;
 };
 

@@ -188,7 +188,8 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
     cl_command_queue q = ec.queue();
     cl_event ev = nullptr;
     bool epi = kernel_() != nullptr;
-    cl_event* evp = !epi && ec.wants_event() ? &ev : nullptr;
+    // CLBlast's event goes to the profiler even when the epilogue follows (which then signals).
+    cl_event* evp = ec.wants_event() ? &ev : nullptr;
     auto ta = c.trans_a ? clblast::Transpose::kYes : clblast::Transpose::kNo;
     auto tb = c.trans_b ? clblast::Transpose::kYes : clblast::Transpose::kNo;
     if (c.batch == 1) {

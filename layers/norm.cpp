@@ -25,6 +25,9 @@ Shape Norm::validate(const NormConfig& c) {
   for (auto d : c.input.dims)
     if (d <= 0) invalid(op, "input X has a non-positive dimension in shape {}", c.input.str());
   if (!(c.epsilon >= 0.0f)) invalid(op, "epsilon must be non-negative, got {}", c.epsilon);
+  if (c.training && c.kind != NormKind::batch) invalid(op, "training mode exists only for BatchNormalization");
+  if (c.training && !(c.momentum >= 0.0f && c.momentum <= 1.0f))
+    invalid(op, "momentum must be in [0, 1], got {}", c.momentum);
   if (c.kind == NormKind::group) {
     if (c.num_groups <= 0) invalid(op, "num_groups must be positive, got {}", c.num_groups);
     if (c.input[1] % c.num_groups)
@@ -38,7 +41,11 @@ std::unique_ptr<Norm> Norm::create(Context& ctx, int device, const NormConfig& c
   std::unique_ptr<Norm> n(new Norm());
   n->cfg_ = cfg;
   cl::Program prog = ctx.program("norm.cl", fmt::format("-DACT={}", int(cfg.act.kind)), device);
-  if (cfg.kind == NormKind::batch) {
+  if (cfg.kind == NormKind::batch && cfg.training) {
+    n->kernel_ = make_kernel(prog, "batch_norm_train");
+    n->group_ = reduction_group_size(n->kernel_, ctx.device(device), 256);
+    n->algorithm_ = fmt::format("training mode: batch statistics, one work-group per channel ({} items)", n->group_);
+  } else if (cfg.kind == NormKind::batch) {
     n->kernel_ = make_kernel(prog, "batch_norm");
     n->algorithm_ = "element-wise";
   } else {
@@ -52,9 +59,10 @@ std::unique_ptr<Norm> Norm::create(Context& ctx, int device, const NormConfig& c
 
 void Norm::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
   const char* op = norm_name(cfg_.kind);
-  const size_t n_in = cfg_.kind == NormKind::batch ? 5 : 3;
-  if (in.size() != n_in || out.size() != 1)
-    invalid(op, "expects {} inputs and 1 output, got {} and {}", n_in, in.size(), out.size());
+  const size_t n_in = cfg_.kind == NormKind::batch ? 5 : 3, max_out = cfg_.training ? 3 : 1;
+  if (in.size() != n_in || out.empty() || out.size() > max_out)
+    invalid(op, "expects {} inputs and {} output{}, got {} and {}", n_in, cfg_.training ? "1 to 3" : "1",
+            cfg_.training ? "s" : "", in.size(), out.size());
   const int64_t N = cfg_.input[0], C = cfg_.input[1], spatial = cfg_.input.numel() / (N * C);
   const int G = cfg_.kind == NormKind::instance ? int(C) : cfg_.kind == NormKind::group ? cfg_.num_groups : 1;
   const int64_t params = cfg_.kind == NormKind::group && cfg_.scale_per_group ? G : C;
@@ -69,6 +77,22 @@ void Norm::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     invalid(op, "output Y is {} {}, expected f32 {}", to_string(out[0].dtype), out[0].shape.str(), cfg_.input.str());
   auto off = [](const Tensor& t) { return cl_long(t.offset_elems()); };
   std::lock_guard lock(launch_mutex_);
+  if (cfg_.training) {
+    // Running statistics: written when the output is there (a left-out one is an empty tensor).
+    auto stat = [&](size_t i) { return i < out.size() && out[i].valid(); };
+    static const char* out_names[] = {"Y", "running_mean", "running_var"};
+    for (size_t i = 1; i < 3; ++i)
+      if (stat(i) && (out[i].dtype != DType::f32 || out[i].numel() != C))
+        invalid(op, "output {} is {} {}, expected f32 [{}]", out_names[i], to_string(out[i].dtype), out[i].shape.str(),
+                C);
+    const Tensor &rm = stat(1) ? out[1] : out[0], &rv = stat(2) ? out[2] : out[0];
+    set_args(kernel_, cl_int(N), cl_int(C), cl_long(spatial), cfg_.epsilon, cfg_.momentum, cl_int(stat(1)),
+             cl_int(stat(2)), cfg_.act.alpha, cfg_.act.beta, in[0].buffer, off(in[0]), in[1].buffer, off(in[1]),
+             in[2].buffer, off(in[2]), in[3].buffer, off(in[3]), in[4].buffer, off(in[4]), out[0].buffer, off(out[0]),
+             rm.buffer, off(rm), rv.buffer, off(rv), cl::Local(group_ * sizeof(float)));
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(C) * group_), cl::NDRange(group_), "batch_norm_train");
+    return;
+  }
   if (cfg_.kind == NormKind::batch) {
     set_args(kernel_, cl_int(C), cl_long(spatial), cfg_.epsilon, cfg_.act.alpha, cfg_.act.beta, in[0].buffer, off(in[0]),
              in[1].buffer, off(in[1]), in[2].buffer, off(in[2]), in[3].buffer, off(in[3]), in[4].buffer, off(in[4]),

@@ -1,5 +1,6 @@
 // Normalisation ops in ONNX semantics on N, C, spatial... (any rank >= 2): BatchNormalization
-// (inference: running mean/var), InstanceNormalization, GroupNormalization (scale/bias per channel as in
+// (inference: running mean/var; training mode: batch statistics, updated running mean/var as outputs),
+// InstanceNormalization, GroupNormalization (scale/bias per channel as in
 // opset 21, or per group as in opset 18). Optional fused activation. Kernels: kernels/norm.cl.
 #pragma once
 #include <memory>
@@ -19,9 +20,14 @@ struct NormConfig {
   int num_groups = 1;      // group only
   bool scale_per_group = false;  // group only: scale/bias have num_groups entries (opset 18)
   Activation act{};          // applied after the affine step
+  // batch only, ONNX training_mode 1: normalise with the batch mean and (population) variance over N
+  // and spatial; outputs running_mean / running_var = input * momentum + batch * (1 - momentum).
+  bool training = false;
+  float momentum = 0.9f;
 };
 
-// Inputs: batch X, scale, B, mean, var; instance / group X, scale, B. Output Y (shape of X).
+// Inputs: batch X, scale, B, mean, var; instance / group X, scale, B. Output Y (shape of X); batch
+// training mode also running_mean and running_var [C] (either may be left out: an empty tensor).
 class Norm : public Op {
  public:
   static Shape validate(const NormConfig& cfg);

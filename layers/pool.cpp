@@ -34,6 +34,8 @@ Shape plan(const PoolConfig& c, std::vector<int64_t>& pads) {
   const size_t n = c.input.rank() - 2;
   if (n > 3) invalid(op, "at most 3 spatial dims are supported, got input shape {}", c.input.str());
   if (c.indices && c.kind != PoolKind::max) invalid(op, "the Indices output exists only for MaxPool");
+  if (c.column_major_indices && c.kind != PoolKind::max)
+    invalid(op, "column-major Indices (storage_order 1) exist only for MaxPool");
   auto attr = [&](const std::vector<int64_t>& v, const char* name, size_t len, int64_t dflt) {
     if (v.empty()) return std::vector<int64_t>(len, dflt);
     if (v.size() != len) invalid(op, "{} has {} entries, expected {} for input {}", name, v.size(), len, c.input.str());
@@ -152,10 +154,11 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     return;
   }
   const Tensor& idx = cfg_.indices ? out[1] : out[0];
-  set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), cl_int(cfg_.indices), sp[0], sp[1], sp[2], osp[0],
-           osp[1], osp[2], k[0], k[1], k[2], st[0], st[1], st[2], dl[0], dl[1], dl[2], pb[0], pb[1], pb[2], pe[0], pe[1],
-           pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()), idx.buffer,
-           cl_long(idx.offset_elems()));
+  const int with_idx = cfg_.indices ? (cfg_.column_major_indices ? 2 : 1) : 0;
+  set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), cl_int(with_idx), sp[0], sp[1], sp[2], osp[0],
+           osp[1], osp[2], k[0], k[1], k[2], st[0], st[1], st[2], dl[0], dl[1], dl[2], pb[0], pb[1], pb[2], pe[0],
+           pe[1], pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()),
+           idx.buffer, cl_long(idx.offset_elems()));
   ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], size_t(osp[0]) * nc), cl::NullRange, "pool3d");
 }
 

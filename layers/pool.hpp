@@ -25,6 +25,9 @@ struct PoolConfig {
   bool ceil_mode = false;
   bool count_include_pad = false;  // AveragePool only
   bool indices = false;            // MaxPool only: second output Indices (i64, flat index into X)
+  // ONNX storage_order 1: Indices count the spatial position column-major (the first spatial dim
+  // fastest), after the N * C planes before it, as ONNX's reference and ONNX Runtime do.
+  bool column_major_indices = false;
 };
 
 // Input X; outputs Y [, Indices] of the shape validate() returns.

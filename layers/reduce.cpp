@@ -42,6 +42,9 @@ ReduceOp reduce_op_from_onnx(std::string_view name) {
 Shape Reduce::validate(const ReduceConfig& c) {
   const char* op = kReduceNames[int(c.op)];
   if (c.input.rank() > size_t(kMaxRank)) invalid(op, "input rank {} exceeds the supported {}", c.input.rank(), kMaxRank);
+  const bool small = c.dtype == DType::boolean || c.dtype == DType::u8;
+  if (c.dtype != DType::f32 && !(small && (c.op == ReduceOp::max || c.op == ReduceOp::min)))
+    invalid(op, "input dtype {} is not supported (f32; bool and u8 for ReduceMax / ReduceMin)", to_string(c.dtype));
   auto red = reduced_dims(c);
   Shape o;
   for (size_t i = 0; i < c.input.rank(); ++i) {
@@ -66,20 +69,32 @@ std::unique_ptr<Reduce> Reduce::create(Context& ctx, int device, const ReduceCon
   r->red_ = collapse(to_string(cfg.op), rd, {rs});
   r->count_ = r->red_.inner() * r->red_.outer();
   r->n_out_ = r->keep_.inner() * r->keep_.outer();
-  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), "reduce_axes");
+  r->kernel_ =
+      make_kernel(ctx.program("reduce.cl", "", device), cfg.dtype == DType::f32 ? "reduce_axes" : "reduce_axes_u8");
   return r;
 }
 
 void Reduce::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
   std::string_view op = type();
   if (in.size() != 1 || out.size() != 1) invalid(op, "expects 1 input and 1 output, got {} and {}", in.size(), out.size());
-  if (in[0].shape != cfg_.input || in[0].dtype != DType::f32)
-    invalid(op, "input is {} {}, expected f32 {}", to_string(in[0].dtype), in[0].shape.str(), cfg_.input.str());
-  if (out[0].shape != out_ || out[0].dtype != DType::f32)
-    invalid(op, "output is {} {}, expected f32 {}", to_string(out[0].dtype), out[0].shape.str(), out_.str());
+  const std::string dt(to_string(cfg_.dtype));
+  if (in[0].shape != cfg_.input || in[0].dtype != cfg_.dtype)
+    invalid(op, "input is {} {}, expected {} {}", to_string(in[0].dtype), in[0].shape.str(), dt, cfg_.input.str());
+  if (out[0].shape != out_ || out[0].dtype != cfg_.dtype)
+    invalid(op, "output is {} {}, expected {} {}", to_string(out[0].dtype), out[0].shape.str(), dt, out_.str());
   if (out_.numel() == 0) return;
   const int rr = red_.rank - 1;
   std::lock_guard lock(launch_mutex_);
+  if (cfg_.dtype != DType::f32) {
+    // The identity of an empty reduction: the smallest value for max, the largest for min.
+    const cl_uchar init = cfg_.op == ReduceOp::max ? 0 : cfg_.dtype == DType::boolean ? 1 : 255;
+    set_args(kernel_, cl_int(cfg_.op == ReduceOp::max), init, cl_int(keep_.rank), keep_.dims8(), keep_.strides8(0),
+             cl_int(rr), red_.dims8(), red_.strides8(0), cl_long(red_.inner()), cl_long(red_.strides[0][rr]),
+             cl_long(count_), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+             cl_long(out[0].offset_elems()));
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(n_out_)), cl::NullRange, "reduce");
+    return;
+  }
   // Kept dims: all `rank` of them index the output; reduced: the innermost goes in r_len / r_stride.
   set_args(kernel_, cl_int(cfg_.op), cl_int(keep_.rank), keep_.dims8(), keep_.strides8(0), cl_int(rr), red_.dims8(),
            red_.strides8(0), cl_long(red_.inner()), cl_long(red_.strides[0][rr]), cl_long(count_), in[0].buffer,

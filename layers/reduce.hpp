@@ -1,6 +1,7 @@
 // Reductions in ONNX semantics: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp over any
 // set of axes with keepdims and noop_with_empty_axes; ArgMax / ArgMin along one axis (i64 output,
-// keepdims, select_last_index). f32 input. Reducing an empty axis gives the identity of the op (0 for
+// keepdims, select_last_index). f32 input; ReduceMax / ReduceMin also bool and u8 (exact, output of the
+// input dtype). Reducing an empty axis gives the identity of the op (0 for
 // sums, 1 for Prod, -inf / +inf for Max / Min, -inf for LogSum / LogSumExp). Kernels: kernels/reduce.cl.
 #pragma once
 #include <memory>
@@ -23,6 +24,7 @@ struct ReduceConfig {
   std::vector<int64_t> axes;  // empty: all axes, or none with noop_with_empty_axes
   bool keepdims = true;
   bool noop_with_empty_axes = false;
+  DType dtype = DType::f32;  // of input and output: f32; bool / u8 for max and min
 };
 
 class Reduce : public Op {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "layers/rnn.hpp"
+#include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl {
@@ -14,24 +15,46 @@ namespace {
 // One program holds every cell's kernels (activations are runtime arguments), so one build serves all.
 const ProgramVariants kRnnVariants("rnn.cl", {"-DRNN_KMAJOR=0", "-DRNN_KMAJOR=1"});
 
-// Batch items per work-item: RNN_BT's default in kernels/rnn.cl.
-constexpr size_t kBatchTile = 4;
-// Tile kernels: batch rows per work-item of the projection (RNN_PMR).
-constexpr size_t kProjRows = 4;
-
 // Tile kernels: batch rows per work-item of a step (1, 2 or 4: lstm_step_tile_m1/_m2/_m4). More rows
 // reuse each loaded weight more often; rows past the batch are computed for nothing, so small batches
-// take fewer. CLDL_RNN_MR overrides (for measurements).
-size_t step_rows(int64_t nb) {
-  static const int forced = [] {
-    const char* e = std::getenv("CLDL_RNN_MR");
-    if (!e) return 0;
-    const int v = std::atoi(e);
-    if (v != 1 && v != 2 && v != 4) fail("CLDL_RNN_MR must be 1, 2 or 4, got '{}'", e);
-    return v;
-  }();
-  if (forced) return size_t(forced);
-  return nb >= 8 ? 4 : nb >= 2 ? 2 : 1;
+// take fewer (rnn_step_rows). The other knobs' defaults are in resolve_kernel_params.
+
+// CLDL_RNN_MR / CLDL_RNN_WEIGHT_LAYOUT: 0 / -1 when unset; read at each create (tests set them).
+int env_step_rows() {
+  const char* e = std::getenv("CLDL_RNN_MR");
+  if (!e) return 0;
+  const std::string_view v(e);
+  if (v != "1" && v != "2" && v != "4") fail("CLDL_RNN_MR must be 1, 2 or 4, got '{}'", v);
+  return std::atoi(e);
+}
+int env_layout() {
+  const char* e = std::getenv("CLDL_RNN_WEIGHT_LAYOUT");
+  if (!e) return -1;
+  const std::string_view v(e);
+  if (v == "rows") return 0;
+  if (v == "kmajor") return 1;
+  if (v == "tiles") return 2;
+  fail("CLDL_RNN_WEIGHT_LAYOUT must be tiles, rows or kmajor, got '{}'", v);
+}
+const char* layout_name(int layout) { return layout == 2 ? "tiles" : layout == 1 ? "kmajor" : "rows"; }
+
+// What is wrong with the knobs (empty: fine); max_wg = 0 skips the device limits.
+std::string kernel_params_error(const RnnKernelParams& k, size_t max_wg) {
+  auto one_of = [](int v, std::initializer_list<int> ok) { return std::find(ok.begin(), ok.end(), v) != ok.end(); };
+  if (k.layout < -1 || k.layout > 2)
+    return fmt::format("kernel.layout must be -1 (auto), 0 (rows), 1 (k-major) or 2 (tiles), got {}", k.layout);
+  if (!one_of(k.mr, {0, 1, 2, 4})) return fmt::format("kernel.mr must be 1, 2 or 4 (0 = auto), got {}", k.mr);
+  if (!one_of(k.pmr, {0, 1, 2, 4, 8})) return fmt::format("kernel.pmr must be 1, 2, 4 or 8 (0 = auto), got {}", k.pmr);
+  if (!one_of(k.bt, {0, 1, 2, 4, 8})) return fmt::format("kernel.bt must be 1, 2, 4 or 8 (0 = auto), got {}", k.bt);
+  for (auto [name, v] : {std::pair{"wg_m", k.wg_m}, {"wg_n", k.wg_n}, {"proj_wg", k.proj_wg}, {"local", k.local}})
+    if (v < 0 || v > 4096) return fmt::format("kernel.{} must be 1..4096 (0 = auto), got {}", name, v);
+  if (max_wg) {
+    if (size_t(k.wg_m) * size_t(std::max(1, k.wg_n)) > max_wg)
+      return fmt::format("kernel.wg_m x wg_n = {} x {} is above the device's work-group maximum {}", k.wg_m, k.wg_n, max_wg);
+    if (size_t(k.proj_wg) > max_wg)
+      return fmt::format("kernel.proj_wg = {} is above the device's work-group maximum {}", k.proj_wg, max_wg);
+  }
+  return {};
 }
 
 // Sets kernel arguments one after another (the step kernels take ~50).
@@ -50,6 +73,8 @@ const char* cell_name(RnnCell c) { return c == RnnCell::lstm ? "LSTM" : c == Rnn
 
 std::string_view to_string(RnnCell c) { return cell_name(c); }
 
+int rnn_step_rows(int64_t nb) { return nb >= 8 ? 4 : nb >= 2 ? 2 : 1; }
+
 std::string_view to_string(RnnStrategy s) {
   switch (s) {
     case RnnStrategy::automatic: return "auto";
@@ -57,6 +82,7 @@ std::string_view to_string(RnnStrategy s) {
     case RnnStrategy::time_parallel: return "time_parallel";
     case RnnStrategy::layer_parallel: return "layer_parallel";
     case RnnStrategy::data_parallel: return "data_parallel";
+    case RnnStrategy::wavefront: return "wavefront";
   }
   return "?";
 }
@@ -67,7 +93,8 @@ RnnStrategy parse_rnn_strategy(std::string_view s) {
   if (s == "time" || s == "time_parallel") return RnnStrategy::time_parallel;
   if (s == "layer" || s == "layer_parallel") return RnnStrategy::layer_parallel;
   if (s == "data" || s == "data_parallel") return RnnStrategy::data_parallel;
-  fail("unknown RNN strategy '{}' (auto, sequential, time, layer, data)", s);
+  if (s == "wave" || s == "wavefront") return RnnStrategy::wavefront;
+  fail("unknown RNN strategy '{}' (auto, sequential, time, layer, data, wave)", s);
 }
 
 std::vector<Activation> RnnConfig::resolved_activations() const {
@@ -117,6 +144,7 @@ std::vector<Shape> RnnLayer::validate(const RnnConfig& c, const RnnWeights* w) {
   if (c.clip < 0 || std::isnan(c.clip)) invalid(op, "clip must be positive (or 0 for none), got {}", c.clip);
   if (c.input_forget && c.cell != RnnCell::lstm) invalid(op, "input_forget is an LSTM attribute");
   if (c.linear_before_reset && c.cell != RnnCell::gru) invalid(op, "linear_before_reset is a GRU attribute");
+  if (std::string why = kernel_params_error(c.kernel, 0); !why.empty()) invalid(op, "{}", why);
   const int64_t lim = int64_t(1) << 31;
   if (c.seq_length * c.batch * c.gates() * c.hidden_size * c.dirs() >= lim)
     invalid(op, "T * B * gates * H * directions = {} exceeds 2^31", c.seq_length * c.batch * c.gates() * c.hidden_size * c.dirs());
@@ -153,6 +181,7 @@ void RnnLayer::check_sequence_lens(const RnnConfig& c, std::span<const int32_t> 
 
 std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnConfig& cfg, const RnnWeights& w) {
   validate(cfg, &w);
+  tuning::record(cfg);
   std::unique_ptr<RnnLayer> l(new RnnLayer(ctx, device, cfg));
   l->sched_ = std::make_unique<detail::RnnSchedState>();
   l->acts_ = cfg.resolved_activations();
@@ -179,17 +208,81 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   if (w.P) std::copy(w.P->as<float>(), w.P->as<float>() + D * 3 * H, l->P_.begin());
   l->replicate(device);
   const Replica& r0 = l->replicas_.at(device);
+  const RnnKernelParams& k = r0.kp;
+  const int mr = k.mr > 0 ? k.mr : rnn_step_rows(cfg.batch);
   l->algorithm_ = r0.tiles ? fmt::format("{}: register-blocked step kernel ({} batch rows x 8 units x {} gates per "
-                                         "work-item), weights in gate-interleaved tiles",
-                                         cell_name(cfg.cell), step_rows(cfg.batch), cfg.gates())
-                           : fmt::format("{}: fused step kernel{}, weights {}", cell_name(cfg.cell),
+                                         "work-item, work-groups {}x{}; projection {} rows per work-item, groups of {}), "
+                                         "weights in gate-interleaved tiles",
+                                         cell_name(cfg.cell), mr, cfg.gates(), k.wg_m, k.wg_n, k.pmr, k.proj_wg)
+                           : fmt::format("{}: fused step kernel{}, weights {} (work-groups of {} units, {} batch items per "
+                                         "work-item)", cell_name(cfg.cell),
                                          cfg.cell == RnnCell::gru && !cfg.linear_before_reset ? " (gates + h: 2 kernels/step)" : "",
-                                         r0.kmajor ? "k-major" : "in rows");
+                                         r0.kmajor ? "k-major" : "in rows", k.local, k.bt);
+  if (r0.tuned) l->algorithm_ += " (tuned)";
   log::debug("{} T={} B={} I={} H={} D={}: {}", cell_name(cfg.cell), cfg.seq_length, cfg.batch, I, H, D, l->algorithm_);
   return l;
 }
 
+namespace {
+// Explicit settings, then the tuning database, then the device heuristic; the environment overrides all.
+RnnKernelParams resolve_kernel_params(const RnnConfig& cfg, const DeviceInfo& info, bool& tuned) {
+  const char* op = cell_name(cfg.cell);
+  RnnKernelParams k = cfg.kernel;
+  tuned = false;
+  const std::string problem = tuning::rnn_problem(cfg);
+  if (auto t = tuning::find(info, "rnn_step", problem)) {
+    tuning::rnn_apply(t->params, k);
+    if (std::string why = kernel_params_error(k, 0); !why.empty())
+      invalid(op, "tuning database entry rnn_step [{}] on {}: {}", problem, info.name, why);
+    tuned = true;
+  }
+  // Weights: k-major for GPUs (coalesced: neighbouring work-items read neighbouring addresses);
+  // gate-interleaved tiles for CPUs and others (the register-blocked *_tile kernels: per k one float8
+  // of weights per gate, reused by mr batch rows).
+  if (k.layout < 0) k.layout = info.type == DeviceType::gpu ? 1 : 2;
+  // Tiles: up to 8 row groups per work-group (they share the tile's weights in cache), one tile wide;
+  // the projection in blocks of 16 row groups of 4 rows (64 rows of x stay cache-resident).
+  if (k.wg_m == 0) k.wg_m = 8;
+  if (k.wg_n == 0) k.wg_n = 1;
+  if (k.pmr == 0) k.pmr = 4;
+  if (k.proj_wg == 0) k.proj_wg = 16;
+  // Rows / k-major: work-groups of up to 64 along the hidden units (neighbouring units read
+  // neighbouring weights), 4 batch items per work-item (each loaded weight used 4 times).
+  if (k.local == 0) k.local = 64;
+  if (k.bt == 0) k.bt = 4;
+  // CLDL_RNN_WEIGHT_LAYOUT=tiles|rows|kmajor and CLDL_RNN_MR=1|2|4 override (tests exercise every
+  // layout on any device; measurements compare variants).
+  if (const int e = env_layout(); e >= 0) {
+    k.layout = e;
+    log::info("{}: weight layout {} forced by CLDL_RNN_WEIGHT_LAYOUT", op, layout_name(e));
+  }
+  if (const int e = env_step_rows(); e > 0) {
+    k.mr = e;
+    log::info("{}: {} batch rows per work-item forced by CLDL_RNN_MR", op, e);
+  }
+  // Tile kernels exist for LSTM; GRU and RNN use the row layout where tiles are asked for.
+  if (k.layout == 2 && cfg.cell != RnnCell::lstm) k.layout = 0;
+  if (std::string why = kernel_params_error(k, info.max_work_group_size); !why.empty())
+    invalid(op, "{}{}", why, tuned ? fmt::format(" (with the tuning database entry rnn_step [{}])", problem) : "");
+  return k;
+}
+}  // namespace
+
 void RnnLayer::replicate(int dev) { (void)replica(dev); }
+
+RnnLayer::TileWeights RnnLayer::tile_weights(int dev) {
+  Replica& r = replica(dev);
+  TileWeights t;
+  if (!r.tiles) return t;
+  const int64_t NT = (cfg_.hidden_size + 7) / 8, G = cfg_.gates();
+  t.W = r.W;
+  t.RT = r.RT[0];
+  t.bx = r.bx;
+  t.P = r.P[0];
+  t.w_elems = NT * cfg_.input_size * G * 8;
+  t.rt_elems = NT * cfg_.hidden_size * G * 8;
+  return t;
+}
 
 RnnLayer::Replica& RnnLayer::replica(int dev) {
   std::lock_guard lock(launch_mutex_);
@@ -200,22 +293,9 @@ RnnLayer::Replica& RnnLayer::replica(int dev) {
     return ctx_->upload(HostTensor::from<float>({n}, std::span<const float>(p, size_t(n))), dev);
   };
   Replica r;
-  // Default layouts: k-major weights for GPUs (coalesced: neighbouring work-items read neighbouring
-  // addresses); gate-interleaved tiles for CPUs and others (the register-blocked *_tile kernels: per
-  // k one float8 of weights per gate, reused by RNN_MR batch rows).
-  const bool gpu = ctx_->device(dev).info.type == DeviceType::gpu;
-  std::string_view lay = gpu ? "kmajor" : "tiles";
-  // CLDL_RNN_WEIGHT_LAYOUT=tiles|rows|kmajor overrides (tests exercise every layout on any device).
-  if (const char* e = std::getenv("CLDL_RNN_WEIGHT_LAYOUT")) {
-    std::string_view v(e);
-    if (v != "kmajor" && v != "rows" && v != "tiles")
-      fail("CLDL_RNN_WEIGHT_LAYOUT must be tiles, rows or kmajor, got '{}'", v);
-    lay = v;
-    log::info("{}: weight layout {} forced by CLDL_RNN_WEIGHT_LAYOUT", cell_name(cfg_.cell), v);
-  }
-  r.kmajor = lay == "kmajor";
-  // Tile kernels exist for LSTM; GRU and RNN use the row layout where tiles are asked for.
-  r.tiles = lay == "tiles" && cfg_.cell == RnnCell::lstm;
+  r.kp = resolve_kernel_params(cfg_, ctx_->device(dev).info, r.tuned);
+  r.kmajor = r.kp.layout == 1;
+  r.tiles = r.kp.layout == 2;
   const int64_t G = cfg_.gates(), NT = (H + 7) / 8;
   // Rows [G*H][K] of one direction -> tiles [NT][K][G][8] (zero past H).
   auto tile = [&](const float* src, int64_t K, float* dst) {
@@ -253,7 +333,12 @@ RnnLayer::Replica& RnnLayer::replica(int dev) {
     r.rbh.push_back(up(rbh_.data() + d * H, H));
     r.P.push_back(up(P_.data() + d * 3 * H, 3 * H));
   }
-  cl::Program prog = ctx_->program("rnn.cl", fmt::format("-DRNN_KMAJOR={}", int(r.kmajor)), dev);
+  // Macro knobs only when they differ from the kernel's defaults, so the default build is the one
+  // kRnnVariants registers (offline binaries, warm-up).
+  std::string options = fmt::format("-DRNN_KMAJOR={}", int(r.kmajor));
+  if (r.tiles && r.kp.pmr != 4) options += fmt::format(" -DRNN_PMR={}", r.kp.pmr);
+  if (!r.tiles && r.kp.bt != 4) options += fmt::format(" -DRNN_BT={}", r.kp.bt);
+  cl::Program prog = ctx_->program("rnn.cl", options, dev);
   switch (cfg_.cell) {
     case RnnCell::rnn: r.step = make_kernel(prog, "rnn_step"); break;
     case RnnCell::lstm:
@@ -303,8 +388,9 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
       a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
       a(r.W.buffer)(cl_long(r.W.offset_elems() + d * NT * I * cfg_.gates() * 8))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
       a(io.ws.buffer)(cl_long(io.ws.offset_elems() + d * GH))(cl_long(io.B * DGH))(cl_long(DGH));
-      // Blocks of 16 row groups (64 rows of x: cache-resident) x all tiles, block after block.
-      const size_t groups = (size_t(nrows) + kProjRows - 1) / kProjRows, rb = std::min<size_t>(16, groups);
+      // Blocks of proj_wg row groups (16 x 4 rows of x by default: cache-resident) x all tiles, block after block.
+      const size_t pmr = size_t(r.kp.pmr), groups = (size_t(nrows) + pmr - 1) / pmr,
+                   rb = std::min<size_t>(size_t(r.kp.proj_wg), groups);
       const cl::NDRange global{rb, size_t(NT), (groups + rb - 1) / rb};
       ec.enqueue_kernel(r.project, global, cl::NDRange{rb, 1, 1}, "lstm_project_tile");
     }
@@ -351,8 +437,8 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
   const Tensor& yh = io.yh.valid() ? io.yh : io.ws;
   const Tensor& yc = io.yc.valid() ? io.yc : io.ws;
   // Work-groups along the hidden units (neighbouring units read neighbouring weights).
-  const size_t lx = std::min<size_t>({64, round_up(size_t(H), 8), std::max<size_t>(1, ctx_->device(dev).info.max_work_group_size)});
-  const size_t mr = step_rows(nb);
+  const size_t lx = std::min<size_t>({size_t(r.kp.local), round_up(size_t(H), 8), std::max<size_t>(1, ctx_->device(dev).info.max_work_group_size)});
+  const size_t mr = size_t(r.kp.mr > 0 ? r.kp.mr : rnn_step_rows(nb)), bt = size_t(r.kp.bt);
   cl::Kernel step = r.tiles ? r.tile_steps[mr == 1 ? 0 : mr == 2 ? 1 : 2] : r.step;
   std::lock_guard lock(launch_mutex_);
   for (int64_t s = s0; s < s1; ++s) {
@@ -380,10 +466,11 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
     const bool zero_h = first && !has_h0;
     // Tiles: dimension 0 = row groups of one tile (a work-group's items share the tile's weights in
     // cache), dimension 1 = tiles.
-    const size_t nt = size_t(H + 7) / 8, groups = (size_t(nb) + mr - 1) / mr, tlx = std::min<size_t>(8, groups);
-    const cl::NDRange global = r.tiles ? cl::NDRange{round_up(groups, tlx), nt}
-                                       : cl::NDRange{round_up(size_t(H), lx), (size_t(nb) + kBatchTile - 1) / kBatchTile};
-    const cl::NDRange local = r.tiles ? cl::NDRange{tlx, 1} : cl::NDRange{lx, 1};
+    const size_t nt = size_t(H + 7) / 8, groups = (size_t(nb) + mr - 1) / mr,
+                 tlx = std::min<size_t>(size_t(r.kp.wg_m), groups), tly = std::min<size_t>(size_t(r.kp.wg_n), nt);
+    const cl::NDRange global = r.tiles ? cl::NDRange{round_up(groups, tlx), round_up(nt, tly)}
+                                       : cl::NDRange{round_up(size_t(H), lx), (size_t(nb) + bt - 1) / bt};
+    const cl::NDRange local = r.tiles ? cl::NDRange{tlx, tly} : cl::NDRange{lx, 1};
     if (cfg_.cell == RnnCell::rnn) {
       common(step, zero_h)(cl_int(act[0].kind))(act[0].alpha)(act[0].beta);
     } else if (cfg_.cell == RnnCell::lstm) {

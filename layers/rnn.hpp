@@ -23,6 +23,10 @@ struct RnnSchedState {
   std::mutex m;
   std::map<std::string, Tensor> scratch;
   cl::Event last;
+  // Wavefront: the stack's weights in one buffer and its per-layer table, built on first use (keyed by
+  // device and batch), and its kernels (used under `m` only).
+  std::map<std::string, Tensor> wave_consts;
+  std::map<std::string, cl::Kernel> kernels;
   Tensor scratch_tensor(Context& ctx, const std::string& key, Shape shape, DType dt, int dev);
 };
 }  // namespace detail
@@ -38,12 +42,34 @@ enum class RnnDirection { forward, reverse, bidirectional };
 //                  several), step chunk c of layer l starts when chunk c of layer l-1 is done.
 //  data_parallel:  batch split in shards over devices (or queues of one device), weights replicated
 //                  once per device, outputs gathered in order.
+//  wavefront:      one device, one queue: a stack of forward LSTM layers (tiles weight layout) runs as
+//                  T + L - 1 launches, launch w computing step w - l of every layer l with its input
+//                  projection fused (kernels/rnn.cl lstm_wave_tile_m*); for launch-bound stacks.
 //  automatic:      data_parallel over devices when there are several and the batch allows, else
+//                  wavefront for stacks of forward LSTM layers where it applies (RnnWaveParams), else
 //                  layer_parallel for stacks of forward layers, else time_parallel.
-enum class RnnStrategy { automatic, sequential, time_parallel, layer_parallel, data_parallel };
+enum class RnnStrategy { automatic, sequential, time_parallel, layer_parallel, data_parallel, wavefront };
 std::string_view to_string(RnnStrategy s);
-RnnStrategy parse_rnn_strategy(std::string_view s);  // "auto", "sequential", "time", "layer", "data"
+// "auto", "sequential", "time", "layer", "data", "wave" (long names too: time_parallel, ..., wavefront)
+RnnStrategy parse_rnn_strategy(std::string_view s);
 std::string_view to_string(RnnCell c);               // "RNN", "LSTM", "GRU" (the ONNX op names)
+
+// Knobs of the step kernels and the LSTM tile projection (kernels/rnn.cl). Fields left at 0 / -1 come
+// from the tuning database (family "rnn_step", key tuning::rnn_problem: cell, batch, input, hidden,
+// directions), else from the device heuristic; CLDL_RNN_WEIGHT_LAYOUT and CLDL_RNN_MR override both
+// (for measurements). Every setting is correct on any device; only the speed changes.
+struct RnnKernelParams {
+  int layout = -1;   // weights: 0 ONNX rows, 1 k-major, 2 gate-interleaved tiles (LSTM only; GRU / RNN use rows)
+  int mr = 0;        // tiles: batch rows per work-item of a step, 1, 2 or 4 (0: by the batch of each call)
+  int wg_m = 0;      // tiles: row groups per work-group of a step (0: 8; at most the call's row groups)
+  int wg_n = 0;      // tiles: 8-unit tiles per work-group of a step (0: 1)
+  int pmr = 0;       // tiles: rows per work-item of the projection, RNN_PMR 1, 2, 4 or 8 (0: 4)
+  int proj_wg = 0;   // tiles: row groups per work-group of the projection (0: 16)
+  int local = 0;     // rows / k-major: work-group size along the hidden units (0: 64)
+  int bt = 0;        // rows / k-major: batch items per work-item, RNN_BT 1, 2, 4 or 8 (0: 4)
+};
+// The heuristic rows per work-item of a tile step over `nb` batch items (RnnKernelParams::mr = 0).
+int rnn_step_rows(int64_t nb);
 
 struct RnnConfig {
   RnnCell cell = RnnCell::lstm;
@@ -56,6 +82,7 @@ struct RnnConfig {
   float clip = 0.0f;  // > 0: gate pre-activations clipped to [-clip, clip]
   bool input_forget = false;         // LSTM: f = 1 - i
   bool linear_before_reset = false;  // GRU
+  RnnKernelParams kernel;            // explicit settings win over the tuning database
   int gates() const { return cell == RnnCell::lstm ? 4 : cell == RnnCell::gru ? 3 : 1; }
   int dirs() const { return direction == RnnDirection::bidirectional ? 2 : 1; }
   int acts_per_dir() const { return cell == RnnCell::lstm ? 3 : cell == RnnCell::gru ? 2 : 1; }
@@ -114,6 +141,10 @@ class RnnLayer : public Op {
   const RnnConfig& config() const { return cfg_; }
   Context& context() const { return *ctx_; }
   int device() const { return device_; }
+  // The step-kernel knobs in use on device `dev` (-1: the layer's own device), every field resolved
+  // except mr = 0 (rows per work-item by each call's batch); whether a database entry supplied them.
+  const RnnKernelParams& kernel_params(int dev = -1) const { return replicas_.at(dev < 0 ? device_ : dev).kp; }
+  bool kernel_params_tuned(int dev = -1) const { return replicas_.at(dev < 0 ? device_ : dev).tuned; }
 
   // Scheduling building blocks (used by the strategies). `dev` is the device of ec.queue; weights are
   // replicated to it on first use. Steps [s0, s1) of batch items [b0, b0 + nb).
@@ -122,6 +153,13 @@ class RnnLayer : public Op {
   void enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, int64_t nb, int64_t s0, int64_t s1,
                      bool fuse_input, ExecutionContext& ec);
   void replicate(int dev);  // weights onto device `dev` (once)
+  // The wavefront strategy's view of direction 0 on device `dev`: the gate-interleaved tiles of W and R,
+  // the projection bias and the peepholes. All invalid when that replica does not use the tiles layout.
+  struct TileWeights {
+    Tensor W, RT, bx, P;
+    int64_t w_elems = 0, rt_elems = 0;
+  };
+  TileWeights tile_weights(int dev);
 
  private:
   std::string algorithm_;
@@ -133,6 +171,8 @@ class RnnLayer : public Op {
     bool tiles = false;                // gate-interleaved tiles + register-blocked kernels (*_tile)
     cl::Kernel step, gates, project;
     cl::Kernel tile_steps[3];          // tiles: step kernels with 1, 2, 4 batch rows per work-item
+    RnnKernelParams kp;                // resolved knobs (layout, work-group shapes, ...)
+    bool tuned = false;                // kp came (partly) from the tuning database
     std::map<std::string, std::unique_ptr<Gemm>> gemms;
   };
   Replica& replica(int dev);
@@ -147,8 +187,21 @@ class RnnLayer : public Op {
   std::unique_ptr<detail::RnnSchedState> sched_;
 };
 
+// Knobs of the wavefront strategy (kernels/rnn.cl lstm_wave_tile_m*); 0 = the heuristic default
+// (resolved()): the tuning database may fill them later.
+struct RnnWaveParams {
+  int mr = 0;          // batch rows per work-item: 1, 2 or 4 (heuristic: 4 from batch 8, 2 from 2, else 1)
+  int wg_m = 0;        // row groups per work-group (heuristic: up to 8; they share a tile's weights in cache)
+  int lag = 0;          // steps between layers: 1 = input projection fused into each step (W streamed per
+                       // step); K > 1 = projection GEMM per K-step chunk, T + K (L - 1) waves (heuristic:
+                       // 16 below batch 16 or for one layer, else 1)
+  int auto_max_batch = 0;  // `auto` picks wavefront up to this batch (heuristic: no limit)
+  RnnWaveParams resolved(int64_t batch, size_t layers) const;
+};
+
 struct RnnRunOptions {
   RnnStrategy strategy = RnnStrategy::automatic;
+  RnnWaveParams wave;  // wavefront knobs
   int64_t chunk = 0;   // layer parallel: steps per event (0 = about T/8)
   int shards = 0;      // data parallel: batch shards (0 = devices of the context, at least 2)
 };

@@ -3,6 +3,7 @@
 // Every strategy runs the same kernels with the same per-element arithmetic, so results agree with the
 // sequential path to fp32 rounding (in practice bit for bit).
 #include <algorithm>
+#include <bit>
 
 #include "layers/rnn.hpp"
 #include "runtime/log.hpp"
@@ -297,6 +298,164 @@ struct Scheduler {
     return fmt::format("layer_parallel: {} layers on {} device(s), chunk {} steps", L, std::min<size_t>(L, size_t(ndev)),
                        chunk);
   }
+  // Why the wavefront cannot run this stack (empty: it can).
+  std::string wave_unsupported() const {
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const RnnConfig& c = cfg(l);
+      if (c.cell != RnnCell::lstm) return fmt::format("layer {} is {}; the wavefront kernels are LSTM's", l, to_string(c.cell));
+      if (c.direction != RnnDirection::forward) return fmt::format("layer {} is not forward", l);
+      if (!layers[l]->tile_weights(device).W.valid())
+        return fmt::format("layer {} does not use the tiles weight layout (the CPU default; CLDL_RNN_WEIGHT_LAYOUT=tiles)", l);
+    }
+    return {};
+  }
+
+  // Wavefront (RnnStrategy::wavefront): launch w runs step w - l of every layer l, on the caller's queue.
+  std::string wavefront(cl::CommandQueue q, std::vector<cl::Event> waits, const RnnWaveParams& wp0, cl::Event& done) {
+    if (std::string why = wave_unsupported(); !why.empty())
+      invalid(to_string(cfg(0).cell), "strategy wavefront: {}", why);
+    const size_t L = layers.size();
+    const RnnWaveParams wp = wp0.resolved(B, layers.size());
+    constexpr int LW = 24;  // RNN_WAVE_LW in kernels/rnn.cl
+    std::vector<RnnLayer::TileWeights> tw;
+    std::vector<int64_t> table(L * LW, 0);
+    int64_t wt_total = 0, st_total = 0, max_nt = 0;
+    auto bits = [](float f) { return int64_t(std::bit_cast<int32_t>(f)); };
+    for (size_t l = 0; l < L; ++l) {
+      const RnnConfig& c = cfg(l);
+      const int64_t H = c.hidden_size;
+      tw.push_back(layers[l]->tile_weights(device));
+      int64_t* t = &table[l * LW];
+      t[0] = H;
+      t[1] = c.input_size;
+      t[2] = wt_total;
+      t[3] = t[2] + tw[l].w_elems;
+      t[4] = t[3] + tw[l].rt_elems;
+      t[5] = t[4] + 4 * H;
+      wt_total = t[5] + 3 * H;
+      t[6] = st_total;
+      t[7] = st_total + 2 * B * H;
+      st_total += 4 * B * H;
+      t[8] = at(io.h0, l).valid();
+      t[9] = at(io.c0, l).valid();
+      const std::vector<Activation> acts = c.resolved_activations();
+      for (int i = 0; i < 3; ++i) {
+        t[10 + i] = int64_t(acts[size_t(i)].kind);
+        t[13 + 2 * i] = bits(acts[size_t(i)].alpha);
+        t[14 + 2 * i] = bits(acts[size_t(i)].beta);
+      }
+      t[19] = bits(c.clip);
+      t[20] = c.input_forget;
+      t[21] = t[22] = -1;
+      max_nt = std::max(max_nt, (H + 7) / 8);
+    }
+    // Projected form: per layer xw [T][B][4H] and, below the top, Y [T][B][H], after the states.
+    const int64_t lag = wp.lag;
+    if (lag > 1)
+      for (size_t l = 0; l < L; ++l) {
+        int64_t* t = &table[l * LW];
+        t[21] = st_total;
+        st_total += T * B * 4 * t[0];
+        if (l + 1 < L) {
+          t[22] = st_total;
+          st_total += T * B * t[0];
+        }
+      }
+    ExecutionContext e = make_ec(q);
+    e.wait_for = std::move(waits);
+    cl::Event last;
+    e.signal = &last;
+    // The weights of every layer in one buffer, once (they never change after create); the table per batch.
+    const std::string wkey = fmt::format("weights d{}", device), tkey = fmt::format("table d{} B{} lag{}", device, B, lag);
+    if (!state.wave_consts.count(wkey)) {
+      Tensor all = ctx.alloc(Shape{wt_total}, DType::f32, device);
+      for (size_t l = 0; l < L; ++l) {
+        const int64_t* t = &table[l * LW];
+        const int64_t H = t[0];
+        ctx.copy_async(tw[l].W.slice_elems(0, tw[l].w_elems, Shape{tw[l].w_elems}), all.slice_elems(t[2], tw[l].w_elems, Shape{tw[l].w_elems}), e);
+        ctx.copy_async(tw[l].RT.slice_elems(0, tw[l].rt_elems, Shape{tw[l].rt_elems}), all.slice_elems(t[3], tw[l].rt_elems, Shape{tw[l].rt_elems}), e);
+        ctx.copy_async(tw[l].bx.slice_elems(0, 4 * H, Shape{4 * H}), all.slice_elems(t[4], 4 * H, Shape{4 * H}), e);
+        ctx.copy_async(tw[l].P.slice_elems(0, 3 * H, Shape{3 * H}), all.slice_elems(t[5], 3 * H, Shape{3 * H}), e);
+      }
+      state.wave_consts[wkey] = all;
+    }
+    if (!state.wave_consts.count(tkey))
+      state.wave_consts[tkey] = ctx.upload(HostTensor::from<int64_t>({int64_t(table.size())}, table), device);
+    const Tensor& wts = state.wave_consts[wkey];
+    const Tensor& lt = state.wave_consts[tkey];
+    Tensor st = scratch("wave state", Shape{st_total}, DType::f32, device);
+    // initial_h / initial_c into slot 1, which step 0 reads as the previous state.
+    for (size_t l = 0; l < L; ++l) {
+      const int64_t* t = &table[l * LW];
+      const int64_t BH = B * t[0];
+      if (t[8]) ctx.copy_async(at(io.h0, l), st.slice_elems(t[6] + BH, BH, at(io.h0, l).shape), e);
+      if (t[9]) ctx.copy_async(at(io.c0, l), st.slice_elems(t[7] + BH, BH, at(io.c0, l).shape), e);
+    }
+    // The kernel indexes these three from their buffers' starts (whole allocations of this op).
+    if (wts.offset_bytes || lt.offset_bytes || st.offset_bytes)
+      fail("RNN wavefront: its weight, table and state buffers must start at offset 0");
+    const size_t mr = size_t(wp.mr);
+    const std::string kname = fmt::format("lstm_wave_tile_m{}", mr);
+    auto kit = state.kernels.find(kname + fmt::format(" d{}", device));
+    if (kit == state.kernels.end())
+      kit = state.kernels.emplace(kname + fmt::format(" d{}", device),
+                                  make_kernel(ctx.program("rnn.cl", "-DRNN_KMAJOR=0", device), kname.c_str())).first;
+    cl::Kernel& k = kit->second;
+    const Strides xs = x_strides(layout, T, B, cfg(0).input_size);
+    const Strides ys = y_strides(layout, T, B, 1, cfg(L - 1).hidden_size);
+    const Tensor& y = io.y.valid() ? io.y : st;
+    set_args(k, cl_int(0), cl_int(lag), cl_int(T), cl_int(B), io.lens.buffer, cl_long(io.lens.offset_elems()), io.x.buffer,
+             cl_long(io.x.offset_elems()), cl_long(xs.st), cl_long(xs.sb), wts.buffer, lt.buffer, st.buffer, y.buffer,
+             cl_long(y.offset_elems()), cl_long(ys.st), cl_long(ys.sb), cl_int(io.y.valid()));
+    const size_t groups = (size_t(B) + mr - 1) / mr, tlx = std::min<size_t>(size_t(wp.wg_m), groups);
+    const cl::NDRange global{round_up(groups, tlx), size_t(max_nt), L}, local{tlx, 1, 1};
+    // Projected form: steps [t0, t1) of layer l's input projection (layer 0 from X, layer l > 0 from layer
+    // l-1's Y in `st`) into its xw.
+    auto project = [&](size_t l, int64_t t0, int64_t t1) {
+      const int64_t* t = &table[l * LW];
+      RnnLayerIO lio;
+      lio.B = B;
+      if (l == 0) {
+        lio.x = io.x;
+        lio.x_st = xs.st;
+        lio.x_sb = xs.sb;
+      } else {
+        const int64_t Hp = table[(l - 1) * LW];
+        lio.x = st.slice_elems(table[(l - 1) * LW + 22], T * B * Hp, Shape{T * B * Hp});
+        lio.x_st = B * Hp;
+        lio.x_sb = Hp;
+      }
+      lio.ws = st.slice_elems(t[21], T * B * 4 * t[0], Shape{T * B * 4 * t[0]});
+      layers[l]->enqueue_projection(device, lio, 0, B, t0, t1, e);
+    };
+    if (lag > 1) project(0, 0, T);
+    const int64_t waves = T + lag * (int64_t(L) - 1), nchunks = (T + lag - 1) / lag;
+    for (int64_t w = 0; w < waves; ++w) {
+      detail::check_arg(k.setArg(0, cl_int(w)), k, 0);
+      e.enqueue_kernel(k, global, local, "lstm_wave");
+      // After wave (c + l) * lag - 1, layer l-1 has written chunk c of its Y; layer l reads it from the next wave.
+      if (lag > 1 && (w + 1) % lag == 0)
+        for (size_t l = 1; l < L; ++l) {
+          const int64_t c = (w + 1) / lag - int64_t(l);
+          if (c >= 0 && c < nchunks) project(l, c * lag, std::min(T, (c + 1) * lag));
+        }
+    }
+    // Y_h / Y_c: the states after the last step (slot (T - 1) & 1).
+    for (size_t l = 0; l < L; ++l) {
+      const int64_t* t = &table[l * LW];
+      const int64_t BH = B * t[0], slot = ((T - 1) & 1) * BH;
+      if (at(io.yh, l).valid()) ctx.copy_async(st.slice_elems(t[6] + slot, BH, at(io.yh, l).shape), at(io.yh, l), e);
+      if (at(io.yc, l).valid()) ctx.copy_async(st.slice_elems(t[7] + slot, BH, at(io.yc, l).shape), at(io.yc, l), e);
+    }
+    done = last;
+    if (lag == 1)
+      return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{}, input projection fused", L,
+                         waves, mr);
+    return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{}, lag {} steps, input projection "
+                       "per {}-step chunk ({} launches)",
+                       L, waves, mr, lag, lag, 1 + (int64_t(L) - 1) * nchunks);
+  }
+
   int dev_of(size_t l) const { return (device + int(l)) % int(ctx.device_count()); }
   Tensor inter_of_layer(size_t l) {
     Placement p = full();
@@ -372,6 +531,21 @@ struct Scheduler {
 
 }  // namespace
 
+RnnWaveParams RnnWaveParams::resolved(int64_t batch, size_t layers) const {
+  RnnWaveParams r = *this;
+  if (r.mr == 0) r.mr = batch >= 8 ? 4 : batch >= 2 ? 2 : 1;
+  if (r.mr != 1 && r.mr != 2 && r.mr != 4) fail("RNN wavefront: mr must be 1, 2 or 4 (0 = auto), got {}", r.mr);
+  if (r.wg_m == 0) r.wg_m = 8;
+  if (r.wg_m < 0) fail("RNN wavefront: wg_m must be positive (0 = auto), got {}", r.wg_m);
+  if (r.auto_max_batch == 0) r.auto_max_batch = 1 << 30;
+  // Measured with `cldl bench rnn` on PoCL (2-core EPYC, busy; see the RnnWaveParams comment): per-chunk
+  // projections win where the fused step would stream W for few rows (small batch) or where there is no
+  // layer to overlap with (one layer); with 2+ layers and a batch of 16+ the fused form is as good or better.
+  if (r.lag == 0) r.lag = batch < 16 || layers == 1 ? 16 : 1;
+  if (r.lag < 0) fail("RNN wavefront: lag must be positive (0 = auto), got {}", r.lag);
+  return r;
+}
+
 std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer* const> layers, const RnnStackIO& io,
                                    const RnnRunOptions& opts, RnnSchedState& state, ExecutionContext& ec,
                                    const Tensor* workspace) {
@@ -416,21 +590,30 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
   RnnStrategy s = opts.strategy;
   const bool all_forward =
       std::all_of(layers.begin(), layers.end(), [](RnnLayer* l) { return l->config().direction == RnnDirection::forward; });
+  Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, ec.profiler, {}};
+  std::string why_auto;
   if (s == RnnStrategy::automatic) {
-    if (ctx.device_count() > 1 && B >= 2 * int64_t(ctx.device_count()))
+    const RnnWaveParams wp = opts.wave.resolved(B, layers.size());
+    if (ctx.device_count() > 1 && B >= 2 * int64_t(ctx.device_count())) {
       s = RnnStrategy::data_parallel;
-    else if (layers.size() > 1 && all_forward)
+      why_auto = "several devices and batch >= 2 per device";
+    } else if (B <= wp.auto_max_batch && sch.wave_unsupported().empty()) {
+      s = RnnStrategy::wavefront;
+      why_auto = fmt::format("forward LSTM layers in the tiles layout on one device, lag {}", wp.lag);
+    } else if (layers.size() > 1 && all_forward) {
       s = RnnStrategy::layer_parallel;
-    else
+      why_auto = "stack of forward layers";
+    } else {
       s = RnnStrategy::time_parallel;
+      why_auto = "default";
+    }
   }
   // The parallel strategies put work on other queues (shards, layers, the second direction). Those must also come
   // after everything already enqueued on the caller's in-order queue, which no event in `waits` names:
   // without this marker, data-parallel shards on Intel's CPU runtime read inputs and wrote outputs
   // before the caller's earlier commands finished (test_rnn failed intermittently there; PoCL happened
   // to serialise the queues).
-  if (s != RnnStrategy::sequential) waits.push_back(barrier(ec.queue, {}));
-  Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, ec.profiler, {}};
+  if (s != RnnStrategy::sequential && s != RnnStrategy::wavefront) waits.push_back(barrier(ec.queue, {}));
   cl::Event done;
   std::string what;
   switch (s) {
@@ -438,8 +621,10 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
     case RnnStrategy::time_parallel: what = sch.time_parallel(ec.queue, waits, done); break;
     case RnnStrategy::layer_parallel: what = sch.layer_parallel(ec.queue, waits, opts.chunk, done); break;
     case RnnStrategy::data_parallel: what = sch.data_parallel(ec.queue, waits, opts.shards, done); break;
+    case RnnStrategy::wavefront: what = sch.wavefront(ec.queue, waits, opts.wave, done); break;
     case RnnStrategy::automatic: break;
   }
+  if (!why_auto.empty()) what += fmt::format(" (auto: {})", why_auto);
   state.last = done;
   ec.record(done, "rnn_join");
   log::debug("{}: {}", op, what);

@@ -225,6 +225,89 @@ Params attention_relevant(const Params& p) {
   return r;
 }
 
+// ---- rnn_step -------------------------------------------------------------------------------------------
+
+std::string rnn_problem(const RnnConfig& c) {
+  return fmt::format("{} b{} i{} h{} d{}{}", to_string(c.cell), c.batch, c.input_size, c.hidden_size, c.dirs(),
+                     c.cell == RnnCell::gru && c.linear_before_reset ? " lbr" : "");
+}
+
+Space rnn_space(const DeviceInfo& info, const RnnConfig& c) {
+  const bool cpu = info.type == DeviceType::cpu;
+  Space s;
+  // layout 2 (tiles: mr, wg_m, wg_n, pmr, proj_wg) exists for LSTM; 0 / 1 (rows, k-major: local, bt).
+  s.dims.push_back({"layout", c.cell == RnnCell::lstm ? std::vector<int64_t>{2, 0, 1} : std::vector<int64_t>{0, 1}});
+  s.dims.push_back({"mr", {1, 2, 4}});
+  s.dims.push_back({"wg_m", {1, 2, 4, 8, 16}});
+  s.dims.push_back({"wg_n", {1, 2, 4, 8}});
+  s.dims.push_back({"pmr", {1, 2, 4, 8}});
+  s.dims.push_back({"proj_wg", {4, 8, 16, 32}});
+  // PoCL runs a work-group as one thread's loop: narrow groups give more parallel tasks there.
+  s.dims.push_back({"local", cpu ? std::vector<int64_t>{8, 16, 32, 64, 128} : std::vector<int64_t>{32, 64, 128, 256}});
+  s.dims.push_back({"bt", {1, 2, 4, 8}});
+  return s;
+}
+
+std::string rnn_invalid(const DeviceInfo& info, const RnnConfig& c, const Params& p) {
+  const int64_t layout = get(p, "layout", 0);
+  if (layout == 2 && c.cell != RnnCell::lstm) return "tiles exist for LSTM only";
+  if (layout == 2) {
+    const int64_t mr = get(p, "mr", 1), wg_m = get(p, "wg_m", 1), wg_n = get(p, "wg_n", 1);
+    // mr rows per work-item with at least half of them past the batch: the smaller kernel does the same.
+    if (mr > 1 && mr >= 2 * c.batch) return fmt::format("mr {} for a batch of {}", mr, c.batch);
+    if (size_t(wg_m * wg_n) > info.max_work_group_size)
+      return fmt::format("work-group {}x{} above the device maximum {}", wg_m, wg_n, info.max_work_group_size);
+    if (info.max_work_item_sizes.size() >= 2 &&
+        (size_t(wg_m) > info.max_work_item_sizes[0] || size_t(wg_n) > info.max_work_item_sizes[1]))
+      return fmt::format("work-group {}x{} above the device's per-dimension maximum", wg_m, wg_n);
+    if (size_t(get(p, "proj_wg", 1)) > info.max_work_group_size)
+      return fmt::format("projection work-group {} above the device maximum {}", get(p, "proj_wg", 1),
+                         info.max_work_group_size);
+  } else {
+    const int64_t local = get(p, "local", 1);
+    if (size_t(local) > info.max_work_group_size)
+      return fmt::format("work-group {} above the device maximum {}", local, info.max_work_group_size);
+    if (!info.max_work_item_sizes.empty() && size_t(local) > info.max_work_item_sizes[0])
+      return fmt::format("work-group {} above the device's dimension-0 maximum {}", local, info.max_work_item_sizes[0]);
+  }
+  return {};
+}
+
+Params rnn_params(const RnnKernelParams& k, int64_t batch) {
+  return {{"layout", k.layout}, {"mr", k.mr > 0 ? k.mr : rnn_step_rows(batch)},
+          {"wg_m", k.wg_m},     {"wg_n", k.wg_n},
+          {"pmr", k.pmr},       {"proj_wg", k.proj_wg},
+          {"local", k.local},   {"bt", k.bt}};
+}
+
+void rnn_apply(const Params& p, RnnKernelParams& k) {
+  if (k.layout < 0) k.layout = int(get(p, "layout", -1));
+  if (k.mr == 0) k.mr = int(get(p, "mr", 0));
+  if (k.wg_m == 0) k.wg_m = int(get(p, "wg_m", 0));
+  if (k.wg_n == 0) k.wg_n = int(get(p, "wg_n", 0));
+  if (k.pmr == 0) k.pmr = int(get(p, "pmr", 0));
+  if (k.proj_wg == 0) k.proj_wg = int(get(p, "proj_wg", 0));
+  if (k.local == 0) k.local = int(get(p, "local", 0));
+  if (k.bt == 0) k.bt = int(get(p, "bt", 0));
+}
+
+Params rnn_relevant(const RnnConfig& c, const Params& p) {
+  Params r = p;
+  if (get(p, "layout", 0) == 2) {
+    for (const char* k : {"local", "bt"}) r.erase(k);
+    // The step launches min(wg_m, row groups) x min(wg_n, tiles); the projection min(proj_wg, its row groups).
+    const int64_t mr = get(p, "mr", 1), groups = (c.batch + mr - 1) / mr, nt = (c.hidden_size + 7) / 8;
+    const int64_t pmr = get(p, "pmr", 4), pgroups = (c.seq_length * c.batch + pmr - 1) / pmr;
+    if (r.count("wg_m")) r["wg_m"] = std::min(r["wg_m"], groups);
+    if (r.count("wg_n")) r["wg_n"] = std::min(r["wg_n"], nt);
+    if (r.count("proj_wg")) r["proj_wg"] = std::min(r["proj_wg"], pgroups);
+  } else {
+    for (const char* k : {"mr", "wg_m", "wg_n", "pmr", "proj_wg"}) r.erase(k);
+    if (r.count("local")) r["local"] = std::min<int64_t>(r["local"], (c.hidden_size + 7) / 8 * 8);
+  }
+  return r;
+}
+
 // ---- recorder -------------------------------------------------------------------------------------------
 
 namespace {
@@ -247,6 +330,10 @@ void record(const ConvConfig& c) {
 void record(const AttentionConfig& c) {
   std::lock_guard lock(g_record_mutex);
   if (g_recorder) g_recorder->attention.push_back(c);
+}
+void record(const RnnConfig& c) {
+  std::lock_guard lock(g_record_mutex);
+  if (g_recorder) g_recorder->rnn.push_back(c);
 }
 
 }  // namespace cldl::tuning

@@ -5,8 +5,8 @@
 //
 // Database families: "gemm" (own kernel gemm_tile macros), "clblast_xgemm" (CLBlast's Xgemm
 // parameters, one set per device, problem key "single"), "conv" (algorithm choice), "attention"
-// (fused kernel tiles). The RNN step kernels expose no knobs in RnnConfig yet; their input projection
-// is a Gemm and uses the "gemm" entries.
+// (fused kernel tiles), "rnn_step" (RNN / LSTM / GRU step kernels: weight layout, register block,
+// work-group shapes; with rows / k-major weights the input projection is a Gemm and uses "gemm").
 #pragma once
 #include <string>
 #include <vector>
@@ -14,6 +14,7 @@
 #include "layers/attention.hpp"
 #include "layers/conv.hpp"
 #include "layers/gemm.hpp"
+#include "layers/rnn.hpp"
 #include "runtime/tuning.hpp"
 
 namespace cldl::tuning {
@@ -53,16 +54,31 @@ void attention_apply(const Params& p, AttentionConfig& c);  // fields still at t
 // search need not time the same kernel twice.
 Params attention_relevant(const Params& p);
 
+// ---- rnn_step: the step kernels of RnnLayer (RnnKernelParams) ----
+// "LSTM b32 i512 h512 d1" (+ " lbr" for GRU linear_before_reset). The sequence length is not part of
+// the key: the knobs set how one step (and the projection's rows) are cut into work-items, whatever T.
+std::string rnn_problem(const RnnConfig& c);
+Space rnn_space(const DeviceInfo& info, const RnnConfig& c);
+std::string rnn_invalid(const DeviceInfo& info, const RnnConfig& c, const Params& p);
+// The resolved knobs of a layer as parameters, mr filled in (the heuristic's rows for `batch` when 0).
+Params rnn_params(const RnnKernelParams& resolved, int64_t batch);
+void rnn_apply(const Params& p, RnnKernelParams& k);  // fields still at auto (0 / -1) only
+// The parameters that matter for `p`'s layout (and batch / hidden size: work-group shapes clamped to
+// what a call launches), so a search need not time the same kernel twice.
+Params rnn_relevant(const RnnConfig& c, const Params& p);
+
 // ---- problems a model runs (`cldl tune --model`) ----
 // While a recorder is set, Gemm / ConvOp / Attention create() append their configs to it.
 struct ProblemRecorder {
   std::vector<GemmConfig> gemm;
   std::vector<ConvConfig> conv;
   std::vector<AttentionConfig> attention;
+  std::vector<RnnConfig> rnn;
 };
 void set_recorder(ProblemRecorder* r);  // nullptr = stop recording
 void record(const GemmConfig& c);
 void record(const ConvConfig& c);
 void record(const AttentionConfig& c);
+void record(const RnnConfig& c);
 
 }  // namespace cldl::tuning

@@ -1,11 +1,85 @@
 // CompiledModel (lowering, queue assignment, memory plan) and Session::run (event-scheduled enqueue).
 #include "models/executor.hpp"
 
+#include <algorithm>
 #include <set>
+#include <string_view>
 
 #include "runtime/log.hpp"
 
 namespace cldl::graph {
+
+namespace {
+
+// Glob over a node name: '*' any run of characters (also none), '?' one character.
+bool glob_match(std::string_view pat, std::string_view s) {
+  size_t p = 0, i = 0, star = std::string_view::npos, mark = 0;
+  while (i < s.size()) {
+    if (p < pat.size() && (pat[p] == '?' || pat[p] == s[i])) {
+      ++p, ++i;
+    } else if (p < pat.size() && pat[p] == '*') {
+      star = p++, mark = i;
+    } else if (star != std::string_view::npos) {
+      p = star + 1, i = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pat.size() && pat[p] == '*') ++p;
+  return p == pat.size();
+}
+
+bool rule_matches(const std::string& pattern, const Node& n) {
+  if (pattern.rfind("op:", 0) == 0) return n.op_type == pattern.substr(3);
+  if (pattern.find_first_of("*?") != std::string::npos) return glob_match(pattern, n.name);
+  return n.name == pattern;
+}
+
+}  // namespace
+
+std::vector<int> resolve_placement(const Graph& g, const CompileOptions& opts, size_t device_count) {
+  auto device_list = [&] {
+    return fmt::format("the context has {} device{}", device_count, device_count == 1 ? "" : "s");
+  };
+  if (opts.device < 0 || size_t(opts.device) >= device_count)
+    fail("compile: device {} does not exist ({})", opts.device, device_list());
+  std::vector<int> dev(g.nodes.size(), opts.device);
+  for (auto& [pattern, d] : opts.placement) {
+    if (pattern.empty() || pattern == "op:") fail("placement rule '={}': empty node pattern", d);
+    if (d < 0 || size_t(d) >= device_count)
+      fail("placement rule '{}={}': device {} does not exist ({}{})", pattern, d, d, device_list(),
+           device_count == 1 ? "; give several, e.g. --device cpu:0,cpu:1" : "");
+    bool any = false;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (rule_matches(pattern, g.nodes[i])) dev[i] = d, any = true;
+    if (!any) {
+      const bool by_op = pattern.rfind("op:", 0) == 0;
+      std::vector<std::string> names;
+      if (by_op) {
+        std::set<std::string> types;
+        for (auto& n : g.nodes) types.insert(n.op_type);
+        names.assign(types.begin(), types.end());
+      } else {
+        for (auto& n : g.nodes) names.push_back(n.name);
+      }
+      if (names.size() > 12) names.resize(12), names.push_back("...");
+      fail("placement rule '{}={}' matches no {} of graph '{}' (after the graph passes; it has {}: {})", pattern, d,
+           by_op ? "op type" : "node", g.name, by_op ? "op types" : "nodes", fmt::join(names, ", "));
+    }
+  }
+  return dev;
+}
+
+std::pair<std::string, int> parse_placement_rule(const std::string& text) {
+  auto eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    fail("placement '{}' should be NODE=DEVICE (a node name, a glob such as 'conv*', or op:TYPE; a device index)",
+         text);
+  std::string dev = text.substr(eq + 1);
+  if (dev.find_first_not_of("0123456789") != std::string::npos || dev.size() > 6)
+    fail("placement '{}': device '{}' is not a device index (0, 1, ...)", text, dev);
+  return {text.substr(0, eq), std::stoi(dev)};
+}
 
 std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> ctx, Graph g, const CompileOptions& opts) {
   auto m = std::shared_ptr<CompiledModel>(new CompiledModel());
@@ -14,8 +88,8 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
   m->opts_ = opts;
   Graph& gr = m->graph_;
   Context& cx = *m->ctx_;
-  if (opts.device < 0 || size_t(opts.device) >= cx.device_count())
-    fail("compile: device {} does not exist (context has {})", opts.device, cx.device_count());
+  m->node_device_ = resolve_placement(gr, opts, cx.device_count());
+  const std::vector<int>& node_dev = m->node_device_;
 
   std::vector<int> view_of(gr.nodes.size(), -1);
   std::vector<const OpDef*> defs;
@@ -28,51 +102,63 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
     defs.push_back(d);
     view_of[i] = d->view_of;
   }
-  m->plan_ = plan_memory(gr, view_of);
+  m->plan_ = plan_memory(gr, view_of, 256, node_dev);
 
   auto add_slot = [&](Slot s) {
-    m->slot_of_[s.name] = int(m->slots_.size());
+    m->slot_of_.emplace(s.name, int(m->slots_.size()));  // a constant's first copy keeps the name
     m->slots_.push_back(std::move(s));
     return int(m->slots_.size() - 1);
   };
-  for (auto& in : gr.inputs) add_slot({Kind::input, in.name, in.shape.to_shape(), in.dtype});
-  auto slot_for = [&](const std::string& v) -> int {
+  for (auto& in : gr.inputs) {
+    Slot s{Kind::input, in.name, in.shape.to_shape(), in.dtype};
+    s.device = opts.device;
+    add_slot(std::move(s));
+  }
+  // A constant gets one slot (and one upload) per device that reads it.
+  auto slot_for = [&](const std::string& v, int device) -> int {
     if (v.empty()) return -1;
     auto it = m->slot_of_.find(v);
-    if (it != m->slot_of_.end()) return it->second;
+    if (it != m->slot_of_.end() && m->slots_[size_t(it->second)].kind != Kind::constant) return it->second;
     auto ci = gr.initializers.find(v);
     if (ci == gr.initializers.end()) fail("compile: value '{}' is not defined", v);
-    int s = add_slot({Kind::constant, v, ci->second.shape(), ci->second.dtype()});
-    m->constants_[s] = cx.upload(ci->second, opts.device);
+    auto key = std::make_pair(v, device);
+    if (auto cit = m->constant_slot_.find(key); cit != m->constant_slot_.end()) return cit->second;
+    Slot cs{Kind::constant, v, ci->second.shape(), ci->second.dtype()};
+    cs.device = device;
+    int s = add_slot(std::move(cs));
+    m->constants_[s] = cx.upload(ci->second, device);
+    m->constant_slot_[key] = s;
     return s;
   };
 
-  // Queue assignment: a node continues the queue of its first producer that no other node has continued
-  // yet (a chain stays on one queue); otherwise it starts a branch on the next queue.
+  // Queue assignment (per device): a node continues the queue of its first producer on the same device
+  // that no other node has continued yet (a chain stays on one queue); otherwise it starts a branch on
+  // that device's next queue.
   std::vector<bool> continued;
-  int next_queue = 0;
+  std::map<int, int> next_queue;
   for (size_t i = 0; i < gr.nodes.size(); ++i) {
     const Node& n = gr.nodes[i];
     Step st;
     st.node = i;
-    for (auto& v : n.inputs) st.in.push_back(slot_for(v));
+    st.device = node_dev[i];
+    for (auto& v : n.inputs) st.in.push_back(slot_for(v, st.device));
     int queue = -1;
     for (int s : st.in) {
       if (s < 0) continue;
       int p = m->slots_[s].producer;
-      if (s >= 0 && m->slots_[s].kind == Kind::view) p = m->slots_[m->slots_[s].root].producer;
-      if (p >= 0 && !continued[p]) {
+      if (m->slots_[s].kind == Kind::view) p = m->slots_[m->slots_[s].root].producer;
+      if (p >= 0 && !continued[p] && m->steps_[p].device == st.device) {
         queue = m->steps_[p].queue;
         continued[p] = true;
         break;
       }
     }
     if (queue < 0) {
-      queue = next_queue;
-      next_queue = (next_queue + 1) % std::max(1, opts.queues);
+      int& nq = next_queue[st.device];
+      queue = nq;
+      nq = (nq + 1) % std::max(1, opts.queues);
     }
     st.queue = queue;
-    m->queues_used_ = std::max(m->queues_used_, queue + 1);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       const std::string& v = n.outputs[o];
       if (v.empty()) {
@@ -82,20 +168,23 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
       const ValueInfo* info = gr.info(v);
       Slot s{Kind::planned, v, info->shape.to_shape(), info->dtype};
       s.producer = int(i);
+      s.device = st.device;
       if (o == 0 && view_of[i] >= 0) {
         s.kind = Kind::view;
         int src = st.in.at(size_t(view_of[i]));
         s.root = m->slots_[src].kind == Kind::view ? m->slots_[src].root : src;
         s.producer = -1;
+        s.device = m->slots_[s.root].device;
       } else {
         auto& ps = m->plan_.slots.at(v);
         s.offset = ps.offset;
+        s.dedicated = ps.dedicated;
         for (auto w : ps.wait_nodes) st.waits.push_back(int(w));
       }
       st.out.push_back(add_slot(std::move(s)));
     }
     if (view_of[i] < 0) {
-      LowerCtx lc{cx, opts.device, n, {}, {}, {}, &opts};
+      LowerCtx lc{cx, st.device, n, {}, {}, {}, &opts};
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         lc.in.push_back(n.inputs[k].empty() ? ValueInfo{} : *gr.info(n.inputs[k]));
         auto ci = gr.initializers.find(n.inputs[k]);
@@ -103,12 +192,12 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
       }
       for (auto& v : n.outputs) lc.out.push_back(v.empty() ? ValueInfo{} : *gr.info(v));
       st.kernel = defs[i]->lower(lc);
-      log::debug("{}: {} on queue {}", n.describe(), st.kernel->algorithm(), st.queue);
+      log::debug("{}: {} on device {} queue {}", n.describe(), st.kernel->algorithm(), st.device, st.queue);
     }
     m->steps_.push_back(std::move(st));
     continued.push_back(false);
   }
-  for (auto& o : gr.outputs) slot_for(o.name);
+  for (auto& o : gr.outputs) slot_for(o.name, opts.device);
   return m;
 }
 
@@ -116,7 +205,7 @@ std::vector<std::string> CompiledModel::describe() const {
   std::vector<std::string> r;
   for (auto& s : steps_) {
     const Node& n = graph_.nodes[s.node];
-    r.push_back(fmt::format("{:<32} {:<12} queue {}  {}", n.name, n.op_type, s.queue,
+    r.push_back(fmt::format("{:<32} {:<12} device {} queue {}  {}", n.name, n.op_type, s.device, s.queue,
                             s.kernel ? s.kernel->algorithm() : "view (no kernel)"));
   }
   return r;
@@ -127,22 +216,26 @@ std::unique_ptr<Session> CompiledModel::session() { return std::make_unique<Sess
 Session::Session(std::shared_ptr<CompiledModel> m) : model_(std::move(m)) {
   auto& cm = *model_;
   Context& cx = *cm.ctx_;
-  int d = cm.opts_.device;
-  arena_ = cx.alloc(Shape{int64_t(std::max<size_t>(cm.plan_.arena_bytes, 256))}, DType::u8, d);
+  // One arena per device that runs a node (the plan sized it; a device without planned bytes gets a
+  // token buffer so every planned slot has one to point into).
+  std::vector<bool> used(cx.device_count(), false);
+  for (auto& st : cm.steps_) used[size_t(st.device)] = true;
+  arenas_.resize(cx.device_count());
+  for (size_t d = 0; d < used.size(); ++d) {
+    if (!used[d]) continue;
+    size_t bytes = d < cm.plan_.device_arena_bytes.size() ? cm.plan_.device_arena_bytes[d] : 0;
+    arenas_[d] = cx.alloc(Shape{int64_t(std::max<size_t>(bytes, 256))}, DType::u8, int(d));
+  }
   tensors_.resize(cm.slots_.size());
   for (size_t i = 0; i < cm.slots_.size(); ++i) {
     auto& s = cm.slots_[i];
     switch (s.kind) {
-      case CompiledModel::Kind::input: tensors_[i] = cx.alloc(s.shape, s.dtype, d); break;
+      case CompiledModel::Kind::input: tensors_[i] = cx.alloc(s.shape, s.dtype, s.device); break;
       case CompiledModel::Kind::constant: tensors_[i] = cm.constants_.at(int(i)); break;
-      case CompiledModel::Kind::planned: {
-        Tensor t = arena_;
-        t.offset_bytes = arena_.offset_bytes + s.offset;
-        t.shape = s.shape;
-        t.dtype = s.dtype;
-        tensors_[i] = t;
+      case CompiledModel::Kind::planned:
+        if (s.dedicated) dedicated_[int(i)] = cx.alloc(s.shape, s.dtype, s.device);
+        tensors_[i] = planned_tensor(int(i));
         break;
-      }
       case CompiledModel::Kind::view: {
         Tensor t = tensors_[size_t(s.root)];
         t.shape = s.shape;
@@ -154,16 +247,26 @@ Session::Session(std::shared_ptr<CompiledModel> m) : model_(std::move(m)) {
   }
 }
 
+Tensor Session::planned_tensor(int slot) const {
+  auto& s = model_->slots_[size_t(slot)];
+  if (s.dedicated) return dedicated_.at(slot);
+  Tensor t = arenas_.at(size_t(s.device));
+  t.offset_bytes += s.offset;
+  t.shape = s.shape;
+  t.dtype = s.dtype;
+  return t;
+}
+
+cl::CommandQueue Session::queue(int d, int q) const { return model_->ctx_->queue(d, q, model_->opts_.profiling); }
+
 std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostTensor>& inputs, Profiler* profiler) {
   auto& cm = *model_;
   Context& cx = *cm.ctx_;
   const Graph& g = cm.graph_;
-  int d = cm.opts_.device;
   bool prof = profiler != nullptr;
   if (prof && !cm.opts_.profiling) fail("Session::run: profiling needs a model compiled with profiling on");
   for (auto& [name, t] : inputs)
     if (!g.is_input(name)) fail("input '{}' is not an input of graph '{}'", name, g.name);
-  auto queue = [&](int q) { return cx.queue(d, q, cm.opts_.profiling); };
   if (last_run_() != nullptr) check(last_run_.wait(), "clWaitForEvents", "the session's previous run");
 
   // slot -> event that makes its bytes ready (input uploads, producing steps).
@@ -177,7 +280,7 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
       fail("input '{}': expected {} {}, got {} {}", in.name, to_string(in.dtype), want.str(), to_string(h.dtype()),
            h.shape().str());
     int s = cm.slot_of_.at(in.name);
-    ExecutionContext ec(queue(0));
+    ExecutionContext ec(queue(cm.slots_[size_t(s)].device, 0));
     ec.signal = &slot_ready[size_t(s)];
     ec.profiler = profiler;
     ec.label = "input " + in.name;
@@ -200,7 +303,7 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
       continue;
     }
     HostTensor h(sl.dtype, sl.shape);
-    ExecutionContext ec(queue(0));
+    ExecutionContext ec(queue(sl.device, 0));
     ready_event(s, ec.wait_for);
     cl::Event ev;
     ec.signal = &ev;
@@ -221,33 +324,65 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
 std::vector<cl::Event> Session::enqueue_steps(std::vector<cl::Event>& slot_ready, Profiler* profiler,
                                               const cl::Event& start) {
   auto& cm = *model_;
-  Context& cx = *cm.ctx_;
   const Graph& g = cm.graph_;
-  int d = cm.opts_.device;
-  auto queue = [&](int q) { return cx.queue(d, q, cm.opts_.profiling); };
-  auto ready_event = [&](int s, std::vector<cl::Event>& waits) {
-    if (s < 0) return;
+  auto root_of = [&](int s) {
     auto& sl = cm.slots_[size_t(s)];
-    int r = sl.kind == CompiledModel::Kind::view ? sl.root : s;
-    if (slot_ready[size_t(r)]() != nullptr) waits.push_back(slot_ready[size_t(r)]);
+    return sl.kind == CompiledModel::Kind::view ? sl.root : s;
   };
   std::vector<cl::Event> step_done(cm.steps_.size());
-  std::vector<cl::Event> last_on_queue(size_t(cm.queues_used_));
+  std::map<std::pair<int, int>, cl::Event> last_on_queue;  // (device, queue) -> its last event
+  std::map<std::pair<int, int>, cl::Event> migrated;       // (root slot, device) -> moved there
+  if (profiler) {
+    std::set<std::pair<int, int>> lanes;
+    for (auto& st : cm.steps_) lanes.insert({st.device, st.queue});
+    for (auto& [d, q] : lanes) profiler->label_queue(queue(d, q), fmt::format("device {} queue {}", d, q));
+  }
   for (size_t i = 0; i < cm.steps_.size(); ++i) {
     auto& st = cm.steps_[i];
     if (!st.kernel) continue;  // a view: its output's readiness is its root's
     const Node& n = g.nodes[st.node];
-    ExecutionContext ec(queue(st.queue));
-    for (int s : st.in) ready_event(s, ec.wait_for);
+    ExecutionContext ec(queue(st.device, st.queue));
+    for (int s : st.in) {
+      if (s < 0) continue;
+      int r = root_of(s);
+      const auto& rs = cm.slots_[size_t(r)];
+      cl::Event ready = slot_ready[size_t(r)];
+      if (rs.device != st.device && rs.kind != CompiledModel::Kind::constant) {
+        // Bytes produced (or written) on another device: moved here once, after they are ready.
+        cl::Event& moved = migrated[{r, st.device}];
+        if (moved() == nullptr) {
+          ExecutionContext mc(ec.queue);
+          cl::Event after = ready() != nullptr ? ready : start;
+          if (after() != nullptr) mc.wait_for.push_back(after);
+          mc.signal = &moved;
+          mc.profiler = profiler;
+          mc.label = rs.name;
+          cl::Event ev;
+          check(mc.queue.enqueueMigrateMemObjects({tensors_[size_t(r)].buffer}, 0, mc.waits(), &ev),
+                "clEnqueueMigrateMemObjects", fmt::format("{} to device {} for {}", rs.name, st.device, n.describe()));
+          mc.record(ev, fmt::format("migrate to device {}", st.device).c_str());
+        }
+        ready = moved;
+      }
+      if (ready() != nullptr) ec.wait_for.push_back(ready);
+    }
     for (int w : st.waits)
       if (step_done[size_t(w)]() != nullptr) ec.wait_for.push_back(step_done[size_t(w)]);
     if (ec.wait_for.empty() && start() != nullptr) ec.wait_for.push_back(start);
     ec.signal = &step_done[i];
     ec.profiler = profiler;
     ec.label = n.name;
+    // Every buffer of the context is usable on every device; the tensors handed to the kernel say they
+    // are on its device (ops that check where their operands live see the truth after the migration).
     std::vector<Tensor> ins, outs;
-    for (int s : st.in) ins.push_back(s < 0 ? Tensor{} : tensors_[size_t(s)]);
-    for (int s : st.out) outs.push_back(s < 0 ? Tensor{} : tensors_[size_t(s)]);
+    for (int s : st.in) {
+      ins.push_back(s < 0 ? Tensor{} : tensors_[size_t(s)]);
+      if (s >= 0) ins.back().device = st.device;
+    }
+    for (int s : st.out) {
+      outs.push_back(s < 0 ? Tensor{} : tensors_[size_t(s)]);
+      if (s >= 0) outs.back().device = st.device;
+    }
     try {
       st.kernel->enqueue(ins, outs, ec);
     } catch (const Error& e) {
@@ -260,9 +395,16 @@ std::vector<cl::Event> Session::enqueue_steps(std::vector<cl::Event>& slot_ready
     }
     for (int s : st.out)
       if (s >= 0) slot_ready[size_t(s)] = step_done[i];
-    last_on_queue[size_t(st.queue)] = step_done[i];
+    last_on_queue[{st.device, st.queue}] = step_done[i];
   }
-  return last_on_queue;
+  // A command waiting on another queue's event needs that queue flushed (OpenCL 1.2, 5.13); the host
+  // may block only on queue 0 of the model's device.
+  check(queue(cm.opts_.device, 0).flush(), "clFlush", "model run");
+  for (auto& [k, e] : last_on_queue) check(queue(k.first, k.second).flush(), "clFlush", "model run");
+  std::vector<cl::Event> r;
+  for (auto& [k, e] : last_on_queue) r.push_back(e);
+  for (auto& [k, e] : migrated) r.push_back(e);
+  return r;
 }
 
 }  // namespace cldl::graph

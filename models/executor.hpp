@@ -1,8 +1,23 @@
-// Executor: a CompiledModel holds a prepared graph lowered for one device (node kernels, constants on
-// the device, queue assignment, memory plan); Sessions run it. Each node is enqueued with its inputs'
-// events (and those of earlier readers of the bytes it reuses) as its wait list; independent branches
-// go to different in-order queues; the host waits only for the outputs. Sessions of one model may run
-// from different threads at once.
+// Executor: a CompiledModel holds a prepared graph lowered for one or more devices of its context (node
+// kernels, constants on the devices that read them, queue assignment, memory plan); Sessions run it.
+// Each node is enqueued with its inputs' events (and those of earlier readers of the bytes it reuses) as
+// its wait list; independent branches go to different in-order queues; the host waits only for the
+// outputs. Sessions of one model may run from different threads at once.
+//
+// Cross-device placement (CompileOptions::placement): every node runs on one device of the context,
+// its kernel built for that device and enqueued on that device's queues. All devices of a Context share
+// one cl_context, so events from any device's queue can stand in any other's wait list, and a buffer
+// can be read by any device. The plan keeps that sound:
+// - each device has its own arena; a value read on a device other than its producer's is given its own
+//   buffer (MemoryPlan::Slot::dedicated), never arena bytes, because OpenCL leaves a buffer in use by
+//   two devices at once (one writing) undefined and migrates whole buffers, not ranges;
+// - before the first reader on another device, that buffer (or a graph input, which lives on
+//   CompileOptions::device) is moved there with clEnqueueMigrateMemObjects on the reader's queue, after
+//   the producer's event; readers on that device wait for the migration (a profiled run records it as
+//   "<value>/migrate to device D"). Runtimes that share host memory (PoCL's CPU devices) make it cheap;
+//   GPUs copy. A dedicated buffer is written once per run and only read after that, so runs that follow
+//   each other (a session waits for its previous run) never race on it;
+// - constants are uploaded once for every device that reads them.
 #pragma once
 #include <map>
 #include <memory>
@@ -23,7 +38,19 @@ struct CompileOptions {
   bool profiling = false;  // profiling queues, so Session::run can record every command
   // RNN/LSTM/GRU nodes: "auto", "sequential", "time", "layer" or "data" (layers/rnn.hpp RnnStrategy).
   std::string rnn_strategy = "auto";
+  // Explicit placement: (pattern, device index) rules, see resolve_placement. Nodes that no rule
+  // matches run on `device`.
+  std::vector<std::pair<std::string, int>> placement = {};
 };
+
+// The device of every node of `g` under opts.placement. A pattern is a node name, a glob over node
+// names ('*' any run, '?' one character), or "op:TYPE" (every node of that op type); when several rules
+// match a node the last one wins. A rule that matches no node, or names a device the context lacks
+// (`device_count`), is an error naming the rule. Node names are those after the graph passes
+// (`cldl run --stats` lists them).
+std::vector<int> resolve_placement(const Graph& g, const CompileOptions& opts, size_t device_count);
+// "PATTERN=DEV" (the CLI's --place) as a rule; errors name the text.
+std::pair<std::string, int> parse_placement_rule(const std::string& text);
 
 class Session;
 
@@ -37,8 +64,10 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   const MemoryPlan& plan() const { return plan_; }
   Context& context() { return *ctx_; }
   const CompileOptions& options() const { return opts_; }
-  // One line per node: name, op, queue, algorithm (for --stats / debugging).
+  // One line per node: name, op, device, queue, algorithm (for --stats / debugging).
   std::vector<std::string> describe() const;
+  // Device index of each node of graph() (resolve_placement).
+  const std::vector<int>& node_devices() const { return node_device_; }
 
   // Internal to the executor.
   enum class Kind { input, constant, planned, view };
@@ -50,11 +79,14 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
     int root = -1;      // views: slot whose bytes they use
     size_t offset = 0;  // planned: arena offset
     int producer = -1;  // step that writes it (-1: input / constant)
+    int device = 0;     // where its bytes live (views: their root's)
+    bool dedicated = false;  // planned, but in a buffer of its own: read on another device
   };
   struct Step {
     size_t node;
     std::unique_ptr<NodeKernel> kernel;  // null for views
-    int queue = 0;
+    int device = 0;
+    int queue = 0;  // on `device`
     std::vector<int> in, out;  // slot per input / output (-1: absent)
     std::vector<int> waits;    // steps to wait for besides the producers of `in`
   };
@@ -69,7 +101,8 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   std::map<std::string, int> slot_of_;
   std::vector<Step> steps_;
   std::map<int, Tensor> constants_;  // slot -> device tensor
-  int queues_used_ = 1;
+  std::map<std::pair<std::string, int>, int> constant_slot_;  // (initializer, device) -> slot
+  std::vector<int> node_device_;
 };
 
 class Session {
@@ -98,13 +131,17 @@ class Session {
 
  private:
   // Enqueues every step: inputs are ready after slot_ready[slot]; steps with nothing else to wait for
-  // wait for `start`. Fills slot_ready for outputs; returns each queue's last event.
+  // wait for `start`. Fills slot_ready for outputs; returns each queue's last event (every device).
   std::vector<cl::Event> enqueue_steps(std::vector<cl::Event>& slot_ready, Profiler* profiler, const cl::Event& start);
   int io_slot(const std::string& name, bool input) const;
   void set_slot_tensor(int slot, const Tensor& t);  // and the views over it
+  Tensor planned_tensor(int slot) const;  // the bytes the plan gave a planned slot (arena or own buffer)
+  // In-order queue `q` of device `d` (the model's profiling setting).
+  cl::CommandQueue queue(int d, int q) const;
 
   std::shared_ptr<CompiledModel> model_;
-  Tensor arena_;
+  std::vector<Tensor> arenas_;  // per device index (invalid where the device has no planned bytes)
+  std::map<int, Tensor> dedicated_;  // planned slot read on another device -> its own buffer
   std::vector<Tensor> tensors_;  // per slot
   std::map<int, Tensor> output_copies_;  // output slot -> app buffer it is copied to after each run
   std::map<int, cl::Event> input_ready_;  // input slot -> its last write_input

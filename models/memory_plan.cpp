@@ -10,8 +10,11 @@
 
 namespace cldl::graph {
 
-MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignment) {
+MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignment, std::vector<int> device_of) {
   MemoryPlan p;
+  if (device_of.empty()) device_of.assign(g.nodes.size(), 0);
+  if (device_of.size() != g.nodes.size())
+    fail("plan_memory: {} node devices for {} nodes", device_of.size(), g.nodes.size());
   if (view_of.empty())
     for (auto& node : g.nodes) {
       const OpDef* d = find_op(node.op_type, node.domain);
@@ -38,11 +41,16 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
       MemoryPlan::Slot s;
       s.bytes = round_up(info ? size_t(info->shape.to_shape().numel()) * dtype_size(info->dtype) : 0, alignment);
       s.first = s.last = i;
+      s.device = device_of[i];
       p.slots[v] = s;
     }
   }
-  for (auto& [v, r] : readers)
-    if (p.slots.count(v)) p.slots[v].last = std::max(p.slots[v].last, *r.rbegin());
+  for (auto& [v, r] : readers) {
+    auto it = p.slots.find(v);
+    if (it == p.slots.end()) continue;
+    it->second.last = std::max(it->second.last, *r.rbegin());
+    for (auto reader : r) it->second.dedicated |= device_of[reader] != it->second.device;
+  }
   for (auto& o : g.outputs)
     if (p.slots.count(root(o.name))) p.slots[root(o.name)].last = end;
 
@@ -53,12 +61,18 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
   }
   std::stable_sort(order.begin(), order.end(), [&](auto& a, auto& b) { return p.slots[a].bytes > p.slots[b].bytes; });
   std::vector<std::string> placed;
+  size_t dedicated_bytes = 0;
   for (auto& v : order) {
     auto& s = p.slots[v];
+    if (s.dedicated) {
+      dedicated_bytes += s.bytes;
+      continue;
+    }
     std::vector<std::pair<size_t, size_t>> busy;
     for (auto& u : placed) {
       auto& t = p.slots[u];
-      if (t.last >= s.first && s.last >= t.first) busy.emplace_back(t.offset, t.offset + t.bytes);
+      if (t.device == s.device && t.last >= s.first && s.last >= t.first)
+        busy.emplace_back(t.offset, t.offset + t.bytes);
     }
     std::sort(busy.begin(), busy.end());
     size_t off = 0;
@@ -67,13 +81,18 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
       off = std::max(off, e);
     }
     s.offset = off;
-    p.arena_bytes = std::max(p.arena_bytes, off + s.bytes);
+    if (p.device_arena_bytes.size() <= size_t(s.device)) p.device_arena_bytes.resize(size_t(s.device) + 1, 0);
+    p.device_arena_bytes[size_t(s.device)] = std::max(p.device_arena_bytes[size_t(s.device)], off + s.bytes);
     placed.push_back(v);
   }
+  for (auto b : p.device_arena_bytes) p.arena_bytes += b;
+  p.arena_bytes += dedicated_bytes;
   // Earlier occupants of overlapping bytes: their readers must finish before the new producer writes.
   for (auto& [v, s] : p.slots)
     for (auto& [u, t] : p.slots) {
-      if (u == v || t.last >= s.first || t.offset >= s.offset + s.bytes || s.offset >= t.offset + t.bytes) continue;
+      if (u == v || s.dedicated || t.dedicated || t.device != s.device || t.last >= s.first ||
+          t.offset >= s.offset + s.bytes || s.offset >= t.offset + t.bytes)
+        continue;
       s.wait_nodes.push_back(t.first);
       for (auto r : readers[u]) s.wait_nodes.push_back(r);
     }

@@ -1,5 +1,7 @@
 // Liveness-based memory plan: every intermediate tensor (node output that is not a view) gets an offset
-// in one arena per session; tensors whose lifetimes do not overlap share bytes.
+// in one arena per session and device; tensors whose lifetimes do not overlap share bytes. A tensor read
+// on a device other than its producer's gets a buffer of its own (`dedicated`) instead: OpenCL leaves a
+// buffer that two devices use at once (one writing) undefined, and migrates whole buffers, never ranges.
 #pragma once
 #include <cstddef>
 #include <map>
@@ -17,14 +19,19 @@ struct MemoryPlan {
     // Nodes that read earlier occupants of these bytes: the producer must wait for them (a reader on
     // another queue may still be running).
     std::vector<size_t> wait_nodes;
+    int device = 0;          // its producer's device: the arena it lives in
+    bool dedicated = false;  // read on another device: its own buffer, outside every arena
   };
   std::map<std::string, Slot> slots;  // planned values (roots; views alias their root)
   std::map<std::string, std::string> view_root;  // view value -> the value whose bytes it uses
-  size_t arena_bytes = 0;  // planned peak
+  size_t arena_bytes = 0;  // planned peak (all devices' arenas and the dedicated buffers together)
   size_t total_bytes = 0;  // sum of all planned intermediates without reuse
+  std::vector<size_t> device_arena_bytes;  // arena size per device index (0 where none)
 };
 
 // `view_of[node]`: the input whose bytes output 0 aliases, or -1; empty = from the op registry.
-MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of = {}, size_t alignment = 256);
+// `device_of[node]`: the device each node runs on; empty = every node on device 0.
+MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of = {}, size_t alignment = 256,
+                       std::vector<int> device_of = {});
 
 }  // namespace cldl::graph

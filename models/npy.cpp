@@ -9,16 +9,15 @@
 namespace cldl::graph {
 
 namespace {
+const std::pair<DType, const char*> kDescr[] = {
+    {DType::f32, "<f4"}, {DType::f16, "<f2"}, {DType::i32, "<i4"}, {DType::i64, "<i8"}, {DType::u8, "|u1"},
+    {DType::boolean, "|b1"}, {DType::i8, "|i1"}, {DType::i16, "<i2"}, {DType::u16, "<u2"}, {DType::u32, "<u4"},
+    {DType::u64, "<u8"}, {DType::f64, "<f8"},
+};
 const char* descr(DType t) {
-  switch (t) {
-    case DType::f32: return "<f4";
-    case DType::f16: return "<f2";
-    case DType::i32: return "<i4";
-    case DType::i64: return "<i8";
-    case DType::u8: return "|u1";
-    case DType::boolean: return "|b1";
-  }
-  return "";
+  for (auto& [d, s] : kDescr)
+    if (d == t) return s;
+  fail(".npy has no dtype for cldl {} tensors", to_string(t));
 }
 }  // namespace
 
@@ -42,14 +41,15 @@ HostTensor read_npy(const std::string& path) {
   std::smatch m;
   if (!std::regex_search(h, m, std::regex("'descr':\\s*'([^']*)'"))) fail("'{}': .npy header without descr", path);
   std::string d = m[1];
-  DType dt;
-  if (d == "<f4") dt = DType::f32;
-  else if (d == "<f2") dt = DType::f16;
-  else if (d == "<i4") dt = DType::i32;
-  else if (d == "<i8") dt = DType::i64;
-  else if (d == "|u1") dt = DType::u8;
-  else if (d == "|b1") dt = DType::boolean;
-  else fail("'{}': unsupported .npy dtype '{}' (cldl reads <f4 <f2 <i4 <i8 |u1 |b1)", path, d);
+  DType dt{};
+  bool found = false;
+  for (auto& [t, ds] : kDescr)
+    if (d == ds) dt = t, found = true;
+  if (!found) {
+    std::string all;
+    for (auto& kv : kDescr) all += std::string(all.empty() ? "" : " ") + kv.second;
+    fail("'{}': unsupported .npy dtype '{}' (cldl reads {})", path, d, all);
+  }
   if (std::regex_search(h, std::regex("'fortran_order':\\s*True"))) fail("'{}': Fortran-order .npy is not supported", path);
   if (!std::regex_search(h, m, std::regex("'shape':\\s*\\(([^)]*)\\)"))) fail("'{}': .npy header without shape", path);
   Shape s;

@@ -11,11 +11,55 @@ namespace cldl::graph {
 
 namespace {
 
+// ONNX TensorProto.DataType numbers (onnx.proto; Debian's generated headers stop at BFLOAT16 = 16).
+struct OnnxType {
+  int code;
+  const char* name;
+  DType dtype;
+  bool supported;
+};
+const OnnxType kOnnxTypes[] = {
+    {1, "FLOAT", DType::f32, true},           {2, "UINT8", DType::u8, true},
+    {3, "INT8", DType::i8, true},             {4, "UINT16", DType::u16, true},
+    {5, "INT16", DType::i16, true},           {6, "INT32", DType::i32, true},
+    {7, "INT64", DType::i64, true},           {8, "STRING", DType::f32, false},
+    {9, "BOOL", DType::boolean, true},        {10, "FLOAT16", DType::f16, true},
+    {11, "DOUBLE", DType::f64, true},         {12, "UINT32", DType::u32, true},
+    {13, "UINT64", DType::u64, true},         {14, "COMPLEX64", DType::f32, false},
+    {15, "COMPLEX128", DType::f32, false},    {16, "BFLOAT16", DType::bf16, true},
+    {17, "FLOAT8E4M3FN", DType::f8e4m3fn, true}, {18, "FLOAT8E4M3FNUZ", DType::f8e4m3fnuz, true},
+    {19, "FLOAT8E5M2", DType::f8e5m2, true},  {20, "FLOAT8E5M2FNUZ", DType::f8e5m2fnuz, true},
+    {21, "UINT4", DType::u4, true},           {22, "INT4", DType::i4, true},
+    {23, "FLOAT4E2M1", DType::f4e2m1, true},  {24, "FLOAT8E8M0", DType::f8e8m0, true},
+    {25, "UINT2", DType::u2, true},           {26, "INT2", DType::i2, true},
+    {27, "FLOAT6E2M3", DType::f32, false},    {28, "FLOAT6E3M2", DType::f32, false},
+};
+
 const char* onnx_type_name(int t) {
-  static const char* names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64",
-                                "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64",
-                                "COMPLEX128", "BFLOAT16"};
-  return t >= 0 && t < int(std::size(names)) ? names[t] : "FLOAT8/4/2-bit or newer";
+  for (auto& o : kOnnxTypes)
+    if (o.code == t) return o.name;
+  return "UNKNOWN";
+}
+
+// Sub-byte types: ONNX packs 2 (4-bit) or 4 (2-bit) elements per byte, first element in the low bits;
+// cldl keeps one element per byte, sign-extended for the signed integer types.
+void unpack_subbyte(DType dt, const uint8_t* packed, uint8_t* dst, int64_t n) {
+  int f = onnx_pack_factor(dt), bits = 8 / f;
+  uint8_t mask = uint8_t((1u << bits) - 1);
+  bool sign = dt == DType::i4 || dt == DType::i2;
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t v = uint8_t(packed[i / f] >> ((i % f) * bits)) & mask;
+    if (sign && (v >> (bits - 1))) v = uint8_t(v | ~mask);
+    dst[i] = v;
+  }
+}
+
+std::string pack_subbyte(DType dt, const uint8_t* src, int64_t n) {
+  int f = onnx_pack_factor(dt), bits = 8 / f;
+  uint8_t mask = uint8_t((1u << bits) - 1);
+  std::string out(size_t((n + f - 1) / f), '\0');
+  for (int64_t i = 0; i < n; ++i) out[size_t(i / f)] = char(uint8_t(out[size_t(i / f)]) | ((src[i] & mask) << ((i % f) * bits)));
+  return out;
 }
 
 std::string read_file(const std::string& path, const char* what) {
@@ -47,7 +91,8 @@ HostTensor tensor_from_proto(const onnx::TensorProto& tp, const std::string& bas
     n = d == 0 ? 0 : (n > (int64_t(1) << 40) / d ? (int64_t(1) << 41) : n * d);
   }
   if (n > (int64_t(1) << 40)) fail("{} claims too many elements ({})", name, s.str());
-  size_t bytes = size_t(n) * dtype_size(dt);
+  const int pack = onnx_pack_factor(dt);
+  size_t bytes = size_t((n + pack - 1) / pack) * dtype_size(dt);  // as stored in the file
   // Check the stored data's size before allocating, so a corrupted file cannot ask for terabytes.
   std::string ext_path;
   int64_t offset = 0;
@@ -78,30 +123,45 @@ HostTensor tensor_from_proto(const onnx::TensorProto& tp, const std::string& bas
   } else {
     size_t have = dt == DType::f32 ? size_t(tp.float_data_size())
                   : dt == DType::i64 ? size_t(tp.int64_data_size())
-                                     : size_t(tp.int32_data_size());
-    if (have != size_t(n)) fail("{}: {} values stored for shape {} ({} elements)", name, have, s.str(), n);
+                  : dt == DType::f64 ? size_t(tp.double_data_size())
+                  : dt == DType::u32 || dt == DType::u64 ? size_t(tp.uint64_data_size())
+                                                         : size_t(tp.int32_data_size()) * size_t(pack);
+    if (pack > 1 ? have < size_t(n) || have >= size_t(n) + size_t(pack) : have != size_t(n)) fail("{}: {} values stored for shape {} ({} elements)", name, have, s.str(), n);
   }
   HostTensor t(dt, s);
   auto* dst = static_cast<std::byte*>(t.data());
+  std::string packed;  // sub-byte types: the file's bytes, unpacked below
+  std::byte* read_to = dst;
+  if (pack > 1) {
+    packed.resize(bytes);
+    read_to = reinterpret_cast<std::byte*>(packed.data());
+  }
   if (!ext_path.empty()) {
     std::ifstream f(ext_path, std::ios::binary);
     f.seekg(offset);
-    f.read(reinterpret_cast<char*>(dst), std::streamsize(bytes));
+    f.read(reinterpret_cast<char*>(read_to), std::streamsize(bytes));
     if (size_t(f.gcount()) != bytes) fail("{}: cannot read {} bytes from '{}'", name, bytes, ext_path);
   } else if (tp.has_raw_data()) {
-    if (bytes) std::memcpy(dst, tp.raw_data().data(), bytes);
+    if (bytes) std::memcpy(read_to, tp.raw_data().data(), bytes);
+  } else if (pack > 1) {
+    for (size_t i = 0; i < bytes; ++i) packed[i] = char(uint8_t(tp.int32_data(int(i))));
   } else {
+    size_t es = dtype_size(dt);
     for (int64_t i = 0; i < n; ++i) {
       switch (dt) {
         case DType::f32: reinterpret_cast<float*>(dst)[i] = tp.float_data(int(i)); break;
         case DType::i64: reinterpret_cast<int64_t*>(dst)[i] = tp.int64_data(int(i)); break;
-        case DType::i32: reinterpret_cast<int32_t*>(dst)[i] = tp.int32_data(int(i)); break;
-        case DType::f16: reinterpret_cast<uint16_t*>(dst)[i] = uint16_t(tp.int32_data(int(i))); break;
-        case DType::u8:
-        case DType::boolean: reinterpret_cast<uint8_t*>(dst)[i] = uint8_t(tp.int32_data(int(i))); break;
+        case DType::f64: reinterpret_cast<double*>(dst)[i] = tp.double_data(int(i)); break;
+        case DType::u64: reinterpret_cast<uint64_t*>(dst)[i] = tp.uint64_data(int(i)); break;
+        case DType::u32: reinterpret_cast<uint32_t*>(dst)[i] = uint32_t(tp.uint64_data(int(i))); break;
+        default: {  // int32_data holds every other type's value (or bit pattern), low bytes first
+          uint32_t v = uint32_t(tp.int32_data(int(i)));
+          std::memcpy(dst + size_t(i) * es, &v, es);
+        }
       }
     }
   }
+  if (pack > 1) unpack_subbyte(dt, reinterpret_cast<const uint8_t*>(packed.data()), reinterpret_cast<uint8_t*>(dst), n);
   return t;
 }
 
@@ -109,7 +169,10 @@ void tensor_to_proto(const HostTensor& t, const std::string& name, onnx::TensorP
   tp.set_name(name);
   tp.set_data_type(onnx_type_of(t.dtype()));
   for (auto d : t.shape().dims) tp.add_dims(d);
-  tp.set_raw_data(std::string(static_cast<const char*>(t.data()), t.bytes()));
+  if (onnx_pack_factor(t.dtype()) > 1)
+    tp.set_raw_data(pack_subbyte(t.dtype(), static_cast<const uint8_t*>(t.data()), t.numel()));
+  else
+    tp.set_raw_data(std::string(static_cast<const char*>(t.data()), t.bytes()));
 }
 
 ValueInfo value_info(const onnx::ValueInfoProto& v, const char* role) {
@@ -146,28 +209,15 @@ void set_value_info(onnx::ValueInfoProto& p, const ValueInfo& v) {
 }  // namespace
 
 int onnx_type_of(DType t) {
-  switch (t) {
-    case DType::f32: return onnx::TensorProto::FLOAT;
-    case DType::f16: return onnx::TensorProto::FLOAT16;
-    case DType::i32: return onnx::TensorProto::INT32;
-    case DType::i64: return onnx::TensorProto::INT64;
-    case DType::u8: return onnx::TensorProto::UINT8;
-    case DType::boolean: return onnx::TensorProto::BOOL;
-  }
+  for (auto& o : kOnnxTypes)
+    if (o.supported && o.dtype == t) return o.code;
   return 0;
 }
 
 DType dtype_from_onnx(int t, const std::string& what) {
-  switch (t) {
-    case onnx::TensorProto::FLOAT: return DType::f32;
-    case onnx::TensorProto::FLOAT16: return DType::f16;
-    case onnx::TensorProto::INT32: return DType::i32;
-    case onnx::TensorProto::INT64: return DType::i64;
-    case onnx::TensorProto::UINT8: return DType::u8;
-    case onnx::TensorProto::BOOL: return DType::boolean;
-    default:
-      fail("{}: unsupported data type {} ({}); cldl has f32, f16, i32, i64, u8, bool", what, onnx_type_name(t), t);
-  }
+  for (auto& o : kOnnxTypes)
+    if (o.code == t && o.supported) return o.dtype;
+  fail("{}: unsupported data type {} ({}); cldl has no {} tensors", what, onnx_type_name(t), t, onnx_type_name(t));
 }
 
 Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const std::string& what) {

@@ -170,6 +170,21 @@ std::vector<double> to_doubles(const HostTensor& t) {
       case DType::i64: v[i] = double(static_cast<const int64_t*>(p)[i]); break;
       case DType::u8:
       case DType::boolean: v[i] = static_cast<const uint8_t*>(p)[i]; break;
+      case DType::i8: case DType::i4: case DType::i2: v[i] = static_cast<const int8_t*>(p)[i]; break;
+      case DType::u4: case DType::u2: v[i] = static_cast<const uint8_t*>(p)[i]; break;
+      case DType::i16: v[i] = static_cast<const int16_t*>(p)[i]; break;
+      case DType::u16: v[i] = static_cast<const uint16_t*>(p)[i]; break;
+      case DType::u32: v[i] = static_cast<const uint32_t*>(p)[i]; break;
+      case DType::u64: v[i] = double(static_cast<const uint64_t*>(p)[i]); break;
+      case DType::f64: v[i] = static_cast<const double*>(p)[i]; break;
+      case DType::bf16: {
+        uint32_t b = uint32_t(static_cast<const uint16_t*>(p)[i]) << 16;
+        float f;
+        std::memcpy(&f, &b, 4);
+        v[i] = f;
+        break;
+      }
+      default: fail("to_doubles: no host conversion from {}", to_string(t.dtype()));
     }
   }
   return v;
@@ -196,6 +211,14 @@ HostTensor from_doubles(DType dt, Shape s, const std::vector<double>& v) {
       case DType::i64: static_cast<int64_t*>(p)[i] = int64_t(v[i]); break;
       case DType::u8: static_cast<uint8_t*>(p)[i] = uint8_t(v[i]); break;
       case DType::boolean: static_cast<uint8_t*>(p)[i] = v[i] != 0; break;
+      case DType::i8: case DType::i4: case DType::i2: static_cast<int8_t*>(p)[i] = int8_t(v[i]); break;
+      case DType::u4: case DType::u2: static_cast<uint8_t*>(p)[i] = uint8_t(v[i]); break;
+      case DType::i16: static_cast<int16_t*>(p)[i] = int16_t(v[i]); break;
+      case DType::u16: static_cast<uint16_t*>(p)[i] = uint16_t(v[i]); break;
+      case DType::u32: static_cast<uint32_t*>(p)[i] = uint32_t(v[i]); break;
+      case DType::u64: static_cast<uint64_t*>(p)[i] = uint64_t(v[i]); break;
+      case DType::f64: static_cast<double*>(p)[i] = v[i]; break;
+      default: fail("from_doubles: no host conversion to {}", to_string(dt));
     }
   }
   return t;

@@ -3,6 +3,11 @@
 // KV-cache append kernel (kernels/attention.cl kv_cache_append: past first, then the new K/V in Q's
 // layout) and serve as the attended K/V; without a past, present = K/V re-laid out to [B, Hkv, S, D].
 // Bool masks are boolean, float masks additive; nonpad_kv_seqlen (int64) becomes per-batch kv lengths.
+// fp16 (Q, K, V and the past all f16, and / or an f16 attn_mask): f16 storage with f32 compute, by explicit conversion
+// steps the node owns (see AttentionKernel::half): its f16 inputs are widened into f32 copies on the device, the f32
+// kernels run, and the outputs are narrowed back to f16 (round to nearest even). The kernels accumulate
+// in f32 anyway; f16 arithmetic would need cl_khr_fp16, which many devices lack.
+#include <algorithm>
 #include <mutex>
 
 #include "layers/attention.hpp"
@@ -37,11 +42,16 @@ OnnxAttentionNode attention_node(const Node& n, Get&& shape_dtype) {
 }
 
 void infer_attention(InferCtx& c) {
-  for (size_t i : {kQ, kK, kV, kPastK, kPastV})
-    if (c.has_input(i) && c.input(i).dtype != DType::f32)
-      c.error("unsupported: input '{}' is {}, only f32 is implemented", c.input(i).name, to_string(c.input(i).dtype));
-  if (c.has_input(kMask) && c.input(kMask).dtype != DType::f32 && c.input(kMask).dtype != DType::boolean)
-    c.error("unsupported: attn_mask is {}, only bool and f32 are implemented", to_string(c.input(kMask).dtype));
+  const DType dt = c.input(kQ).dtype;
+  if (dt != DType::f32 && dt != DType::f16)
+    c.error("unsupported: input '{}' is {}, only f32 and f16 are implemented", c.input(kQ).name, to_string(dt));
+  for (size_t i : {kK, kV, kPastK, kPastV})
+    if (c.has_input(i) && c.input(i).dtype != dt)
+      c.error("unsupported: input '{}' is {} and Q is {}; Q, K, V, past_key and past_value must share one dtype",
+              c.input(i).name, to_string(c.input(i).dtype), to_string(dt));
+  if (c.has_input(kMask) && c.input(kMask).dtype != DType::f32 && c.input(kMask).dtype != DType::f16 &&
+      c.input(kMask).dtype != DType::boolean)
+    c.error("unsupported: attn_mask is {}, only bool, f32 and f16 are implemented", to_string(c.input(kMask).dtype));
   if (c.has_input(kNonpad) && c.input(kNonpad).dtype != DType::i64)
     c.error("nonpad_kv_seqlen must be int64, got {}", to_string(c.input(kNonpad).dtype));
   if (c.has_input(kPastK) != c.has_input(kPastV)) c.error("past_key and past_value must be given together");
@@ -62,11 +72,10 @@ void infer_attention(InferCtx& c) {
   } catch (const Error& e) {
     c.error("{}", e.what());
   }
-  c.set(0, DType::f32, Attention::validate(cfg));
-  if (has(c.node.outputs, 1)) c.set(1, DType::f32, Shape{cfg.batch, cfg.eff_kv_heads(), cfg.kv_len, cfg.head_size});
-  if (has(c.node.outputs, 2))
-    c.set(2, DType::f32, Shape{cfg.batch, cfg.eff_kv_heads(), cfg.kv_len, cfg.eff_v_head_size()});
-  if (has(c.node.outputs, 3)) c.set(3, DType::f32, Shape{cfg.batch, cfg.q_heads, cfg.q_len, cfg.kv_len});
+  c.set(0, dt, Attention::validate(cfg));
+  if (has(c.node.outputs, 1)) c.set(1, dt, Shape{cfg.batch, cfg.eff_kv_heads(), cfg.kv_len, cfg.head_size});
+  if (has(c.node.outputs, 2)) c.set(2, dt, Shape{cfg.batch, cfg.eff_kv_heads(), cfg.kv_len, cfg.eff_v_head_size()});
+  if (has(c.node.outputs, 3)) c.set(3, dt, Shape{cfg.batch, cfg.q_heads, cfg.q_len, cfg.kv_len});
 }
 
 class AttentionKernel : public NodeKernel {
@@ -77,15 +86,41 @@ class AttentionKernel : public NodeKernel {
   int64_t past_len = 0, new_len = 0;
   Tensor workspace, scratch_k, scratch_v;  // node-owned (present buffers when the outputs are not wanted)
   cl::Kernel append;
+  // fp16 storage: f32 copies of the node's f16 inputs / outputs (invalid where none), and the kernels that
+  // widen the inputs into them before the f32 path and narrow the outputs back after it.
+  bool half = false;
+  std::vector<Tensor> in32, out32;
+  cl::Kernel widen, narrow;
   std::mutex launch_mutex_;
   // Sessions share this kernel (and so its workspace / scratch): a call that uses them waits for the
   // previous call's last command, so two sessions on different queues never overwrite them in use.
   std::mutex order_mutex_;
   cl::Event last_;
-  bool shared_buffers() const { return workspace.valid() || scratch_k.valid() || scratch_v.valid(); }
+  bool shared_buffers() const { return half || workspace.valid() || scratch_k.valid() || scratch_v.valid(); }
 
   std::string algorithm() const override {
-    return op->algorithm() + (past ? ", past + new -> present by kv_cache_append" : "");
+    return op->algorithm() + (past ? ", past + new -> present by kv_cache_append" : "") +
+           (half ? ", f16 inputs widened to f32 and outputs narrowed back" : "");
+  }
+  void convert(cl::Kernel& k, const Tensor& src, const Tensor& dst, ExecutionContext& ec) {
+    if (src.numel() == 0) return;
+    set_args(k, src.buffer, cl_long(src.offset_elems()), dst.buffer, cl_long(dst.offset_elems()));
+    ec.enqueue_kernel(k, cl::NDRange(size_t(src.numel())), cl::NullRange, "attention f16 conversion");
+  }
+  // f16 node: the f32 path runs on the f32 copies of the f16 inputs and outputs.
+  void run_half(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) {
+    std::vector<Tensor> a(in.begin(), in.end()), b(out.begin(), out.end());
+    {
+      std::lock_guard lock(launch_mutex_);
+      for (size_t i = 0; i < a.size(); ++i)
+        if (in32[i].valid() && a[i].valid()) convert(widen, a[i], in32[i], ec), a[i] = in32[i];
+    }
+    for (size_t i = 0; i < b.size(); ++i)
+      if (out32[i].valid() && b[i].valid()) b[i] = out32[i];
+    run(a, b, ec);
+    std::lock_guard lock(launch_mutex_);
+    for (size_t i = 0; i < b.size(); ++i)
+      if (out32[i].valid() && out[i].valid()) convert(narrow, out32[i], out[i], ec);
   }
   // Copies src (layout `l`, seq extent s) into dst [B, Hkv, cap, d] at position pos.
   void copy_in(const Tensor& src, AttentionLayout l, int64_t s, int64_t d, const Tensor& dst, int64_t cap, int64_t pos,
@@ -106,7 +141,10 @@ class AttentionKernel : public NodeKernel {
     if (last_() != nullptr) ec.wait_for.push_back(last_);
     cl::Event done, *outer = ec.signal;
     ec.signal = &done;
-    run(in, out, ec);
+    if (half)
+      run_half(in, out, ec);
+    else
+      run(in, out, ec);
     ec.signal = outer;
     if (outer) *outer = done;
     last_ = done;
@@ -155,6 +193,20 @@ std::unique_ptr<NodeKernel> lower_attention(LowerCtx& c) {
   if (size_t ws = k->op->workspace_bytes()) k->workspace = c.ctx.alloc(Shape{int64_t((ws + 3) / 4)}, DType::f32, c.device);
   if (k->past || k->present_k || k->present_v)
     k->append = make_kernel(c.ctx.program("attention.cl", "", c.device), "kv_cache_append");
+  k->half = std::any_of(c.in.begin(), c.in.end(),
+                        [](const ValueInfo& v) { return !v.name.empty() && v.dtype == DType::f16; });
+  if (k->half) {
+    auto copies = [&](const std::vector<ValueInfo>& v, std::vector<Tensor>& t) {
+      for (const auto& vi : v)
+        t.push_back(!vi.name.empty() && vi.dtype == DType::f16 ? c.ctx.alloc(vi.shape.to_shape(), DType::f32, c.device)
+                                                               : Tensor{});
+    };
+    copies(c.in, k->in32);
+    copies(c.out, k->out32);
+    cl::Program prog = c.ctx.program("attention.cl", "", c.device);
+    k->widen = make_kernel(prog, "attention_half_to_float");
+    k->narrow = make_kernel(prog, "attention_float_to_half");
+  }
   return k;
 }
 

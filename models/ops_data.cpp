@@ -51,7 +51,10 @@ PadConfig pad_cfg(const Node& n, const std::vector<Shape>& s, DType dt, const st
   std::string mode = n.attr_s("mode", "constant");
   if (mode == "reflect") p.mode = PadMode::reflect;
   else if (mode == "edge") p.mode = PadMode::edge;
-  else if (mode != "constant") fail("{}: mode '{}' is not supported (constant, reflect, edge)", n.describe(), mode);
+  else if (mode == "wrap")
+    p.mode = PadMode::wrap;
+  else if (mode != "constant")
+    fail("{}: attribute mode = '{}' is not one of constant, reflect, edge, wrap", n.describe(), mode);
   if (v.size() > 2 && v[2] && v[2]->numel() > 0) p.value = to_doubles(*v[2])[0];
   return p;
 }
@@ -67,22 +70,57 @@ GatherConfig gather_cfg(const Node& n, const std::vector<Shape>& s, DType dt, DT
 ResizeConfig resize_cfg(const Node& n, const std::vector<Shape>& s, DType, const std::vector<const HostTensor*>& v) {
   ResizeConfig r;
   r.input = s[0];
-  auto unsupported = [&](const std::string& what) { fail("{}: {} is not supported", n.describe(), what); };
-  if (n.attr_i("antialias", 0) != 0) unsupported("antialias = 1");
+  auto flag = [&](const char* name) {
+    int64_t f = n.attr_i(name, 0);
+    if (f != 0 && f != 1) fail("{}: attribute {} = {} must be 0 or 1", n.describe(), name, f);
+    return f != 0;
+  };
+  r.antialias = flag("antialias");
+  r.exclude_outside = flag("exclude_outside");
   if (v.size() > 2 && v[2])
     for (double d : to_doubles(*v[2])) r.scales.push_back(float(d));
   r.sizes = ints_of(v, 3);
-  // axes (opset 18): scales / sizes name only these dims; the others keep their size.
+  std::string ct = n.attr_s("coordinate_transformation_mode", "half_pixel");
+  static const std::map<std::string, ResizeCoord> kCoord = {
+      {"half_pixel", ResizeCoord::half_pixel},
+      {"asymmetric", ResizeCoord::asymmetric},
+      {"align_corners", ResizeCoord::align_corners},
+      {"pytorch_half_pixel", ResizeCoord::pytorch_half_pixel},
+      {"tf_half_pixel_for_nearest", ResizeCoord::tf_half_pixel_for_nearest},
+      {"half_pixel_symmetric", ResizeCoord::half_pixel_symmetric},
+      {"tf_crop_and_resize", ResizeCoord::tf_crop_and_resize}};
+  if (!kCoord.count(ct))
+    fail(
+        "{}: attribute coordinate_transformation_mode = '{}' is not one of half_pixel, half_pixel_symmetric, "
+        "pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nearest, tf_crop_and_resize",
+        n.describe(), ct);
+  r.coord = kCoord.at(ct);
+  // roi (input 1) matters only to tf_crop_and_resize: starts then ends, of every dim or of `axes`.
+  std::vector<float> roi;
+  if (r.coord == ResizeCoord::tf_crop_and_resize) {
+    if (v.size() < 2 || !v[1] || v[1]->numel() == 0)
+      fail("{}: coordinate_transformation_mode tf_crop_and_resize needs the roi input", n.describe());
+    for (double d : to_doubles(*v[1])) roi.push_back(float(d));
+  }
+  // axes (opset 18): scales / sizes / roi name only these dims; the others keep their size (roi [0, 1]).
   auto axes = n.attr_ints("axes");
   int64_t rank = int64_t(s[0].rank());
+  size_t named = axes.empty() ? size_t(rank) : axes.size();
+  if (!roi.empty() && roi.size() != 2 * named)
+    fail("{}: input roi has {} values, expected {} (start and end of each of the {} {})", n.describe(), roi.size(),
+         2 * named, named, axes.empty() ? "dims" : "axes");
+  r.roi = roi;
   if (!axes.empty()) {
     std::vector<float> sc(size_t(rank), 1.0f);
     std::vector<int64_t> sz(s[0].dims);
+    if (!roi.empty()) r.roi.assign(2 * size_t(rank), 0.0f), std::fill(r.roi.begin() + rank, r.roi.end(), 1.0f);
     for (size_t i = 0; i < axes.size(); ++i) {
       int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
-      if (a < 0 || a >= rank) unsupported(fmt::format("axes[{}] = {} for rank {}", i, axes[i], rank));
+      if (a < 0 || a >= rank)
+        fail("{}: attribute axes[{}] = {} is out of range for rank {}", n.describe(), i, axes[i], rank);
       if (i < r.scales.size()) sc[size_t(a)] = r.scales[i];
       if (i < r.sizes.size()) sz[size_t(a)] = r.sizes[i];
+      if (!roi.empty()) r.roi[size_t(a)] = roi[i], r.roi[size_t(a + rank)] = roi[i + axes.size()];
     }
     if (!r.scales.empty()) r.scales = sc;
     if (!r.sizes.empty()) r.sizes = sz;
@@ -91,7 +129,9 @@ ResizeConfig resize_cfg(const Node& n, const std::vector<Shape>& s, DType, const
   // largest (not_smaller) of sizes / input; output = round(scale * input).
   std::string policy = n.attr_s("keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch" && !r.sizes.empty()) {
-    if (policy != "not_larger" && policy != "not_smaller") unsupported("keep_aspect_ratio_policy '" + policy + "'");
+    if (policy != "not_larger" && policy != "not_smaller")
+      fail("{}: attribute keep_aspect_ratio_policy = '{}' is not one of stretch, not_larger, not_smaller", n.describe(),
+           policy);
     double sc = policy == "not_larger" ? 1e30 : 0.0;
     std::vector<bool> resized(size_t(rank), axes.empty());
     for (auto a : axes) resized[size_t(a < 0 ? a + rank : a)] = true;
@@ -104,32 +144,19 @@ ResizeConfig resize_cfg(const Node& n, const std::vector<Shape>& s, DType, const
       if (resized[size_t(i)]) r.sizes[size_t(i)] = int64_t(std::round(sc * double(s[0][size_t(i)])));
   }
   std::string mode = n.attr_s("mode", "nearest");
+  if (mode != "linear" && mode != "cubic" && mode != "nearest")
+    fail("{}: attribute mode = '{}' is not one of nearest, linear, cubic", n.describe(), mode);
   r.mode = mode == "linear" ? ResizeMode::linear : mode == "cubic" ? ResizeMode::cubic : ResizeMode::nearest;
-  if (mode != "linear" && mode != "cubic" && mode != "nearest") unsupported("mode '" + mode + "'");
-  std::string ct = n.attr_s("coordinate_transformation_mode", "half_pixel");
-  static const std::map<std::string, ResizeCoord> kCoord = {
-      {"half_pixel", ResizeCoord::half_pixel}, {"asymmetric", ResizeCoord::asymmetric},
-      {"align_corners", ResizeCoord::align_corners}, {"pytorch_half_pixel", ResizeCoord::pytorch_half_pixel},
-      {"tf_half_pixel_for_nearest", ResizeCoord::tf_half_pixel_for_nearest},
-      {"half_pixel_symmetric", ResizeCoord::half_pixel_symmetric}};
-  if (!kCoord.count(ct)) unsupported("coordinate_transformation_mode '" + ct + "'");
-  r.coord = kCoord.at(ct);
-  // ONNX align_corners divides by (in * scale - 1), the unrounded output length; the resize kernel
-  // uses the rounded output length, which agrees only when in * scale is a whole number.
-  if (r.coord == ResizeCoord::align_corners)
-    for (size_t i = 0; i < r.scales.size() && i < s[0].rank(); ++i) {
-      double len = double(s[0][i]) * double(r.scales[i]);
-      if (len != std::floor(len)) unsupported(fmt::format("align_corners with scales where input size {} x scale {} is "
-                                                          "not a whole number", s[0][i], r.scales[i]));
-    }
   std::string nm = n.attr_s("nearest_mode", "round_prefer_floor");
   static const std::map<std::string, ResizeNearest> kNearest = {
       {"round_prefer_floor", ResizeNearest::round_prefer_floor}, {"round_prefer_ceil", ResizeNearest::round_prefer_ceil},
       {"floor", ResizeNearest::floor}, {"ceil", ResizeNearest::ceil}};
-  if (!kNearest.count(nm)) unsupported("nearest_mode '" + nm + "'");
+  if (!kNearest.count(nm))
+    fail("{}: attribute nearest_mode = '{}' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil",
+         n.describe(), nm);
   r.nearest = kNearest.at(nm);
   r.cubic_coeff_a = n.attr_f("cubic_coeff_a", -0.75f);
-  r.exclude_outside = n.attr_i("exclude_outside", 0) != 0;
+  r.extrapolation_value = n.attr_f("extrapolation_value", 0.0f);
   return r;
 }
 

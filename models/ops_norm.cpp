@@ -1,4 +1,5 @@
-// ONNX BatchNormalization (inference; training_mode must be 0), InstanceNormalization and
+// ONNX BatchNormalization (inference, and training_mode 1: batch statistics, outputs running_mean /
+// running_var), InstanceNormalization and
 // GroupNormalization (opset 21: scale / bias per channel; opset 18-20: per group) mapped onto
 // layers/norm.hpp. BatchNorm after a Conv / Gemm with constant weights is folded away by the fusion pass.
 #include "layers/norm.hpp"
@@ -13,6 +14,12 @@ NormConfig norm_config(const Node& n, int64_t opset, Shape s) {
   cfg.kind = t == "BatchNormalization" ? NormKind::batch : t == "InstanceNormalization" ? NormKind::instance : NormKind::group;
   cfg.input = std::move(s);
   cfg.epsilon = n.attr_f("epsilon", 1e-5f);
+  if (cfg.kind == NormKind::batch) {
+    int64_t tm = n.attr_i("training_mode", 0);
+    if (tm != 0 && tm != 1) fail("{}: attribute training_mode = {} must be 0 or 1", n.describe(), tm);
+    cfg.training = tm == 1;
+    cfg.momentum = n.attr_f("momentum", 0.9f);
+  }
   if (cfg.kind == NormKind::group) {
     cfg.num_groups = int(n.attr_i("num_groups", 0));
     cfg.scale_per_group = opset < 21;
@@ -21,15 +28,21 @@ NormConfig norm_config(const Node& n, int64_t opset, Shape s) {
 }
 
 void infer_norm(InferCtx& c) {
-  if (c.node.op_type == "BatchNormalization" && c.node.attr_i("training_mode", 0) != 0)
-    c.error("training_mode = 1 is not supported (cldl runs inference)");
   for (size_t i = 0; i < c.in.size(); ++i)
     if (c.input(i).dtype != DType::f32)
       c.error("unsupported: input '{}' is {}, only f32 is implemented", c.input(i).name, to_string(c.input(i).dtype));
-  auto cfg = norm_config(c.node, c.opset, c.shape(0));
+  auto cfg = checked(c, [&] { return norm_config(c.node, c.opset, c.shape(0)); });
   c.set(0, DType::f32, checked(c, [&] { return Norm::validate(cfg); }));
-  for (size_t i = 1; i < c.out.size(); ++i)
-    if (!c.out[i].name.empty()) c.error("output {} (training statistics) is not supported", i);
+  // Training mode: running_mean and running_var, one per channel. Opsets before 14 name further
+  // training outputs (saved mean / variance) that cldl does not compute.
+  for (size_t i = 1; i < c.out.size(); ++i) {
+    if (c.out[i].name.empty()) continue;
+    if (!cfg.training || i > 2)
+      c.error("output {} is a training statistic{}", i,
+              cfg.training ? " of opsets before 14 (saved mean / variance), not computed"
+                           : "; it exists only with training_mode = 1");
+    c.set(i, DType::f32, Shape{cfg.input[1]});
+  }
 }
 
 std::unique_ptr<NodeKernel> lower_norm(LowerCtx& c) {

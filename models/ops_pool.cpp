@@ -22,8 +22,12 @@ PoolConfig pool_config(const Node& n, Shape s, bool indices) {
     p.auto_pad = auto_pad_of(n);
     p.ceil_mode = n.attr_i("ceil_mode", 0) != 0;
     p.count_include_pad = n.attr_i("count_include_pad", 0) != 0;
-    if (p.kind == PoolKind::max && n.attr_i("storage_order", 0) != 0)
-      fail("{}: storage_order = 1 (column-major Indices) is not supported", n.describe());
+    if (p.kind == PoolKind::max) {
+      int64_t so = n.attr_i("storage_order", 0);
+      if (so != 0 && so != 1)
+        fail("{}: attribute storage_order = {} must be 0 (row-major) or 1 (column-major)", n.describe(), so);
+      p.column_major_indices = so == 1 && indices;
+    }
   }
   p.indices = indices;
   return p;

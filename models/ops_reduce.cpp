@@ -1,5 +1,6 @@
 // ONNX Reduce* (axes as the "axes" attribute before opset 18 / ReduceSum 13, as a load-time input
-// after; keepdims, noop_with_empty_axes) and ArgMax / ArgMin mapped onto layers/reduce.hpp. f32 input.
+// after; keepdims, noop_with_empty_axes) and ArgMax / ArgMin mapped onto layers/reduce.hpp. f32 input;
+// ReduceMax / ReduceMin also bool and u8.
 // CumSum (axis a load-time input, exclusive, reverse) on f32 / i32 / i64.
 #include "layers/reduce.hpp"
 #include "models/ops_cnn_common.hpp"
@@ -7,8 +8,9 @@
 namespace cldl::graph {
 namespace {
 
-ReduceConfig reduce_config(const Node& n, Shape s, const std::vector<const HostTensor*>& v) {
+ReduceConfig reduce_config(const Node& n, Shape s, DType dt, const std::vector<const HostTensor*>& v) {
   ReduceConfig r;
+  r.dtype = dt;
   r.op = reduce_op_from_onnx(n.op_type);
   r.input = std::move(s);
   if (n.has("axes")) r.axes = n.attr_ints("axes");
@@ -24,14 +26,17 @@ void need_f32(const InferCtx& c) {
 }
 
 void infer_reduce(InferCtx& c) {
-  need_f32(c);
+  const DType dt = c.input(0).dtype;
+  const bool small = dt == DType::boolean || dt == DType::u8;
+  if (!(small && (c.node.op_type == "ReduceMax" || c.node.op_type == "ReduceMin"))) need_f32(c);
   if (c.has_input(1)) c.constant(1, "axes");
-  auto cfg = reduce_config(c.node, c.shape(0), c.value);
-  c.set(0, DType::f32, checked(c, [&] { return Reduce::validate(cfg); }));
+  auto cfg = reduce_config(c.node, c.shape(0), dt, c.value);
+  c.set(0, dt, checked(c, [&] { return Reduce::validate(cfg); }));
 }
 
 std::unique_ptr<NodeKernel> lower_reduce(LowerCtx& c) {
-  return wrap(Reduce::create(c.ctx, c.device, reduce_config(c.node, c.in[0].shape.to_shape(), c.value)), c, {0});
+  auto cfg = reduce_config(c.node, c.in[0].shape.to_shape(), c.in[0].dtype, c.value);
+  return wrap(Reduce::create(c.ctx, c.device, cfg), c, {0});
 }
 
 ArgReduceConfig arg_config(const Node& n, Shape s) {

@@ -49,7 +49,7 @@ void Session::bind_input(const std::string& name, const Tensor& t) {
   if (last_run_() != nullptr) check(last_run_.wait(), "clWaitForEvents", "the session's previous run");
   input_ready_.erase(s);
   if (!t.valid()) {
-    set_slot_tensor(s, model_->ctx_->alloc(sl.shape, sl.dtype, model_->opts_.device));
+    set_slot_tensor(s, model_->ctx_->alloc(sl.shape, sl.dtype, sl.device));
     return;
   }
   check_binding("input", name, sl, t);
@@ -68,12 +68,8 @@ void Session::bind_output(const std::string& name, const Tensor& t) {
       output_copies_.erase(s);
     return;
   }
-  if (!t.valid()) {  // back to the arena bytes the plan gave it
-    Tensor a = arena_;
-    a.offset_bytes = arena_.offset_bytes + sl.offset;
-    a.shape = sl.shape;
-    a.dtype = sl.dtype;
-    set_slot_tensor(s, a);
+  if (!t.valid()) {  // back to the bytes the plan gave it
+    set_slot_tensor(s, planned_tensor(s));
     return;
   }
   set_slot_tensor(s, t);
@@ -86,7 +82,7 @@ void Session::write_input(const std::string& name, const HostTensor& h) {
     fail("input '{}': expected {} {}, got {} {}", name, to_string(sl.dtype), sl.shape.str(), to_string(h.dtype()),
          h.shape().str());
   Context& cx = *model_->ctx_;
-  ExecutionContext ec(cx.queue(model_->opts_.device, 0, model_->opts_.profiling));
+  ExecutionContext ec(queue(sl.device, 0));
   if (last_run_() != nullptr) ec.wait_for.push_back(last_run_);
   cl::Event ev;
   ec.signal = &ev;
@@ -101,7 +97,7 @@ cl::Event Session::enqueue(const std::vector<cl::Event>& waits, Profiler* profil
   auto& cm = *model_;
   Context& cx = *cm.ctx_;
   if (profiler && !cm.opts_.profiling) fail("Session::enqueue: profiling needs a model compiled with profiling on");
-  cl::CommandQueue q0 = cx.queue(cm.opts_.device, 0, cm.opts_.profiling);
+  cl::CommandQueue q0 = queue(cm.opts_.device, 0);
   std::vector<cl::Event> start_waits = waits;
   if (last_run_() != nullptr) start_waits.push_back(last_run_);
   for (auto& [s, e] : input_ready_) start_waits.push_back(e);
@@ -115,7 +111,7 @@ cl::Event Session::enqueue(const std::vector<cl::Event>& waits, Profiler* profil
   std::vector<cl::Event> done = enqueue_steps(slot_ready, profiler, start);
   for (auto& [s, dst] : output_copies_) {
     auto& sl = cm.slots_[size_t(s)];
-    ExecutionContext ec(q0);
+    ExecutionContext ec(queue(sl.device, 0));
     int r = sl.kind == CompiledModel::Kind::view ? sl.root : s;
     if (slot_ready[size_t(r)]() != nullptr) ec.wait_for.push_back(slot_ready[size_t(r)]);
     if (ec.wait_for.empty() && start() != nullptr) ec.wait_for.push_back(start);
@@ -124,6 +120,7 @@ cl::Event Session::enqueue(const std::vector<cl::Event>& waits, Profiler* profil
     ec.profiler = profiler;
     ec.label = "output " + sl.name;
     cx.copy_async(tensors_[size_t(s)], dst, ec);
+    check(ec.queue.flush(), "clFlush", ec.label);  // the end marker on q0 waits for it
     if (ev() != nullptr) done.push_back(ev);
   }
   std::vector<cl::Event> all;
@@ -143,7 +140,7 @@ HostTensor Session::read_output(const std::string& name) {
   if (sl.kind == CompiledModel::Kind::constant) return cm.graph_.initializers.at(name);
   HostTensor h(sl.dtype, sl.shape);
   Context& cx = *cm.ctx_;
-  ExecutionContext ec(cx.queue(cm.opts_.device, 0, cm.opts_.profiling));
+  ExecutionContext ec(queue(sl.device, 0));
   if (last_run_() != nullptr) ec.wait_for.push_back(last_run_);
   cl::Event ev;
   ec.signal = &ev;

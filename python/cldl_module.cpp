@@ -22,20 +22,20 @@ using namespace cldl;
 
 py::dtype numpy_dtype(DType t) {
   switch (t) {
-    case DType::f32:
-      return py::dtype("float32");
-    case DType::f16:
-      return py::dtype("float16");
-    case DType::i32:
-      return py::dtype("int32");
-    case DType::i64:
-      return py::dtype("int64");
-    case DType::u8:
-      return py::dtype("uint8");
-    case DType::boolean:
-      return py::dtype("bool");
+    case DType::f32: return py::dtype("float32");
+    case DType::f16: return py::dtype("float16");
+    case DType::i32: return py::dtype("int32");
+    case DType::i64: return py::dtype("int64");
+    case DType::u8: return py::dtype("uint8");
+    case DType::boolean: return py::dtype("bool");
+    case DType::i8: return py::dtype("int8");
+    case DType::i16: return py::dtype("int16");
+    case DType::u16: return py::dtype("uint16");
+    case DType::u32: return py::dtype("uint32");
+    case DType::u64: return py::dtype("uint64");
+    case DType::f64: return py::dtype("float64");
+    default: throw Error(fmt::format("cldl {} tensors have no numpy dtype", to_string(t)));
   }
-  return py::dtype("float32");
 }
 
 py::array to_numpy(const HostTensor& h) {
@@ -53,8 +53,8 @@ HostTensor from_numpy(const std::string& name, const py::handle& obj) {
     t = parse_dtype(dt);
   } catch (const Error&) {
     throw Error(
-        fmt::format("input '{}': numpy dtype {} has no cldl dtype (use float32, float16, int32, int64, "
-                    "uint8 or bool)",
+        fmt::format("input '{}': numpy dtype {} has no cldl dtype (use float32, float16, float64, "
+                    "int8/16/32/64, uint8/16/32/64 or bool)",
                     name, dt));
   }
   Shape s(std::vector<int64_t>(a.shape(), a.shape() + a.ndim()));

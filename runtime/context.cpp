@@ -100,8 +100,14 @@ Tensor Context::upload(const HostTensor& h, int d) {
   Tensor t = alloc(h.shape(), h.dtype(), d);
   if (h.bytes()) {
     auto q = queue(d);
-    check(q.enqueueWriteBuffer(t.buffer, CL_TRUE, t.offset_bytes, h.bytes(), h.data()), "clEnqueueWriteBuffer",
-          fmt::format("upload of {} {}", to_string(h.dtype()), h.shape().str()));
+    // A blocking write only promises that h may be reused when it returns, not that the write is done
+    // (OpenCL 1.2, 5.2.2): Intel's FPGA emulator returns with the command still CL_SUBMITTED, and a
+    // kernel on another queue then read the buffer's old contents. Callers use the tensor on any queue,
+    // so wait for the write itself.
+    cl::Event done;
+    check(q.enqueueWriteBuffer(t.buffer, CL_TRUE, t.offset_bytes, h.bytes(), h.data(), nullptr, &done),
+          "clEnqueueWriteBuffer", fmt::format("upload of {} {}", to_string(h.dtype()), h.shape().str()));
+    check(done.wait(), "clWaitForEvents", fmt::format("upload of {} {}", to_string(h.dtype()), h.shape().str()));
   }
   return t;
 }

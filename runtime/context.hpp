@@ -41,7 +41,7 @@ class Context {
   // Program from kernels/<file> built for device d, through ProgramCache::global().
   cl::Program program(std::string_view kernel_file, std::string_view options = {}, int d = 0);
 
-  // Blocking transfers on queue(d, 0).
+  // Blocking transfers on queue(d, 0); the tensor upload returns is complete for every queue.
   Tensor upload(const HostTensor& h, int d = 0);
   HostTensor download(const Tensor& t);
   // Asynchronous transfers on ec.queue ordered by ec's wait list/signal. The host memory must stay

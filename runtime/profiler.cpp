@@ -15,6 +15,11 @@ void Profiler::add(std::string name, cl::Event e) {
   pending_.emplace_back(std::move(name), std::move(e));
 }
 
+void Profiler::label_queue(const cl::CommandQueue& q, std::string label) {
+  std::lock_guard lock(m_);
+  queue_labels_[q()] = std::move(label);
+}
+
 std::vector<ProfileRecord> Profiler::records() {
   std::lock_guard lock(m_);
   for (auto& [name, ev] : pending_) {
@@ -23,7 +28,13 @@ std::vector<ProfileRecord> Profiler::records() {
     r.name = name;
     cl_command_queue q = nullptr;
     clGetEventInfo(ev(), CL_EVENT_COMMAND_QUEUE, sizeof(q), &q, nullptr);
-    r.queue = fmt::format("queue {}", static_cast<const void*>(q));
+    if (auto it = queue_labels_.find(q); it != queue_labels_.end()) {
+      r.queue = it->second;
+    } else {
+      cl_device_id dev = nullptr;
+      clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof(dev), &dev, nullptr);
+      r.queue = fmt::format("queue {} (device {})", static_cast<const void*>(q), static_cast<const void*>(dev));
+    }
     cl_int e1 = ev.getProfilingInfo(CL_PROFILING_COMMAND_QUEUED, &r.queued_ns);
     cl_int e2 = ev.getProfilingInfo(CL_PROFILING_COMMAND_START, &r.start_ns);
     cl_int e3 = ev.getProfilingInfo(CL_PROFILING_COMMAND_END, &r.end_ns);

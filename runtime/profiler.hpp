@@ -1,6 +1,7 @@
 // Records every enqueued command's queued / start / end times and writes Chrome trace JSON.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct ProfileRecord {
 class Profiler {
  public:
   void add(std::string name, cl::Event e);
+  // Names a queue's track (e.g. "device 1 queue 0"); unnamed queues show their handle and device.
+  void label_queue(const cl::CommandQueue& q, std::string label);
   // Waits for the recorded events and resolves their times; records are sorted by start.
   std::vector<ProfileRecord> records();
   double total_ms();  // sum of kernel durations
@@ -32,6 +35,7 @@ class Profiler {
   std::mutex m_;
   std::vector<std::pair<std::string, cl::Event>> pending_;
   std::vector<ProfileRecord> done_;
+  std::map<cl_command_queue, std::string> queue_labels_;
 };
 
 }  // namespace cldl

@@ -14,7 +14,16 @@
 
 namespace cldl {
 
-enum class DType : uint8_t { f32, f16, i32, i64, u8, boolean };
+// Storage types. The sub-byte ONNX types (i4, u4, f4e2m1, i2, u2) are stored one element per byte on the
+// host and on devices (ONNX files pack them; the importer unpacks and the writer packs). Which ops compute
+// on a type is each op's own list; the others reject it by name.
+enum class DType : uint8_t {
+  f32, f16, i32, i64, u8, boolean,
+  i8, i16, u16, u32, u64, f64, bf16,
+  f8e4m3fn, f8e4m3fnuz, f8e5m2, f8e5m2fnuz, f8e8m0,
+  i4, u4, f4e2m1, i2, u2,
+};
+constexpr int kDTypeCount = int(DType::u2) + 1;
 size_t dtype_size(DType t);
 std::string_view to_string(DType t);
 DType parse_dtype(std::string_view s);  // "f32", "float32", "f16", ...; throws on unknown
@@ -25,6 +34,14 @@ template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
 template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
+template <> constexpr DType dtype_of<int8_t>() { return DType::i8; }
+template <> constexpr DType dtype_of<int16_t>() { return DType::i16; }
+template <> constexpr DType dtype_of<uint16_t>() { return DType::u16; }
+template <> constexpr DType dtype_of<uint32_t>() { return DType::u32; }
+template <> constexpr DType dtype_of<uint64_t>() { return DType::u64; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+// Elements per stored byte group in ONNX files: 2 for 4-bit types, 4 for 2-bit types, else 1.
+int onnx_pack_factor(DType t);
 
 // N-d shape (row-major). Dimensions are int64 as in ONNX.
 struct Shape {
@@ -33,11 +50,19 @@ struct Shape {
   Shape(std::initializer_list<int64_t> d) : dims(d) {}
   explicit Shape(std::vector<int64_t> d) : dims(std::move(d)) {}
   size_t rank() const { return dims.size(); }
-  int64_t operator[](size_t i) const { return dims[i]; }
-  int64_t& operator[](size_t i) { return dims[i]; }
+  // Bounds-checked: an index past the rank throws naming the shape (a negative one arrives huge).
+  int64_t operator[](size_t i) const {
+    if (i >= dims.size()) index_error(i);
+    return dims[i];
+  }
+  int64_t& operator[](size_t i) {
+    if (i >= dims.size()) index_error(i);
+    return dims[i];
+  }
   int64_t numel() const;
   bool operator==(const Shape&) const = default;
   std::string str() const;  // "[2, 3, 4]"
+  [[noreturn]] void index_error(size_t i) const;
 };
 
 // Host memory tensor: model inputs/outputs and test data. Owns its bytes.

@@ -1,6 +1,6 @@
 // Attention family: fused and plain scaled-dot-product attention against the C++ reference (odd
 // shapes, GQA, both layouts, every mask kind, kv lengths, scale, softcap), KV-cache decoding against
-// one causal pass, and configuration errors.
+// one causal pass, configuration errors, and the ONNX Attention node with f16 storage through the graph.
 // Tolerance: 1e-4 relative + 1e-5 absolute (fp32 accumulation, online vs. two-pass softmax).
 #include <optional>
 
@@ -456,5 +456,91 @@ TEST_CASE("ONNX Attention node tests (opset 23/24)") {
   MESSAGE(run << " ONNX attention tests run, " << skipped_cases << " skipped");
   CHECK(run >= 50);
 }
+
+}  // TEST_SUITE
+
+#include "models/builder.hpp"
+#include "support/onnx_util.hpp"
+
+namespace {
+// f16 bits of v, which must be representable (a normal f16, or zero / -inf).
+uint16_t exact_half(float v) {
+  if (v == 0.0f) return 0;
+  if (std::isinf(v)) return v < 0 ? 0xfc00 : 0x7c00;
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  const uint32_t sign = (b >> 16) & 0x8000, exp = (b >> 23) & 0xff, man = b & 0x7fffff;
+  REQUIRE((man & 0x1fff) == 0);
+  REQUIRE(exp >= 127 - 14);
+  REQUIRE(exp <= 127 + 15);
+  return uint16_t(sign | ((exp - 127 + 15) << 10) | (man >> 13));
+}
+// Random f16 tensor (values k / 256 in [lo, hi], exact in f16) and its values as floats.
+HostTensor half_tensor(Shape s, uint32_t seed, float lo, float hi, std::vector<float>& values) {
+  values = test::random_floats(size_t(s.numel()), seed, lo, hi);
+  HostTensor h(DType::f16, s);
+  auto* bits = static_cast<uint16_t*>(h.data());
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = std::round(values[i] * 256.0f) / 256.0f;
+    bits[i] = exact_half(values[i]);
+  }
+  return h;
+}
+std::vector<float> halves(const HostTensor& h) {
+  REQUIRE(h.dtype() == DType::f16);
+  std::vector<float> v(size_t(h.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = ox::half_to_float(static_cast<const uint16_t*>(h.data())[i]);
+  return v;
+}
+}  // namespace
+
+TEST_SUITE("attention") {
+  TEST_CASE("ONNX Attention node in fp16 (f16 storage, f32 compute): GQA, past + present, f16 additive mask") {
+    // Odd shape beyond the conformance cases: B 2, Hq 3 over one kv head, Sq 5, past 4 + new 3 keys,
+    // head sizes 12 / 10; mask [Sq, P + S] with -inf entries.
+    const int64_t B = 2, Hq = 3, Hk = 1, Sq = 5, P = 4, S = 3, L = P + S, D = 12, Dv = 10;
+    std::vector<float> q, k, v, pk, pv, mask;
+    HostTensor hq = half_tensor({B, Hq, Sq, D}, 81, -1.5f, 1.5f, q),
+               hk = half_tensor({B, Hk, S, D}, 82, -1.5f, 1.5f, k),
+               hv = half_tensor({B, Hk, S, Dv}, 83, -1.0f, 1.0f, v),
+               hpk = half_tensor({B, Hk, P, D}, 84, -1.5f, 1.5f, pk),
+               hpv = half_tensor({B, Hk, P, Dv}, 85, -1.0f, 1.0f, pv), hm = half_tensor({Sq, L}, 86, -2.0f, 2.0f, mask);
+    for (size_t i = 0; i < mask.size(); i += 6) {
+      mask[i] = -INFINITY;
+      static_cast<uint16_t*>(hm.data())[i] = exact_half(-INFINITY);
+    }
+    graph::GraphBuilder b("attention_fp16", 23);
+    auto vq = b.input("Q", DType::f16, hq.shape()), vk = b.input("K", DType::f16, hk.shape()),
+         vv = b.input("V", DType::f16, hv.shape()), vm = b.input("mask", DType::f16, hm.shape()),
+         vpk = b.input("past_key", DType::f16, hpk.shape()), vpv = b.input("past_value", DType::f16, hpv.shape());
+    auto outs = b.op("Attention", {vq, vk, vv, vm, vpk, vpv}, {}, 3);
+    b.output(outs[0], "Y");
+    b.output(outs[1], "present_key");
+    b.output(outs[2], "present_value");
+    auto m = test::compile_graph(b.build());
+    auto got =
+        m->session()->run({{"Q", hq}, {"K", hk}, {"V", hv}, {"mask", hm}, {"past_key", hpk}, {"past_value", hpv}});
+    // Reference: the f16 values in f32, K / V = past then new.
+    std::vector<float> kk, vvals;
+    for (int64_t bi = 0; bi < B; ++bi) {
+      kk.insert(kk.end(), pk.begin() + bi * P * D, pk.begin() + (bi + 1) * P * D);
+      kk.insert(kk.end(), k.begin() + bi * S * D, k.begin() + (bi + 1) * S * D);
+      vvals.insert(vvals.end(), pv.begin() + bi * P * Dv, pv.begin() + (bi + 1) * P * Dv);
+      vvals.insert(vvals.end(), v.begin() + bi * S * Dv, v.begin() + (bi + 1) * S * Dv);
+    }
+    AttentionConfig cfg;
+    cfg.batch = B, cfg.q_heads = Hq, cfg.kv_heads = Hk, cfg.q_len = Sq, cfg.kv_len = L, cfg.head_size = D;
+    cfg.v_head_size = Dv;
+    cfg.mask = AttentionMask::additive;
+    cfg.mask_shape = Shape{Sq, L};
+    auto want = ref::attention(cfg, q, kk, vvals, &mask);
+    auto y = halves(got.at("Y"));
+    REQUIRE(got.at("Y").shape() == Shape{B, Hq, Sq, Dv});
+    REQUIRE(y.size() == want.size());
+    // f16 output: half an ulp of rounding (2^-11 relative) over the f32 result.
+    CLDL_CHECK_CLOSE(y.data(), want.data(), want.size(), 1e-3, 1e-4);
+    CHECK(halves(got.at("present_key")) == kk);  // copies: exact
+    CHECK(halves(got.at("present_value")) == vvals);
+  }
 
 }  // TEST_SUITE

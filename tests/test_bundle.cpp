@@ -23,12 +23,6 @@ namespace {
 
 const std::string kDigits = std::string(CLDL_SOURCE_DIR) + "/models/zoo/digits_cnn/";
 
-// The device the suite runs on (ctest sets CLDL_DEVICE), for the CLI commands.
-std::string test_device() {
-  const char* d = std::getenv("CLDL_DEVICE");
-  return d && *d ? d : "cpu";
-}
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   return {(std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()};
@@ -96,7 +90,7 @@ TEST_CASE("cldl compile model.onnx --out DIR; cldl run --binaries DIR compiles n
   graph::write_npy(one, dir + "/image.npy");
 
   std::string out;
-  REQUIRE_MESSAGE(test::run_command(cli + " compile " + model + " --dim N=1 --device " + test_device() + " --out " + bundle, out) == 0,
+  REQUIRE_MESSAGE(test::run_command(cli + " compile " + model + " --dim N=1 --device " + test::device_spec() + " --out " + bundle, out) == 0,
                   out);
   std::smatch m;
   REQUIRE(std::regex_search(out, m, std::regex("uses (\\d+) programs")));
@@ -110,7 +104,7 @@ TEST_CASE("cldl compile model.onnx --out DIR; cldl run --binaries DIR compiles n
   CHECK(manifest.find("\"options\"") != std::string::npos);
 
   // Fresh processes, disk cache off: with the bundle nothing is built from source.
-  const std::string run = "CLDL_CACHE=0 " + cli + " run " + model + " --dim N=1 --device " + test_device() + " --stats --runs 1 -i image=" +
+  const std::string run = "CLDL_CACHE=0 " + cli + " run " + model + " --dim N=1 --device " + test::device_spec() + " --stats --runs 1 -i image=" +
                           dir + "/image.npy ";
   REQUIRE_MESSAGE(test::run_command(run + "--binaries " + bundle + " -o " + dir + "/with", out) == 0, out);
   INFO(out);
@@ -132,7 +126,7 @@ TEST_CASE("cldl compile model.onnx --out DIR; cldl run --binaries DIR compiles n
 
   // Another batch size needs programs the bundle lacks for some ops or not; either way it must never
   // compile from source: it runs from binaries or fails naming the missing program.
-  int rc = test::run_command("CLDL_CACHE=0 " + cli + " run " + model + " --dim N=3 --random --device " + test_device() + " --stats "
+  int rc = test::run_command("CLDL_CACHE=0 " + cli + " run " + model + " --dim N=3 --random --device " + test::device_spec() + " --stats "
                              "--runs 1 --binaries " + bundle, out);
   if (rc == 0) CHECK(program_counts(out)[0] == 0);
   else CHECK(out.find("is not in the binary bundle") != std::string::npos);

@@ -356,6 +356,59 @@ TEST_CASE("ConvTranspose matches the reference: stride, pads, output_padding, di
   CHECK(msg.find("group 4") != std::string::npos);
 }
 
+TEST_CASE("3-D ConvTranspose matches the reference: strides, pads, output_padding, dilations, groups, batch 1") {
+  struct P3 {
+    int64_t N, C, K, groups;
+    Shape in, k;
+    std::vector<int64_t> strides, dilations, pads, output_padding;
+    bool bias;
+  };
+  const P3 problems[] = {
+      {1, 1, 2, 1, Shape{3, 4, 5}, Shape{3, 3, 3}, {}, {}, {}, {}, false},  // the ONNX conformance shape
+      {2, 3, 4, 1, Shape{3, 5, 4}, Shape{2, 3, 2}, {2, 1, 3}, {1, 2, 1}, {1, 0, 1, 0, 2, 1}, {1, 0, 2}, true},
+      {1, 4, 6, 2, Shape{2, 3, 7}, Shape{3, 1, 2}, {1, 2, 2}, {2, 1, 1}, {0, 0, 1, 1, 0, 0}, {0, 1, 0}, true},
+      {3, 2, 3, 1, Shape{1, 1, 5}, Shape{1, 1, 3}, {3, 1, 1}, {}, {}, {2, 0, 0}, false},
+  };
+  uint32_t seed = 700;
+  for (const auto& p : problems) {
+    ConvTransposeConfig c;
+    c.input = Shape{p.N, p.C, p.in[0], p.in[1], p.in[2]};
+    c.weight = test::random_tensor(Shape{p.C, p.K / p.groups, p.k[0], p.k[1], p.k[2]}, seed += 3);
+    if (p.bias) c.bias = test::random_tensor(Shape{p.K}, seed + 1);
+    c.strides = p.strides, c.dilations = p.dilations, c.pads = p.pads, c.output_padding = p.output_padding;
+    c.groups = p.groups;
+    HostTensor x = test::random_tensor(c.input, seed + 2);
+    ref::ConvParams rp;
+    rp.N = p.N, rp.C = p.C, rp.K = p.K, rp.groups = p.groups;
+    rp.D = p.in[0], rp.H = p.in[1], rp.W = p.in[2], rp.KD = p.k[0], rp.KH = p.k[1], rp.KW = p.k[2];
+    auto at = [](const std::vector<int64_t>& v, size_t i, int64_t d) { return v.empty() ? d : v[i]; };
+    rp.SD = at(p.strides, 0, 1), rp.SH = at(p.strides, 1, 1), rp.SW = at(p.strides, 2, 1);
+    rp.DD = at(p.dilations, 0, 1), rp.DH = at(p.dilations, 1, 1), rp.DW = at(p.dilations, 2, 1);
+    rp.PF = at(p.pads, 0, 0), rp.PT = at(p.pads, 1, 0), rp.PL = at(p.pads, 2, 0);
+    rp.PBK = at(p.pads, 3, 0), rp.PB = at(p.pads, 4, 0), rp.PR = at(p.pads, 5, 0);
+    rp.OPD = at(p.output_padding, 0, 0), rp.OPH = at(p.output_padding, 1, 0), rp.OPW = at(p.output_padding, 2, 0);
+    int64_t OD, OH, OW;
+    auto want = ref::conv_transpose3d(rp, x.as<float>(), c.weight.as<float>(), c.bias ? c.bias->as<float>() : nullptr,
+                                      Activation{}, OD, OH, OW);
+    auto op = ConvTransposeOp::create(ctx(), 0, c);
+    CAPTURE(c.input.str());
+    REQUIRE(op->output_shape() == Shape{p.N, p.K, OD, OH, OW});
+    auto got = run(*op, x);
+    REQUIRE(got.size() == want.size());
+    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+  }
+  ConvTransposeConfig c;
+  c.input = Shape{1, 2, 3, 4, 5};
+  c.weight = test::random_tensor(Shape{2, 1, 2, 2, 2}, 1);
+  c.strides = {2, 2};
+  std::string msg = error_of([&] { ConvTransposeOp::validate(c); });
+  CHECK(msg.find("strides has 2 values, expected 3") != std::string::npos);
+  c.strides = {2, 1, 1};
+  c.output_padding = {2, 0, 0};
+  msg = error_of([&] { ConvTransposeOp::validate(c); });
+  CHECK(msg.find("output_padding[0] = 2") != std::string::npos);
+}
+
 TEST_CASE("BatchNorm folded into conv weight and bias equals conv then BatchNorm") {
   for (bool with_bias : {false, true}) {
     Problem p{"bn fold", 3, 5, 7, 13, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, with_bias, {}};

@@ -1,8 +1,9 @@
 // Data movement against the reference: Transpose (every perm of rank 3 and 4), Concat (N inputs, every
-// axis), Split, Slice (negative starts/ends/axes/steps, clamping), Pad (constant/reflect/edge), Expand,
+// axis), Split, Slice (negative starts/ends/axes/steps, clamping), Pad (constant/reflect/edge/wrap), Expand,
 // Tile, Gather (i32/i64, negative indices, every axis), Resize (nearest with every coordinate and
-// nearest mode; linear; cubic with and without exclude_outside). Tolerance: exact, except Resize
-// linear / cubic (1e-5 relative + 1e-5 absolute).
+// nearest mode; linear; cubic with and without exclude_outside; tf_crop_and_resize with roi inside,
+// reversed and outside the input; antialias; align_corners with a non-integral in * scale). Tolerance:
+// exact, except Resize linear / cubic (1e-5 relative + 1e-5 absolute).
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -134,11 +135,11 @@ TEST_CASE("Slice with negative starts, ends, axes and steps, and clamping") {
   }
 }
 
-TEST_CASE("Pad in constant, reflect and edge modes, with axes") {
+TEST_CASE("Pad in constant, reflect, edge and wrap modes, with axes") {
   const Shape s{2, 3, 7, 5};
   auto x = random_floats(s.numel(), 6);
   Tensor dx = up(x, s);
-  for (PadMode m : {PadMode::constant, PadMode::reflect, PadMode::edge}) {
+  for (PadMode m : {PadMode::constant, PadMode::reflect, PadMode::edge, PadMode::wrap}) {
     ref::Dims pads{0, 1, 2, 3, 1, 0, 4, 2};
     PadConfig cfg{s, DType::f32, pads, {}, m, 1.5};
     Shape so = Pad::validate(cfg);
@@ -158,6 +159,17 @@ TEST_CASE("Pad in constant, reflect and edge modes, with axes") {
                                   {up(xi, Shape{2, 3})}, Shape{3, 5}, DType::i32));
   std::vector<int32_t> wi{-4, -4, -4, -4, -4, 9, 9, 9, -4, -4, 9, 9, 9, -4, -4};
   CHECK(got == wi);
+  // Wrap pads longer than the axis repeat it more than once (i64, batch 1, an axis of length 1).
+  const Shape sw{1, 3, 1, 2};
+  std::vector<int64_t> xw(size_t(sw.numel()));
+  std::iota(xw.begin(), xw.end(), -3);
+  ref::Dims pw{0, 7, 2, 5, 1, 4, 3, 0}, odw;
+  std::vector<float> xf(xw.begin(), xw.end());
+  auto want = ref::pad(xf, sw.dims, pw, 3, 0.0f, odw);
+  auto gw = down<int64_t>(
+      run_op(*Pad::create(ctx(), 0, {sw, DType::i64, pw, {}, PadMode::wrap}), {up(xw, sw)}, Shape(odw), DType::i64));
+  REQUIRE(gw.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) REQUIRE(float(gw[i]) == want[i]);
 }
 
 TEST_CASE("Expand and Tile") {
@@ -254,13 +266,71 @@ TEST_CASE("Resize nearest with every coordinate and nearest mode; linear") {
           CAPTURE(mode);
           CAPTURE(coord);
           CAPTURE(nearest);
-          float sh = sz.scales.empty() ? float(so[2]) / 7 : sz.scales[2];
-          float sw = sz.scales.empty() ? float(so[3]) / 13 : sz.scales[3];
+          double sh = sz.scales.empty() ? double(so[2]) / 7 : sz.scales[2];
+          double sw = sz.scales.empty() ? double(so[3]) / 13 : sz.scales[3];
           auto want = ref::resize2d(x, 6, 7, 13, int(so[2]), int(so[3]), sh, sw, mode, coord, mode == 0 ? nearest : 0, a,
                                     exclude);
           auto got = down<float>(run_op(*Resize::create(ctx(), 0, cfg), {dx}, so));
           CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mode ? 1e-5 : 0.0, mode ? 1e-5 : 0.0);
         }
+}
+
+TEST_CASE("Resize tf_crop_and_resize, antialias, and align_corners with a non-integral output length") {
+  const Shape s{2, 3, 7, 13};
+  auto x = random_floats(s.numel(), 11);
+  Tensor dx = up(x, s);
+  struct Case {
+    std::vector<float> scales;
+    std::vector<int64_t> sizes;
+    int coord;
+    bool antialias;
+    std::array<float, 4> roi;  // h0, w0, h1, w1 (tf_crop_and_resize)
+  };
+  const Case cases[] = {
+      // roi inside, reversed, partly outside (extrapolated), one output row (the roi's centre).
+      {{}, {2, 3, 5, 9}, 6, false, {0.2f, 0.1f, 0.9f, 0.75f}},
+      {{1, 1, 1.4f, 0.8f}, {}, 6, false, {0.8f, 0.9f, 0.1f, 0.2f}},
+      {{}, {2, 3, 6, 11}, 6, false, {-0.3f, 0.25f, 1.2f, 1.35f}},
+      {{}, {2, 3, 1, 4}, 6, false, {0.3f, -0.1f, 0.6f, 0.5f}},
+      // antialias: both dims down, one down one up, strong downscale; several coordinate modes.
+      {{1, 1, 0.6f, 0.45f}, {}, 0, true, {}},
+      {{}, {2, 3, 3, 20}, 0, true, {}},
+      {{1, 1, 0.3f, 0.2f}, {}, 3, true, {}},
+      {{}, {2, 3, 4, 5}, 2, true, {}},
+      {{1, 1, 0.55f, 0.7f}, {}, 1, true, {}},
+      // align_corners divides by in * scale - 1: 7 * 0.8 = 5.6, 13 * 0.37 = 4.81.
+      {{1, 1, 0.8f, 0.37f}, {}, 2, false, {}},
+      {{1, 1, 1.7f, 2.3f}, {}, 2, false, {}},
+  };
+  for (const auto& c : cases)
+    for (int mode = 0; mode < 3; ++mode)
+      for (int exclude = 0; exclude < 2; ++exclude) {
+        if (mode == 0 && (exclude || c.antialias)) continue;  // nearest has no filter
+        const float a = exclude ? -0.5f : -0.75f, extrapolation = 7.5f;
+        ResizeConfig cfg{
+            s, c.scales,    c.sizes, ResizeMode(mode), ResizeCoord(c.coord), ResizeNearest::round_prefer_ceil,
+            a, exclude != 0};
+        cfg.antialias = c.antialias;
+        if (c.coord == 6) cfg.roi = {0, 0, c.roi[0], c.roi[1], 1, 1, c.roi[2], c.roi[3]};
+        cfg.extrapolation_value = extrapolation;
+        Shape so = Resize::validate(cfg);
+        CAPTURE(so.str());
+        CAPTURE(mode);
+        CAPTURE(c.coord);
+        CAPTURE(exclude);
+        CAPTURE(c.antialias);
+        double sh = c.scales.empty() ? double(so[2]) / 7 : c.scales[2];
+        double sw = c.scales.empty() ? double(so[3]) / 13 : c.scales[3];
+        ref::ResizeExtra ex{c.antialias, c.roi, extrapolation};
+        auto want = ref::resize2d(x, 6, 7, 13, int(so[2]), int(so[3]), sh, sw, mode, c.coord, 1, a, exclude != 0, ex);
+        auto got = down<float>(run_op(*Resize::create(ctx(), 0, cfg), {dx}, so));
+        CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mode ? 1e-5 : 0.0, mode ? 1e-5 : 0.0);
+      }
+  // Extrapolated outputs are exactly the extrapolation value.
+  ResizeConfig cfg{s, {}, {2, 3, 5, 9}, ResizeMode::linear, ResizeCoord::tf_crop_and_resize};
+  cfg.roi = {0, 0, 1.5f, 1.5f, 1, 1, 2.0f, 2.0f};
+  cfg.extrapolation_value = -3.25f;
+  for (float v : down<float>(run_op(*Resize::create(ctx(), 0, cfg), {dx}, Resize::validate(cfg)))) REQUIRE(v == -3.25f);
 }
 
 TEST_CASE("bad data-movement configurations name the op, the argument and the value") {
@@ -278,6 +348,20 @@ TEST_CASE("bad data-movement configurations name the op, the argument and the va
   expect_invalid([] { Gather::validate({Shape{3}, DType::f32, Shape{2}, DType::f32, 0}); }, {"Gather", "indices", "f32"});
   expect_invalid([] { Gather::validate({Shape{3}, DType::f32, Shape{2}, DType::i64, -2}); }, {"Gather", "axis", "-2"});
   expect_invalid([] { Resize::validate({Shape{2, 3, 4}, {2, 1, 1}, {}}); }, {"Resize", "dim 0", "4"});
+  expect_invalid(
+      [] {
+        ResizeConfig c{Shape{2, 3, 4}, {1, 2, 2}, {}, ResizeMode::linear, ResizeCoord::tf_crop_and_resize};
+        c.roi = {0, 0, 0, 1, 1};
+        Resize::validate(c);
+      },
+      {"Resize", "roi", "6 entries", "got 5"});
+  expect_invalid(
+      [] {
+        ResizeConfig c{Shape{2, 3, 4}, {1, 2, 2}, {}, ResizeMode::linear, ResizeCoord::tf_crop_and_resize};
+        c.roi = {0.5f, 0, 0, 1, 1, 1};
+        Resize::validate(c);
+      },
+      {"Resize", "roi of dim 0", "last two dims"});
 }
 
 }  // TEST_SUITE

@@ -1,4 +1,4 @@
-// Normalisation against the reference: BatchNormalization (inference), InstanceNormalization,
+// Normalisation against the reference: BatchNormalization (inference and training mode), InstanceNormalization,
 // GroupNormalization (per-channel and per-group scale), odd shapes, ranks 2 to 5, fused activation.
 // Tolerance: 1e-4 relative + 1e-5 absolute (float statistics over up to ~1000 elements).
 #include "layers/norm.hpp"
@@ -28,6 +28,49 @@ TEST_CASE("BatchNormalization inference over ranks 2 to 5, with and without fuse
       CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 1e-4, 1e-5);
     }
   }
+}
+
+TEST_CASE("BatchNormalization training mode: batch statistics and running mean / var, outputs left out") {
+  // Ranks 2 to 5, batch 1, a plane larger than one work-group; momentum 0.9 (the default) and 0.3.
+  for (Shape s : {Shape{4, 5}, Shape{1, 3, 7, 13}, Shape{2, 5, 7, 13}, Shape{3, 2, 3, 4, 5}, Shape{2, 3, 50, 61}}) {
+    for (int outputs : {3, 1, 2}) {  // 2: running_mean left out (an empty tensor), running_var written
+      CAPTURE(s.str());
+      CAPTURE(outputs);
+      int64_t N = s[0], C = s[1], sp = s.numel() / (N * C);
+      auto x = random_floats(s.numel(), 21, -2.0f, 4.0f);
+      auto sc = random_floats(C, 22, 0.5f, 2.0f), b = random_floats(C, 23), m = random_floats(C, 24),
+           v = random_floats(C, 25, 0.1f, 3.0f);
+      NormConfig cfg{NormKind::batch, s, 1e-3f};
+      cfg.training = true;
+      cfg.momentum = outputs == 1 ? 0.9f : 0.3f;
+      auto op = Norm::create(ctx(), 0, cfg);
+      Shape pc{C};
+      Tensor y = ctx().alloc(s, DType::f32), rm = ctx().alloc(pc, DType::f32), rv = ctx().alloc(pc, DType::f32);
+      std::vector<Tensor> outs =
+          outputs == 1 ? std::vector<Tensor>{y} : std::vector<Tensor>{y, outputs == 2 ? Tensor{} : rm, rv};
+      auto ec = ctx().exec();
+      op->enqueue(std::vector<Tensor>{up(x, s), up(sc, pc), up(b, pc), up(m, pc), up(v, pc)}, outs, nullptr, ec);
+      ctx().finish();
+      std::vector<float> want_m, want_v;
+      auto want = ref::batch_norm_training(x, int(N), int(C), sp, sc, b, m, v, 1e-3f, cfg.momentum, want_m, want_v);
+      auto got = down<float>(y);
+      CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 1e-4, 1e-5);
+      if (outputs == 3) {
+        auto gm = down<float>(rm);
+        CLDL_CHECK_CLOSE(gm.data(), want_m.data(), want_m.size(), 1e-5, 1e-6);
+      }
+      if (outputs >= 2) {
+        auto gv = down<float>(rv);
+        CLDL_CHECK_CLOSE(gv.data(), want_v.data(), want_v.size(), 1e-5, 1e-6);
+      }
+    }
+  }
+  NormConfig bad{NormKind::batch, Shape{2, 3}, 1e-5f};
+  bad.training = true;
+  bad.momentum = 1.5f;
+  expect_invalid([&] { Norm::validate(bad); }, {"BatchNormalization", "momentum", "1.5"});
+  bad.kind = NormKind::instance;
+  expect_invalid([&] { Norm::validate(bad); }, {"InstanceNormalization", "training"});
 }
 
 TEST_CASE("InstanceNormalization and GroupNormalization") {

@@ -219,4 +219,66 @@ TEST_SUITE("onnx_cnn") {
     CHECK(msg.find("starts") != std::string::npos);
     CHECK(msg.find("load time") != std::string::npos);
   }
+
+  TEST_CASE("Resize: a bad attribute value or a roi of the wrong length names the node and the attribute") {
+    auto error_for = [](std::map<std::string, AttrValue> attrs, std::vector<float> roi) {
+      GraphBuilder b("resize", 18);
+      auto x = b.input("x", DType::f32, Shape{1, 2, 5, 7});
+      Value r = roi.empty() ? Value{} : b.constant("roi", HostTensor::from<float>(Shape{int64_t(roi.size())}, roi));
+      auto sc = b.constant("scales", HostTensor::from<float>(Shape{4}, std::vector<float>{1, 1, 0.6f, 1.5f}));
+      b.output(b.op1("Resize", {x, r, sc}, std::move(attrs)), "y");
+      Graph g = b.build();
+      std::string node = g.nodes.at(0).name;
+      std::string msg = test::error_of([&] { prepare(g); });
+      CHECK_MESSAGE(msg.find(node) != std::string::npos, msg);
+      return msg;
+    };
+    auto has = [](const std::string& msg, std::initializer_list<const char*> parts) {
+      for (const char* p : parts) CHECK_MESSAGE(msg.find(p) != std::string::npos, msg << " lacks " << p);
+    };
+    has(error_for({{"mode", std::string("bicubic")}}, {}), {"attribute mode", "bicubic"});
+    has(error_for({{"coordinate_transformation_mode", std::string("crop")}}, {}),
+        {"coordinate_transformation_mode", "crop"});
+    has(error_for({{"nearest_mode", std::string("round")}}, {}), {"nearest_mode", "round"});
+    has(error_for({{"antialias", int64_t(2)}, {"mode", std::string("linear")}}, {}), {"antialias", "2"});
+    has(error_for({{"coordinate_transformation_mode", std::string("tf_crop_and_resize")}}, {}), {"needs the roi"});
+    has(error_for({{"coordinate_transformation_mode", std::string("tf_crop_and_resize")}}, {0, 0, 0.1f, 1, 1, 0.9f}),
+        {"roi has 6 values", "expected 8"});
+    has(error_for({{"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                   {"axes", std::vector<int64_t>{2, 3}}},
+                  {0.1f, 0.2f, 0.9f}),
+        {"roi has 3 values", "expected 4"});
+  }
+
+  TEST_CASE(
+      "Pad mode, MaxPool storage_order and BatchNormalization training_mode: bad values name node and attribute") {
+    auto error_for = [](const std::string& op, std::map<std::string, AttrValue> attrs) {
+      GraphBuilder b("bad_attr", 15);
+      auto x = b.input("x", DType::f32, Shape{2, 3, 5, 7});
+      std::vector<Value> in{x};
+      int outputs = 1;
+      if (op == "Pad")
+        in.push_back(
+            b.constant("pads", HostTensor::from<int64_t>(Shape{8}, std::vector<int64_t>{0, 0, 1, 1, 0, 0, 1, 1})));
+      if (op == "MaxPool") outputs = 2;
+      if (op == "BatchNormalization")
+        for (const char* name : {"scale", "B", "mean", "var"})
+          in.push_back(b.constant(name, HostTensor::from<float>(Shape{3}, std::vector<float>{1, 1, 1})));
+      auto outs = b.op(op, in, std::move(attrs), outputs);
+      for (size_t i = 0; i < outs.size(); ++i) b.output(outs[i], fmt::format("y{}", i));
+      Graph g = b.build();
+      std::string node = g.nodes.at(0).name;
+      std::string msg = test::error_of([&] { prepare(g); });
+      CHECK_MESSAGE(msg.find(node) != std::string::npos, msg);
+      return msg;
+    };
+    auto has = [](const std::string& msg, std::initializer_list<const char*> parts) {
+      for (const char* p : parts) CHECK_MESSAGE(msg.find(p) != std::string::npos, msg << " lacks " << p);
+    };
+    has(error_for("Pad", {{"mode", std::string("mirror")}}), {"attribute mode", "mirror", "wrap"});
+    has(error_for("MaxPool", {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"storage_order", int64_t(2)}}),
+        {"storage_order", "2"});
+    has(error_for("BatchNormalization", {{"training_mode", int64_t(3)}}), {"training_mode", "3"});
+    has(error_for("BatchNormalization", {{"training_mode", int64_t(1)}, {"momentum", 1.5f}}), {"momentum", "1.5"});
+  }
 }

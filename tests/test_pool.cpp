@@ -1,5 +1,5 @@
-// Pooling against the reference: max (dilations, Indices) and average (dilations, count_include_pad)
-// over 1, 2 and 3 spatial dims, odd sizes, pads, strides, ceil_mode, auto_pad; global pools.
+// Pooling against the reference: max (dilations, Indices row- and column-major) and average (dilations,
+// count_include_pad) over 1, 2 and 3 spatial dims, odd sizes, pads, strides, ceil_mode, auto_pad; global pools.
 // Tolerance: max exact, average 1e-5 relative + 1e-6 absolute.
 #include "layers/pool.hpp"
 #include "reference/cnn_harness.hpp"
@@ -16,6 +16,7 @@ void check_pool(const PoolConfig& cfg, const std::vector<float>& x, const std::v
   p.max = cfg.kind == PoolKind::max;
   p.ceil_mode = cfg.ceil_mode;
   p.count_include_pad = cfg.count_include_pad;
+  p.column_major = cfg.column_major_indices;
   std::array<int, 3> in{1, 1, 1}, out{};
   for (size_t i = 0; i < n; ++i) {
     const size_t a = 3 - n + i;
@@ -101,6 +102,32 @@ TEST_CASE("1-D and 3-D pools, dilations with count_include_pad") {
         c3.pads = {1, 0, 1, 0, 1, 1};
         check_pool(c3, random_floats(c3.input.numel(), 6), c3.pads);
       }
+}
+
+TEST_CASE("MaxPool Indices column-major (storage_order 1) over 1, 2 and 3 spatial dims") {
+  struct Case {
+    Shape in;
+    std::vector<int64_t> k, s, d, pads;
+  };
+  const Case cases[] = {
+      {Shape{2, 3, 13}, {3}, {2}, {1}, {1, 1}},
+      {Shape{1, 2, 7, 5}, {3, 2}, {2, 2}, {1, 2}, {1, 0, 1, 1}},
+      {Shape{3, 1, 9, 11}, {2, 3}, {1, 3}, {1, 1}, {0, 1, 0, 2}},
+      {Shape{1, 3, 5, 7, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 2}, {1, 0, 1, 0, 1, 1}},
+  };
+  for (const auto& c : cases) {
+    PoolConfig cfg;
+    cfg.kind = PoolKind::max;
+    cfg.input = c.in;
+    cfg.kernel = c.k;
+    cfg.strides = c.s;
+    cfg.dilations = c.d;
+    cfg.pads = c.pads;
+    cfg.indices = true;
+    cfg.column_major_indices = true;
+    CAPTURE(c.in.str());
+    check_pool(cfg, random_floats(cfg.input.numel(), 21), cfg.pads);
+  }
 }
 
 TEST_CASE("auto_pad SAME_UPPER / SAME_LOWER / VALID") {

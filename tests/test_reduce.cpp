@@ -148,6 +148,52 @@ TEST_CASE("CumSum on every axis, f32 / i32 / i64, exclusive and reverse") {
   expect_invalid([] { CumSum::validate({Shape{3, 4}, DType::f32, 2}); }, {"CumSum", "axis", "2"});
 }
 
+TEST_CASE("ReduceMax / ReduceMin on bool and u8 over subsets of axes, and empty reductions") {
+  const Shape s{3, 1, 7, 5};
+  auto xf = random_floats(s.numel(), 31, 0.0f, 256.0f);
+  std::vector<uint8_t> xu(xf.size());
+  std::vector<bool> xb(xf.size());
+  for (size_t i = 0; i < xf.size(); ++i) xu[i] = uint8_t(xf[i]), xb[i] = xf[i] > 200.0f;  // bool mostly false
+  for (DType dt : {DType::boolean, DType::u8})
+    for (ReduceOp op : {ReduceOp::max, ReduceOp::min})
+      for (std::vector<int64_t> axes : {std::vector<int64_t>{}, {1}, {-1}, {0, 2}, {2, 3}, {0, 1, 3}})
+        for (bool keep : {true, false}) {
+          CAPTURE(to_string(dt));
+          CAPTURE(to_string(op));
+          CAPTURE(axes.size());
+          CAPTURE(keep);
+          std::vector<float> x(xf.size());
+          for (size_t i = 0; i < x.size(); ++i) x[i] = dt == DType::u8 ? float(xu[i]) : float(xb[i]);
+          ref::Dims od;
+          auto want = ref::reduce(x, s.dims, std::vector<int>(axes.begin(), axes.end()), keep, int(op), od);
+          ReduceConfig cfg{op, s, axes, keep};
+          cfg.dtype = dt;
+          Shape so = Reduce::validate(cfg);
+          REQUIRE(so == Shape(od));
+          Tensor dx = dt == DType::u8 ? up(xu, s) : up(xb, s);
+          auto got = down<uint8_t>(run_op(*Reduce::create(ctx(), 0, cfg), {dx}, so, dt));
+          REQUIRE(got.size() == want.size());
+          for (size_t i = 0; i < got.size(); ++i) REQUIRE(float(got[i]) == want[i]);
+        }
+  // Empty reduced axis: false / 0 for max, true / 255 for min.
+  const Shape e{2, 0, 3};
+  for (DType dt : {DType::boolean, DType::u8})
+    for (ReduceOp op : {ReduceOp::max, ReduceOp::min}) {
+      ReduceConfig cfg{op, e, {1}, false};
+      cfg.dtype = dt;
+      auto got = down<uint8_t>(run_op(*Reduce::create(ctx(), 0, cfg), {ctx().alloc(e, dt)}, Shape{2, 3}, dt));
+      const uint8_t want = op == ReduceOp::max ? 0 : dt == DType::boolean ? 1 : 255;
+      for (auto g : got) REQUIRE(g == want);
+    }
+  expect_invalid(
+      [] {
+        ReduceConfig c{ReduceOp::sum, Shape{2, 3}, {}};
+        c.dtype = DType::boolean;
+        Reduce::validate(c);
+      },
+      {"ReduceSum", "bool"});
+}
+
 TEST_CASE("bad reduce configurations name the op, the argument and the value") {
   expect_invalid([] { Reduce::validate({ReduceOp::mean, Shape{2, 3}, {2}}); }, {"ReduceMean", "axes", "2"});
   expect_invalid([] { Reduce::validate({ReduceOp::sum, Shape{2, 3}, {1, -1}}); }, {"ReduceSum", "axes[1]", "-1"});

@@ -115,7 +115,15 @@ void check_same(const Got& a, const Got& b) {
 const RnnStrategy kAll[] = {RnnStrategy::sequential, RnnStrategy::time_parallel, RnnStrategy::layer_parallel,
                             RnnStrategy::data_parallel, RnnStrategy::automatic};
 
-// Every strategy against the reference and against sequential.
+// Whether the wavefront strategy applies: forward LSTM in the tiles weight layout (the CPU default).
+bool wave_applies(Context& cx, const RnnConfig& c) {
+  const char* lay = std::getenv("CLDL_RNN_WEIGHT_LAYOUT");
+  const bool tiles = lay ? std::string(lay) == "tiles" : cx.device(0).info.type != DeviceType::gpu;
+  return c.cell == RnnCell::lstm && c.direction == RnnDirection::forward && tiles;
+}
+
+// Every strategy against the reference and against sequential; the wavefront where it applies, else
+// its error.
 void check_all_strategies(Context& cx, const Case& c) {
   Got seq = run(cx, c, RnnStrategy::sequential);
   check_vs_reference(c, seq);
@@ -123,6 +131,18 @@ void check_all_strategies(Context& cx, const Case& c) {
     if (s == RnnStrategy::sequential) continue;
     CAPTURE(to_string(s));
     check_same(run(cx, c, s), seq);
+  }
+  if (wave_applies(cx, c.cfg)) {
+    Got w = run(cx, c, RnnStrategy::wavefront);
+    CHECK(w.algorithm.find("wavefront: 1 layer(s)") != std::string::npos);
+    check_same(w, seq);
+  } else {
+    try {
+      run(cx, c, RnnStrategy::wavefront);
+      FAIL("wavefront ran a configuration it does not support");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("strategy wavefront: layer 0") != std::string::npos);
+    }
   }
 }
 
@@ -299,6 +319,215 @@ TEST_CASE("stacked layers: every strategy equals sequential and the composed ref
     }
     if (s == RnnStrategy::sequential) seq_y = y;
     else CLDL_CHECK_CLOSE(y.data(), seq_y.data(), y.size(), 1e-6, 1e-7);
+  }
+}
+
+TEST_CASE("wavefront: stacks of forward LSTM layers equal sequential and the composed reference") {
+  // Layers with different hidden sizes (partial tiles, one tile, several), activations, clip, peepholes
+  // and input_forget; ragged lengths with 0 and T; initial states and Y_h / Y_c for some layers only;
+  // both layouts; batch 1, 3 and 9 (1-, 2- and 4-row kernels); the knobs forced too.
+  struct Stack {
+    int64_t T, B;
+    int layout;
+    std::vector<int64_t> H;
+  };
+  const Stack stacks[] = {{7, 3, 0, {5, 13, 8, 11}}, {6, 1, 1, {16, 9}}, {5, 9, 0, {12, 7, 20}}, {9, 2, 1, {8}}};
+  unsigned seed = 900;
+  for (const auto& st : stacks) {
+    const int64_t T = st.T, B = st.B, I = 6, L = int64_t(st.H.size());
+    CAPTURE(T);
+    CAPTURE(B);
+    CAPTURE(L);
+    CAPTURE(st.layout);
+    std::vector<RnnConfig> cfgs;
+    std::vector<RnnWeights> ws;
+    for (int64_t l = 0; l < L; ++l) {
+      Case c = make_case(RnnCell::lstm, RnnDirection::forward, T, B, l == 0 ? I : st.H[size_t(l - 1)], st.H[size_t(l)],
+                         seed += 10, false, false);
+      c.cfg.layout = st.layout;
+      if (l == 1) {
+        c.w.P = test::random_tensor({1, 3 * st.H[1]}, seed + 7);
+        c.cfg.clip = 0.6f;
+        c.cfg.activations = rnn_activations_from_onnx({"HardSigmoid", "Softsign", "Tanh"}, {0.3f}, {0.4f});
+      }
+      if (l == 2) c.cfg.input_forget = true;
+      cfgs.push_back(c.cfg);
+      ws.push_back(c.w);
+    }
+    auto stack = RnnStack::create(ctx(), 0, cfgs, ws);
+    auto X = test::random_floats(size_t(T * B * I), seed + 1);
+    std::vector<int32_t> lens(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) lens[size_t(b)] = int32_t((b * 4 + 2) % (T + 1));
+    lens[0] = int32_t(T);
+    // Reference: the layers composed, in layout 0 (transposed in and out for layout 1).
+    auto to_tb = [&](const std::vector<float>& v, int64_t W) {  // [B, T, W] -> [T, B, W]
+      std::vector<float> r(v.size());
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t k = 0; k < W; ++k) r[size_t((t * B + b) * W + k)] = v[size_t((b * T + t) * W + k)];
+      return r;
+    };
+    std::vector<float> x = st.layout == 1 ? to_tb(X, I) : X;
+    std::vector<ref::RnnOutputs> want;
+    std::vector<std::vector<float>> h0s, c0s;
+    for (int64_t l = 0; l < L; ++l) {
+      const bool has_h0 = l % 2 == 0, has_c0 = l != 1;
+      h0s.push_back(has_h0 ? test::random_floats(size_t(B * st.H[size_t(l)]), seed + 20 + unsigned(l)) : std::vector<float>{});
+      c0s.push_back(has_c0 ? test::random_floats(size_t(B * st.H[size_t(l)]), seed + 40 + unsigned(l)) : std::vector<float>{});
+      RnnConfig c0 = cfgs[size_t(l)];
+      c0.layout = 0;
+      want.push_back(ref::rnn_layer(c0, ws[size_t(l)], x, &lens, has_h0 ? &h0s.back() : nullptr, has_c0 ? &c0s.back() : nullptr));
+      x = want.back().Y;
+    }
+    const int64_t HL = st.H.back();
+    std::vector<float> want_y = want.back().Y;
+    if (st.layout == 1) {  // [T, B, H] -> [B, T, H]
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t k = 0; k < HL; ++k) want_y[size_t((b * T + t) * HL + k)] = want.back().Y[size_t((t * B + b) * HL + k)];
+    }
+    auto run_stack = [&](RnnRunOptions o) {
+      RnnStackIO io;
+      io.x = ctx().upload(HostTensor::from<float>(st.layout == 0 ? Shape{T, B, I} : Shape{B, T, I}, X));
+      io.lens = ctx().upload(HostTensor::from<int32_t>({B}, lens));
+      io.y = ctx().alloc(st.layout == 0 ? Shape{T, 1, B, HL} : Shape{B, T, 1, HL}, DType::f32);
+      for (int64_t l = 0; l < L; ++l) {
+        const int64_t H = st.H[size_t(l)];
+        const Shape ss = st.layout == 0 ? Shape{1, B, H} : Shape{B, 1, H};
+        io.h0.push_back(h0s[size_t(l)].empty() ? Tensor{} : ctx().upload(HostTensor::from<float>(ss, h0s[size_t(l)])));
+        io.c0.push_back(c0s[size_t(l)].empty() ? Tensor{} : ctx().upload(HostTensor::from<float>(ss, c0s[size_t(l)])));
+        io.yh.push_back(l != 1 ? ctx().alloc(ss, DType::f32) : Tensor{});
+        io.yc.push_back(l != 0 || L == 1 ? ctx().alloc(ss, DType::f32) : Tensor{});
+      }
+      ExecutionContext ec(ctx().queue());
+      stack->enqueue(io, o, ec);
+      ctx().finish();
+      Got g;
+      g.Y = to_vec(ctx().download(io.y));
+      for (int64_t l = 0; l < L; ++l) {
+        if (io.yh[size_t(l)].valid()) {
+          auto v = to_vec(ctx().download(io.yh[size_t(l)]));
+          CLDL_CHECK_CLOSE(v.data(), want[size_t(l)].Yh.data(), v.size(), kRtol, kAtol);
+          g.Yh.insert(g.Yh.end(), v.begin(), v.end());
+        }
+        if (io.yc[size_t(l)].valid()) {
+          auto v = to_vec(ctx().download(io.yc[size_t(l)]));
+          CLDL_CHECK_CLOSE(v.data(), want[size_t(l)].Yc.data(), v.size(), kRtol, kAtol);
+          g.Yc.insert(g.Yc.end(), v.begin(), v.end());
+        }
+      }
+      CLDL_CHECK_CLOSE(g.Y.data(), want_y.data(), want_y.size(), kRtol, kAtol);
+      g.algorithm = stack->last_schedule();
+      return g;
+    };
+    RnnRunOptions o;
+    o.strategy = RnnStrategy::sequential;
+    Got seq = run_stack(o);
+    o.strategy = RnnStrategy::wavefront;
+    Got wave = run_stack(o);
+    CHECK(wave.algorithm.find(fmt::format("wavefront: {} layer(s) in ", L)) != std::string::npos);
+    check_same(wave, seq);
+    // Both forms: fused (lag 1) and projected per chunk (lag 2, 3 and 8: T a multiple or not, one chunk).
+    for (int lag : {1, 2, 3, 8}) {
+      CAPTURE(lag);
+      o.wave.lag = lag;
+      Got k = run_stack(o);
+      CHECK(k.algorithm.find(fmt::format("in {} launches", T + lag * (L - 1))) != std::string::npos);
+      CHECK(k.algorithm.find(lag == 1 ? "fused" : "per ") != std::string::npos);
+      check_same(k, seq);
+    }
+    for (int mr : {1, 2, 4})
+      for (int wg : {1, 3}) {
+        CAPTURE(mr);
+        CAPTURE(wg);
+        o.wave.mr = mr;
+        o.wave.wg_m = wg;
+        o.wave.lag = wg == 1 ? 1 : 2;
+        Got k = run_stack(o);
+        CHECK(k.algorithm.find(fmt::format("lstm_wave_tile_m{}", mr)) != std::string::npos);
+        check_same(k, seq);
+      }
+    o = RnnRunOptions{};
+    Got a = run_stack(o);
+    CHECK(a.algorithm.find("wavefront") != std::string::npos);
+    CHECK(a.algorithm.find("(auto: ") != std::string::npos);
+    check_same(a, seq);
+  }
+}
+
+TEST_CASE("wavefront refuses what it cannot run, and auto then picks another strategy") {
+  const int64_t T = 4, B = 2;
+  std::vector<RnnConfig> cfgs;
+  std::vector<RnnWeights> ws;
+  for (RnnCell cell : {RnnCell::lstm, RnnCell::gru}) {
+    Case c = make_case(cell, RnnDirection::forward, T, B, 3, 5, 950 + unsigned(cell), false, false);
+    if (cell == RnnCell::gru) c.cfg.input_size = 5, c.w.W = test::random_tensor({1, 15, 5}, 960);
+    cfgs.push_back(c.cfg);
+    ws.push_back(c.w);
+  }
+  auto stack = RnnStack::create(ctx(), 0, cfgs, ws);
+  RnnStackIO io;
+  io.x = ctx().upload(HostTensor::from<float>({T, B, 3}, test::random_floats(size_t(T * B * 3), 970)));
+  io.y = ctx().alloc({T, 1, B, 5}, DType::f32);
+  RnnRunOptions o;
+  o.strategy = RnnStrategy::wavefront;
+  ExecutionContext ec(ctx().queue());
+  try {
+    stack->enqueue(io, o, ec);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("LSTM: strategy wavefront: layer 1 is GRU") != std::string::npos);
+  }
+  o.strategy = RnnStrategy::automatic;
+  ExecutionContext ec2(ctx().queue());
+  stack->enqueue(io, o, ec2);
+  ctx().finish();
+  CHECK(stack->last_schedule().find("layer_parallel") != std::string::npos);
+  o.wave.mr = 3;
+  o.strategy = RnnStrategy::wavefront;
+  cfgs.pop_back();
+  ws.pop_back();
+  auto one = RnnStack::create(ctx(), 0, cfgs, ws);
+  io.y = Tensor{};
+  try {
+    ExecutionContext ec3(ctx().queue());
+    one->enqueue(io, o, ec3);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("mr must be 1, 2 or 4") != std::string::npos);
+  }
+}
+
+TEST_CASE("a profiler sees the wavefront's launches: T + lag (L - 1) waves and the chunk projections") {
+  const int64_t T = 7, B = 2;
+  std::vector<RnnConfig> cfgs;
+  std::vector<RnnWeights> ws;
+  for (int l = 0; l < 3; ++l) {
+    Case c = make_case(RnnCell::lstm, RnnDirection::forward, T, B, l == 0 ? 4 : 6, 6, 980 + unsigned(l), false, false);
+    cfgs.push_back(c.cfg);
+    ws.push_back(c.w);
+  }
+  auto stack = RnnStack::create(ctx(), 0, cfgs, ws);
+  RnnStackIO io;
+  io.x = ctx().upload(HostTensor::from<float>({T, B, 4}, test::random_floats(size_t(T * B * 4), 990)));
+  io.y = ctx().alloc({T, 1, B, 6}, DType::f32);
+  for (int lag : {1, 3}) {
+    CAPTURE(lag);
+    RnnRunOptions o;
+    o.strategy = RnnStrategy::wavefront;
+    o.wave.lag = lag;
+    Profiler prof;
+    ExecutionContext ec(ctx().queue(0, 0, true));
+    ec.profiler = &prof;
+    stack->enqueue(io, o, ec);
+    size_t waves = 0, projections = 0;
+    for (const auto& r : prof.records()) {
+      waves += r.name == "lstm_wave";
+      projections += r.name == "lstm_project_tile";
+    }
+    CHECK(waves == size_t(T + lag * 2));
+    // Lag 3: layer 0 at once, layers 1 and 2 in chunks of 3 steps (3 chunks each); fused: none.
+    CHECK(projections == (lag == 1 ? 0u : 1u + 2 * 3));
   }
 }
 

@@ -17,15 +17,20 @@ TEST_SUITE("runtime") {
 TEST_CASE("device selection: every spec form, and a clear error for a bad one") {
   const auto& devs = all_devices();
   REQUIRE(!devs.empty());
-  Device cpu = select_device("cpu");
-  CHECK(cpu.info.type == DeviceType::cpu);
-  CHECK(select_device("cpu:0").device() == cpu.device());
-  CHECK(select_device(cpu.id()).device() == cpu.device());
-  CHECK(select_device("CPU").device() == cpu.device());
+  // The spec forms for the kind of device the suite runs on (cpu; accelerator on Intel's FPGA emulator).
+  const std::string spec = test::device_spec();
+  const std::string kind(to_string(select_device(spec).info.type));
+  Device first = select_device(kind);
+  CHECK(to_string(first.info.type) == kind);
+  CHECK(select_device(kind + ":0").device() == first.device());
+  CHECK(select_device(first.id()).device() == first.device());
+  std::string upper = kind;
+  for (auto& ch : upper) ch = static_cast<char>(std::toupper(ch));
+  CHECK(select_device(upper).device() == first.device());
   // A case-insensitive substring of the name.
-  std::string part = cpu.info.name.substr(0, std::min<size_t>(6, cpu.info.name.size()));
+  std::string part = first.info.name.substr(0, std::min<size_t>(6, first.info.name.size()));
   for (auto& ch : part) ch = static_cast<char>(std::toupper(ch));
-  CHECK(select_device(part).info.name.find(cpu.info.name.substr(0, 6)) == 0);
+  CHECK(select_device(part).info.name.find(first.info.name.substr(0, 6)) == 0);
   // Default order: GPU, then accelerator, then CPU.
   unsetenv("CLDL_DEVICE");
   Device def = select_device();
@@ -35,18 +40,19 @@ TEST_CASE("device selection: every spec form, and a clear error for a bad one") 
     has_acc |= d.info.type == DeviceType::accelerator;
   }
   CHECK(def.info.type == (has_gpu ? DeviceType::gpu : has_acc ? DeviceType::accelerator : DeviceType::cpu));
-  setenv("CLDL_DEVICE", "cpu", 1);
-  CHECK(select_device().info.type == DeviceType::cpu);
+  setenv("CLDL_DEVICE", kind.c_str(), 1);
+  CHECK(select_device().info.type == first.info.type);
+  setenv("CLDL_DEVICE", spec.c_str(), 1);
   // Errors list the devices present.
-  for (const char* bad : {"nosuchdevice", "cpu:99", "7:7", "gpu:x"}) {
+  for (const std::string& bad : {std::string("nosuchdevice"), kind + ":99", std::string("7:7"), std::string("gpu:x")}) {
     try {
       select_device(bad);
-      if (std::string(bad).rfind("gpu", 0) != 0 || !has_gpu) FAIL("spec '" << bad << "' should fail");
+      if (bad.rfind("gpu", 0) != 0 || !has_gpu) FAIL("spec '" << bad << "' should fail");
     } catch (const Error& e) {
       std::string msg = e.what();
       CHECK(msg.find(bad) != std::string::npos);
       CHECK(msg.find("devices present") != std::string::npos);
-      CHECK(msg.find(cpu.info.name) != std::string::npos);
+      CHECK(msg.find(first.info.name) != std::string::npos);
     }
   }
 }
@@ -121,6 +127,31 @@ TEST_CASE("asynchronous transfers are ordered by events across queues") {
   CHECK(dst[n - 1] == src[n - 1] * 2.0f);
 }
 
+TEST_CASE("upload returns a tensor that every queue sees complete") {
+  // A blocking clEnqueueWriteBuffer only promises that the host memory may be reused (OpenCL 1.2,
+  // 5.2.2). Intel's FPGA emulator returns with the write still CL_SUBMITTED, and a command on another
+  // queue then read the buffer's previous contents (suites threads and elementwise failed there).
+  // Each round: upload on queue 0 into the buffer the pool hands back, read it on queue 9, then
+  // overwrite it on queue 9 so a late write would show as -1.
+  const Shape s{437};
+  ExecutionContext other = ctx().exec(0, 9);
+  Tensor y = ctx().alloc(s, DType::f32);
+  Tensor stale = ctx().upload(HostTensor::from<float>(s, std::vector<float>(437, -1.0f)));
+  int bad = 0;
+  for (int round = 0; round < 40; ++round) {
+    Tensor x = ctx().upload(HostTensor::from<float>(s, std::vector<float>(437, float(round))));
+    ctx().copy_async(x, y, other);
+    ctx().copy_async(stale, x, other);
+    REQUIRE(other.queue.finish() == CL_SUCCESS);
+    HostTensor got = ctx().download(y);
+    if (got.as<float>()[0] != float(round) || got.as<float>()[436] != float(round)) {
+      MESSAGE("round " << round << ": read " << got.as<float>()[0]);
+      bad++;
+    }
+  }
+  CHECK(bad == 0);
+}
+
 TEST_CASE("memory pool: reuse and live / peak counters") {
   MemoryPool& pool = ctx().pool();
   pool.trim();
@@ -192,7 +223,7 @@ TEST_CASE("program cache: memory hit, corrupted disk entry rebuilt, cache off") 
 
 TEST_CASE("program cache: disk hit across two processes, and CLDL_CACHE=0") {
   std::string dir = cldl::test::temp_dir("pcache-proc");
-  std::string cmd = "CLDL_CACHE_DIR=" + dir + " CLDL_LOG=debug " + CLDL_CLI_PATH + " selftest -d cpu -m 9 -n 7 -k 5";
+  std::string cmd = "CLDL_CACHE_DIR=" + dir + " CLDL_LOG=debug " + CLDL_CLI_PATH + " selftest -d " + test::device_spec() + " -m 9 -n 7 -k 5";
   std::string out;
   REQUIRE(cldl::test::run_command(cmd, out) == 0);
   CHECK(out.find("built in") != std::string::npos);
@@ -371,5 +402,20 @@ TEST_CASE("offline bundles: programs load with no source compiled; foreign bundl
   CHECK_THROWS_WITH_AS(use_bundle(ctx().device(), dir), doctest::Contains("driver 99.9-other"), Error);
   CHECK_THROWS_WITH_AS(use_bundle(ctx().device(), "/nonexistent-bundle"), doctest::Contains("no manifest.json"), Error);
   std::filesystem::remove_all(dir);
+}
+}
+
+TEST_SUITE("runtime") {
+TEST_CASE("Shape: an index past the rank throws naming the shape and the rank") {
+  Shape s{2, 3, 4};
+  CHECK(s[0] == 2);
+  CHECK(s[2] == 4);
+  s[1] = 5;
+  CHECK(s == Shape{2, 5, 4});
+  const Shape& cs = s;
+  CHECK_THROWS_WITH_AS(cs[3], doctest::Contains("Shape [2, 5, 4]: dimension index 3 is out of range (rank 3)"), Error);
+  CHECK_THROWS_WITH_AS(s[3] = 1, doctest::Contains("index 3 is out of range"), Error);
+  CHECK_THROWS_WITH_AS(cs[size_t(-1)], doctest::Contains("index -1 is out of range"), Error);
+  CHECK_THROWS_AS(Shape{}[0], Error);
 }
 }

@@ -10,15 +10,20 @@ using cldl::test::ctx;
 
 TEST_SUITE("threads") {
 TEST_CASE("one Gemm op shared by four threads, each on its own queue and data") {
- for (bool trans_b : {false, true}) {  // trans_b packs B into the op's own scratch (no workspace given)
+ // Both providers (the automatic choice is CLBlast on a non-CPU device such as Intel's FPGA emulator);
+ // the own kernel with trans_b packs B into the op's own scratch (no workspace given).
+ for (GemmProvider provider : {GemmProvider::own, GemmProvider::clblast})
+ for (bool trans_b : {false, true}) {
+  CAPTURE(int(provider));
   CAPTURE(trans_b);
   GemmConfig cfg;
   cfg.M = 19;
   cfg.N = 23;
   cfg.K = 17;
   cfg.trans_b = trans_b;
+  cfg.provider = provider;
   auto gemm = Gemm::create(ctx(), 0, cfg);
-  if (trans_b) REQUIRE(gemm->algorithm().find("packB") != std::string::npos);
+  if (trans_b && provider == GemmProvider::own) REQUIRE(gemm->algorithm().find("packB") != std::string::npos);
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)

@@ -1,15 +1,19 @@
 // Tuning databases and search (runtime/tuning.hpp, layers/tuning_ops.hpp, `cldl tune`): key levels and
 // fallbacks, the user database over the shipped one, invalid candidates skipped before anything is
 // built, a candidate with a wrong result rejected, and a short real `cldl tune` whose result the Gemm
-// layer then uses (and computes correctly, against the double-precision reference).
+// layer then uses (and computes correctly, against the double-precision reference); the same for the
+// RNN step kernels (family "rnn_step"), whose environment overrides win over the database.
+#include <cstdlib>
 #include <fstream>
 
 #include "layers/conv.hpp"
 #include "layers/gemm.hpp"
+#include "layers/rnn.hpp"
 #include "layers/tuning_ops.hpp"
 #include "runtime/tuning.hpp"
 #include "support/test_util.hpp"
 #include "tests/reference/gemm_ref.hpp"
+#include "tests/reference/rnn_ref.hpp"
 
 using namespace cldl;
 using namespace cldl::tuning;
@@ -46,6 +50,51 @@ int64_t looked_up(const DeviceInfo& info, const char* problem = "p") {
   auto m = Registry::global().lookup(info, "gemm", problem);
   return m ? m->tuned.params.at("mr") : -1;
 }
+
+// An LSTM layer (odd sizes) with its inputs, run through RnnLayer and checked against ref::rnn_layer.
+struct RnnCase {
+  RnnConfig cfg;
+  RnnWeights w;
+  std::vector<float> X;
+};
+
+RnnCase rnn_case(RnnCell cell, int64_t T, int64_t B, int64_t I, int64_t H, uint32_t seed) {
+  RnnCase c;
+  c.cfg.cell = cell;
+  c.cfg.seq_length = T, c.cfg.batch = B, c.cfg.input_size = I, c.cfg.hidden_size = H;
+  const int64_t GH = c.cfg.gates() * H;
+  c.w.W = test::random_tensor({1, GH, I}, seed, -0.5f, 0.5f);
+  c.w.R = test::random_tensor({1, GH, H}, seed + 1, -0.5f, 0.5f);
+  c.w.B = test::random_tensor({1, 2 * GH}, seed + 2, -0.5f, 0.5f);
+  c.X = test::random_floats(size_t(T * B * I), seed + 3);
+  return c;
+}
+
+// Creates the layer (the database / environment are read here), runs it and compares Y with the reference.
+std::unique_ptr<RnnLayer> run_rnn_checked(const RnnCase& c) {
+  auto layer = RnnLayer::create(ctx(), 0, c.cfg, c.w);
+  const auto shapes = RnnLayer::validate(c.cfg);
+  Tensor x = ctx().upload(HostTensor::from<float>({c.cfg.seq_length, c.cfg.batch, c.cfg.input_size}, c.X));
+  Tensor y = ctx().alloc(shapes[0], DType::f32);
+  Tensor in[1] = {x}, out[1] = {y};
+  ExecutionContext ec(ctx().queue());
+  cl::Event done;
+  ec.signal = &done;
+  layer->enqueue(in, out, nullptr, ec);
+  done.wait();
+  HostTensor got = ctx().download(y);
+  const auto want = ref::rnn_layer(c.cfg, c.w, c.X, nullptr, nullptr, nullptr);
+  INFO("algorithm: " << layer->algorithm());
+  CLDL_CHECK_CLOSE(got.as<float>(), want.Y.data(), want.Y.size(), 1e-4, 2e-5);
+  return layer;
+}
+
+// Sets an environment variable for one scope (the RNN layer reads CLDL_RNN_* at create).
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
 
 }  // namespace
 
@@ -336,8 +385,8 @@ TEST_CASE("tuning: a short cldl tune on a small GEMM gives a correct configurati
   const std::string dir = test::temp_dir("tune-e2e");
   const std::string out = dir + "/db.json";
   std::string log;
-  const int rc = test::run_command(std::string(CLDL_CLI_PATH) + " tune --device cpu --op gemm --shapes gemm:37x29x45 "
-                                       "--budget 25 --out " + out,
+  const int rc = test::run_command(std::string(CLDL_CLI_PATH) + " tune --device " + test::device_spec() +
+                                       " --op gemm --shapes gemm:37x29x45 --budget 25 --out " + out,
                                    log);
   INFO(log);
   REQUIRE(rc == 0);
@@ -353,6 +402,7 @@ TEST_CASE("tuning: a short cldl tune on a small GEMM gives a correct configurati
   Registry::global().set({db});
   GemmConfig cfg;
   cfg.M = 37, cfg.N = 29, cfg.K = 45;
+  cfg.provider = GemmProvider::own;  // what cldl tune --op gemm tunes (automatic is CLBlast off CPUs)
   auto g = Gemm::create(ctx(), 0, cfg);
   CHECK(g->algorithm().find("(tuned)") != std::string::npos);
   CHECK(gemm_params(g->config().own) == t.params);
@@ -367,9 +417,204 @@ TEST_CASE("tuning: a short cldl tune on a small GEMM gives a correct configurati
 
   // --show lists the entry with its source for this device.
   const int rc2 = test::run_command("CLDL_TUNING_FILE=" + out + " " + std::string(CLDL_CLI_PATH) +
-                                        " tune --device cpu --show",
+                                        " tune --device " + test::device_spec() + " --show",
                                     log);
   CHECK(rc2 == 0);
   CHECK(log.find("gemm 37x29x45 b1 NN") != std::string::npos);
   CHECK(log.find(out) != std::string::npos);
+}
+
+TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only what the config leaves open") {
+  RnnConfig c;
+  c.cell = RnnCell::lstm;
+  c.seq_length = 100, c.batch = 32, c.input_size = 512, c.hidden_size = 512;
+  CHECK(rnn_problem(c) == "LSTM b32 i512 h512 d1");
+  c.seq_length = 7;  // the sequence length is not part of the key
+  CHECK(rnn_problem(c) == "LSTM b32 i512 h512 d1");
+  c.cell = RnnCell::gru, c.linear_before_reset = true, c.direction = RnnDirection::bidirectional;
+  CHECK(rnn_problem(c) == "GRU b32 i512 h512 d2 lbr");
+
+  const Params p{{"layout", 2}, {"mr", 2}, {"wg_m", 4}, {"wg_n", 2}, {"pmr", 8},
+                 {"proj_wg", 32}, {"local", 16}, {"bt", 1}};
+  Database db = Database::parse(R"({"format": "cldl-tuning-1", "entries": []})", "x");
+  db.entry_for({"cpu", "V", "N", "D", "*"}).kernels["rnn_step"]["LSTM b32 i512 h512 d1"] = Tuned{p, 12.5, 20.25};
+  Database back = Database::parse(db.dump(), "again");
+  REQUIRE(back.entries().size() == 1);
+  const Tuned& t = back.entries()[0].kernels.at("rnn_step").at("LSTM b32 i512 h512 d1");
+  CHECK(t.params == p);
+  CHECK(t.ms == doctest::Approx(12.5));
+  CHECK(t.default_ms == doctest::Approx(20.25));
+
+  RnnKernelParams k;
+  k.mr = 4;  // explicit: kept
+  rnn_apply(t.params, k);
+  CHECK(k.layout == 2);
+  CHECK(k.mr == 4);
+  CHECK(k.wg_m == 4);
+  CHECK(k.wg_n == 2);
+  CHECK(k.pmr == 8);
+  CHECK(k.proj_wg == 32);
+  CHECK(k.local == 16);
+  CHECK(k.bt == 1);
+  CHECK(rnn_params(k, 32) == Params{{"layout", 2}, {"mr", 4}, {"wg_m", 4}, {"wg_n", 2}, {"pmr", 8}, {"proj_wg", 32},
+                                    {"local", 16}, {"bt", 1}});
+  k.mr = 0;  // auto: the heuristic's rows for the batch
+  CHECK(rnn_params(k, 1).at("mr") == 1);
+  CHECK(rnn_params(k, 5).at("mr") == 2);
+  CHECK(rnn_params(k, 32).at("mr") == 4);
+
+  // Validity before anything is built; knobs of the other layout do not make kernels differ.
+  const DeviceInfo info = fake_device();  // max work-group 256
+  RnnConfig l;
+  l.cell = RnnCell::lstm, l.seq_length = 10, l.batch = 3, l.input_size = 9, l.hidden_size = 20;
+  CHECK(rnn_invalid(info, l, {{"layout", 2}, {"mr", 2}, {"wg_m", 8}, {"wg_n", 8}, {"proj_wg", 16}}).empty());
+  CHECK(rnn_invalid(info, l, {{"layout", 2}, {"mr", 2}, {"wg_m", 16}, {"wg_n", 32}, {"proj_wg", 16}})
+            .find("work-group") != std::string::npos);
+  l.batch = 1;
+  CHECK(rnn_invalid(info, l, {{"layout", 2}, {"mr", 2}, {"wg_m", 1}, {"wg_n", 1}}).find("batch") != std::string::npos);
+  CHECK(rnn_invalid(info, l, {{"layout", 0}, {"local", 512}}).find("work-group") != std::string::npos);
+  RnnConfig gru = l;
+  gru.cell = RnnCell::gru;
+  CHECK_FALSE(rnn_invalid(info, gru, {{"layout", 2}}).empty());
+  CHECK(rnn_space(info, gru).dims[0].values == std::vector<int64_t>{0, 1});
+  l.batch = 3;
+  // Rows layout: the tile knobs do not matter; tiles: wg_m clamped to the 2 row groups of 3 rows / mr 2,
+  // wg_n to the 3 tiles of 20 units.
+  CHECK(rnn_relevant(l, {{"layout", 0}, {"mr", 2}, {"wg_m", 4}, {"local", 16}, {"bt", 2}}) ==
+        Params{{"layout", 0}, {"local", 16}, {"bt", 2}});
+  CHECK(rnn_relevant(l, {{"layout", 2}, {"mr", 2}, {"wg_m", 16}, {"wg_n", 8}, {"pmr", 4}, {"proj_wg", 4}, {"local", 16}}) ==
+        Params{{"layout", 2}, {"mr", 2}, {"wg_m", 2}, {"wg_n", 3}, {"pmr", 4}, {"proj_wg", 4}});
+}
+
+TEST_CASE("tuning: an rnn_step entry changes the LSTM step kernel; the environment overrides win") {
+  RegistryGuard guard;
+  const DeviceInfo& info = ctx().device().info;
+  const RnnCase c = rnn_case(RnnCell::lstm, 5, 3, 7, 13, 41);
+  const std::string key = rnn_problem(c.cfg);
+  // The device heuristic, database off.
+  RnnKernelParams heuristic;
+  {
+    ScopedEnabled off(false);
+    auto l = RnnLayer::create(ctx(), 0, c.cfg, c.w);
+    heuristic = l->kernel_params();
+    CHECK_FALSE(l->kernel_params_tuned());
+    CHECK(l->algorithm().find("(tuned)") == std::string::npos);
+  }
+  CHECK(heuristic.layout == (info.type == DeviceType::gpu ? 1 : 2));
+  CHECK(heuristic.mr == 0);  // by the batch of each call
+
+  // An entry choosing the other kind of kernel: the row layout, 16-unit work-groups, 1 item per work-item.
+  const int other = heuristic.layout == 2 ? 0 : 2;
+  Database db = Database::parse(R"({"format": "cldl-tuning-1", "entries": []})", "test db");
+  db.entry_for(device_key(info)).kernels["rnn_step"][key] =
+      Tuned{{{"layout", other}, {"mr", 1}, {"wg_m", 2}, {"wg_n", 2}, {"pmr", 2}, {"proj_wg", 4}, {"local", 16}, {"bt", 1}}, 0, 0};
+  Registry::global().set({db});
+  {
+    auto l = run_rnn_checked(c);  // same numbers as the reference with the database's kernel
+    CHECK(l->kernel_params_tuned());
+    CHECK(l->kernel_params().layout == other);
+    CHECK(l->kernel_params().local == 16);
+    CHECK(l->kernel_params().bt == 1);
+    CHECK(l->kernel_params().mr == 1);
+    CHECK(l->algorithm().find(other == 0 ? "weights in rows" : "gate-interleaved tiles") != std::string::npos);
+    CHECK(l->algorithm().find("(tuned)") != std::string::npos);
+  }
+  // Explicit settings in the config win over the database.
+  {
+    RnnCase e = c;
+    e.cfg.kernel.layout = heuristic.layout;
+    auto l = run_rnn_checked(e);
+    CHECK(l->kernel_params().layout == heuristic.layout);
+  }
+  // Other shapes have no entry: heuristic.
+  {
+    RnnCase d = rnn_case(RnnCell::lstm, 5, 4, 7, 13, 42);
+    auto l = RnnLayer::create(ctx(), 0, d.cfg, d.w);
+    CHECK_FALSE(l->kernel_params_tuned());
+    CHECK(l->kernel_params().layout == heuristic.layout);
+  }
+  // The environment wins over the database.
+  {
+    ScopedEnv layout("CLDL_RNN_WEIGHT_LAYOUT", "tiles");
+    ScopedEnv mr("CLDL_RNN_MR", "4");
+    auto l = run_rnn_checked(c);
+    CHECK(l->kernel_params().layout == 2);
+    CHECK(l->kernel_params().mr == 4);
+    CHECK(l->algorithm().find("4 batch rows") != std::string::npos);
+  }
+  {
+    ScopedEnv layout("CLDL_RNN_WEIGHT_LAYOUT", "kmajor");
+    auto l = run_rnn_checked(c);
+    CHECK(l->kernel_params().layout == 1);
+    CHECK(l->kernel_params().local == 16);  // the database still supplies what the environment leaves
+  }
+  // Tiles from the database with every tile knob off its default; the result still matches.
+  db.entry_for(device_key(info)).kernels["rnn_step"][key] =
+      Tuned{{{"layout", 2}, {"mr", 2}, {"wg_m", 1}, {"wg_n", 4}, {"pmr", 8}, {"proj_wg", 2}}, 0, 0};
+  Registry::global().set({db});
+  {
+    auto l = run_rnn_checked(c);
+    CHECK(l->kernel_params().layout == 2);
+    CHECK(l->kernel_params().wg_n == 4);
+    CHECK(l->kernel_params().pmr == 8);
+    CHECK(l->algorithm().find("2 batch rows") != std::string::npos);
+  }
+  // A bad value in the database is an error naming the op, the entry and the knob.
+  db.entry_for(device_key(info)).kernels["rnn_step"][key] = Tuned{{{"layout", 2}, {"mr", 3}}, 0, 0};
+  Registry::global().set({db});
+  std::string message;
+  try {
+    RnnLayer::create(ctx(), 0, c.cfg, c.w);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("LSTM") != std::string::npos);
+  CHECK(message.find("rnn_step [LSTM b3 i7 h13 d1]") != std::string::npos);
+  CHECK(message.find("kernel.mr") != std::string::npos);
+  RnnCase bad = c;
+  bad.cfg.kernel.bt = 3;
+  CHECK_THROWS_WITH_AS(RnnLayer::validate(bad.cfg), doctest::Contains("kernel.bt"), Error);
+  Registry::global().set({});
+  {
+    ScopedEnv mr("CLDL_RNN_MR", "3");
+    CHECK_THROWS_WITH_AS(RnnLayer::create(ctx(), 0, c.cfg, c.w), doctest::Contains("CLDL_RNN_MR"), Error);
+  }
+}
+
+TEST_CASE("tuning: a short cldl tune over an RNN shape gives an entry the layer uses, matching the reference") {
+  RegistryGuard guard;
+  const std::string dir = test::temp_dir("tune-rnn");
+  const std::string out = dir + "/db.json";
+  std::string log;
+  const int rc = test::run_command(std::string(CLDL_CLI_PATH) + " tune --device cpu --op rnn --shapes rnn:6,3,10,13 "
+                                       "--budget 30 --out " + out,
+                                   log);
+  INFO(log);
+  REQUIRE(rc == 0);
+  CHECK(log.find("rnn LSTM b3 i10 h13 d1 (T 6)") != std::string::npos);
+  Database db = Database::load_file(out);
+  REQUIRE(db.entries().size() == 1);
+  const Tuned t = db.entries()[0].kernels.at("rnn_step").at("LSTM b3 i10 h13 d1");
+  CHECK(t.ms > 0);
+  CHECK(t.default_ms > 0);
+  for (const char* k : {"layout", "mr", "wg_m", "wg_n", "pmr", "proj_wg", "local", "bt"}) CHECK(t.params.count(k) == 1);
+
+  Registry::global().set({db});
+  const RnnCase c = rnn_case(RnnCell::lstm, 6, 3, 10, 13, 51);
+  auto l = run_rnn_checked(c);
+  CHECK(l->kernel_params_tuned());
+  CHECK(rnn_params(l->kernel_params(), 3) == t.params);
+
+  // --show lists the entry with its source.
+  const int rc2 = test::run_command("CLDL_TUNING_FILE=" + out + " " + std::string(CLDL_CLI_PATH) +
+                                        " tune --device cpu --show",
+                                    log);
+  CHECK(rc2 == 0);
+  CHECK(log.find("rnn_step LSTM b3 i10 h13 d1") != std::string::npos);
+  // The environment overrides would make every candidate the same: refused.
+  const int rc3 = test::run_command("CLDL_RNN_MR=2 " + std::string(CLDL_CLI_PATH) +
+                                        " tune --device cpu --op rnn --shapes rnn:6,3,10,13 --budget 5 --out " + out,
+                                    log);
+  CHECK(rc3 != 0);
+  CHECK(log.find("CLDL_RNN_MR") != std::string::npos);
 }

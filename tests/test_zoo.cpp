@@ -217,7 +217,7 @@ TEST_SUITE("zoo") {
   TEST_CASE("char LSTM: every RNN strategy gives the same greedy tokens") {
     auto ref = read_json(kLstm + "reference.json");
     auto want = reference_greedy();
-    for (std::string s : {"sequential", "time", "layer", "data"}) {
+    for (std::string s : {"sequential", "time", "layer", "data", "wave"}) {
       CAPTURE(s);
       GeneratorOptions go;
       go.compile.rnn_strategy = s;

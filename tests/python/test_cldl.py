@@ -10,6 +10,8 @@ import cldl
 
 MODELS = os.environ.get("CLDL_TEST_MODELS", "")
 MLP = os.path.join(MODELS, "mlp.onnx")
+# The suite's device (ctest sets CLDL_DEVICE: cpu, or accelerator on Intel's FPGA emulator).
+DEVICE = os.environ.get("CLDL_DEVICE") or "cpu"
 
 
 def mlp_reference(x):
@@ -30,7 +32,7 @@ class TestCldl(unittest.TestCase):
 
     def test_info_and_run(self):
         for batch in (1, 3):
-            m = cldl.load(MLP, device="cpu", dims={"batch": batch})
+            m = cldl.load(MLP, device=DEVICE, dims={"batch": batch})
             self.assertEqual([i.name for i in m.inputs], ["x"])
             self.assertEqual(m.inputs[0].dtype, np.dtype("float32"))
             self.assertEqual(m.inputs[0].shape, (batch, 5))
@@ -55,8 +57,10 @@ class TestCldl(unittest.TestCase):
             m.run({"x": np.zeros((3, 5), np.float32)})
         with self.assertRaisesRegex(cldl.Error, r"input 'x': expected f32 \[2, 5\], got i32"):
             m.run({"x": np.zeros((2, 5), np.int32)})
-        with self.assertRaisesRegex(cldl.Error, r"numpy dtype float64 has no cldl dtype"):
+        with self.assertRaisesRegex(cldl.Error, r"input 'x': expected f32 \[2, 5\], got f64"):
             m.run({"x": np.zeros((2, 5), np.float64)})
+        with self.assertRaisesRegex(cldl.Error, r"numpy dtype complex64 has no cldl dtype"):
+            m.run({"x": np.zeros((2, 5), np.complex64)})
         with self.assertRaisesRegex(cldl.Error, r"'nope' is not an input"):
             m.run({"nope": np.zeros((2, 5), np.float32)})
         with self.assertRaisesRegex(cldl.Error, r"input 'x' .* is missing"):

@@ -67,6 +67,7 @@ std::vector<float> pool3d(const std::vector<float>& x, int N, int C, std::array<
             if (!inside) continue;
             int64_t at = (int64_t(pos[0]) * in[1] + pos[1]) * in[2] + pos[2];
             double v = x[nc * plane + at];
+            if (p.column_major) at = pos[0] + (int64_t(pos[1]) + int64_t(pos[2]) * in[1]) * in[0];
             if (p.max) {
               if (v > acc || best < 0) acc = v, best = at;
             } else {
@@ -122,6 +123,32 @@ std::vector<float> batch_norm(const std::vector<float>& x, int N, int C, int64_t
         size_t k = (size_t(n) * C + c) * spatial + i;
         y[k] = float((x[k] - mean[c]) / std::sqrt(double(var[c]) + eps) * scale[c] + bias[c]);
       }
+  return y;
+}
+
+std::vector<float> batch_norm_training(const std::vector<float>& x, int N, int C, int64_t spatial,
+                                       const std::vector<float>& scale, const std::vector<float>& bias,
+                                       const std::vector<float>& mean, const std::vector<float>& var, float eps,
+                                       float momentum, std::vector<float>& run_mean, std::vector<float>& run_var) {
+  std::vector<float> y(x.size());
+  run_mean.assign(size_t(C), 0.0f);
+  run_var.assign(size_t(C), 0.0f);
+  const double count = double(N) * double(spatial);
+  for (int c = 0; c < C; ++c) {
+    auto at = [&](int n, int64_t i) { return (size_t(n) * C + c) * spatial + i; };
+    double m = 0, v = 0;
+    for (int n = 0; n < N; ++n)
+      for (int64_t i = 0; i < spatial; ++i) m += x[at(n, i)];
+    m /= count;
+    for (int n = 0; n < N; ++n)
+      for (int64_t i = 0; i < spatial; ++i) v += (x[at(n, i)] - m) * (x[at(n, i)] - m);
+    v /= count;
+    for (int n = 0; n < N; ++n)
+      for (int64_t i = 0; i < spatial; ++i)
+        y[at(n, i)] = float((x[at(n, i)] - m) / std::sqrt(v + eps) * scale[c] + bias[c]);
+    run_mean[c] = float(mean[c] * double(momentum) + m * (1.0 - momentum));
+    run_var[c] = float(var[c] * double(momentum) + v * (1.0 - momentum));
+  }
   return y;
 }
 
@@ -226,6 +253,8 @@ std::vector<float> pad(const std::vector<float>& x, const Dims& d, const Dims& p
       if (v < 0 || v >= d[k]) {
         if (mode == 0) out = true;
         else if (mode == 1) v = v < 0 ? -v : 2 * (d[k] - 1) - v;
+        else if (mode == 3)
+          v -= d[k] * int64_t(std::floor(double(v) / double(d[k])));  // as if tiled
         else v = v < 0 ? 0 : d[k] - 1;
       }
       src = src * d[k] + v;
@@ -302,14 +331,20 @@ std::vector<float> tile(const std::vector<float>& x, const Dims& d, const Dims& 
 namespace {
 // In float, as the ONNX runtimes compute it: a coordinate that lands within rounding of an integer
 // must floor / ceil the same way.
-float resize_coord(int coord, float x, float scale, int in, int out) {
+// align_corners divides by the output length before rounding (in * scale), as ONNX defines it;
+// tf_crop_and_resize (6) is computed in double by the caller.
+float resize_coord(int coord, float x, double scale_d, int in, int out) {
+  const float scale = float(scale_d);
   switch (coord) {
     case 5: {
       float adj = float(out) / (scale * float(in));
       return float(in) * 0.5f * (1.0f - adj) + (x + 0.5f) / scale - 0.5f;
     }
     case 1: return x / scale;
-    case 2: return out == 1 ? 0.0f : x * float(in - 1) / float(out - 1);
+    case 2: {
+      const double len = double(in) * scale_d;
+      return len == 1.0 ? 0.0f : float(double(x) * double(in - 1) / (len - 1.0));
+    }
     case 3: return out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
     case 4: return (x + 0.5f) / scale;
     default: return (x + 0.5f) / scale - 0.5f;
@@ -337,18 +372,53 @@ double cubic_weight(double t, double a) {
 }
 }  // namespace
 
-std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, int W, int OH, int OW, float sh,
-                            float sw, int mode, int coord, int nearest, float cubic_a, bool exclude) {
+std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, int W, int OH, int OW, double sh,
+                            double sw, int mode, int coord, int nearest, float cubic_a, bool exclude,
+                            const ResizeExtra& ex) {
+  // tf_crop_and_resize: source coordinate in double; outside [0, in - 1] (beyond rounding) is extrapolated.
+  auto crop = [](int o, double scale, int in, float r0, float r1, bool& outside) {
+    const double len = double(in) * scale, span = double(r1) - double(r0);
+    double f = len == 1.0 ? span * (in - 1) / 2.0 : o * span * (in - 1) / (len - 1.0);
+    f += double(r0) * (in - 1);
+    outside = outside || f < -1e-9 || f > in - 1 + 1e-9;
+    return float(f);
+  };
+  // Antialias: every input within the stretched filter's support, edge-clamped (or dropped with
+  // exclude_outside), weights normalised to sum 1.
+  auto filter = [&](double t) {
+    t = std::fabs(t);
+    return mode == 1 ? std::max(0.0, 1.0 - t) : cubic_weight(t, cubic_a);
+  };
+  auto aa_taps = [&](float f, double scale, int n, std::vector<int>& idx, std::vector<double>& w) {
+    const double s = std::min(scale, 1.0), reach = (mode == 1 ? 1.0 : 2.0) / s;
+    idx.clear(), w.clear();
+    double sum = 0;
+    for (int j = int(std::floor(f - reach)) - 1; j <= int(std::ceil(f + reach)) + 1; ++j) {
+      if (exclude && (j < 0 || j >= n)) continue;
+      const double wj = filter((j - double(f)) * s);
+      idx.push_back(std::clamp(j, 0, n - 1)), w.push_back(wj), sum += wj;
+    }
+    for (auto& v : w) v /= sum;
+  };
   std::vector<float> y(size_t(planes) * OH * OW);
   for (int64_t p = 0; p < planes; ++p)
     for (int oh = 0; oh < OH; ++oh)
       for (int ow = 0; ow < OW; ++ow) {
         const float* in = &x[size_t(p) * H * W];
-        float fy = resize_coord(coord, float(oh), sh, H, OH), fx = resize_coord(coord, float(ow), sw, W, OW);
+        float fy, fx;
+        bool outside = false;
+        if (coord == 6) {
+          fy = crop(oh, sh, H, ex.roi[0], ex.roi[2], outside);
+          fx = crop(ow, sw, W, ex.roi[1], ex.roi[3], outside);
+        } else {
+          fy = resize_coord(coord, float(oh), sh, H, OH), fx = resize_coord(coord, float(ow), sw, W, OW);
+        }
         double v;
-        if (mode == 0) {
+        if (outside) {
+          v = ex.extrapolation;
+        } else if (mode == 0) {
           v = in[resize_nearest(nearest, fy, H) * W + resize_nearest(nearest, fx, W)];
-        } else if (mode == 2) {
+        } else if (mode == 2 && !ex.antialias) {
           // Separable 4x4 taps; edge-clamped, or outside taps dropped and weights renormalised.
           auto taps = [&](float f, int n, int& i0, double* w) {
             double fl = std::floor(f), t = f - fl;
@@ -370,6 +440,14 @@ std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, 
           for (int i = 0; i < 4; ++i)
             for (int j = 0; j < 4; ++j)
               v += wy[i] * wx[j] * in[std::clamp(y0 + i, 0, H - 1) * W + std::clamp(x0 + j, 0, W - 1)];
+        } else if (ex.antialias) {
+          std::vector<int> iy, ix;
+          std::vector<double> wy, wx;
+          aa_taps(fy, sh, H, iy, wy);
+          aa_taps(fx, sw, W, ix, wx);
+          v = 0;
+          for (size_t i = 0; i < iy.size(); ++i)
+            for (size_t j = 0; j < ix.size(); ++j) v += wy[i] * wx[j] * in[iy[i] * W + ix[j]];
         } else {
           fy = std::clamp(fy, 0.0f, float(H - 1));
           fx = std::clamp(fx, 0.0f, float(W - 1));

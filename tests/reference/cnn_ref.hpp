@@ -38,6 +38,7 @@ struct PoolParams {
   bool max = true;
   std::array<int, 3> k{1, 1, 1}, s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0}, pe{0, 0, 0};
   bool ceil_mode = false, count_include_pad = false;
+  bool column_major = false;  // MaxPool Indices with storage_order 1 (first spatial dim fastest)
 };
 // Returns Y; out receives the output spatial sizes, idx (when non-null) MaxPool's flat argmax indices.
 std::vector<float> pool3d(const std::vector<float>& x, int N, int C, std::array<int, 3> in, const PoolParams& p,
@@ -49,6 +50,12 @@ std::vector<float> group_norm(const std::vector<float>& x, int N, int C, int64_t
 std::vector<float> batch_norm(const std::vector<float>& x, int N, int C, int64_t spatial,
                               const std::vector<float>& scale, const std::vector<float>& bias,
                               const std::vector<float>& mean, const std::vector<float>& var, float eps);
+// Training mode (ONNX training_mode 1): batch mean / population variance per channel in double;
+// run_mean / run_var receive mean * momentum + batch * (1 - momentum).
+std::vector<float> batch_norm_training(const std::vector<float>& x, int N, int C, int64_t spatial,
+                                       const std::vector<float>& scale, const std::vector<float>& bias,
+                                       const std::vector<float>& mean, const std::vector<float>& var, float eps,
+                                       float momentum, std::vector<float>& run_mean, std::vector<float>& run_var);
 
 std::vector<float> softmax(const std::vector<float>& x, const Dims& d, int axis, bool log);
 
@@ -61,7 +68,7 @@ std::vector<float> transpose(const std::vector<float>& x, const Dims& d, const s
 std::vector<float> slice(const std::vector<float>& x, const Dims& d, const Dims& starts, const Dims& ends,
                          const Dims& axes, const Dims& steps, Dims& od);
 std::vector<float> pad(const std::vector<float>& x, const Dims& d, const Dims& pads, int mode, float value,
-                       Dims& od);  // mode 0 constant, 1 reflect, 2 edge
+                       Dims& od);  // mode 0 constant, 1 reflect, 2 edge, 3 wrap
 std::vector<float> gather(const std::vector<float>& x, const Dims& d, const std::vector<int64_t>& idx,
                           const Dims& id, int axis, Dims& od);
 // ONNX CumSum along `axis` (double accumulation).
@@ -72,10 +79,16 @@ std::vector<float> gather_elements(const std::vector<float>& x, const Dims& d, c
 std::vector<float> tile(const std::vector<float>& x, const Dims& d, const Dims& reps, Dims& od);
 
 // Resize of the last two dims; mode 0 nearest 1 linear 2 cubic; coord / nearest numbered as in
-// kernels/data.cl.
-std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, int W, int OH, int OW, float sh,
-                            float sw, int mode, int coord, int nearest, float cubic_a = -0.75f,
-                            bool exclude_outside = false);
+// kernels/data.cl (6 = tf_crop_and_resize, region `roi`, extrapolation outside the input). sh / sw:
+// the scales (out / in in double when sizes are given, as ONNX computes them).
+struct ResizeExtra {
+  bool antialias = false;                // linear / cubic filters stretched by 1 / scale when downscaling
+  std::array<float, 4> roi{0, 0, 1, 1};  // start h, start w, end h, end w
+  float extrapolation = 0.0f;
+};
+std::vector<float> resize2d(const std::vector<float>& x, int64_t planes, int H, int W, int OH, int OW, double sh,
+                            double sw, int mode, int coord, int nearest, float cubic_a = -0.75f,
+                            bool exclude_outside = false, const ResizeExtra& extra = {});
 
 // Reductions over `axes` (empty = all); op 0 sum 1 mean 2 max 3 min 4 prod 5 sumsquare 6 l2 7 l1.
 std::vector<float> reduce(const std::vector<float>& x, const Dims& d, std::vector<int> axes, bool keepdims, int op,

@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -13,6 +14,13 @@
 #include "runtime/cldl.hpp"
 
 namespace cldl::test {
+
+// The device spec the suites run on: CLDL_DEVICE, which ctest sets from CLDL_TEST_DEVICE (cpu, or
+// accelerator for an implementation without a CPU device, see tools/test-all-platforms).
+inline std::string device_spec() {
+  const char* d = std::getenv("CLDL_DEVICE");
+  return d && *d ? d : "cpu";
+}
 
 // The process-wide test context on the default test device (CLDL_DEVICE, cpu under ctest).
 inline Context& ctx() {

@@ -1,10 +1,12 @@
 // `cldl bench cnnops`: memory-bound CNN / tensor ops in GB/s (bytes read + written per run): broadcast
 // add, softmax 128x1000, maxpool 3x3/2 on 64x112x112, NCHW -> NHWC transpose, GatherElements,
-// CumSum.
+// CumSum, bilinear 2x downscale plain and antialiased (same run, so their ratio is the antialias cost),
+// BatchNormalization in training mode (batch statistics).
 #include <fmt/format.h>
 
 #include "layers/data.hpp"
 #include "layers/elementwise.hpp"
+#include "layers/norm.hpp"
 #include "layers/pool.hpp"
 #include "layers/reduce.hpp"
 #include "layers/softmax.hpp"
@@ -88,9 +90,32 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     Tensor x = filled(ctx, s), y = ctx.alloc(s, DType::f32);
     time_op(ctx, opts, rep, "cumsum [64,4096] axis 1", *op, {x}, {y}, 2.0 * s.numel() * 4);
   }
+  for (bool aa : {false, true}) {  // antialias widens the 2x2 bilinear taps to 4x4
+    ResizeConfig c{Shape{8, 64, 112, 112}, {1, 1, 0.5f, 0.5f}, {}, ResizeMode::linear};
+    c.antialias = aa;
+    auto op = Resize::create(ctx, 0, c);
+    Shape so = Resize::validate(c);
+    Tensor x = filled(ctx, c.input), y = ctx.alloc(so, DType::f32);
+    time_op(ctx, opts, rep, aa ? "resize linear antialias 0.5x [8,64,112,112]" : "resize linear 0.5x [8,64,112,112]",
+            *op, {x}, {y}, double(c.input.numel() + so.numel()) * 4);
+  }
+  {  // training mode: per-channel batch mean / variance, then normalise (x read three times)
+    Shape s{8, 64, 56, 56}, pc{64};
+    NormConfig c{NormKind::batch, s, 1e-5f};
+    c.training = true;
+    auto op = Norm::create(ctx, 0, c);
+    Tensor x = filled(ctx, s), y = ctx.alloc(s, DType::f32), rm = ctx.alloc(pc, DType::f32),
+           rv = ctx.alloc(pc, DType::f32), p = filled(ctx, pc),
+           var = ctx.upload(HostTensor::from<float>(pc, std::vector<float>(64, 1.0f)));
+    time_op(ctx, opts, rep, "batchnorm training [8,64,56,56]", *op, {x, p, p, p, var}, {y, rm, rv},
+            2.0 * s.numel() * 4);
+  }
 }
 
-const Registration kCnnOps("cnnops", "memory-bound CNN ops in GB/s: broadcast add, softmax, maxpool, transpose, gather_elements, cumsum", run);
+const Registration kCnnOps("cnnops",
+                           "memory-bound CNN ops in GB/s: broadcast add, softmax, maxpool, transpose, gather_elements, "
+                           "cumsum, resize (antialias), batchnorm training",
+                           run);
 }  // namespace
 
 }  // namespace cldl::bench

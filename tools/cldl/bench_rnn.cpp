@@ -1,13 +1,18 @@
 // `cldl bench rnn`: LSTM inference with each strategy (sequential, time-step, layer and data parallel)
 // on the configurations of the RNN issue; time, GFLOP/s and speed-up over the sequential path.
 // Settings (--set): quick=1 (T=10, small batch: a smoke run), case=T,B,I,H,L (one custom case),
-// strategies=seq,time,layer,data,
+// strategies=seq,time,layer,data,wave,auto (default: all but auto; wave:K = wavefront with lag K), wave_mr=1|2|4, wave_wg=<row groups per
+// work-group>, wave_lag=<steps between layers; 1 = projection fused> (wavefront knobs),
+// profile=1 (after the timed runs, one profiled run per strategy: device time per kernel name, their
+// sum and the wall time, so launch gaps show as wall - sum; to stderr),
 // chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
 // Two devices: --device cpu:all with POCL_DEVICES="pthread pthread".
 // The peer: ONNX Runtime (CPU) on the same configurations through an ONNX LSTM model
 // (tools/bench/rnn_onnxruntime.py, run by `python3` right after each case's own strategies, so the
 // ratios come from the same machine state), with ort_threads=<N> intra-op threads (default 2: the
 // cores PoCL uses here); --no-compare skips it, ort_script=PATH picks another script.
+// --tuning compare runs every strategy with the step kernels' heuristic knobs and with the tuning
+// database's "rnn_step" entries ("+db"), round robin in the same loop, so the ratio is measured alike.
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -17,12 +22,16 @@
 #include <random>
 #include <sstream>
 
+#include <sys/resource.h>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "layers/rnn.hpp"
+#include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
+#include "runtime/profiler.hpp"
 #include "tools/cldl/bench.hpp"
 
 namespace cldl::bench {
@@ -37,8 +46,8 @@ std::map<std::string, std::string> settings(const Options& o) {
   }
   for (const auto& [k, v] : m)
     if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case" && k != "ort_threads" &&
-        k != "ort_script")
-      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script)", k);
+        k != "ort_script" && k != "profile" && k != "wave_mr" && k != "wave_wg" && k != "wave_lag")
+      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script, profile, wave_mr, wave_wg, wave_lag)", k);
   return m;
 }
 
@@ -64,19 +73,63 @@ std::optional<nlohmann::json> run_onnxruntime(const Options& o, std::map<std::st
   return out;
 }
 
+// CPU time of this process (all threads), in ms.
+double process_cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-3;
+}
+
+// One run of one strategy on profiling queues: device time per kernel name, their sum, and the wall.
+void profile_once(Context& ctx, RnnStack& stack, const RnnStackIO& io, const RnnRunOptions& o, const std::string& name) {
+  const RnnStrategy s = o.strategy;
+  Profiler prof;
+  ExecutionContext ec(ctx.queue(0, 0, true));
+  ec.profiler = &prof;
+  cl::Event done;
+  ec.signal = &done;
+  stack.enqueue(io, o, ec);
+  done.wait();
+  std::map<std::string, std::pair<double, int>> by;  // name -> (ms, count)
+  uint64_t t0 = ~uint64_t(0), t1 = 0;
+  double sum = 0;
+  for (const auto& r : prof.records()) {
+    if (r.start_ns == 0) continue;
+    auto& [ms, n] = by[r.name];
+    ms += r.duration_ms();
+    ++n;
+    sum += r.duration_ms();
+    t0 = std::min(t0, r.start_ns);
+    t1 = std::max(t1, r.end_ns);
+  }
+  std::string parts;
+  for (const auto& [k, v] : by) parts += fmt::format(" {} {:.2f} ms ({}x);", k, v.first, v.second);
+  fmt::print(stderr, "profile {} {}: first start to last end {:.2f} ms, kernels {:.2f} ms:{}\n", name, to_string(s),
+             t1 > t0 ? (t1 - t0) * 1e-6 : 0.0, sum, parts);
+}
+
 void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   auto set = settings(opts);
   const bool quick = set.count("quick") && set["quick"] != "0";
   std::vector<RnnStrategy> strategies{RnnStrategy::sequential, RnnStrategy::time_parallel, RnnStrategy::layer_parallel,
-                                      RnnStrategy::data_parallel};
+                                      RnnStrategy::data_parallel, RnnStrategy::wavefront};
+  std::vector<int> lags(strategies.size(), 0);  // wave:K in the list: the wavefront with lag K
   if (set.count("strategies")) {
     strategies.clear();
+    lags.clear();
     std::stringstream ss(set["strategies"]);
-    for (std::string s; std::getline(ss, s, ',');) strategies.push_back(parse_rnn_strategy(s));
+    for (std::string s; std::getline(ss, s, ',');) {
+      const auto colon = s.find(':');
+      strategies.push_back(parse_rnn_strategy(s.substr(0, colon)));
+      lags.push_back(colon == std::string::npos ? 0 : std::stoi(s.substr(colon + 1)));
+    }
   }
   RnnRunOptions base;
   if (set.count("chunk")) base.chunk = std::stoll(set["chunk"]);
   if (set.count("shards")) base.shards = std::stoi(set["shards"]);
+  if (set.count("wave_mr")) base.wave.mr = std::stoi(set["wave_mr"]);
+  if (set.count("wave_wg")) base.wave.wg_m = std::stoi(set["wave_wg"]);
+  if (set.count("wave_lag")) base.wave.lag = std::stoi(set["wave_lag"]);
   std::vector<BenchCase> cases{{100, 32, 512, 512, 1}, {100, 32, 512, 512, 2}, {100, 1, 256, 256, 4}, {200, 64, 256, 256, 2}};
   if (quick) cases = {{10, 4, 64, 64, 1}, {10, 4, 64, 64, 2}, {10, 1, 32, 32, 4}, {12, 8, 32, 32, 2}};
   if (set.count("case")) {
@@ -108,7 +161,16 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       cfgs.push_back(c);
       ws.push_back(RnnWeights{rnd({1, 4 * bc.H, c.input_size}), rnd({1, 4 * bc.H, bc.H}), rnd({1, 8 * bc.H}), std::nullopt});
     }
-    auto stack = RnnStack::create(ctx, 0, cfgs, ws);
+    // --tuning compare: one stack with the heuristic knobs and one with the database's (the tuning
+    // switch is also held around each call: a row-layout projection creates its Gemm at the first call).
+    const bool compare_db = opts.tuning == "compare";
+    std::vector<bool> dbs = compare_db ? std::vector<bool>{false, true} : std::vector<bool>{opts.tuning != "default"};
+    std::vector<std::unique_ptr<RnnStack>> stacks;
+    for (bool db : dbs) {
+      tuning::ScopedEnabled scoped(db);
+      stacks.push_back(RnnStack::create(ctx, 0, cfgs, ws));
+    }
+    auto& stack = stacks.front();
     RnnStackIO io;
     io.x = ctx.upload(rnd({bc.T, bc.B, bc.I}));
     io.y = ctx.alloc({bc.T, 1, bc.B, bc.H}, DType::f32);
@@ -116,44 +178,74 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     // each kernel's measured time), then run i of every strategy before run i + 1 of any, so a change
     // in machine load hits all strategies alike and their ratios stay meaningful.
     std::vector<std::function<void()>> fns;
-    for (RnnStrategy s : strategies) {
-      RnnRunOptions o = base;
-      o.strategy = s;
-      fns.push_back([&stack, &io, &ctx, o] {
-        ExecutionContext ec(ctx.queue());
-        cl::Event done;
-        ec.signal = &done;
-        stack->enqueue(io, o, ec);
-        done.wait();
-      });
-    }
-    std::vector<std::string> schedules(strategies.size());
+    struct Variant {
+      size_t strategy;  // index into strategies / lags
+      size_t stack;     // index into stacks (1: the database's knobs under --tuning compare)
+    };
+    std::vector<Variant> variants;
+    std::vector<RnnRunOptions> runopts;
+    for (size_t si = 0; si < stacks.size(); ++si)
+      for (size_t i = 0; i < strategies.size(); ++i) {
+        RnnRunOptions o = base;
+        o.strategy = strategies[i];
+        if (lags[i]) o.wave.lag = lags[i];
+        if (si == 0) runopts.push_back(o);
+        variants.push_back({i, si});
+        fns.push_back([st = stacks[si].get(), db = bool(dbs[si]), &io, &ctx, o] {
+          tuning::ScopedEnabled scoped(db);
+          ExecutionContext ec(ctx.queue());
+          cl::Event done;
+          ec.signal = &done;
+          st->enqueue(io, o, ec);
+          done.wait();
+        });
+      }
+    std::vector<std::string> schedules(fns.size());
     for (int w = 0; w < opts.warmup; ++w)
       for (size_t i = 0; i < fns.size(); ++i) fns[i]();
-    std::vector<std::vector<double>> ms(strategies.size());
+    std::vector<std::vector<double>> ms(fns.size()), cpu(fns.size());
     for (int run = 0; run < std::max(1, opts.runs); ++run)
       for (size_t i = 0; i < fns.size(); ++i) {
+        const double c0 = process_cpu_ms();
         ms[i].push_back(time_runs(fns[i], 1, 0).median_ms);
-        schedules[i] = stack->last_schedule();
+        cpu[i].push_back(process_cpu_ms() - c0);
+        schedules[i] = stacks[variants[i].stack]->last_schedule();
       }
+    if (set.count("profile") && set["profile"] != "0")
+      for (const RnnRunOptions& o : runopts) profile_once(ctx, *stack, io, o, name);
     double seq_ms = 0;
+    std::map<size_t, double> default_ms;  // --tuning compare: each strategy with the heuristic knobs
     std::optional<Result> best;
-    for (size_t i = 0; i < strategies.size(); ++i) {
-      const RnnStrategy s = strategies[i];
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const RnnStrategy s = strategies[variants[i].strategy];
+      const bool db_variant = compare_db && variants[i].stack == 1;
       std::vector<double>& v = ms[i];
       std::sort(v.begin(), v.end());
       Result r;
       r.family = "rnn";
       r.name = name;
-      r.impl = fmt::format("cldl:{}", to_string(s));
+      const int lag = lags[variants[i].strategy];
+      r.impl = fmt::format("cldl:{}{}{}", to_string(s), lag ? fmt::format(":{}", lag) : "", db_variant ? "+db" : "");
       r.wall.runs = int(v.size());
       r.wall.min_ms = v.front();
       r.wall.max_ms = v.back();
       r.wall.median_ms = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
       r.work = stack->flops();
       if (s == RnnStrategy::sequential) seq_ms = r.wall.median_ms;
-      r.note = schedules[i];
+      std::sort(cpu[i].begin(), cpu[i].end());
+      // CPU time of the whole process (PoCL's worker threads included): steadier than the wall time
+      // on a shared machine, and it shows spinning or idle cores.
+      r.note = fmt::format("{}; cpu {:.1f} ms/run (median)", schedules[i], cpu[i][cpu[i].size() / 2]);
       if (seq_ms > 0 && s != RnnStrategy::sequential) r.note += fmt::format("; {:.2f}x vs sequential", seq_ms / r.wall.median_ms);
+      if (compare_db) {
+        // The knobs of the first layer (the others have the same shape in these cases).
+        RnnLayer& l0 = stacks[variants[i].stack]->layer(0);
+        r.note += fmt::format("; rnn_step {}{}", tuning::to_string(tuning::rnn_params(l0.kernel_params(), bc.B)),
+                              l0.kernel_params_tuned() ? " (db)" : " (heuristic)");
+        if (!db_variant) default_ms[variants[i].strategy] = r.wall.median_ms;
+        if (db_variant && default_ms.count(variants[i].strategy))
+          r.note += fmt::format("; {:.2f}x vs heuristic knobs", default_ms[variants[i].strategy] / r.wall.median_ms);
+      }
       if (!best || r.wall.median_ms < best->wall.median_ms) best = r;
       rep.add(r);
     }

@@ -121,6 +121,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-i,--input", model.inputs, "Model bench: NAME=FILE (.npy or ONNX .pb tensor)");
   cmd->add_option("--dim", model.dims, "Model bench: NAME=VALUE for a symbolic input dimension");
   cmd->add_flag("--random", model.random, "Model bench: random data for the inputs not given");
+  cmd->add_option("--place", model.place,
+                  "Model bench: NODE=DEV placement over the devices of --device (see cldl run --place)");
   cmd->add_option("--tuning", opts.tuning, "Tuning database: db (use it), default (heuristics only), compare (both)")
       ->check(CLI::IsMember({"db", "default", "compare"}));
   cmd->callback([] {

@@ -16,6 +16,7 @@ void add_generate_command(CLI::App& app) {
   static float temperature = 0;
   static uint64_t seed = 0;
   static bool json = false, one_by_one = false;
+  static std::vector<std::string> place;
   cmd->add_option("model", model, "ONNX language model (input tokens, output logits)")->required();
   cmd->add_option("--vocab", vocab_path, "vocab.json (default: vocab.json beside the model)");
   cmd->add_option("-p,--prompt", prompt, "Text to continue")->required();
@@ -27,6 +28,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-d,--device", device, "Device spec (cpu, gpu, P:D, name)")->envname("CLDL_DEVICE");
   cmd->add_option("--rnn-strategy", rnn_strategy, "RNN/LSTM/GRU nodes: auto, sequential, time, layer, data")
       ->check(CLI::IsMember({"auto", "sequential", "time", "layer", "data"}));
+  cmd->add_option("--place", place, "NODE=DEV: run those nodes on device DEV of --device (see cldl run --place)");
   cmd->add_flag("--prompt-token-by-token", one_by_one, "Feed the prompt one token a call instead of in one call");
   cmd->add_flag("--json", json, "One JSON object on stdout");
   cmd->callback([] {
@@ -35,6 +37,7 @@ void add_generate_command(CLI::App& app) {
     auto t0 = std::chrono::steady_clock::now();
     graph::GeneratorOptions go;
     go.compile.rnn_strategy = rnn_strategy;
+    for (auto& p : place) go.compile.placement.push_back(graph::parse_placement_rule(p));
     go.prompt_token_by_token = one_by_one;
     graph::Generator gen(Context::create(device), model, go);
     if (const auto n = int64_t(vocab.encode(prompt).size());

@@ -28,8 +28,12 @@ void add_profile_command(CLI::App& app) {
     fmt::print("{} commands, device time {:.3f} ms, wall {:.3f} ms on {}\n", recs.size(), prof.total_ms(), wall,
                lm.ctx->device().info.name);
     std::sort(recs.begin(), recs.end(), [](auto& a, auto& b) { return a.duration_ms() > b.duration_ms(); });
+    // A model placed over several devices: each command's device and queue (the trace's tracks too).
+    auto& nd = lm.model->node_devices();
+    bool placed = std::any_of(nd.begin(), nd.end(), [&](int d) { return d != nd.front(); });
     for (size_t i = 0; i < recs.size() && int(i) < top; ++i)
-      fmt::print("  {:>10.4f} ms  {}\n", recs[i].duration_ms(), recs[i].name);
+      fmt::print("  {:>10.4f} ms  {}{}\n", recs[i].duration_ms(), recs[i].name,
+                 placed ? fmt::format("  [{}]", recs[i].queue) : std::string());
     if (!trace.empty()) {
       prof.write_chrome_trace(trace);
       fmt::print("trace written to {}\n", trace);

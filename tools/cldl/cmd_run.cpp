@@ -92,6 +92,10 @@ void add_run_command(CLI::App& app) {
       auto& p = lm.model->plan();
       fmt::print("memory plan: peak {} bytes for intermediates (sum of all intermediates {} bytes, {} tensors)\n",
                  p.arena_bytes, p.total_bytes, p.slots.size());
+      if (lm.ctx->device_count() > 1)
+        for (size_t d = 0; d < lm.ctx->device_count(); ++d)
+          fmt::print("device {}: {} ({})\n", d, lm.ctx->device(int(d)).info.name,
+                     lm.ctx->device(int(d)).info.platform_name);
       for (auto& line : lm.model->describe()) fmt::print("  {}\n", line);
       auto ps = ProgramCache::global().stats();
       fmt::print("programs: {} built from source, {} from the disk cache, {} from binaries, {} memory hits\n",

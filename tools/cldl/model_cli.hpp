@@ -26,6 +26,7 @@ struct ModelOptions {
   int queues = 2;
   std::string rnn_strategy = "auto";
   std::string binaries;  // offline bundle folder (`cldl compile model.onnx --out DIR`); no source compiled
+  std::vector<std::string> place;  // NODE=DEV placement rules (graph::resolve_placement)
 
   void add(CLI::App* cmd) {
     cmd->add_option("model", model, "ONNX model file")->required();
@@ -38,6 +39,8 @@ struct ModelOptions {
         ->check(CLI::IsMember({"auto", "sequential", "time", "layer", "data"}));
     cmd->add_option("--binaries", binaries, "Load every program from this offline bundle (cldl compile --out); "
                     "compile no kernel source");
+    cmd->add_option("--place", place, "NODE=DEV: run the nodes named NODE (a name, a glob such as 'conv*', or "
+                    "op:TYPE) on device DEV of --device (e.g. -d cpu:0,cpu:1); repeatable, the last match wins");
   }
 };
 
@@ -121,7 +124,9 @@ inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
   if (!missing.empty()) fail("inputs not given (use --input NAME=FILE or --random): {}", fmt::join(missing, ", "));
   lm.ctx = Context::create(o.device);
   if (!o.binaries.empty()) use_bundle(lm.ctx->device(), o.binaries);
-  lm.model = graph::CompiledModel::compile(lm.ctx, std::move(g), {.device = 0, .queues = o.queues, .profiling = profiling, .rnn_strategy = o.rnn_strategy});
+  graph::CompileOptions co{.device = 0, .queues = o.queues, .profiling = profiling, .rnn_strategy = o.rnn_strategy};
+  for (auto& p : o.place) co.placement.push_back(graph::parse_placement_rule(p));
+  lm.model = graph::CompiledModel::compile(lm.ctx, std::move(g), co);
   lm.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return lm;
 }
