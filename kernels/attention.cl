@@ -360,16 +360,17 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
 
   // Transposed Q of the 16 rows, times scale * log2 e; the rows' positions and mask offsets per lane.
   float qt[MAX_D * ATT_LANES];
-  int row_of[ATT_LANES];
+  int row_of[ATT_LANES], h_of[ATT_LANES];
   long mo[ATT_LANES];
   const float qscale = p.scale * ATT_LOG2E;
   __global const float* qp[ATT_LANES];
+  int g = r0 / p.Sq, row = r0 % p.Sq;  // stepped, not divided, per lane
   for (int i = 0; i < ATT_LANES; ++i) {
-    const int r = min(r0 + i, rows - 1);
-    const int h = hk * p.group + r / p.Sq;
-    row_of[i] = r % p.Sq;
-    mo[i] = mask_off + b * p.mask_sb + h * p.mask_sh + (long)row_of[i] * p.mask_ss;
-    qp[i] = Q + q_off + b * q_sb + h * q_sh + (long)row_of[i] * q_ss;
+    const int h = hk * p.group + g;
+    row_of[i] = row, h_of[i] = h;
+    mo[i] = mask_off + b * p.mask_sb + h * p.mask_sh + (long)row * p.mask_ss;
+    qp[i] = Q + q_off + b * q_sb + h * q_sh + (long)row * q_ss;
+    if (r0 + i + 1 < rows && ++row == p.Sq) row = 0, ++g;
   }
   int d0 = 0;
   for (; d0 + 16 <= D; d0 += 16) {  // 16 x 16 tiles through registers
@@ -465,16 +466,18 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
       }
     }
     // Online softmax, lane-wise. Lanes that have seen no visible key yet take 0 as their reference, so
-    // every weight is exp2(-inf) = 0 there and the state stays empty.
+    // every weight is exp2(-inf) = 0 there and the state stays empty. (Moving the reference only when
+    // the max grows by more than 8, skipping most rescales, measured no faster on PoCL.)
     float16 bmax = s[0];
 #pragma unroll
     for (int j = 1; j < ATT_LANES; ++j) bmax = select(bmax, s[j], s[j] > bmax);
     const float16 m_new = select(m, bmax, bmax > m);
     const float16 mref = select(m_new, (float16)(0.0f), m_new == (float16)(-INFINITY));
-    if (any(m_new > m)) {  // some row's max grew: rescale what it summed so far
-      const float16 alpha = att_exp2_16(m - mref);
+    const bool rescale = any(m_new != m);
+    float16 alpha = (float16)(1.0f);
+    if (rescale) {  // some row's max grew: what it summed so far, to the new reference (in P.V below)
+      alpha = att_exp2_16(m - mref);
       l *= alpha;
-      for (int c = 0; c < Dv; ++c) acc[c] *= alpha;
     }
     m = m_new;
     float16 pj[ATT_LANES];
@@ -492,7 +495,7 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
     for (; c + 8 <= Dv; c += 8) {
       float16 a[8];
 #pragma unroll
-      for (int t = 0; t < 8; ++t) a[t] = acc[c + t];
+      for (int t = 0; t < 8; ++t) a[t] = rescale ? acc[c + t] * alpha : acc[c + t];
 #pragma unroll
       for (int j = 0; j < ATT_LANES; ++j) {
 #pragma unroll
@@ -502,7 +505,7 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
       for (int t = 0; t < 8; ++t) acc[c + t] = a[t];
     }
     for (; c < Dv; ++c) {
-      float16 a = acc[c];
+      float16 a = rescale ? acc[c] * alpha : acc[c];
 #pragma unroll
       for (int j = 0; j < ATT_LANES; ++j) a = fma(pj[j], (float16)(vrow[j][c]), a);
       acc[c] = a;
@@ -512,10 +515,7 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
   const float16 inv = select((float16)(0.0f), (float16)(1.0f) / l, l > (float16)(0.0f));
   __global float* op[ATT_LANES];
   const int nrows = min(ATT_LANES, rows - r0);
-  for (int i = 0; i < ATT_LANES; ++i) {
-    const int h = hk * p.group + min(r0 + i, rows - 1) / p.Sq;
-    op[i] = O + o_off + b * o_sb + h * o_sh + (long)row_of[i] * o_ss;
-  }
+  for (int i = 0; i < ATT_LANES; ++i) op[i] = O + o_off + b * o_sb + h_of[i] * o_sh + (long)row_of[i] * o_ss;
   int c0 = 0;
   for (; c0 + 16 <= Dv; c0 += 16) {
     float16 t[16];

@@ -100,8 +100,11 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
     // Register block: 6 rows x 16 columns = 12 AVX accumulators on CPUs; small blocks elsewhere, where the
     // own kernel is only a correct fallback (GPUs get CLBlast by default).
     if (o.mr == 0) o.mr = cpu ? 6 : 4;
-    // Narrow N (a classifier with 3 outputs) gets the narrowest vector that covers it.
-    if (o.nr == 0) o.nr = !cpu ? 4 : cfg.N <= 4 ? 4 : cfg.N <= 8 ? 8 : 16;
+    // NR columns are one float vector: wide (float16) where the driver runs explicit wide vectors best
+    // (quirk prefers_wide_vectors: PoCL's and Intel's CPU devices); narrow N (a classifier with 3
+    // outputs) gets the narrowest vector that covers it.
+    const bool wide = info.quirks.prefers_wide_vectors;
+    if (o.nr == 0) o.nr = !wide ? 4 : cfg.N <= 4 ? 4 : cfg.N <= 8 ? 8 : 16;
     // Packing B: needed for trans_b (otherwise each row of B is a gather); for row-major B, strides that
     // are multiples of 4 KiB make the K rows of one panel collide in the same cache sets.
     if (o.pack_b < 0) o.pack_b = cfg.trans_b || (cfg.K >= 64 && cfg.eff_ldb() % 1024 == 0) ? 1 : 0;

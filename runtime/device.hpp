@@ -12,11 +12,10 @@ namespace cldl {
 enum class DeviceType { gpu, cpu, accelerator, other };
 std::string_view to_string(DeviceType t);
 
-// Known driver differences; each flag is set in one table in device.cpp with a comment saying why.
+// Known driver differences; each flag is set in one table in device.cpp with a comment saying why, is
+// read where it changes what cldl does, and has a test in tests/test_platforms.cpp.
 struct Quirks {
-  bool no_profiling_queued_time = false;  // driver reports 0 for CL_PROFILING_COMMAND_QUEUED
-  bool prefers_wide_vectors = false;      // explicit float8/float16 beat scalar code (CPU drivers)
-  bool binary_cache_unreliable = false;   // program binaries may not reload; cache only in memory
+  bool prefers_wide_vectors = false;  // explicit float8/float16 beat scalar code (CPU drivers): GEMM's NR
   std::vector<std::string> names() const;
 };
 

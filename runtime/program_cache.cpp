@@ -260,8 +260,7 @@ cl::Program ProgramCache::build(const cl::Context& ctx, const Device& device, st
                            : "; a model's bundle holds what it used at the --dim values given to `cldl compile`");
   }
   std::string path = dir_ + "/" + hash + ".bin";
-  bool use_disk = disk_ && !device.info.quirks.binary_cache_unreliable;
-  if (use_disk) {
+  if (disk_) {
     std::vector<unsigned char> bin;
     bool existed = false;
     if (read_entry(path, key, bin, existed)) {
@@ -288,7 +287,7 @@ cl::Program ProgramCache::build(const cl::Context& ctx, const Device& device, st
   builds_++;
   log::debug("program {} '{}': built in {:.0f} ms", name, options,
              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  if (use_disk) {
+  if (disk_) {
     try {
       save_binary(p, device.device, path, key);
     } catch (const Error& e) {
