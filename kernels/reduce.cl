@@ -63,6 +63,22 @@ __kernel void reduce_axes(int op, int keep_rank, long8 keep_dims, long8 keep_str
   y[y_off + o] = acc;
 }
 
+// ReduceMax / ReduceMin over bool or u8 (uchar): the same walk as reduce_axes, exact in uchar. `init` is
+// the identity of the op (0 for Max; 1 for bool Min, 255 for u8 Min).
+__kernel void reduce_minmax_u8(int op, int keep_rank, long8 keep_dims, long8 keep_strides, int red_rank,
+                               long8 red_dims, long8 red_strides, long r_len, long r_stride, long count,
+                               __global const uchar* x, long x_off, __global uchar* y, long y_off, uchar init) {
+  const long o = get_global_id(0);
+  const long base = x_off + nd_offset(o, keep_rank, keep_dims, keep_strides);
+  const long outer = r_len ? count / r_len : 0;
+  uchar acc = init;
+  for (long ro = 0; ro < outer; ++ro) {
+    const long b = base + nd_offset(ro, red_rank, red_dims, red_strides);
+    for (long k = 0; k < r_len; ++k) acc = op == R_MIN ? min(acc, x[b + k * r_stride]) : max(acc, x[b + k * r_stride]);
+  }
+  y[y_off + o] = acc;
+}
+
 // ArgMax / ArgMin over (outer, len, inner); range (inner, outer). Ties: first index, or the last with
 // select_last. NaN is not special-cased.
 __kernel void arg_reduce(int is_min, int select_last, long len, __global const float* x, long x_off,
@@ -84,7 +100,8 @@ __kernel void arg_reduce(int is_min, int select_last, long len, __global const f
 
 // CumSum along an axis (ONNX): one work-item per (inner, outer) line scans its `len` elements in order
 // (from the end with reverse); exclusive stores the sum before adding the element. f32 accumulates in
-// f32, like ONNX's reference.
+// f32, like ONNX's reference; integers wrap. f64 only where the device has cl_khr_fp64 (the host checks
+// before asking for cumsum_f64).
 #define DEFINE_CUMSUM(T, NAME)                                                                         \
   __kernel void NAME(long len, int exclusive, int reverse, __global const T* x, long x_off,            \
                      __global T* y, long y_off) {                                                      \
@@ -102,3 +119,9 @@ __kernel void arg_reduce(int is_min, int select_last, long len, __global const f
 DEFINE_CUMSUM(float, cumsum_f32)
 DEFINE_CUMSUM(int, cumsum_i32)
 DEFINE_CUMSUM(long, cumsum_i64)
+DEFINE_CUMSUM(uint, cumsum_u32)
+DEFINE_CUMSUM(ulong, cumsum_u64)
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+DEFINE_CUMSUM(double, cumsum_f64)
+#endif

@@ -29,6 +29,18 @@ std::vector<bool> reduced_dims(const ReduceConfig& c) {
   }
   return red;
 }
+
+const char* cumsum_kernel(DType t) {
+  switch (t) {
+    case DType::f32: return "cumsum_f32";
+    case DType::f64: return "cumsum_f64";
+    case DType::i32: return "cumsum_i32";
+    case DType::i64: return "cumsum_i64";
+    case DType::u32: return "cumsum_u32";
+    case DType::u64: return "cumsum_u64";
+    default: return nullptr;
+  }
+}
 }  // namespace
 
 std::string_view to_string(ReduceOp op) { return kReduceNames[int(op)]; }
@@ -41,6 +53,9 @@ ReduceOp reduce_op_from_onnx(std::string_view name) {
 
 Shape Reduce::validate(const ReduceConfig& c) {
   const char* op = kReduceNames[int(c.op)];
+  if (c.dtype != DType::f32 &&
+      !((c.dtype == DType::boolean || c.dtype == DType::u8) && (c.op == ReduceOp::max || c.op == ReduceOp::min)))
+    invalid(op, "input dtype {} is not supported (f32; bool and u8 for ReduceMax / ReduceMin)", to_string(c.dtype));
   if (c.input.rank() > size_t(kMaxRank)) invalid(op, "input rank {} exceeds the supported {}", c.input.rank(), kMaxRank);
   auto red = reduced_dims(c);
   Shape o;
@@ -66,17 +81,18 @@ std::unique_ptr<Reduce> Reduce::create(Context& ctx, int device, const ReduceCon
   r->red_ = collapse(to_string(cfg.op), rd, {rs});
   r->count_ = r->red_.inner() * r->red_.outer();
   r->n_out_ = r->keep_.inner() * r->keep_.outer();
-  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), "reduce_axes");
+  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), cfg.dtype == DType::f32 ? "reduce_axes" : "reduce_minmax_u8");
   return r;
 }
 
 void Reduce::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
   std::string_view op = type();
   if (in.size() != 1 || out.size() != 1) invalid(op, "expects 1 input and 1 output, got {} and {}", in.size(), out.size());
-  if (in[0].shape != cfg_.input || in[0].dtype != DType::f32)
-    invalid(op, "input is {} {}, expected f32 {}", to_string(in[0].dtype), in[0].shape.str(), cfg_.input.str());
-  if (out[0].shape != out_ || out[0].dtype != DType::f32)
-    invalid(op, "output is {} {}, expected f32 {}", to_string(out[0].dtype), out[0].shape.str(), out_.str());
+  const std::string_view dt = to_string(cfg_.dtype);
+  if (in[0].shape != cfg_.input || in[0].dtype != cfg_.dtype)
+    invalid(op, "input is {} {}, expected {} {}", to_string(in[0].dtype), in[0].shape.str(), dt, cfg_.input.str());
+  if (out[0].shape != out_ || out[0].dtype != cfg_.dtype)
+    invalid(op, "output is {} {}, expected {} {}", to_string(out[0].dtype), out[0].shape.str(), dt, out_.str());
   if (out_.numel() == 0) return;
   const int rr = red_.rank - 1;
   std::lock_guard lock(launch_mutex_);
@@ -84,6 +100,9 @@ void Reduce::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   set_args(kernel_, cl_int(cfg_.op), cl_int(keep_.rank), keep_.dims8(), keep_.strides8(0), cl_int(rr), red_.dims8(),
            red_.strides8(0), cl_long(red_.inner()), cl_long(red_.strides[0][rr]), cl_long(count_), in[0].buffer,
            cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+  if (cfg_.dtype != DType::f32)  // the identity of Max / Min over bool or u8
+    detail::check_arg(kernel_.setArg(14, cl_uchar(cfg_.op == ReduceOp::max ? 0 : cfg_.dtype == DType::boolean ? 1 : 255)),
+                      kernel_, 14);
   ec.enqueue_kernel(kernel_, cl::NDRange(size_t(n_out_)), cl::NullRange, "reduce");
 }
 
@@ -127,8 +146,8 @@ void ArgReduce::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
 
 // ---------------------------------------------------------------- CumSum
 Shape CumSum::validate(const CumSumConfig& c) {
-  if (c.dtype != DType::f32 && c.dtype != DType::i32 && c.dtype != DType::i64)
-    invalid("CumSum", "input dtype {} is not supported (f32, i32, i64)", to_string(c.dtype));
+  if (!cumsum_kernel(c.dtype))
+    invalid("CumSum", "input dtype {} is not supported (f32, f64, i32, i64, u32, u64)", to_string(c.dtype));
   if (c.input.rank() == 0) invalid("CumSum", "input must have rank >= 1, got a scalar");
   normalize_axis("CumSum", "axis", c.axis, c.input.rank());
   return c.input;
@@ -142,8 +161,8 @@ std::unique_ptr<CumSum> CumSum::create(Context& ctx, int device, const CumSumCon
   for (int i = 0; i < a; ++i) r->outer_ *= cfg.input[i];
   r->len_ = cfg.input[a];
   for (size_t i = a + 1; i < cfg.input.rank(); ++i) r->inner_ *= cfg.input[i];
-  const char* name = cfg.dtype == DType::f32 ? "cumsum_f32" : cfg.dtype == DType::i32 ? "cumsum_i32" : "cumsum_i64";
-  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), name);
+  check_dtype_support(ctx.device(device), cfg.dtype, "CumSum");
+  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), cumsum_kernel(cfg.dtype));
   return r;
 }
 

@@ -1,6 +1,6 @@
 // Reductions in ONNX semantics: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp over any
 // set of axes with keepdims and noop_with_empty_axes; ArgMax / ArgMin along one axis (i64 output,
-// keepdims, select_last_index). f32 input. Reducing an empty axis gives the identity of the op (0 for
+// keepdims, select_last_index). f32 input; ReduceMax / ReduceMin also on bool and u8. Reducing an empty axis gives the identity of the op (0 for
 // sums, 1 for Prod, -inf / +inf for Max / Min, -inf for LogSum / LogSumExp). Kernels: kernels/reduce.cl.
 #pragma once
 #include <memory>
@@ -23,6 +23,7 @@ struct ReduceConfig {
   std::vector<int64_t> axes;  // empty: all axes, or none with noop_with_empty_axes
   bool keepdims = true;
   bool noop_with_empty_axes = false;
+  DType dtype = DType::f32;  // of input and output: f32, or bool / u8 for ReduceMax and ReduceMin
 };
 
 class Reduce : public Op {
@@ -67,7 +68,7 @@ class ArgReduce : public Op {
 
 struct CumSumConfig {
   Shape input;
-  DType dtype = DType::f32;  // f32, i32 or i64
+  DType dtype = DType::f32;  // f32, f64 (cl_khr_fp64), i32, i64, u32 or u64
   int64_t axis = 0;
   bool exclusive = false, reverse = false;
 };

@@ -1,16 +1,18 @@
 // ONNX Reduce* (axes as the "axes" attribute before opset 18 / ReduceSum 13, as a load-time input
-// after; keepdims, noop_with_empty_axes) and ArgMax / ArgMin mapped onto layers/reduce.hpp. f32 input.
-// CumSum (axis a load-time input, exclusive, reverse) on f32 / i32 / i64.
+// after; keepdims, noop_with_empty_axes) and ArgMax / ArgMin mapped onto layers/reduce.hpp. f32 input
+// (bool and u8 too for ReduceMax / ReduceMin). CumSum (axis a load-time input, exclusive, reverse) on
+// f32 / f64 / i32 / i64 / u32 / u64.
 #include "layers/reduce.hpp"
 #include "models/ops_cnn_common.hpp"
 
 namespace cldl::graph {
 namespace {
 
-ReduceConfig reduce_config(const Node& n, Shape s, const std::vector<const HostTensor*>& v) {
+ReduceConfig reduce_config(const Node& n, Shape s, DType dt, const std::vector<const HostTensor*>& v) {
   ReduceConfig r;
   r.op = reduce_op_from_onnx(n.op_type);
   r.input = std::move(s);
+  r.dtype = dt;
   if (n.has("axes")) r.axes = n.attr_ints("axes");
   else if (v.size() > 1 && v[1]) r.axes = to_ints(*v[1]);
   r.keepdims = n.attr_i("keepdims", 1) != 0;
@@ -24,14 +26,13 @@ void need_f32(const InferCtx& c) {
 }
 
 void infer_reduce(InferCtx& c) {
-  need_f32(c);
   if (c.has_input(1)) c.constant(1, "axes");
-  auto cfg = reduce_config(c.node, c.shape(0), c.value);
-  c.set(0, DType::f32, checked(c, [&] { return Reduce::validate(cfg); }));
+  auto cfg = reduce_config(c.node, c.shape(0), c.input(0).dtype, c.value);
+  c.set(0, cfg.dtype, checked(c, [&] { return Reduce::validate(cfg); }));
 }
 
 std::unique_ptr<NodeKernel> lower_reduce(LowerCtx& c) {
-  return wrap(Reduce::create(c.ctx, c.device, reduce_config(c.node, c.in[0].shape.to_shape(), c.value)), c, {0});
+  return wrap(Reduce::create(c.ctx, c.device, reduce_config(c.node, c.in[0].shape.to_shape(), c.in[0].dtype, c.value)), c, {0});
 }
 
 ArgReduceConfig arg_config(const Node& n, Shape s) {
