@@ -307,6 +307,11 @@ TEST_CASE("integer types: wrap-around, truncating Div, Mod signs, Pow, Max / Min
 
 TEST_CASE("f64 arithmetic keeps what f32 cannot hold, or fails naming op and dtype without cl_khr_fp64") {
   const Shape sa{2, 3, 7}, sb{3, 1};
+  Device no_fp64 = ctx().device(0);  // the capability check as it acts on a device without cl_khr_fp64
+  no_fp64.info.fp64 = false;
+  expect_invalid([&] { check_dtype_support(no_fp64, DType::f64, "Add"); }, {"Add", "f64", "cl_khr_fp64", no_fp64.info.name});
+  check_dtype_support(no_fp64, DType::f16, "Add");  // f16 / bf16 need no extension
+  check_dtype_support(no_fp64, DType::bf16, "Add");
   if (!ctx().device(0).info.fp64) {
     expect_invalid([&] { Binary::create(ctx(), 0, {BinaryOp::add, DType::f64, sa, sb}); }, {"Add", "f64", "cl_khr_fp64"});
     return;
