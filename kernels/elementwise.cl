@@ -1,18 +1,53 @@
 // Element-wise ops: unary (activations and math), binary with numpy broadcasting, Where, Cast.
 // One kernel per arity; the op is a runtime argument (a uniform switch, cheap next to memory traffic)
-// so one build per element type serves every op. Macros: T_IN (element type, default float), T_OUT
-// (binary result type: T_IN, or uchar for comparisons), IS_FLOAT (1 when T_IN is float).
+// so one build per element type serves every op. Macros (set by layers/elementwise.cpp):
+//   T_IN      storage type of the elements (float, double, half, ushort for bf16, char ... ulong, uchar)
+//   T_CALC    arithmetic type (T_IN; float for half and bf16 storage: f32 compute, f16/bf16 storage)
+//   T_UW      unsigned type at least 32 bits wide that integer +, -, * wrap in (uint or ulong)
+//   IS_FLOAT  1 when T_CALC is float or double;  IS_SIGNED 1 for signed integers
+//   STORAGE   0 plain, 1 half (vload_half / vstore_half: core OpenCL, no cl_khr_fp16), 2 bf16
+//   USE_FP64  1 in the double build (the host checks the device's cl_khr_fp64 first)
+// `binary` writes T_IN (arithmetic), `compare` writes bool as uchar (comparisons and logic).
 // Broadcasting: the host collapses the shape and passes per-operand strides as long8 (0 on broadcast
 // dims); the range is 3-D: the innermost dim, the next one, and the product of the others.
 
+#if USE_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
 #ifndef T_IN
 #define T_IN float
 #endif
-#ifndef T_OUT
-#define T_OUT T_IN
+#ifndef T_CALC
+#define T_CALC T_IN
+#endif
+#ifndef T_UW
+#define T_UW uint
 #endif
 #ifndef IS_FLOAT
 #define IS_FLOAT 1
+#endif
+#ifndef IS_SIGNED
+#define IS_SIGNED 1
+#endif
+#ifndef STORAGE
+#define STORAGE 0
+#endif
+
+#if STORAGE == 1
+#define LOAD(p, i) vload_half((i), (p))
+#define STORE(p, i, v) vstore_half_rte((v), (i), (p))
+#elif STORAGE == 2
+// bf16: the high half of an f32; stores round to nearest even, NaN stays a (quiet) NaN.
+inline ushort cldl_to_bf16(float f) {
+  uint u = as_uint(f);
+  if (isnan(f)) return (ushort)((u >> 16) | 0x40);
+  return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+#define LOAD(p, i) as_float((uint)(p)[i] << 16)
+#define STORE(p, i, v) ((p)[i] = cldl_to_bf16(v))
+#else
+#define LOAD(p, i) ((p)[i])
+#define STORE(p, i, v) ((p)[i] = (v))
 #endif
 
 // Unary op codes (0..31 are the ACT_* activations of common.cl); match layers/elementwise.hpp.
@@ -52,13 +87,14 @@
 #define B_XOR 17
 
 
-inline T_IN unary_apply(int op, T_IN x, float a, float b) {
+// a, b: the activation's alpha / beta, or Clip's bounds, in T_CALC (exact for f64 and integer bounds).
+inline T_CALC unary_apply(int op, T_CALC x, T_CALC a, T_CALC b) {
   switch (op) {
 #if IS_FLOAT
     case U_EXP: return exp(x);
     case U_LOG: return log(x);
     case U_SQRT: return sqrt(x);
-    case U_RECIPROCAL: return 1.0f / x;
+    case U_RECIPROCAL: return (T_CALC)1 / x;
     case U_FLOOR: return floor(x);
     case U_CEIL: return ceil(x);
     case U_ROUND: return rint(x);  // ONNX Round: halves to even
@@ -66,63 +102,110 @@ inline T_IN unary_apply(int op, T_IN x, float a, float b) {
     case U_SIN: return sin(x);
     case U_COS: return cos(x);
     case U_ABS: return fabs(x);
-    case U_SIGN: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+    case U_SIGN: return x > 0 ? (T_CALC)1 : (x < 0 ? (T_CALC)-1 : (T_CALC)0);
     case U_NEG: return -x;
+    // Exact in any float type; the host admits only these activations for f64.
+    case ACT_NONE: return x;
+    case ACT_RELU: return x > 0 ? x : (T_CALC)0;
+    case ACT_LEAKY_RELU: return x >= 0 ? x : a * x;
+    case ACT_CLIP: return fmin(fmax(x, a), b);
     default: return cldl_act(op, x, a, b);
 #else
-    case U_ABS: return x < 0 ? (T_IN)(-x) : x;
-    case U_SIGN: return (T_IN)(x > 0 ? 1 : (x < 0 ? -1 : 0));
-    case U_NEG: return (T_IN)(-x);
-    case U_NOT: return (T_IN)(x == 0);
-    case ACT_RELU: return x > 0 ? x : (T_IN)0;
+    case U_ABS: return IS_SIGNED && x < 0 ? (T_CALC)((T_UW)0 - (T_UW)x) : x;
+    case U_SIGN: return (T_CALC)(x > 0 ? 1 : (x < 0 ? -1 : 0));
+    case U_NEG: return (T_CALC)((T_UW)0 - (T_UW)x);
+    case U_NOT: return (T_CALC)(x == 0);
+    case ACT_RELU: return x > 0 ? x : (T_CALC)0;
+    case ACT_CLIP: return x < a ? a : (x > b ? b : x);
     default: return x;
 #endif
   }
 }
 
-__kernel void unary(int op, float a, float b, long n, __global const T_IN* x, long x_off, __global T_IN* y,
+__kernel void unary(int op, T_CALC a, T_CALC b, long n, __global const T_IN* x, long x_off, __global T_IN* y,
                     long y_off) {
   const long i = get_global_id(0);
-  if (i < n) y[y_off + i] = unary_apply(op, x[x_off + i], a, b);
+  if (i < n) STORE(y, y_off + i, unary_apply(op, LOAD(x, x_off + i), a, b));
 }
 
-inline T_OUT binary_apply(int op, T_IN a, T_IN b) {
-  switch (op) {
-    case B_ADD: return (T_OUT)(a + b);
-    case B_SUB: return (T_OUT)(a - b);
-    case B_MUL: return (T_OUT)(a * b);
-#if IS_FLOAT
-    case B_DIV: return (T_OUT)(a / b);
-    case B_POW: return (T_OUT)pow(a, b);
-    case B_MOD: {  // Python semantics: the result takes the divisor's sign
-      T_IN r = fmod(a, b);
-      return (T_OUT)((r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r);
-    }
-    case B_FMOD: return (T_OUT)fmod(a, b);
-    case B_PRELU: return (T_OUT)(a < 0.0f ? a * b : a);
-#else
-    // Integer division by zero traps on CPUs; it is undefined in ONNX, so it yields 0 here.
-    case B_DIV: return (T_OUT)(b == 0 ? 0 : a / b);
-    case B_POW: return (T_OUT)pow((float)a, (float)b);
-    case B_MOD: {
-      if (b == 0) return (T_OUT)0;
-      T_IN r = a % b;
-      return (T_OUT)((r != 0 && ((r < 0) != (b < 0))) ? r + b : r);
-    }
-    case B_FMOD: return (T_OUT)(b == 0 ? 0 : a % b);
-    case B_PRELU: return (T_OUT)(a < 0 ? a * b : a);
+#if !IS_FLOAT
+// Integer power by squaring, wrapping like the other integer ops (numpy's int power); a negative
+// exponent gives 1 / a truncated: 0 except for a = 1 or -1.
+inline T_CALC ipow(T_CALC a, T_CALC e) {
+#if IS_SIGNED
+  if (e < 0) return a == 1 ? (T_CALC)1 : (a == -1 ? (T_CALC)((e & 1) ? -1 : 1) : (T_CALC)0);
 #endif
-    case B_MAX: return (T_OUT)(a > b ? a : b);
-    case B_MIN: return (T_OUT)(a < b ? a : b);
-    case B_EQUAL: return (T_OUT)(a == b);
-    case B_LESS: return (T_OUT)(a < b);
-    case B_LESS_EQUAL: return (T_OUT)(a <= b);
-    case B_GREATER: return (T_OUT)(a > b);
-    case B_GREATER_EQUAL: return (T_OUT)(a >= b);
-    case B_AND: return (T_OUT)((a != 0) && (b != 0));
-    case B_OR: return (T_OUT)((a != 0) || (b != 0));
-    case B_XOR: return (T_OUT)((a != 0) != (b != 0));
-    default: return (T_OUT)0;
+  T_UW r = 1, base = (T_UW)a;
+  ulong k = (ulong)e;
+  while (k) {
+    if (k & 1) r *= base;
+    base *= base;
+    k >>= 1;
+  }
+  return (T_CALC)r;
+}
+#endif
+
+inline T_CALC binary_apply(int op, T_CALC a, T_CALC b) {
+  switch (op) {
+#if IS_FLOAT
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return a / b;
+    case B_POW: return pow(a, b);
+    case B_MOD: {  // Python semantics: the result takes the divisor's sign
+      T_CALC r = fmod(a, b);
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    }
+    case B_FMOD: return fmod(a, b);
+    case B_PRELU: return a < 0 ? a * b : a;
+#else
+    // +, -, * wrap (numpy): computed in an unsigned type, where overflow is defined.
+    case B_ADD: return (T_CALC)((T_UW)a + (T_UW)b);
+    case B_SUB: return (T_CALC)((T_UW)a - (T_UW)b);
+    case B_MUL: return (T_CALC)((T_UW)a * (T_UW)b);
+    case B_PRELU: return a < 0 ? (T_CALC)((T_UW)a * (T_UW)b) : a;
+    case B_POW: return ipow(a, b);
+    // Division truncates toward zero (ONNX). By zero it is undefined in ONNX and traps on CPUs: 0 here.
+    // MIN / -1 also traps; it wraps to MIN as numpy's does.
+    case B_DIV:
+      if (b == 0) return 0;
+#if IS_SIGNED
+      if (b == -1) return (T_CALC)((T_UW)0 - (T_UW)a);
+#endif
+      return a / b;
+    case B_MOD: {  // the divisor's sign
+      if (b == 0) return 0;
+#if IS_SIGNED
+      if (b == -1) return 0;
+#endif
+      T_CALC r = a % b;
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    }
+    case B_FMOD:  // the dividend's sign (C's %)
+#if IS_SIGNED
+      if (b == -1) return 0;
+#endif
+      return b == 0 ? 0 : a % b;
+#endif
+    case B_MAX: return a > b ? a : b;
+    case B_MIN: return a < b ? a : b;
+    default: return 0;
+  }
+}
+
+inline uchar compare_apply(int op, T_CALC a, T_CALC b) {
+  switch (op) {
+    case B_EQUAL: return a == b;
+    case B_LESS: return a < b;
+    case B_LESS_EQUAL: return a <= b;
+    case B_GREATER: return a > b;
+    case B_GREATER_EQUAL: return a >= b;
+    case B_AND: return (a != 0) && (b != 0);
+    case B_OR: return (a != 0) || (b != 0);
+    case B_XOR: return (a != 0) != (b != 0);
+    default: return 0;
   }
 }
 
@@ -132,10 +215,17 @@ inline T_OUT binary_apply(int op, T_IN a, T_IN b) {
                               (long)get_global_id(1) * (m_) + (long)get_global_id(0) * (i_))
 
 __kernel void binary(int op, int rank, long8 dims, long inner, __global const T_IN* a, long a_off, long8 sa, long ma, long ia,
-                     __global const T_IN* b, long b_off, long8 sb, long mb, long ib, __global T_OUT* c, long c_off,
+                     __global const T_IN* b, long b_off, long8 sb, long mb, long ib, __global T_IN* c, long c_off,
                      long8 sc, long mc, long ic) {
   if ((long)get_global_id(0) >= inner) return;
-  c[OFF3(c_off, sc, ic, mc)] = binary_apply(op, a[OFF3(a_off, sa, ia, ma)], b[OFF3(b_off, sb, ib, mb)]);
+  STORE(c, OFF3(c_off, sc, ic, mc), binary_apply(op, LOAD(a, OFF3(a_off, sa, ia, ma)), LOAD(b, OFF3(b_off, sb, ib, mb))));
+}
+
+__kernel void compare(int op, int rank, long8 dims, long inner, __global const T_IN* a, long a_off, long8 sa, long ma,
+                      long ia, __global const T_IN* b, long b_off, long8 sb, long mb, long ib, __global uchar* c,
+                      long c_off, long8 sc, long mc, long ic) {
+  if ((long)get_global_id(0) >= inner) return;
+  c[OFF3(c_off, sc, ic, mc)] = compare_apply(op, LOAD(a, OFF3(a_off, sa, ia, ma)), LOAD(b, OFF3(b_off, sb, ib, mb)));
 }
 
 // Where(cond, x, y) with three-way broadcasting; cond is bool (uchar).
@@ -144,7 +234,8 @@ __kernel void where_select(int rank, long8 dims, long inner, __global const ucha
                            long b_off, long8 sb, long mb, long ib, __global T_IN* c, long c_off, long8 sc, long mc,
                            long ic) {
   if ((long)get_global_id(0) >= inner) return;
-  c[OFF3(c_off, sc, ic, mc)] = cond[OFF3(k_off, sk, ik, mk)] ? a[OFF3(a_off, sa, ia, ma)] : b[OFF3(b_off, sb, ib, mb)];
+  STORE(c, OFF3(c_off, sc, ic, mc),
+        cond[OFF3(k_off, sk, ik, mk)] ? LOAD(a, OFF3(a_off, sa, ia, ma)) : LOAD(b, OFF3(b_off, sb, ib, mb)));
 }
 
 // Cast between f32 / i32 / i64 / u8 / bool with the types as runtime codes (0 f32, 1 i32, 2 i64, 3 u8,

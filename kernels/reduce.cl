@@ -100,7 +100,8 @@ __kernel void arg_reduce(int is_min, int select_last, long len, __global const f
 
 // CumSum along an axis (ONNX): one work-item per (inner, outer) line scans its `len` elements in order
 // (from the end with reverse); exclusive stores the sum before adding the element. f32 accumulates in
-// f32, like ONNX's reference.
+// f32, like ONNX's reference; integers wrap. f64 only where the device has cl_khr_fp64 (the host checks
+// before asking for cumsum_f64).
 #define DEFINE_CUMSUM(T, NAME)                                                                         \
   __kernel void NAME(long len, int exclusive, int reverse, __global const T* x, long x_off,            \
                      __global T* y, long y_off) {                                                      \
@@ -118,3 +119,9 @@ __kernel void arg_reduce(int is_min, int select_last, long len, __global const f
 DEFINE_CUMSUM(float, cumsum_f32)
 DEFINE_CUMSUM(int, cumsum_i32)
 DEFINE_CUMSUM(long, cumsum_i64)
+DEFINE_CUMSUM(uint, cumsum_u32)
+DEFINE_CUMSUM(ulong, cumsum_u64)
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+DEFINE_CUMSUM(double, cumsum_f64)
+#endif

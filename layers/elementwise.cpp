@@ -2,26 +2,79 @@
 #include "layers/elementwise.hpp"
 
 #include <array>
+#include <cmath>
+#include <limits>
 
 #include "runtime/log.hpp"
 
 namespace cldl {
 
 namespace {
-// f32 covers every unary, arithmetic op and Where on floats; f32 -> bool the comparisons.
-const ProgramVariants kElementwiseVariants("elementwise.cl",
-                                           {"-DT_IN=float -DT_OUT=float -DIS_FLOAT=1",
-                                            "-DT_IN=float -DT_OUT=uchar -DIS_FLOAT=1"});
+// One build per element type: T_IN storage, T_CALC arithmetic, T_UW the unsigned type integer +, -, *
+// wrap in (see kernels/elementwise.cl). f16 and bf16 are stored as such and computed in f32; bool and
+// u8 share the uchar build.
+struct KernelType {
+  DType dtype;
+  const char *storage, *calc, *wrap;
+  int is_float, is_signed, storage_kind;
+};
+constexpr KernelType kKernelTypes[] = {
+    {DType::f32, "float", "float", "uint", 1, 1, 0},    {DType::f64, "double", "double", "ulong", 1, 1, 0},
+    {DType::f16, "half", "float", "uint", 1, 1, 1},     {DType::bf16, "ushort", "float", "uint", 1, 1, 2},
+    {DType::i8, "char", "char", "uint", 0, 1, 0},       {DType::i16, "short", "short", "uint", 0, 1, 0},
+    {DType::i32, "int", "int", "uint", 0, 1, 0},        {DType::i64, "long", "long", "ulong", 0, 1, 0},
+    {DType::u8, "uchar", "uchar", "uint", 0, 0, 0},     {DType::boolean, "uchar", "uchar", "uint", 0, 0, 0},
+    {DType::u16, "ushort", "ushort", "uint", 0, 0, 0},  {DType::u32, "uint", "uint", "uint", 0, 0, 0},
+    {DType::u64, "ulong", "ulong", "ulong", 0, 0, 0},
+};
 
-const char* cl_type(DType t) {
+const KernelType* kernel_type(DType t) {
+  for (const auto& k : kKernelTypes)
+    if (k.dtype == t) return &k;
+  return nullptr;
+}
+
+const KernelType& kernel_type(std::string_view op, DType t) {
+  const KernelType* k = kernel_type(t);
+  if (!k) invalid(op, "dtype {} has no element-wise kernel", to_string(t));
+  return *k;
+}
+
+bool is_float_type(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16; }
+bool is_numeric(DType t) { return kernel_type(t) && t != DType::boolean; }
+
+// Calls f(a, b) with a and b converted to the build's T_CALC scalar (the unary kernel's alpha / beta or
+// Clip bounds); integer values are clamped to the type's range, so Clip's +-inf defaults mean "none".
+template <typename F>
+void with_calc_scalars(DType t, double a, double b, F&& f) {
+  auto as = [&]<typename T>(T*) {
+    if constexpr (std::is_integral_v<T>) {
+      auto clamp = [](double v) {
+        if (std::isnan(v)) return T(0);
+        if (v <= double(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+        if (v >= double(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+        return T(v);
+      };
+      f(clamp(a), clamp(b));
+    } else {
+      f(T(a), T(b));
+    }
+  };
   switch (t) {
-    case DType::f32: return "float";
-    case DType::i32: return "int";
-    case DType::i64: return "long";
-    case DType::u8: case DType::boolean: return "uchar";
-    default: fail("elementwise: dtype {} has no kernel type", to_string(t));
+    case DType::f64: return as((cl_double*)nullptr);
+    case DType::i8: return as((cl_char*)nullptr);
+    case DType::i16: return as((cl_short*)nullptr);
+    case DType::i32: return as((cl_int*)nullptr);
+    case DType::i64: return as((cl_long*)nullptr);
+    case DType::u8: case DType::boolean: return as((cl_uchar*)nullptr);
+    case DType::u16: return as((cl_ushort*)nullptr);
+    case DType::u32: return as((cl_uint*)nullptr);
+    case DType::u64: return as((cl_ulong*)nullptr);
+    default: return as((cl_float*)nullptr);  // f32, and f16 / bf16 computed in f32
   }
 }
+
+const ProgramVariants kElementwiseVariants("elementwise.cl", {elementwise_options(DType::f32)});
 
 constexpr std::array<std::pair<const char*, UnaryOp>, 14> kUnaryNames{{
     {"Abs", UnaryOp::abs}, {"Neg", UnaryOp::neg}, {"Exp", UnaryOp::exp}, {"Log", UnaryOp::log},
@@ -56,8 +109,15 @@ int dtype_code(DType t) {
 }
 }  // namespace
 
-std::string elementwise_options(DType in, DType out) {
-  return fmt::format("-DT_IN={} -DT_OUT={} -DIS_FLOAT={}", cl_type(in), cl_type(out), int(in == DType::f32));
+std::string elementwise_options(DType t) {
+  const KernelType& k = kernel_type("elementwise", t);
+  return fmt::format("-DT_IN={} -DT_CALC={} -DT_UW={} -DIS_FLOAT={} -DIS_SIGNED={} -DSTORAGE={} -DUSE_FP64={}",
+                     k.storage, k.calc, k.wrap, k.is_float, k.is_signed, k.storage_kind, int(t == DType::f64));
+}
+
+cl::Program elementwise_program(Context& ctx, int device, std::string_view op, DType t) {
+  check_dtype_support(ctx.device(device), t, op);
+  return ctx.program("elementwise.cl", elementwise_options(t), device);
 }
 
 // ---------------------------------------------------------------- Unary
@@ -81,17 +141,26 @@ Shape Unary::validate(const UnaryConfig& c) {
   std::string_view name = c.op == UnaryOp::activation ? to_string(c.act.kind) : to_string(c.op);
   for (auto d : c.shape.dims)
     if (d < 0) invalid(name, "shape {} has a negative dimension", c.shape.str());
+  const bool act = c.op == UnaryOp::activation;
+  const Act k = c.act.kind;
+  // Activations evaluated exactly in T_CALC; the others call the f32 activation code.
+  const bool exact_act = act && (k == Act::none || k == Act::relu || k == Act::leaky_relu || k == Act::clip);
   bool ok;
-  switch (c.dtype) {
-    case DType::f32: ok = c.op != UnaryOp::not_; break;
-    case DType::i32: case DType::i64:
-      ok = c.op == UnaryOp::abs || c.op == UnaryOp::neg || c.op == UnaryOp::sign ||
-           (c.op == UnaryOp::activation && (c.act.kind == Act::none || c.act.kind == Act::relu));
-      break;
-    case DType::boolean: ok = c.op == UnaryOp::not_; break;
-    default: ok = false;
+  if (c.dtype == DType::boolean) ok = c.op == UnaryOp::not_;
+  else if (c.dtype == DType::f64) ok = c.op != UnaryOp::not_ && (!act || exact_act);  // no f32 rounding
+  else if (is_float_type(c.dtype)) ok = c.op != UnaryOp::not_;
+  else if (!kernel_type(c.dtype)) ok = false;
+  else if (kernel_type(c.dtype)->is_signed)
+    ok = c.op == UnaryOp::abs || c.op == UnaryOp::neg || c.op == UnaryOp::sign ||
+         (act && (k == Act::none || k == Act::relu || k == Act::clip));
+  else  // unsigned: no Neg
+    ok = c.op == UnaryOp::abs || c.op == UnaryOp::sign || (act && (k == Act::none || k == Act::relu || k == Act::clip));
+  if (!ok) {
+    if (c.dtype == DType::f64 && act)
+      invalid(name, "dtype f64 is not supported for this activation (f64 has Relu, LeakyRelu and Clip; the others "
+                    "compute in f32)");
+    invalid(name, "dtype {} is not supported for this op", to_string(c.dtype));
   }
-  if (!ok) invalid(name, "dtype {} is not supported for this op", to_string(c.dtype));
   if (c.op == UnaryOp::activation && c.act.kind == Act::celu && c.act.alpha == 0.0f)
     invalid(name, "alpha must be non-zero, got 0");
   return c.shape;
@@ -101,7 +170,7 @@ std::unique_ptr<Unary> Unary::create(Context& ctx, int device, const UnaryConfig
   validate(cfg);
   std::unique_ptr<Unary> u(new Unary());
   u->cfg_ = cfg;
-  u->kernel_ = make_kernel(ctx.program("elementwise.cl", elementwise_options(cfg.dtype, cfg.dtype), device), "unary");
+  u->kernel_ = make_kernel(elementwise_program(ctx, device, u->type(), cfg.dtype), "unary");
   return u;
 }
 
@@ -113,8 +182,12 @@ void Unary::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, con
   if (n == 0) return;
   int op = cfg_.op == UnaryOp::activation ? int(cfg_.act.kind) : int(cfg_.op);
   std::lock_guard lock(launch_mutex_);
-  set_args(kernel_, cl_int(op), cfg_.act.alpha, cfg_.act.beta, cl_long(n), in[0].buffer, cl_long(in[0].offset_elems()),
-           out[0].buffer, cl_long(out[0].offset_elems()));
+  const bool bounds = cfg_.op == UnaryOp::activation && cfg_.act.kind == Act::clip && cfg_.clip_bounds;
+  const double a = bounds ? cfg_.clip_bounds->first : cfg_.act.alpha, b = bounds ? cfg_.clip_bounds->second : cfg_.act.beta;
+  with_calc_scalars(cfg_.dtype, a, b, [&](auto ta, auto tb) {
+    set_args(kernel_, cl_int(op), ta, tb, cl_long(n), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+             cl_long(out[0].offset_elems()));
+  });
   ec.enqueue_kernel(kernel_, cl::NDRange(size_t(n)), cl::NullRange, "unary");
 }
 
@@ -140,9 +213,10 @@ Shape Binary::validate(const BinaryConfig& c) {
   if (is_logical(c.op)) {
     if (c.dtype != DType::boolean) invalid(name, "inputs must be bool, got {}", to_string(c.dtype));
   } else if (c.op == BinaryOp::equal) {
-    if (c.dtype == DType::f16) invalid(name, "dtype f16 is not supported");
-  } else if (c.dtype != DType::f32 && c.dtype != DType::i32 && c.dtype != DType::i64) {
-    invalid(name, "dtype {} is not supported (expected f32, i32 or i64)", to_string(c.dtype));
+    if (!kernel_type(c.dtype)) invalid(name, "dtype {} is not supported", to_string(c.dtype));
+  } else if (!is_numeric(c.dtype)) {
+    invalid(name, "dtype {} is not supported (expected a float or integer type: f32, f64, f16, bf16, i8, i16, i32, i64, "
+                  "u8, u16, u32, u64)", to_string(c.dtype));
   }
   return broadcast_shapes(name, {c.a, c.b});
 }
@@ -156,8 +230,8 @@ std::unique_ptr<Binary> Binary::create(Context& ctx, int device, const BinaryCon
   Shape o(dims);
   b->it_ = collapse(to_string(cfg.op), dims,
                     {broadcast_strides(cfg.a, o), broadcast_strides(cfg.b, o), contiguous_strides(o)});
-  b->kernel_ = make_kernel(ctx.program("elementwise.cl", elementwise_options(cfg.dtype, output_dtype(cfg)), device),
-                           "binary");
+  b->kernel_ = make_kernel(elementwise_program(ctx, device, to_string(cfg.op), cfg.dtype),
+                           output_dtype(cfg) == DType::boolean ? "compare" : "binary");
   b->group_ = row_group_size(b->kernel_, ctx.device(device), b->it_.inner());
   log::debug("{} {} x {} -> {}: rank {} after collapsing", to_string(cfg.op), cfg.a.str(), cfg.b.str(), b->out_.str(),
              b->it_.rank);
@@ -182,7 +256,7 @@ void Binary::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
 
 // ---------------------------------------------------------------- Where
 Shape Where::validate(const WhereConfig& c) {
-  if (dtype_code(c.dtype) < 0) invalid("Where", "dtype {} of X and Y is not supported", to_string(c.dtype));
+  if (!kernel_type(c.dtype)) invalid("Where", "dtype {} of X and Y is not supported", to_string(c.dtype));
   return broadcast_shapes("Where", {c.cond, c.x, c.y});
 }
 
@@ -194,8 +268,7 @@ std::unique_ptr<Where> Where::create(Context& ctx, int device, const WhereConfig
   w->it_ = collapse("Where", out.dims,
                     {broadcast_strides(cfg.cond, out), broadcast_strides(cfg.x, out), broadcast_strides(cfg.y, out),
                      contiguous_strides(out)});
-  w->kernel_ =
-      make_kernel(ctx.program("elementwise.cl", elementwise_options(cfg.dtype, cfg.dtype), device), "where_select");
+  w->kernel_ = make_kernel(elementwise_program(ctx, device, "Where", cfg.dtype), "where_select");
   w->group_ = row_group_size(w->kernel_, ctx.device(device), w->it_.inner());
   return w;
 }
@@ -229,7 +302,7 @@ std::unique_ptr<Cast> Cast::create(Context& ctx, int device, const CastConfig& c
   std::unique_ptr<Cast> c(new Cast());
   c->cfg_ = cfg;
   // Shares the f32 build: the types are runtime arguments.
-  c->kernel_ = make_kernel(ctx.program("elementwise.cl", elementwise_options(DType::f32, DType::f32), device), "cast_any");
+  c->kernel_ = make_kernel(ctx.program("elementwise.cl", elementwise_options(DType::f32), device), "cast_any");
   return c;
 }
 

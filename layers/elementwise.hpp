@@ -3,6 +3,7 @@
 // Where (three-way broadcast) and Cast. Kernels: kernels/elementwise.cl.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "layers/activation.hpp"
@@ -23,10 +24,14 @@ struct UnaryConfig {
   Activation act{};  // when op == activation
   DType dtype = DType::f32;
   Shape shape;
+  // Clip's min / max at full precision for f64 and integer types (act.alpha / beta are f32); when unset,
+  // act.alpha / beta. Integer bounds are clamped to the type's range.
+  std::optional<std::pair<double, double>> clip_bounds = std::nullopt;
 };
 
-// Input x, output y (same shape and dtype). f32 for every op; i32/i64 for Abs, Neg, Sign, Relu and
-// Identity; bool for Not.
+// Input x, output y (same shape and dtype). f32, f16 and bf16 (stored as such, computed in f32) for
+// every op but Not; f64 for the math ops, Relu, LeakyRelu and Clip; signed integers for Abs, Neg, Sign,
+// Relu, Clip and Identity, unsigned ones the same but Neg; bool for Not.
 class Unary : public Op {
  public:
   static Shape validate(const UnaryConfig& cfg);
@@ -58,8 +63,10 @@ struct BinaryConfig {
 };
 
 // Inputs a, b (numpy broadcasting); output c of the broadcast shape; dtype bool for comparisons and
-// logic, else the input dtype. Arithmetic on f32/i32/i64, comparisons on f32/i32/i64/bool... (not
-// bool for <, >), And/Or/Xor on bool only.
+// logic, else the input dtype. Arithmetic, Max / Min and ordering on every float (f32, f64, f16 and bf16
+// computed in f32) and integer type (i8 ... u64: +, -, * wrap, Div truncates, Mod follows the divisor's
+// sign, Pow is exact integer power); Equal also on bool; And / Or / Xor on bool only. f64 needs a device
+// with cl_khr_fp64.
 class Binary : public Op {
  public:
   static Shape validate(const BinaryConfig& cfg);
@@ -118,7 +125,9 @@ class Cast : public Op {
   cl::Kernel kernel_;
 };
 
-// Build options of elementwise.cl for an element type (T_IN / IS_FLOAT) and a result type.
-std::string elementwise_options(DType in, DType out);
+// Build options of elementwise.cl for an element type (one build per type serves every op on it).
+std::string elementwise_options(DType t);
+// That build for `device`, after checking that the device can compute in `t` (errors name `op`).
+cl::Program elementwise_program(Context& ctx, int device, std::string_view op, DType t);
 
 }  // namespace cldl

@@ -29,6 +29,18 @@ std::vector<bool> reduced_dims(const ReduceConfig& c) {
   }
   return red;
 }
+
+const char* cumsum_kernel(DType t) {
+  switch (t) {
+    case DType::f32: return "cumsum_f32";
+    case DType::f64: return "cumsum_f64";
+    case DType::i32: return "cumsum_i32";
+    case DType::i64: return "cumsum_i64";
+    case DType::u32: return "cumsum_u32";
+    case DType::u64: return "cumsum_u64";
+    default: return nullptr;
+  }
+}
 }  // namespace
 
 std::string_view to_string(ReduceOp op) { return kReduceNames[int(op)]; }
@@ -142,8 +154,8 @@ void ArgReduce::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
 
 // ---------------------------------------------------------------- CumSum
 Shape CumSum::validate(const CumSumConfig& c) {
-  if (c.dtype != DType::f32 && c.dtype != DType::i32 && c.dtype != DType::i64)
-    invalid("CumSum", "input dtype {} is not supported (f32, i32, i64)", to_string(c.dtype));
+  if (!cumsum_kernel(c.dtype))
+    invalid("CumSum", "input dtype {} is not supported (f32, f64, i32, i64, u32, u64)", to_string(c.dtype));
   if (c.input.rank() == 0) invalid("CumSum", "input must have rank >= 1, got a scalar");
   normalize_axis("CumSum", "axis", c.axis, c.input.rank());
   return c.input;
@@ -157,8 +169,8 @@ std::unique_ptr<CumSum> CumSum::create(Context& ctx, int device, const CumSumCon
   for (int i = 0; i < a; ++i) r->outer_ *= cfg.input[i];
   r->len_ = cfg.input[a];
   for (size_t i = a + 1; i < cfg.input.rank(); ++i) r->inner_ *= cfg.input[i];
-  const char* name = cfg.dtype == DType::f32 ? "cumsum_f32" : cfg.dtype == DType::i32 ? "cumsum_i32" : "cumsum_i64";
-  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), name);
+  check_dtype_support(ctx.device(device), cfg.dtype, "CumSum");
+  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), cumsum_kernel(cfg.dtype));
   return r;
 }
 

@@ -69,7 +69,7 @@ class ArgReduce : public Op {
 
 struct CumSumConfig {
   Shape input;
-  DType dtype = DType::f32;  // f32, i32 or i64
+  DType dtype = DType::f32;  // f32, f64 (cl_khr_fp64), i32, i64, u32 or u64
   int64_t axis = 0;
   bool exclusive = false, reverse = false;
 };

@@ -2,8 +2,8 @@
 // attributes as alpha / beta), Clip (min / max: load-time constant inputs, attributes before opset 11),
 // binary arithmetic, comparisons and logic with numpy broadcasting, PRelu, Where, Cast / CastLike, and
 // the variadic Sum / Mean / Max / Min (Expand of the first input into the output, then one in-place
-// Binary per further input; Mean scales by 1/n with the affine activation). Pow with mixed dtypes runs
-// in f32 and two-input u8 arithmetic / comparisons in i32, between casts.
+// Binary per further input; Mean scales by 1/n with the affine activation). Every float and integer
+// dtype runs natively (layers/elementwise.hpp); Pow with mixed dtypes runs in f32 between casts.
 #include <set>
 
 #include "layers/data.hpp"
@@ -52,8 +52,12 @@ UnaryConfig unary_config(const Node& n, const std::vector<const HostTensor*>& va
     u.act = activation_from_onnx("Clip");
     u.act.alpha = n.attr_f("min", u.act.alpha);  // Clip-6 .. 10: attributes; from 11: inputs
     u.act.beta = n.attr_f("max", u.act.beta);
-    if (value.size() > 1 && value[1]) u.act.alpha = float(to_doubles(*value[1]).at(0));
-    if (value.size() > 2 && value[2]) u.act.beta = float(to_doubles(*value[2]).at(0));
+    double lo = u.act.alpha, hi = u.act.beta;
+    if (value.size() > 1 && value[1]) lo = to_doubles(*value[1]).at(0);
+    if (value.size() > 2 && value[2]) hi = to_doubles(*value[2]).at(0);
+    u.act.alpha = float(lo);
+    u.act.beta = float(hi);
+    u.clip_bounds = std::pair{lo, hi};
   } else if (is_activation(n.op_type)) {
     u.act = node_activation(n);
   } else {
@@ -85,28 +89,24 @@ BinaryOp binary_of(const Node& n) {
   return binary_op_from_onnx(t, n.attr_i("fmod", 0) != 0);
 }
 
-// Binary ops the Binary kernel has no dtype for, run in a wider type between casts:
-//  - Pow with a base and an exponent of different dtypes (ONNX allows it; the result has the base's
-//    dtype): computed in f32; an integer result is cast back truncating, as ONNX does (see nudge).
-//  - arithmetic, Max / Min and comparisons on u8: computed in i32; arithmetic results are cast back to
-//    u8 modulo 256 (numpy's uint8 wrap-around), comparisons give bool directly.
-bool pow_numeric(DType t) { return t == DType::f32 || t == DType::i32 || t == DType::i64; }
-
-bool needs_cast_binary(const Node& n, DType a, DType b) {
-  bool pow_mixed = n.op_type == "Pow" && a != b;
-  return pow_mixed || (a == DType::u8 && b == DType::u8);
+// Pow with a base and an exponent of different dtypes (ONNX allows it; the result has the base's dtype)
+// has no single kernel type: it is computed in f32 between casts; an integer result is cast back
+// truncating, as ONNX does (see nudge).
+bool pow_numeric(DType t) {
+  return t == DType::f32 || t == DType::i32 || t == DType::i64 || t == DType::i8 || t == DType::i16 ||
+         t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64;
 }
+
+bool needs_cast_binary(const Node& n, DType a, DType b) { return n.op_type == "Pow" && a != b; }
 
 void infer_cast_binary(InferCtx& c) {
   DType a = c.input(0).dtype, e = c.input(1).dtype;
   BinaryOp op = binary_of(c.node);
-  DType compute = a == DType::u8 ? DType::i32 : DType::f32;
-  if (a == DType::u8) {
-    if (c.in.size() != 2 || is_logical(op) || op == BinaryOp::prelu)
-      c.error("unsupported: {} on u8 (two-input arithmetic, Max / Min and comparisons are implemented)", c.node.op_type);
-  } else if (!pow_numeric(a) || !pow_numeric(e) || (a != DType::f32 && e != DType::f32)) {
+  const DType compute = DType::f32;
+  if (!pow_numeric(a) || !pow_numeric(e) || (a != DType::f32 && e != DType::f32))
     c.error("unsupported: Pow of {} by {} (mixed dtypes need an f32 base or exponent)", to_string(a), to_string(e));
-  }
+  for (DType t : {a, e})
+    if (t != compute) checked(c, [&] { return Cast::validate({t, compute, c.shape(0)}); });
   BinaryConfig b{op, compute, c.shape(0), c.shape(1)};
   Shape out = checked(c, [&] { return Binary::validate(b); });
   c.set(0, is_comparison(op) ? DType::boolean : a, out);
@@ -164,9 +164,8 @@ std::unique_ptr<NodeKernel> lower_cast_binary(LowerCtx& c) {
   auto k = std::make_unique<CastBinaryKernel>();
   k->ctx = &c.ctx;
   k->device = c.device;
-  DType a = c.in[0].dtype;
   BinaryOp op = binary_of(c.node);
-  k->compute = a == DType::u8 ? DType::i32 : DType::f32;
+  k->compute = DType::f32;
   k->out_shape = c.out[0].shape.to_shape();
   for (int i = 0; i < 2; ++i) {
     k->shape[i] = c.in[size_t(i)].shape.to_shape();

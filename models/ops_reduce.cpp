@@ -1,7 +1,7 @@
 // ONNX Reduce* (axes as the "axes" attribute before opset 18 / ReduceSum 13, as a load-time input
 // after; keepdims, noop_with_empty_axes) and ArgMax / ArgMin mapped onto layers/reduce.hpp. f32 input;
 // ReduceMax / ReduceMin also bool and u8.
-// CumSum (axis a load-time input, exclusive, reverse) on f32 / i32 / i64.
+// CumSum (axis a load-time input, exclusive, reverse) on f32 / f64 / i32 / i64 / u32 / u64.
 #include "layers/reduce.hpp"
 #include "models/ops_cnn_common.hpp"
 

@@ -8,6 +8,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
+#include "runtime/tensor.hpp"
 
 namespace cldl {
 
@@ -79,6 +80,18 @@ void apply_quirks(DeviceInfo& i) {
   }
 }
 
+}  // namespace
+
+bool supports_dtype(const DeviceInfo& info, DType t) { return t != DType::f64 || info.fp64; }
+
+void check_dtype_support(const Device& d, DType t, std::string_view op) {
+  if (!supports_dtype(d.info, t))
+    throw Error(fmt::format("{}: dtype {} needs a device with double precision (cl_khr_fp64); '{}' has none", op,
+                            to_string(t), d.info.name),
+                0, std::string(op));
+}
+
+namespace {
 std::vector<Device> enumerate() {
   std::vector<Device> out;
   std::vector<cl::Platform> platforms;

@@ -59,4 +59,11 @@ std::vector<Device> select_devices(std::string_view spec);
 
 DeviceInfo query_device_info(const cl::Platform& p, const cl::Device& d);
 
+// Whether kernels can compute in `t` on the device: f64 needs cl_khr_fp64 (f16 and bf16 are converted
+// with core vload_half / bit shifts and need nothing). Throws an Error naming `op`, the dtype and the
+// device when it cannot.
+enum class DType : uint8_t;
+bool supports_dtype(const DeviceInfo& info, DType t);
+void check_dtype_support(const Device& d, DType t, std::string_view op);
+
 }  // namespace cldl

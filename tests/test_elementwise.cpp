@@ -1,10 +1,14 @@
 // Element-wise ops against the reference: every activation and unary op, binary ops with numpy
 // broadcasting (scalars, size-1 dims, rank mismatch), comparisons and logic to bool, Where, Cast.
 // Tolerance: 1e-5 relative (+1e-6 absolute) for transcendental f32 ops, exact for integer, bool, Cast.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <thread>
 
 #include "layers/elementwise.hpp"
+#include "models/op_registry.hpp"
 #include "reference/cnn_harness.hpp"
 #include "reference/cnn_ref.hpp"
 
@@ -195,6 +199,206 @@ TEST_CASE("integer arithmetic, comparisons and bool logic are exact") {
     auto want = ref::binary<bool, bool>(p, sa.dims, q, sb.dims, [&](bool x, bool y) {
       return bop == BinaryOp::and_ ? x && y : bop == BinaryOp::or_ ? x || y : x != y; }, od);
     for (size_t i = 0; i < want.size(); ++i) REQUIRE(bool(got[i]) == want[i]);
+  }
+}
+
+// Integer reference in the numpy / ONNX semantics: +, -, * wrap (computed in uint64 and truncated), Div
+// truncates (0 on division by zero, MIN / -1 wraps), Mod takes the divisor's sign, Pow by repeated
+// multiplication.
+template <typename T>
+T int_ref(BinaryOp op, T x, T y) {
+  using U = std::make_unsigned_t<T>;
+  switch (op) {
+    case BinaryOp::add: return T(U(uint64_t(x) + uint64_t(y)));
+    case BinaryOp::sub: return T(U(uint64_t(x) - uint64_t(y)));
+    case BinaryOp::mul: return T(U(uint64_t(x) * uint64_t(y)));
+    case BinaryOp::div:
+      if (y == 0) return 0;
+      if constexpr (std::is_signed_v<T>) if (y == T(-1)) return T(U(0) - U(x));
+      return T(x / y);
+    case BinaryOp::mod: {
+      if (y == 0) return 0;
+      if constexpr (std::is_signed_v<T>) if (y == T(-1)) return 0;
+      T r = T(x % y);
+      return (r != 0 && ((r < 0) != (y < 0))) ? T(r + y) : r;
+    }
+    case BinaryOp::pow: {
+      if constexpr (std::is_signed_v<T>)
+        if (y < 0) return x == 1 ? T(1) : x == T(-1) ? T((y % 2) ? -1 : 1) : T(0);
+      uint64_t r = 1;
+      for (T k = 0; k < y; ++k) r *= uint64_t(x);
+      return T(U(r));
+    }
+    case BinaryOp::max: return std::max(x, y);
+    case BinaryOp::min: return std::min(x, y);
+    case BinaryOp::equal: return x == y;
+    case BinaryOp::less: return x < y;
+    case BinaryOp::less_equal: return x <= y;
+    case BinaryOp::greater: return x > y;
+    default: return x >= y;
+  }
+}
+
+// Every op of one integer type on odd broadcast shapes, with the type's extremes and, for Pow, small
+// exponents (negative ones too for signed types).
+template <typename T>
+void check_int_binary(DType dt) {
+  CAPTURE(to_string(dt));
+  const Shape sa{3, 1, 5}, sb{4, 1};
+  const T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+  std::vector<T> a(size_t(sa.numel())), b(size_t(sb.numel())), e(b.size());
+  const T pa[] = {lo, hi, T(hi - 1), T(0), T(1), T(7), T(hi / 3), T(lo / 2 + 1), T(100), T(-7), T(-1), T(13)};
+  for (size_t i = 0; i < a.size(); ++i) a[i] = pa[i % 12];
+  const T pb[] = {T(3), T(0), T(-1), T(hi), T(-5), T(2)};  // 0: Div / Mod give 0; -1: MIN / -1
+  for (size_t i = 0; i < b.size(); ++i) b[i] = pb[i % 6];
+  for (size_t i = 0; i < e.size(); ++i) e[i] = std::is_signed_v<T> && i % 3 == 2 ? T(-T(i % 2) - 1) : T(i % 5 + 1);
+  Shape so = Binary::validate({BinaryOp::add, dt, sa, sb});
+  for (BinaryOp bop : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div, BinaryOp::mod, BinaryOp::pow,
+                       BinaryOp::max, BinaryOp::min, BinaryOp::equal, BinaryOp::less, BinaryOp::less_equal,
+                       BinaryOp::greater, BinaryOp::greater_equal}) {
+    CAPTURE(to_string(bop));
+    const auto& bb = bop == BinaryOp::pow ? e : b;
+    auto op = Binary::create(ctx(), 0, {bop, dt, sa, sb});
+    ref::Dims od;
+    auto want = ref::binary<T, T>(a, sa.dims, bb, sb.dims, [&](T x, T y) { return int_ref(bop, x, y); }, od);
+    if (is_comparison(bop)) {
+      auto got = down<uint8_t>(run_op(*op, {up(a, sa), up(bb, sb)}, so, DType::boolean));
+      for (size_t i = 0; i < want.size(); ++i) REQUIRE(T(got[i]) == want[i]);
+    } else {
+      auto got = down<T>(run_op(*op, {up(a, sa), up(bb, sb)}, so, dt));
+      for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == want[i]);
+    }
+  }
+  // Abs / Neg wrap at MIN, Relu, and Clip with bounds beyond f32's precision (the bounds are doubles:
+  // exact up to 2^53).
+  std::vector<T> x(a.begin(), a.end());
+  const T cl = std::is_signed_v<T> ? T(-100) : T(5), ch = sizeof(T) == 8 ? T((int64_t(1) << 50) + 3) : T(hi - 2);
+  for (UnaryOp u : {UnaryOp::abs, UnaryOp::neg, UnaryOp::sign, UnaryOp::activation}) {
+    if (std::is_unsigned_v<T> && u == UnaryOp::neg) continue;
+    UnaryConfig c{u, {}, dt, sa};
+    if (u == UnaryOp::activation) {
+      c.act = activation_from_onnx("Clip");
+      c.clip_bounds = std::pair{double(cl), double(ch)};
+    }
+    CAPTURE(to_string(u));
+    auto op = Unary::create(ctx(), 0, c);
+    auto got = down<T>(run_op(*op, {up(x, sa)}, sa, dt));
+    for (size_t i = 0; i < x.size(); ++i) {
+      using U = std::make_unsigned_t<T>;
+      T v = x[i], w = u == UnaryOp::abs ? (v < 0 ? T(U(0) - U(v)) : v)
+                    : u == UnaryOp::neg ? T(U(0) - U(v))
+                    : u == UnaryOp::sign ? T((v > 0) - (v < 0))
+                                         : std::clamp(v, cl, ch);
+      REQUIRE(got[i] == w);
+    }
+  }
+}
+
+TEST_CASE("integer types: wrap-around, truncating Div, Mod signs, Pow, Max / Min, comparisons, Clip") {
+  check_int_binary<int8_t>(DType::i8);
+  check_int_binary<int16_t>(DType::i16);
+  check_int_binary<int32_t>(DType::i32);
+  check_int_binary<int64_t>(DType::i64);
+  check_int_binary<uint8_t>(DType::u8);
+  check_int_binary<uint16_t>(DType::u16);
+  check_int_binary<uint32_t>(DType::u32);
+  check_int_binary<uint64_t>(DType::u64);  // includes values above 2^63 (hi, hi / 3 * ...)
+}
+
+TEST_CASE("f64 arithmetic keeps what f32 cannot hold, or fails naming op and dtype without cl_khr_fp64") {
+  const Shape sa{2, 3, 7}, sb{3, 1};
+  Device no_fp64 = ctx().device(0);  // the capability check as it acts on a device without cl_khr_fp64
+  no_fp64.info.fp64 = false;
+  expect_invalid([&] { check_dtype_support(no_fp64, DType::f64, "Add"); }, {"Add", "f64", "cl_khr_fp64", no_fp64.info.name});
+  check_dtype_support(no_fp64, DType::f16, "Add");  // f16 / bf16 need no extension
+  check_dtype_support(no_fp64, DType::bf16, "Add");
+  if (!ctx().device(0).info.fp64) {
+    expect_invalid([&] { Binary::create(ctx(), 0, {BinaryOp::add, DType::f64, sa, sb}); }, {"Add", "f64", "cl_khr_fp64"});
+    return;
+  }
+  std::vector<double> a(size_t(sa.numel())), b(size_t(sb.numel()));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = (1.0 + std::ldexp(double(i % 5 + 1), -40)) * (i % 2 ? -1.0 : 1.0) * double(i + 1);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 3.0 + std::ldexp(1.0, -45) * double(i + 1);
+  b[1] = -b[1];
+  Shape so = Binary::validate({BinaryOp::add, DType::f64, sa, sb});
+  for (BinaryOp bop : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div, BinaryOp::max, BinaryOp::min,
+                       BinaryOp::mod, BinaryOp::fmod, BinaryOp::less, BinaryOp::equal}) {
+    CAPTURE(to_string(bop));
+    auto op = Binary::create(ctx(), 0, {bop, DType::f64, sa, sb});
+    ref::Dims od;
+    auto want = ref::binary<double, double>(a, sa.dims, b, sb.dims, [&](double x, double y) { return fref(bop, x, y); }, od);
+    if (is_comparison(bop)) {
+      auto got = down<uint8_t>(run_op(*op, {up(a, sa), up(b, sb)}, so, DType::boolean));
+      for (size_t i = 0; i < want.size(); ++i) REQUIRE(double(got[i]) == want[i]);
+    } else {
+      auto got = down<double>(run_op(*op, {up(a, sa), up(b, sb)}, so, DType::f64));
+      for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == want[i]);  // IEEE-exact in double
+    }
+  }
+  for (size_t i = 0; i < a.size(); ++i) REQUIRE(double(float(a[i])) != a[i]);  // the inputs need f64
+  UnaryConfig c{UnaryOp::activation, activation_from_onnx("Clip"), DType::f64, sa};
+  c.clip_bounds = std::pair{-3.0 - std::ldexp(1.0, -42), 5.0 + std::ldexp(1.0, -42)};
+  auto clip = Unary::create(ctx(), 0, c);
+  auto got = down<double>(run_op(*clip, {up(a, sa)}, sa, DType::f64));
+  for (size_t i = 0; i < a.size(); ++i) REQUIRE(got[i] == std::clamp(a[i], c.clip_bounds->first, c.clip_bounds->second));
+  expect_invalid([&] { Unary::validate({UnaryOp::activation, activation_from_onnx("Celu"), DType::f64, sa}); },
+                 {"Celu", "f64"});
+}
+
+// f16 / bf16 bits <-> f32 for the reference (IEEE round to nearest even).
+float bf16_to_float(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+TEST_CASE("f16 and bf16: stored as such, computed in f32, rounded to nearest even") {
+  const Shape sa{3, 1, 5}, sb{4, 1};
+  auto fa = random_floats(sa.numel(), 81, -3.0f, 3.0f), fb = random_floats(sb.numel(), 82, -3.0f, 3.0f);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    CAPTURE(to_string(dt));
+    auto enc = [&](float v) { return dt == DType::f16 ? graph::float_to_half(v) : float_to_bf16(v); };
+    auto dec = [&](uint16_t v) { return dt == DType::f16 ? graph::half_to_float(v) : bf16_to_float(v); };
+    std::vector<uint16_t> a, b;
+    for (float v : fa) a.push_back(enc(v));
+    for (float v : fb) b.push_back(enc(v));
+    auto upt = [&](const std::vector<uint16_t>& v, const Shape& s) {
+      HostTensor h(dt, s);
+      std::memcpy(h.data(), v.data(), v.size() * 2);
+      return ctx().upload(h);
+    };
+    Shape so = Binary::validate({BinaryOp::add, dt, sa, sb});
+    for (BinaryOp bop : {BinaryOp::add, BinaryOp::mul, BinaryOp::max, BinaryOp::min, BinaryOp::greater}) {
+      CAPTURE(to_string(bop));
+      auto op = Binary::create(ctx(), 0, {bop, dt, sa, sb});
+      ref::Dims od;
+      auto want = ref::binary<uint16_t, uint16_t>(a, sa.dims, b, sb.dims, [&](uint16_t x, uint16_t y) -> uint16_t {
+        float r = float(fref(bop, dec(x), dec(y)));
+        return is_comparison(bop) ? uint16_t(r) : enc(r);
+      }, od);
+      auto got = is_comparison(bop) ? std::vector<uint16_t>() : down<uint16_t>(run_op(*op, {upt(a, sa), upt(b, sb)}, so, dt));
+      if (is_comparison(bop)) {
+        auto g8 = down<uint8_t>(run_op(*op, {upt(a, sa), upt(b, sb)}, so, DType::boolean));
+        got.assign(g8.begin(), g8.end());
+      }
+      for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == want[i]);
+    }
+    Activation celu = activation_from_onnx("Celu");
+    auto op = Unary::create(ctx(), 0, {UnaryOp::activation, celu, dt, sa});
+    auto got = down<uint16_t>(run_op(*op, {upt(a, sa)}, sa, dt));
+    std::vector<float> g, w;
+    for (size_t i = 0; i < a.size(); ++i) {
+      g.push_back(dec(got[i]));
+      w.push_back(dec(enc(apply(celu, dec(a[i])))));
+    }
+    // One unit in the last place of the stored type (exp may differ by an f32 ulp before rounding).
+    CLDL_CHECK_CLOSE(g.data(), w.data(), w.size(), dt == DType::f16 ? 2e-3 : 8e-3, 1e-6);
   }
 }
 

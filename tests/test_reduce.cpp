@@ -2,6 +2,7 @@
 // negative axes), keepdims on/off, noop_with_empty_axes; ArgMax / ArgMin with ties and
 // select_last_index. Tolerance: 1e-5 relative + 1e-5 absolute (ReduceProd 1e-4 relative); Arg* exact.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "layers/reduce.hpp"
@@ -111,6 +112,85 @@ TEST_CASE("ArgMax / ArgMin on every axis, with ties and select_last_index") {
               REQUIRE(got[o * inner + in] == best);
             }
         }
+}
+
+TEST_CASE("ReduceMax / ReduceMin on bool and u8, exact, with the identity on an empty axis") {
+  const Shape s{3, 5, 7};
+  std::vector<uint8_t> x(size_t(s.numel()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t((i * 37 + 11) % 251);
+  for (DType dt : {DType::boolean, DType::u8})
+    for (ReduceOp op : {ReduceOp::max, ReduceOp::min})
+      for (std::vector<int64_t> axes : {std::vector<int64_t>{1}, {0, 2}, {-1}}) {
+        CAPTURE(to_string(dt));
+        CAPTURE(to_string(op));
+        std::vector<uint8_t> v = x;
+        if (dt == DType::boolean)
+          for (size_t i = 0; i < v.size(); ++i) v[i] = (i % 4 == 0 || i % 7 == 3) ? 1 : 0;
+        ReduceConfig cfg{op, s, axes, true, false, dt};
+        Shape so = Reduce::validate(cfg);
+        HostTensor hv(dt, s);
+        std::memcpy(hv.data(), v.data(), v.size());
+        auto got = down<uint8_t>(run_op(*Reduce::create(ctx(), 0, cfg), {ctx().upload(hv)}, so, dt));
+        std::vector<float> xf(v.begin(), v.end());
+        ref::Dims od;
+        auto want = ref::reduce(xf, s.dims, std::vector<int>(axes.begin(), axes.end()), true, op == ReduceOp::max ? 2 : 3, od);
+        REQUIRE(Shape(od) == so);
+        REQUIRE(want.size() == got.size());
+        for (size_t i = 0; i < want.size(); ++i) REQUIRE(float(got[i]) == want[i]);
+      }
+  const Shape e{2, 0, 3};
+  for (DType dt : {DType::boolean, DType::u8})
+    for (ReduceOp op : {ReduceOp::max, ReduceOp::min}) {
+      ReduceConfig cfg{op, e, {1}, true, false, dt};
+      auto got = down<uint8_t>(run_op(*Reduce::create(ctx(), 0, cfg), {ctx().alloc(e, dt)}, Shape{2, 1, 3}, dt));
+      for (uint8_t g : got) REQUIRE(g == (op == ReduceOp::max ? 0 : dt == DType::boolean ? 1 : 255));
+    }
+  expect_invalid([] { Reduce::validate({ReduceOp::sum, Shape{3}, {}, true, false, DType::boolean}); },
+                 {"ReduceSum", "bool"});
+}
+
+TEST_CASE("CumSum on u32 / u64 wraps and on f64 keeps what f32 cannot hold") {
+  const Shape s{3, 7, 5};
+  std::vector<uint64_t> x(size_t(s.numel()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (uint64_t(1) << 62) + uint64_t(i) * 0x0123456789abcdefull;  // sums pass 2^63, 2^64
+  for (int64_t ax : {0, 1, -1})
+    for (bool excl : {false, true})
+      for (bool rev : {false, true}) {
+        CAPTURE(ax);
+        // Reference: sequential sums along the axis in uint64 / uint32 (wrap-around) and double.
+        const int a = int(ax < 0 ? ax + 3 : ax);
+        auto cum = [&](auto zero, const auto& in) {
+          auto out = in;
+          int64_t inner = 1, outer = 1, len = s[size_t(a)];
+          for (int i = 0; i < a; ++i) outer *= s[size_t(i)];
+          for (size_t i = size_t(a) + 1; i < 3; ++i) inner *= s[i];
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t in_ = 0; in_ < inner; ++in_) {
+              auto acc = zero;
+              for (int64_t t = 0; t < len; ++t) {
+                int64_t p = (o * len + (rev ? len - 1 - t : t)) * inner + in_;
+                if (excl) out[size_t(p)] = acc;
+                acc += in[size_t(p)];
+                if (!excl) out[size_t(p)] = acc;
+              }
+            }
+          return out;
+        };
+        auto w64 = cum(uint64_t(0), x);
+        auto g64 = down<uint64_t>(run_op(*CumSum::create(ctx(), 0, {s, DType::u64, ax, excl, rev}), {up(x, s)}, s, DType::u64));
+        REQUIRE(g64 == w64);
+        std::vector<uint32_t> x32(x.begin(), x.end());
+        auto g32 = down<uint32_t>(run_op(*CumSum::create(ctx(), 0, {s, DType::u32, ax, excl, rev}), {up(x32, s)}, s, DType::u32));
+        REQUIRE(g32 == cum(uint32_t(0), x32));
+        std::vector<double> xd;
+        for (size_t i = 0; i < x.size(); ++i) xd.push_back(1.0 + std::ldexp(double(i + 1), -40));
+        if (ctx().device(0).info.fp64) {
+          auto gd = down<double>(run_op(*CumSum::create(ctx(), 0, {s, DType::f64, ax, excl, rev}), {up(xd, s)}, s, DType::f64));
+          REQUIRE(gd == cum(0.0, xd));  // same order of additions: exact
+        } else {
+          expect_invalid([&] { CumSum::create(ctx(), 0, {s, DType::f64, ax, excl, rev}); }, {"CumSum", "f64", "cl_khr_fp64"});
+        }
+      }
 }
 
 TEST_CASE("CumSum on every axis, f32 / i32 / i64, exclusive and reverse") {
