@@ -300,7 +300,7 @@ DType cast_target(const InferCtx* ic, const Node& n, DType like) {
   }
 }
 
-// saturate and round_mode (Cast only; CastLike has saturate too).
+// The saturate (float8 targets) and round_mode (e8m0 targets) attributes of Cast / CastLike.
 void cast_attributes(const Node& n, CastConfig& k) {
   k.saturate = n.attr_i("saturate", 1) != 0;
   k.rounding = parse_e8m0_rounding(n.attr_s("round_mode", "up"));

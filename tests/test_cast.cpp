@@ -9,6 +9,7 @@
 #include "layers/elementwise.hpp"
 #include "models/op_registry.hpp"
 #include "reference/cnn_harness.hpp"
+#include "tests/support/onnx_util.hpp"
 
 using namespace cldl;
 using namespace cldl::test;
@@ -312,6 +313,42 @@ TEST_CASE("host cast: sub-byte integer targets wrap, f64 -> f16 rounds once") {
   HostTensor x64 = HostTensor::from<double>(Shape{1}, std::span<const double>(&d, 1));
   CHECK(to_doubles(cast_host(x64, DType::f16))[0] == 1.0 + std::ldexp(1.0, -10));
   if (ctx().device(0).info.fp64) CHECK(to_doubles(device_cast(x64, DType::f16))[0] == 1.0 + std::ldexp(1.0, -10));
+}
+
+TEST_CASE("a Cast node folds a constant at load with saturate and round_mode as the device runs it") {
+  HostTensor c = f32_tensor({1e6f, -1e6f, 0.3f, 1.5f, 1.1f, INFINITY, 460.0f, 470.0f, -0.0f, 3e38f});
+  struct Case {
+    int64_t to;
+    DType dt;
+    int64_t saturate;
+    std::string mode;
+  };
+  for (const Case& k : {Case{17, DType::f8e4m3fn, 0, "up"}, Case{19, DType::f8e5m2, 0, "up"},
+                        Case{20, DType::f8e5m2fnuz, 1, "up"}, Case{24, DType::f8e8m0, 1, "down"},
+                        Case{24, DType::f8e8m0, 0, "nearest"}, Case{10, DType::f16, 1, "up"}}) {
+    CAPTURE(to_string(k.dt));
+    CAPTURE(k.saturate);
+    const std::map<std::string, graph::AttrValue> attrs{{"to", k.to}, {"saturate", k.saturate}, {"round_mode", k.mode}};
+    graph::GraphBuilder fb;  // the input is a constant: folded on the host at load
+    fb.output(fb.op1("Cast", {fb.constant("c", c)}, attrs), "y");
+    graph::Graph fg = fb.build();
+    CHECK(graph::prepare(fg).folded_nodes >= 1);
+    for (const auto& n : fg.nodes) CHECK(n.op_type != "Cast");
+    HostTensor folded = graph::CompiledModel::compile(shared_ctx(), std::move(fg))->session()->run({}).at("y");
+    graph::GraphBuilder db;  // the input is fed at run time: the device kernel
+    db.output(db.op1("Cast", {db.input("x", DType::f32, c.shape())}, attrs), "y");
+    HostTensor ran = run_graph(db.build(), {{"x", c}}).at("y");
+    HostTensor want = cast_host(c, k.dt, k.saturate != 0, parse_e8m0_rounding(k.mode));
+    REQUIRE(folded.dtype() == k.dt);
+    REQUIRE(ran.dtype() == k.dt);
+    CHECK(std::memcmp(folded.data(), want.data(), want.bytes()) == 0);
+    CHECK(std::memcmp(ran.data(), want.data(), want.bytes()) == 0);
+  }
+  graph::GraphBuilder bad;
+  bad.output(bad.op1("Cast", {bad.input("x", DType::f32, Shape{2})}, {{"to", int64_t(24)}, {"round_mode", std::string("even")}}), "y");
+  std::string msg = error_of([&] { run_graph(bad.build(), {{"x", f32_tensor({1.0f, 2.0f})}}); });
+  CHECK(msg.find("Cast") != std::string::npos);
+  CHECK(msg.find("round_mode 'even'") != std::string::npos);
 }
 
 }  // TEST_SUITE
