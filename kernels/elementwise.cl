@@ -238,25 +238,196 @@ __kernel void where_select(int rank, long8 dims, long inner, __global const ucha
         cond[OFF3(k_off, sk, ik, mk)] ? LOAD(a, OFF3(a_off, sa, ia, ma)) : LOAD(b, OFF3(b_off, sb, ib, mb)));
 }
 
-// Cast between f32 / i32 / i64 / u8 / bool with the types as runtime codes (0 f32, 1 i32, 2 i64, 3 u8,
-// 4 bool), so every pair shares one build. Float to integer truncates toward zero; to bool is x != 0.
-__kernel void cast_any(int from, int to, long n, __global const uchar* src, long s_off, __global uchar* dst,
-                       long d_off) {
+// ---------------------------------------------------------------- Cast
+// Every pair of storage types in one kernel: the types are runtime codes (DT_*, the order of DType in
+// runtime/tensor.hpp), so one build serves all casts. The source element is read once into a float
+// (exact for every float type but f64), an integer and a nonzero flag; f64 takes part only where the
+// device has cl_khr_fp64 (the host refuses f64 casts elsewhere). Rounding follows ONNX Cast: to nearest
+// even for float targets (f64 sources round "to odd" to float first so nothing is rounded twice), float
+// to integer truncates toward zero, integer targets wrap (4- and 2-bit ones keep their low bits, signed
+// ones sign-extended as stored). The narrow float codecs mirror runtime/minifloat.cpp line for line.
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+
+#define DT_F32 0
+#define DT_F16 1
+#define DT_I32 2
+#define DT_I64 3
+#define DT_U8 4
+#define DT_BOOL 5
+#define DT_I8 6
+#define DT_I16 7
+#define DT_U16 8
+#define DT_U32 9
+#define DT_U64 10
+#define DT_F64 11
+#define DT_BF16 12
+#define DT_F8E4M3FN 13
+#define DT_F8E4M3FNUZ 14
+#define DT_F8E5M2 15
+#define DT_F8E5M2FNUZ 16
+#define DT_F8E8M0 17
+#define DT_I4 18
+#define DT_U4 19
+#define DT_F4E2M1 20
+#define DT_I2 21
+#define DT_U2 22
+
+// How a narrow float format spells Inf and NaN.
+#define MF_FN 0    // e4m3fn: no Inf, NaN = S.1111.111
+#define MF_IEEE 1  // e5m2: Inf and NaN as in IEEE 754
+#define MF_UZ 2    // FNUZ: no Inf, no -0, NaN = 0x80
+#define MF_NONE 3  // f4e2m1: neither
+
+// (exponent bits, mantissa bits, bias, MF_* kind) of a float8 / float4 type.
+inline int4 cast_format(int t) {
+  switch (t) {
+    case DT_F8E4M3FN: return (int4)(4, 3, 7, MF_FN);
+    case DT_F8E4M3FNUZ: return (int4)(4, 3, 8, MF_UZ);
+    case DT_F8E5M2: return (int4)(5, 2, 15, MF_IEEE);
+    case DT_F8E5M2FNUZ: return (int4)(5, 2, 16, MF_UZ);
+    default: return (int4)(2, 1, 1, MF_NONE);  // DT_F4E2M1
+  }
+}
+
+inline uchar cast_encode_minifloat(float x, int4 fm, int saturate) {
+  const int eb = fm.x, mb = fm.y, bias = fm.z, kind = fm.w;
+  const uint b = as_uint(x);
+  const uint sign = (b >> 31) << (eb + mb), a = b & 0x7fffffffu;
+  const uint ones = (1u << (eb + mb)) - 1;
+  const uint maxc = kind == MF_FN ? ones - 1 : kind == MF_IEEE ? (((1u << eb) - 1) << mb) - 1 : ones;
+  const uint nan_code = kind == MF_FN ? sign | ones : kind == MF_IEEE ? sign | (maxc + 3) : kind == MF_UZ ? 0x80u : 0x8u;
+  const uint over = (saturate || kind == MF_NONE) ? sign | maxc : kind == MF_IEEE ? sign | (maxc + 1) : nan_code;
+  if (a > 0x7f800000u) return (uchar)nan_code;
+  if (a == 0x7f800000u) return (uchar)over;
+  const int e = (int)(a >> 23);
+  uint code = 0;
+  if (e != 0) {  // f32 subnormals are far below half the smallest subnormal of every format: 0
+    const uint m = (a & 0x7fffffu) | 0x800000u;
+    const int et = e - 127 + bias;  // biased exponent in the target format
+    const int shift = 23 - mb + (et < 1 ? 1 - et : 0);
+    if (shift <= 24) {
+      uint q = m >> shift;
+      const uint rem = m & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+      if (rem > halfway || (rem == halfway && (q & 1))) ++q;
+      // Normal: (et - 1) << mb plus q (which holds the implicit bit), so a carry moves the exponent.
+      code = et < 1 ? q : ((uint)(et - 1) << mb) + q;
+    }
+  }
+  if (code > maxc) return (uchar)over;
+  if (code == 0 && kind == MF_UZ) return 0;
+  return (uchar)(sign | code);
+}
+
+inline float cast_decode_minifloat(uint c, int4 fm) {
+  const int eb = fm.x, mb = fm.y, bias = fm.z, kind = fm.w;
+  const uint sbit = 1u << (eb + mb), mag = c & (sbit - 1);
+  const int neg = (c & sbit) != 0;
+  if (kind == MF_UZ && c == 0x80) return NAN;
+  if (kind == MF_FN && mag == sbit - 1) return NAN;
+  const uint e = mag >> mb, m = mag & ((1u << mb) - 1);
+  if (kind == MF_IEEE && e == (1u << eb) - 1) return m ? NAN : neg ? -INFINITY : INFINITY;
+  // Subnormal: m * 2^(1 - bias - mb); normal: the exponent and mantissa bits moved into f32's fields.
+  float v = e == 0 ? (float)m * as_float((uint)(127 + 1 - bias - mb) << 23)
+                   : as_float(((uint)((int)e - bias + 127) << 23) | (m << (23 - mb)));
+  return neg ? -v : v;
+}
+
+// e8m0: only the exponent; round_mode 0 up, 1 down, 2 nearest (onnx.numpy_helper.to_float8e8m0's rules).
+inline uchar cast_encode_e8m0(float x, int saturate, int rounding) {
+  const uint b = as_uint(x), e = (b >> 23) & 0xff;
+  if (e == 0xff) return 0xff;
+  int up = 0;
+  if (rounding == 0) {
+    up = (b & 0x7fffffu) != 0;
+  } else if (rounding == 2) {
+    const int g = (b & 0x400000u) != 0, r = (b & 0x200000u) != 0, s = (b & 0x1fffffu) != 0, lsb = e > 0;
+    up = g && (r || s || lsb);
+  }
+  if (up && e == 0xfe && saturate) up = 0;
+  return (uchar)(e + up);
+}
+
+inline ushort cast_encode_bf16(float x) {
+  const uint b = as_uint(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return (ushort)((b >> 16) | 0x40);
+  return (ushort)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
+}
+
+__kernel void cast_any(int from, int to, int saturate, int rounding, long n, __global const uchar* src, long s_off,
+                       __global uchar* dst, long d_off) {
   const long i = get_global_id(0);
   if (i >= n) return;
-  float f;
-  long l;
+  const long si = s_off + i, di = d_off + i;
+  float f = 0.0f;  // the value rounded to nearest float
+  float fo;        // the value rounded to odd float, for float targets narrower than f32
+  long l = 0;      // the value truncated toward zero (integer sources: the value)
+  int is_int = 0, nz;
+#ifdef cl_khr_fp64
+  double d = 0.0;
+#endif
   switch (from) {
-    case 0: f = ((__global const float*)src)[s_off + i]; l = (long)f; break;
-    case 1: l = ((__global const int*)src)[s_off + i]; f = (float)l; break;
-    case 2: l = ((__global const long*)src)[s_off + i]; f = (float)l; break;
-    default: l = src[s_off + i]; f = (float)l; break;
+    case DT_F32: f = ((__global const float*)src)[si]; break;
+    case DT_F16: f = vload_half(si, (__global const half*)src); break;
+    case DT_BF16: f = as_float((uint)((__global const ushort*)src)[si] << 16); break;
+    case DT_F8E8M0: {
+      const uint c = src[si];
+      f = c == 0xff ? NAN : as_float(c == 0 ? 0x400000u : c << 23);  // 2^(c - 127); 0 is the f32 subnormal 2^-127
+      break;
+    }
+    case DT_F8E4M3FN: case DT_F8E4M3FNUZ: case DT_F8E5M2: case DT_F8E5M2FNUZ: case DT_F4E2M1:
+      f = cast_decode_minifloat(src[si], cast_format(from));
+      break;
+#ifdef cl_khr_fp64
+    case DT_F64: d = ((__global const double*)src)[si]; break;
+#endif
+    case DT_I32: l = ((__global const int*)src)[si]; is_int = 1; break;
+    case DT_I64: case DT_U64: l = ((__global const long*)src)[si]; is_int = 1; break;
+    case DT_U32: l = ((__global const uint*)src)[si]; is_int = 1; break;
+    case DT_I16: l = ((__global const short*)src)[si]; is_int = 1; break;
+    case DT_U16: l = ((__global const ushort*)src)[si]; is_int = 1; break;
+    case DT_I8: case DT_I4: case DT_I2: l = ((__global const char*)src)[si]; is_int = 1; break;
+    default: l = src[si]; is_int = 1; break;  // u8, bool, u4, u2
+  }
+  if (is_int) {
+    f = from == DT_U64 ? convert_float((ulong)l) : convert_float(l);
+    fo = f;  // integers that fit a narrow float target are exact in f32
+    nz = l != 0;
+#ifdef cl_khr_fp64
+  } else if (from == DT_F64) {
+    f = (float)d;
+    fo = convert_float_rtz(d);
+    if (!isnan(d) && (double)fo != d) fo = as_float(as_uint(fo) | 1u);
+    l = (long)d;
+    nz = d != 0.0;
+#endif
+  } else {
+    fo = f;
+    l = (long)f;
+    nz = f != 0.0f;  // NaN is nonzero
   }
   switch (to) {
-    case 0: ((__global float*)dst)[d_off + i] = f; break;
-    case 1: ((__global int*)dst)[d_off + i] = (int)l; break;
-    case 2: ((__global long*)dst)[d_off + i] = l; break;
-    case 3: dst[d_off + i] = (uchar)l; break;
-    default: dst[d_off + i] = (from == 0 ? f != 0.0f : l != 0) ? 1 : 0; break;
+    case DT_F32: ((__global float*)dst)[di] = f; break;
+    case DT_F16: vstore_half_rte(fo, di, (__global half*)dst); break;
+    case DT_BF16: ((__global ushort*)dst)[di] = cast_encode_bf16(fo); break;
+    case DT_F8E8M0: dst[di] = cast_encode_e8m0(fo, saturate, rounding); break;
+    case DT_F8E4M3FN: case DT_F8E4M3FNUZ: case DT_F8E5M2: case DT_F8E5M2FNUZ: case DT_F4E2M1:
+      dst[di] = cast_encode_minifloat(fo, cast_format(to), saturate);
+      break;
+#ifdef cl_khr_fp64
+    case DT_F64:
+      ((__global double*)dst)[di] = from == DT_F64 ? d : !is_int ? (double)f : from == DT_U64 ? convert_double((ulong)l) : convert_double(l);
+      break;
+#endif
+    case DT_BOOL: dst[di] = nz ? 1 : 0; break;
+    case DT_I32: case DT_U32: ((__global int*)dst)[di] = (int)l; break;
+    case DT_I64: case DT_U64: ((__global long*)dst)[di] = l; break;
+    case DT_I16: case DT_U16: ((__global short*)dst)[di] = (short)l; break;
+    case DT_I4: ((__global char*)dst)[di] = (char)((long)((ulong)l << 60) >> 60); break;
+    case DT_U4: dst[di] = (uchar)(l & 15); break;
+    case DT_I2: ((__global char*)dst)[di] = (char)((long)((ulong)l << 62) >> 62); break;
+    case DT_U2: dst[di] = (uchar)(l & 3); break;
+    default: dst[di] = (uchar)l; break;  // u8, i8
   }
 }

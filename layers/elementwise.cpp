@@ -291,14 +291,21 @@ void Where::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, con
 }
 
 // ---------------------------------------------------------------- Cast
+// The kernel's DT_* codes are DType's values (kernels/elementwise.cl lists them in the same order).
+static_assert(int(DType::f64) == 11 && int(DType::f8e8m0) == 17 && int(DType::u2) == 22 && kDTypeCount == 23,
+              "DType changed: update the DT_* codes of kernels/elementwise.cl");
+
 Shape Cast::validate(const CastConfig& c) {
-  if (dtype_code(c.from) < 0) invalid("Cast", "input dtype {} is not supported", to_string(c.from));
-  if (dtype_code(c.to) < 0) invalid("Cast", "attribute 'to' = {} is not supported", to_string(c.to));
+  for (auto [t, what] : {std::pair{c.from, "input dtype"}, std::pair{c.to, "attribute 'to'"}})
+    if (int(t) >= kDTypeCount) invalid("Cast", "{} has no type code {}", what, int(t));
   return c.shape;
 }
 
 std::unique_ptr<Cast> Cast::create(Context& ctx, int device, const CastConfig& cfg) {
   validate(cfg);
+  if ((cfg.from == DType::f64 || cfg.to == DType::f64) && !ctx.device(device).info.fp64)
+    invalid("Cast", "{} -> {} needs f64, and device '{}' has no cl_khr_fp64", to_string(cfg.from),
+            to_string(cfg.to), ctx.device(device).info.name);
   std::unique_ptr<Cast> c(new Cast());
   c->cfg_ = cfg;
   // Shares the f32 build: the types are runtime arguments.
@@ -313,8 +320,8 @@ void Cast::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
   const int64_t n = cfg_.shape.numel();
   if (n == 0) return;
   std::lock_guard lock(launch_mutex_);
-  set_args(kernel_, cl_int(dtype_code(cfg_.from)), cl_int(dtype_code(cfg_.to)), cl_long(n), in[0].buffer,
-           cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+  set_args(kernel_, cl_int(cfg_.from), cl_int(cfg_.to), cl_int(cfg_.saturate ? 1 : 0), cl_int(cfg_.rounding),
+           cl_long(n), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
   ec.enqueue_kernel(kernel_, cl::NDRange(size_t(n)), cl::NullRange, "cast");
 }
 

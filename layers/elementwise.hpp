@@ -9,6 +9,7 @@
 #include "layers/activation.hpp"
 #include "layers/op.hpp"
 #include "layers/strided.hpp"
+#include "runtime/minifloat.hpp"
 
 namespace cldl {
 
@@ -109,9 +110,13 @@ class Where : public Op {
 struct CastConfig {
   DType from = DType::f32, to = DType::f32;
   Shape shape;
+  bool saturate = true;                      // float8 targets: out of range gives the largest finite value
+  E8M0Rounding rounding = E8M0Rounding::up;  // float8e8m0 targets
 };
 
-// f32 / i32 / i64 / u8 / bool in any pair; float to integer truncates toward zero.
+// Any pair of storage types with ONNX Cast semantics (runtime/minifloat.hpp has the float8 / float4 rules):
+// float targets round to nearest even, float to integer truncates toward zero, integer targets wrap.
+// f64 needs a device with cl_khr_fp64.
 class Cast : public Op {
  public:
   static Shape validate(const CastConfig& cfg);

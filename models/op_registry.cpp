@@ -177,14 +177,11 @@ std::vector<double> to_doubles(const HostTensor& t) {
       case DType::u32: v[i] = static_cast<const uint32_t*>(p)[i]; break;
       case DType::u64: v[i] = double(static_cast<const uint64_t*>(p)[i]); break;
       case DType::f64: v[i] = static_cast<const double*>(p)[i]; break;
-      case DType::bf16: {
-        uint32_t b = uint32_t(static_cast<const uint16_t*>(p)[i]) << 16;
-        float f;
-        std::memcpy(&f, &b, 4);
-        v[i] = f;
+      case DType::bf16: v[i] = bf16_to_float(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz:
+      case DType::f8e8m0: case DType::f4e2m1:
+        v[i] = minifloat_to_float(t.dtype(), static_cast<const uint8_t*>(p)[i]);
         break;
-      }
-      default: fail("to_doubles: no host conversion from {}", to_string(t.dtype()));
     }
   }
   return v;
@@ -206,7 +203,7 @@ HostTensor from_doubles(DType dt, Shape s, const std::vector<double>& v) {
   for (size_t i = 0; i < v.size(); ++i) {
     switch (dt) {
       case DType::f32: static_cast<float*>(p)[i] = float(v[i]); break;
-      case DType::f16: static_cast<uint16_t*>(p)[i] = float_to_half(float(v[i])); break;
+      case DType::f16: static_cast<uint16_t*>(p)[i] = float_to_half(double_to_float_odd(v[i])); break;
       case DType::i32: static_cast<int32_t*>(p)[i] = int32_t(v[i]); break;
       case DType::i64: static_cast<int64_t*>(p)[i] = int64_t(v[i]); break;
       case DType::u8: static_cast<uint8_t*>(p)[i] = uint8_t(v[i]); break;
@@ -218,10 +215,92 @@ HostTensor from_doubles(DType dt, Shape s, const std::vector<double>& v) {
       case DType::u32: static_cast<uint32_t*>(p)[i] = uint32_t(v[i]); break;
       case DType::u64: static_cast<uint64_t*>(p)[i] = uint64_t(v[i]); break;
       case DType::f64: static_cast<double*>(p)[i] = v[i]; break;
-      default: fail("from_doubles: no host conversion to {}", to_string(dt));
+      case DType::bf16: static_cast<uint16_t*>(p)[i] = float_to_bf16(double_to_float_odd(v[i])); break;
+      case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz:
+      case DType::f8e8m0: case DType::f4e2m1:
+        static_cast<uint8_t*>(p)[i] = float_to_minifloat(dt, double_to_float_odd(v[i]), true);
+        break;
     }
   }
   return t;
+}
+
+namespace {
+bool is_integer(DType t) {
+  switch (t) {
+    case DType::f32: case DType::f16: case DType::f64: case DType::bf16: return false;
+    default: return !is_minifloat(t);
+  }
+}
+int64_t trunc_i64(double v) {
+  return v >= -9223372036854775808.0 && v < 9223372036854775808.0 ? int64_t(v) : INT64_MIN;
+}
+}  // namespace
+
+HostTensor cast_host(const HostTensor& x, DType to, bool saturate, E8M0Rounding rounding) {
+  HostTensor y(to, x.shape());
+  const DType from = x.dtype();
+  const void* p = x.data();
+  void* q = y.data();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double d = 0;   // the exact value (floats, f64) or the integer as double
+    float f = 0;    // rounded to nearest float
+    float fo = 0;   // rounded to odd float, for float targets narrower than f32
+    int64_t l = 0;  // truncated toward zero
+    bool nz = false;
+    if (is_integer(from)) {
+      switch (from) {
+        case DType::i32: l = static_cast<const int32_t*>(p)[i]; break;
+        case DType::i64: case DType::u64: l = static_cast<const int64_t*>(p)[i]; break;
+        case DType::u32: l = static_cast<const uint32_t*>(p)[i]; break;
+        case DType::i16: l = static_cast<const int16_t*>(p)[i]; break;
+        case DType::u16: l = static_cast<const uint16_t*>(p)[i]; break;
+        case DType::i8: case DType::i4: case DType::i2: l = static_cast<const int8_t*>(p)[i]; break;
+        default: l = static_cast<const uint8_t*>(p)[i]; break;  // u8, bool, u4, u2
+      }
+      const bool u64 = from == DType::u64;
+      f = fo = u64 ? float(uint64_t(l)) : float(l);
+      d = u64 ? double(uint64_t(l)) : double(l);
+      nz = l != 0;
+    } else {
+      switch (from) {
+        case DType::f32: f = static_cast<const float*>(p)[i]; break;
+        case DType::f16: f = half_to_float(static_cast<const uint16_t*>(p)[i]); break;
+        case DType::bf16: f = bf16_to_float(static_cast<const uint16_t*>(p)[i]); break;
+        case DType::f64: d = static_cast<const double*>(p)[i]; break;
+        default: f = minifloat_to_float(from, static_cast<const uint8_t*>(p)[i]); break;
+      }
+      if (from == DType::f64) {
+        f = float(d);
+        fo = double_to_float_odd(d);
+      } else {
+        d = f;
+        fo = f;
+      }
+      l = trunc_i64(d);
+      nz = d != 0;  // NaN is nonzero
+    }
+    switch (to) {
+      case DType::f32: static_cast<float*>(q)[i] = f; break;
+      case DType::f64: static_cast<double*>(q)[i] = d; break;
+      case DType::f16: static_cast<uint16_t*>(q)[i] = float_to_half(fo); break;
+      case DType::bf16: static_cast<uint16_t*>(q)[i] = float_to_bf16(fo); break;
+      case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz:
+      case DType::f8e8m0: case DType::f4e2m1:
+        static_cast<uint8_t*>(q)[i] = float_to_minifloat(to, fo, saturate, rounding);
+        break;
+      case DType::boolean: static_cast<uint8_t*>(q)[i] = nz ? 1 : 0; break;
+      case DType::i32: case DType::u32: static_cast<int32_t*>(q)[i] = int32_t(l); break;
+      case DType::i64: case DType::u64: static_cast<int64_t*>(q)[i] = l; break;
+      case DType::i16: case DType::u16: static_cast<int16_t*>(q)[i] = int16_t(l); break;
+      case DType::i4: static_cast<int8_t*>(q)[i] = int8_t(int64_t(uint64_t(l) << 60) >> 60); break;
+      case DType::u4: static_cast<uint8_t*>(q)[i] = uint8_t(l & 15); break;
+      case DType::i2: static_cast<int8_t*>(q)[i] = int8_t(int64_t(uint64_t(l) << 62) >> 62); break;
+      case DType::u2: static_cast<uint8_t*>(q)[i] = uint8_t(l & 3); break;
+      default: static_cast<uint8_t*>(q)[i] = uint8_t(l); break;  // u8, i8
+    }
+  }
+  return y;
 }
 
 HostTensor from_ints(Shape s, const std::vector<int64_t>& v) {

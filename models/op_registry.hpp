@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/minifloat.hpp"
+
 #include "layers/op.hpp"
 #include "models/graph.hpp"
 
@@ -110,6 +112,10 @@ std::vector<int64_t> to_ints(const HostTensor& t);
 std::vector<double> to_doubles(const HostTensor& t);
 HostTensor from_doubles(DType t, Shape s, const std::vector<double>& v);
 HostTensor from_ints(Shape s, const std::vector<int64_t>& v);  // i64
+// ONNX Cast on the host, element for element what the device kernel (kernels/elementwise.cl cast_any)
+// computes: load-time folding and the reference of the tests. Float to integer out of the int64 range
+// (and NaN) gives INT64_MIN before wrapping, as x86 does (ONNX leaves it undefined).
+HostTensor cast_host(const HostTensor& x, DType to, bool saturate = true, E8M0Rounding rounding = E8M0Rounding::up);
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 // Element count of `s`, or -1 when it overflows or exceeds `limit` (no allocation is attempted then).

@@ -299,14 +299,24 @@ DType cast_target(const InferCtx* ic, const Node& n, DType like) {
   }
 }
 
+// The saturate (float8 targets) and round_mode (e8m0 targets) attributes of Cast / CastLike.
+void cast_attributes(const Node& n, CastConfig& k) {
+  k.saturate = n.attr_i("saturate", 1) != 0;
+  k.rounding = parse_e8m0_rounding(n.attr_s("round_mode", "up"));
+}
+
 void infer_cast(InferCtx& c) {
-  if (c.node.attr_i("saturate", 1) != 1) c.error("saturate = 0 (float8 targets) is not supported");
   CastConfig k{c.input(0).dtype, cast_target(&c, c.node, c.has_input(1) ? c.input(1).dtype : DType::f32), c.shape(0)};
+  checked(c, [&] { cast_attributes(c.node, k); return 0; });
   c.set(0, k.to, checked(c, [&] { return Cast::validate(k); }));
 }
 
 std::unique_ptr<NodeKernel> lower_cast(LowerCtx& c) {
   CastConfig k{c.in[0].dtype, c.out[0].dtype, c.in[0].shape.to_shape()};
+  cast_attributes(c.node, k);
+  const auto& dev = c.ctx.device(c.device).info;
+  if ((k.from == DType::f64 || k.to == DType::f64) && !dev.fp64)
+    c.error("casting {} to {} needs f64, and device '{}' has no cl_khr_fp64", to_string(k.from), to_string(k.to), dev.name);
   return wrap(Cast::create(c.ctx, c.device, k), c, {0});
 }
 

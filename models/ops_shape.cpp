@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/onnx_import.hpp"
 #include "models/op_registry.hpp"
 
 namespace cldl::graph {
@@ -164,23 +165,17 @@ std::vector<HostTensor> fold_concat(const InferCtx& c) {
   return {t};
 }
 
-DType onnx_to_dtype(const InferCtx& c, int64_t t) {
-  switch (t) {
-    case 1: return DType::f32;
-    case 2: return DType::u8;
-    case 6: return DType::i32;
-    case 7: return DType::i64;
-    case 9: return DType::boolean;
-    case 10: return DType::f16;
-    default: c.error("unsupported: cast to ONNX data type {}", t);
-  }
-}
-
 std::vector<HostTensor> fold_cast(const InferCtx& c) {
-  DType to = onnx_to_dtype(c, c.node.attr_i("to", 1));
+  DType to;
+  E8M0Rounding rounding;
+  try {
+    to = dtype_from_onnx(int(c.node.attr_i("to", 1)), "Cast 'to'");
+    rounding = parse_e8m0_rounding(c.node.attr_s("round_mode", "up"));
+  } catch (const Error& e) {
+    c.error("{}", e.what());
+  }
   const HostTensor& x = c.constant(0, "folded input");
-  if (to == DType::i64 && x.dtype() == DType::i64) return {x};
-  return {from_doubles(to, x.shape(), to_doubles(x))};
+  return {cast_host(x, to, c.node.attr_i("saturate", 1) != 0, rounding)};
 }
 
 // Numpy-style broadcast of two shapes; errors name the node.

@@ -84,6 +84,14 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     time_op(ctx, opts, rep, "gather_elements [64,1000] axis 1 by [64,100]", *op, {x, idx}, {y},
             double(is.numel()) * (4 + 8 + 4));
   }
+  // Cast f32 -> i32 / f16 / f8e4m3fn / f4e2m1: one cast_any build, the types are run-time arguments.
+  for (DType to : {DType::i32, DType::f16, DType::f8e4m3fn, DType::f4e2m1}) {
+    Shape s{8, 64, 56, 56};
+    auto op = Cast::create(ctx, 0, {DType::f32, to, s});
+    Tensor x = filled(ctx, s), y = ctx.alloc(s, to);
+    time_op(ctx, opts, rep, fmt::format("cast f32 -> {} [8,64,56,56]", to_string(to)), *op, {x}, {y},
+            double(s.numel()) * double(4 + dtype_size(to)));
+  }
   {
     Shape s{64, 4096};
     auto op = CumSum::create(ctx, 0, {s, DType::f32, 1, false, false});
