@@ -97,16 +97,6 @@ void check_tensor(std::string_view op, std::string_view arg, const Tensor& t, co
   if (t.dtype != dt) invalid(op, "{} has dtype {}, expected {}", arg, to_string(t.dtype), to_string(dt));
 }
 
-int dtype_code(DType t) {
-  switch (t) {
-    case DType::f32: return 0;
-    case DType::i32: return 1;
-    case DType::i64: return 2;
-    case DType::u8: return 3;
-    case DType::boolean: return 4;
-    default: return -1;
-  }
-}
 }  // namespace
 
 std::string elementwise_options(DType t) {

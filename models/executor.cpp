@@ -191,7 +191,12 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
         lc.value.push_back(ci == gr.initializers.end() ? nullptr : &ci->second);
       }
       for (auto& v : n.outputs) lc.out.push_back(v.empty() ? ValueInfo{} : *gr.info(v));
-      st.kernel = defs[i]->lower(lc);
+      try {
+        st.kernel = defs[i]->lower(lc);
+      } catch (const Error& e) {  // name the node, unless the lowering already did
+        if (std::string_view(e.what()).starts_with(n.describe())) throw;
+        fail("{}: {}", n.describe(), e.what());
+      }
       log::debug("{}: {} on device {} queue {}", n.describe(), st.kernel->algorithm(), st.device, st.queue);
     }
     m->steps_.push_back(std::move(st));
