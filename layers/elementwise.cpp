@@ -96,17 +96,6 @@ void check_tensor(std::string_view op, std::string_view arg, const Tensor& t, co
   if (t.shape != s) invalid(op, "{} has shape {}, expected {}", arg, t.shape.str(), s.str());
   if (t.dtype != dt) invalid(op, "{} has dtype {}, expected {}", arg, to_string(t.dtype), to_string(dt));
 }
-
-int dtype_code(DType t) {
-  switch (t) {
-    case DType::f32: return 0;
-    case DType::i32: return 1;
-    case DType::i64: return 2;
-    case DType::u8: return 3;
-    case DType::boolean: return 4;
-    default: return -1;
-  }
-}
 }  // namespace
 
 std::string elementwise_options(DType t) {
@@ -303,9 +292,7 @@ Shape Cast::validate(const CastConfig& c) {
 
 std::unique_ptr<Cast> Cast::create(Context& ctx, int device, const CastConfig& cfg) {
   validate(cfg);
-  if ((cfg.from == DType::f64 || cfg.to == DType::f64) && !ctx.device(device).info.fp64)
-    invalid("Cast", "{} -> {} needs f64, and device '{}' has no cl_khr_fp64", to_string(cfg.from),
-            to_string(cfg.to), ctx.device(device).info.name);
+  for (DType t : {cfg.from, cfg.to}) check_dtype_support(ctx.device(device), t, "Cast");
   std::unique_ptr<Cast> c(new Cast());
   c->cfg_ = cfg;
   // Shares the f32 build: the types are runtime arguments.
