@@ -293,9 +293,7 @@ Shape Cast::validate(const CastConfig& c) {
 
 std::unique_ptr<Cast> Cast::create(Context& ctx, int device, const CastConfig& cfg) {
   validate(cfg);
-  if ((cfg.from == DType::f64 || cfg.to == DType::f64) && !ctx.device(device).info.fp64)
-    invalid("Cast", "{} -> {} needs f64, and device '{}' has no cl_khr_fp64", to_string(cfg.from),
-            to_string(cfg.to), ctx.device(device).info.name);
+  for (DType t : {cfg.from, cfg.to}) check_dtype_support(ctx.device(device), t, "Cast");
   std::unique_ptr<Cast> c(new Cast());
   c->cfg_ = cfg;
   // Shares the f32 build: the types are runtime arguments.

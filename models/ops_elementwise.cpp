@@ -315,8 +315,10 @@ std::unique_ptr<NodeKernel> lower_cast(LowerCtx& c) {
   CastConfig k{c.in[0].dtype, c.out[0].dtype, c.in[0].shape.to_shape()};
   cast_attributes(c.node, k);
   const auto& dev = c.ctx.device(c.device).info;
-  if ((k.from == DType::f64 || k.to == DType::f64) && !dev.fp64)
-    c.error("casting {} to {} needs f64, and device '{}' has no cl_khr_fp64", to_string(k.from), to_string(k.to), dev.name);
+  for (DType t : {k.from, k.to})
+    if (!supports_dtype(dev, t))
+      c.error("casting {} to {} needs double precision (cl_khr_fp64); device '{}' has none", to_string(k.from),
+              to_string(k.to), dev.name);
   return wrap(Cast::create(c.ctx, c.device, k), c, {0});
 }
 

@@ -291,6 +291,8 @@ TEST_CASE("device Cast between every pair of storage types matches cast_host") {
       ++pairs;
     }
   CHECK(pairs == (fp64 ? 23 * 23 : 22 * 22));
+  if (!fp64)
+    expect_invalid([] { Cast::create(ctx(), 0, {DType::f16, DType::f64, Shape{2}}); }, {"Cast", "f64", "cl_khr_fp64"});
 }
 
 TEST_CASE("host cast: sub-byte integer targets wrap, f64 -> f16 rounds once") {
