@@ -12,6 +12,7 @@
 #include "models/op_registry.hpp"
 #include "reference/cnn_harness.hpp"
 #include "reference/index_ref.hpp"
+#include "runtime/minifloat.hpp"
 #include "support/onnx_util.hpp"
 
 using namespace cldl;
@@ -304,6 +305,30 @@ TEST_SUITE("index") {
     }
     expect_invalid([] { Hardmax::validate({Shape{3}, DType::i32, -1}); }, {"Hardmax", "i32"});
     expect_invalid([] { Hardmax::validate({Shape{3}, DType::f32, 1}); }, {"Hardmax", "axis"});
+  }
+
+  TEST_CASE("Hardmax and Einsum on f16 / bf16 storage (f32 arithmetic)") {
+    const Shape s{3, 5};
+    auto x = small_ints(size_t(s.numel()), 12);
+    for (DType dt : {DType::f16, DType::bf16}) {
+      CAPTURE(to_string(dt));
+      HostTensor h(dt, s);
+      for (size_t i = 0; i < x.size(); ++i)
+        static_cast<uint16_t*>(h.data())[i] = dt == DType::f16 ? graph::float_to_half(x[i]) : float_to_bf16(x[i]);
+      auto read = [&](const Tensor& t) {
+        HostTensor r = ctx().download(t);
+        std::vector<float> v;
+        for (int64_t i = 0; i < r.numel(); ++i)
+          v.push_back(dt == DType::f16 ? graph::half_to_float(static_cast<const uint16_t*>(r.data())[i])
+                                       : bf16_to_float(static_cast<const uint16_t*>(r.data())[i]));
+        return v;
+      };
+      Tensor dx = ctx().upload(h);
+      check_near(read(run_op(*Hardmax::create(ctx(), 0, {s, dt, 0}), {dx}, s, dt)), ref::hardmax(dbl(x), s.dims, 0));
+      ref::Dims od;
+      auto want = ref::einsum("ij,kj->ik", {dbl(x), dbl(x)}, {s.dims, s.dims}, od);  // small integers: exact
+      check_near(read(run_op(*Einsum::create(ctx(), 0, {"ij,kj->ik", {s, s}, dt}), {dx, dx}, Shape(od), dt)), want);
+    }
   }
 
   TEST_CASE("Einsum: matmul, batch matmul, diagonal, trace, sums, transposes, ellipsis, implicit, 3 inputs") {
