@@ -131,27 +131,27 @@ __kernel void scatter_nd(int k, long n, long slice, long8 ddims, long8 dstrides,
   }
 }
 
-// GatherND: one work-item per output element o = (tuple q, element e of the slice). With batch_dims b
-// the tuple q belongs to batch q / batch_inner and indexes data dims b .. b+k-1 of that batch.
-__kernel void gather_nd(int k, long slice, long batch_inner, long batch_stride, long8 ddims, long8 dstrides,
+// GatherND: one work-item per output element (e, q) = (element of the slice, index tuple). With
+// batch_dims b the tuple q belongs to batch q / batch_inner and indexes data dims b .. b+k-1 of it.
+__kernel void gather_nd(int k, long batch_inner, long batch_stride, long8 ddims, long8 dstrides,
                         __global const IDX* idx, long i_off, __global const T* src, long s_off, __global T* dst,
                         long d_off) {
-  const long o = get_global_id(0);
+  const long e = get_global_id(0), q = get_global_id(1), slice = get_global_size(0);
   const long dd[8] = {L8(ddims)}, ds[8] = {L8(dstrides)};
-  const long q = o / slice, e = o % slice;
   const long off = nd_tuple_offset(idx + i_off, q, k, dd, ds);
-  dst[d_off + o] = off < 0 ? (T)0 : src[s_off + (q / batch_inner) * batch_stride + off + e];
+  dst[d_off + q * slice + e] = off < 0 ? (T)0 : src[s_off + (q / batch_inner) * batch_stride + off + e];
 }
 
-// OneHot: output (outer, depth, inner); out = values[1] where the index (negative counts from the
-// end) equals the depth coordinate, else values[0]. Indices outside [-depth, depth) give all off.
-__kernel void one_hot(long depth, long inner, __global const IDX* idx, long i_off, __global const T* values, long v_off,
-                      __global T* dst, long d_off) {
-  const long o = get_global_id(0);
-  const long in = o % inner, d = (o / inner) % depth, outer = o / (inner * depth);
+// OneHot: range (inner, depth, outer) over the output; out = values[1] where the index (negative
+// counts from the end) equals the depth coordinate, else values[0]. Indices outside [-depth, depth)
+// give all off.
+__kernel void one_hot(__global const IDX* idx, long i_off, __global const T* values, long v_off, __global T* dst,
+                      long d_off) {
+  const long in = get_global_id(0), d = get_global_id(1), outer = get_global_id(2);
+  const long inner = get_global_size(0), depth = get_global_size(1);
   long k = (long)idx[i_off + outer * inner + in];
   if (k < 0) k += depth;
-  dst[d_off + o] = values[v_off + (k == d ? 1 : 0)];
+  dst[d_off + (outer * depth + d) * inner + in] = values[v_off + (k == d ? 1 : 0)];
 }
 
 // Hardmax along an axis: one work-item per line (inner, outer) writes 1 at the first maximum, 0 elsewhere.
@@ -186,18 +186,27 @@ __kernel void einsum(int n_in, int n_out, int n_sum, long sum_total, long16 size
     for (int t = 0; t < 4; ++t) b[t] += c * s[t][l];
   }
   T_CALC acc = 0;
-  for (long r0 = 0; r0 < sum_total; ++r0) {
-    long a[4] = {b[0], b[1], b[2], b[3]}, r = r0;
-    for (int l = n_out + n_sum - 1; l >= n_out; --l) {
-      const long c = r % sz[l];
-      r /= sz[l];
-      for (int t = 0; t < 4; ++t) a[t] += c * s[t][l];
-    }
+  if (n_sum == 1 && n_in == 2) {  // one contracted label of two inputs (matmul, inner product): a tight loop
+    const long n = sz[n_out], s0 = s[0][n_out], s1 = s[1][n_out];
+    for (long j = 0; j < n; ++j) acc += LOAD(x0, b[0] + j * s0) * LOAD(x1, b[1] + j * s1);
+    STORE(y, y_off + o, acc);
+    return;
+  }
+  // Walk the contracted labels as an odometer (the last fastest), moving the input offsets along.
+  long c[16] = {0};
+  long a[4] = {b[0], b[1], b[2], b[3]};
+  for (long r = 0; r < sum_total; ++r) {
     T_CALC p = LOAD(x0, a[0]);
     if (n_in > 1) p *= LOAD(x1, a[1]);
     if (n_in > 2) p *= LOAD(x2, a[2]);
     if (n_in > 3) p *= LOAD(x3, a[3]);
     acc += p;
+    for (int l = n_out + n_sum - 1; l >= n_out; --l) {
+      for (int t = 0; t < 4; ++t) a[t] += s[t][l];
+      if (++c[l] < sz[l]) break;
+      for (int t = 0; t < 4; ++t) a[t] -= sz[l] * s[t][l];
+      c[l] = 0;
+    }
   }
   STORE(y, y_off + o, acc);
 }
@@ -205,7 +214,8 @@ __kernel void einsum(int n_in, int n_out, int n_sum, long sum_total, long16 size
 // MaxUnpool in three passes, deterministic where indices repeat (the last input element wins, as in
 // the ONNX reference): winner[p] = -1; each input element i claims output p with atomic_max(i);
 // then every output takes its winner's value or 0. Indices are flat over the unpooled shape (idims,
-// N and C included); an output shape larger than that places it in the leading corner (odims).
+// N and C included); an output shape larger than that places it in the leading corner (odims; rank 0
+// when the output is the unpooled shape itself).
 __kernel void unpool_init(__global int* winner, long w_off) { winner[w_off + get_global_id(0)] = -1; }
 
 __kernel void unpool_claim(int rank, long total, long8 idims, long8 odims, __global const IDX* idx, long i_off,
@@ -213,6 +223,10 @@ __kernel void unpool_claim(int rank, long total, long8 idims, long8 odims, __glo
   const int i = (int)get_global_id(0);
   long k = (long)idx[i_off + i];
   if (k < 0 || k >= total) return;
+  if (rank == 0) {  // the output is the unpooled shape: indices address it directly
+    atomic_max(winner + w_off + k, i);
+    return;
+  }
   const long id[8] = {L8(idims)}, od[8] = {L8(odims)};
   long p = 0, stride = 1;
   for (int d = rank - 1; d >= 0; --d) {

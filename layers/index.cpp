@@ -310,10 +310,10 @@ void GatherND::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, 
   std::vector<int64_t> dd(cfg_.input.dims.begin() + b, cfg_.input.dims.begin() + b + k);
   std::vector<int64_t> ds(st.begin() + b, st.begin() + b + k);
   std::lock_guard lock(launch_mutex_);
-  set_args(kernel_, cl_int(k), cl_long(slice), cl_long(batch_inner), cl_long(batch_stride), long8_of(dd), long8_of(ds),
-           in[1].buffer, cl_long(in[1].offset_elems()), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+  set_args(kernel_, cl_int(k), cl_long(batch_inner), cl_long(batch_stride), long8_of(dd), long8_of(ds), in[1].buffer,
+           cl_long(in[1].offset_elems()), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
            cl_long(out[0].offset_elems()));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(o.numel())), cl::NullRange, "gather_nd");
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(slice), size_t(o.numel() / slice)), cl::NullRange, "gather_nd");
 }
 
 // ---------------------------------------------------------------- OneHot
@@ -350,9 +350,10 @@ void OneHot::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   int64_t inner = 1;
   for (size_t d = size_t(ax); d < cfg_.indices.rank(); ++d) inner *= cfg_.indices[d];
   std::lock_guard lock(launch_mutex_);
-  set_args(kernel_, cl_long(cfg_.depth), cl_long(inner), in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer,
-           cl_long(in[1].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(out_.numel())), cl::NullRange, "one_hot");
+  set_args(kernel_, in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()),
+           out[0].buffer, cl_long(out[0].offset_elems()));
+  const int64_t outer = out_.numel() / (cfg_.depth * inner);
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner), size_t(cfg_.depth), size_t(outer)), cl::NullRange, "one_hot");
 }
 
 // ---------------------------------------------------------------- Hardmax
@@ -624,8 +625,8 @@ void MaxUnpool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
   set_args(init_, ws->buffer, ws_off);
   ec.enqueue_kernel(init_, cl::NDRange(size_t(out_.numel())), cl::NullRange, "unpool_init");
   if (cfg_.input.numel() > 0) {
-    set_args(claim_, cl_int(out_.rank()), cl_long(unpooled_.numel()), long8_of(unpooled_.dims), long8_of(out_.dims),
-             in[1].buffer, cl_long(in[1].offset_elems()), ws->buffer, ws_off);
+    set_args(claim_, cl_int(out_ == unpooled_ ? 0 : out_.rank()), cl_long(unpooled_.numel()), long8_of(unpooled_.dims),
+             long8_of(out_.dims), in[1].buffer, cl_long(in[1].offset_elems()), ws->buffer, ws_off);
     ec.enqueue_kernel(claim_, cl::NDRange(size_t(cfg_.input.numel())), cl::NullRange, "unpool_claim");
   }
   set_args(write_, ws->buffer, ws_off, in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
