@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "layers/strided.hpp"
 
@@ -519,26 +520,82 @@ Shape Einsum::validate(const EinsumConfig& c) {
   return o;
 }
 
+namespace {
+// The Gemm of an f32 two-input contraction over one label k whose output labels are [batch,] r, c with
+// r only in one input (A) and c only in the other (B), each addressed as a plain or transposed matrix
+// by the plan's strides; none when the equation is anything else.
+std::optional<GemmConfig> einsum_gemm(const EinsumConfig& cfg, const EinsumPlan& p, bool& swap) {
+  if (cfg.dtype != DType::f32 || cfg.inputs.size() != 2 || p.n_sum != 1) return std::nullopt;
+  const size_t k = size_t(p.n_out), first = p.n_out == 3 ? 1 : 0;
+  if (p.n_out != 2 && p.n_out != 3) return std::nullopt;
+  const auto &s0 = p.strides[0], &s1 = p.strides[1];
+  if (s0[k] == 0 || s1[k] == 0) return std::nullopt;
+  if (first && (s0[0] == 0 || s1[0] == 0)) return std::nullopt;  // the batch label is in both inputs
+  const size_t r = first, c = first + 1;
+  const bool r0 = s0[r] != 0 && s1[r] == 0, r1 = s1[r] != 0 && s0[r] == 0;
+  const bool c0 = s0[c] != 0 && s1[c] == 0, c1 = s1[c] != 0 && s0[c] == 0;
+  if (!((r0 && c1) || (r1 && c0))) return std::nullopt;
+  swap = r1;
+  const auto &sa = swap ? s1 : s0, &sb = swap ? s0 : s1;
+  GemmConfig g;
+  g.M = p.sizes[r], g.N = p.sizes[c], g.K = p.sizes[k];
+  if (sa[k] == 1)
+    g.trans_a = false, g.lda = sa[r];  // A[m, kk] = m * lda + kk
+  else if (sa[r] == 1)
+    g.trans_a = true, g.lda = sa[k];
+  else
+    return std::nullopt;
+  if (sb[c] == 1)
+    g.trans_b = false, g.ldb = sb[k];  // B[kk, n] = kk * ldb + n
+  else if (sb[k] == 1)
+    g.trans_b = true, g.ldb = sb[c];
+  else
+    return std::nullopt;
+  g.ldc = g.N;
+  g.batch = first ? p.sizes[0] : 1;
+  g.stride_a = first ? sa[0] : 0;
+  g.stride_b = first ? sb[0] : 0;
+  g.stride_c = g.M * g.N;
+  if (g.M <= 0 || g.N <= 0 || g.K <= 0 || g.lda <= 0 || g.ldb <= 0) return std::nullopt;
+  try {
+    Gemm::validate(g);
+  } catch (const Error&) {
+    return std::nullopt;  // a layout Gemm does not take (e.g. a leading dimension below the row length)
+  }
+  return g;
+}
+}  // namespace
+
 std::unique_ptr<Einsum> Einsum::create(Context& ctx, int device, const EinsumConfig& cfg) {
   validate(cfg);
   std::unique_ptr<Einsum> e(new Einsum());
   e->cfg_ = cfg;
   e->plan_ = plan(cfg);
-  e->kernel_ = index_kernel(ctx, device, "Einsum", cfg.dtype, DType::i64, "einsum");
+  if (auto g = einsum_gemm(cfg, e->plan_, e->gemm_swap_))
+    e->gemm_ = Gemm::create(ctx, device, *g);
+  else
+    e->kernel_ = index_kernel(ctx, device, "Einsum", cfg.dtype, DType::i64, "einsum");
   return e;
 }
 
 std::string Einsum::algorithm() const {
+  if (gemm_) return "batched gemm, " + gemm_->algorithm();
   return fmt::format("direct: one work-item per output element, {} output and {} summed labels", plan_.n_out,
                      plan_.n_sum);
 }
 
-void Einsum::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+void Einsum::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* workspace,
+                     ExecutionContext& ec) {
   check_io("Einsum", in, cfg_.inputs.size(), out);
   for (size_t t = 0; t < in.size(); ++t)
     check_tensor("Einsum", fmt::format("input {}", t), in[t], cfg_.inputs[t], cfg_.dtype);
   check_tensor("Einsum", "output", out[0], plan_.output, cfg_.dtype);
   if (plan_.output.numel() == 0) return;
+  if (gemm_) {
+    Tensor ab[] = {in[gemm_swap_ ? 1 : 0], in[gemm_swap_ ? 0 : 1]};
+    gemm_->enqueue(ab, out, workspace, ec);
+    return;
+  }
   int64_t sum_total = 1;
   for (int l = plan_.n_out; l < plan_.n_out + plan_.n_sum; ++l) sum_total *= plan_.sizes[size_t(l)];
   cl_long16 st[kMaxInputs]{};

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/gemm.hpp"
 #include "layers/op.hpp"
 
 namespace cldl {
@@ -148,7 +149,10 @@ struct EinsumPlan {
   int n_out = 0, n_sum = 0;
 };
 
-// Direct evaluation: one work-item per output element sums the products over the contracted labels.
+// An f32 contraction of two inputs over one label, whose other labels are one optional batch label
+// (first in the output) and one row label of each input, each operand a plain or transposed matrix
+// ("bij,bjk->bik", "ij,kj->ki", "bji,bjk->bik"), runs as one strided-batched Gemm; any other equation
+// is evaluated directly: one work-item per output element sums the products over the contracted labels.
 class Einsum : public Op {
  public:
   static constexpr int kMaxInputs = 4, kMaxLabels = 16;
@@ -157,6 +161,7 @@ class Einsum : public Op {
   static std::unique_ptr<Einsum> create(Context& ctx, int device, const EinsumConfig& cfg);
   std::string_view type() const override { return "Einsum"; }
   std::string algorithm() const override;
+  size_t workspace_bytes() const override { return gemm_ ? gemm_->workspace_bytes() : 0; }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
@@ -164,6 +169,8 @@ class Einsum : public Op {
   EinsumConfig cfg_;
   EinsumPlan plan_;
   cl::Kernel kernel_;
+  std::unique_ptr<Gemm> gemm_;  // set when the equation is a (batched) matrix product
+  bool gemm_swap_ = false;      // Gemm's A is input 1 (the output's row label is input 1's)
 };
 
 struct MaxUnpoolConfig {

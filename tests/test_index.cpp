@@ -354,6 +354,14 @@ TEST_SUITE("index") {
         {"bn,anm,bm->ba", {Shape{2, 3}, Shape{4, 3, 5}, Shape{2, 5}}},
         {"->", {Shape{}}},
         {"BaA,aC->CB", {Shape{2, 3, 4}, Shape{3, 5}}},
+        // Matrix products in every layout (the Gemm path), and near misses that stay direct.
+        {"bji,bjk->bik", {Shape{2, 5, 3}, Shape{2, 5, 4}}},
+        {"bij,bkj->bik", {Shape{3, 3, 5}, Shape{3, 4, 5}}},
+        {"ik,jk->ji", {Shape{3, 5}, Shape{4, 5}}},
+        {"ij,jk->ki", {Shape{3, 5}, Shape{5, 7}}},
+        {"kj,bik->bji", {Shape{6, 3}, Shape{2, 4, 6}}},
+        {"bij,jk->bik", {Shape{2, 3, 5}, Shape{5, 4}}},
+        {"ij,j->i", {Shape{3, 5}, Shape{5}}},
     };
     for (const auto& c : cases) {
       CAPTURE(c.eq);
@@ -371,7 +379,12 @@ TEST_SUITE("index") {
       ref::Dims od;
       auto want = ref::einsum(c.eq, xs, ds, od);
       REQUIRE(so == Shape(od));
-      check_near(down<float>(run_op(*Einsum::create(ctx(), 0, cfg), ins, so)), want, 1e-5, 1e-5);
+      auto op = Einsum::create(ctx(), 0, cfg);
+      check_near(down<float>(run_op(*op, ins, so)), want, 1e-5, 1e-5);
+      const bool product = c.eq == "ij,jk->ik" || c.eq == "bij,bjk->bik" || c.eq == "ij,jk" || c.eq == "bji,bjk->bik" ||
+                           c.eq == "bij,bkj->bik" || c.eq == "ik,jk->ji" || c.eq == "ij,jk->ki";
+      if (product) CHECK(op->algorithm().find("gemm") != std::string::npos);
+      if (c.eq == "bij,jk->bik" || c.eq == "i,i") CHECK(op->algorithm().find("direct") != std::string::npos);
     }
     // i32 and f64 (exact on integers).
     std::vector<int32_t> a{1, 2, 3, 4, 5, 6}, b{1, -1, 2, 0, 3, 1};

@@ -1,6 +1,6 @@
 // `cldl bench index`: the index ops in GB/s (bytes read + written per run): ScatterElements with add
-// (many duplicates per line), ScatterND of rows, GatherND of rows, OneHot, Hardmax, Einsum batch
-// matmul (a direct kernel: GFLOP/s there says how far it is from a GEMM) and MaxUnpool.
+// (many duplicates per line), ScatterND of rows, GatherND of rows, OneHot, Hardmax, Einsum (a batch matmul,
+// which runs as a Gemm, and a three-input contraction on the direct kernel, in GFLOP/s) and MaxUnpool.
 #include <fmt/format.h>
 
 #include "layers/index.hpp"
@@ -85,6 +85,13 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     time_op(ctx, opts, rep, "einsum bij,bjk->bik 8x128x64x128", *op, {ta, tb}, {y}, 2.0 * 8 * 128 * 128 * 64,
             "GFLOP/s");
   }
+  {  // no matrix product (three inputs): the direct kernel
+    Shape a{32, 128}, w{32, 128, 128};
+    auto op = Einsum::create(ctx, 0, {"bn,anm,bm->ba", {a, w, a}, DType::f32});
+    Tensor ta = filled(ctx, a), tw = filled(ctx, w), y = ctx.alloc(Shape{32, 32}, DType::f32);
+    time_op(ctx, opts, rep, "einsum bn,anm,bm->ba 32x128 (direct)", *op, {ta, tw, ta}, {y}, 3.0 * 32 * 32 * 128 * 128,
+            "GFLOP/s");
+  }
   {
     MaxUnpoolConfig c{Shape{8, 64, 56, 56}, DType::f32, DType::i64, {2, 2}, {2, 2}, {}, {}};
     Shape so = MaxUnpool::validate(c);
@@ -97,7 +104,7 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
 
 const Registration kIndex("index",
                           "index ops in GB/s: scatter_elements add, scatter_nd, gather_nd, one_hot, hardmax, "
-                          "max_unpool; einsum batch matmul in GFLOP/s",
+                          "max_unpool; einsum (gemm and direct) in GFLOP/s",
                           run);
 }  // namespace
 
