@@ -103,6 +103,18 @@ void check_rank(std::string_view op, std::string_view arg, const Shape& s) {
     if (d < 0) invalid(op, "{} has a negative dimension in shape {}", arg, s.str());
 }
 
+// MaxUnpool's winner workspace holds input positions as int: counts and extents stay below 2^31.
+constexpr int64_t kMaxExtent = INT32_MAX;
+int64_t bounded_count(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (auto d : dims)
+    if (d < 0 || (d > 0 && n > kMaxExtent / d))
+      return -1;
+    else
+      n *= d;
+  return n;
+}
+
 void check_index_dtype(std::string_view op, DType t) {
   if (t != DType::i32 && t != DType::i64)
     invalid(op, "indices dtype {} is not supported (expected i32 or i64)", to_string(t));
@@ -634,6 +646,9 @@ Shape MaxUnpool::inferred_shape(const MaxUnpoolConfig& c) {
     if (k < 1 || st < 1 || pb < 0 || pe < 0)
       invalid(op, "spatial dim {}: kernel {}, stride {}, pads {} / {} (kernel and stride >= 1, pads >= 0)", i, k, st,
               pb, pe);
+    if (k > kMaxExtent || st > kMaxExtent || pb > kMaxExtent || pe > kMaxExtent || c.input[i + 2] > kMaxExtent)
+      invalid(op, "spatial dim {}: kernel {}, stride {}, pads {} / {} or input {} exceeds {}", i, k, st, pb, pe,
+              c.input[i + 2], kMaxExtent);
     s[i + 2] = (c.input[i + 2] - 1) * st - pb - pe + k;
     if (s[i + 2] < 0) invalid(op, "spatial dim {}: unpooled extent {} is negative", i, s[i + 2]);
   }
@@ -642,16 +657,18 @@ Shape MaxUnpool::inferred_shape(const MaxUnpoolConfig& c) {
 
 Shape MaxUnpool::validate(const MaxUnpoolConfig& c) {
   const Shape s = inferred_shape(c);
-  if (c.output_shape.empty()) return s;
-  if (c.output_shape.size() != s.rank())
-    invalid("MaxUnpool", "output_shape has {} entries, expected {}", c.output_shape.size(), s.rank());
-  for (size_t d = 0; d < s.rank(); ++d)
-    if (c.output_shape[d] < s[d] || (d < 2 && c.output_shape[d] != s[d]))
-      invalid("MaxUnpool", "output_shape {} is smaller than the unpooled shape {} (or changes N / C) in dim {}",
-              Shape(c.output_shape).str(), s.str(), d);
-  if (Shape(c.output_shape).numel() > int64_t(INT32_MAX) || c.input.numel() > int64_t(INT32_MAX))
-    invalid("MaxUnpool", "output {} has more than 2^31 - 1 elements", Shape(c.output_shape).str());
-  return Shape(c.output_shape);
+  if (!c.output_shape.empty()) {
+    if (c.output_shape.size() != s.rank())
+      invalid("MaxUnpool", "output_shape has {} entries, expected {}", c.output_shape.size(), s.rank());
+    for (size_t d = 0; d < s.rank(); ++d)
+      if (c.output_shape[d] < s[d] || (d < 2 && c.output_shape[d] != s[d]))
+        invalid("MaxUnpool", "output_shape {} is smaller than the unpooled shape {} (or changes N / C) in dim {}",
+                Shape(c.output_shape).str(), s.str(), d);
+  }
+  const Shape o = c.output_shape.empty() ? s : Shape(c.output_shape);
+  if (bounded_count(o.dims) < 0 || bounded_count(c.input.dims) < 0)
+    invalid("MaxUnpool", "output {} or input {} has more than 2^31 - 1 elements", o.str(), c.input.str());
+  return o;
 }
 
 std::unique_ptr<MaxUnpool> MaxUnpool::create(Context& ctx, int device, const MaxUnpoolConfig& cfg) {

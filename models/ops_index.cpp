@@ -107,6 +107,8 @@ std::unique_ptr<NodeKernel> lower_gather_nd(LowerCtx& c) {
 OneHotConfig one_hot_cfg(const Node& n, const Shape& idx, DType it, const HostTensor& depth, DType dt) {
   if (depth.numel() != 1) fail("{}: input depth must hold one value, got shape {}", n.describe(), depth.shape().str());
   const double d = to_doubles(depth)[0];
+  if (!(d >= 1.0 && d <= double(kMaxHostFoldElements)))  // NaN fails too
+    fail("{}: input depth = {} must be in [1, {}]", n.describe(), d, kMaxHostFoldElements);
   return {idx, it, int64_t(d), dt, n.attr_i("axis", -1)};
 }
 void infer_one_hot(InferCtx& c) {
@@ -114,7 +116,9 @@ void infer_one_hot(InferCtx& c) {
   if (c.shape(2).numel() != 2)
     c.error("input '{}' (values) must hold 2 values (off, on), got shape {}", c.input(2).name, c.shape(2).str());
   auto k = checked(c, [&] { return one_hot_cfg(c.node, c.shape(0), c.input(0).dtype, depth, c.input(2).dtype); });
-  c.set(0, k.dtype, checked(c, [&] { return OneHot::validate(k); }));
+  Shape o = checked(c, [&] { return OneHot::validate(k); });
+  if (bounded_numel(o.dims, int64_t(1) << 40) < 0) c.error("output shape {} is too large", o.str());
+  c.set(0, k.dtype, o);
 }
 std::unique_ptr<NodeKernel> lower_one_hot(LowerCtx& c) {
   auto k = one_hot_cfg(c.node, c.in[0].shape.to_shape(), c.in[0].dtype, *c.value[1], c.in[2].dtype);
@@ -157,6 +161,7 @@ void infer_max_unpool(InferCtx& c) {
   check_index_input(c, 1);
   if (c.shape(1) != c.shape(0)) c.error("input I has shape {}, X has {}", c.shape(1).str(), c.shape(0).str());
   const HostTensor* os = c.has_input(2) ? &c.constant(2, "output_shape") : nullptr;
+  if (os && os->dtype() != DType::i64) c.error("input output_shape must be int64, got {}", to_string(os->dtype()));
   auto k = max_unpool_cfg(c.node, c.shape(0), c.input(0).dtype, c.input(1).dtype, os);
   Shape o = checked(c, [&] { return MaxUnpool::validate(k); });
   const int64_t n = MaxUnpool::inferred_shape(k).numel();

@@ -6,6 +6,7 @@
 // i32), MaxUnpool (1-D to 3-D, output_shape, repeated indices, MaxPool -> MaxUnpool in a graph) and
 // NonZero (folded at load; a runtime input is an error naming the node). Odd shapes, batch 1, bad input.
 // Tolerance: exact, except Einsum in f32 (1e-5 relative + 1e-5 absolute).
+#include <cmath>
 #include <random>
 
 #include "layers/index.hpp"
@@ -454,6 +455,16 @@ TEST_SUITE("index") {
           MaxUnpool::validate({Shape{1, 2}, DType::f32, DType::i64, {2}, {}, {}, {}});
         },
         {"MaxUnpool", "spatial"});
+    expect_invalid(
+        [] {
+          MaxUnpool::validate({Shape{1, 1, 2}, DType::f32, DType::i64, {2}, {int64_t(1) << 40}, {}, {}});
+        },
+        {"MaxUnpool", "exceeds"});
+    expect_invalid(
+        [] {
+          MaxUnpool::validate({Shape{1 << 20, 1 << 10, 2}, DType::f32, DType::i64, {2}, {}, {}, {}});
+        },
+        {"MaxUnpool", "2^31 - 1"});
   }
 
   TEST_CASE("MaxPool -> MaxUnpool in a graph puts every maximum back in place") {
@@ -487,6 +498,33 @@ TEST_SUITE("index") {
           CHECK(found == m);  // the maximum, once, the rest of the window zero
           CHECK(nonzero == 1);
         }
+  }
+
+  TEST_CASE("OneHot in a graph: depth known at load, values at run time; a bad depth names the node") {
+    using namespace graph;
+    for (double depth : {5.0, std::nan(""), -2.0}) {
+      GraphBuilder b("onehot");
+      auto idx = b.input("idx", DType::i64, Shape{2, 3});
+      auto vals = b.input("vals", DType::f32, Shape{2});
+      auto d = b.constant("depth", from_doubles(DType::f32, Shape{}, {depth}));
+      b.output(b.op1("OneHot", {idx, d, vals}, {{"axis", int64_t(0)}}), "y");
+      std::vector<int64_t> iv{0, 4, -1, 7, -5, 2};
+      std::map<std::string, HostTensor> feed{
+          {"idx", HostTensor::from<int64_t>(Shape{2, 3}, std::span<const int64_t>(iv))},
+          {"vals", HostTensor::from<float>(Shape{2}, std::vector<float>{0.5f, 9.0f})}};
+      if (depth != 5.0) {
+        std::string m = error_of([&] { compile_graph(b.build()); });
+        CHECK(m.find("OneHot") != std::string::npos);
+        CHECK(m.find("depth") != std::string::npos);
+        continue;
+      }
+      auto out = run_graph(b.build(), feed);
+      ref::Dims od;
+      auto want = ref::one_hot(std::vector<double>(iv.begin(), iv.end()), {2, 3}, 5, 0, 0.5, 9.0, od);
+      const HostTensor& y = out.at("y");
+      REQUIRE(y.shape() == Shape(od));
+      check_near(std::vector<float>(y.as<float>(), y.as<float>() + y.numel()), want);
+    }
   }
 
   TEST_CASE("NonZero folds a constant input at load; a runtime input is an error naming the node") {
