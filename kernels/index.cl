@@ -7,7 +7,9 @@
 //   IDX      element type of the index input (int or long; OneHot: any numeric type of its indices)
 //   USE_FP64 1 in the double build (the host checks the device's cl_khr_fp64 first)
 // Scatter with reduction stays deterministic without atomics: each work-item owns a disjoint set of
-// output elements and applies the updates that reach them in index order (see each kernel).
+// output elements and applies the updates that reach them in index order (see each kernel). Reduction
+// none may instead run one work-item per update (the *_winner kernels): atomic_max of update positions
+// picks the last one per target, the same result in any execution order.
 // Out-of-range indices (an error in ONNX, which a kernel cannot raise) are skipped by scatters and
 // read as zeros by gathers, never touching memory outside the tensors.
 
@@ -101,6 +103,39 @@ __kernel void scatter_elements(int rank, int axis, long8 udims, long8 ostrides, 
   }
 }
 
+// ScatterElements' target of update u (its coordinates, `axis` replaced by the index); -1 when the
+// index is out of range.
+inline long scatter_elements_target(long u, int rank, int axis, const long* ud, const long* os, long axis_len,
+                                    __global const IDX* idx) {
+  long k = (long)idx[u];
+  if (k < 0) k += axis_len;
+  if (k < 0 || k >= axis_len) return -1;
+  long rem = u, off = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    const long c = rem % ud[d];
+    rem /= ud[d];
+    off += (d == axis ? k : c) * os[d];
+  }
+  return off;
+}
+
+// Reduction none where the walks above would leave most of the device idle (few lines / slice
+// elements): one work-item per update, in two passes over a winner workspace (-1 filled): pass 0 claims
+// the target with atomic_max of the update's position, pass 1 writes the updates that won. Repeated
+// indices still end with the last update, as in the serial walk, with no ordering between work-items.
+__kernel void scatter_elements_winner(int pass, int rank, int axis, long8 udims, long8 ostrides, long axis_len,
+                                      __global const IDX* idx, long i_off, __global const T* upd, long u_off,
+                                      __global T* out, long o_off, __global int* winner, long w_off) {
+  const int u = (int)get_global_id(0);
+  const long ud[8] = {L8(udims)}, os[8] = {L8(ostrides)};
+  const long p = scatter_elements_target(u, rank, axis, ud, os, axis_len, idx + i_off);
+  if (p < 0) return;
+  if (pass == 0)
+    atomic_max(winner + w_off + p, u);
+  else if (winner[w_off + p] == u)
+    out[o_off + p] = upd[u_off + u];
+}
+
 // Offset of index tuple i (k entries) into data whose first k dims / strides are dd / ds; -1 when an
 // entry is out of range. Negative entries count from the end.
 inline long nd_tuple_offset(__global const IDX* idx, long i, int k, const long* dd, const long* ds) {
@@ -129,6 +164,22 @@ __kernel void scatter_nd(int k, long n, long slice, long8 ddims, long8 dstrides,
     if (red) v = scatter_combine(red, LOAD(out, p), v);
     STORE(out, p, v);
   }
+}
+
+// ScatterND, reduction none, as scatter_elements_winner: range (slice element e, tuple i), update u =
+// i * slice + e.
+__kernel void scatter_nd_winner(int pass, int k, long8 ddims, long8 dstrides, __global const IDX* idx, long i_off,
+                                __global const T* upd, long u_off, __global T* out, long o_off, __global int* winner,
+                                long w_off) {
+  const long e = get_global_id(0), i = get_global_id(1), slice = get_global_size(0);
+  const long dd[8] = {L8(ddims)}, ds[8] = {L8(dstrides)};
+  const long off = nd_tuple_offset(idx + i_off, i, k, dd, ds);
+  if (off < 0) return;
+  const int u = (int)(i * slice + e);
+  if (pass == 0)
+    atomic_max(winner + w_off + off + e, u);
+  else if (winner[w_off + off + e] == u)
+    out[o_off + off + e] = upd[u_off + u];
 }
 
 // GatherND: one work-item per output element (e, q) = (element of the slice, index tuple). With
@@ -212,11 +263,12 @@ __kernel void einsum(int n_in, int n_out, int n_sum, long sum_total, long16 size
 }
 
 // MaxUnpool in three passes, deterministic where indices repeat (the last input element wins, as in
-// the ONNX reference): winner[p] = -1; each input element i claims output p with atomic_max(i);
+// the ONNX reference): winner[p] = -1 (winner_init); each input element i claims output p with atomic_max(i);
 // then every output takes its winner's value or 0. Indices are flat over the unpooled shape (idims,
 // N and C included); an output shape larger than that places it in the leading corner (odims; rank 0
 // when the output is the unpooled shape itself).
-__kernel void unpool_init(__global int* winner, long w_off) { winner[w_off + get_global_id(0)] = -1; }
+// winner[i] = -1 (the scatter and MaxUnpool winner workspaces).
+__kernel void winner_init(__global int* winner, long w_off) { winner[w_off + get_global_id(0)] = -1; }
 
 __kernel void unpool_claim(int rank, long total, long8 idims, long8 odims, __global const IDX* idx, long i_off,
                            __global int* winner, long w_off) {

@@ -26,22 +26,29 @@ struct ScatterElementsConfig {
   DType index_dtype = DType::i64;  // i32 or i64
   int64_t axis = 0;
   ScatterReduction reduction = ScatterReduction::none;
+  // Reduction none: -1 auto, 0 the ordered walk, 1 one work-item per update (winner workspace).
+  int per_update = -1;
 };
 
 // Inputs data, indices, updates; output = data with updates[p] written (or reduced) at p with
-// coordinate `axis` replaced by indices[p]. Duplicates reduce in index order.
+// coordinate `axis` replaced by indices[p]. Duplicates reduce in index order (none: the last wins).
+// Each updates line along the axis is walked in order by one work-item; on GPUs and accelerators,
+// reduction none with fewer than 64 lines instead runs one work-item per update over a winner
+// workspace (atomic_max of the update's position), same result; without the workspace it walks.
 class ScatterElements : public Op {
  public:
   static Shape validate(const ScatterElementsConfig& cfg);
   static std::unique_ptr<ScatterElements> create(Context& ctx, int device, const ScatterElementsConfig& cfg);
   std::string_view type() const override { return "ScatterElements"; }
   std::string algorithm() const override;
+  size_t workspace_bytes() const override;
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
  private:
   ScatterElementsConfig cfg_;
-  cl::Kernel copy_, scatter_;
+  cl::Kernel copy_, scatter_, init_, winner_kernel_;
+  bool winner_ = false;  // reduction none with few lines: one work-item per update (needs the workspace)
 };
 
 struct ScatterNDConfig {
@@ -50,6 +57,7 @@ struct ScatterNDConfig {
   Shape indices;  // [..., k], 1 <= k <= rank(input)
   DType index_dtype = DType::i64;
   ScatterReduction reduction = ScatterReduction::none;
+  int per_update = -1;  // as ScatterElementsConfig::per_update
 };
 
 // Inputs data, indices, updates (shape indices[:-1] + input[k:]); output = data with each slice
@@ -61,12 +69,14 @@ class ScatterND : public Op {
   static std::unique_ptr<ScatterND> create(Context& ctx, int device, const ScatterNDConfig& cfg);
   std::string_view type() const override { return "ScatterND"; }
   std::string algorithm() const override;
+  size_t workspace_bytes() const override;
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
  private:
   ScatterNDConfig cfg_;
-  cl::Kernel copy_, scatter_;
+  cl::Kernel copy_, scatter_, init_, winner_kernel_;
+  bool winner_ = false;  // reduction none, slices under 64 elements: one work-item per updated element
 };
 
 struct GatherNDConfig {

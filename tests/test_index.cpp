@@ -82,7 +82,12 @@ TEST_SUITE("index") {
             ScatterElementsConfig cfg{s, DType::f32, is, it, ax, scatter_reduction("ScatterElements", red)};
             REQUIRE(ScatterElements::validate(cfg) == s);
             auto op = ScatterElements::create(ctx(), 0, cfg);
-            check_near(down<float>(run_op(*op, {dx, up_index(idx, is, it), du}, s)), want);
+            check_near(down<float>(run_ws(*op, {dx, up_index(idx, is, it), du}, s)), want);
+            // One work-item per update over the winner workspace (reduction none), as GPUs run few lines.
+            cfg.per_update = 1;
+            auto op1 = ScatterElements::create(ctx(), 0, cfg);
+            check_near(down<float>(run_ws(*op1, {dx, up_index(idx, is, it), du}, s)), want);
+            check_near(down<float>(run_op(*op1, {dx, up_index(idx, is, it), du}, s)), want);  // no workspace: walk
           }
         }
       }
@@ -127,7 +132,7 @@ TEST_SUITE("index") {
       CAPTURE(red);
       auto want = ref::scatter_elements(xd, s.dims, idx, is.dims, ud, 0, red);
       auto op = ScatterElements::create(ctx(), 0, {s, DType::i32, is, DType::i64, 0, scatter_reduction("", red)});
-      auto got = down<int32_t>(run_op(*op, {up(xi, s), up(idx, is), up(ui, is)}, s, DType::i32));
+      auto got = down<int32_t>(run_ws(*op, {up(xi, s), up(idx, is), up(ui, is)}, s, DType::i32));
       CHECK(std::vector<double>(got.begin(), got.end()) == want);
     }
     // f16: stored as such, reduced in f32 (small integers: exact).
@@ -140,8 +145,9 @@ TEST_SUITE("index") {
     for (size_t i = 0; i < want.size(); ++i) CHECK(graph::half_to_float(got.as<uint16_t>()[i]) == float(want[i]));
     // bool: moved as bytes.
     std::vector<bool> xb(12, false), ub(size_t(is.numel()), true);
-    auto opb = ScatterElements::create(ctx(), 0, {s, DType::boolean, is, DType::i64, 0});
-    auto gb = down<uint8_t>(run_op(*opb, {up(xb, s), up(idx, is), up(ub, is)}, s, DType::boolean));
+    auto opb = ScatterElements::create(ctx(), 0, {s, DType::boolean, is, DType::i64, 0, ScatterReduction::none, 1});
+    CHECK(opb->algorithm().find("winner") != std::string::npos);
+    auto gb = down<uint8_t>(run_ws(*opb, {up(xb, s), up(idx, is), up(ub, is)}, s, DType::boolean));
     auto wb = ref::scatter_elements(std::vector<double>(12, 0.0), s.dims, idx, is.dims,
                                     std::vector<double>(ud.size(), 1.0), 0, "none");
     CHECK(std::vector<double>(gb.begin(), gb.end()) == wb);
@@ -171,9 +177,12 @@ TEST_SUITE("index") {
             cfg.reduction = scatter_reduction("ScatterND", red);
             REQUIRE(ScatterND::validate(cfg) == s);
             auto want = ref::scatter_nd(dbl(x), s.dims, idx, is.dims, dbl(upd), red);
-            check_near(
-                down<float>(run_op(*ScatterND::create(ctx(), 0, cfg), {dx, up_index(idx, is, it), up(upd, us)}, s)),
-                want);
+            for (int per_update : {-1, 1}) {
+              cfg.per_update = per_update;
+              auto op = ScatterND::create(ctx(), 0, cfg);
+              check_near(down<float>(run_ws(*op, {dx, up_index(idx, is, it), up(upd, us)}, s)), want);
+              check_near(down<float>(run_op(*op, {dx, up_index(idx, is, it), up(upd, us)}, s)), want);
+            }
           }
         }
       }

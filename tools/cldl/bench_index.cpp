@@ -53,6 +53,13 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     time_op(ctx, opts, rep, "scatter_elements add [256,1000] axis 1 by [256,4000]", *op, {x, idx, u}, {y},
             double(s.numel()) * 8 + double(is.numel()) * (8 + 4 + 8));
   }
+  {  // 1-D: a single line; a CPU walks it, a GPU runs one work-item per update over a winner workspace
+    Shape s{1 << 20}, is{1 << 17};
+    auto op = ScatterElements::create(ctx, 0, {s, DType::f32, is, DType::i64, 0, ScatterReduction::none});
+    Tensor x = filled(ctx, s), idx = indices(ctx, is, 1 << 20), u = filled(ctx, is), y = ctx.alloc(s, DType::f32);
+    time_op(ctx, opts, rep, "scatter_elements none [1M] by [128K]", *op, {x, idx, u}, {y},
+            double(s.numel()) * 8 + double(is.numel()) * (8 + 4 + 4));
+  }
   {  // rows of 512 into [4096, 512]
     Shape s{4096, 512}, is{2048, 1}, us{2048, 512};
     auto op = ScatterND::create(ctx, 0, {s, DType::f32, is, DType::i64, ScatterReduction::none});
