@@ -1,6 +1,6 @@
 // Scaled-dot-product attention: the fused kernel (K/V tiles through local memory, online softmax, the
 // Sq x Skv score matrix never stored), its CPU twin attention_blocked (16 query rows across the lanes
-// of a float16 against blocks of 16 keys, K packed first; see its section), the row softmax of the
+// of a float16 against blocks of keys, register-blocked Q.K^T and P.V; see its section), the row softmax of the
 // plain path (scores in memory, GEMMs in gemm.cl) and the KV-cache append.
 //
 // Macros (defaults correct on any device):
@@ -262,18 +262,23 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
 #if ATT_KERNEL == 0 || ATT_KERNEL == 2
 // ---------------------------------------------------------------------------------------------------
 // CPU kernel with query rows across the 16 lanes of a float16: one work-item owns 16 query rows and
-// walks the keys in blocks of 16. Scores of a block are 16 vectors s[j] (key j, one lane per row), so
+// walks the keys in blocks of ATT_BKV. Scores of a block are vectors s[j] (key j, one lane per row), so
 // the online softmax (running max, rescale, exp, row sums) is lane-wise arithmetic with no horizontal
-// reductions and no per-row branches. Q.K^T: per head-dim step one vector of the work-item's
-// transposed, pre-scaled Q times broadcast K values, 8 keys (8 row pointers) at a time. P.V: the
-// output lives transposed, acc[dv] = one vector of 16 rows, and each V element of the block is a
-// broadcast operand. K and V are read in place: a packed (transposed) copy of K made by a separate
-// kernel cost ~10% more on PoCL (its pass over K plus a launch) than the second pass over Q here.
-// Scores are kept in the log2 domain (Q pre-multiplied by scale * log2 e), so the exponential is exp2
-// without a multiply.
+// reductions and no per-row branches. Both products are register-blocked like a GEMM micro-kernel:
+// Q.K^T takes ATT_KB keys per pass, whose ATT_KB accumulators stay in registers while d walks the
+// head (per step one vector of the work-item's transposed, pre-scaled Q and ATT_KB broadcast K
+// values); P.V takes ATT_CB output dims per pass (the output lives transposed, acc[dv] = one vector
+// of 16 rows; per key one vector of weights and ATT_CB broadcast V values). The accumulators plus
+// the two operands must fit the vector registers, or every FMA drags a spill along: 16 ymm on AVX2
+// (a float16 is two of them) take ATT_KB 6 / ATT_CB 4; 32 zmm on AVX-512 take 8 / 8 (the host
+// chooses by the device's preferred float vector width; `cldl tune --op attention` can override).
+// K and V are read in place: a packed (transposed) copy of K made by a separate kernel cost ~10% more
+// on PoCL (its pass over K plus a launch) than the second pass over Q here. Scores are kept in the
+// log2 domain (Q pre-multiplied by scale * log2 e), so the exponential is exp2 without a multiply.
 //
-// Macros: MAX_D, MAX_DV (upper bounds of the head sizes: the private transposed Q and output).
-// Head sizes are run-time arguments.
+// Macros: MAX_D, MAX_DV (upper bounds of the head sizes: the private transposed Q and output);
+// ATT_KB keys per Q.K^T pass, ATT_CB output dims per P.V pass, ATT_BKV keys per block (a multiple of
+// ATT_KB). Head sizes are run-time arguments.
 #ifndef MAX_D
 #define MAX_D 256
 #endif
@@ -281,6 +286,18 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
 #define MAX_DV 256
 #endif
 #define ATT_LANES 16
+#ifndef ATT_KB
+#define ATT_KB 6
+#endif
+#ifndef ATT_CB
+#define ATT_CB 4
+#endif
+#ifndef ATT_BKV
+#define ATT_BKV 24
+#endif
+#if ATT_KB < 1 || ATT_CB < 1 || ATT_BKV % ATT_KB != 0
+#error "ATT_KB and ATT_CB must be positive and ATT_KB must divide ATT_BKV"
+#endif
 
 #if defined(__clang__)
 #pragma clang diagnostic ignored "-Wpsabi"
@@ -405,31 +422,46 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
   __global const float* kb = K + k_off + b * k_sb + hk * k_sh;
   __global const float* vb = V + v_off + b * v_sb + hk * v_sh;
 
-  for (int kv0 = 0; kv0 < kv_limit; kv0 += ATT_LANES) {
-    float16 s[ATT_LANES];
+  for (int kv0 = 0; kv0 < kv_limit; kv0 += ATT_BKV) {
+    // Q.K^T, ATT_KB keys per pass: ATT_KB accumulators (one vector of 16 rows each) stay in registers
+    // while d walks the head; each step is one vector of Q^T and ATT_KB broadcast K values.
+    float16 s[ATT_BKV];
+    float16 bmax = (float16)(-INFINITY);
+    // Keys of this block that exist: the last block's passes and P.V stop there (the scores past it
+    // are masked to -inf below, whatever the skipped passes left in s).
+    const int nk = min(ATT_BKV, kv_limit - kv0);
+    // A loop, not unrolled: unrolled, LLVM 15 kept one accumulator of the last pass on the stack (a
+    // store and reload around each of its FMAs, ~15% of the kernel on AVX2).
+#pragma unroll 1
+    for (int j0 = 0; j0 < nk; j0 += ATT_KB) {
+      __global const float* kr[ATT_KB];
+      float16 a[ATT_KB];
 #pragma unroll
-    for (int j = 0; j < ATT_LANES; ++j) s[j] = (float16)(0.0f);
-#pragma unroll
-    for (int h8 = 0; h8 < ATT_LANES; h8 += 8) {
-      __global const float* kr[8];
-#pragma unroll
-      for (int t = 0; t < 8; ++t) kr[t] = kb + (long)min(kv0 + h8 + t, kv_limit - 1) * k_ss;
+      for (int t = 0; t < ATT_KB; ++t) {
+        kr[t] = kb + (long)min(kv0 + j0 + t, kv_limit - 1) * k_ss;
+        a[t] = (float16)(0.0f);
+      }
       for (int d = 0; d < D; ++d) {
         const float16 qv = vload16(d, qt);
 #pragma unroll
-        for (int t = 0; t < 8; ++t) s[h8 + t] = fma(qv, (float16)(kr[t][d]), s[h8 + t]);
+        for (int t = 0; t < ATT_KB; ++t) a[t] = fma(qv, (float16)(kr[t][d]), a[t]);
+      }
+      if (p.softcap > 0.0f) {
+        // softcap applies to the natural-log-domain score: undo log2 e, cap, redo.
+        const float c = p.softcap;
+#pragma unroll
+        for (int t = 0; t < ATT_KB; ++t) a[t] = (c * ATT_LOG2E) * tanh(a[t] * (1.0f / (ATT_LOG2E * c)));
+      }
+#pragma unroll
+      for (int t = 0; t < ATT_KB; ++t) {
+        s[j0 + t] = a[t];
+        bmax = select(bmax, a[t], a[t] > bmax);  // the block max while the scores are in registers (clean blocks)
       }
     }
-    if (p.softcap > 0.0f) {
-      // softcap applies to the natural-log-domain score: undo log2 e, cap, redo.
-      const float c = p.softcap;
-#pragma unroll
-      for (int j = 0; j < ATT_LANES; ++j) s[j] = (c * ATT_LOG2E) * tanh(s[j] * (1.0f / (ATT_LOG2E * c)));
-    }
-    const bool clean = MASK == 0 && kv0 + ATT_LANES <= clean_end;
+    const bool clean = MASK == 0 && kv0 + ATT_BKV <= clean_end;
     if (!clean) {
 #pragma unroll
-      for (int j = 0; j < ATT_LANES; ++j) {
+      for (int j = 0; j < ATT_BKV; ++j) {
         const int col = kv0 + j;
         int16 ok = (int16)(col < kv_end ? -1 : 0);
         if (p.causal) ok &= (int16)(col) <= rowv + (int16)(coff);
@@ -464,13 +496,12 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
 #endif
         s[j] = select((float16)(-INFINITY), s[j], ok);
       }
+      bmax = s[0];
+#pragma unroll
+      for (int j = 1; j < ATT_BKV; ++j) bmax = select(bmax, s[j], s[j] > bmax);
     }
     // Online softmax, lane-wise. Lanes that have seen no visible key yet take 0 as their reference, so
-    // every weight is exp2(-inf) = 0 there and the state stays empty. (Moving the reference only when
-    // the max grows by more than 8, skipping most rescales, measured no faster on PoCL.)
-    float16 bmax = s[0];
-#pragma unroll
-    for (int j = 1; j < ATT_LANES; ++j) bmax = select(bmax, s[j], s[j] > bmax);
+    // every weight is exp2(-inf) = 0 there and the state stays empty.
     const float16 m_new = select(m, bmax, bmax > m);
     const float16 mref = select(m_new, (float16)(0.0f), m_new == (float16)(-INFINITY));
     const bool rescale = any(m_new != m);
@@ -480,34 +511,45 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
       l *= alpha;
     }
     m = m_new;
-    float16 pj[ATT_LANES];
 #pragma unroll
-    for (int j = 0; j < ATT_LANES; ++j) {
-      pj[j] = att_exp2_16(s[j] - mref);
-      l += pj[j];
+    for (int j = 0; j < ATT_BKV; ++j) {
+      s[j] = att_exp2_16(s[j] - mref);
+      l += s[j];
     }
-    // P.V. Keys past kv_limit are clamped to the last valid one (their weight is 0; the clamp keeps
-    // reads inside the written part of a KV cache, whose tail may hold NaN bit patterns).
-    __global const float* vrow[ATT_LANES];
-#pragma unroll
-    for (int j = 0; j < ATT_LANES; ++j) vrow[j] = vb + (long)min(kv0 + j, kv_limit - 1) * v_ss;
+    // P.V, ATT_CB output dims per pass: ATT_CB accumulators in registers; each key is one vector of
+    // weights times ATT_CB broadcast V values. Only keys j < nk are read (below kv_limit: inside the
+    // written part of a KV cache, whose tail may hold NaN bit patterns).
+    __global const float* vt = vb + (long)kv0 * v_ss;
     int c = 0;
-    for (; c + 8 <= Dv; c += 8) {
-      float16 a[8];
+    for (; c + ATT_CB <= Dv; c += ATT_CB) {
+      float16 a[ATT_CB];
 #pragma unroll
-      for (int t = 0; t < 8; ++t) a[t] = rescale ? acc[c + t] * alpha : acc[c + t];
+      for (int t = 0; t < ATT_CB; ++t) a[t] = rescale ? acc[c + t] * alpha : acc[c + t];
+      for (int j = 0; j < nk; ++j) {
+        const float16 pv = s[j];
+        __global const float* vr = vt + (long)j * v_ss + c;
 #pragma unroll
-      for (int j = 0; j < ATT_LANES; ++j) {
-#pragma unroll
-        for (int t = 0; t < 8; ++t) a[t] = fma(pj[j], (float16)(vrow[j][c + t]), a[t]);
+        for (int t = 0; t < ATT_CB; ++t) a[t] = fma(pv, (float16)(vr[t]), a[t]);
       }
 #pragma unroll
-      for (int t = 0; t < 8; ++t) acc[c + t] = a[t];
+      for (int t = 0; t < ATT_CB; ++t) acc[c + t] = a[t];
+    }
+    for (; c + 4 <= Dv; c += 4) {  // a tail of 4 dims keeps 8 accumulator chains going
+      float16 a[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) a[t] = rescale ? acc[c + t] * alpha : acc[c + t];
+      for (int j = 0; j < nk; ++j) {
+        const float16 pv = s[j];
+        __global const float* vr = vt + (long)j * v_ss + c;
+#pragma unroll
+        for (int t = 0; t < 4; ++t) a[t] = fma(pv, (float16)(vr[t]), a[t]);
+      }
+#pragma unroll
+      for (int t = 0; t < 4; ++t) acc[c + t] = a[t];
     }
     for (; c < Dv; ++c) {
       float16 a = rescale ? acc[c] * alpha : acc[c];
-#pragma unroll
-      for (int j = 0; j < ATT_LANES; ++j) a = fma(pj[j], (float16)(vrow[j][c]), a);
+      for (int j = 0; j < nk; ++j) a = fma(s[j], (float16)(vt[(long)j * v_ss + c]), a);
       acc[c] = a;
     }
   }

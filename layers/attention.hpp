@@ -3,8 +3,8 @@
 //   fused  online softmax, the Sq x Skv scores never reach global memory. Two kernels
 //          (kernels/attention.cl): `attention_fused` tiles K/V through local memory with one query row
 //          per work-item (GPUs, and decode steps with few rows); `attention_blocked` (CPUs) puts 16
-//          query rows across the lanes of a vector against blocks of 16 keys, so the online softmax
-//          needs no horizontal reductions;
+//          query rows across the lanes of a vector against blocks of keys, so the online softmax
+//          needs no horizontal reductions, with Q.K^T and P.V register-blocked like a GEMM;
 //   plain  GEMM (layers/gemm.hpp) -> masked row softmax -> GEMM, scores in the workspace.
 // `automatic` picks fused whenever it covers the configuration and says so in algorithm(); the plain
 // path is only taken when asked for or when the fused kernel cannot serve (head size above 256, or the
@@ -58,6 +58,9 @@ struct AttentionConfig {
   // Fused algorithm on the blocked kernel (attention_blocked, 16 query rows across vector lanes): -1 auto
   // (CPU devices, when a kv head has at least 8 query rows), 0 never, 1 always.
   int blocked = -1;
+  // The blocked kernel's register blocks (0 = the device heuristic): keys per Q.K^T pass (kb), output
+  // dims per P.V pass (cb), keys per block (bkv, a multiple of kb); set by the tuner or `--set kb=..`.
+  int kb = 0, cb = 0, bkv = 0;
 
 
   int64_t eff_kv_heads() const { return kv_heads ? kv_heads : q_heads; }

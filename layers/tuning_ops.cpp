@@ -191,11 +191,19 @@ Space attention_space(const DeviceInfo& info, const AttentionConfig&) {
   s.dims.push_back({"block_n", {4, 8, 16, 32, 64}});
   s.dims.push_back({"vec", {1, 2, 4, 8, 16}});
   s.dims.push_back({"use_local", {0, 1}});
+  // The blocked kernel's register blocks: keys per Q.K^T pass, output dims per P.V pass, keys per block.
+  s.dims.push_back({"kb", {4, 6, 8, 12}});
+  s.dims.push_back({"cb", {4, 6, 8}});
+  s.dims.push_back({"bkv", {16, 24, 48}});
   return s;
 }
 
 std::string attention_invalid(const DeviceInfo& info, const AttentionConfig& c, const Params& p) {
-  if (get(p, "blocked", 0) == 1) return {};  // the blocked kernel takes any shape the fused path takes
+  if (get(p, "blocked", 0) == 1) {  // the blocked kernel takes any shape the fused path takes
+    const int64_t kb = get(p, "kb", 6), bkv = get(p, "bkv", 24);
+    if (bkv % kb) return fmt::format("kb {} does not divide bkv {}", kb, bkv);
+    return {};
+  }
   const int64_t bm = get(p, "block_m", 16), bn = get(p, "block_n", 16), vec = get(p, "vec", 4);
   const int64_t D = c.head_size, Dv = c.eff_v_head_size();
   if (size_t(bm) > info.max_work_group_size)
@@ -215,12 +223,17 @@ void attention_apply(const Params& p, AttentionConfig& c) {
   if (c.vec <= 0) c.vec = int(get(p, "vec", 0));
   if (c.use_local < 0) c.use_local = int(get(p, "use_local", -1));
   if (c.blocked < 0) c.blocked = int(get(p, "blocked", -1));
+  if (c.kb <= 0) c.kb = int(get(p, "kb", 0));
+  if (c.cb <= 0) c.cb = int(get(p, "cb", 0));
+  if (c.bkv <= 0) c.bkv = int(get(p, "bkv", 0));
 }
 
 Params attention_relevant(const Params& p) {
   Params r = p;
   if (get(p, "blocked", 0) == 1)
     for (const char* k : {"block_m", "block_n", "vec", "use_local"}) r.erase(k);
+  else
+    for (const char* k : {"kb", "cb", "bkv"}) r.erase(k);
   r.erase("block_q");  // a knob of the earlier blocked kernel, still in older databases
   return r;
 }

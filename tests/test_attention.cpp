@@ -3,6 +3,9 @@
 // one causal pass, configuration errors, and the ONNX Attention node with f16 storage through the graph.
 // Tolerance: 1e-4 relative + 1e-5 absolute (fp32 accumulation, online vs. two-pass softmax).
 #include <optional>
+#include <tuple>
+
+#include <fmt/format.h>
 
 #include "reference/attention_ref.hpp"
 #include "support/test_util.hpp"
@@ -155,6 +158,25 @@ TEST_CASE("fused and plain match the reference on odd shapes, GQA and cross leng
     c.use_local = 0, c.block_m = 4, c.block_n = 8, c.causal = true, c.causal_offset = 122;
     // group * Sq = 21 rows: the blocked kernel's first 16 rows span all three q heads of a kv head.
     check_both(c, 6, false);
+  }
+  SUBCASE("blocked kernel register blocks: the AVX2 and AVX-512 defaults and odd ones (key and dim tails)") {
+    // 21 rows per kv head (a partly filled second work-item), 103 keys (no block size divides it),
+    // V head size 17 (tails of every P.V pass width), causal with an offset and an additive mask.
+    auto c = base(2, 6, 2, 7, 103, 80);
+    c.causal = true, c.causal_offset = 96, c.v_head_size = 17, c.blocked = 1;
+    c.mask = AttentionMask::additive, c.mask_shape = {2, 1, 7, 103};
+    Case k = make_case(c, 9);
+    auto want = run_ref(k);
+    for (auto [kb, cb, bkv] : {std::tuple{6, 4, 24}, {8, 8, 16}, {4, 6, 16}, {12, 8, 48}, {1, 3, 5}}) {
+      CAPTURE(kb);
+      CAPTURE(cb);
+      CAPTURE(bkv);
+      k.cfg.kb = kb, k.cfg.cb = cb, k.cfg.bkv = bkv;
+      std::string alg;
+      auto got = run_op(k, AttentionAlgo::fused, &alg);
+      CHECK(alg.find(fmt::format("KB={} CB={} BKV={}", kb, cb, bkv)) != std::string::npos);
+      CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), kRtol, kAtol);
+    }
   }
   SUBCASE("automatic choice: blocked on CPUs from 8 rows per kv head, the tile kernel below (decode)") {
     auto c = base(1, 4, 2, 4, 40, 16);  // 2 q heads x 4 positions = 8 rows per kv head
@@ -314,6 +336,12 @@ TEST_CASE("bad configurations name the argument and value") {
   c.blocked = 2;
   msg = error_of([&] { Attention::create(ctx(), 0, c); });
   CHECK(msg.find("blocked must be -1 (auto), 0 or 1, got 2") != std::string::npos);
+  c.blocked = 1, c.kb = 6, c.bkv = 16;
+  msg = error_of([&] { Attention::create(ctx(), 0, c); });
+  CHECK(msg.find("bkv must be a multiple of kb = 6 up to 64, got 16") != std::string::npos);
+  c.kb = 17;
+  msg = error_of([&] { Attention::create(ctx(), 0, c); });
+  CHECK(msg.find("kb must be 1..16, got 17") != std::string::npos);
 
   c = base(1, 2, 2, 3, 3, 8);
   c.qk_output_mode = 0, c.algo = AttentionAlgo::fused;

@@ -274,16 +274,25 @@ TEST_CASE("tuning: op families reject what the device cannot run") {
   // 256 keys x 48 floats = 48 KiB of local tiles: too much with local tiles, fine without.
   CHECK_FALSE(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 256}, {"vec", 8}, {"use_local", 1}}).empty());
   CHECK(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 256}, {"vec", 8}, {"use_local", 0}}).empty());
-  // The blocked kernel reads no knob; the tile kernel its four. block_q (the earlier blocked kernel's
-  // rows per work-item, still in older databases) matters to neither.
-  CHECK(attention_relevant({{"blocked", 1}, {"block_q", 4}, {"block_m", 8}, {"vec", 4}}) == Params{{"blocked", 1}});
-  CHECK(attention_relevant({{"blocked", 0}, {"block_q", 4}, {"block_m", 8}}) == Params{{"blocked", 0}, {"block_m", 8}});
+  // The blocked kernel's register blocks: kb must divide bkv.
+  CHECK(attention_invalid(info, a, {{"blocked", 1}, {"kb", 6}, {"cb", 4}, {"bkv", 24}}).empty());
+  CHECK(attention_invalid(info, a, {{"blocked", 1}, {"kb", 6}, {"cb", 4}, {"bkv", 16}}).find("kb 6 does not divide bkv 16") !=
+        std::string::npos);
+  // The blocked kernel reads its three register blocks; the tile kernel its four knobs. block_q (the
+  // earlier blocked kernel's rows per work-item, still in older databases) matters to neither.
+  CHECK(attention_relevant({{"blocked", 1}, {"block_q", 4}, {"block_m", 8}, {"vec", 4}, {"kb", 6}}) ==
+        Params{{"blocked", 1}, {"kb", 6}});
+  CHECK(attention_relevant({{"blocked", 0}, {"block_q", 4}, {"block_m", 8}, {"cb", 4}, {"bkv", 24}}) ==
+        Params{{"blocked", 0}, {"block_m", 8}});
   AttentionConfig applied;
-  applied.vec = 2;  // explicit: kept
-  attention_apply({{"blocked", 1}, {"block_m", 8}, {"vec", 4}}, applied);
+  applied.vec = 2, applied.cb = 6;  // explicit: kept
+  attention_apply({{"blocked", 1}, {"block_m", 8}, {"vec", 4}, {"kb", 4}, {"cb", 8}, {"bkv", 48}}, applied);
   CHECK(applied.blocked == 1);
   CHECK(applied.block_m == 8);
   CHECK(applied.vec == 2);
+  CHECK(applied.kb == 4);
+  CHECK(applied.cb == 6);
+  CHECK(applied.bkv == 48);
 }
 
 TEST_CASE("tuning: a candidate with a wrong result is rejected however fast it is") {

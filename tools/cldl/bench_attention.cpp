@@ -4,7 +4,7 @@
 // overrides). GFLOP/s counts 4*B*H*S*S*D (QK and PV), half of that for causal. A summary table ends
 // the run with the speed-ups from the minimum times: fused over ORT and fused over plain.
 // Settings (--set): block_m, block_n, vec, use_local (tile kernel), blocked=-1/0/1 (the blocked kernel:
-// auto, never, always), plain=0 (skip the plain path).
+// auto, never, always), kb, cb, bkv (the blocked kernel's register blocks), plain=0 (skip the plain path).
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -85,6 +85,9 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       if (key == "vec") cfg.vec = std::stoi(a.substr(eq + 1));
       if (key == "use_local") cfg.use_local = std::stoi(a.substr(eq + 1));
       if (key == "blocked") cfg.blocked = std::stoi(a.substr(eq + 1));
+      if (key == "kb") cfg.kb = std::stoi(a.substr(eq + 1));
+      if (key == "cb") cfg.cb = std::stoi(a.substr(eq + 1));
+      if (key == "bkv") cfg.bkv = std::stoi(a.substr(eq + 1));
     }
     cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.q_len(), cfg.kv_len = c.S, cfg.head_size = c.D;
     cfg.causal = c.causal, cfg.causal_offset = c.S - c.q_len();

@@ -403,7 +403,7 @@ class Tuner {
 
   // ---- attention: fused kernel (blocked / tile) and its knobs (bhsd, no mask) ----
   void attention(AttentionConfig cfg) {
-    cfg.block_m = cfg.block_n = cfg.vec = 0;
+    cfg.block_m = cfg.block_n = cfg.vec = cfg.kb = cfg.cb = cfg.bkv = 0;
     cfg.use_local = cfg.blocked = -1;
     cfg.algo = AttentionAlgo::fused;
     const DeviceInfo& info = ctx_.device().info;
@@ -439,12 +439,15 @@ class Tuner {
       return ev;
     };
     // The device heuristic (attention.cpp): on CPUs the blocked kernel when a kv head has at least 8
-    // query rows; the tile kernel with BLOCK_M 1, VEC 16 and global reads on CPUs, BLOCK_M 64, VEC 4
-    // and local tiles on GPUs.
+    // query rows, register blocks 8/8/16 with a preferred float width of 16 (AVX-512), else 6/4/24;
+    // the tile kernel with BLOCK_M 1, VEC 16 and global reads on CPUs, BLOCK_M 64, VEC 4 and local
+    // tiles on GPUs.
     const bool cpu = info.type == DeviceType::cpu;
     const bool blocked = cpu && cfg.q_len * (cfg.q_heads / Hk) >= 8;
+    const bool wide = info.preferred_vector_float >= 16;
     Params start{{"blocked", blocked ? 1 : 0}, {"block_m", cpu ? 1 : 64}, {"block_n", 32},
-                 {"vec", cpu ? 16 : 4}, {"use_local", cpu ? 0 : 1}};
+                 {"vec", cpu ? 16 : 4}, {"use_local", cpu ? 0 : 1}, {"kb", wide ? 8 : 6},
+                 {"cb", wide ? 8 : 4}, {"bkv", wide ? 16 : 24}};
     SearchOptions so = search_options("attention " + problem);
     so.random_samples = 16;
     run_search("attention", problem, attention_space(info, cfg),
