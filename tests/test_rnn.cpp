@@ -326,6 +326,28 @@ TEST_CASE("LSTM tile kernels on odd shapes: H not a multiple of 8, batch 1, 3 an
     }
 }
 
+TEST_CASE("LSTM tile knobs give the same results: rows per work-item, projection rows, work-groups") {
+  // The k loops run in passes of 1, 2 or 4 gates by the rows per work-item (kernels/rnn.cl RNN_GP): every
+  // combination must keep the per-element order, so every strategy still matches sequential.
+  Case c = make_case(RnnCell::lstm, RnnDirection::bidirectional, 5, 9, 13, 19, 1400);
+  c.w.P = test::random_tensor({2, 3 * 19}, 1407);
+  c.cfg.kernel.layout = 2;
+  const Got want = run(ctx(), c, RnnStrategy::sequential);
+  check_vs_reference(c, want);
+  for (int mr : {1, 2, 4})
+    for (int pmr : {1, 2, 4, 8}) {
+      CAPTURE(mr);
+      CAPTURE(pmr);
+      Case k = c;
+      k.cfg.kernel.mr = mr;
+      k.cfg.kernel.pmr = pmr;
+      k.cfg.kernel.wg_m = 3;
+      k.cfg.kernel.proj_wg = 5;
+      check_same(run(ctx(), k, RnnStrategy::time_parallel), want);
+      check_same(run(ctx(), k, RnnStrategy::sequential), want);
+    }
+}
+
 TEST_CASE("GRU linear_before_reset 0 and 1, batch 1, no initial state, no sequence_lens") {
   for (bool lbr : {false, true}) {
     CAPTURE(lbr);
