@@ -255,17 +255,35 @@ inline float8 rnn_act8(int kind, float8 x, float a, float b) {
 
 inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x, -clip), clip) : x; }
 
-// acc[r][g] += sum_k rows[r][k] * Wt[k][g0 + g][0..8) for NGL gates, tile stride NGT*8 floats per k.
-#define RNN_TILE_ACC(acc, MR, NGL, g0, NGT, K, wt, rows)                                    \
-  for (int k = 0; k < (K); ++k) {                                                           \
-    float8 w_[NGL];                                                                         \
-    _Pragma("unroll") for (int g = 0; g < (NGL); ++g)                                       \
-      w_[g] = vload8(0, (wt) + (long)k * ((NGT) * 8) + ((g0) + g) * 8);                     \
-    _Pragma("unroll") for (int r = 0; r < (MR); ++r) {                                      \
-      const float8 a_ = (float8)(rows[r][k]);                                               \
-      _Pragma("unroll") for (int g = 0; g < (NGL); ++g) acc[r][g] = fma(a_, w_[g], acc[r][g]); \
-    }                                                                                       \
+// acc[r][g0 + g] += sum_k rows[r][k] * Wt[k][g0 + g][0..8) for NGP gates from g0, tile stride NGT*8 floats per k.
+// The k loop unrolled by 4: a pass is only ~14 instructions per k, the loop overhead was measurable (PoCL, AVX2).
+#define RNN_TILE_ACC_PASS(acc, MR, NGP, g0, NGT, K, wt, rows)                                  \
+  _Pragma("unroll 4") for (int k = 0; k < (K); ++k) {                                         \
+    float8 w_[NGP];                                                                            \
+    _Pragma("unroll") for (int g = 0; g < (NGP); ++g)                                          \
+      w_[g] = vload8(0, (wt) + (long)k * ((NGT) * 8) + ((g0) + g) * 8);                        \
+    _Pragma("unroll") for (int r = 0; r < (MR); ++r) {                                         \
+      const float8 a_ = (float8)(rows[r][k]);                                                  \
+      _Pragma("unroll") for (int g = 0; g < (NGP); ++g)                                        \
+        acc[r][(g0) + g] = fma(a_, w_[g], acc[r][(g0) + g]);                                   \
+    }                                                                                          \
   }
+
+// Gates per pass over k of a tile product of MR rows (1, 2, 4 or 8; NG a multiple of it): one pass's
+// accumulators (MR x gates float8) and weights must fit the vector registers. 4 rows x 4 gates (16
+// accumulators + 4 weights) do not fit AVX2's 16 ymm registers: LLVM spilled and shuffled inside the k
+// loop and the step ran ~1.7x slower than in two passes of 2 gates. So: at most 8 accumulators per pass.
+// RNN_GPASS forces one width for every kernel. Every split gives the same bits: each element still sums
+// over k from 0 in order.
+#ifdef RNN_GPASS
+#define RNN_GP(MR) (RNN_GPASS)
+#else
+#define RNN_GP(MR) ((MR) >= 8 ? 1 : (MR) >= 4 ? 2 : 4)
+#endif
+// acc[r][g] += sum_k rows[r][k] * Wt[k][g][0..8) for all NG gates of the tiles.
+#define RNN_TILE_ACC(acc, MR, NG, K, wt, rows)                                                 \
+  _Pragma("unroll") for (int gp_ = 0; gp_ < (NG); gp_ += RNN_GP(MR))                           \
+    RNN_TILE_ACC_PASS(acc, MR, RNN_GP(MR), gp_, NG, K, wt, rows)
 
 #define RNN_ZERO(acc, MR, NG)                            \
   float8 acc[MR][NG];                                    \
@@ -299,7 +317,7 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
     __global const float* xrow[RNN_MR];                                                                 \
     _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) xrow[r] =                                        \
         x + x_off + (long)rtr[r] * x_st + (long)rb[r] * x_sb;                                           \
-    RNN_TILE_ACC(xp, RNN_MR, NG, 0, NG, I, W + (long)n * I * (NG * 8), xrow)                            \
+    RNN_TILE_ACC(xp, RNN_MR, NG, I, W + (long)n * I * (NG * 8), xrow)                            \
     _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r)                                                  \
       _Pragma("unroll") for (int g = 0; g < NG; ++g) xp[r][g] += rnn_load8(bx + g * H + j0, nu);        \
   } else {                                                                                              \
@@ -308,13 +326,13 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
           rnn_load8(xw + xw_off + (long)rtr[r] * xw_st + (long)rb[r] * xw_sb + g * H + j0, nu);         \
   }
 
-// Recurrent sums acc[r][g] of NGL gates from g0 (tiles of NGT gates), source rows src + off + b * sb.
-#define RNN_STEP_TILE_DOT(acc, NGL, g0, NGT, src, src_off, src_sb)                                     \
-  RNN_ZERO(acc, RNN_MR, NGL)                                                                            \
+// Recurrent sums acc[r][g] of the NG gates, source rows src + off + b * sb.
+#define RNN_STEP_TILE_DOT(acc, NG, src, src_off, src_sb)                                               \
+  RNN_ZERO(acc, RNN_MR, NG)                                                                             \
   if (!zero_prev) {                                                                                     \
     __global const float* hrow[RNN_MR];                                                                 \
     _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) hrow[r] = src + (src_off) + (long)rb[r] * (src_sb); \
-    RNN_TILE_ACC(acc, RNN_MR, NGL, g0, NGT, H, RT + (long)n * H * ((NGT) * 8), hrow)                     \
+    RNN_TILE_ACC(acc, RNN_MR, NG, H, RT + (long)n * H * ((NG) * 8), hrow)                     \
   }
 
 // Per stored row r: batch item b, previous h, validity and time; Y / Y_h writes of the new h.
@@ -338,7 +356,7 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
 #define RNN_LSTM_STEP_TILE_BODY                                                                                          \
   RNN_STEP_TILE_PROLOGUE                                                                                                 \
   RNN_STEP_TILE_XPROJ(xp, 4)                                                                                             \
-  RNN_STEP_TILE_DOT(acc, 4, 0, 4, hp, hp_off, hp_sb)                                                                     \
+  RNN_STEP_TILE_DOT(acc, 4, hp, hp_off, hp_sb)                                                                     \
   const float8 pi = has_p ? rnn_load8(P + j0, nu) : (float8)(0.0f);                                                      \
   const float8 po = has_p ? rnn_load8(P + H + j0, nu) : (float8)(0.0f);                                                  \
   const float8 pf = has_p ? rnn_load8(P + 2 * H + j0, nu) : (float8)(0.0f);                                              \
@@ -463,7 +481,7 @@ RNN_LSTM_WAVE_TILE(lstm_wave_tile_m4)
       orow[r] = xw_off + (long)t * xw_st + (long)b * xw_sb;                                                       \
     }                                                                                                             \
     RNN_ZERO(acc, RNN_PMR, NG)                                                                                    \
-    RNN_TILE_ACC(acc, RNN_PMR, NG, 0, NG, I, Wt + w_off + (long)n * I * (NG * 8), xrow)                           \
+    RNN_TILE_ACC(acc, RNN_PMR, NG, I, Wt + w_off + (long)n * I * (NG * 8), xrow)                           \
     _Pragma("unroll") for (int r = 0; r < RNN_PMR; ++r) {                                                         \
       if (q0 + r >= nrows) break;                                                                                 \
       _Pragma("unroll") for (int g = 0; g < NG; ++g)                                                              \

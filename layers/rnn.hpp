@@ -39,7 +39,10 @@ enum class RnnDirection { forward, reverse, bidirectional };
 //  time_parallel:  input projection of all steps (both directions) as one GEMM, then one fused kernel
 //                  per step; the two directions of a layer on two queues joined by events.
 //  layer_parallel: wavefront: layer l on its own queue (devices round-robin when the context has
-//                  several), step chunk c of layer l starts when chunk c of layer l-1 is done.
+//                  several), step chunk c of layer l starts when chunk c of layer l-1 is done. On
+//                  several devices, a stack the wavefront kernels run (forward LSTM, tiles layout) is
+//                  split into one contiguous group of layers per device instead, each group one
+//                  wavefront (T + lag (Lg - 1) launches), group g+1 fed chunk by chunk by group g.
 //  data_parallel:  batch split in shards over devices (or queues of one device), weights replicated
 //                  once per device, outputs gathered in order.
 //  wavefront:      one device, one queue: a stack of forward LSTM layers (tiles weight layout) runs as
@@ -202,7 +205,7 @@ struct RnnWaveParams {
 struct RnnRunOptions {
   RnnStrategy strategy = RnnStrategy::automatic;
   RnnWaveParams wave;  // wavefront knobs
-  int64_t chunk = 0;   // layer parallel: steps per event (0 = about T/8)
+  int64_t chunk = 0;   // layer parallel: steps per event (0 = about T/8; between wavefront groups: the lag, or T/8 at lag 1)
   int shards = 0;      // data parallel: batch shards (0 = devices of the context, at least 2)
 };
 

@@ -199,9 +199,18 @@ struct Scheduler {
     return fmt::format("time_parallel: projection GEMM over T={}{}", T, bidir ? ", directions on 2 queues" : "");
   }
 
-  std::string layer_parallel(cl::CommandQueue q, std::vector<cl::Event> waits0, int64_t chunk, cl::Event& done) {
+  std::string layer_parallel(cl::CommandQueue q, std::vector<cl::Event> waits0, int64_t chunk, const RnnWaveParams& wp,
+                             cl::Event& done) {
     const int ndev = int(ctx.device_count());
     const size_t L = layers.size();
+    // Several devices and a stack the wavefront kernels run: one wavefront per device's group of layers.
+    if (ndev > 1 && L > 1) {
+      const size_t G = std::min<size_t>(L, size_t(ndev));
+      bool waves = true;
+      for (size_t gi = 0; gi < G && waves; ++gi)
+        waves = wave_unsupported(gi * L / G, (gi + 1) * L / G, (device + int(gi)) % ndev).empty();
+      if (waves) return layer_parallel_waves(q, std::move(waits0), chunk, wp, done);
+    }
     if (chunk <= 0) chunk = std::max<int64_t>(1, (T + 7) / 8);
     Placement home = full();
     std::vector<std::vector<cl::Event>> ev(L);
@@ -299,32 +308,62 @@ struct Scheduler {
                        chunk);
   }
   // Why the wavefront cannot run this stack (empty: it can).
-  std::string wave_unsupported() const {
-    for (size_t l = 0; l < layers.size(); ++l) {
+  // Layers [l0, l1) on device dev (-1: all layers on the caller's device).
+  std::string wave_unsupported(size_t l0 = 0, size_t l1 = ~size_t(0), int dev = -1) const {
+    for (size_t l = l0; l < std::min(l1, layers.size()); ++l) {
       const RnnConfig& c = cfg(l);
       if (c.cell != RnnCell::lstm) return fmt::format("layer {} is {}; the wavefront kernels are LSTM's", l, to_string(c.cell));
       if (c.direction != RnnDirection::forward) return fmt::format("layer {} is not forward", l);
-      if (!layers[l]->tile_weights(device).W.valid())
+      if (!layers[l]->tile_weights(dev < 0 ? device : dev).W.valid())
         return fmt::format("layer {} does not use the tiles weight layout (the CPU default; CLDL_RNN_WEIGHT_LAYOUT=tiles)", l);
     }
     return {};
   }
 
-  // Wavefront (RnnStrategy::wavefront): launch w runs step w - l of every layer l, on the caller's queue.
-  std::string wavefront(cl::CommandQueue q, std::vector<cl::Event> waits, const RnnWaveParams& wp0, cl::Event& done) {
-    if (std::string why = wave_unsupported(); !why.empty())
-      invalid(to_string(cfg(0).cell), "strategy wavefront: {}", why);
-    const size_t L = layers.size();
-    const RnnWaveParams wp = wp0.resolved(B, layers.size());
+  // A chunked hand-over between two wave groups: the producer's top layer writes Y ([T][B][W] in `src`)
+  // and records, per chunk of steps, the event after which those steps are written; the consumer
+  // copies each chunk into `dst` on its own device (or, with `dst` invalid, reads `src` in place after
+  // waiting for the event) just before its first layer needs those steps.
+  struct WaveLink {
+    int64_t chunk = 1, row = 0;  // steps per event; floats per step (B * W)
+    Tensor src, dst;
+    std::vector<cl::Event> ready;  // per chunk, filled by the producer
+    int64_t fetched = 0;           // chunks the consumer has made available so far
+  };
+  // One wavefront: layers [l0, l1) of the stack on device `dev`, one queue. Layer l0 reads `x` (strides
+  // `xs`, on `dev`; with `in`, chunk by chunk as the producer group writes it); the top layer writes Y
+  // into `y` (strides `ys`; invalid: not stored) and, with `out`, publishes its chunk events there.
+  struct WaveGroup {
+    size_t l0 = 0, l1 = 0;
+    int dev = 0;
+    Tensor x;
+    Strides xs;
+    Tensor lens;
+    Tensor y;
+    Strides ys;
+    WaveLink* in = nullptr;
+    WaveLink* out = nullptr;
+  };
+  struct WaveRun {
+    int64_t waves = 0, launches = 0;  // wave launches; all kernel launches (waves + projections)
+    int mr = 0, lag = 0;
+  };
+
+  // Wavefront (RnnStrategy::wavefront): launch w runs step w - lag * l of every layer l of the group.
+  WaveRun wave_group(const WaveGroup& g, cl::CommandQueue q, std::vector<cl::Event> waits, const RnnWaveParams& wp0,
+                     cl::Event& done) {
+    const size_t L = g.l1 - g.l0;
+    const int dev = g.dev;
+    const RnnWaveParams wp = wp0.resolved(B, L);
     constexpr int LW = 24;  // RNN_WAVE_LW in kernels/rnn.cl
     std::vector<RnnLayer::TileWeights> tw;
     std::vector<int64_t> table(L * LW, 0);
     int64_t wt_total = 0, st_total = 0, max_nt = 0;
     auto bits = [](float f) { return int64_t(std::bit_cast<int32_t>(f)); };
     for (size_t l = 0; l < L; ++l) {
-      const RnnConfig& c = cfg(l);
+      const RnnConfig& c = cfg(g.l0 + l);
       const int64_t H = c.hidden_size;
-      tw.push_back(layers[l]->tile_weights(device));
+      tw.push_back(layers[g.l0 + l]->tile_weights(dev));
       int64_t* t = &table[l * LW];
       t[0] = H;
       t[1] = c.input_size;
@@ -336,8 +375,8 @@ struct Scheduler {
       t[6] = st_total;
       t[7] = st_total + 2 * B * H;
       st_total += 4 * B * H;
-      t[8] = at(io.h0, l).valid();
-      t[9] = at(io.c0, l).valid();
+      t[8] = at(io.h0, g.l0 + l).valid();
+      t[9] = at(io.c0, g.l0 + l).valid();
       const std::vector<Activation> acts = c.resolved_activations();
       for (int i = 0; i < 3; ++i) {
         t[10 + i] = int64_t(acts[size_t(i)].kind);
@@ -365,10 +404,11 @@ struct Scheduler {
     e.wait_for = std::move(waits);
     cl::Event last;
     e.signal = &last;
-    // The weights of every layer in one buffer, once (they never change after create); the table per batch.
-    const std::string wkey = fmt::format("weights d{}", device), tkey = fmt::format("table d{} B{} lag{}", device, B, lag);
+    // The weights of the group's layers in one buffer, once (they never change after create); the table per batch.
+    const std::string range = fmt::format("d{} l{}-{}", dev, g.l0, g.l1);
+    const std::string wkey = "weights " + range, tkey = fmt::format("table {} B{} lag{}", range, B, lag);
     if (!state.wave_consts.count(wkey)) {
-      Tensor all = ctx.alloc(Shape{wt_total}, DType::f32, device);
+      Tensor all = ctx.alloc(Shape{wt_total}, DType::f32, dev);
       for (size_t l = 0; l < L; ++l) {
         const int64_t* t = &table[l * LW];
         const int64_t H = t[0];
@@ -380,45 +420,60 @@ struct Scheduler {
       state.wave_consts[wkey] = all;
     }
     if (!state.wave_consts.count(tkey))
-      state.wave_consts[tkey] = ctx.upload(HostTensor::from<int64_t>({int64_t(table.size())}, table), device);
+      state.wave_consts[tkey] = ctx.upload(HostTensor::from<int64_t>({int64_t(table.size())}, table), dev);
     const Tensor& wts = state.wave_consts[wkey];
     const Tensor& lt = state.wave_consts[tkey];
-    Tensor st = scratch("wave state", Shape{st_total}, DType::f32, device);
-    // initial_h / initial_c into slot 1, which step 0 reads as the previous state.
+    Tensor st = scratch(fmt::format("wave state l{}-{}", g.l0, g.l1), Shape{st_total}, DType::f32, dev);
+    // initial_h / initial_c into slot 1, which step 0 reads as the previous state (from the caller's
+    // device when the group runs on another one).
     for (size_t l = 0; l < L; ++l) {
       const int64_t* t = &table[l * LW];
       const int64_t BH = B * t[0];
-      if (t[8]) ctx.copy_async(at(io.h0, l), st.slice_elems(t[6] + BH, BH, at(io.h0, l).shape), e);
-      if (t[9]) ctx.copy_async(at(io.c0, l), st.slice_elems(t[7] + BH, BH, at(io.c0, l).shape), e);
+      if (t[8]) ctx.copy_async(at(io.h0, g.l0 + l), st.slice_elems(t[6] + BH, BH, at(io.h0, g.l0 + l).shape), e);
+      if (t[9]) ctx.copy_async(at(io.c0, g.l0 + l), st.slice_elems(t[7] + BH, BH, at(io.c0, g.l0 + l).shape), e);
     }
     // The kernel indexes these three from their buffers' starts (whole allocations of this op).
     if (wts.offset_bytes || lt.offset_bytes || st.offset_bytes)
       fail("RNN wavefront: its weight, table and state buffers must start at offset 0");
     const size_t mr = size_t(wp.mr);
     const std::string kname = fmt::format("lstm_wave_tile_m{}", mr);
-    auto kit = state.kernels.find(kname + fmt::format(" d{}", device));
+    auto kit = state.kernels.find(kname + fmt::format(" d{}", dev));
     if (kit == state.kernels.end())
-      kit = state.kernels.emplace(kname + fmt::format(" d{}", device),
-                                  make_kernel(ctx.program("rnn.cl", "-DRNN_KMAJOR=0", device), kname.c_str())).first;
+      kit = state.kernels.emplace(kname + fmt::format(" d{}", dev),
+                                  make_kernel(ctx.program("rnn.cl", "-DRNN_KMAJOR=0", dev), kname.c_str())).first;
     cl::Kernel& k = kit->second;
-    const Strides xs = x_strides(layout, T, B, cfg(0).input_size);
-    const Strides ys = y_strides(layout, T, B, 1, cfg(L - 1).hidden_size);
-    const Tensor& y = io.y.valid() ? io.y : st;
-    set_args(k, cl_int(0), cl_int(lag), cl_int(T), cl_int(B), io.lens.buffer, cl_long(io.lens.offset_elems()), io.x.buffer,
-             cl_long(io.x.offset_elems()), cl_long(xs.st), cl_long(xs.sb), wts.buffer, lt.buffer, st.buffer, y.buffer,
-             cl_long(y.offset_elems()), cl_long(ys.st), cl_long(ys.sb), cl_int(io.y.valid()));
+    const Tensor& y = g.y.valid() ? g.y : st;
+    set_args(k, cl_int(0), cl_int(lag), cl_int(T), cl_int(B), g.lens.buffer, cl_long(g.lens.offset_elems()), g.x.buffer,
+             cl_long(g.x.offset_elems()), cl_long(g.xs.st), cl_long(g.xs.sb), wts.buffer, lt.buffer, st.buffer, y.buffer,
+             cl_long(y.offset_elems()), cl_long(g.ys.st), cl_long(g.ys.sb), cl_int(g.y.valid()));
     const size_t groups = (size_t(B) + mr - 1) / mr, tlx = std::min<size_t>(size_t(wp.wg_m), groups);
     const cl::NDRange global{round_up(groups, tlx), size_t(max_nt), L}, local{tlx, 1, 1};
-    // Projected form: steps [t0, t1) of layer l's input projection (layer 0 from X, layer l > 0 from layer
+    WaveRun run;
+    run.mr = int(mr);
+    run.lag = int(lag);
+    // Input steps [0, t_end) of the first layer made available: each chunk of the link not yet fetched
+    // is copied to this device (or, read in place, waited for) on this queue, after its producer event.
+    auto need = [&](int64_t t_end) {
+      if (!g.in) return;
+      WaveLink& k = *g.in;
+      while (k.fetched * k.chunk < std::min(t_end, T)) {
+        const int64_t c = k.fetched++, t0 = c * k.chunk, n = (std::min(T, t0 + k.chunk) - t0) * k.row;
+        e.wait_for.push_back(k.ready.at(size_t(c)));
+        if (k.dst.valid())
+          ctx.copy_async(k.src.slice_elems(t0 * k.row, n, Shape{n}), k.dst.slice_elems(t0 * k.row, n, Shape{n}), e);
+      }
+    };
+    // Projected form: steps [t0, t1) of layer l's input projection (layer 0 from x, layer l > 0 from layer
     // l-1's Y in `st`) into its xw.
     auto project = [&](size_t l, int64_t t0, int64_t t1) {
       const int64_t* t = &table[l * LW];
       RnnLayerIO lio;
       lio.B = B;
       if (l == 0) {
-        lio.x = io.x;
-        lio.x_st = xs.st;
-        lio.x_sb = xs.sb;
+        need(t1);
+        lio.x = g.x;
+        lio.x_st = g.xs.st;
+        lio.x_sb = g.xs.sb;
       } else {
         const int64_t Hp = table[(l - 1) * LW];
         lio.x = st.slice_elems(table[(l - 1) * LW + 22], T * B * Hp, Shape{T * B * Hp});
@@ -426,34 +481,148 @@ struct Scheduler {
         lio.x_sb = Hp;
       }
       lio.ws = st.slice_elems(t[21], T * B * 4 * t[0], Shape{T * B * 4 * t[0]});
-      layers[l]->enqueue_projection(device, lio, 0, B, t0, t1, e);
+      layers[g.l0 + l]->enqueue_projection(dev, lio, 0, B, t0, t1, e);
+      ++run.launches;
     };
-    if (lag > 1) project(0, 0, T);
-    const int64_t waves = T + lag * (int64_t(L) - 1), nchunks = (T + lag - 1) / lag;
-    for (int64_t w = 0; w < waves; ++w) {
+    // Layer 0's projection at once, or chunk by chunk when its input arrives that way.
+    if (lag > 1 && !g.in) project(0, 0, T);
+    run.waves = T + lag * (int64_t(L) - 1);
+    const int64_t nchunks = (T + lag - 1) / lag;
+    for (int64_t w = 0; w < run.waves; ++w) {
+      if (w < T) {
+        if (lag == 1) need(w + 1);
+        else if (g.in && w % lag == 0) project(0, w, std::min(T, w + lag));
+      }
       detail::check_arg(k.setArg(0, cl_int(w)), k, 0);
       e.enqueue_kernel(k, global, local, "lstm_wave");
+      ++run.launches;
       // After wave (c + l) * lag - 1, layer l-1 has written chunk c of its Y; layer l reads it from the next wave.
       if (lag > 1 && (w + 1) % lag == 0)
         for (size_t l = 1; l < L; ++l) {
           const int64_t c = (w + 1) / lag - int64_t(l);
           if (c >= 0 && c < nchunks) project(l, c * lag, std::min(T, (c + 1) * lag));
         }
+      // The top layer has written steps [0, w - lag (L - 1)] of its Y.
+      if (g.out) {
+        WaveLink& o = *g.out;
+        const int64_t done_steps = w - lag * (int64_t(L) - 1) + 1;
+        while (int64_t(o.ready.size()) * o.chunk < T && std::min(T, (int64_t(o.ready.size()) + 1) * o.chunk) <= done_steps)
+          o.ready.push_back(last);
+      }
     }
     // Y_h / Y_c: the states after the last step (slot (T - 1) & 1).
     for (size_t l = 0; l < L; ++l) {
       const int64_t* t = &table[l * LW];
       const int64_t BH = B * t[0], slot = ((T - 1) & 1) * BH;
-      if (at(io.yh, l).valid()) ctx.copy_async(st.slice_elems(t[6] + slot, BH, at(io.yh, l).shape), at(io.yh, l), e);
-      if (at(io.yc, l).valid()) ctx.copy_async(st.slice_elems(t[7] + slot, BH, at(io.yc, l).shape), at(io.yc, l), e);
+      const Tensor yh = at(io.yh, g.l0 + l), yc = at(io.yc, g.l0 + l);
+      if (yh.valid()) ctx.copy_async(st.slice_elems(t[6] + slot, BH, yh.shape), yh, e);
+      if (yc.valid()) ctx.copy_async(st.slice_elems(t[7] + slot, BH, yc.shape), yc, e);
     }
     done = last;
-    if (lag == 1)
+    return run;
+  }
+
+  std::string wavefront(cl::CommandQueue q, std::vector<cl::Event> waits, const RnnWaveParams& wp, cl::Event& done) {
+    if (std::string why = wave_unsupported(); !why.empty())
+      invalid(to_string(cfg(0).cell), "strategy wavefront: {}", why);
+    const size_t L = layers.size();
+    WaveGroup g;
+    g.l1 = L;
+    g.dev = device;
+    g.x = io.x;
+    g.xs = x_strides(layout, T, B, cfg(0).input_size);
+    g.lens = io.lens;
+    g.y = io.y;
+    g.ys = y_strides(layout, T, B, 1, cfg(L - 1).hidden_size);
+    const WaveRun r = wave_group(g, q, std::move(waits), wp, done);
+    if (r.lag == 1)
       return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{}, input projection fused", L,
-                         waves, mr);
+                         r.waves, r.mr);
     return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{}, lag {} steps, input projection "
                        "per {}-step chunk ({} launches)",
-                       L, waves, mr, lag, lag, 1 + (int64_t(L) - 1) * nchunks);
+                       L, r.waves, r.mr, r.lag, r.lag, r.launches - r.waves);
+  }
+
+  // Layer parallel over several devices for stacks the wavefront kernels run: the layers are split into
+  // one contiguous group per device, each group runs as a wavefront on its device (T + lag (Lg - 1)
+  // launches instead of T * Lg), and group g+1 starts on a chunk of steps as soon as group g's top layer
+  // has written it (copied across, chunk by chunk). The groups overlap in time like the layers of the
+  // per-queue form, with far fewer launches (batch 1 is launch-bound).
+  std::string layer_parallel_waves(cl::CommandQueue q, std::vector<cl::Event> waits0, int64_t chunk,
+                                   const RnnWaveParams& wp0, cl::Event& done) {
+    const size_t L = layers.size(), G = std::min<size_t>(L, size_t(ctx.device_count()));
+    std::vector<WaveLink> links(G - 1);
+    std::vector<cl::Event> finals;
+    std::string parts;
+    int64_t join = 0;
+    for (size_t gi = 0; gi < G; ++gi) {
+      WaveGroup g;
+      g.l0 = gi * L / G;
+      g.l1 = (gi + 1) * L / G;
+      g.dev = (device + int(gi)) % int(ctx.device_count());
+      const RnnWaveParams wp = wp0.resolved(B, g.l1 - g.l0);
+      // Steps per hand-over: the lag (a chunk feeds one projection of the next group), else about T/8.
+      if (gi == 0) join = chunk > 0 ? chunk : wp.lag > 1 ? wp.lag : std::max<int64_t>(1, (T + 7) / 8);
+      cl::CommandQueue qg = gi == 0 ? q : ctx.queue(g.dev, 10 + int(gi), profiler != nullptr);
+      std::vector<cl::Event> waits = waits0;
+      const std::string key = fmt::format("lpw{}", gi);
+      auto copy = [&](const Tensor& src, const Tensor& dst) {
+        ExecutionContext e = make_ec(qg);
+        e.wait_for = std::move(waits);
+        cl::Event ev;
+        e.signal = &ev;
+        ctx.copy_async(src, dst, e);
+        waits = {ev};
+      };
+      g.lens = io.lens;
+      if (g.dev != device) {
+        g.lens = scratch("lens " + key, io.lens.shape, io.lens.dtype, g.dev);
+        copy(io.lens, g.lens);
+      }
+      if (gi == 0) {
+        g.x = io.x;
+        g.xs = x_strides(layout, T, B, cfg(0).input_size);
+      } else {
+        WaveLink& in = links[gi - 1];
+        const int prev = (device + int(gi) - 1) % int(ctx.device_count());
+        if (prev != g.dev) in.dst = scratch("xin " + key, in.src.shape, DType::f32, g.dev);
+        g.x = in.dst.valid() ? in.dst : in.src;
+        g.xs = {in.row, cfg(g.l0).input_size, 0};
+        g.in = &in;
+      }
+      const int64_t H = cfg(g.l1 - 1).hidden_size;
+      Tensor y_home;  // the stack's Y when this group writes a local copy of it
+      if (gi + 1 < G) {
+        WaveLink& out = links[gi];
+        out.chunk = join;
+        out.row = B * H;
+        out.src = scratch("yout " + key, Shape{T * B * H}, DType::f32, g.dev);
+        g.y = out.src;
+        g.ys = {B * H, H, 0};
+        g.out = &out;
+      } else {
+        g.y = io.y;
+        g.ys = y_strides(layout, T, B, 1, H);
+        if (io.y.valid() && g.dev != device) {
+          y_home = io.y;
+          g.y = scratch("y " + key, io.y.shape, DType::f32, g.dev);
+        }
+      }
+      cl::Event ev;
+      const WaveRun r = wave_group(g, qg, std::move(waits), wp, ev);
+      if (y_home.valid()) {
+        ExecutionContext e = make_ec(qg);
+        e.wait_for = {ev};
+        e.signal = &ev;
+        ctx.copy_async(g.y, y_home, e);
+      }
+      finals.push_back(ev);
+      parts += fmt::format("{}layers {}-{} on device {} ({} launches, lag {})", gi ? "; " : "", g.l0, g.l1 - 1, g.dev,
+                           r.launches, r.lag);
+    }
+    done = barrier(q, finals);
+    return fmt::format("layer_parallel: {} layers as {} wavefronts on {} devices, joined every {} steps: {}", L, G, G,
+                       join, parts);
   }
 
   int dev_of(size_t l) const { return (device + int(l)) % int(ctx.device_count()); }
@@ -619,7 +788,7 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
   switch (s) {
     case RnnStrategy::sequential: what = sch.sequential(ec.queue, waits, done); break;
     case RnnStrategy::time_parallel: what = sch.time_parallel(ec.queue, waits, done); break;
-    case RnnStrategy::layer_parallel: what = sch.layer_parallel(ec.queue, waits, opts.chunk, done); break;
+    case RnnStrategy::layer_parallel: what = sch.layer_parallel(ec.queue, waits, opts.chunk, opts.wave, done); break;
     case RnnStrategy::data_parallel: what = sch.data_parallel(ec.queue, waits, opts.shards, done); break;
     case RnnStrategy::wavefront: what = sch.wavefront(ec.queue, waits, opts.wave, done); break;
     case RnnStrategy::automatic: break;

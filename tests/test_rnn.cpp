@@ -150,6 +150,108 @@ const char* dir_name(RnnDirection d) {
   return d == RnnDirection::forward ? "forward" : d == RnnDirection::reverse ? "reverse" : "bidirectional";
 }
 
+// A stack of forward LSTM layers (the wavefront kernels' domain) with hidden sizes `H`: different
+// activations, clip and peepholes in layer 1, input_forget in layer 2; ragged lengths with 0 and T;
+// initial states and Y_h / Y_c for some layers only; the composed reference in either layout.
+struct LstmStackCase {
+  int64_t T, B, I = 6, L;
+  int layout;
+  std::vector<int64_t> H;
+  std::vector<RnnConfig> cfgs;
+  std::vector<RnnWeights> ws;
+  std::vector<float> X;
+  std::vector<int32_t> lens;
+  std::vector<std::vector<float>> h0s, c0s;
+  std::vector<ref::RnnOutputs> want;
+  std::vector<float> want_y;
+
+  LstmStackCase(int64_t T_, int64_t B_, int layout_, std::vector<int64_t> H_, unsigned seed)
+      : T(T_), B(B_), L(int64_t(H_.size())), layout(layout_), H(std::move(H_)) {
+    for (int64_t l = 0; l < L; ++l) {
+      Case c = make_case(RnnCell::lstm, RnnDirection::forward, T, B, l == 0 ? I : H[size_t(l - 1)], H[size_t(l)],
+                         seed += 10, false, false);
+      c.cfg.layout = layout;
+      if (l == 1) {
+        c.w.P = test::random_tensor({1, 3 * H[1]}, seed + 7);
+        c.cfg.clip = 0.6f;
+        c.cfg.activations = rnn_activations_from_onnx({"HardSigmoid", "Softsign", "Tanh"}, {0.3f}, {0.4f});
+      }
+      if (l == 2) c.cfg.input_forget = true;
+      cfgs.push_back(c.cfg);
+      ws.push_back(c.w);
+    }
+    X = test::random_floats(size_t(T * B * I), seed + 1);
+    lens.resize(size_t(B));
+    for (int64_t b = 0; b < B; ++b) lens[size_t(b)] = int32_t((b * 4 + 2) % (T + 1));
+    lens[0] = int32_t(T);
+    // Reference: the layers composed, in layout 0 (transposed in and out for layout 1).
+    auto to_tb = [&](const std::vector<float>& v, int64_t W) {  // [B, T, W] -> [T, B, W]
+      std::vector<float> r(v.size());
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t k = 0; k < W; ++k) r[size_t((t * B + b) * W + k)] = v[size_t((b * T + t) * W + k)];
+      return r;
+    };
+    std::vector<float> x = layout == 1 ? to_tb(X, I) : X;
+    for (int64_t l = 0; l < L; ++l) {
+      const bool has_h0 = l % 2 == 0, has_c0 = l != 1;
+      h0s.push_back(has_h0 ? test::random_floats(size_t(B * H[size_t(l)]), seed + 20 + unsigned(l)) : std::vector<float>{});
+      c0s.push_back(has_c0 ? test::random_floats(size_t(B * H[size_t(l)]), seed + 40 + unsigned(l)) : std::vector<float>{});
+      RnnConfig c0 = cfgs[size_t(l)];
+      c0.layout = 0;
+      want.push_back(ref::rnn_layer(c0, ws[size_t(l)], x, &lens, has_h0 ? &h0s.back() : nullptr, has_c0 ? &c0s.back() : nullptr));
+      x = want.back().Y;
+    }
+    const int64_t HL = H.back();
+    want_y = want.back().Y;
+    if (layout == 1) {  // [T, B, H] -> [B, T, H]
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t k = 0; k < HL; ++k) want_y[size_t((b * T + t) * HL + k)] = want.back().Y[size_t((t * B + b) * HL + k)];
+    }
+  }
+
+  // One run of `stack` (made from cfgs / ws in context `cx`), checked against the reference; Y, the
+  // Y_h and Y_c asked for, and the schedule.
+  // `dev`: the device of the stack and its inputs.
+  Got run(Context& cx, RnnStack& stack, const RnnRunOptions& o, int dev = 0) const {
+    RnnStackIO io;
+    io.x = cx.upload(HostTensor::from<float>(layout == 0 ? Shape{T, B, I} : Shape{B, T, I}, X), dev);
+    io.lens = cx.upload(HostTensor::from<int32_t>({B}, lens), dev);
+    const int64_t HL = H.back();
+    io.y = cx.alloc(layout == 0 ? Shape{T, 1, B, HL} : Shape{B, T, 1, HL}, DType::f32, dev);
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t Hl = H[size_t(l)];
+      const Shape ss = layout == 0 ? Shape{1, B, Hl} : Shape{B, 1, Hl};
+      io.h0.push_back(h0s[size_t(l)].empty() ? Tensor{} : cx.upload(HostTensor::from<float>(ss, h0s[size_t(l)]), dev));
+      io.c0.push_back(c0s[size_t(l)].empty() ? Tensor{} : cx.upload(HostTensor::from<float>(ss, c0s[size_t(l)]), dev));
+      io.yh.push_back(l != 1 ? cx.alloc(ss, DType::f32, dev) : Tensor{});
+      io.yc.push_back(l != 0 || L == 1 ? cx.alloc(ss, DType::f32, dev) : Tensor{});
+    }
+    ExecutionContext ec(cx.queue(dev));
+    stack.enqueue(io, o, ec);
+    cx.finish();
+    Got g;
+    g.algorithm = stack.last_schedule();
+    INFO("schedule: " << g.algorithm);
+    g.Y = to_vec(cx.download(io.y));
+    for (int64_t l = 0; l < L; ++l) {
+      if (io.yh[size_t(l)].valid()) {
+        auto v = to_vec(cx.download(io.yh[size_t(l)]));
+        CLDL_CHECK_CLOSE(v.data(), want[size_t(l)].Yh.data(), v.size(), kRtol, kAtol);
+        g.Yh.insert(g.Yh.end(), v.begin(), v.end());
+      }
+      if (io.yc[size_t(l)].valid()) {
+        auto v = to_vec(cx.download(io.yc[size_t(l)]));
+        CLDL_CHECK_CLOSE(v.data(), want[size_t(l)].Yc.data(), v.size(), kRtol, kAtol);
+        g.Yc.insert(g.Yc.end(), v.begin(), v.end());
+      }
+    }
+    CLDL_CHECK_CLOSE(g.Y.data(), want_y.data(), want_y.size(), kRtol, kAtol);
+    return g;
+  }
+};
+
 }  // namespace
 
 TEST_SUITE("rnn") {
@@ -221,6 +323,28 @@ TEST_CASE("LSTM tile kernels on odd shapes: H not a multiple of 8, batch 1, 3 an
       Got rows = with_layout("rows", [&] { return run(ctx(), c, RnnStrategy::time_parallel); });
       Got tiles = with_layout("tiles", [&] { return run(ctx(), c, RnnStrategy::time_parallel); });
       check_same(tiles, rows);
+    }
+}
+
+TEST_CASE("LSTM tile knobs give the same results: rows per work-item, projection rows, work-groups") {
+  // The k loops run in passes of 1, 2 or 4 gates by the rows per work-item (kernels/rnn.cl RNN_GP): every
+  // combination must keep the per-element order, so every strategy still matches sequential.
+  Case c = make_case(RnnCell::lstm, RnnDirection::bidirectional, 5, 9, 13, 19, 1400);
+  c.w.P = test::random_tensor({2, 3 * 19}, 1407);
+  c.cfg.kernel.layout = 2;
+  const Got want = run(ctx(), c, RnnStrategy::sequential);
+  check_vs_reference(c, want);
+  for (int mr : {1, 2, 4})
+    for (int pmr : {1, 2, 4, 8}) {
+      CAPTURE(mr);
+      CAPTURE(pmr);
+      Case k = c;
+      k.cfg.kernel.mr = mr;
+      k.cfg.kernel.pmr = pmr;
+      k.cfg.kernel.wg_m = 3;
+      k.cfg.kernel.proj_wg = 5;
+      check_same(run(ctx(), k, RnnStrategy::time_parallel), want);
+      check_same(run(ctx(), k, RnnStrategy::sequential), want);
     }
 }
 
@@ -334,92 +458,14 @@ TEST_CASE("wavefront: stacks of forward LSTM layers equal sequential and the com
   const Stack stacks[] = {{7, 3, 0, {5, 13, 8, 11}}, {6, 1, 1, {16, 9}}, {5, 9, 0, {12, 7, 20}}, {9, 2, 1, {8}}};
   unsigned seed = 900;
   for (const auto& st : stacks) {
-    const int64_t T = st.T, B = st.B, I = 6, L = int64_t(st.H.size());
+    const int64_t T = st.T, L = int64_t(st.H.size());
     CAPTURE(T);
-    CAPTURE(B);
+    CAPTURE(st.B);
     CAPTURE(L);
     CAPTURE(st.layout);
-    std::vector<RnnConfig> cfgs;
-    std::vector<RnnWeights> ws;
-    for (int64_t l = 0; l < L; ++l) {
-      Case c = make_case(RnnCell::lstm, RnnDirection::forward, T, B, l == 0 ? I : st.H[size_t(l - 1)], st.H[size_t(l)],
-                         seed += 10, false, false);
-      c.cfg.layout = st.layout;
-      if (l == 1) {
-        c.w.P = test::random_tensor({1, 3 * st.H[1]}, seed + 7);
-        c.cfg.clip = 0.6f;
-        c.cfg.activations = rnn_activations_from_onnx({"HardSigmoid", "Softsign", "Tanh"}, {0.3f}, {0.4f});
-      }
-      if (l == 2) c.cfg.input_forget = true;
-      cfgs.push_back(c.cfg);
-      ws.push_back(c.w);
-    }
-    auto stack = RnnStack::create(ctx(), 0, cfgs, ws);
-    auto X = test::random_floats(size_t(T * B * I), seed + 1);
-    std::vector<int32_t> lens(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) lens[size_t(b)] = int32_t((b * 4 + 2) % (T + 1));
-    lens[0] = int32_t(T);
-    // Reference: the layers composed, in layout 0 (transposed in and out for layout 1).
-    auto to_tb = [&](const std::vector<float>& v, int64_t W) {  // [B, T, W] -> [T, B, W]
-      std::vector<float> r(v.size());
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t k = 0; k < W; ++k) r[size_t((t * B + b) * W + k)] = v[size_t((b * T + t) * W + k)];
-      return r;
-    };
-    std::vector<float> x = st.layout == 1 ? to_tb(X, I) : X;
-    std::vector<ref::RnnOutputs> want;
-    std::vector<std::vector<float>> h0s, c0s;
-    for (int64_t l = 0; l < L; ++l) {
-      const bool has_h0 = l % 2 == 0, has_c0 = l != 1;
-      h0s.push_back(has_h0 ? test::random_floats(size_t(B * st.H[size_t(l)]), seed + 20 + unsigned(l)) : std::vector<float>{});
-      c0s.push_back(has_c0 ? test::random_floats(size_t(B * st.H[size_t(l)]), seed + 40 + unsigned(l)) : std::vector<float>{});
-      RnnConfig c0 = cfgs[size_t(l)];
-      c0.layout = 0;
-      want.push_back(ref::rnn_layer(c0, ws[size_t(l)], x, &lens, has_h0 ? &h0s.back() : nullptr, has_c0 ? &c0s.back() : nullptr));
-      x = want.back().Y;
-    }
-    const int64_t HL = st.H.back();
-    std::vector<float> want_y = want.back().Y;
-    if (st.layout == 1) {  // [T, B, H] -> [B, T, H]
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t k = 0; k < HL; ++k) want_y[size_t((b * T + t) * HL + k)] = want.back().Y[size_t((t * B + b) * HL + k)];
-    }
-    auto run_stack = [&](RnnRunOptions o) {
-      RnnStackIO io;
-      io.x = ctx().upload(HostTensor::from<float>(st.layout == 0 ? Shape{T, B, I} : Shape{B, T, I}, X));
-      io.lens = ctx().upload(HostTensor::from<int32_t>({B}, lens));
-      io.y = ctx().alloc(st.layout == 0 ? Shape{T, 1, B, HL} : Shape{B, T, 1, HL}, DType::f32);
-      for (int64_t l = 0; l < L; ++l) {
-        const int64_t H = st.H[size_t(l)];
-        const Shape ss = st.layout == 0 ? Shape{1, B, H} : Shape{B, 1, H};
-        io.h0.push_back(h0s[size_t(l)].empty() ? Tensor{} : ctx().upload(HostTensor::from<float>(ss, h0s[size_t(l)])));
-        io.c0.push_back(c0s[size_t(l)].empty() ? Tensor{} : ctx().upload(HostTensor::from<float>(ss, c0s[size_t(l)])));
-        io.yh.push_back(l != 1 ? ctx().alloc(ss, DType::f32) : Tensor{});
-        io.yc.push_back(l != 0 || L == 1 ? ctx().alloc(ss, DType::f32) : Tensor{});
-      }
-      ExecutionContext ec(ctx().queue());
-      stack->enqueue(io, o, ec);
-      ctx().finish();
-      Got g;
-      g.Y = to_vec(ctx().download(io.y));
-      for (int64_t l = 0; l < L; ++l) {
-        if (io.yh[size_t(l)].valid()) {
-          auto v = to_vec(ctx().download(io.yh[size_t(l)]));
-          CLDL_CHECK_CLOSE(v.data(), want[size_t(l)].Yh.data(), v.size(), kRtol, kAtol);
-          g.Yh.insert(g.Yh.end(), v.begin(), v.end());
-        }
-        if (io.yc[size_t(l)].valid()) {
-          auto v = to_vec(ctx().download(io.yc[size_t(l)]));
-          CLDL_CHECK_CLOSE(v.data(), want[size_t(l)].Yc.data(), v.size(), kRtol, kAtol);
-          g.Yc.insert(g.Yc.end(), v.begin(), v.end());
-        }
-      }
-      CLDL_CHECK_CLOSE(g.Y.data(), want_y.data(), want_y.size(), kRtol, kAtol);
-      g.algorithm = stack->last_schedule();
-      return g;
-    };
+    const LstmStackCase sc(st.T, st.B, st.layout, st.H, seed += 100);
+    auto stack = RnnStack::create(ctx(), 0, sc.cfgs, sc.ws);
+    auto run_stack = [&](const RnnRunOptions& o) { return sc.run(ctx(), *stack, o); };
     RnnRunOptions o;
     o.strategy = RnnStrategy::sequential;
     Got seq = run_stack(o);
@@ -700,6 +746,8 @@ TEST_CASE("RNN strategies over two devices equal sequential") {
     stack->enqueue(io, o, ec);
     two.finish();
     INFO("schedule: " << stack->last_schedule());
+    // Layer parallel: the GRU and bidirectional layers keep the per-layer queues (no wavefront kernels).
+    if (s == RnnStrategy::layer_parallel) CHECK(stack->last_schedule().find("3 layers on 2 device(s)") != std::string::npos);
     auto y = to_vec(two.download(io.y));
     CLDL_CHECK_CLOSE(y.data(), want.back().Y.data(), y.size(), kRtol, kAtol);
     for (size_t l = 0; l < cfgs.size(); ++l) {
@@ -710,6 +758,51 @@ TEST_CASE("RNN strategies over two devices equal sequential") {
         CLDL_CHECK_CLOSE(yc.data(), want[l].Yc.data(), yc.size(), kRtol, kAtol);
       }
     }
+  }
+}
+
+TEST_CASE("layer parallel over two devices: a forward LSTM stack as one wavefront per device equals sequential") {
+  if (!std::getenv("CLDL_TEST_MULTI_DEVICE")) return;
+  auto devs = select_devices("cpu:all");
+  REQUIRE_MESSAGE(devs.size() >= 2, "run with POCL_DEVICES=\"pthread pthread\"");
+  devs.resize(2);
+  Context two(devs);
+  // 2 to 5 layers (groups of 1 + 1 up to 2 + 3 layers), batch 1, 2, 3 and 9 (1-, 2- and 4-row kernels),
+  // both layouts, the stack on device 0 or 1 (the top group then on the other device or on the home one).
+  struct Stack {
+    int64_t T, B;
+    int layout;
+    std::vector<int64_t> H;
+    int dev;
+  };
+  const Stack stacks[] = {{7, 3, 0, {5, 13, 8, 11}, 0}, {6, 1, 1, {16, 9}, 0}, {5, 9, 0, {12, 7, 20}, 1},
+                          {11, 2, 1, {8, 6, 9, 10, 7}, 1}};
+  unsigned seed = 1300;
+  for (const auto& st : stacks) {
+    CAPTURE(st.T);
+    CAPTURE(st.B);
+    CAPTURE(st.H.size());
+    CAPTURE(st.layout);
+    CAPTURE(st.dev);
+    const LstmStackCase sc(st.T, st.B, st.layout, st.H, seed += 100);
+    auto stack = RnnStack::create(two, st.dev, sc.cfgs, sc.ws);
+    RnnRunOptions o;
+    o.strategy = RnnStrategy::sequential;
+    const Got seq = sc.run(two, *stack, o, st.dev);
+    o.strategy = RnnStrategy::layer_parallel;
+    // Lag 0 (heuristic), fused (1) and projected (2, 3, 16); hand-over chunks of 1, 2, 5 steps and the default.
+    for (int lag : {0, 1, 2, 3, 16})
+      for (int64_t chunk : {0, 1, 2, 5}) {
+        CAPTURE(lag);
+        CAPTURE(chunk);
+        o.wave.lag = lag;
+        o.chunk = chunk;
+        const Got lp = sc.run(two, *stack, o, st.dev);
+        CHECK(lp.algorithm.find(fmt::format("layer_parallel: {} layers as 2 wavefronts on 2 devices", st.H.size())) !=
+              std::string::npos);
+        CHECK(lp.algorithm.find(fmt::format("layers 0-{} on device {}", st.H.size() / 2 - 1, st.dev)) != std::string::npos);
+        check_same(lp, seq);
+      }
   }
 }
 
