@@ -65,6 +65,11 @@ inline ushort cldl_to_bf16(float f) {
 #define U_SIN 43
 #define U_COS 44
 #define U_NOT 45
+#define U_SINH 46
+#define U_COSH 47
+// Float class tests (unary_test, bool output): IsNaN; IsInf = U_ISINF_NONE + (1 positive | 2 negative).
+#define U_ISNAN 48
+#define U_ISINF_NONE 52
 
 // Binary op codes.
 #define B_ADD 0
@@ -101,6 +106,8 @@ inline T_CALC unary_apply(int op, T_CALC x, T_CALC a, T_CALC b) {
     case U_ERF: return erf(x);
     case U_SIN: return sin(x);
     case U_COS: return cos(x);
+    case U_SINH: return sinh(x);
+    case U_COSH: return cosh(x);
     case U_ABS: return fabs(x);
     case U_SIGN: return x > 0 ? (T_CALC)1 : (x < 0 ? (T_CALC)-1 : (T_CALC)0);
     case U_NEG: return -x;
@@ -126,6 +133,19 @@ __kernel void unary(int op, T_CALC a, T_CALC b, long n, __global const T_IN* x, 
                     long y_off) {
   const long i = get_global_id(0);
   if (i < n) STORE(y, y_off + i, unary_apply(op, LOAD(x, x_off + i), a, b));
+}
+
+// IsNaN / IsInf (the host admits float types only).
+__kernel void unary_test(int op, long n, __global const T_IN* x, long x_off, __global uchar* y, long y_off) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+#if IS_FLOAT
+  const T_CALC v = LOAD(x, x_off + i);
+  const int sides = op - U_ISINF_NONE;  // 1 positive, 2 negative
+  y[y_off + i] = op == U_ISNAN ? (isnan(v) ? 1 : 0) : (isinf(v) && (sides & (v > 0 ? 1 : 2))) ? 1 : 0;
+#else
+  y[y_off + i] = 0;
+#endif
 }
 
 #if !IS_FLOAT

@@ -76,11 +76,15 @@ void with_calc_scalars(DType t, double a, double b, F&& f) {
 
 const ProgramVariants kElementwiseVariants("elementwise.cl", {elementwise_options(DType::f32)});
 
-constexpr std::array<std::pair<const char*, UnaryOp>, 14> kUnaryNames{{
-    {"Abs", UnaryOp::abs}, {"Neg", UnaryOp::neg}, {"Exp", UnaryOp::exp}, {"Log", UnaryOp::log},
-    {"Sqrt", UnaryOp::sqrt}, {"Reciprocal", UnaryOp::reciprocal}, {"Floor", UnaryOp::floor},
-    {"Ceil", UnaryOp::ceil}, {"Round", UnaryOp::round}, {"Sign", UnaryOp::sign}, {"Erf", UnaryOp::erf},
-    {"Sin", UnaryOp::sin}, {"Cos", UnaryOp::cos}, {"Not", UnaryOp::not_},
+// "IsInf" maps to detecting both infinities; the one-sided forms come from its attributes.
+constexpr std::array<std::pair<const char*, UnaryOp>, 21> kUnaryNames{{
+    {"Abs", UnaryOp::abs},          {"Neg", UnaryOp::neg},          {"Exp", UnaryOp::exp},
+    {"Log", UnaryOp::log},          {"Sqrt", UnaryOp::sqrt},        {"Reciprocal", UnaryOp::reciprocal},
+    {"Floor", UnaryOp::floor},      {"Ceil", UnaryOp::ceil},        {"Round", UnaryOp::round},
+    {"Sign", UnaryOp::sign},        {"Erf", UnaryOp::erf},          {"Sin", UnaryOp::sin},
+    {"Cos", UnaryOp::cos},          {"Not", UnaryOp::not_},         {"Sinh", UnaryOp::sinh},
+    {"Cosh", UnaryOp::cosh},        {"IsNaN", UnaryOp::is_nan},     {"IsInf", UnaryOp::is_inf},
+    {"IsInf", UnaryOp::is_pos_inf}, {"IsInf", UnaryOp::is_neg_inf}, {"IsInf", UnaryOp::is_inf_none},
 }};
 
 constexpr std::array<const char*, 18> kBinaryNames{
@@ -123,6 +127,12 @@ UnaryOp unary_op_from_onnx(std::string_view name) {
   fail("Unary: unknown op '{}'", name);
 }
 
+bool is_class_test(UnaryOp op) {
+  return op == UnaryOp::is_nan || (op >= UnaryOp::is_inf_none && op <= UnaryOp::is_inf);
+}
+
+DType Unary::output_dtype(const UnaryConfig& c) { return is_class_test(c.op) ? DType::boolean : c.dtype; }
+
 std::string_view Unary::type() const {
   return cfg_.op == UnaryOp::activation ? to_string(cfg_.act.kind) : to_string(cfg_.op);
 }
@@ -160,16 +170,24 @@ std::unique_ptr<Unary> Unary::create(Context& ctx, int device, const UnaryConfig
   validate(cfg);
   std::unique_ptr<Unary> u(new Unary());
   u->cfg_ = cfg;
-  u->kernel_ = make_kernel(elementwise_program(ctx, device, u->type(), cfg.dtype), "unary");
+  u->kernel_ = make_kernel(elementwise_program(ctx, device, u->type(), cfg.dtype),
+                           is_class_test(cfg.op) ? "unary_test" : "unary");
   return u;
 }
 
 void Unary::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
   check_io(type(), in, out, 1);
   check_tensor(type(), "input x", in[0], cfg_.shape, cfg_.dtype);
-  check_tensor(type(), "output y", out[0], cfg_.shape, cfg_.dtype);
+  check_tensor(type(), "output y", out[0], cfg_.shape, output_dtype(cfg_));
   const int64_t n = cfg_.shape.numel();
   if (n == 0) return;
+  if (is_class_test(cfg_.op)) {
+    std::lock_guard lock(launch_mutex_);
+    set_args(kernel_, cl_int(cfg_.op), cl_long(n), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+             cl_long(out[0].offset_elems()));
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(n)), cl::NullRange, "unary_test");
+    return;
+  }
   int op = cfg_.op == UnaryOp::activation ? int(cfg_.act.kind) : int(cfg_.op);
   std::lock_guard lock(launch_mutex_);
   const bool bounds = cfg_.op == UnaryOp::activation && cfg_.act.kind == Act::clip && cfg_.clip_bounds;
