@@ -299,9 +299,9 @@ void Where::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, con
 }
 
 // ---------------------------------------------------------------- Cast
-// The kernel's DT_* codes are DType's values (kernels/elementwise.cl lists them in the same order).
+// The kernel's DT_* codes are DType's values (kernels/common.cl lists them in the same order).
 static_assert(int(DType::f64) == 11 && int(DType::f8e8m0) == 17 && int(DType::u2) == 22 && kDTypeCount == 23,
-              "DType changed: update the DT_* codes of kernels/elementwise.cl");
+              "DType changed: update the DT_* codes of kernels/common.cl");
 
 Shape Cast::validate(const CastConfig& c) {
   for (auto [t, what] : {std::pair{c.from, "input dtype"}, std::pair{c.to, "attribute 'to'"}})
