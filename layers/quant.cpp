@@ -47,8 +47,6 @@ QuantLayout QuantizeLinear::layout(const QuantizeConfig& c) {
               "float4e2m1)",
               to_string(c.x_dtype));
     if (!is_float_scale(c.y_dtype)) invalid(op, "output dtype {} is not f32, f16 or bf16", to_string(c.y_dtype));
-    if (c.x_dtype == DType::i32 && c.has_zero_point)
-      invalid(op, "an i32 input x takes no zero point (ONNX: it must be 0 and is left out)");
   } else {
     if (!is_float_scale(c.x_dtype))
       invalid(op, "input x has dtype {}, expected f32, f16 or bf16", to_string(c.x_dtype));
