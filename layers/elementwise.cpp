@@ -77,15 +77,16 @@ void with_calc_scalars(DType t, double a, double b, F&& f) {
 const ProgramVariants kElementwiseVariants("elementwise.cl", {elementwise_options(DType::f32)});
 
 // "IsInf" maps to detecting both infinities; the one-sided forms come from its attributes.
+// clang-format off
 constexpr std::array<std::pair<const char*, UnaryOp>, 21> kUnaryNames{{
-    {"Abs", UnaryOp::abs},          {"Neg", UnaryOp::neg},          {"Exp", UnaryOp::exp},
-    {"Log", UnaryOp::log},          {"Sqrt", UnaryOp::sqrt},        {"Reciprocal", UnaryOp::reciprocal},
-    {"Floor", UnaryOp::floor},      {"Ceil", UnaryOp::ceil},        {"Round", UnaryOp::round},
-    {"Sign", UnaryOp::sign},        {"Erf", UnaryOp::erf},          {"Sin", UnaryOp::sin},
-    {"Cos", UnaryOp::cos},          {"Not", UnaryOp::not_},         {"Sinh", UnaryOp::sinh},
-    {"Cosh", UnaryOp::cosh},        {"IsNaN", UnaryOp::is_nan},     {"IsInf", UnaryOp::is_inf},
+    {"Abs", UnaryOp::abs}, {"Neg", UnaryOp::neg}, {"Exp", UnaryOp::exp}, {"Log", UnaryOp::log},
+    {"Sqrt", UnaryOp::sqrt}, {"Reciprocal", UnaryOp::reciprocal}, {"Floor", UnaryOp::floor},
+    {"Ceil", UnaryOp::ceil}, {"Round", UnaryOp::round}, {"Sign", UnaryOp::sign}, {"Erf", UnaryOp::erf},
+    {"Sin", UnaryOp::sin}, {"Cos", UnaryOp::cos}, {"Not", UnaryOp::not_},
+    {"Sinh", UnaryOp::sinh}, {"Cosh", UnaryOp::cosh}, {"IsNaN", UnaryOp::is_nan}, {"IsInf", UnaryOp::is_inf},
     {"IsInf", UnaryOp::is_pos_inf}, {"IsInf", UnaryOp::is_neg_inf}, {"IsInf", UnaryOp::is_inf_none},
 }};
+// clang-format on
 
 constexpr std::array<const char*, 18> kBinaryNames{
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Mod", "PRelu", "Equal", "Less", "LessOrEqual",
