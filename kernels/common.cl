@@ -70,3 +70,112 @@ inline long nd_offset(long o, int n, long8 dims, long8 s) {
   // o < d[0] by construction, so the outermost dim needs no division (none at all for n <= 1).
   return n > 0 ? off + o * st[0] : off;
 }
+
+// ---------------------------------------------------------------- storage types
+// Runtime type codes (the order of DType in runtime/tensor.hpp) and the narrow float codecs, shared by
+// Cast (elementwise.cl cast_any) and the quantization kernels (quant.cl). They mirror
+// runtime/minifloat.cpp line for line. Narrow integer types (int4 / int2 ...) are stored one per byte.
+#define DT_F32 0
+#define DT_F16 1
+#define DT_I32 2
+#define DT_I64 3
+#define DT_U8 4
+#define DT_BOOL 5
+#define DT_I8 6
+#define DT_I16 7
+#define DT_U16 8
+#define DT_U32 9
+#define DT_U64 10
+#define DT_F64 11
+#define DT_BF16 12
+#define DT_F8E4M3FN 13
+#define DT_F8E4M3FNUZ 14
+#define DT_F8E5M2 15
+#define DT_F8E5M2FNUZ 16
+#define DT_F8E8M0 17
+#define DT_I4 18
+#define DT_U4 19
+#define DT_F4E2M1 20
+#define DT_I2 21
+#define DT_U2 22
+
+// How a narrow float format spells Inf and NaN.
+#define MF_FN 0    // e4m3fn: no Inf, NaN = S.1111.111
+#define MF_IEEE 1  // e5m2: Inf and NaN as in IEEE 754
+#define MF_UZ 2    // FNUZ: no Inf, no -0, NaN = 0x80
+#define MF_NONE 3  // f4e2m1: neither
+
+// (exponent bits, mantissa bits, bias, MF_* kind) of a float8 / float4 type.
+inline int4 cast_format(int t) {
+  switch (t) {
+    case DT_F8E4M3FN: return (int4)(4, 3, 7, MF_FN);
+    case DT_F8E4M3FNUZ: return (int4)(4, 3, 8, MF_UZ);
+    case DT_F8E5M2: return (int4)(5, 2, 15, MF_IEEE);
+    case DT_F8E5M2FNUZ: return (int4)(5, 2, 16, MF_UZ);
+    default: return (int4)(2, 1, 1, MF_NONE);  // DT_F4E2M1
+  }
+}
+
+inline uchar cast_encode_minifloat(float x, int4 fm, int saturate) {
+  const int eb = fm.x, mb = fm.y, bias = fm.z, kind = fm.w;
+  const uint b = as_uint(x);
+  const uint sign = (b >> 31) << (eb + mb), a = b & 0x7fffffffu;
+  const uint ones = (1u << (eb + mb)) - 1;
+  const uint maxc = kind == MF_FN ? ones - 1 : kind == MF_IEEE ? (((1u << eb) - 1) << mb) - 1 : ones;
+  const uint nan_code = kind == MF_FN ? sign | ones : kind == MF_IEEE ? sign | (maxc + 3) : kind == MF_UZ ? 0x80u : 0x8u;
+  const uint over = (saturate || kind == MF_NONE) ? sign | maxc : kind == MF_IEEE ? sign | (maxc + 1) : nan_code;
+  if (a > 0x7f800000u) return (uchar)nan_code;
+  if (a == 0x7f800000u) return (uchar)over;
+  const int e = (int)(a >> 23);
+  uint code = 0;
+  if (e != 0) {  // f32 subnormals are far below half the smallest subnormal of every format: 0
+    const uint m = (a & 0x7fffffu) | 0x800000u;
+    const int et = e - 127 + bias;  // biased exponent in the target format
+    const int shift = 23 - mb + (et < 1 ? 1 - et : 0);
+    if (shift <= 24) {
+      uint q = m >> shift;
+      const uint rem = m & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+      if (rem > halfway || (rem == halfway && (q & 1))) ++q;
+      // Normal: (et - 1) << mb plus q (which holds the implicit bit), so a carry moves the exponent.
+      code = et < 1 ? q : ((uint)(et - 1) << mb) + q;
+    }
+  }
+  if (code > maxc) return (uchar)over;
+  if (code == 0 && kind == MF_UZ) return 0;
+  return (uchar)(sign | code);
+}
+
+inline float cast_decode_minifloat(uint c, int4 fm) {
+  const int eb = fm.x, mb = fm.y, bias = fm.z, kind = fm.w;
+  const uint sbit = 1u << (eb + mb), mag = c & (sbit - 1);
+  const int neg = (c & sbit) != 0;
+  if (kind == MF_UZ && c == 0x80) return NAN;
+  if (kind == MF_FN && mag == sbit - 1) return NAN;
+  const uint e = mag >> mb, m = mag & ((1u << mb) - 1);
+  if (kind == MF_IEEE && e == (1u << eb) - 1) return m ? NAN : neg ? -INFINITY : INFINITY;
+  // Subnormal: m * 2^(1 - bias - mb); normal: the exponent and mantissa bits moved into f32's fields.
+  float v = e == 0 ? (float)m * as_float((uint)(127 + 1 - bias - mb) << 23)
+                   : as_float(((uint)((int)e - bias + 127) << 23) | (m << (23 - mb)));
+  return neg ? -v : v;
+}
+
+// e8m0: only the exponent; round_mode 0 up, 1 down, 2 nearest (onnx.numpy_helper.to_float8e8m0's rules).
+inline uchar cast_encode_e8m0(float x, int saturate, int rounding) {
+  const uint b = as_uint(x), e = (b >> 23) & 0xff;
+  if (e == 0xff) return 0xff;
+  int up = 0;
+  if (rounding == 0) {
+    up = (b & 0x7fffffu) != 0;
+  } else if (rounding == 2) {
+    const int g = (b & 0x400000u) != 0, r = (b & 0x200000u) != 0, s = (b & 0x1fffffu) != 0, lsb = e > 0;
+    up = g && (r || s || lsb);
+  }
+  if (up && e == 0xfe && saturate) up = 0;
+  return (uchar)(e + up);
+}
+
+inline ushort cast_encode_bf16(float x) {
+  const uint b = as_uint(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return (ushort)((b >> 16) | 0x40);
+  return (ushort)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
+}

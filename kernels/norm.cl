@@ -91,3 +91,21 @@ __kernel void group_norm(int G, int cpg, long spatial, int per_group, float eps,
     y[i] = APPLY_ACT(v, act_a, act_b);
   }
 }
+
+// LRN across channels (ONNX): y = x / (bias + alpha / size * sum of x^2 over channels
+// max(0, c - (size-1)/2) .. min(C-1, c + size/2))^beta. Range (spatial, N*C); the window sum is short
+// (size channels), so each item sums its own.
+__kernel void lrn(int C, long spatial, int size, float alpha, float beta, float bias, __global const float* x,
+                  long x_off, __global float* y, long y_off) {
+  const long i = get_global_id(0);
+  const long nc = get_global_id(1);
+  const int c = (int)(nc % C);
+  const long base = x_off + (nc - c) * spatial + i;
+  const int lo = max(0, c - (size - 1) / 2), hi = min(C - 1, c + size / 2);
+  float s = 0.0f;
+  for (int k = lo; k <= hi; ++k) {
+    const float v = x[base + (long)k * spatial];
+    s += v * v;
+  }
+  y[y_off + nc * spatial + i] = x[base + (long)c * spatial] / pow(bias + alpha / (float)size * s, beta);
+}

@@ -1,16 +1,20 @@
-// Pooling on N, C, spatial (1 to 3 spatial dims): MaxPool (dilation, optional Indices) and AveragePool
-// (count_include_pad), and the global pools. Window parameters are runtime
+// Pooling on N, C, spatial (1 to 3 spatial dims): MaxPool (dilation, optional Indices), AveragePool
+// (count_include_pad), LpPool, and the global pools. Window parameters are runtime
 // arguments, so one build serves every configuration.
 
+#define POOL_AVERAGE 0
+#define POOL_MAX 1
+#define POOL_LP 2  // LpPool: (sum of |x|^p over the window)^(1/p); padding adds nothing
+
 // Up to 3 spatial dims (1-D and 2-D pools have D = 1, and H = 1 for 1-D). One work-item per output
-// element; range (OW, OH, OD * N*C). is_max: 1 max, 0 average. For average, include_pad divides by the
+// element; range (OW, OH, OD * N*C). mode: POOL_*; p: LpPool's (integer) p. For average, include_pad divides by the
 // window clipped to the padded input, else by the valid elements. With with_idx, MaxPool also writes the
 // argmax as a flat index into X (ONNX Indices): 1 row-major (storage_order 0), 2 the spatial position
 // column-major (storage_order 1: d + h * D + w * D * H, the first spatial dim fastest).
 // Taps of a window starting at s0 (k taps, dilation dil) that lie before `limit` (the padded end).
 inline int taps(int s0, int k, int dil, int limit) { return clamp((limit - s0 + dil - 1) / dil, 0, k); }
 
-__kernel void pool3d(int is_max, int include_pad, int with_idx, int D, int H, int W, int OD, int OH, int OW,
+__kernel void pool3d(int mode, int p, int include_pad, int with_idx, int D, int H, int W, int OD, int OH, int OW,
                      int kd, int kh, int kw, int sd, int sh, int sw, int dd, int dh, int dw, int pf, int pt, int pl,
                      int pbk, int pb, int pr, __global const float* x, long x_off, __global float* y, long y_off,
                      __global long* idx, long i_off) {
@@ -21,6 +25,7 @@ __kernel void pool3d(int is_max, int include_pad, int with_idx, int D, int H, in
   const long plane = (long)D * H * W;
   x += x_off + nc * plane;
   const int d0 = od * sd - pf, h0 = oh * sh - pt, w0 = ow * sw - pl;
+  const int is_max = mode == POOL_MAX;
   float acc = is_max ? -INFINITY : 0.0f;
   long best = -1;
   int valid = 0;
@@ -41,13 +46,15 @@ __kernel void pool3d(int is_max, int include_pad, int with_idx, int D, int H, in
             best = at;
           }
         } else {
-          acc += v;
+          acc += mode == POOL_LP ? pown(fabs(v), p) : v;
         }
         ++valid;
       }
     }
   }
-  if (!is_max) {
+  if (mode == POOL_LP) {
+    acc = p == 1 ? acc : p == 2 ? sqrt(acc) : rootn(acc, p);
+  } else if (!is_max) {
     int div = valid;
     if (include_pad) div = taps(d0, kd, dd, D + pbk) * taps(h0, kh, dh, H + pb) * taps(w0, kw, dw, W + pr);
     acc /= (float)div;

@@ -76,12 +76,17 @@ void with_calc_scalars(DType t, double a, double b, F&& f) {
 
 const ProgramVariants kElementwiseVariants("elementwise.cl", {elementwise_options(DType::f32)});
 
-constexpr std::array<std::pair<const char*, UnaryOp>, 14> kUnaryNames{{
+// "IsInf" maps to detecting both infinities; the one-sided forms come from its attributes.
+// clang-format off
+constexpr std::array<std::pair<const char*, UnaryOp>, 21> kUnaryNames{{
     {"Abs", UnaryOp::abs}, {"Neg", UnaryOp::neg}, {"Exp", UnaryOp::exp}, {"Log", UnaryOp::log},
     {"Sqrt", UnaryOp::sqrt}, {"Reciprocal", UnaryOp::reciprocal}, {"Floor", UnaryOp::floor},
     {"Ceil", UnaryOp::ceil}, {"Round", UnaryOp::round}, {"Sign", UnaryOp::sign}, {"Erf", UnaryOp::erf},
     {"Sin", UnaryOp::sin}, {"Cos", UnaryOp::cos}, {"Not", UnaryOp::not_},
+    {"Sinh", UnaryOp::sinh}, {"Cosh", UnaryOp::cosh}, {"IsNaN", UnaryOp::is_nan}, {"IsInf", UnaryOp::is_inf},
+    {"IsInf", UnaryOp::is_pos_inf}, {"IsInf", UnaryOp::is_neg_inf}, {"IsInf", UnaryOp::is_inf_none},
 }};
+// clang-format on
 
 constexpr std::array<const char*, 18> kBinaryNames{
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Mod", "PRelu", "Equal", "Less", "LessOrEqual",
@@ -123,6 +128,12 @@ UnaryOp unary_op_from_onnx(std::string_view name) {
   fail("Unary: unknown op '{}'", name);
 }
 
+bool is_class_test(UnaryOp op) {
+  return op == UnaryOp::is_nan || (op >= UnaryOp::is_inf_none && op <= UnaryOp::is_inf);
+}
+
+DType Unary::output_dtype(const UnaryConfig& c) { return is_class_test(c.op) ? DType::boolean : c.dtype; }
+
 std::string_view Unary::type() const {
   return cfg_.op == UnaryOp::activation ? to_string(cfg_.act.kind) : to_string(cfg_.op);
 }
@@ -160,16 +171,24 @@ std::unique_ptr<Unary> Unary::create(Context& ctx, int device, const UnaryConfig
   validate(cfg);
   std::unique_ptr<Unary> u(new Unary());
   u->cfg_ = cfg;
-  u->kernel_ = make_kernel(elementwise_program(ctx, device, u->type(), cfg.dtype), "unary");
+  u->kernel_ = make_kernel(elementwise_program(ctx, device, u->type(), cfg.dtype),
+                           is_class_test(cfg.op) ? "unary_test" : "unary");
   return u;
 }
 
 void Unary::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
   check_io(type(), in, out, 1);
   check_tensor(type(), "input x", in[0], cfg_.shape, cfg_.dtype);
-  check_tensor(type(), "output y", out[0], cfg_.shape, cfg_.dtype);
+  check_tensor(type(), "output y", out[0], cfg_.shape, output_dtype(cfg_));
   const int64_t n = cfg_.shape.numel();
   if (n == 0) return;
+  if (is_class_test(cfg_.op)) {
+    std::lock_guard lock(launch_mutex_);
+    set_args(kernel_, cl_int(cfg_.op), cl_long(n), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+             cl_long(out[0].offset_elems()));
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(n)), cl::NullRange, "unary_test");
+    return;
+  }
   int op = cfg_.op == UnaryOp::activation ? int(cfg_.act.kind) : int(cfg_.op);
   std::lock_guard lock(launch_mutex_);
   const bool bounds = cfg_.op == UnaryOp::activation && cfg_.act.kind == Act::clip && cfg_.clip_bounds;
@@ -281,9 +300,9 @@ void Where::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, con
 }
 
 // ---------------------------------------------------------------- Cast
-// The kernel's DT_* codes are DType's values (kernels/elementwise.cl lists them in the same order).
+// The kernel's DT_* codes are DType's values (kernels/common.cl lists them in the same order).
 static_assert(int(DType::f64) == 11 && int(DType::f8e8m0) == 17 && int(DType::u2) == 22 && kDTypeCount == 23,
-              "DType changed: update the DT_* codes of kernels/elementwise.cl");
+              "DType changed: update the DT_* codes of kernels/common.cl");
 
 Shape Cast::validate(const CastConfig& c) {
   for (auto [t, what] : {std::pair{c.from, "input dtype"}, std::pair{c.to, "attribute 'to'"}})

@@ -15,8 +15,14 @@ namespace cldl {
 
 // Values 0..31 are reserved for activations (Act); the rest match U_* in kernels/elementwise.cl.
 enum class UnaryOp : int {
+  // clang-format off
   activation = -1, abs = 32, neg, exp, log, sqrt, reciprocal, floor, ceil, round, sign, erf, sin, cos, not_,
+  sinh, cosh,
+  // Float class tests with a bool output: IsNaN, and IsInf by which infinities it detects.
+  is_nan = 48, is_inf_none = 52, is_pos_inf, is_neg_inf, is_inf,
+  // clang-format on
 };
+bool is_class_test(UnaryOp op);  // IsNaN / IsInf: bool output
 std::string_view to_string(UnaryOp op);
 UnaryOp unary_op_from_onnx(std::string_view name);  // "Abs", "Neg", ... "Not"; throws on unknown
 
@@ -30,12 +36,13 @@ struct UnaryConfig {
   std::optional<std::pair<double, double>> clip_bounds = std::nullopt;
 };
 
-// Input x, output y (same shape and dtype). f32, f16 and bf16 (stored as such, computed in f32) for
-// every op but Not; f64 for the math ops, Relu, LeakyRelu and Clip; signed integers for Abs, Neg, Sign,
-// Relu, Clip and Identity, unsigned ones the same but Neg; bool for Not.
+// Input x, output y (same shape and dtype; bool for IsNaN / IsInf). f32, f16 and bf16 (stored as such,
+// computed in f32) for every op but Not; f64 for the math ops, Relu, LeakyRelu and Clip; signed
+// integers for Abs, Neg, Sign, Relu, Clip and Identity, unsigned ones the same but Neg; bool for Not.
 class Unary : public Op {
  public:
   static Shape validate(const UnaryConfig& cfg);
+  static DType output_dtype(const UnaryConfig& cfg);
   static std::unique_ptr<Unary> create(Context& ctx, int device, const UnaryConfig& cfg);
   std::string_view type() const override;
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,

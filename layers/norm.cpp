@@ -106,6 +106,36 @@ void Norm::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
   ec.enqueue_kernel(kernel_, cl::NDRange(size_t(N * G) * group_), cl::NDRange(group_), "group_norm");
 }
 
+// ---------------------------------------------------------------- LRN
+Shape Lrn::validate(const LrnConfig& c) {
+  if (c.input.rank() < 2) invalid("LRN", "input X must have rank >= 2 (N, C, ...), got shape {}", c.input.str());
+  for (auto d : c.input.dims)
+    if (d <= 0) invalid("LRN", "input X has a non-positive dimension in shape {}", c.input.str());
+  if (c.size <= 0) invalid("LRN", "size must be positive, got {}", c.size);
+  return c.input;
+}
+
+std::unique_ptr<Lrn> Lrn::create(Context& ctx, int device, const LrnConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<Lrn> l(new Lrn());
+  l->cfg_ = cfg;
+  l->kernel_ = make_kernel(ctx.program("norm.cl", "-DACT=0", device), "lrn");
+  return l;
+}
+
+void Lrn::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  if (in.size() != 1 || out.size() != 1)
+    invalid("LRN", "expects 1 input and 1 output, got {} and {}", in.size(), out.size());
+  for (auto [t, name] : {std::pair{&in[0], "input X"}, std::pair{&out[0], "output Y"}})
+    if (t->shape != cfg_.input || t->dtype != DType::f32)
+      invalid("LRN", "{} is {} {}, expected f32 {}", name, to_string(t->dtype), t->shape.str(), cfg_.input.str());
+  const int64_t N = cfg_.input[0], C = cfg_.input[1], spatial = cfg_.input.numel() / (N * C);
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_int(C), cl_long(spatial), cl_int(cfg_.size), cfg_.alpha, cfg_.beta, cfg_.bias, in[0].buffer,
+           cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(spatial), size_t(N * C)), cl::NullRange, "lrn");
+}
+
 void fold_batch_norm(std::span<float> weight, std::span<float> bias, std::span<const float> scale,
                      std::span<const float> b, std::span<const float> mean, std::span<const float> var, float eps) {
   const size_t C = scale.size();

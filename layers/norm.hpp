@@ -1,7 +1,8 @@
 // Normalisation ops in ONNX semantics on N, C, spatial... (any rank >= 2): BatchNormalization
 // (inference: running mean/var; training mode: batch statistics, updated running mean/var as outputs),
 // InstanceNormalization, GroupNormalization (scale/bias per channel as in
-// opset 21, or per group as in opset 18). Optional fused activation. Kernels: kernels/norm.cl.
+// opset 21, or per group as in opset 18). Optional fused activation. LRN (across channels).
+// Kernels: kernels/norm.cl.
 #pragma once
 #include <memory>
 #include <string>
@@ -42,6 +43,27 @@ class Norm : public Op {
   std::string algorithm_;
   cl::Kernel kernel_;
   size_t group_ = 1;
+};
+
+struct LrnConfig {
+  Shape input;   // N, C, ... (rank >= 3 in ONNX; any rank >= 2 here)
+  int size = 1;  // channels in the window (ONNX attribute, required)
+  float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
+};
+
+// LRN (local response normalisation across channels, ONNX semantics): input X, output Y (shape of X), f32.
+class Lrn : public Op {
+ public:
+  static Shape validate(const LrnConfig& cfg);
+  static std::unique_ptr<Lrn> create(Context& ctx, int device, const LrnConfig& cfg);
+  std::string_view type() const override { return "LRN"; }
+  std::string algorithm() const override { return "direct window sum"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  LrnConfig cfg_;
+  cl::Kernel kernel_;
 };
 
 // Folds an inference BatchNormalization that follows a conv or dense layer into that layer's weights,

@@ -14,6 +14,8 @@ const char* pool_name(PoolKind k) {
     case PoolKind::max: return "MaxPool";
     case PoolKind::average: return "AveragePool";
     case PoolKind::global_max: return "GlobalMaxPool";
+    case PoolKind::lp:
+      return "LpPool";
     default: return "GlobalAveragePool";
   }
 }
@@ -34,6 +36,7 @@ Shape plan(const PoolConfig& c, std::vector<int64_t>& pads) {
   const size_t n = c.input.rank() - 2;
   if (n > 3) invalid(op, "at most 3 spatial dims are supported, got input shape {}", c.input.str());
   if (c.indices && c.kind != PoolKind::max) invalid(op, "the Indices output exists only for MaxPool");
+  if (c.kind == PoolKind::lp && c.p < 1) invalid(op, "p must be a positive integer, got {}", c.p);
   if (c.column_major_indices && c.kind != PoolKind::max)
     invalid(op, "column-major Indices (storage_order 1) exist only for MaxPool");
   auto attr = [&](const std::vector<int64_t>& v, const char* name, size_t len, int64_t dflt) {
@@ -94,11 +97,11 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     p->group_ = reduction_group_size(p->kernel_, ctx.device(device));
     p->algorithm_ = fmt::format("work-group reduction ({} items per plane)", p->group_);
   } else {
-    // The 2-D kernel is the fast path; pool3d covers 3-D, Indices and dilated averages.
+    // The 2-D kernel is the fast path; pool3d covers 3-D, Indices, dilated averages and LpPool.
     const size_t n = cfg.input.rank() - 2;
     bool dilated = false;
     for (auto d : cfg.dilations) dilated |= d != 1;
-    p->use_2d_ = n <= 2 && !cfg.indices && !(cfg.kind == PoolKind::average && dilated);
+    p->use_2d_ = n <= 2 && !cfg.indices && !(cfg.kind == PoolKind::average && dilated) && cfg.kind != PoolKind::lp;
     p->kernel_ = make_kernel(prog, p->use_2d_ ? "pool2d" : "pool3d");
     p->algorithm_ = p->use_2d_ ? "direct 2-D" : "direct 3-D";
     if (p->use_2d_) {
@@ -155,10 +158,11 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
   }
   const Tensor& idx = cfg_.indices ? out[1] : out[0];
   const int with_idx = cfg_.indices ? (cfg_.column_major_indices ? 2 : 1) : 0;
-  set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), cl_int(with_idx), sp[0], sp[1], sp[2], osp[0],
-           osp[1], osp[2], k[0], k[1], k[2], st[0], st[1], st[2], dl[0], dl[1], dl[2], pb[0], pb[1], pb[2], pe[0],
-           pe[1], pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()),
-           idx.buffer, cl_long(idx.offset_elems()));
+  const int mode = cfg_.kind == PoolKind::lp ? 2 : is_max;  // POOL_* of kernels/pool.cl
+  set_args(kernel_, cl_int(mode), cl_int(cfg_.p), cl_int(cfg_.count_include_pad), cl_int(with_idx), sp[0], sp[1], sp[2],
+           osp[0], osp[1], osp[2], k[0], k[1], k[2], st[0], st[1], st[2], dl[0], dl[1], dl[2], pb[0], pb[1], pb[2],
+           pe[0], pe[1], pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+           cl_long(out[0].offset_elems()), idx.buffer, cl_long(idx.offset_elems()));
   ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], size_t(osp[0]) * nc), cl::NullRange, "pool3d");
 }
 

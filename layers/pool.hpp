@@ -1,6 +1,7 @@
 // Pooling in ONNX semantics on N, C, spatial... with 1 to 3 spatial dims: MaxPool (dilations, optional
 // Indices output) and AveragePool (dilations, count_include_pad), both with explicit pads or auto_pad
-// and ceil_mode; GlobalAveragePool and GlobalMaxPool over any spatial dims. Kernels: kernels/pool.cl.
+// and ceil_mode; LpPool (integer p, the same window attributes); GlobalAveragePool and GlobalMaxPool
+// over any spatial dims. Kernels: kernels/pool.cl.
 #pragma once
 #include "layers/auto_pad.hpp"
 #include <memory>
@@ -11,7 +12,7 @@
 
 namespace cldl {
 
-enum class PoolKind { max, average, global_max, global_average };
+enum class PoolKind { max, average, global_max, global_average, lp };
 
 // Per-spatial-dim attributes as in ONNX; empty strides / dilations mean 1, empty pads mean 0.
 struct PoolConfig {
@@ -28,6 +29,7 @@ struct PoolConfig {
   // ONNX storage_order 1: Indices count the spatial position column-major (the first spatial dim
   // fastest), after the N * C planes before it, as ONNX's reference and ONNX Runtime do.
   bool column_major_indices = false;
+  int p = 2;  // LpPool only: the norm's (integer) order, >= 1
 };
 
 // Input X; outputs Y [, Indices] of the shape validate() returns.

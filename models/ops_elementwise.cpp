@@ -1,4 +1,5 @@
-// ONNX element-wise ops mapped onto layers/elementwise.hpp: unary math and every activation (ONNX
+// ONNX element-wise ops mapped onto layers/elementwise.hpp: unary math (Sinh / Cosh too, and the bool
+// IsNaN / IsInf class tests) and every activation (ONNX
 // attributes as alpha / beta), Clip (min / max: load-time constant inputs, attributes before opset 11),
 // binary arithmetic, comparisons and logic with numpy broadcasting, PRelu, Where, Cast / CastLike, and
 // the variadic Sum / Mean / Max / Min (Expand of the first input into the output, then one in-place
@@ -62,6 +63,9 @@ UnaryConfig unary_config(const Node& n, const std::vector<const HostTensor*>& va
     u.act = node_activation(n);
   } else {
     u.op = unary_op_from_onnx(n.op_type);
+    if (n.op_type == "IsInf")  // which infinities count: U_ISINF_NONE + 1 positive + 2 negative
+      u.op = UnaryOp(int(UnaryOp::is_inf_none) + (n.attr_i("detect_positive", 1) != 0 ? 1 : 0) +
+                     (n.attr_i("detect_negative", 1) != 0 ? 2 : 0));
   }
   return u;
 }
@@ -72,7 +76,7 @@ void infer_unary(InferCtx& c) {
       if (c.has_input(i)) c.constant(i, i == 1 ? "min" : "max");
   auto cfg = checked(c, [&] { return unary_config(c.node, c.value, c.input(0).dtype, c.shape(0)); });
   checked(c, [&] { return Unary::validate(cfg); });
-  c.set(0, cfg.dtype, cfg.shape);
+  c.set(0, Unary::output_dtype(cfg), cfg.shape);
 }
 
 std::unique_ptr<NodeKernel> lower_unary(LowerCtx& c) {
@@ -329,6 +333,7 @@ OpDef binary(const char* type, int64_t since) {
   return {.type = type, .since = since, .family = "elementwise", .infer = infer_binary, .lower = lower_binary};
 }
 
+// clang-format off
 const OpRegistration kElementwiseOps{
     unary("Relu", 6), unary("LeakyRelu", 6), unary("Sigmoid", 6), unary("Tanh", 6), unary("Elu", 6),
     unary("Selu", 6), unary("Gelu", 20), unary("HardSigmoid", 6), unary("HardSwish", 14), unary("Softplus", 1),
@@ -338,6 +343,7 @@ const OpRegistration kElementwiseOps{
     unary("Abs", 6), unary("Neg", 6), unary("Exp", 6), unary("Log", 6), unary("Sqrt", 6),
     unary("Reciprocal", 6), unary("Floor", 6), unary("Ceil", 6), unary("Round", 11), unary("Sign", 9),
     unary("Erf", 9), unary("Sin", 7), unary("Cos", 7), unary("Not", 1),
+    unary("Sinh", 9), unary("Cosh", 9), unary("IsNaN", 9), unary("IsInf", 10),
     binary("Add", 7), binary("Sub", 7), binary("Mul", 7), binary("Div", 7), binary("Pow", 7),
     binary("Mod", 10), binary("PRelu", 9), binary("Equal", 7), binary("Less", 7), binary("LessOrEqual", 12),
     binary("Greater", 7), binary("GreaterOrEqual", 12), binary("And", 7), binary("Or", 7), binary("Xor", 7),
@@ -346,6 +352,7 @@ const OpRegistration kElementwiseOps{
     {.type = "Cast", .since = 6, .family = "elementwise", .infer = infer_cast, .lower = lower_cast},
     {.type = "CastLike", .since = 15, .family = "elementwise", .infer = infer_cast, .lower = lower_cast},
 };
+// clang-format on
 
 }  // namespace
 }  // namespace cldl::graph

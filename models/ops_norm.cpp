@@ -1,4 +1,4 @@
-// ONNX BatchNormalization (inference, and training_mode 1: batch statistics, outputs running_mean /
+// ONNX LRN, BatchNormalization (inference, and training_mode 1: batch statistics, outputs running_mean /
 // running_var), InstanceNormalization and
 // GroupNormalization (opset 21: scale / bias per channel; opset 18-20: per group) mapped onto
 // layers/norm.hpp. BatchNorm after a Conv / Gemm with constant weights is folded away by the fusion pass.
@@ -56,7 +56,29 @@ std::unique_ptr<NodeKernel> lower_norm(LowerCtx& c) {
   return wrap(Norm::create(c.ctx, c.device, cfg), c);
 }
 
+LrnConfig lrn_config(const Node& n, Shape s) {
+  LrnConfig cfg;
+  cfg.input = std::move(s);
+  cfg.size = int(n.attr_i("size", 0));
+  cfg.alpha = n.attr_f("alpha", 1e-4f);
+  cfg.beta = n.attr_f("beta", 0.75f);
+  cfg.bias = n.attr_f("bias", 1.0f);
+  return cfg;
+}
+
+void infer_lrn(InferCtx& c) {
+  if (c.input(0).dtype != DType::f32)
+    c.error("unsupported: input '{}' is {}, only f32 is implemented", c.input(0).name, to_string(c.input(0).dtype));
+  auto cfg = lrn_config(c.node, c.shape(0));
+  c.set(0, DType::f32, checked(c, [&] { return Lrn::validate(cfg); }));
+}
+
+std::unique_ptr<NodeKernel> lower_lrn(LowerCtx& c) {
+  return wrap(Lrn::create(c.ctx, c.device, lrn_config(c.node, c.in[0].shape.to_shape())), c);
+}
+
 const OpRegistration kNormOps{
+    {.type = "LRN", .since = 1, .family = "norm", .infer = infer_lrn, .lower = lower_lrn},
     {.type = "BatchNormalization", .since = 9, .family = "norm", .infer = infer_norm, .lower = lower_norm},
     {.type = "InstanceNormalization", .since = 6, .family = "norm", .infer = infer_norm, .lower = lower_norm},
     {.type = "GroupNormalization", .since = 18, .family = "norm", .infer = infer_norm, .lower = lower_norm},

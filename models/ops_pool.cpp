@@ -1,4 +1,4 @@
-// ONNX MaxPool (optional Indices output), AveragePool, GlobalMaxPool and GlobalAveragePool mapped onto
+// ONNX MaxPool (optional Indices output), AveragePool, LpPool, GlobalMaxPool and GlobalAveragePool mapped onto
 // layers/pool.hpp; attributes follow the ONNX defaults (strides / dilations 1, pads 0, auto_pad NOTSET).
 #include "layers/pool.hpp"
 #include "models/ops_cnn_common.hpp"
@@ -9,12 +9,18 @@ namespace {
 PoolConfig pool_config(const Node& n, Shape s, bool indices) {
   PoolConfig p;
   const std::string& t = n.op_type;
-  p.kind = t == "MaxPool" ? PoolKind::max
-           : t == "AveragePool" ? PoolKind::average
+  p.kind = t == "MaxPool"         ? PoolKind::max
+           : t == "AveragePool"   ? PoolKind::average
            : t == "GlobalMaxPool" ? PoolKind::global_max
+           : t == "LpPool"        ? PoolKind::lp
                                   : PoolKind::global_average;
   p.input = std::move(s);
-  if (p.kind == PoolKind::max || p.kind == PoolKind::average) {
+  if (p.kind == PoolKind::lp) {
+    int64_t order = n.attr_i("p", 2);
+    if (order < 1 || order > 64) fail("{}: attribute p = {} must be an integer in 1..64", n.describe(), order);
+    p.p = int(order);
+  }
+  if (p.kind == PoolKind::max || p.kind == PoolKind::average || p.kind == PoolKind::lp) {
     p.kernel = n.attr_ints("kernel_shape");
     p.strides = n.attr_ints("strides");
     p.dilations = n.attr_ints("dilations");
@@ -52,6 +58,7 @@ std::unique_ptr<NodeKernel> lower_pool(LowerCtx& c) {
 const OpRegistration kPoolOps{
     {.type = "MaxPool", .since = 8, .family = "pool", .infer = infer_pool, .lower = lower_pool},
     {.type = "AveragePool", .since = 7, .family = "pool", .infer = infer_pool, .lower = lower_pool},
+    {.type = "LpPool", .since = 2, .family = "pool", .infer = infer_pool, .lower = lower_pool},
     {.type = "GlobalMaxPool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
     {.type = "GlobalAveragePool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
 };

@@ -1,6 +1,6 @@
 // Narrow float codecs (see minifloat.hpp). One generic rounding routine serves every float8 / float4
 // format, parameterised by exponent bits, mantissa bits, bias and how the format spells Inf and NaN;
-// kernels/elementwise.cl mirrors it line for line.
+// kernels/common.cl mirrors it line for line (used by Cast and the quantization kernels).
 #include "runtime/minifloat.hpp"
 
 #include <bit>

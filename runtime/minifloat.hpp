@@ -1,5 +1,5 @@
 // Host encode/decode of the narrow float storage types: float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0),
-// float4 e2m1 and bfloat16, with the rounding and saturation rules of ONNX Cast. kernels/elementwise.cl
+// float4 e2m1 and bfloat16, with the rounding and saturation rules of ONNX Cast. kernels/common.cl
 // has the same functions in OpenCL C (cast_encode_minifloat, ...); these are the reference its tests use.
 #pragma once
 #include <cstdint>

@@ -57,6 +57,8 @@ TEST_CASE("unary math ops on f32, and the integer / bool forms") {
       {UnaryOp::erf, false, [](float v) { return std::erf(v); }},
       {UnaryOp::sin, false, [](float v) { return std::sin(v); }},
       {UnaryOp::cos, false, [](float v) { return std::cos(v); }},
+      {UnaryOp::sinh, false, [](float v) { return std::sinh(v); }},
+      {UnaryOp::cosh, false, [](float v) { return std::cosh(v); }},
   };
   for (const auto& c : cases) {
     CAPTURE(to_string(c.op));
@@ -83,6 +85,45 @@ TEST_CASE("unary math ops on f32, and the integer / bool forms") {
   auto op = Unary::create(ctx(), 0, {UnaryOp::not_, {}, DType::boolean, s});
   auto got = down<uint8_t>(run_op(*op, {up(b, s)}, s, DType::boolean));
   for (size_t i = 0; i < b.size(); ++i) REQUIRE(got[i] == uint8_t(!b[i]));
+}
+
+TEST_CASE("IsNaN and IsInf (each side) write bool on f32, f16 and bf16; Sinh / Cosh overflow to inf") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x{-1.2f, nan, inf, 2.8f, -inf, inf, 0.0f, -0.0f, -nan, 3.4e38f, -1e-40f};
+  const Shape s{int64_t(x.size())};
+  struct Case {
+    UnaryOp op;
+    bool (*f)(float);
+  };
+  const Case cases[] = {
+      {UnaryOp::is_nan, [](float v) { return std::isnan(v); }},
+      {UnaryOp::is_inf, [](float v) { return std::isinf(v); }},
+      {UnaryOp::is_pos_inf, [](float v) { return std::isinf(v) && v > 0; }},
+      {UnaryOp::is_neg_inf, [](float v) { return std::isinf(v) && v < 0; }},
+      {UnaryOp::is_inf_none, [](float) { return false; }},
+  };
+  for (DType t : {DType::f32, DType::f16, DType::bf16})
+    for (const auto& c : cases) {
+      CAPTURE(to_string(t));
+      CAPTURE(int(c.op));
+      UnaryConfig u{c.op, {}, t, s};
+      REQUIRE(Unary::output_dtype(u) == DType::boolean);
+      auto op = Unary::create(ctx(), 0, u);
+      HostTensor xh = graph::cast_host(HostTensor::from<float>(s, std::span<const float>(x)), t);
+      auto got = down<uint8_t>(run_op(*op, {ctx().upload(xh)}, s, DType::boolean));
+      auto xv = graph::to_doubles(xh);  // as stored: 3.4e38 is inf in f16 and bf16
+      for (size_t i = 0; i < x.size(); ++i) CHECK(got[i] == uint8_t(c.f(float(xv[i]))));
+    }
+  expect_invalid([&] { Unary::validate({UnaryOp::is_nan, {}, DType::i32, s}); }, {"IsNaN", "i32"});
+  // Beyond ~89.4 sinh / cosh overflow f32.
+  const std::vector<float> big{100.0f, -100.0f, 89.0f};
+  for (UnaryOp u : {UnaryOp::sinh, UnaryOp::cosh}) {
+    auto op = Unary::create(ctx(), 0, {u, {}, DType::f32, Shape{3}});
+    auto got = down<float>(run_op(*op, {up(big, Shape{3})}, Shape{3}));
+    CHECK(got[0] == inf);
+    CHECK(got[1] == (u == UnaryOp::sinh ? -inf : inf));
+    CHECK(std::fabs(got[2] / float(u == UnaryOp::sinh ? std::sinh(89.0) : std::cosh(89.0)) - 1.0f) < 1e-5f);
+  }
 }
 
 double fref(BinaryOp op, double a, double b) {

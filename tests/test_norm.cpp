@@ -125,6 +125,31 @@ TEST_CASE("BatchNorm folded into a dense layer gives BN(dense(x))") {
   expect_invalid([&] { fold_batch_norm(wf, short_bias, sc, b, m, v, 1e-5f); }, {"BatchNormalization", "folding"});
 }
 
+TEST_CASE("LRN across channels: odd and even window sizes, ranks 3 to 5, batch 1") {
+  struct Case {
+    Shape s;
+    int size;
+    float alpha, beta, bias;
+  };
+  const Case cases[] = {
+      {Shape{1, 5, 7, 3}, 3, 2e-4f, 0.5f, 2.0f},
+      {Shape{2, 7, 13}, 4, 1e-4f, 0.75f, 1.0f},
+      {Shape{1, 3, 2, 3, 5}, 5, 0.1f, 0.75f, 1.5f},
+      {Shape{3, 1, 6}, 1, 1.0f, 1.0f, 1.0f},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.s.str());
+    CAPTURE(c.size);
+    auto x = random_floats(size_t(c.s.numel()), 5, -3.0f, 3.0f);
+    auto op = Lrn::create(ctx(), 0, {c.s, c.size, c.alpha, c.beta, c.bias});
+    auto got = down<float>(run_op(*op, {up(x, c.s)}, c.s));
+    const int64_t spatial = c.s.numel() / (c.s[0] * c.s[1]);
+    auto want = ref::lrn(x, int(c.s[0]), int(c.s[1]), spatial, c.size, c.alpha, c.beta, c.bias);
+    CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 1e-5, 1e-6);
+  }
+  expect_invalid([&] { Lrn::validate({Shape{1, 3, 4}, 0}); }, {"LRN", "size", "0"});
+}
+
 TEST_CASE("bad norm configurations name the op, the argument and the value") {
   expect_invalid([] { Norm::validate({NormKind::group, Shape{1, 6, 4}, 1e-5f, 4}); },
                  {"GroupNormalization", "num_groups", "4", "6"});

@@ -14,6 +14,7 @@ void check_pool(const PoolConfig& cfg, const std::vector<float>& x, const std::v
   const size_t n = cfg.input.rank() - 2;
   ref::PoolParams p;
   p.max = cfg.kind == PoolKind::max;
+  p.lp = cfg.kind == PoolKind::lp ? cfg.p : 0;
   p.ceil_mode = cfg.ceil_mode;
   p.count_include_pad = cfg.count_include_pad;
   p.column_major = cfg.column_major_indices;
@@ -41,7 +42,7 @@ void check_pool(const PoolConfig& cfg, const std::vector<float>& x, const std::v
   op->enqueue(ins, outs, nullptr, ec);
   ctx().finish();
   auto got = down<float>(y);
-  const bool mx = p.max;
+  const bool mx = p.max && !p.lp;
   CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mx ? 0.0 : 1e-5, mx ? 0.0 : 1e-6);
   if (cfg.indices) CHECK(down<int64_t>(ix) == want_idx);
 }
@@ -168,6 +169,45 @@ TEST_CASE("global pools over odd planes, batch 1 and larger") {
       CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 1e-5, 1e-6);
     }
   }
+}
+
+TEST_CASE("LpPool over 1, 2 and 3 spatial dims: p 1 to 4, pads, strides, dilations, ceil_mode, auto_pad") {
+  struct Case {
+    Shape in;
+    std::vector<int64_t> k, s, d, pads;
+    int p;
+    bool ceil;
+    AutoPad ap;
+  };
+  const Case cases[] = {
+      {Shape{1, 3, 31}, {2}, {1}, {}, {0, 0}, 3, false, AutoPad::notset},
+      {Shape{2, 3, 9, 11}, {3, 3}, {2, 2}, {}, {1, 0, 2, 1}, 2, false, AutoPad::notset},
+      {Shape{1, 1, 4, 4}, {2, 2}, {1, 1}, {2, 2}, {0, 0, 0, 0}, 2, false, AutoPad::notset},
+      {Shape{1, 2, 7, 5}, {2, 2}, {1, 1}, {}, {}, 4, false, AutoPad::same_lower},
+      {Shape{1, 2, 7, 5}, {3, 2}, {2, 2}, {}, {0, 0, 0, 0}, 1, true, AutoPad::notset},
+      {Shape{1, 2, 5, 6, 7}, {2, 2, 2}, {1, 2, 1}, {}, {0, 1, 0, 1, 0, 1}, 3, false, AutoPad::notset},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.in.str());
+    PoolConfig cfg;
+    cfg.kind = PoolKind::lp;
+    cfg.input = c.in;
+    cfg.kernel = c.k;
+    cfg.strides = c.s;
+    cfg.dilations = c.d;
+    cfg.pads = c.pads;
+    cfg.p = c.p;
+    cfg.ceil_mode = c.ceil;
+    cfg.auto_pad = c.ap;
+    auto op = Pool::create(ctx(), 0, cfg);
+    check_pool(cfg, random_floats(size_t(c.in.numel()), 17, -2.0f, 2.0f), op->pads());
+  }
+  PoolConfig bad;
+  bad.kind = PoolKind::lp;
+  bad.input = Shape{1, 1, 4};
+  bad.kernel = {2};
+  bad.p = 0;
+  expect_invalid([&] { Pool::validate(bad); }, {"LpPool", "p", "0"});
 }
 
 TEST_CASE("bad pool configurations name the op, the argument and the value") {

@@ -54,7 +54,8 @@ std::vector<float> pool3d(const std::vector<float>& x, int N, int C, std::array<
   for (int64_t nc = 0; nc < int64_t(N) * C; ++nc)
     for (int64_t o = 0; o < oplane; ++o) {
       int oc[3] = {int(o / (int64_t(out[1]) * out[2])), int(o / out[2] % out[1]), int(o % out[2])};
-      double acc = p.max ? -std::numeric_limits<double>::infinity() : 0.0;
+      const bool mx = p.max && p.lp == 0;
+      double acc = mx ? -std::numeric_limits<double>::infinity() : 0.0;
       int64_t best = -1;
       int valid = 0;
       for (int a = 0; a < p.k[0]; ++a)
@@ -68,14 +69,18 @@ std::vector<float> pool3d(const std::vector<float>& x, int N, int C, std::array<
             int64_t at = (int64_t(pos[0]) * in[1] + pos[1]) * in[2] + pos[2];
             double v = x[nc * plane + at];
             if (p.column_major) at = pos[0] + (int64_t(pos[1]) + int64_t(pos[2]) * in[1]) * in[0];
-            if (p.max) {
+            if (p.lp) {
+              acc += std::pow(std::fabs(v), p.lp);
+            } else if (mx) {
               if (v > acc || best < 0) acc = v, best = at;
             } else {
               acc += v;
             }
             ++valid;
           }
-      if (!p.max) {
+      if (p.lp) {
+        acc = std::pow(acc, 1.0 / p.lp);
+      } else if (!mx) {
         double div = valid;
         if (p.count_include_pad) {
           div = 1;
@@ -90,6 +95,23 @@ std::vector<float> pool3d(const std::vector<float>& x, int N, int C, std::array<
       y[nc * oplane + o] = float(acc);
       if (idx) (*idx)[nc * oplane + o] = nc * plane + best;
     }
+  return y;
+}
+
+std::vector<float> lrn(const std::vector<float>& x, int N, int C, int64_t spatial, int size, float alpha, float beta,
+                       float bias) {
+  std::vector<float> y(x.size());
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      for (int64_t i = 0; i < spatial; ++i) {
+        double s = 0;
+        for (int k = std::max(0, c - (size - 1) / 2); k <= std::min(C - 1, c + size / 2); ++k) {  // ceil((size-1)/2)
+          const double v = x[size_t((int64_t(n) * C + k) * spatial + i)];
+          s += v * v;
+        }
+        const size_t at = size_t((int64_t(n) * C + c) * spatial + i);
+        y[at] = float(x[at] / std::pow(bias + alpha / size * s, double(beta)));
+      }
   return y;
 }
 

@@ -39,6 +39,7 @@ struct PoolParams {
   std::array<int, 3> k{1, 1, 1}, s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0}, pe{0, 0, 0};
   bool ceil_mode = false, count_include_pad = false;
   bool column_major = false;  // MaxPool Indices with storage_order 1 (first spatial dim fastest)
+  int lp = 0;                 // > 0: LpPool with this p (max is ignored)
 };
 // Returns Y; out receives the output spatial sizes, idx (when non-null) MaxPool's flat argmax indices.
 std::vector<float> pool3d(const std::vector<float>& x, int N, int C, std::array<int, 3> in, const PoolParams& p,
@@ -56,6 +57,10 @@ std::vector<float> batch_norm_training(const std::vector<float>& x, int N, int C
                                        const std::vector<float>& scale, const std::vector<float>& bias,
                                        const std::vector<float>& mean, const std::vector<float>& var, float eps,
                                        float momentum, std::vector<float>& run_mean, std::vector<float>& run_var);
+
+// LRN across channels (ONNX): x / (bias + alpha / size * sum of squares over the channel window)^beta.
+std::vector<float> lrn(const std::vector<float>& x, int N, int C, int64_t spatial, int size, float alpha, float beta,
+                       float bias);
 
 std::vector<float> softmax(const std::vector<float>& x, const Dims& d, int axis, bool log);
 
