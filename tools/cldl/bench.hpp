@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "layers/op.hpp"
 #include "runtime/context.hpp"
 
 namespace cldl::bench {
@@ -56,6 +57,14 @@ class Reporter {
 
 // Times `fn` (which must finish its work before returning): `warmup` untimed calls, then `runs` timed.
 Stats time_runs(const std::function<void()>& fn, int runs, int warmup);
+
+// Deterministic bench data of any storage type: floats in [-0.5, 0.5) for f32, bytes otherwise.
+Tensor filled(Context& ctx, const Shape& s, DType t = DType::f32);
+// Times one op case of `family` (enqueue + finish per run, with a workspace when the op asks for one)
+// and reports `work` per run in `unit` (bytes for GB/s, operations for GOP/s); skipped unless selected.
+void time_op(Context& ctx, const Options& opts, Reporter& rep, const std::string& family, const std::string& name,
+             Op& op, const std::vector<Tensor>& in, const std::vector<Tensor>& out, double work,
+             const char* unit = "GB/s");
 
 using Fn = std::function<void(Context& ctx, const Options& opts, Reporter& rep)>;
 struct Registration {

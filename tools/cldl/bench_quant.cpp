@@ -11,40 +11,7 @@
 namespace cldl::bench {
 
 namespace {
-// Deterministic bytes / floats of any storage type (u8 values, or floats in [-0.5, 0.5)).
-Tensor filled(Context& ctx, const Shape& s, DType t = DType::f32) {
-  HostTensor h(t, s);
-  for (int64_t i = 0; i < h.numel(); ++i) {
-    const uint32_t v = uint32_t(i * 2654435761u);
-    if (t == DType::f32)
-      h.as<float>()[i] = float(v % 1000) / 1000.0f - 0.5f;
-    else
-      static_cast<uint8_t*>(h.data())[i] = uint8_t(v >> 24);
-  }
-  return ctx.upload(h);
-}
 Tensor scalar(Context& ctx, float v) { return ctx.upload(HostTensor::from<float>(Shape{}, std::vector<float>{v})); }
-
-void time_op(Context& ctx, const Options& opts, Reporter& rep, const std::string& name, Op& op,
-             const std::vector<Tensor>& in, const std::vector<Tensor>& out, double work, const char* unit) {
-  if (!opts.selected(name)) return;
-  auto q = ctx.queue();
-  Result r;
-  r.family = "quant";
-  r.name = name;
-  r.impl = "cldl";
-  r.unit = unit;
-  r.work = work;
-  r.note = op.algorithm();
-  r.wall = time_runs(
-      [&] {
-        ExecutionContext ec(q);
-        op.enqueue(in, out, nullptr, ec);
-        q.finish();
-      },
-      opts.runs, opts.warmup);
-  rep.add(r);
-}
 
 void run(Context& ctx, const Options& opts, Reporter& rep) {
   const Shape s{8, 64, 56, 56}, pc{64};
@@ -55,14 +22,15 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     c.has_zero_point = true;
     auto op = QuantizeLinear::create(ctx, 0, c);
     Tensor x = filled(ctx, s), sc = filled(ctx, pc), zp = filled(ctx, pc, DType::u8), y = ctx.alloc(s, DType::u8);
-    time_op(ctx, opts, rep, "quantize f32 -> u8 per axis [8,64,56,56]", *op, {x, sc, zp}, {y}, 5.0 * s.numel(), "GB/s");
+    time_op(ctx, opts, rep, "quant", "quantize f32 -> u8 per axis [8,64,56,56]", *op, {x, sc, zp}, {y}, 5.0 * s.numel(),
+            "GB/s");
     c.dequantize = true;
     c.x_dtype = DType::u8;
     c.y_dtype = DType::f32;
     auto dq = QuantizeLinear::create(ctx, 0, c);
     Tensor z = ctx.alloc(s, DType::f32);
-    time_op(ctx, opts, rep, "dequantize u8 -> f32 per axis [8,64,56,56]", *dq, {y, sc, zp}, {z}, 5.0 * s.numel(),
-            "GB/s");
+    time_op(ctx, opts, rep, "quant", "dequantize u8 -> f32 per axis [8,64,56,56]", *dq, {y, sc, zp}, {z},
+            5.0 * s.numel(), "GB/s");
   }
   for (bool ql : {false, true}) {
     const int64_t n = 512;
@@ -73,8 +41,8 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     std::vector<Tensor> in =
         ql ? std::vector<Tensor>{a, scalar(ctx, 0.01f), z, b, scalar(ctx, 0.02f), z, scalar(ctx, 3.0f), z}
            : std::vector<Tensor>{a, b, z, z};
-    time_op(ctx, opts, rep, fmt::format("{} 512x512x512 u8", ql ? "qlinearmatmul" : "matmulinteger"), *op, in, {y},
-            2.0 * n * n * n, "GOP/s");
+    time_op(ctx, opts, rep, "quant", fmt::format("{} 512x512x512 u8", ql ? "qlinearmatmul" : "matmulinteger"), *op, in,
+            {y}, 2.0 * n * n * n, "GOP/s");
   }
   {
     IntegerConvConfig c;
@@ -87,13 +55,13 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     Shape so = IntegerConv::validate(c);
     Tensor x = filled(ctx, c.x, DType::u8), w = filled(ctx, c.w, DType::u8), z = filled(ctx, Shape{}, DType::u8);
     Tensor y = ctx.alloc(so, DType::i32);
-    time_op(ctx, opts, rep, "convinteger 3x3 64->64 56x56 u8", *op, {x, w, z, z}, {y}, 2.0 * so.numel() * 64 * 9,
-            "GOP/s");
+    time_op(ctx, opts, rep, "quant", "convinteger 3x3 64->64 56x56 u8", *op, {x, w, z, z}, {y},
+            2.0 * so.numel() * 64 * 9, "GOP/s");
   }
   {
     auto op = Lrn::create(ctx, 0, {s, 5, 1e-4f, 0.75f, 1.0f});
     Tensor x = filled(ctx, s), y = ctx.alloc(s, DType::f32);
-    time_op(ctx, opts, rep, "lrn size 5 [8,64,56,56]", *op, {x}, {y}, 2.0 * s.numel() * 4, "GB/s");
+    time_op(ctx, opts, rep, "quant", "lrn size 5 [8,64,56,56]", *op, {x}, {y}, 2.0 * s.numel() * 4, "GB/s");
   }
   {
     PoolConfig c;
@@ -105,7 +73,8 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     auto op = Pool::create(ctx, 0, c);
     Shape so = Pool::validate(c);
     Tensor x = filled(ctx, s), y = ctx.alloc(so, DType::f32);
-    time_op(ctx, opts, rep, "lppool p2 3x3/2 [8,64,56,56]", *op, {x}, {y}, double(s.numel() + so.numel()) * 4, "GB/s");
+    time_op(ctx, opts, rep, "quant", "lppool p2 3x3/2 [8,64,56,56]", *op, {x}, {y}, double(s.numel() + so.numel()) * 4,
+            "GB/s");
   }
 }
 

@@ -76,6 +76,41 @@ Stats time_runs(const std::function<void()>& fn, int runs, int warmup) {
   return s;
 }
 
+Tensor filled(Context& ctx, const Shape& s, DType t) {
+  HostTensor h(t, s);
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    const uint32_t v = uint32_t(i * 2654435761u);
+    if (t == DType::f32)
+      h.as<float>()[i] = float(v % 1000) / 1000.0f - 0.5f;
+    else
+      static_cast<uint8_t*>(h.data())[i] = uint8_t(v >> 24);
+  }
+  return ctx.upload(h);
+}
+
+void time_op(Context& ctx, const Options& opts, Reporter& rep, const std::string& family, const std::string& name,
+             Op& op, const std::vector<Tensor>& in, const std::vector<Tensor>& out, double work, const char* unit) {
+  if (!opts.selected(name)) return;
+  auto q = ctx.queue();
+  Tensor ws;
+  if (op.workspace_bytes()) ws = ctx.alloc(Shape{int64_t((op.workspace_bytes() + 3) / 4)}, DType::f32);
+  Result r;
+  r.family = family;
+  r.name = name;
+  r.impl = "cldl";
+  r.unit = unit;
+  r.work = work;
+  r.note = op.algorithm();
+  r.wall = time_runs(
+      [&] {
+        ExecutionContext ec(q);
+        op.enqueue(in, out, ws.valid() ? &ws : nullptr, ec);
+        q.finish();
+      },
+      opts.runs, opts.warmup);
+  rep.add(r);
+}
+
 void Reporter::add(const Result& r) {
   results_.push_back(r);
   if (opts_.json) {
