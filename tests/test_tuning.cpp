@@ -595,8 +595,10 @@ TEST_CASE("tuning: a short cldl tune over an RNN shape gives an entry the layer 
   const std::string dir = test::temp_dir("tune-rnn");
   const std::string out = dir + "/db.json";
   std::string log;
-  const int rc = test::run_command(std::string(CLDL_CLI_PATH) + " tune --device cpu --op rnn --shapes rnn:6,3,10,13 "
-                                       "--budget 30 --out " + out,
+  const int rc = test::run_command(std::string(CLDL_CLI_PATH) + " tune --device " + test::device_spec() +
+                                       " --op rnn --shapes rnn:6,3,10,13 "
+                                       "--budget 30 --out " +
+                                       out,
                                    log);
   INFO(log);
   REQUIRE(rc == 0);
@@ -615,15 +617,16 @@ TEST_CASE("tuning: a short cldl tune over an RNN shape gives an entry the layer 
   CHECK(rnn_params(l->kernel_params(), 3) == t.params);
 
   // --show lists the entry with its source.
-  const int rc2 = test::run_command("CLDL_TUNING_FILE=" + out + " " + std::string(CLDL_CLI_PATH) +
-                                        " tune --device cpu --show",
+  const int rc2 = test::run_command("CLDL_TUNING_FILE=" + out + " " + std::string(CLDL_CLI_PATH) + " tune --device " +
+                                        test::device_spec() + " --show",
                                     log);
   CHECK(rc2 == 0);
   CHECK(log.find("rnn_step LSTM b3 i10 h13 d1") != std::string::npos);
   // The environment overrides would make every candidate the same: refused.
-  const int rc3 = test::run_command("CLDL_RNN_MR=2 " + std::string(CLDL_CLI_PATH) +
-                                        " tune --device cpu --op rnn --shapes rnn:6,3,10,13 --budget 5 --out " + out,
-                                    log);
+  const int rc3 =
+      test::run_command("CLDL_RNN_MR=2 " + std::string(CLDL_CLI_PATH) + " tune --device " + test::device_spec() +
+                            " --op rnn --shapes rnn:6,3,10,13 --budget 5 --out " + out,
+                        log);
   CHECK(rc3 != 0);
   CHECK(log.find("CLDL_RNN_MR") != std::string::npos);
 }
