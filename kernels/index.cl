@@ -1,4 +1,4 @@
-// Index ops: ScatterElements, ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool (NonZero folds
+// Index ops: ScatterElements, ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool, Trilu (NonZero folds
 // on the host). One build per element type, specialised by macros (set by layers/index.cpp):
 //   T        storage type: float, double, char ... ulong; ushort for f16 and bf16; for types without
 //            arithmetic (bool, the float8s ...) the unsigned integer of their size (moved, never computed)
@@ -216,6 +216,15 @@ __kernel void hardmax(long len, __global const T* x, long x_off, __global T* y, 
     if (v > bv) bv = v, best = a;
   }
   for (long a = 0; a < len; ++a) STORE(y, y_off + base + a * inner, (T_CALC)(a == best ? 1 : 0));
+}
+
+// Trilu: keeps the upper (j - i >= k) or lower (j - i <= k) triangle of every trailing [N, M] matrix
+// and writes zeros elsewhere; elements are moved as stored (zero bits are 0 in every storage type).
+__kernel void trilu(long k, int upper, __global const T* x, long x_off, __global T* y, long y_off) {
+  const long j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
+  const long at = (b * get_global_size(1) + i) * get_global_size(0) + j;
+  const long d = j - i;
+  y[y_off + at] = (upper ? d >= k : d <= k) ? x[x_off + at] : (T)0;
 }
 
 // Einsum, direct: one work-item per output element sums, over every value of the contracted labels,

@@ -1,5 +1,5 @@
 // Index ops: shape rules, attribute checks and the kernel arguments of kernels/index.cl (ScatterElements,
-// ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool).
+// ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool, Trilu).
 #include "layers/index.hpp"
 
 #include <algorithm>
@@ -472,6 +472,36 @@ void Hardmax::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, c
   set_args(kernel_, cl_long(cfg_.input[ax]), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
            cl_long(out[0].offset_elems()));
   ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner), size_t(outer)), cl::NullRange, "hardmax");
+}
+
+// ---------------------------------------------------------------- Trilu
+Shape Trilu::validate(const TriluConfig& c) {
+  check_rank("Trilu", "input", c.input);
+  if (c.input.rank() < 2) invalid("Trilu", "input must have rank >= 2, got shape {}", c.input.str());
+  return c.input;
+}
+
+std::unique_ptr<Trilu> Trilu::create(Context& ctx, int device, const TriluConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<Trilu> t(new Trilu());
+  t->cfg_ = cfg;
+  t->kernel_ = index_kernel(ctx, device, "Trilu", cfg.dtype, DType::i64, "trilu");
+  return t;
+}
+
+void Trilu::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  check_io("Trilu", in, 1, out);
+  check_tensor("Trilu", "input", in[0], cfg_.input, cfg_.dtype);
+  check_tensor("Trilu", "output", out[0], cfg_.input, cfg_.dtype);
+  if (cfg_.input.numel() == 0) return;
+  const size_t r = cfg_.input.rank();
+  const int64_t n = cfg_.input[r - 2], m = cfg_.input[r - 1], batch = cfg_.input.numel() / (n * m);
+  // k beyond the matrix keeps all or nothing; clamping keeps j - i in range of any long compare.
+  const int64_t k = std::clamp<int64_t>(cfg_.k, -n - 1, m + 1);
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_long(k), cl_int(cfg_.upper ? 1 : 0), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+           cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(m), size_t(n), size_t(batch)), cl::NullRange, "trilu");
 }
 
 // ---------------------------------------------------------------- Einsum

@@ -1,4 +1,5 @@
-// Index ops in ONNX semantics: ScatterElements, ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool.
+// Index ops in ONNX semantics: ScatterElements, ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool,
+// Trilu.
 // Kernels: kernels/index.cl, one build per element type. Moves (scatter without reduction, gathers,
 // OneHot, MaxUnpool) work on any dtype; scatter reductions, Hardmax and Einsum compute on f32, f64
 // (cl_khr_fp64), f16 / bf16 (f32 arithmetic) and the integers. Negative indices count from the end;
@@ -141,6 +142,28 @@ class Hardmax : public Op {
 
  private:
   HardmaxConfig cfg_;
+  cl::Kernel kernel_;
+};
+
+struct TriluConfig {
+  Shape input;               // rank >= 2: [..., N, M]
+  DType dtype = DType::f32;  // any storage type (moved, never computed)
+  int64_t k = 0;             // diagonal offset: > 0 above the main diagonal, < 0 below
+  bool upper = true;
+};
+
+// The upper (upper = true: keep j - i >= k) or lower (keep j - i <= k) triangle of each [N, M] matrix
+// of the input, zeros elsewhere (ONNX Trilu).
+class Trilu : public Op {
+ public:
+  static Shape validate(const TriluConfig& cfg);
+  static std::unique_ptr<Trilu> create(Context& ctx, int device, const TriluConfig& cfg);
+  std::string_view type() const override { return "Trilu"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  TriluConfig cfg_;
   cl::Kernel kernel_;
 };
 

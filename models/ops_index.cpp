@@ -1,5 +1,5 @@
 // ONNX index ops mapped onto layers/index.hpp: ScatterElements, ScatterND, GatherND, OneHot, Hardmax,
-// Einsum, MaxUnpool; and NonZero, folded on the host at load. Inputs that decide an output shape must be
+// Einsum, MaxUnpool, Trilu; and NonZero, folded on the host at load. Inputs that decide an output shape must be
 // known at load (OneHot's depth, MaxUnpool's output_shape, NonZero's data, whose values are the output);
 // indices and updates are ordinary data. Indices known at load are range-checked then, so an
 // out-of-range one is an error naming the node rather than the kernels' skip / zero.
@@ -135,6 +135,46 @@ std::unique_ptr<NodeKernel> lower_hardmax(LowerCtx& c) {
   return wrap(Hardmax::create(c.ctx, c.device, k), c);
 }
 
+// ---------------------------------------------------------------- Trilu
+// Inputs X and optional k (an int64 scalar, load time: it picks the kernel's mask). A constant X (the
+// causal masks PyTorch exports as torch.triu / tril of a constant) folds on the host.
+TriluConfig trilu_cfg(const Node& n, const Shape& x, DType dt, const HostTensor* k) {
+  TriluConfig t{x, dt, 0, n.attr_i("upper", 1) != 0};
+  if (k) {
+    if (k->numel() != 1) fail("{}: input k must hold one value, got shape {}", n.describe(), k->shape().str());
+    t.k = to_ints(*k)[0];
+  }
+  return t;
+}
+void infer_trilu(InferCtx& c) {
+  const HostTensor* k = c.has_input(1) ? &c.constant(1, "k") : nullptr;
+  if (k && k->dtype() != DType::i64) c.error("input k must be int64, got {}", to_string(k->dtype()));
+  auto t = trilu_cfg(c.node, c.shape(0), c.input(0).dtype, k);
+  c.set(0, t.dtype, checked(c, [&] { return Trilu::validate(t); }));
+}
+std::unique_ptr<NodeKernel> lower_trilu(LowerCtx& c) {
+  const HostTensor* k = c.value.size() > 1 ? c.value[1] : nullptr;
+  return wrap(Trilu::create(c.ctx, c.device, trilu_cfg(c.node, c.in[0].shape.to_shape(), c.in[0].dtype, k)), c, {0});
+}
+std::vector<HostTensor> fold_trilu(const InferCtx& c) {
+  const HostTensor& x = c.constant(0, "input");
+  const HostTensor* k = c.has_input(1) ? &c.constant(1, "k") : nullptr;
+  const TriluConfig t = trilu_cfg(c.node, x.shape(), x.dtype(), k);
+  if (x.shape().rank() < 2) c.error("input must have rank >= 2, got shape {}", x.shape().str());
+  const Shape& s = x.shape();
+  const int64_t n = s[s.rank() - 2], m = s[s.rank() - 1];
+  const size_t es = dtype_size(x.dtype());
+  HostTensor y(x.dtype(), s);
+  auto* dst = static_cast<unsigned char*>(y.data());
+  const auto* src = static_cast<const unsigned char*>(x.data());
+  for (int64_t e = 0; e < s.numel(); ++e) {
+    const int64_t d = e % m - (e / m) % n;
+    const bool keep = t.upper ? d >= t.k : d <= t.k;
+    for (size_t b = 0; b < es; ++b) dst[e * es + b] = keep ? src[e * es + b] : 0;
+  }
+  return {y};
+}
+
 // ---------------------------------------------------------------- Einsum
 void infer_einsum(InferCtx& c) {
   EinsumConfig k{c.node.attr_s("equation", ""), {}, c.input(0).dtype};
@@ -221,10 +261,11 @@ const OpRegistration kIndexOps{
      .const_inputs = {2},
      .infer = infer_max_unpool,
      .lower = lower_max_unpool},
+    {.type = "Trilu", .since = 14, .family = "index", .const_inputs = {1}, .infer = infer_trilu, .lower = lower_trilu},
     {.type = "NonZero", .since = 9, .family = "index", .const_inputs = {0}, .infer = infer_non_zero},
 };
 
-const FolderRegistration kIndexFolders{{"NonZero", fold_non_zero}};
+const FolderRegistration kIndexFolders{{"NonZero", fold_non_zero}, {"Trilu", fold_trilu}};
 
 }  // namespace
 }  // namespace cldl::graph

@@ -4,8 +4,8 @@
 // (every axis, integer and float indices, out of range), Hardmax (every axis, ties, f64), Einsum
 // (matmul, batch matmul, diagonal, trace, sums, transposes, ellipsis, implicit output, 3 inputs, f64 /
 // i32), MaxUnpool (1-D to 3-D, output_shape, repeated indices, MaxPool -> MaxUnpool in a graph) and
-// NonZero (folded at load; a runtime input is an error naming the node). Odd shapes, batch 1, bad input.
-// Tolerance: exact, except Einsum in f32 (1e-5 relative + 1e-5 absolute).
+// NonZero (folded at load; a runtime input is an error naming the node), Trilu (kernel and host fold). Odd shapes,
+// batch 1, bad input. Tolerance: exact, except Einsum in f32 (1e-5 relative + 1e-5 absolute).
 #include <cmath>
 #include <random>
 
@@ -534,6 +534,63 @@ TEST_SUITE("index") {
       REQUIRE(y.shape() == Shape(od));
       check_near(std::vector<float>(y.as<float>(), y.as<float>() + y.numel()), want);
     }
+  }
+
+  TEST_CASE("Trilu: upper and lower, k across and beyond the matrix, batches, any dtype") {
+    for (const Shape& s : {Shape{5, 7}, Shape{3, 6, 4}, Shape{2, 1, 3, 3}, Shape{1, 1}, Shape{4, 1}}) {
+      auto x = small_ints(size_t(s.numel()), 9);
+      Tensor dx = up(x, s);
+      for (bool upper : {true, false})
+        for (int64_t k : {int64_t(0), int64_t(1), int64_t(-1), int64_t(2), int64_t(-3), int64_t(9), int64_t(-9)}) {
+          CAPTURE(s.str());
+          CAPTURE(upper);
+          CAPTURE(k);
+          TriluConfig cfg{s, DType::f32, k, upper};
+          REQUIRE(Trilu::validate(cfg) == s);
+          check_near(down<float>(run_op(*Trilu::create(ctx(), 0, cfg), {dx}, s)), ref::trilu(dbl(x), s.dims, k, upper));
+        }
+    }
+    {  // i64 and bool storage: moved as bits
+      const Shape s{3, 4};
+      std::vector<int64_t> v(12);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t(i) * 1000000007LL - 5;
+      Tensor dv = ctx().upload(HostTensor::from<int64_t>(s, std::span<const int64_t>(v)));
+      Tensor y = ctx().alloc(s, DType::i64);
+      auto op = Trilu::create(ctx(), 0, {s, DType::i64, 1, false});
+      ExecutionContext ec(ctx().queue());
+      op->enqueue(std::vector<Tensor>{dv}, std::vector<Tensor>{y}, nullptr, ec);
+      HostTensor h = ctx().download(y);
+      for (int64_t i = 0; i < 12; ++i) CHECK(h.as<int64_t>()[i] == (i % 4 - i / 4 <= 1 ? v[size_t(i)] : 0));
+    }
+    expect_invalid([] { Trilu::validate({Shape{5}, DType::f32, 0, true}); }, {"Trilu", "rank >= 2"});
+  }
+
+  TEST_CASE("Trilu in a graph: a constant input folds at load, a runtime input runs the kernel; k must be known") {
+    using namespace graph;
+    const Shape s{2, 4, 5};
+    auto xv = small_ints(size_t(s.numel()), 7);
+    std::vector<float> xf(xv.begin(), xv.end());
+    const std::vector<int64_t> kv{-1};
+    for (bool constant : {true, false}) {
+      CAPTURE(constant);
+      GraphBuilder b("trilu");
+      auto rt = b.input("x", DType::f32, s);
+      auto x = constant ? b.constant("c", HostTensor::from<float>(s, std::span<const float>(xf))) : rt;
+      auto k = b.constant("k", HostTensor::from<int64_t>(Shape{}, std::span<const int64_t>(kv)));
+      b.output(b.op1("Trilu", {x, k}, {{"upper", int64_t(0)}}), "y");
+      b.output(b.op1("Identity", {rt}), "z");
+      auto out = run_graph(b.build(), {{"x", HostTensor::from<float>(s, std::span<const float>(xf))}});
+      const HostTensor& y = out.at("y");
+      REQUIRE(y.shape() == s);
+      check_near(std::vector<float>(y.as<float>(), y.as<float>() + y.numel()), ref::trilu(dbl(xv), s.dims, -1, false));
+    }
+    GraphBuilder b("trilu_k_runtime");
+    auto x = b.input("x", DType::f32, s);
+    auto k = b.input("k", DType::i64, Shape{});
+    b.output(b.op1("Trilu", {x, k}), "y");
+    std::string m = error_of([&] { compile_graph(b.build()); });
+    CHECK(m.find("Trilu") != std::string::npos);
+    CHECK(m.find("'k'") != std::string::npos);
   }
 
   TEST_CASE("NonZero folds a constant input at load; a runtime input is an error naming the node") {

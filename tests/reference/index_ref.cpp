@@ -105,6 +105,16 @@ std::vector<double> one_hot(const std::vector<double>& idx, const Dims& id, int6
   return out;
 }
 
+std::vector<double> trilu(const std::vector<double>& x, const Dims& d, int64_t k, bool upper) {
+  std::vector<double> out(x.size(), 0.0);
+  const int64_t rows = d[d.size() - 2], cols = d[d.size() - 1];
+  for (int64_t p = 0; p < numel(d); ++p) {
+    const int64_t row = (p / cols) % rows, col = p % cols;
+    if (upper ? col - row >= k : col - row <= k) out[size_t(p)] = x[size_t(p)];
+  }
+  return out;
+}
+
 std::vector<double> hardmax(const std::vector<double>& x, const Dims& d, int axis) {
   std::vector<double> out(x.size(), 0.0);
   Dims lines = d;

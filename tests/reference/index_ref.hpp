@@ -1,5 +1,5 @@
 // Plain C++ references for the index ops (ScatterElements, ScatterND, GatherND, OneHot, Hardmax, Einsum,
-// MaxUnpool, NonZero), written from the ONNX spec for clarity, in double, independent of the kernels.
+// MaxUnpool, NonZero, Trilu), written from the ONNX spec for clarity, in double, independent of the kernels.
 // Values are doubles, indices int64 (negative counts from the end; out-of-range ones are skipped by the
 // scatters and read as 0 by GatherND, as the kernels define it).
 #pragma once
@@ -22,6 +22,8 @@ std::vector<double> gather_nd(const std::vector<double>& data, const Dims& d, co
 std::vector<double> one_hot(const std::vector<double>& idx, const Dims& id, int64_t depth, int axis, double off,
                             double on, Dims& od);
 std::vector<double> hardmax(const std::vector<double>& x, const Dims& d, int axis);
+// Each trailing [N, M] matrix: x where column - row >= k (upper) or <= k (lower), else 0.
+std::vector<double> trilu(const std::vector<double>& x, const Dims& d, int64_t k, bool upper);
 // Explicit or implicit equations with letters and '...'; loops over every combination of every label.
 std::vector<double> einsum(const std::string& equation, const std::vector<std::vector<double>>& xs,
                            const std::vector<Dims>& ds, Dims& od);
