@@ -33,14 +33,9 @@
 #define LOAD(p, i) vload_half((i), (__global const half*)(p))
 #define STORE(p, i, v) vstore_half_rte((v), (i), (__global half*)(p))
 #elif STORAGE == 2
-// bf16: the high half of an f32; stores round to nearest even, NaN stays a (quiet) NaN.
-inline ushort index_to_bf16(float f) {
-  uint u = as_uint(f);
-  if (isnan(f)) return (ushort)((u >> 16) | 0x40);
-  return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+// bf16: the high half of an f32; stores round to nearest even (cast_encode_bf16 of common.cl).
 #define LOAD(p, i) as_float((uint)(p)[i] << 16)
-#define STORE(p, i, v) ((p)[i] = index_to_bf16(v))
+#define STORE(p, i, v) ((p)[i] = cast_encode_bf16(v))
 #else
 #define LOAD(p, i) ((T_CALC)(p)[i])
 #define STORE(p, i, v) ((p)[i] = (T)(v))
