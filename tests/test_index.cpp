@@ -29,11 +29,7 @@ void check_near(const std::vector<float>& got, const std::vector<double>& want, 
 }
 
 std::vector<int64_t> random_indices(size_t n, int64_t lo, int64_t hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int64_t> u(lo, hi);
-  std::vector<int64_t> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
+  return random_ints<int64_t>(n, lo, hi, seed);
 }
 
 Tensor up_index(const std::vector<int64_t>& idx, const Shape& s, DType t) {

@@ -59,14 +59,6 @@ std::pair<int, int> range_of(DType t) {
   }
 }
 
-std::vector<int> random_ints(size_t n, int lo, int hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> u(lo, hi);
-  std::vector<int> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
 // Scales that make some quotients exact halves: powers of two and a few others.
 std::vector<float> random_scales(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

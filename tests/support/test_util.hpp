@@ -36,6 +36,16 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
   return v;
 }
 
+// n uniform integers in [lo, hi] (int, int64_t ...), seeded.
+template <typename I>
+std::vector<I> random_ints(size_t n, I lo, I hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<I> u(lo, hi);
+  std::vector<I> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
 inline HostTensor random_tensor(Shape s, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   HostTensor t(DType::f32, s);
   auto v = random_floats(static_cast<size_t>(t.numel()), seed, lo, hi);
