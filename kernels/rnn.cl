@@ -211,84 +211,107 @@ __kernel void gru_step_lbr0(RNN_COMMON_ARGS, int g_kind, float g_a, float g_b, _
 
 // ---------------------------------------------------------------------------------------------------
 // Register-blocked tile kernels (the default on CPU devices; layers/rnn.cpp "tiles" weight layout).
-// A work-item computes RNN_MR batch rows x 8 hidden units (one tile) for every gate of the cell: the
-// recurrent product h . R^T as a small register-blocked GEMM (per k: one float8 of weights per gate,
-// one broadcast h value per row, MR x G fmas on float8), fused with the biases, gate non-linearities
-// and the state update. Weights are re-laid out once at create into gate-interleaved tiles:
-//   Rt[n][k][g][u] = R[g*H + 8n + u][k]   (n: tile of 8 units, zero for 8n + u >= H)
-//   Wt[d][n][k][g][u] = W[d][g*H + 8n + u][k]
-// so each k step reads G*8 contiguous floats. Every output element accumulates with fma over k from 0,
+// A work-item computes RNN_MR batch rows x RNN_TW hidden units (one tile) for every gate of the cell:
+// the recurrent product h . R^T as a small register-blocked GEMM (per k: one vector of RNN_TW weights
+// per gate, one broadcast h value per row, MR x G fmas on those vectors), fused with the biases, gate
+// non-linearities and the state update. Weights are re-laid out once at create into gate-interleaved
+// tiles (TW = RNN_TW):
+//   Rt[n][k][g][u] = R[g*H + TW*n + u][k]   (n: tile of TW units, zero for TW*n + u >= H)
+//   Wt[d][n][k][g][u] = W[d][g*H + TW*n + u][k]
+// so each k step reads G*TW contiguous floats. Every output element accumulates with fma over k from 0,
 // then adds the bias (projection) and the recurrent sum, in this order, in all paths: the fused
 // sequential kernel (x_t W^T computed per step here) and the separate projection kernel give the same
-// bits. Units past H (last tile when H % 8 != 0) are computed on zero weights and never stored.
+// bits, whatever the tile width. Units past H (last tile when H % TW != 0) are computed on zero weights
+// and never stored.
+// RNN_TW is the tile width, the vector width of every tile kernel: 8 (float8: AVX2's ymm registers) or
+// 16 (float16: AVX-512's zmm, twice the FMA width; the host picks it where the device prefers float16).
 // ---------------------------------------------------------------------------------------------------
+#ifndef RNN_TW
+#define RNN_TW 8
+#endif
+#if RNN_TW == 8
+typedef float8 tvec;
+#define TVLOAD vload8
+#define TVSTORE vstore8
+#elif RNN_TW == 16
+typedef float16 tvec;
+#define TVLOAD vload16
+#define TVSTORE vstore16
+#else
+#error "RNN_TW must be 8 or 16"
+#endif
 #ifndef RNN_PMR
 #define RNN_PMR 4
 #endif
 
-inline float8 rnn_load8(__global const float* p, int n) {
-  if (n >= 8) return vload8(0, p);
-  float tmp[8];
-  for (int u = 0; u < 8; ++u) tmp[u] = u < n ? p[u] : 0.0f;
-  return vload8(0, tmp);
+inline tvec rnn_loadt(__global const float* p, int n) {
+  if (n >= RNN_TW) return TVLOAD(0, p);
+  float tmp[RNN_TW];
+  for (int u = 0; u < RNN_TW; ++u) tmp[u] = u < n ? p[u] : 0.0f;
+  return TVLOAD(0, tmp);
 }
 
-inline void rnn_store8(float8 v, __global float* p, int n) {
-  if (n >= 8) {
-    vstore8(v, 0, p);
+inline void rnn_storet(tvec v, __global float* p, int n) {
+  if (n >= RNN_TW) {
+    TVSTORE(v, 0, p);
     return;
   }
-  float tmp[8];
-  vstore8(v, 0, tmp);
+  float tmp[RNN_TW];
+  TVSTORE(v, 0, tmp);
   for (int u = 0; u < n; ++u) p[u] = tmp[u];
 }
 
 // Vector forms of the common gate activations; anything else element by element through cldl_act.
-inline float8 rnn_act8(int kind, float8 x, float a, float b) {
+inline tvec rnn_actt(int kind, tvec x, float a, float b) {
   if (kind == ACT_SIGMOID) return 1.0f / (1.0f + exp(-x));
   if (kind == ACT_TANH) return tanh(x);
-  float tmp[8];
-  vstore8(x, 0, tmp);
-  for (int u = 0; u < 8; ++u) tmp[u] = cldl_act(kind, tmp[u], a, b);
-  return vload8(0, tmp);
+  float tmp[RNN_TW];
+  TVSTORE(x, 0, tmp);
+  for (int u = 0; u < RNN_TW; ++u) tmp[u] = cldl_act(kind, tmp[u], a, b);
+  return TVLOAD(0, tmp);
 }
 
-inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x, -clip), clip) : x; }
+inline tvec rnn_clipt(tvec x, float clip) { return clip > 0.0f ? fmin(fmax(x, -clip), clip) : x; }
 
-// acc[r][g0 + g] += sum_k rows[r][k] * Wt[k][g0 + g][0..8) for NGP gates from g0, tile stride NGT*8 floats per k.
+// acc[r][g0 + g] += sum_k rows[r][k] * Wt[k][g0 + g][0..TW) for NGP gates from g0, tile stride NGT*TW floats per k.
 // The k loop unrolled by 4: a pass is only ~14 instructions per k, the loop overhead was measurable (PoCL, AVX2).
 #define RNN_TILE_ACC_PASS(acc, MR, NGP, g0, NGT, K, wt, rows)                                  \
   _Pragma("unroll 4") for (int k = 0; k < (K); ++k) {                                         \
-    float8 w_[NGP];                                                                            \
+    tvec w_[NGP];                                                                            \
     _Pragma("unroll") for (int g = 0; g < (NGP); ++g)                                          \
-      w_[g] = vload8(0, (wt) + (long)k * ((NGT) * 8) + ((g0) + g) * 8);                        \
+      w_[g] = TVLOAD(0, (wt) + (long)k * ((NGT) * RNN_TW) + ((g0) + g) * RNN_TW);                        \
     _Pragma("unroll") for (int r = 0; r < (MR); ++r) {                                         \
-      const float8 a_ = (float8)(rows[r][k]);                                                  \
+      const tvec a_ = (tvec)(rows[r][k]);                                                  \
       _Pragma("unroll") for (int g = 0; g < (NGP); ++g)                                        \
         acc[r][(g0) + g] = fma(a_, w_[g], acc[r][(g0) + g]);                                   \
     }                                                                                          \
   }
 
 // Gates per pass over k of a tile product of MR rows (1, 2, 4 or 8; NG a multiple of it): one pass's
-// accumulators (MR x gates float8) and weights must fit the vector registers. 4 rows x 4 gates (16
+// accumulators (MR x gates vectors) and weights must fit the vector registers. 4 rows x 4 gates (16
 // accumulators + 4 weights) do not fit AVX2's 16 ymm registers: LLVM spilled and shuffled inside the k
-// loop and the step ran ~1.7x slower than in two passes of 2 gates. So: at most 8 accumulators per pass.
+// loop and the step ran ~1.7x slower than in two passes of 2 gates. So: at most RNN_MAXACC accumulators
+// per pass, 8 with float8 tiles (16 ymm) and 16 with float16 tiles (AVX-512's 32 zmm: 4 rows x 4 gates
+// + 4 weights in one pass, each broadcast row value used for 4 FMAs).
 // RNN_GPASS forces one width for every kernel. Every split gives the same bits: each element still sums
 // over k from 0 in order.
+#ifndef RNN_MAXACC
+#define RNN_MAXACC (RNN_TW == 16 ? 16 : 8)
+#endif
 #ifdef RNN_GPASS
 #define RNN_GP(MR) (RNN_GPASS)
 #else
-#define RNN_GP(MR) ((MR) >= 8 ? 1 : (MR) >= 4 ? 2 : 4)
+#define RNN_GP(MR) ((MR) >= RNN_MAXACC ? 1 : 2 * (MR) >= RNN_MAXACC ? 2 : 4)
 #endif
-// acc[r][g] += sum_k rows[r][k] * Wt[k][g][0..8) for all NG gates of the tiles.
+// acc[r][g] += sum_k rows[r][k] * Wt[k][g][0..TW) for all NG gates of the tiles.
 #define RNN_TILE_ACC(acc, MR, NG, K, wt, rows)                                                 \
   _Pragma("unroll") for (int gp_ = 0; gp_ < (NG); gp_ += RNN_GP(MR))                           \
     RNN_TILE_ACC_PASS(acc, MR, RNN_GP(MR), gp_, NG, K, wt, rows)
 
 #define RNN_ZERO(acc, MR, NG)                            \
-  float8 acc[MR][NG];                                    \
+  tvec acc[MR][NG];                                    \
   _Pragma("unroll") for (int r = 0; r < (MR); ++r)       \
-    _Pragma("unroll") for (int g = 0; g < (NG); ++g) acc[r][g] = (float8)(0.0f);
+    _Pragma("unroll") for (int g = 0; g < (NG); ++g) acc[r][g] = (tvec)(0.0f);
 
 // Work-item setup of a step tile: tile n (units j0 .. j0 + nu), rows m0 .. m0 + RNN_MR of the batch;
 // per row its batch item (clamped to the last one: extra rows compute duplicates, never stored), its
@@ -296,9 +319,9 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
 #define RNN_STEP_TILE_PROLOGUE                                               \
   const int n = get_global_id(1);                                            \
   const int m0 = b0 + (int)get_global_id(0) * RNN_MR;                        \
-  const int j0 = n * 8;                                                      \
+  const int j0 = n * RNN_TW;                                                      \
   if (j0 >= H || m0 >= b0 + nb) return;                                      \
-  const int nu = min(8, H - j0);                                             \
+  const int nu = min(RNN_TW, H - j0);                                             \
   W += w_off;                                                                \
   bx += bx_off;                                                              \
   int rb[RNN_MR], rt[RNN_MR], rvalid[RNN_MR], rtr[RNN_MR];                   \
@@ -317,13 +340,13 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
     __global const float* xrow[RNN_MR];                                                                 \
     _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) xrow[r] =                                        \
         x + x_off + (long)rtr[r] * x_st + (long)rb[r] * x_sb;                                           \
-    RNN_TILE_ACC(xp, RNN_MR, NG, I, W + (long)n * I * (NG * 8), xrow)                            \
+    RNN_TILE_ACC(xp, RNN_MR, NG, I, W + (long)n * I * (NG * RNN_TW), xrow)                            \
     _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r)                                                  \
-      _Pragma("unroll") for (int g = 0; g < NG; ++g) xp[r][g] += rnn_load8(bx + g * H + j0, nu);        \
+      _Pragma("unroll") for (int g = 0; g < NG; ++g) xp[r][g] += rnn_loadt(bx + g * H + j0, nu);        \
   } else {                                                                                              \
     _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r)                                                  \
       _Pragma("unroll") for (int g = 0; g < NG; ++g) xp[r][g] =                                         \
-          rnn_load8(xw + xw_off + (long)rtr[r] * xw_st + (long)rb[r] * xw_sb + g * H + j0, nu);         \
+          rnn_loadt(xw + xw_off + (long)rtr[r] * xw_st + (long)rb[r] * xw_sb + g * H + j0, nu);         \
   }
 
 // Recurrent sums acc[r][g] of the NG gates, source rows src + off + b * sb.
@@ -332,7 +355,7 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
   if (!zero_prev) {                                                                                     \
     __global const float* hrow[RNN_MR];                                                                 \
     _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) hrow[r] = src + (src_off) + (long)rb[r] * (src_sb); \
-    RNN_TILE_ACC(acc, RNN_MR, NG, H, RT + (long)n * H * ((NG) * 8), hrow)                     \
+    RNN_TILE_ACC(acc, RNN_MR, NG, H, RT + (long)n * H * ((NG) * RNN_TW), hrow)                     \
   }
 
 // Per stored row r: batch item b, previous h, validity and time; Y / Y_h writes of the new h.
@@ -340,16 +363,16 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
   if (m0 + (r) >= b0 + nb) break;                                                        \
   const int b = m0 + (r);                                                                \
   const int valid = rvalid[r], t = rt[r];                                                \
-  const float8 h_prev = zero_prev ? (float8)(0.0f) : rnn_load8(hp + hp_off + (long)b * hp_sb + j0, nu);
+  const tvec h_prev = zero_prev ? (tvec)(0.0f) : rnn_loadt(hp + hp_off + (long)b * hp_sb + j0, nu);
 
 #define RNN_TILE_WRITE_H(hv)                                                            \
-  rnn_store8((hv), hn + hn_off + (long)b * H + j0, nu);                                 \
+  rnn_storet((hv), hn + hn_off + (long)b * H + j0, nu);                                 \
   if (has_y) {                                                                          \
     long yi = y_off + (long)s * y_st + (long)b * y_sb + j0;                             \
     if (valid) yi = y_off + (long)t * y_st + (long)b * y_sb + j0;                       \
-    rnn_store8(valid ? (hv) : (float8)(0.0f), Y + yi, nu);                              \
+    rnn_storet(valid ? (hv) : (tvec)(0.0f), Y + yi, nu);                              \
   }                                                                                     \
-  if (last && has_yh) rnn_store8((hv), Yh + yh_off + (long)b * yh_sb + j0, nu);
+  if (last && has_yh) rnn_storet((hv), Yh + yh_off + (long)b * yh_sb + j0, nu);
 
 // The LSTM tile step on the names of lstm_step_tile_m*'s arguments (the wave kernels below define them
 // per layer).
@@ -357,24 +380,24 @@ inline float8 rnn_clip8(float8 x, float clip) { return clip > 0.0f ? fmin(fmax(x
   RNN_STEP_TILE_PROLOGUE                                                                                                 \
   RNN_STEP_TILE_XPROJ(xp, 4)                                                                                             \
   RNN_STEP_TILE_DOT(acc, 4, hp, hp_off, hp_sb)                                                                     \
-  const float8 pi = has_p ? rnn_load8(P + j0, nu) : (float8)(0.0f);                                                      \
-  const float8 po = has_p ? rnn_load8(P + H + j0, nu) : (float8)(0.0f);                                                  \
-  const float8 pf = has_p ? rnn_load8(P + 2 * H + j0, nu) : (float8)(0.0f);                                              \
+  const tvec pi = has_p ? rnn_loadt(P + j0, nu) : (tvec)(0.0f);                                                      \
+  const tvec po = has_p ? rnn_loadt(P + H + j0, nu) : (tvec)(0.0f);                                                  \
+  const tvec pf = has_p ? rnn_loadt(P + 2 * H + j0, nu) : (tvec)(0.0f);                                              \
   _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) {                                                                   \
     RNN_TILE_ROW_PROLOGUE(r)                                                                                             \
-    const float8 c_prev = zero_c ? (float8)(0.0f) : rnn_load8(cp + cp_off + (long)b * cp_sb + j0, nu);                   \
-    float8 hv = h_prev, c = c_prev;                                                                                      \
+    const tvec c_prev = zero_c ? (tvec)(0.0f) : rnn_loadt(cp + cp_off + (long)b * cp_sb + j0, nu);                   \
+    tvec hv = h_prev, c = c_prev;                                                                                      \
     if (valid) {                                                                                                         \
-      const float8 gi = rnn_act8(f_kind, rnn_clip8(xp[r][0] + acc[r][0] + pi * c_prev, clip), f_a, f_b);                 \
-      const float8 gf = input_forget ? 1.0f - gi                                                                         \
-                                     : rnn_act8(f_kind, rnn_clip8(xp[r][2] + acc[r][2] + pf * c_prev, clip), f_a, f_b);  \
-      const float8 gc = rnn_act8(g_kind, rnn_clip8(xp[r][3] + acc[r][3], clip), g_a, g_b);                               \
+      const tvec gi = rnn_actt(f_kind, rnn_clipt(xp[r][0] + acc[r][0] + pi * c_prev, clip), f_a, f_b);                 \
+      const tvec gf = input_forget ? 1.0f - gi                                                                         \
+                                     : rnn_actt(f_kind, rnn_clipt(xp[r][2] + acc[r][2] + pf * c_prev, clip), f_a, f_b);  \
+      const tvec gc = rnn_actt(g_kind, rnn_clipt(xp[r][3] + acc[r][3], clip), g_a, g_b);                               \
       c = gf * c_prev + gi * gc;                                                                                         \
-      const float8 go = rnn_act8(f_kind, rnn_clip8(xp[r][1] + acc[r][1] + po * c, clip), f_a, f_b);                      \
-      hv = go * rnn_act8(h_kind, c, h_a, h_b);                                                                           \
+      const tvec go = rnn_actt(f_kind, rnn_clipt(xp[r][1] + acc[r][1] + po * c, clip), f_a, f_b);                      \
+      hv = go * rnn_actt(h_kind, c, h_a, h_b);                                                                           \
     }                                                                                                                    \
-    rnn_store8(c, cn + cn_off + (long)b * H + j0, nu);                                                                   \
-    if (last && has_yc) rnn_store8(c, Yc + yc_off + (long)b * yc_sb + j0, nu);                                           \
+    rnn_storet(c, cn + cn_off + (long)b * H + j0, nu);                                                                   \
+    if (last && has_yc) rnn_storet(c, Yc + yc_off + (long)b * yc_sb + j0, nu);                                           \
     RNN_TILE_WRITE_H(hv)                                                                                                 \
   }
 
@@ -469,10 +492,10 @@ RNN_LSTM_WAVE_TILE(lstm_wave_tile_m4)
   __kernel void name(int H, int I, int nrows, int nb, int b0, int t0, __global const float* x, long x_off,        \
                      long x_st, long x_sb, __global const float* Wt, long w_off, __global const float* bx,        \
                      long bx_off, __global float* xw, long xw_off, long xw_st, long xw_sb) {                      \
-    const int n = get_global_id(1), j0 = n * 8;                                                                   \
+    const int n = get_global_id(1), j0 = n * RNN_TW;                                                                   \
     const int q0 = (int)(get_global_id(2) * get_global_size(0) + get_global_id(0)) * RNN_PMR;                    \
     if (j0 >= H || q0 >= nrows) return;                                                                           \
-    const int nu = min(8, H - j0);                                                                                \
+    const int nu = min(RNN_TW, H - j0);                                                                                \
     __global const float* xrow[RNN_PMR];                                                                          \
     long orow[RNN_PMR];                                                                                           \
     _Pragma("unroll") for (int r = 0; r < RNN_PMR; ++r) {                                                         \
@@ -481,11 +504,11 @@ RNN_LSTM_WAVE_TILE(lstm_wave_tile_m4)
       orow[r] = xw_off + (long)t * xw_st + (long)b * xw_sb;                                                       \
     }                                                                                                             \
     RNN_ZERO(acc, RNN_PMR, NG)                                                                                    \
-    RNN_TILE_ACC(acc, RNN_PMR, NG, I, Wt + w_off + (long)n * I * (NG * 8), xrow)                           \
+    RNN_TILE_ACC(acc, RNN_PMR, NG, I, Wt + w_off + (long)n * I * (NG * RNN_TW), xrow)                           \
     _Pragma("unroll") for (int r = 0; r < RNN_PMR; ++r) {                                                         \
       if (q0 + r >= nrows) break;                                                                                 \
       _Pragma("unroll") for (int g = 0; g < NG; ++g)                                                              \
-        rnn_store8(acc[r][g] + rnn_load8(bx + bx_off + g * H + j0, nu), xw + orow[r] + g * H + j0, nu);          \
+        rnn_storet(acc[r][g] + rnn_loadt(bx + bx_off + g * H + j0, nu), xw + orow[r] + g * H + j0, nu);          \
     }                                                                                                             \
   }
 

@@ -13,7 +13,7 @@ namespace cldl {
 
 namespace {
 // One program holds every cell's kernels (activations are runtime arguments), so one build serves all.
-const ProgramVariants kRnnVariants("rnn.cl", {"-DRNN_KMAJOR=0", "-DRNN_KMAJOR=1"});
+const ProgramVariants kRnnVariants("rnn.cl", {"-DRNN_KMAJOR=0", "-DRNN_KMAJOR=1", "-DRNN_KMAJOR=0 -DRNN_TW=16"});
 
 // Tile kernels: batch rows per work-item of a step (1, 2 or 4: lstm_step_tile_m1/_m2/_m4). More rows
 // reuse each loaded weight more often; rows past the batch are computed for nothing, so small batches
@@ -44,6 +44,7 @@ std::string kernel_params_error(const RnnKernelParams& k, size_t max_wg) {
   if (k.layout < -1 || k.layout > 2)
     return fmt::format("kernel.layout must be -1 (auto), 0 (rows), 1 (k-major) or 2 (tiles), got {}", k.layout);
   if (!one_of(k.mr, {0, 1, 2, 4})) return fmt::format("kernel.mr must be 1, 2 or 4 (0 = auto), got {}", k.mr);
+  if (!one_of(k.tw, {0, 8, 16})) return fmt::format("kernel.tw must be 8 or 16 (0 = auto), got {}", k.tw);
   if (!one_of(k.pmr, {0, 1, 2, 4, 8})) return fmt::format("kernel.pmr must be 1, 2, 4 or 8 (0 = auto), got {}", k.pmr);
   if (!one_of(k.bt, {0, 1, 2, 4, 8})) return fmt::format("kernel.bt must be 1, 2, 4 or 8 (0 = auto), got {}", k.bt);
   for (auto [name, v] : {std::pair{"wg_m", k.wg_m}, {"wg_n", k.wg_n}, {"proj_wg", k.proj_wg}, {"local", k.local}})
@@ -210,10 +211,10 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   const Replica& r0 = l->replicas_.at(device);
   const RnnKernelParams& k = r0.kp;
   const int mr = k.mr > 0 ? k.mr : rnn_step_rows(cfg.batch);
-  l->algorithm_ = r0.tiles ? fmt::format("{}: register-blocked step kernel ({} batch rows x 8 units x {} gates per "
+  l->algorithm_ = r0.tiles ? fmt::format("{}: register-blocked step kernel ({} batch rows x {} units x {} gates per "
                                          "work-item, work-groups {}x{}; projection {} rows per work-item, groups of {}), "
                                          "weights in gate-interleaved tiles",
-                                         cell_name(cfg.cell), mr, cfg.gates(), k.wg_m, k.wg_n, k.pmr, k.proj_wg)
+                                         cell_name(cfg.cell), mr, k.tw, cfg.gates(), k.wg_m, k.wg_n, k.pmr, k.proj_wg)
                            : fmt::format("{}: fused step kernel{}, weights {} (work-groups of {} units, {} batch items per "
                                          "work-item)", cell_name(cfg.cell),
                                          cfg.cell == RnnCell::gru && !cfg.linear_before_reset ? " (gates + h: 2 kernels/step)" : "",
@@ -237,9 +238,12 @@ RnnKernelParams resolve_kernel_params(const RnnConfig& cfg, const DeviceInfo& in
     tuned = true;
   }
   // Weights: k-major for GPUs (coalesced: neighbouring work-items read neighbouring addresses);
-  // gate-interleaved tiles for CPUs and others (the register-blocked *_tile kernels: per k one float8
+  // gate-interleaved tiles for CPUs and others (the register-blocked *_tile kernels: per k one vector
   // of weights per gate, reused by mr batch rows).
   if (k.layout < 0) k.layout = info.type == DeviceType::gpu ? 1 : 2;
+  // Tile width = the vector width: float16 where the device prefers it (PoCL reports 16 with AVX-512,
+  // whose zmm registers do twice the FMAs of float8's ymm), float8 elsewhere.
+  if (k.tw == 0) k.tw = info.preferred_vector_float >= 16 ? 16 : 8;
   // Tiles: up to 8 row groups per work-group (they share the tile's weights in cache), one tile wide;
   // the projection in blocks of 16 row groups of 4 rows (64 rows of x stay cache-resident).
   if (k.wg_m == 0) k.wg_m = 8;
@@ -274,13 +278,14 @@ RnnLayer::TileWeights RnnLayer::tile_weights(int dev) {
   Replica& r = replica(dev);
   TileWeights t;
   if (!r.tiles) return t;
-  const int64_t NT = (cfg_.hidden_size + 7) / 8, G = cfg_.gates();
+  const int64_t TW = r.kp.tw, NT = (cfg_.hidden_size + TW - 1) / TW, G = cfg_.gates();
+  t.tw = r.kp.tw;
   t.W = r.W;
   t.RT = r.RT[0];
   t.bx = r.bx;
   t.P = r.P[0];
-  t.w_elems = NT * cfg_.input_size * G * 8;
-  t.rt_elems = NT * cfg_.hidden_size * G * 8;
+  t.w_elems = NT * cfg_.input_size * G * TW;
+  t.rt_elems = NT * cfg_.hidden_size * G * TW;
   return t;
 }
 
@@ -296,20 +301,20 @@ RnnLayer::Replica& RnnLayer::replica(int dev) {
   r.kp = resolve_kernel_params(cfg_, ctx_->device(dev).info, r.tuned);
   r.kmajor = r.kp.layout == 1;
   r.tiles = r.kp.layout == 2;
-  const int64_t G = cfg_.gates(), NT = (H + 7) / 8;
-  // Rows [G*H][K] of one direction -> tiles [NT][K][G][8] (zero past H).
+  const int64_t G = cfg_.gates(), TW = r.kp.tw, NT = (H + TW - 1) / TW;
+  // Rows [G*H][K] of one direction -> tiles [NT][K][G][TW] (zero past H).
   auto tile = [&](const float* src, int64_t K, float* dst) {
     for (int64_t n = 0; n < NT; ++n)
       for (int64_t k = 0; k < K; ++k)
         for (int64_t g = 0; g < G; ++g)
-          for (int64_t u = 0; u < 8; ++u) {
-            const int64_t j = n * 8 + u;
-            dst[((n * K + k) * G + g) * 8 + u] = j < H ? src[(g * H + j) * K + k] : 0.0f;
+          for (int64_t u = 0; u < TW; ++u) {
+            const int64_t j = n * TW + u;
+            dst[((n * K + k) * G + g) * TW + u] = j < H ? src[(g * H + j) * K + k] : 0.0f;
           }
   };
   if (r.tiles) {
-    std::vector<float> wt(size_t(D * NT * I * G * 8));
-    for (int64_t d = 0; d < D; ++d) tile(W_.data() + d * GH * I, I, wt.data() + d * NT * I * G * 8);
+    std::vector<float> wt(size_t(D * NT * I * G * TW));
+    for (int64_t d = 0; d < D; ++d) tile(W_.data() + d * GH * I, I, wt.data() + d * NT * I * G * TW);
     r.W = up(wt.data(), int64_t(wt.size()));
   } else if (r.kmajor) {
     std::vector<float> wt(W_.size());
@@ -323,7 +328,7 @@ RnnLayer::Replica& RnnLayer::replica(int dev) {
   for (int64_t d = 0; d < D; ++d) {
     std::vector<float> rt(R_.begin() + d * GH * H, R_.begin() + (d + 1) * GH * H);
     if (r.tiles) {
-      rt.assign(size_t(NT * H * G * 8), 0.0f);
+      rt.assign(size_t(NT * H * G * TW), 0.0f);
       tile(R_.data() + d * GH * H, H, rt.data());
     } else if (r.kmajor) {
       for (int64_t row = 0; row < GH; ++row)
@@ -337,6 +342,7 @@ RnnLayer::Replica& RnnLayer::replica(int dev) {
   // kRnnVariants registers (offline binaries, warm-up).
   std::string options = fmt::format("-DRNN_KMAJOR={}", int(r.kmajor));
   if (r.tiles && r.kp.pmr != 4) options += fmt::format(" -DRNN_PMR={}", r.kp.pmr);
+  if (r.tiles && r.kp.tw != 8) options += fmt::format(" -DRNN_TW={}", r.kp.tw);
   if (!r.tiles && r.kp.bt != 4) options += fmt::format(" -DRNN_BT={}", r.kp.bt);
   cl::Program prog = ctx_->program("rnn.cl", options, dev);
   switch (cfg_.cell) {
@@ -380,13 +386,13 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
   const int64_t D = cfg_.dirs(), GH = cfg_.gates() * cfg_.hidden_size, I = cfg_.input_size, DGH = D * GH;
   if (r.tiles) {
     // The register-blocked projection kernel, one launch per direction over all (t, b) rows.
-    const int64_t H = cfg_.hidden_size, NT = (H + 7) / 8, nrows = (t1 - t0) * nb;
+    const int64_t H = cfg_.hidden_size, TW = r.kp.tw, NT = (H + TW - 1) / TW, nrows = (t1 - t0) * nb;
     std::lock_guard lock(launch_mutex_);
     for (int64_t d = 0; d < D; ++d) {
       ArgSetter a{r.project};
       a(cl_int(H))(cl_int(I))(cl_int(nrows))(cl_int(nb))(cl_int(b0))(cl_int(t0));
       a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
-      a(r.W.buffer)(cl_long(r.W.offset_elems() + d * NT * I * cfg_.gates() * 8))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
+      a(r.W.buffer)(cl_long(r.W.offset_elems() + d * NT * I * cfg_.gates() * TW))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
       a(io.ws.buffer)(cl_long(io.ws.offset_elems() + d * GH))(cl_long(io.B * DGH))(cl_long(DGH));
       // Blocks of proj_wg row groups (16 x 4 rows of x by default: cache-resident) x all tiles, block after block.
       const size_t pmr = size_t(r.kp.pmr), groups = (size_t(nrows) + pmr - 1) / pmr,
@@ -439,6 +445,7 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
   // Work-groups along the hidden units (neighbouring units read neighbouring weights).
   const size_t lx = std::min<size_t>({size_t(r.kp.local), round_up(size_t(H), 8), std::max<size_t>(1, ctx_->device(dev).info.max_work_group_size)});
   const size_t mr = size_t(r.kp.mr > 0 ? r.kp.mr : rnn_step_rows(nb)), bt = size_t(r.kp.bt);
+  const int64_t TW = std::max(1, r.kp.tw);
   cl::Kernel step = r.tiles ? r.tile_steps[mr == 1 ? 0 : mr == 2 ? 1 : 2] : r.step;
   std::lock_guard lock(launch_mutex_);
   for (int64_t s = s0; s < s1; ++s) {
@@ -450,7 +457,7 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
       a(io.lens.buffer)(cl_long(io.lens.offset_elems()))(cl_int(fuse_input));
       a(io.ws.buffer)(cl_long(ws0 + d * GH))(cl_long(B * DGH))(cl_long(DGH));
       a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
-      const int64_t wd = r.tiles ? d * ((H + 7) / 8) * I * G * 8 : r.kmajor ? d * GH : d * GH * I;
+      const int64_t wd = r.tiles ? d * ((H + TW - 1) / TW) * I * G * TW : r.kmajor ? d * GH : d * GH * I;
       a(r.W.buffer)(cl_long(r.W.offset_elems() + wd))(cl_long(DGH))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
       a(r.RT[size_t(d)].buffer)(cl_int(zero_prev_h));
       if (first && has_h0)
@@ -466,7 +473,7 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
     const bool zero_h = first && !has_h0;
     // Tiles: dimension 0 = row groups of one tile (a work-group's items share the tile's weights in
     // cache), dimension 1 = tiles.
-    const size_t nt = size_t(H + 7) / 8, groups = (size_t(nb) + mr - 1) / mr,
+    const size_t nt = size_t((H + TW - 1) / TW), groups = (size_t(nb) + mr - 1) / mr,
                  tlx = std::min<size_t>(size_t(r.kp.wg_m), groups), tly = std::min<size_t>(size_t(r.kp.wg_n), nt);
     const cl::NDRange global = r.tiles ? cl::NDRange{round_up(groups, tlx), round_up(nt, tly)}
                                        : cl::NDRange{round_up(size_t(H), lx), (size_t(nb) + bt - 1) / bt};

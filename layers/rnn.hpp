@@ -65,7 +65,9 @@ struct RnnKernelParams {
   int layout = -1;   // weights: 0 ONNX rows, 1 k-major, 2 gate-interleaved tiles (LSTM only; GRU / RNN use rows)
   int mr = 0;        // tiles: batch rows per work-item of a step, 1, 2 or 4 (0: by the batch of each call)
   int wg_m = 0;      // tiles: row groups per work-group of a step (0: 8; at most the call's row groups)
-  int wg_n = 0;      // tiles: 8-unit tiles per work-group of a step (0: 1)
+  int wg_n = 0;      // tiles: tiles per work-group of a step (0: 1)
+  int tw = 0;        // tiles: tile width, hidden units per tile and vector width, 8 or 16 (0: 16 where the
+                     // device's preferred float vector width is 16 or more (AVX-512), else 8)
   int pmr = 0;       // tiles: rows per work-item of the projection, RNN_PMR 1, 2, 4 or 8 (0: 4)
   int proj_wg = 0;   // tiles: row groups per work-group of the projection (0: 16)
   int local = 0;     // rows / k-major: work-group size along the hidden units (0: 64)
@@ -161,6 +163,7 @@ class RnnLayer : public Op {
   struct TileWeights {
     Tensor W, RT, bx, P;
     int64_t w_elems = 0, rt_elems = 0;
+    int tw = 0;  // tile width (kernels/rnn.cl RNN_TW)
   };
   TileWeights tile_weights(int dev);
 

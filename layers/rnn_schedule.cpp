@@ -314,8 +314,10 @@ struct Scheduler {
       const RnnConfig& c = cfg(l);
       if (c.cell != RnnCell::lstm) return fmt::format("layer {} is {}; the wavefront kernels are LSTM's", l, to_string(c.cell));
       if (c.direction != RnnDirection::forward) return fmt::format("layer {} is not forward", l);
-      if (!layers[l]->tile_weights(dev < 0 ? device : dev).W.valid())
-        return fmt::format("layer {} does not use the tiles weight layout (the CPU default; CLDL_RNN_WEIGHT_LAYOUT=tiles)", l);
+      const int tw = layers[l]->tile_weights(dev < 0 ? device : dev).tw;
+      if (!tw) return fmt::format("layer {} does not use the tiles weight layout (the CPU default; CLDL_RNN_WEIGHT_LAYOUT=tiles)", l);
+      const int tw0 = layers[l0]->tile_weights(dev < 0 ? device : dev).tw;
+      if (tw != tw0) return fmt::format("layer {} has tiles {} units wide, layer {} {} (one wave kernel serves one width)", l, tw, l0, tw0);
     }
     return {};
   }
@@ -386,7 +388,7 @@ struct Scheduler {
       t[19] = bits(c.clip);
       t[20] = c.input_forget;
       t[21] = t[22] = -1;
-      max_nt = std::max(max_nt, (H + 7) / 8);
+      max_nt = std::max(max_nt, (H + tw[l].tw - 1) / tw[l].tw);
     }
     // Projected form: per layer xw [T][B][4H] and, below the top, Y [T][B][H], after the states.
     const int64_t lag = wp.lag;
@@ -437,10 +439,12 @@ struct Scheduler {
       fail("RNN wavefront: its weight, table and state buffers must start at offset 0");
     const size_t mr = size_t(wp.mr);
     const std::string kname = fmt::format("lstm_wave_tile_m{}", mr);
-    auto kit = state.kernels.find(kname + fmt::format(" d{}", dev));
+    // The layers' tile width (wave_unsupported checked that they share one); the options as the layers build them.
+    const std::string options = tw[0].tw != 8 ? fmt::format("-DRNN_KMAJOR=0 -DRNN_TW={}", tw[0].tw) : "-DRNN_KMAJOR=0";
+    const std::string kkey = fmt::format("{} d{} tw{}", kname, dev, tw[0].tw);
+    auto kit = state.kernels.find(kkey);
     if (kit == state.kernels.end())
-      kit = state.kernels.emplace(kname + fmt::format(" d{}", dev),
-                                  make_kernel(ctx.program("rnn.cl", "-DRNN_KMAJOR=0", dev), kname.c_str())).first;
+      kit = state.kernels.emplace(kkey, make_kernel(ctx.program("rnn.cl", options, dev), kname.c_str())).first;
     cl::Kernel& k = kit->second;
     const Tensor& y = g.y.valid() ? g.y : st;
     set_args(k, cl_int(0), cl_int(lag), cl_int(T), cl_int(B), g.lens.buffer, cl_long(g.lens.offset_elems()), g.x.buffer,

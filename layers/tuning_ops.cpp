@@ -248,8 +248,10 @@ std::string rnn_problem(const RnnConfig& c) {
 Space rnn_space(const DeviceInfo& info, const RnnConfig& c) {
   const bool cpu = info.type == DeviceType::cpu;
   Space s;
-  // layout 2 (tiles: mr, wg_m, wg_n, pmr, proj_wg) exists for LSTM; 0 / 1 (rows, k-major: local, bt).
+  // layout 2 (tiles: tw, mr, wg_m, wg_n, pmr, proj_wg) exists for LSTM; 0 / 1 (rows, k-major: local, bt).
   s.dims.push_back({"layout", c.cell == RnnCell::lstm ? std::vector<int64_t>{2, 0, 1} : std::vector<int64_t>{0, 1}});
+  // The device's preferred width first (the heuristic's), the other one second.
+  s.dims.push_back({"tw", info.preferred_vector_float >= 16 ? std::vector<int64_t>{16, 8} : std::vector<int64_t>{8, 16}});
   s.dims.push_back({"mr", {1, 2, 4}});
   s.dims.push_back({"wg_m", {1, 2, 4, 8, 16}});
   s.dims.push_back({"wg_n", {1, 2, 4, 8}});
@@ -287,7 +289,7 @@ std::string rnn_invalid(const DeviceInfo& info, const RnnConfig& c, const Params
 }
 
 Params rnn_params(const RnnKernelParams& k, int64_t batch) {
-  return {{"layout", k.layout}, {"mr", k.mr > 0 ? k.mr : rnn_step_rows(batch)},
+  return {{"layout", k.layout}, {"tw", k.tw}, {"mr", k.mr > 0 ? k.mr : rnn_step_rows(batch)},
           {"wg_m", k.wg_m},     {"wg_n", k.wg_n},
           {"pmr", k.pmr},       {"proj_wg", k.proj_wg},
           {"local", k.local},   {"bt", k.bt}};
@@ -295,6 +297,7 @@ Params rnn_params(const RnnKernelParams& k, int64_t batch) {
 
 void rnn_apply(const Params& p, RnnKernelParams& k) {
   if (k.layout < 0) k.layout = int(get(p, "layout", -1));
+  if (k.tw == 0) k.tw = int(get(p, "tw", 0));
   if (k.mr == 0) k.mr = int(get(p, "mr", 0));
   if (k.wg_m == 0) k.wg_m = int(get(p, "wg_m", 0));
   if (k.wg_n == 0) k.wg_n = int(get(p, "wg_n", 0));
@@ -309,13 +312,14 @@ Params rnn_relevant(const RnnConfig& c, const Params& p) {
   if (get(p, "layout", 0) == 2) {
     for (const char* k : {"local", "bt"}) r.erase(k);
     // The step launches min(wg_m, row groups) x min(wg_n, tiles); the projection min(proj_wg, its row groups).
-    const int64_t mr = get(p, "mr", 1), groups = (c.batch + mr - 1) / mr, nt = (c.hidden_size + 7) / 8;
+    const int64_t mr = get(p, "mr", 1), groups = (c.batch + mr - 1) / mr, tw = get(p, "tw", 8),
+                  nt = (c.hidden_size + tw - 1) / tw;
     const int64_t pmr = get(p, "pmr", 4), pgroups = (c.seq_length * c.batch + pmr - 1) / pmr;
     if (r.count("wg_m")) r["wg_m"] = std::min(r["wg_m"], groups);
     if (r.count("wg_n")) r["wg_n"] = std::min(r["wg_n"], nt);
     if (r.count("proj_wg")) r["proj_wg"] = std::min(r["proj_wg"], pgroups);
   } else {
-    for (const char* k : {"mr", "wg_m", "wg_n", "pmr", "proj_wg"}) r.erase(k);
+    for (const char* k : {"tw", "mr", "wg_m", "wg_n", "pmr", "proj_wg"}) r.erase(k);
     if (r.count("local")) r["local"] = std::min<int64_t>(r["local"], (c.hidden_size + 7) / 8 * 8);
   }
   return r;

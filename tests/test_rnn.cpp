@@ -326,26 +326,32 @@ TEST_CASE("LSTM tile kernels on odd shapes: H not a multiple of 8, batch 1, 3 an
     }
 }
 
-TEST_CASE("LSTM tile knobs give the same results: rows per work-item, projection rows, work-groups") {
-  // The k loops run in passes of 1, 2 or 4 gates by the rows per work-item (kernels/rnn.cl RNN_GP): every
-  // combination must keep the per-element order, so every strategy still matches sequential.
+TEST_CASE("LSTM tile knobs give the same results: tile width, rows per work-item, projection rows, work-groups") {
+  // The k loops run in passes of 1, 2 or 4 gates by the rows per work-item and the tile width
+  // (kernels/rnn.cl RNN_GP): every combination must keep the per-element order, so every strategy still
+  // matches sequential. H = 19: a partial last tile at both widths (8 + 8 + 3, 16 + 3).
   Case c = make_case(RnnCell::lstm, RnnDirection::bidirectional, 5, 9, 13, 19, 1400);
   c.w.P = test::random_tensor({2, 3 * 19}, 1407);
   c.cfg.kernel.layout = 2;
   const Got want = run(ctx(), c, RnnStrategy::sequential);
   check_vs_reference(c, want);
-  for (int mr : {1, 2, 4})
-    for (int pmr : {1, 2, 4, 8}) {
-      CAPTURE(mr);
-      CAPTURE(pmr);
-      Case k = c;
-      k.cfg.kernel.mr = mr;
-      k.cfg.kernel.pmr = pmr;
-      k.cfg.kernel.wg_m = 3;
-      k.cfg.kernel.proj_wg = 5;
-      check_same(run(ctx(), k, RnnStrategy::time_parallel), want);
-      check_same(run(ctx(), k, RnnStrategy::sequential), want);
-    }
+  for (int tw : {8, 16})
+    for (int mr : {1, 2, 4})
+      for (int pmr : {1, 2, 4, 8}) {
+        CAPTURE(tw);
+        CAPTURE(mr);
+        CAPTURE(pmr);
+        Case k = c;
+        k.cfg.kernel.tw = tw;
+        k.cfg.kernel.mr = mr;
+        k.cfg.kernel.pmr = pmr;
+        k.cfg.kernel.wg_m = 3;
+        k.cfg.kernel.proj_wg = 5;
+        const Got tp = run(ctx(), k, RnnStrategy::time_parallel);
+        CHECK(tp.algorithm.find(fmt::format("x {} units", tw)) != std::string::npos);
+        check_same(tp, want);
+        check_same(run(ctx(), k, RnnStrategy::sequential), want);
+      }
 }
 
 TEST_CASE("GRU linear_before_reset 0 and 1, batch 1, no initial state, no sequence_lens") {
@@ -498,6 +504,21 @@ TEST_CASE("wavefront: stacks of forward LSTM layers equal sequential and the com
     CHECK(a.algorithm.find("wavefront") != std::string::npos);
     CHECK(a.algorithm.find("(auto: ") != std::string::npos);
     check_same(a, seq);
+    // Both tile widths (the device's heuristic picks one of them; the wave kernel is built for the
+    // layers' width), fused and projected.
+    for (int tw : {8, 16}) {
+      CAPTURE(tw);
+      std::vector<RnnConfig> cfgs = sc.cfgs;
+      for (auto& cf : cfgs) cf.kernel.tw = tw;
+      auto wide = RnnStack::create(ctx(), 0, cfgs, sc.ws);
+      RnnRunOptions w;
+      w.strategy = RnnStrategy::wavefront;
+      for (int lag : {1, 3}) {
+        CAPTURE(lag);
+        w.wave.lag = lag;
+        check_same(sc.run(ctx(), *wide, w), seq);
+      }
+    }
   }
 }
 
@@ -541,6 +562,21 @@ TEST_CASE("wavefront refuses what it cannot run, and auto then picks another str
     FAIL("no error");
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("mr must be 1, 2 or 4") != std::string::npos);
+  }
+  // Two LSTM layers with different tile widths: one wave kernel cannot serve both.
+  cfgs.push_back(cfgs[0]);
+  cfgs[1].input_size = 5;
+  ws.push_back(make_case(RnnCell::lstm, RnnDirection::forward, T, B, 5, 5, 980, false, false).w);
+  cfgs[0].kernel.tw = 8;
+  cfgs[1].kernel.tw = 16;
+  auto mixed = RnnStack::create(ctx(), 0, cfgs, ws);
+  o.wave.mr = 0;
+  try {
+    ExecutionContext ec4(ctx().queue());
+    mixed->enqueue(io, o, ec4);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("layer 1 has tiles 16 units wide, layer 0 8") != std::string::npos);
   }
 }
 

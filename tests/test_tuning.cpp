@@ -443,7 +443,7 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   c.cell = RnnCell::gru, c.linear_before_reset = true, c.direction = RnnDirection::bidirectional;
   CHECK(rnn_problem(c) == "GRU b32 i512 h512 d2 lbr");
 
-  const Params p{{"layout", 2}, {"mr", 2}, {"wg_m", 4}, {"wg_n", 2}, {"pmr", 8},
+  const Params p{{"layout", 2}, {"tw", 16}, {"mr", 2}, {"wg_m", 4}, {"wg_n", 2}, {"pmr", 8},
                  {"proj_wg", 32}, {"local", 16}, {"bt", 1}};
   Database db = Database::parse(R"({"format": "cldl-tuning-1", "entries": []})", "x");
   db.entry_for({"cpu", "V", "N", "D", "*"}).kernels["rnn_step"]["LSTM b32 i512 h512 d1"] = Tuned{p, 12.5, 20.25};
@@ -458,6 +458,7 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   k.mr = 4;  // explicit: kept
   rnn_apply(t.params, k);
   CHECK(k.layout == 2);
+  CHECK(k.tw == 16);
   CHECK(k.mr == 4);
   CHECK(k.wg_m == 4);
   CHECK(k.wg_n == 2);
@@ -465,8 +466,8 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   CHECK(k.proj_wg == 32);
   CHECK(k.local == 16);
   CHECK(k.bt == 1);
-  CHECK(rnn_params(k, 32) == Params{{"layout", 2}, {"mr", 4}, {"wg_m", 4}, {"wg_n", 2}, {"pmr", 8}, {"proj_wg", 32},
-                                    {"local", 16}, {"bt", 1}});
+  CHECK(rnn_params(k, 32) == Params{{"layout", 2}, {"tw", 16}, {"mr", 4}, {"wg_m", 4}, {"wg_n", 2}, {"pmr", 8},
+                                    {"proj_wg", 32}, {"local", 16}, {"bt", 1}});
   k.mr = 0;  // auto: the heuristic's rows for the batch
   CHECK(rnn_params(k, 1).at("mr") == 1);
   CHECK(rnn_params(k, 5).at("mr") == 2);
