@@ -1,9 +1,17 @@
 #!/usr/bin/env python3
 """ONNX Runtime peer for `cldl bench attention`: times the CPU Attention op (opset 23) or, when this
 onnxruntime lacks it, the equivalent MatMul-Softmax-MatMul graph, on the cases given as BxSxHxDxCAUSAL.
-Prints one JSON object per case: {"case", "min_ms", "median_ms", "max_ms", "runs", "note"}."""
+Prints one JSON object per case: {"case", "min_ms", "median_ms", "max_ms", "runs", "note"}.
+
+--serve (what `cldl bench attention` uses): builds every case's session and does the warm-ups, prints
+{"ready": true, "cases": ["BxSxHxDxCAUSAL", ...], "names": {case: name}, "notes": {case: note}}, then reads stdin lines:
+`run BxSxHxDxCAUSAL` runs that case once and prints {"case": ..., "ms": wall ms, "cpu_ms": process cpu ms};
+`quit` or EOF ends it, so cldl times the peer round by round between its own runs. Serve mode turns ONNX
+Runtime's intra-op spinning off (session.intra_op.allow_spinning = 0): spinning threads would steal the
+cores from the cldl run that follows."""
 import argparse
 import json
+import sys
 import time
 
 import numpy as np
@@ -42,28 +50,74 @@ def matmul_softmax_model(b, s, h, d, causal):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def build(c, opts):
+    """The session of case `c` (BxSxHxDxCAUSAL), its feeds, and which graph it runs."""
+    b, s, h, d, causal = (int(x) for x in c.split("x"))
+    feeds = {n: np.random.rand(b, h, s, d).astype(np.float32) for n in ("Q", "K", "V")}
+    note = "Attention op (opset 23)"
+    try:
+        sess = ort.InferenceSession(attention_model(b, s, h, d, causal).SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+        sess.run(None, feeds)
+    except Exception:  # older onnxruntime: no Attention kernel
+        note = "MatMul-Softmax-MatMul graph"
+        sess = ort.InferenceSession(matmul_softmax_model(b, s, h, d, causal).SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+    return sess, feeds, note
+
+
+def case_name(c):
+    b, s, h, d, causal = (int(x) for x in c.split("x"))
+    return f"B={b} S={s} H={h} D={d}" + (" causal" if causal else "")
+
+
+def serve(a, opts):
+    # Idle intra-op threads sleep instead of spinning after each run: the next run on these cores is cldl's.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sessions, notes = {}, {}
+    for c in a.cases:
+        sess, feeds, note = build(c, opts)
+        for _ in range(a.warmup):
+            sess.run(None, feeds)
+        sessions[c] = (sess, feeds)
+        notes[c] = (f"onnxruntime {ort.__version__} {note}, {opts.intra_op_num_threads or 'default'} threads, "
+                    f"intra-op spinning off (serve mode)")
+    print(json.dumps({"ready": True, "cases": list(sessions), "names": {c: case_name(c) for c in sessions},
+                      "notes": notes}), flush=True)
+    for line in iter(sys.stdin.readline, ""):
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "quit":
+            break
+        if words[0] != "run" or len(words) != 2 or words[1] not in sessions:
+            print(json.dumps({"error": f"unknown request '{line.strip()}'"}), flush=True)
+            continue
+        sess, feeds = sessions[words[1]]
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        ms = (time.perf_counter() - t0) * 1e3
+        print(json.dumps({"case": words[1], "ms": ms, "cpu_ms": (time.process_time() - c0) * 1e3}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", nargs="+")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = ORT default)")
+    ap.add_argument("--serve", action="store_true",
+                    help="build the cases, warm up, then run `run BxSxHxDxCAUSAL` lines from stdin (see above)")
     a = ap.parse_args()
     opts = ort.SessionOptions()
     if a.threads:
         opts.intra_op_num_threads = a.threads
+    if a.serve:
+        serve(a, opts)
+        return
     for c in a.cases:
-        b, s, h, d, causal = (int(x) for x in c.split("x"))
-        feeds = {n: np.random.rand(b, h, s, d).astype(np.float32) for n in ("Q", "K", "V")}
-        note = "Attention op (opset 23)"
-        try:
-            sess = ort.InferenceSession(attention_model(b, s, h, d, causal).SerializeToString(), opts,
-                                        providers=["CPUExecutionProvider"])
-            sess.run(None, feeds)
-        except Exception:  # older onnxruntime: no Attention kernel
-            note = "MatMul-Softmax-MatMul graph"
-            sess = ort.InferenceSession(matmul_softmax_model(b, s, h, d, causal).SerializeToString(), opts,
-                                        providers=["CPUExecutionProvider"])
+        sess, feeds, note = build(c, opts)
         for _ in range(a.warmup):
             sess.run(None, feeds)
         ms = []
@@ -76,7 +130,7 @@ def main():
         ms.sort()
         n = len(ms)
         med = ms[n // 2] if n % 2 else 0.5 * (ms[n // 2 - 1] + ms[n // 2])
-        name = f"B={b} S={s} H={h} D={d}" + (" causal" if causal else "")
+        name = case_name(c)
         print(json.dumps({"case": name, "min_ms": ms[0], "median_ms": med, "max_ms": ms[-1], "runs": n,
                           "note": f"onnxruntime {ort.__version__} {note}, {opts.intra_op_num_threads or 'default'} threads,"
                                   f" cpu {cpu_ms:.1f} ms/run"}),

@@ -6,12 +6,18 @@ an ONNX model (LSTM nodes joined by Squeeze of the direction axis) and timed wit
     python3 tools/bench/rnn_onnxruntime.py [--runs 5] [--warmup 1] [--threads N] [--quick] [--json]
                                            [--case T,B,I,H,L ...]
 
-`cldl bench rnn` runs it in the same run (--no-compare skips it) with --json, --threads 2 and one --case
-per configuration it times, and prints its lines next to its own.
+`cldl bench rnn` runs it in the same run (--no-compare skips it) in --serve mode, with --threads 2 and one
+--case per configuration it times: the script builds every case's session and does the warm-ups, prints
+{"ready": true, "cases": ["T,B,I,H,L", ...], "names": {case: name}, "notes": {case: note}}, then reads stdin lines: `run T,B,I,H,L`
+runs that case once and prints {"case": "T,B,I,H,L", "ms": wall ms, "cpu_ms": process cpu ms}; `quit` or
+EOF ends it. So cldl times the peer round by round between its own runs. Serve mode turns ONNX Runtime's
+intra-op spinning off (session.intra_op.allow_spinning = 0): spinning threads would steal the cores from
+the cldl run that follows. Without --serve it times --runs runs per case itself (--json: one line each).
 """
 import argparse
 import json
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -55,12 +61,17 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--case", action="append", default=[], metavar="T,B,I,H,L",
                     help="only these configurations (repeatable); default: the issue's four")
+    ap.add_argument("--serve", action="store_true",
+                    help="build the cases, warm up, then run `run T,B,I,H,L` lines from stdin (see above)")
     a = ap.parse_args()
     rng = np.random.default_rng(1)
     so = ort.SessionOptions()
     if a.threads:
         so.intra_op_num_threads = a.threads
     cases = [tuple(int(v) for v in c.split(",")) for c in a.case] or (QUICK if a.quick else CASES)
+    if a.serve:
+        serve(a, so, cases, rng)
+        return
     for (T, B, I, H, L) in cases:
         model = lstm_stack(T, B, I, H, L, rng)
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
@@ -87,6 +98,39 @@ def main():
         else:
             print(f"rnn      {name:<44} {'onnxruntime':<14} {min(ms):10.3f} {med:10.3f} {max(ms):10.3f} {rate:7.2f} GFLOP  "
                   f"onnxruntime {ort.__version__} CPU")
+
+
+def serve(a, so, cases, rng):
+    # Idle intra-op threads sleep instead of spinning after each run: the next run on these cores is cldl's.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sessions, notes = {}, {}
+    for (T, B, I, H, L) in cases:
+        cid = f"{T},{B},{I},{H},{L}"
+        sess = ort.InferenceSession(lstm_stack(T, B, I, H, L, rng).SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        x = rng.uniform(-1, 1, (T, B, I)).astype(np.float32)
+        for _ in range(a.warmup):
+            sess.run(None, {"X": x})
+        sessions[cid] = (sess, x)
+        notes[cid] = (f"onnxruntime {ort.__version__} CPU, {a.threads or 'default'} intra-op threads, "
+                      f"intra-op spinning off (serve mode)")
+    names = {c: "lstm T{} B{} I{} H{} L{}".format(*c.split(",")) for c in sessions}
+    print(json.dumps({"ready": True, "cases": list(sessions), "names": names, "notes": notes}), flush=True)
+    for line in iter(sys.stdin.readline, ""):
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "quit":
+            break
+        if words[0] != "run" or len(words) != 2 or words[1] not in sessions:
+            print(json.dumps({"error": f"unknown request '{line.strip()}'"}), flush=True)
+            continue
+        sess, x = sessions[words[1]]
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        sess.run(None, {"X": x})
+        ms = (time.perf_counter() - t0) * 1e3
+        print(json.dumps({"case": words[1], "ms": ms, "cpu_ms": (time.process_time() - c0) * 1e3}), flush=True)
 
 
 if __name__ == "__main__":
