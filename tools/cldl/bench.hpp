@@ -1,7 +1,13 @@
 // The benchmark registry behind `cldl bench`. Each op family adds tools/cldl/bench_<family>.cpp with a
-// static BenchRegistration; `cldl bench <family> [--filter ...]` runs it.
+// static BenchRegistration; `cldl bench <family> [--filter ...]` runs it. Peers that are python scripts
+// either run as a batch after cldl's timings (peer_json_lines) or, for rnn and attention, as a serve-mode
+// process (PeerProcess / ServePeer, tools/cldl/bench_peer.cpp) timed round by round between cldl's runs,
+// whose per-round ratios (RoundRatio) are the figure to read on a machine whose speed drifts.
 #pragma once
+#include <sys/types.h>
+
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +36,19 @@ struct Stats {
   int runs = 0;
 };
 
+// Per-round ratio of two series timed in the same rounds (num[i] / den[i], e.g. ONNX Runtime's ms over
+// cldl's ms of round i): median, min and max over the rounds where both have a time. On a machine whose
+// speed drifts within seconds this is steadier than the ratio of two medians.
+struct RoundRatio {
+  std::string label;  // "ORT/fused"
+  double median = 0, min = 0, max = 0;
+  int rounds = 0;
+  // "per-round ratio ORT/fused median 1.12x (min 0.95x, max 1.30x) over 9 rounds"
+  std::string describe() const;
+};
+// Rounds where either time is missing (<= 0) are left out; rounds == 0 when none is left.
+RoundRatio round_ratio(const std::vector<double>& num, const std::vector<double>& den, std::string label);
+
 struct Result {
   std::string family, name;   // "gemm", "own 1024x1024x1024"
   std::string impl;           // "cldl:own", "clblast", "openblas", "onnxruntime"
@@ -38,6 +57,7 @@ struct Result {
   double work = 0;            // FLOPs (or bytes when unit is "GB/s") per run
   std::string unit = "GFLOP/s";
   std::string note;           // algorithm, parameters, speed-up
+  std::optional<RoundRatio> round_ratio;  // a peer timed round by round: --json adds round_ratio_* fields
   double rate() const { return work > 0 && wall.median_ms > 0 ? work / (wall.median_ms * 1e6) : 0; }
 };
 
@@ -57,6 +77,8 @@ class Reporter {
 
 // Times `fn` (which must finish its work before returning): `warmup` untimed calls, then `runs` timed.
 Stats time_runs(const std::function<void()>& fn, int runs, int warmup);
+// min / median / max of a list of times (any order; empty: all zero).
+Stats summarize(std::vector<double> ms);
 
 // Deterministic bench data of any storage type: floats in [-0.5, 0.5) for f32, bytes otherwise.
 Tensor filled(Context& ctx, const Shape& s, DType t = DType::f32);
@@ -82,5 +104,63 @@ const std::vector<Family>& families();
 std::string peer_script(const std::string& name);
 // Runs `cmd` (stderr dropped) and returns the stdout lines that parse as JSON objects holding `key`.
 std::vector<nlohmann::json> peer_json_lines(const std::string& cmd, const std::string& key);
+
+// A child process spoken to by lines: its stdin and stdout are pipes, its stderr goes to ours under
+// CLDL_LOG=debug and to /dev/null otherwise. It never hangs the bench: a child that exits, closes its
+// stdout or stays silent for longer than the timeout makes read_json / request return nullopt (once with a
+// warning naming `label`, the script), and it is killed and reaped. The destructor sends "quit", closes
+// the pipes and waits for it, killing it after a short grace period.
+class PeerProcess {
+ public:
+  // Spawns argv (argv[0] looked up in PATH); ok() is false (after a warning) when that fails.
+  PeerProcess(const std::vector<std::string>& argv, std::string label, double timeout_s = 300);
+  ~PeerProcess();
+  PeerProcess(const PeerProcess&) = delete;
+  PeerProcess& operator=(const PeerProcess&) = delete;
+  bool ok() const { return pid_ > 0; }  // running, and no failure so far
+  const std::string& label() const { return label_; }
+  // The next stdout line that parses as a JSON object (other lines are skipped); timeout_s < 0: the
+  // constructor's timeout.
+  std::optional<nlohmann::json> read_json(double timeout_s = -1);
+  // Writes `line` and a newline, then returns the next JSON line.
+  std::optional<nlohmann::json> request(const std::string& line, double timeout_s = -1);
+
+ private:
+  void fail(const std::string& why);  // warns, then stop()
+  void stop();                        // "quit", close the pipes, wait (kill after a grace period)
+  bool write_line(const std::string& line);
+  std::string label_;
+  double timeout_s_;
+  pid_t pid_ = -1;
+  int to_child_ = -1, from_child_ = -1;
+  std::string buffer_;  // stdout bytes read past the last line returned
+};
+
+// A serve-mode peer script (tools/bench/*_onnxruntime.py --serve): started once with every case it is to
+// time; it builds and warms each case's session and announces {"ready": true, "cases": [...],
+// "notes": {...}}; then run(case) times one run of that case. The bench times its own variants of a
+// case once per round and then the peer once, so both see the same moment of the machine.
+class ServePeer {
+ public:
+  struct Run {
+    double ms = 0, cpu_ms = 0;
+  };
+  // Starts `python3 script args... --serve` (nothing, after a warning, when the script is missing);
+  // does not wait for the ready line: building cldl's ops meanwhile overlaps the peer's start-up.
+  ServePeer(const std::string& script, std::vector<std::string> args);
+  // Waits for the ready line (once); false when the peer is missing, failed or never became ready.
+  bool ready();
+  // The peer announced `case_id` and is still alive.
+  bool has(const std::string& case_id);
+  std::string note(const std::string& case_id);  // its note for the case ("onnxruntime 1.32.0 ...")
+  // One timed run of `case_id` (its wall and process CPU ms, measured by the peer around the run), then a
+  // pause of ~2 ms so that the peer's threads are asleep before the next cldl run starts.
+  std::optional<Run> run(const std::string& case_id);
+
+ private:
+  std::optional<PeerProcess> proc_;
+  std::optional<nlohmann::json> ready_;
+  bool waited_ = false;
+};
 
 }  // namespace cldl::bench

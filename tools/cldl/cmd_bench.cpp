@@ -1,4 +1,5 @@
-// `cldl bench <family>...`: runs registered op benchmarks; prints min / median / max and rates.
+// `cldl bench <family>...`: runs registered op benchmarks; prints min / median / max and rates (--json:
+// one object per result; a peer timed round by round adds round_ratio_of / _median / _min / _max / _rounds).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -67,8 +68,13 @@ Stats time_runs(const std::function<void()>& fn, int runs, int warmup) {
     fn();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(ms.begin(), ms.end());
+  return summarize(std::move(ms));
+}
+
+Stats summarize(std::vector<double> ms) {
   Stats s;
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
   s.runs = static_cast<int>(ms.size());
   s.min_ms = ms.front();
   s.max_ms = ms.back();
@@ -119,6 +125,15 @@ void Reporter::add(const Result& r) {
                      {"runs", r.wall.runs}, {"unit", r.unit},         {"rate", r.rate()},
                      {"note", r.note}};
     if (r.device_ms >= 0) j["device_ms"] = r.device_ms;
+    if (r.round_ratio) {
+      j["round_ratio_of"] = r.round_ratio->label;
+      j["round_ratio_rounds"] = r.round_ratio->rounds;
+      if (r.round_ratio->rounds > 0) {
+        j["round_ratio_median"] = r.round_ratio->median;
+        j["round_ratio_min"] = r.round_ratio->min;
+        j["round_ratio_max"] = r.round_ratio->max;
+      }
+    }
     std::puts(j.dump().c_str());
   } else {
     if (!header_) {
