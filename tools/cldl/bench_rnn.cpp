@@ -9,9 +9,14 @@
 // chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
 // Two devices: --device cpu:all with POCL_DEVICES="pthread pthread".
 // The peer: ONNX Runtime (CPU) on the same configurations through an ONNX LSTM model
-// (tools/bench/rnn_onnxruntime.py, run by `python3` right after each case's own strategies, so the
-// ratios come from the same machine state), with ort_threads=<N> intra-op threads (default 2: the
-// cores PoCL uses here); --no-compare skips it, ort_script=PATH picks another script.
+// (tools/bench/rnn_onnxruntime.py --serve, one `python3` process for all selected cases, started before
+// the first case), with ort_threads=<N> intra-op threads (default 2: the cores PoCL uses here) and its
+// intra-op spinning off. It is timed interleaved: each round runs every strategy once and then the peer
+// once (the warm-up rounds too), so a drift in the machine's speed hits both alike. Its row reports the
+// min / median / max of those runs, and its note and the summary after the last case give the median of
+// the per-round ratios ORT ms / best strategy's ms (best by median) with their min and max: the figure to
+// read. --no-compare skips it, ort_script=PATH picks another script; without python3 / onnxruntime the
+// peer rows are left out (a warning under CLDL_LOG=warn).
 // --tuning compare runs every strategy with the step kernels' heuristic knobs and with the tuning
 // database's "rnn_step" entries ("+db"), round robin in the same loop, so the ratio is measured alike.
 #include <algorithm>
@@ -19,6 +24,7 @@
 #include <functional>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -57,21 +63,26 @@ struct BenchCase {
   int layers;
 };
 
-// ONNX Runtime on one case (its JSON line), or nothing when python3 / onnxruntime / the script is missing.
-std::optional<nlohmann::json> run_onnxruntime(const Options& o, std::map<std::string, std::string>& set,
-                                              const BenchCase& c) {
+// The peer's name for a case (rnn_onnxruntime.py --case).
+std::string peer_case(const BenchCase& c) { return fmt::format("{},{},{},{},{}", c.T, c.B, c.I, c.H, c.layers); }
+std::string case_name(const BenchCase& c) {
+  return fmt::format("lstm T{} B{} I{} H{} L{}", c.T, c.B, c.I, c.H, c.layers);
+}
+
+// ONNX Runtime in serve mode for all `cases`, or nothing when the script is missing. python3 or
+// onnxruntime missing shows later, as a peer that never becomes ready.
+std::unique_ptr<ServePeer> start_onnxruntime(const Options& o, std::map<std::string, std::string>& set,
+                                           const std::vector<BenchCase>& cases) {
   std::string script = set.count("ort_script") ? set["ort_script"] : peer_script("rnn_onnxruntime.py");
   namespace fs = std::filesystem;
   if (script.empty() || !fs::exists(script)) {
     log::warn("bench rnn: ONNX Runtime peer script not found (--set ort_script=PATH)");
-    return std::nullopt;
+    return nullptr;
   }
-  const std::string threads = set.count("ort_threads") ? set["ort_threads"] : "2";
-  std::string cmd = fmt::format("python3 '{}' --json --runs {} --warmup {} --threads {} --case {},{},{},{},{}",
-                                script, o.runs, o.warmup, threads, c.T, c.B, c.I, c.H, c.layers);
-  std::optional<nlohmann::json> out;
-  for (auto& j : peer_json_lines(cmd, "median_ms")) out = std::move(j);
-  return out;
+  std::vector<std::string> args{"--threads", set.count("ort_threads") ? set["ort_threads"] : "2", "--warmup",
+                                std::to_string(o.warmup)};
+  for (const auto& c : cases) args.insert(args.end(), {"--case", peer_case(c)});
+  return std::make_unique<ServePeer>(script, args);
 }
 
 // CPU time of this process (all threads), in ms.
@@ -140,9 +151,20 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       fail("bench rnn: case expects T,B,I,H,L, got '{}'", set["case"]);
     cases = {c};
   }
-  for (const auto& bc : cases) {
-    const std::string name = fmt::format("lstm T{} B{} I{} H{} L{}", bc.T, bc.B, bc.I, bc.H, bc.layers);
-    if (!opts.selected(name)) continue;
+  std::vector<BenchCase> chosen;
+  for (const auto& bc : cases)
+    if (opts.selected(case_name(bc))) chosen.push_back(bc);
+  // The peer starts now; it builds and warms its sessions while the first case's stacks are built.
+  std::unique_ptr<ServePeer> peer;
+  if (opts.compare && !chosen.empty()) peer = start_onnxruntime(opts, set, chosen);
+  struct Summary {
+    std::string name, best_impl;
+    double best_ms = 0, peer_ms = 0;
+    RoundRatio ratio;
+  };
+  std::vector<Summary> summary;
+  for (const auto& bc : chosen) {
+    const std::string name = case_name(bc);
     std::vector<RnnConfig> cfgs;
     std::vector<RnnWeights> ws;
     std::mt19937 rng(1);
@@ -201,36 +223,47 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
           done.wait();
         });
       }
+    // The peer, when it is up, takes its turn after the strategies in every round (warm-up rounds too):
+    // its times and ours come from the same moments of the machine (waits here for its ready line).
+    const std::string peer_id = peer_case(bc);
+    const bool with_peer = peer && peer->has(peer_id);
+    if (opts.compare && !with_peer)
+      log::warn("bench rnn: ONNX Runtime peer gave no result (python3 with onnxruntime and onnx needed)");
     std::vector<std::string> schedules(fns.size());
-    for (int w = 0; w < opts.warmup; ++w)
+    for (int w = 0; w < opts.warmup; ++w) {
       for (size_t i = 0; i < fns.size(); ++i) fns[i]();
+      if (with_peer) peer->run(peer_id);
+    }
     std::vector<std::vector<double>> ms(fns.size()), cpu(fns.size());
-    for (int run = 0; run < std::max(1, opts.runs); ++run)
+    std::vector<double> peer_ms, peer_cpu;  // per round; 0 where the peer gave no time
+    for (int run = 0; run < std::max(1, opts.runs); ++run) {
       for (size_t i = 0; i < fns.size(); ++i) {
         const double c0 = process_cpu_ms();
         ms[i].push_back(time_runs(fns[i], 1, 0).median_ms);
         cpu[i].push_back(process_cpu_ms() - c0);
         schedules[i] = stacks[variants[i].stack]->last_schedule();
       }
+      if (with_peer) {
+        const auto pr = peer->run(peer_id);
+        peer_ms.push_back(pr ? pr->ms : 0.0);
+        peer_cpu.push_back(pr ? pr->cpu_ms : 0.0);
+      }
+    }
     if (set.count("profile") && set["profile"] != "0")
       for (const RnnRunOptions& o : runopts) profile_once(ctx, *stack, io, o, name);
     double seq_ms = 0;
     std::map<size_t, double> default_ms;  // --tuning compare: each strategy with the heuristic knobs
     std::optional<Result> best;
+    size_t best_i = 0;
     for (size_t i = 0; i < fns.size(); ++i) {
       const RnnStrategy s = strategies[variants[i].strategy];
       const bool db_variant = compare_db && variants[i].stack == 1;
-      std::vector<double>& v = ms[i];
-      std::sort(v.begin(), v.end());
       Result r;
       r.family = "rnn";
       r.name = name;
       const int lag = lags[variants[i].strategy];
       r.impl = fmt::format("cldl:{}{}{}", to_string(s), lag ? fmt::format(":{}", lag) : "", db_variant ? "+db" : "");
-      r.wall.runs = int(v.size());
-      r.wall.min_ms = v.front();
-      r.wall.max_ms = v.back();
-      r.wall.median_ms = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+      r.wall = summarize(ms[i]);  // ms[i] stays in round order for the per-round ratios
       r.work = stack->flops();
       if (s == RnnStrategy::sequential) seq_ms = r.wall.median_ms;
       std::sort(cpu[i].begin(), cpu[i].end());
@@ -247,28 +280,46 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
         if (db_variant && default_ms.count(variants[i].strategy))
           r.note += fmt::format("; {:.2f}x vs heuristic knobs", default_ms[variants[i].strategy] / r.wall.median_ms);
       }
-      if (!best || r.wall.median_ms < best->wall.median_ms) best = r;
+      if (!best || r.wall.median_ms < best->wall.median_ms) {
+        best = r;
+        best_i = i;
+      }
       rep.add(r);
     }
-    if (!opts.compare) continue;
-    auto peer = run_onnxruntime(opts, set, bc);
-    if (!peer) {
-      log::warn("bench rnn: ONNX Runtime peer gave no result (python3 with onnxruntime and onnx needed)");
+    std::vector<double> got_ms, got_cpu;  // the rounds where the peer gave a time
+    for (size_t k = 0; k < peer_ms.size(); ++k)
+      if (peer_ms[k] > 0) got_ms.push_back(peer_ms[k]), got_cpu.push_back(peer_cpu[k]);
+    if (!with_peer || !best) continue;
+    if (got_ms.empty()) {
+      log::warn("bench rnn: ONNX Runtime peer gave no result for {}", name);
       continue;
     }
     Result r;
     r.family = "rnn";
     r.name = name;
     r.impl = "onnxruntime";
-    r.wall.min_ms = peer->value("min_ms", 0.0);
-    r.wall.median_ms = peer->value("median_ms", 0.0);
-    r.wall.max_ms = peer->value("max_ms", 0.0);
-    r.wall.runs = peer->value("runs", 0);
+    r.wall = summarize(got_ms);
     r.work = stack->flops();
-    r.note = peer->value("note", "");
-    if (best) r.note += fmt::format("; best cldl ({}) is {:.2f}x faster than this", best->impl, Reporter::speedup(*best, r));
+    const std::string peer_note = peer->note(peer_id);
+    r.note = fmt::format("{}{}cpu {:.1f} ms/run (median)", peer_note, peer_note.empty() ? "" : "; ",
+                         summarize(got_cpu).median_ms);
+    r.note += fmt::format("; best cldl ({}) is {:.2f}x faster than this", best->impl, Reporter::speedup(*best, r));
+    const std::string best_label = best->impl.rfind("cldl:", 0) == 0 ? best->impl.substr(5) : best->impl;
+    r.round_ratio = round_ratio(peer_ms, ms[best_i], "ORT/" + best_label);
+    r.note += "; " + r.round_ratio->describe();
+    summary.push_back({name, best->impl, best->wall.median_ms, r.wall.median_ms, *r.round_ratio});
     rep.add(r);
   }
+  if (opts.json || summary.empty()) return;
+  // The figure to read: per round, ONNX Runtime's ms over the best strategy's ms of the same round.
+  fmt::print("\n{:<32} {:<18} {:>10} {:>10}  {}\n", "rnn (median ms)", "best cldl", "cldl", "onnxrt",
+             "ORT/best per round: median (min-max, rounds)");
+  for (const auto& s : summary)
+    fmt::print("{:<32} {:<18} {:>10.3f} {:>10.3f}  {}\n", s.name, s.best_impl, s.best_ms, s.peer_ms,
+               s.ratio.rounds ? fmt::format("{:.2f}x ({:.2f}x-{:.2f}x, {})", s.ratio.median, s.ratio.min, s.ratio.max,
+                                            s.ratio.rounds)
+                              : std::string("-"));
+  std::fflush(stdout);
 }
 
 const Registration kRnnBench("rnn", "LSTM inference per strategy (sequential, time/layer/data parallel)", run_rnn);
