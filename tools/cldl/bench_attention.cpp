@@ -1,16 +1,21 @@
 // `cldl bench attention`: scaled-dot-product attention, fused vs plain path, and ONNX Runtime's CPU
-// Attention (tools/bench/attention_onnxruntime.py) as the peer when python3 + onnxruntime are present,
-// in the same run with as many intra-op threads as the device has compute units (--set ort_threads=N
-// overrides). GFLOP/s counts 4*B*H*S*S*D (QK and PV), half of that for causal. A summary table ends
-// the run with the speed-ups from the minimum times: fused over ORT and fused over plain.
+// Attention (tools/bench/attention_onnxruntime.py --serve) as the peer when python3 + onnxruntime are
+// present, with as many intra-op threads as the device has compute units (--set ort_threads=N overrides,
+// ort_script=PATH picks another script) and its intra-op spinning off. One peer process serves every
+// selected case, started before the first one; each case is timed in rounds: fused once, plain once, then
+// the peer once (the warm-up rounds too), so a drift in the machine's speed hits all three alike. GFLOP/s
+// counts 4*B*H*S*S*D (QK and PV), half of that for causal. A summary table ends the run with the
+// speed-ups from the minimum times (fused over ORT, fused over plain) and the figure to read: the median
+// (min-max) over rounds of ORT ms / fused ms in the same round (also in the peer row's note and, with
+// --json, its round_ratio_* fields).
 // Settings (--set): block_m, block_n, vec, use_local (tile kernel), blocked=-1/0/1 (the blocked kernel:
 // auto, never, always), kb, cb, bkv (the blocked kernel's register blocks), plain=0 (skip the plain path).
 #include <sys/resource.h>
 
-#include <cstdio>
-#include <filesystem>
 #include <algorithm>
-#include <map>
+#include <chrono>
+#include <cstdio>
+#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
@@ -47,20 +52,19 @@ std::vector<float> ramp(size_t n, float k) {
   return v;
 }
 
-// The peer: runs the python script once for all cases, returns its JSON lines keyed by case name.
-std::map<std::string, nlohmann::json> run_onnxruntime(const Options& o, const std::vector<AttnCase>& cases,
-                                                      int threads) {
-  std::map<std::string, nlohmann::json> out;
+std::string peer_case(const AttnCase& c) { return fmt::format("{}x{}x{}x{}x{}", c.B, c.S, c.H, c.D, int(c.causal)); }
+
+// The peer in serve mode for the cases it can time (not the decode steps); nothing when there are none.
+std::unique_ptr<ServePeer> start_onnxruntime(const Options& o, const std::vector<AttnCase>& cases, int threads) {
   std::string script = peer_script("attention_onnxruntime.py");
-  namespace fs = std::filesystem;
   for (const auto& a : o.args)
     if (a.rfind("ort_script=", 0) == 0) script = a.substr(11);
     else if (a.rfind("ort_threads=", 0) == 0) threads = std::stoi(a.substr(12));
-  if (script.empty() || !fs::exists(script)) return out;
-  std::string cmd = fmt::format("python3 {} --runs {} --warmup {} --threads {}", script, o.runs, o.warmup, threads);
-  for (const auto& c : cases) cmd += fmt::format(" {}x{}x{}x{}x{}", c.B, c.S, c.H, c.D, int(c.causal));
-  for (auto& j : peer_json_lines(cmd, "case")) out[j["case"].get<std::string>()] = j;
-  return out;
+  std::vector<std::string> args{"--threads", std::to_string(threads), "--warmup", std::to_string(o.warmup)};
+  for (const auto& c : cases)
+    if (c.Sq == 0) args.push_back(peer_case(c));
+  if (args.size() == 4) return nullptr;
+  return std::make_unique<ServePeer>(script, args);
 }
 
 void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
@@ -71,9 +75,11 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
   std::vector<AttnCase> chosen;
   for (const auto& c : cases)
     if (o.selected(c.name())) chosen.push_back(c);
-  // The peer runs right after each case's own timings, so both see about the same load on the machine.
-  std::map<std::string, nlohmann::json> peer;
+  // The peer starts now and builds its sessions while the first case's kernels are built.
   const int ort_threads = int(std::max<uint32_t>(ctx.device().info.compute_units, 1));
+  std::unique_ptr<ServePeer> peer = o.compare ? start_onnxruntime(o, chosen, ort_threads) : nullptr;
+  bool peer_rows = false;
+  const bool skip_plain = std::find(o.args.begin(), o.args.end(), "plain=0") != o.args.end();
   for (const auto& c : chosen) {
     AttentionConfig cfg;
     for (const auto& a : o.args) {
@@ -96,71 +102,114 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
     Tensor k = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 7e-4f)));
     Tensor v = ctx.upload(HostTensor::from<float>({c.B, c.H, c.S, c.D}, ramp(n, 9e-4f)));
     Tensor y = ctx.alloc({c.B, c.H, c.q_len(), c.D}, DType::f32);
-    std::optional<Result> fused_result;
-    const bool skip_plain = std::find(o.args.begin(), o.args.end(), "plain=0") != o.args.end();
+    // The variants of this case (fused first), each with its op, workspace and per-round times.
+    struct Variant {
+      AttentionAlgo algo;
+      std::unique_ptr<Attention> op;
+      std::optional<Tensor> ws;
+      std::vector<double> ms, cpu;
+    };
+    std::vector<Variant> variants;
     for (AttentionAlgo algo : {AttentionAlgo::fused, AttentionAlgo::plain}) {
       if (algo == AttentionAlgo::plain && skip_plain) continue;
       cfg.algo = algo;
-      auto op = Attention::create(ctx, 0, cfg);
-      std::optional<Tensor> ws;
-      if (op->workspace_bytes()) ws = ctx.alloc({int64_t(op->workspace_bytes() / 4)}, DType::f32);
-      auto ec = ctx.exec();
-      Tensor in[3] = {q, k, v};
-      Tensor out[1] = {y};
+      Variant var{algo, Attention::create(ctx, 0, cfg), std::nullopt, {}, {}};
+      if (var.op->workspace_bytes()) var.ws = ctx.alloc({int64_t(var.op->workspace_bytes() / 4)}, DType::f32);
+      variants.push_back(std::move(var));
+    }
+    auto ec = ctx.exec();
+    Tensor in[3] = {q, k, v};
+    Tensor out[1] = {y};
+    auto run_once = [&](Variant& var) {
+      var.op->enqueue(in, out, var.ws ? &*var.ws : nullptr, ec);
+      ec.queue.finish();
+    };
+    // Rounds: every variant once, then the peer once (waits here for the peer's ready line).
+    const std::string peer_id = peer_case(c);
+    const bool with_peer = c.Sq == 0 && peer && peer->has(peer_id);
+    for (int w = 0; w < o.warmup; ++w) {
+      for (auto& var : variants) run_once(var);
+      if (with_peer) peer->run(peer_id);
+    }
+    std::vector<double> peer_ms, peer_cpu;  // per round; 0 where the peer gave no time
+    for (int round = 0; round < std::max(o.runs, 1); ++round) {
+      for (auto& var : variants) {
+        // Process CPU time per run as well (all PoCL threads): less disturbed by other load than wall time.
+        const double cpu0 = process_cpu_ms();
+        const auto t0 = std::chrono::steady_clock::now();
+        run_once(var);
+        var.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        var.cpu.push_back(process_cpu_ms() - cpu0);
+      }
+      if (with_peer) {
+        const auto pr = peer->run(peer_id);
+        peer_ms.push_back(pr ? pr->ms : 0.0);
+        peer_cpu.push_back(pr ? pr->cpu_ms : 0.0);
+      }
+    }
+    std::optional<Result> fused_result;
+    for (auto& var : variants) {
       Result r;
       r.family = "attention", r.name = c.name();
-      r.impl = algo == AttentionAlgo::fused ? "cldl:fused" : "cldl:plain";
+      r.impl = var.algo == AttentionAlgo::fused ? "cldl:fused" : "cldl:plain";
       r.work = cfg.flops();
-      r.note = op->algorithm();
-      // Process CPU time per run as well (all PoCL threads): less disturbed by other load than wall time.
-      int calls = 0;
-      double cpu0 = 0;
-      r.wall = time_runs(
-          [&] {
-            if (calls++ == o.warmup) cpu0 = process_cpu_ms();
-            op->enqueue(in, out, ws ? &*ws : nullptr, ec);
-            ec.queue.finish();
-          },
-          o.runs, o.warmup);
-      r.note += fmt::format(" cpu {:.1f} ms/run", (process_cpu_ms() - cpu0) / std::max(o.runs, 1));
+      r.note = var.op->algorithm();
+      r.wall = summarize(var.ms);
+      double cpu_sum = 0;
+      for (double x : var.cpu) cpu_sum += x;
+      r.note += fmt::format(" cpu {:.1f} ms/run", cpu_sum / double(std::max<size_t>(var.cpu.size(), 1)));
       if (fused_result) r.note += fmt::format("; fused is {:.2f}x faster", Reporter::speedup(*fused_result, r));
       else fused_result = r;
       rep.add(r);
     }
-    if (o.compare && c.Sq == 0) peer.merge(run_onnxruntime(o, {c}, ort_threads));
-  }
-  if (o.compare && peer.empty() && std::any_of(chosen.begin(), chosen.end(), [](const AttnCase& c) { return c.Sq == 0; }))
-    log::info("bench attention: ONNX Runtime peer not available (pip install onnxruntime onnx)");
-  for (const auto& c : chosen) {
-    auto it = peer.find(c.name());
-    if (it == peer.end()) continue;
-    const auto& j = it->second;
+    std::vector<double> got_ms;
+    double got_cpu = 0;
+    for (size_t i = 0; i < peer_ms.size(); ++i)
+      if (peer_ms[i] > 0) got_ms.push_back(peer_ms[i]), got_cpu += peer_cpu[i];
+    if (got_ms.empty()) continue;
     Result r;
     r.family = "attention", r.name = c.name(), r.impl = "onnxruntime";
-    r.wall.min_ms = j.value("min_ms", 0.0), r.wall.median_ms = j.value("median_ms", 0.0);
-    r.wall.max_ms = j.value("max_ms", 0.0), r.wall.runs = j.value("runs", 0);
+    r.wall = summarize(got_ms);
     r.work = double(c.B * c.H) * double(c.S) * double(c.S) * double(c.D) * (c.causal ? 2.0 : 4.0);
-    r.note = j.value("note", "");
-    for (const auto& prev : rep.results())
-      if (prev.name == r.name && prev.impl == "cldl:fused")
-        r.note += fmt::format("; fused is {:.2f}x faster than this", Reporter::speedup(prev, r));
+    const std::string peer_note = peer->note(peer_id);
+    r.note = fmt::format("{}{}cpu {:.1f} ms/run", peer_note, peer_note.empty() ? "" : ", ", got_cpu / double(got_ms.size()));
+    if (fused_result && variants.front().algo == AttentionAlgo::fused) {
+      r.note += fmt::format("; fused is {:.2f}x faster than this", Reporter::speedup(*fused_result, r));
+      r.round_ratio = round_ratio(peer_ms, variants.front().ms, "ORT/fused");
+      r.note += "; " + r.round_ratio->describe();
+    }
     rep.add(r);
+    peer_rows = true;
   }
+  if (o.compare && !peer_rows && std::any_of(chosen.begin(), chosen.end(), [](const AttnCase& c) { return c.Sq == 0; }))
+    log::info("bench attention: ONNX Runtime peer not available (pip install onnxruntime onnx)");
   if (o.json || chosen.empty()) return;
-  // Ratios from the minimum times of this run (the least disturbed by other load on the machine).
-  auto min_ms = [&](const std::string& name, const char* impl) {
+  // Ratios from the minimum times of this run (the least disturbed by other load on the machine), and
+  // the per-round ratio of ORT over fused: the figure to read.
+  auto find = [&](const std::string& name, const char* impl) -> const Result* {
     for (const auto& r : rep.results())
-      if (r.name == name && r.impl == impl) return r.wall.min_ms;
-    return 0.0;
+      if (r.name == name && r.impl == impl) return &r;
+    return nullptr;
+  };
+  auto min_ms = [&](const std::string& name, const char* impl) {
+    const Result* r = find(name, impl);
+    return r ? r->wall.min_ms : 0.0;
   };
   auto ratio = [](double num, double den) { return num > 0 && den > 0 ? fmt::format("{:.2f}x", num / den) : "-"; };
-  fmt::print("\n{:<32} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "attention (min ms)", "fused", "plain", "onnxrt",
-             "ORT/fused", "plain/fused");
+  fmt::print("\n{:<32} {:>10} {:>10} {:>10} {:>12} {:>12}   {}\n", "attention (min ms)", "fused", "plain", "onnxrt",
+             "ORT/fused", "plain/fused", "ORT/fused per round: median (min-max, rounds)");
   for (const auto& c : chosen) {
     const double f = min_ms(c.name(), "cldl:fused"), p = min_ms(c.name(), "cldl:plain"),
                  x = min_ms(c.name(), "onnxruntime");
     auto ms = [](double v) { return v > 0 ? fmt::format("{:.3f}", v) : "-"; };
-    fmt::print("{:<32} {:>10} {:>10} {:>10} {:>12} {:>12}\n", c.name(), ms(f), ms(p), ms(x), ratio(x, f), ratio(p, f));
+    const Result* peer_row = find(c.name(), "onnxruntime");
+    std::string per_round = "-";
+    if (peer_row && peer_row->round_ratio && peer_row->round_ratio->rounds > 0) {
+      const RoundRatio& rr = *peer_row->round_ratio;
+      per_round = fmt::format("{:.2f}x ({:.2f}x-{:.2f}x, {})", rr.median, rr.min, rr.max, rr.rounds);
+    }
+    fmt::print("{:<32} {:>10} {:>10} {:>10} {:>12} {:>12}   {}\n", c.name(), ms(f), ms(p), ms(x), ratio(x, f),
+               ratio(p, f), per_round);
   }
   std::fflush(stdout);
 }
