@@ -154,7 +154,7 @@ class ServePeer {
   bool has(const std::string& case_id);
   std::string note(const std::string& case_id);  // its note for the case ("onnxruntime 1.32.0 ...")
   // One timed run of `case_id` (its wall and process CPU ms, measured by the peer around the run), then a
-  // pause of ~2 ms so that the peer's threads are asleep before the next cldl run starts.
+  // pause of 100 ms so that the peer's spinning threads are asleep before the next cldl run starts.
   std::optional<Run> run(const std::string& case_id);
 
  private:

@@ -1,7 +1,7 @@
 // `cldl bench attention`: scaled-dot-product attention, fused vs plain path, and ONNX Runtime's CPU
 // Attention (tools/bench/attention_onnxruntime.py --serve) as the peer when python3 + onnxruntime are
 // present, with as many intra-op threads as the device has compute units (--set ort_threads=N overrides,
-// ort_script=PATH picks another script) and its intra-op spinning off. One peer process serves every
+// ort_script=PATH picks another script), with its default settings. One peer process serves every
 // selected case, started before the first one; each case is timed in rounds: fused once, plain once, then
 // the peer once (the warm-up rounds too), so a drift in the machine's speed hits all three alike. GFLOP/s
 // counts 4*B*H*S*S*D (QK and PV), half of that for causal. A summary table ends the run with the

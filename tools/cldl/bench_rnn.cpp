@@ -10,8 +10,8 @@
 // Two devices: --device cpu:all with POCL_DEVICES="pthread pthread".
 // The peer: ONNX Runtime (CPU) on the same configurations through an ONNX LSTM model
 // (tools/bench/rnn_onnxruntime.py --serve, one `python3` process for all selected cases, started before
-// the first case), with ort_threads=<N> intra-op threads (default 2: the cores PoCL uses here) and its
-// intra-op spinning off. It is timed interleaved: each round runs every strategy once and then the peer
+// the first case), with ort_threads=<N> intra-op threads (default 2: the cores PoCL uses here), otherwise
+// its defaults. It is timed interleaved: each round runs every strategy once and then the peer
 // once (the warm-up rounds too), so a drift in the machine's speed hits both alike. Its row reports the
 // min / median / max of those runs, and its note and the summary after the last case give the median of
 // the per-round ratios ORT ms / best strategy's ms (best by median) with their min and max: the figure to
