@@ -134,6 +134,9 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
     std::vector<double> peer_ms, peer_cpu;  // per round; 0 where the peer gave no time
     for (int round = 0; round < std::max(o.runs, 1); ++round) {
       for (auto& var : variants) {
+        // An untimed run right before the timed one, as the peer does: neither side's timed run starts
+        // cold (threads asleep, clock down) after the other's pause.
+        run_once(var);
         // Process CPU time per run as well (all PoCL threads): less disturbed by other load than wall time.
         const double cpu0 = process_cpu_ms();
         const auto t0 = std::chrono::steady_clock::now();

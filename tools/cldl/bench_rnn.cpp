@@ -11,7 +11,8 @@
 // The peer: ONNX Runtime (CPU) on the same configurations through an ONNX LSTM model
 // (tools/bench/rnn_onnxruntime.py --serve, one `python3` process for all selected cases, started before
 // the first case), with ort_threads=<N> intra-op threads (default 2: the cores PoCL uses here), otherwise
-// its defaults. It is timed interleaved: each round runs every strategy once and then the peer
+// its defaults. It is timed interleaved (each timed run right after an untimed one of the same
+// implementation, so none starts cold): each round runs every strategy once and then the peer
 // once (the warm-up rounds too), so a drift in the machine's speed hits both alike. Its row reports the
 // min / median / max of those runs, and its note and the summary after the last case give the median of
 // the per-round ratios ORT ms / best strategy's ms (best by median) with their min and max: the figure to
@@ -238,6 +239,9 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     std::vector<double> peer_ms, peer_cpu;  // per round; 0 where the peer gave no time
     for (int run = 0; run < std::max(1, opts.runs); ++run) {
       for (size_t i = 0; i < fns.size(); ++i) {
+        // An untimed run right before the timed one, as the peer does: neither side's timed run starts
+        // cold (threads asleep, clock down) after the other's pause.
+        fns[i]();
         const double c0 = process_cpu_ms();
         ms[i].push_back(time_runs(fns[i], 1, 0).median_ms);
         cpu[i].push_back(process_cpu_ms() - c0);
