@@ -11,13 +11,14 @@ defaults, intra-op spinning included: its idle threads spin for up to ~40 ms aft
 before timing its own next run."""
 import argparse
 import json
-import sys
 import time
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 import onnxruntime as ort
+
+from peer_serve import serve_loop  # tools/bench/, next to this script
 
 
 def attention_model(b, s, h, d, causal):
@@ -79,25 +80,7 @@ def serve(a, opts):
             sess.run(None, feeds)
         sessions[c] = (sess, feeds)
         notes[c] = f"onnxruntime {ort.__version__} {note}, {opts.intra_op_num_threads or 'default'} threads"
-    print(json.dumps({"ready": True, "cases": list(sessions), "names": {c: case_name(c) for c in sessions},
-                      "notes": notes}), flush=True)
-    for line in iter(sys.stdin.readline, ""):
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "quit":
-            break
-        if words[0] != "run" or len(words) != 2 or words[1] not in sessions:
-            print(json.dumps({"error": f"unknown request '{line.strip()}'"}), flush=True)
-            continue
-        sess, feeds = sessions[words[1]]
-        sess.run(None, feeds)  # untimed, right before: the timed run starts warm, not from the pause
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        ms = (time.perf_counter() - t0) * 1e3
-        print(json.dumps({"case": words[1], "ms": ms, "cpu_ms": (time.process_time() - c0) * 1e3}), flush=True)
-
+    serve_loop(sessions, {c: case_name(c) for c in sessions}, notes)
 
 def main():
     ap = argparse.ArgumentParser()

@@ -18,13 +18,14 @@ it times --runs runs per case itself (--json: one line each).
 import argparse
 import json
 import statistics
-import sys
 import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+from peer_serve import serve_loop  # tools/bench/, next to this script
 
 CASES = [(100, 32, 512, 512, 1), (100, 32, 512, 512, 2), (100, 1, 256, 256, 4), (200, 64, 256, 256, 2)]
 QUICK = [(10, 4, 64, 64, 1), (10, 4, 64, 64, 2), (10, 1, 32, 32, 4), (12, 8, 32, 32, 2)]
@@ -110,27 +111,9 @@ def serve(a, so, cases, rng):
         x = rng.uniform(-1, 1, (T, B, I)).astype(np.float32)
         for _ in range(a.warmup):
             sess.run(None, {"X": x})
-        sessions[cid] = (sess, x)
+        sessions[cid] = (sess, {"X": x})
         notes[cid] = f"onnxruntime {ort.__version__} CPU, {a.threads or 'default'} intra-op threads"
-    names = {c: "lstm T{} B{} I{} H{} L{}".format(*c.split(",")) for c in sessions}
-    print(json.dumps({"ready": True, "cases": list(sessions), "names": names, "notes": notes}), flush=True)
-    for line in iter(sys.stdin.readline, ""):
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "quit":
-            break
-        if words[0] != "run" or len(words) != 2 or words[1] not in sessions:
-            print(json.dumps({"error": f"unknown request '{line.strip()}'"}), flush=True)
-            continue
-        sess, x = sessions[words[1]]
-        sess.run(None, {"X": x})  # untimed, right before: the timed run starts warm, not from the pause
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        sess.run(None, {"X": x})
-        ms = (time.perf_counter() - t0) * 1e3
-        print(json.dumps({"case": words[1], "ms": ms, "cpu_ms": (time.process_time() - c0) * 1e3}), flush=True)
-
+    serve_loop(sessions, {c: "lstm T{} B{} I{} H{} L{}".format(*c.split(",")) for c in sessions}, notes)
 
 if __name__ == "__main__":
     main()
