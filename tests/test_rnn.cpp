@@ -252,6 +252,17 @@ struct LstmStackCase {
   }
 };
 
+// `fn` throws an Error whose message holds `what`.
+template <typename F> void expect_error(F&& fn, const std::string& what) {
+  try {
+    fn();
+    FAIL("no error; expected: " << what);
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find(what) != std::string::npos);
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("rnn") {
@@ -539,12 +550,7 @@ TEST_CASE("wavefront refuses what it cannot run, and auto then picks another str
   RnnRunOptions o;
   o.strategy = RnnStrategy::wavefront;
   ExecutionContext ec(ctx().queue());
-  try {
-    stack->enqueue(io, o, ec);
-    FAIL("no error");
-  } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("LSTM: strategy wavefront: layer 1 is GRU") != std::string::npos);
-  }
+  expect_error([&] { stack->enqueue(io, o, ec); }, "LSTM: strategy wavefront: layer 1 is GRU");
   o.strategy = RnnStrategy::automatic;
   ExecutionContext ec2(ctx().queue());
   stack->enqueue(io, o, ec2);
@@ -556,13 +562,8 @@ TEST_CASE("wavefront refuses what it cannot run, and auto then picks another str
   ws.pop_back();
   auto one = RnnStack::create(ctx(), 0, cfgs, ws);
   io.y = Tensor{};
-  try {
-    ExecutionContext ec3(ctx().queue());
-    one->enqueue(io, o, ec3);
-    FAIL("no error");
-  } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("mr must be 1, 2 or 4") != std::string::npos);
-  }
+  ExecutionContext ec3(ctx().queue());
+  expect_error([&] { one->enqueue(io, o, ec3); }, "mr must be 1, 2 or 4");
   // Two LSTM layers with different tile widths: one wave kernel cannot serve both.
   cfgs.push_back(cfgs[0]);
   cfgs[1].input_size = 5;
@@ -571,13 +572,8 @@ TEST_CASE("wavefront refuses what it cannot run, and auto then picks another str
   cfgs[1].kernel.tw = 16;
   auto mixed = RnnStack::create(ctx(), 0, cfgs, ws);
   o.wave.mr = 0;
-  try {
-    ExecutionContext ec4(ctx().queue());
-    mixed->enqueue(io, o, ec4);
-    FAIL("no error");
-  } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("layer 1 has tiles 16 units wide, layer 0 8") != std::string::npos);
-  }
+  ExecutionContext ec4(ctx().queue());
+  expect_error([&] { mixed->enqueue(io, o, ec4); }, "layer 1 has tiles 16 units wide, layer 0 8");
 }
 
 TEST_CASE("a profiler sees the wavefront's launches: T + lag (L - 1) waves and the chunk projections") {
@@ -635,15 +631,6 @@ TEST_CASE("a profiler sees the step kernels of every strategy") {
 
 TEST_CASE("bad configurations fail with clear messages") {
   Case c = make_case(RnnCell::lstm, RnnDirection::forward, 4, 2, 3, 5, 600);
-  auto expect_error = [](auto&& fn, const std::string& what) {
-    try {
-      fn();
-      FAIL("no error; expected: " << what);
-    } catch (const Error& e) {
-      INFO(e.what());
-      CHECK(std::string(e.what()).find(what) != std::string::npos);
-    }
-  };
   RnnConfig z = c.cfg;
   z.hidden_size = 0;
   expect_error([&] { RnnLayer::validate(z); }, "LSTM: hidden_size must be positive, got 0");
