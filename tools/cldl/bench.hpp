@@ -136,6 +136,13 @@ class PeerProcess {
   std::string buffer_;  // stdout bytes read past the last line returned
 };
 
+// The untimed runs before each timed cldl run of an interleaved bench: `fn` repeated for at least
+// `ms` (at least once). ONNX Runtime's idle threads spin for up to ~40 ms after its turn (its default,
+// kept: turned off, its batch-1 LSTM ran 1.65x slower here); these runs absorb that instead of an idle
+// pause, which made PoCL's next runs slow on this VM (fused attention 3.2-3.7 ms after 100 ms pauses,
+// 2.4-3.0 back to back: its worker threads sleep between launches and idle vCPUs wake slowly).
+void warm_for(const std::function<void()>& fn, double ms = 60);
+
 // A serve-mode peer script (tools/bench/*_onnxruntime.py --serve): started once with every case it is to
 // time; it builds and warms each case's session and announces {"ready": true, "cases": [...],
 // "notes": {...}}; then run(case) times one run of that case. The bench times its own variants of a
@@ -153,8 +160,8 @@ class ServePeer {
   // The peer announced `case_id` and is still alive.
   bool has(const std::string& case_id);
   std::string note(const std::string& case_id);  // its note for the case ("onnxruntime 1.32.0 ...")
-  // One timed run of `case_id` (its wall and process CPU ms, measured by the peer around the run), then a
-  // pause of 100 ms so that the peer's spinning threads are asleep before the next cldl run starts.
+  // One untimed and one timed run of `case_id` (the timed run's wall and process CPU ms, measured by the
+  // peer around it).
   std::optional<Run> run(const std::string& case_id);
 
  private:

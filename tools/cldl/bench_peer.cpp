@@ -268,10 +268,13 @@ std::optional<ServePeer::Run> ServePeer::run(const std::string& case_id) {
   } else if (j) {
     log::warn("bench peer {}: unexpected answer to 'run {}': {}", proc_->label(), case_id, j->dump());
   }
-  // ONNX Runtime's idle intra-op threads spin for up to ~40 ms after a run (its default, kept: turned off,
-  // its LSTM ran up to 1.65x slower here); the next cldl run must not share the cores with them.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   return out;
+}
+
+void warm_for(const std::function<void()>& fn, double ms) {
+  const auto t0 = Clock::now();
+  do fn();
+  while (std::chrono::duration<double, std::milli>(Clock::now() - t0).count() < ms);
 }
 
 }  // namespace cldl::bench

@@ -239,9 +239,10 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     std::vector<double> peer_ms, peer_cpu;  // per round; 0 where the peer gave no time
     for (int run = 0; run < std::max(1, opts.runs); ++run) {
       for (size_t i = 0; i < fns.size(); ++i) {
-        // An untimed run right before the timed one, as the peer does: neither side's timed run starts
-        // cold (threads asleep, clock down) after the other's pause.
-        fns[i]();
+        // Untimed runs right before the timed one (the peer's turn does one): with the peer, for 60 ms,
+        // past its spinning threads (warm_for).
+        if (with_peer) warm_for(fns[i]);
+        else fns[i]();
         const double c0 = process_cpu_ms();
         ms[i].push_back(time_runs(fns[i], 1, 0).median_ms);
         cpu[i].push_back(process_cpu_ms() - c0);
