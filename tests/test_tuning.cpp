@@ -487,6 +487,17 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   gru.cell = RnnCell::gru;
   CHECK_FALSE(rnn_invalid(info, gru, {{"layout", 2}}).empty());
   CHECK(rnn_space(info, gru).dims[0].values == std::vector<int64_t>{0, 1});
+  // Tile width 16 is searched only where the device prefers float16 (and first: the heuristic's choice).
+  auto tw_values = [&](uint32_t preferred) {
+    DeviceInfo d = info;
+    d.preferred_vector_float = preferred;
+    for (const auto& dim : rnn_space(d, l).dims)
+      if (dim.name == "tw") return dim.values;
+    return std::vector<int64_t>{};
+  };
+  CHECK(tw_values(16) == std::vector<int64_t>{16, 8});
+  CHECK(tw_values(8) == std::vector<int64_t>{8});
+  CHECK(tw_values(1) == std::vector<int64_t>{8});
   l.batch = 3;
   // Rows layout: the tile knobs do not matter; tiles: wg_m clamped to the 2 row groups of 3 rows / mr 2,
   // wg_n to the 3 tiles of 20 units.
