@@ -170,4 +170,15 @@ class ServePeer {
   bool waited_ = false;
 };
 
+// The peer's turn in each round of an interleaved bench: its times in round order (0 where it gave none).
+struct PeerRounds {
+  std::vector<double> ms, cpu_ms;
+  void add(const std::optional<ServePeer::Run>& r);
+  // Its row over the rounds it answered (none when it answered none): min / median / max, the note
+  // "<peer_note>; cpu X ms/run (median)", and the per-round ratio over `ours_ms` (the same rounds).
+  std::optional<Result> row(const std::string& family, const std::string& name, double work,
+                            const std::string& peer_note, const std::vector<double>& ours_ms,
+                            const std::string& label) const;
+};
+
 }  // namespace cldl::bench

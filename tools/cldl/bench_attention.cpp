@@ -132,7 +132,7 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       for (auto& var : variants) run_once(var);
       if (with_peer) peer->run(peer_id);
     }
-    std::vector<double> peer_ms, peer_cpu;  // per round; 0 where the peer gave no time
+    PeerRounds peer_rounds;
     for (int round = 0; round < std::max(o.runs, 1); ++round) {
       // Plain first: the fused turn and the peer's stand next to each other (with the plain turn between
       // them the fused runs were slower, 3.0 vs 2.45 ms min, on this VM).
@@ -149,11 +149,7 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
         var.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         var.cpu.push_back(process_cpu_ms() - cpu0);
       }
-      if (with_peer) {
-        const auto pr = peer->run(peer_id);
-        peer_ms.push_back(pr ? pr->ms : 0.0);
-        peer_cpu.push_back(pr ? pr->cpu_ms : 0.0);
-      }
+      if (with_peer) peer_rounds.add(peer->run(peer_id));
     }
     std::optional<Result> fused_result;
     for (auto& var : variants) {
@@ -170,23 +166,13 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       else fused_result = r;
       rep.add(r);
     }
-    std::vector<double> got_ms;
-    double got_cpu = 0;
-    for (size_t i = 0; i < peer_ms.size(); ++i)
-      if (peer_ms[i] > 0) got_ms.push_back(peer_ms[i]), got_cpu += peer_cpu[i];
-    if (got_ms.empty()) continue;
-    Result r;
-    r.family = "attention", r.name = c.name(), r.impl = "onnxruntime";
-    r.wall = summarize(got_ms);
-    r.work = double(c.B * c.H) * double(c.S) * double(c.S) * double(c.D) * (c.causal ? 2.0 : 4.0);
-    const std::string peer_note = peer->note(peer_id);
-    r.note = fmt::format("{}{}cpu {:.1f} ms/run", peer_note, peer_note.empty() ? "" : ", ", got_cpu / double(got_ms.size()));
-    if (fused_result && variants.front().algo == AttentionAlgo::fused) {
-      r.note += fmt::format("; fused is {:.2f}x faster than this", Reporter::speedup(*fused_result, r));
-      r.round_ratio = round_ratio(peer_ms, variants.front().ms, "ORT/fused");
-      r.note += "; " + r.round_ratio->describe();
-    }
-    rep.add(r);
+    // variants.front() is the fused path (plain=0 skips only the plain one).
+    std::optional<Result> r = peer_rounds.row("attention", c.name(), cfg.flops(), with_peer ? peer->note(peer_id) : "",
+                                              variants.front().ms, "ORT/fused");
+    if (!r) continue;
+    r->note += fmt::format("; fused is {:.2f}x faster than this; {}", Reporter::speedup(*fused_result, *r),
+                           r->round_ratio->describe());
+    rep.add(*r);
     peer_rows = true;
   }
   if (o.compare && !peer_rows && std::any_of(chosen.begin(), chosen.end(), [](const AttnCase& c) { return c.Sq == 0; }))

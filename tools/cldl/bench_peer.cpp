@@ -271,6 +271,28 @@ std::optional<ServePeer::Run> ServePeer::run(const std::string& case_id) {
   return out;
 }
 
+void PeerRounds::add(const std::optional<ServePeer::Run>& r) {
+  ms.push_back(r ? r->ms : 0.0);
+  cpu_ms.push_back(r ? r->cpu_ms : 0.0);
+}
+
+std::optional<Result> PeerRounds::row(const std::string& family, const std::string& name, double work,
+                                      const std::string& peer_note, const std::vector<double>& ours_ms,
+                                      const std::string& label) const {
+  std::vector<double> got_ms, got_cpu;  // the rounds where the peer gave a time
+  for (size_t k = 0; k < ms.size(); ++k)
+    if (ms[k] > 0) got_ms.push_back(ms[k]), got_cpu.push_back(cpu_ms[k]);
+  if (got_ms.empty()) return std::nullopt;
+  Result r;
+  r.family = family, r.name = name, r.impl = "onnxruntime";
+  r.wall = summarize(got_ms);
+  r.work = work;
+  r.note = fmt::format("{}{}cpu {:.1f} ms/run (median)", peer_note, peer_note.empty() ? "" : "; ",
+                       summarize(got_cpu).median_ms);
+  r.round_ratio = round_ratio(ms, ours_ms, label);
+  return r;
+}
+
 void warm_for(const std::function<void()>& fn, double ms) {
   const auto t0 = Clock::now();
   do fn();

@@ -11,8 +11,8 @@
 // The peer: ONNX Runtime (CPU) on the same configurations through an ONNX LSTM model
 // (tools/bench/rnn_onnxruntime.py --serve, one `python3` process for all selected cases, started before
 // the first case), with ort_threads=<N> intra-op threads (default 2: the cores PoCL uses here), otherwise
-// its defaults. It is timed interleaved (each timed run right after an untimed one of the same
-// implementation, so none starts cold): each round runs every strategy once and then the peer
+// its defaults. It is timed interleaved (each timed run of ours after 60 ms of untimed ones, warm_for; the
+// peer's after one untimed run): each round runs every strategy once and then the peer
 // once (the warm-up rounds too), so a drift in the machine's speed hits both alike. Its row reports the
 // min / median / max of those runs, and its note and the summary after the last case give the median of
 // the per-round ratios ORT ms / best strategy's ms (best by median) with their min and max: the figure to
@@ -236,7 +236,7 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       if (with_peer) peer->run(peer_id);
     }
     std::vector<std::vector<double>> ms(fns.size()), cpu(fns.size());
-    std::vector<double> peer_ms, peer_cpu;  // per round; 0 where the peer gave no time
+    PeerRounds peer_rounds;
     for (int run = 0; run < std::max(1, opts.runs); ++run) {
       for (size_t i = 0; i < fns.size(); ++i) {
         // Untimed runs right before the timed one (the peer's turn does one): with the peer, for 60 ms,
@@ -248,11 +248,7 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
         cpu[i].push_back(process_cpu_ms() - c0);
         schedules[i] = stacks[variants[i].stack]->last_schedule();
       }
-      if (with_peer) {
-        const auto pr = peer->run(peer_id);
-        peer_ms.push_back(pr ? pr->ms : 0.0);
-        peer_cpu.push_back(pr ? pr->cpu_ms : 0.0);
-      }
+      if (with_peer) peer_rounds.add(peer->run(peer_id));
     }
     if (set.count("profile") && set["profile"] != "0")
       for (const RnnRunOptions& o : runopts) profile_once(ctx, *stack, io, o, name);
@@ -291,29 +287,18 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       }
       rep.add(r);
     }
-    std::vector<double> got_ms, got_cpu;  // the rounds where the peer gave a time
-    for (size_t k = 0; k < peer_ms.size(); ++k)
-      if (peer_ms[k] > 0) got_ms.push_back(peer_ms[k]), got_cpu.push_back(peer_cpu[k]);
     if (!with_peer || !best) continue;
-    if (got_ms.empty()) {
+    const std::string best_label = best->impl.rfind("cldl:", 0) == 0 ? best->impl.substr(5) : best->impl;
+    std::optional<Result> r =
+        peer_rounds.row("rnn", name, stack->flops(), peer->note(peer_id), ms[best_i], "ORT/" + best_label);
+    if (!r) {
       log::warn("bench rnn: ONNX Runtime peer gave no result for {}", name);
       continue;
     }
-    Result r;
-    r.family = "rnn";
-    r.name = name;
-    r.impl = "onnxruntime";
-    r.wall = summarize(got_ms);
-    r.work = stack->flops();
-    const std::string peer_note = peer->note(peer_id);
-    r.note = fmt::format("{}{}cpu {:.1f} ms/run (median)", peer_note, peer_note.empty() ? "" : "; ",
-                         summarize(got_cpu).median_ms);
-    r.note += fmt::format("; best cldl ({}) is {:.2f}x faster than this", best->impl, Reporter::speedup(*best, r));
-    const std::string best_label = best->impl.rfind("cldl:", 0) == 0 ? best->impl.substr(5) : best->impl;
-    r.round_ratio = round_ratio(peer_ms, ms[best_i], "ORT/" + best_label);
-    r.note += "; " + r.round_ratio->describe();
-    summary.push_back({name, best->impl, best->wall.median_ms, r.wall.median_ms, *r.round_ratio});
-    rep.add(r);
+    r->note += fmt::format("; best cldl ({}) is {:.2f}x faster than this; {}", best->impl,
+                           Reporter::speedup(*best, *r), r->round_ratio->describe());
+    summary.push_back({name, best->impl, best->wall.median_ms, r->wall.median_ms, *r->round_ratio});
+    rep.add(*r);
   }
   if (opts.json || summary.empty()) return;
   // The figure to read: per round, ONNX Runtime's ms over the best strategy's ms of the same round.
