@@ -72,6 +72,17 @@ struct Scheduler {
   int64_t T, B;
   int layout;
   Profiler* profiler = nullptr;  // the caller's, handed to every queue's commands
+  // Every queue besides the caller's that this call put commands on. They are flushed at the end: a
+  // command waiting on another queue's event needs that queue flushed (OpenCL 1.2, 5.13). PoCL submits
+  // at once, NVIDIA's driver only on a flush, so without it layer- and time-parallel runs hung there.
+  std::vector<cl::CommandQueue> aux_queues;
+
+  cl::CommandQueue aux_queue(int dev, int index) {
+    cl::CommandQueue q = ctx.queue(dev, index, profiler != nullptr);
+    if (std::none_of(aux_queues.begin(), aux_queues.end(), [&](const cl::CommandQueue& o) { return o() == q(); }))
+      aux_queues.push_back(q);
+    return q;
+  }
 
   ExecutionContext make_ec(const cl::CommandQueue& q) const {
     ExecutionContext e(q);
@@ -193,7 +204,7 @@ struct Scheduler {
   }
 
   std::string time_parallel(cl::CommandQueue q, std::vector<cl::Event> waits, cl::Event& done) {
-    cl::CommandQueue q1 = ctx.queue(device, 1, profiler != nullptr);
+    cl::CommandQueue q1 = aux_queue(device, 1);
     done = run_layers_on(full(), 0, B, q, &q1, false, std::move(waits), true);
     bool bidir = std::any_of(layers.begin(), layers.end(), [](RnnLayer* l) { return l->config().dirs() == 2; });
     return fmt::format("time_parallel: projection GEMM over T={}{}", T, bidir ? ", directions on 2 queues" : "");
@@ -217,7 +228,7 @@ struct Scheduler {
     std::vector<cl::Event> finals;
     for (size_t l = 0; l < L; ++l) {
       const int dev = dev_of(l);
-      cl::CommandQueue ql = (l == 0) ? q : ctx.queue(dev, 10 + int(l), profiler != nullptr);
+      cl::CommandQueue ql = (l == 0) ? q : aux_queue(dev, 10 + int(l));
       const RnnConfig& c = cfg(l);
       const int64_t D = c.dirs();
       const bool chunked = c.direction == RnnDirection::forward;
@@ -567,7 +578,7 @@ struct Scheduler {
       const RnnWaveParams wp = wp0.resolved(B, g.l1 - g.l0);
       // Steps per hand-over: the lag (a chunk feeds one projection of the next group), else about T/8.
       if (gi == 0) join = chunk > 0 ? chunk : wp.lag > 1 ? wp.lag : std::max<int64_t>(1, (T + 7) / 8);
-      cl::CommandQueue qg = gi == 0 ? q : ctx.queue(g.dev, 10 + int(gi), profiler != nullptr);
+      cl::CommandQueue qg = gi == 0 ? q : aux_queue(g.dev, 10 + int(gi));
       std::vector<cl::Event> waits = waits0;
       const std::string key = fmt::format("lpw{}", gi);
       auto copy = [&](const Tensor& src, const Tensor& dst) {
@@ -646,7 +657,7 @@ struct Scheduler {
     for (int i = 0; i < S; ++i) {
       const int64_t b0 = B * i / S, nb = B * (i + 1) / S - b0;
       const int dev = (device + i) % ndev;
-      cl::CommandQueue qi = i == 0 ? q : ctx.queue(dev, 20 + i, profiler != nullptr);
+      cl::CommandQueue qi = i == 0 ? q : aux_queue(dev, 20 + i);
       if (dev == device) {
         // Same device: index the shared tensors by batch range, no copies.
         finals.push_back(run_layers_on(home, b0, nb, qi, nullptr, false, waits0, false));
@@ -763,7 +774,7 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
   RnnStrategy s = opts.strategy;
   const bool all_forward =
       std::all_of(layers.begin(), layers.end(), [](RnnLayer* l) { return l->config().direction == RnnDirection::forward; });
-  Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, ec.profiler, {}};
+  Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, ec.profiler, {}, {}};
   std::string why_auto;
   if (s == RnnStrategy::automatic) {
     const RnnWaveParams wp = opts.wave.resolved(B, layers.size());
@@ -798,6 +809,10 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
     case RnnStrategy::automatic: break;
   }
   if (!why_auto.empty()) what += fmt::format(" (auto: {})", why_auto);
+  if (!sch.aux_queues.empty()) {
+    check(ec.queue.flush(), "clFlush", op);  // the other queues wait on its barrier
+    for (auto& q : sch.aux_queues) check(q.flush(), "clFlush", op);
+  }
   state.last = done;
   ec.record(done, "rnn_join");
   log::debug("{}: {}", op, what);
