@@ -124,19 +124,27 @@ DEFINE_GATHER_ELEMENTS(ulong, gather_elements_8)
 // worked out by the host in double) get extrapolation. antialias (linear / cubic): a downscaled dim
 // (scale < 1) stretches the filter by 1 / scale, so every input under the output pixel contributes.
 // Range (OW, OH, planes).
+// a / b rounded to nearest. OpenCL lets a / b be 2.5 ulp off (NVIDIA's is), and nearest resizing
+// rounds coordinates that land exactly on .5 or on an integer: (3 + 0.5) / 3.5 came out a hair above
+// 1 there and picked the wrong input row. One fma residual step corrects the quotient.
+inline float div_rn(float a, float b) {
+  const float q = a / b;
+  return fma(fma(-q, b, a), 1.0f / b, q);
+}
+
 inline float resize_coord(int coord, float x, float4 geo, int in, int out) {
   const float scale = geo.s0, len = geo.s1;
   switch (coord) {
     case 6: return geo.s2 * x + geo.s3;
     case 5: {
-      const float adj = (float)out / len;
-      return (float)in * 0.5f * (1.0f - adj) + (x + 0.5f) / scale - 0.5f;
+      const float adj = div_rn((float)out, len);
+      return (float)in * 0.5f * (1.0f - adj) + div_rn(x + 0.5f, scale) - 0.5f;
     }
-    case 1: return x / scale;
-    case 2: return len == 1.0f ? 0.0f : x * (float)(in - 1) / (len - 1.0f);
-    case 3: return out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
-    case 4: return (x + 0.5f) / scale;
-    default: return (x + 0.5f) / scale - 0.5f;
+    case 1: return div_rn(x, scale);
+    case 2: return len == 1.0f ? 0.0f : div_rn(x * (float)(in - 1), len - 1.0f);
+    case 3: return out > 1 ? div_rn(x + 0.5f, scale) - 0.5f : 0.0f;
+    case 4: return div_rn(x + 0.5f, scale);
+    default: return div_rn(x + 0.5f, scale) - 0.5f;
   }
 }
 
@@ -179,7 +187,7 @@ inline float4 cubic_taps(float f, int n, float a, int exclude, int* i0) {
 // normalised to sum 1 (after dropping outside taps with exclude_outside). Returns n.
 inline float aa_weight(int mode, float t, float a) { return mode == 1 ? fmax(0.0f, 1.0f - fabs(t)) : cubic_w(t, a); }
 inline int aa_taps(int mode, float f, float s, int* i0) {
-  const int start = (int)floor(-(mode == 1 ? 1.0f : 2.0f) / s) + 1;
+  const int start = (int)floor(div_rn(-(mode == 1 ? 1.0f : 2.0f), s)) + 1;
   *i0 = (int)floor(f) + start;
   return 2 - 2 * start;
 }
