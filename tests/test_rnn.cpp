@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "layers/rnn.hpp"
 #include "tests/reference/rnn_ref.hpp"
@@ -117,9 +118,7 @@ const RnnStrategy kAll[] = {RnnStrategy::sequential, RnnStrategy::time_parallel,
 
 // Whether the wavefront strategy applies: forward LSTM in the tiles weight layout (the CPU default).
 bool wave_applies(Context& cx, const RnnConfig& c) {
-  const char* lay = std::getenv("CLDL_RNN_WEIGHT_LAYOUT");
-  const bool tiles = lay ? std::string(lay) == "tiles" : cx.device(0).info.type != DeviceType::gpu;
-  return c.cell == RnnCell::lstm && c.direction == RnnDirection::forward && tiles;
+  return c.cell == RnnCell::lstm && c.direction == RnnDirection::forward && test::rnn_tiles_layout(cx);
 }
 
 // Every strategy against the reference and against sequential; the wavefront where it applies, else
@@ -289,12 +288,18 @@ TEST_CASE("LSTM, GRU and RNN match the reference in every direction with ragged 
 
 // Runs `fn` with CLDL_RNN_WEIGHT_LAYOUT set (weights are laid out when a layer is created).
 template <typename F> auto with_layout(const char* layout, F fn) {
-  setenv("CLDL_RNN_WEIGHT_LAYOUT", layout, 1);
-  struct Unset {
-    ~Unset() { unsetenv("CLDL_RNN_WEIGHT_LAYOUT"); }
-  } unset;
+  test::ScopedEnv env("CLDL_RNN_WEIGHT_LAYOUT", layout);
   return fn();
 }
+
+// The wavefront needs the tiles weight layout: forced for a test's scope where the device defaults to
+// another (GPUs), so the wave kernels run there too.
+struct WaveLayout {
+  std::optional<test::ScopedEnv> env;
+  explicit WaveLayout(Context& cx) {
+    if (!test::rnn_tiles_layout(cx)) env.emplace("CLDL_RNN_WEIGHT_LAYOUT", "tiles");
+  }
+};
 
 TEST_CASE("the k-major (GPU), row and tile weight layouts give the same results") {
   // CPUs get tiles (LSTM) or rows by default; force each so every kernel variant is tested here.
@@ -473,6 +478,7 @@ TEST_CASE("stacked layers: every strategy equals sequential and the composed ref
 }
 
 TEST_CASE("wavefront: stacks of forward LSTM layers equal sequential and the composed reference") {
+  WaveLayout tiles(ctx());
   // Layers with different hidden sizes (partial tiles, one tile, several), activations, clip, peepholes
   // and input_forget; ragged lengths with 0 and T; initial states and Y_h / Y_c for some layers only;
   // both layouts; batch 1, 3 and 9 (1-, 2- and 4-row kernels); the knobs forced too.
@@ -543,6 +549,7 @@ TEST_CASE("wavefront: stacks of forward LSTM layers equal sequential and the com
 }
 
 TEST_CASE("wavefront refuses what it cannot run, and auto then picks another strategy") {
+  WaveLayout tiles(ctx());
   const int64_t T = 4, B = 2;
   std::vector<RnnConfig> cfgs;
   std::vector<RnnWeights> ws;
@@ -587,6 +594,7 @@ TEST_CASE("wavefront refuses what it cannot run, and auto then picks another str
 }
 
 TEST_CASE("a profiler sees the wavefront's launches: T + lag (L - 1) waves and the chunk projections") {
+  WaveLayout tiles(ctx());
   const int64_t T = 7, B = 2;
   std::vector<RnnConfig> cfgs;
   std::vector<RnnWeights> ws;

@@ -89,12 +89,7 @@ std::unique_ptr<RnnLayer> run_rnn_checked(const RnnCase& c) {
   return layer;
 }
 
-// Sets an environment variable for one scope (the RNN layer reads CLDL_RNN_* at create).
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
+using test::ScopedEnv;
 
 }  // namespace
 

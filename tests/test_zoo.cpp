@@ -221,10 +221,17 @@ TEST_SUITE("zoo") {
       CAPTURE(s);
       GeneratorOptions go;
       go.compile.rnn_strategy = s;
-      Generator gen(test::shared_ctx(), kLstm + "model.onnx", go);
-      auto r =
-          gen.generate(Vocab::load(kLstm + "vocab.json"), ref["prompt"].get<std::string>(), opts(int(want.size())));
-      CHECK(r.tokens == want);
+      auto generate = [&] {
+        Generator gen(test::shared_ctx(), kLstm + "model.onnx", go);
+        return gen.generate(Vocab::load(kLstm + "vocab.json"), ref["prompt"].get<std::string>(),
+                            opts(int(want.size())));
+      };
+      if (s == "wave" && !test::rnn_tiles_layout(*test::shared_ctx())) {
+        // GPUs keep LSTM weights k-major; the wavefront is refused there, naming why.
+        CHECK_THROWS_WITH(generate(), doctest::Contains("tiles weight layout"));
+        continue;
+      }
+      CHECK(generate().tokens == want);
     }
   }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -100,6 +101,30 @@ inline std::string temp_dir(const std::string& tag) {
   std::string cmd = "mkdir -p " + t;
   if (std::system(cmd.c_str()) != 0) FAIL("cannot create " << t);
   return t;
+}
+
+// Sets an environment variable for one scope (layers read CLDL_RNN_* and similar at create).
+// The previous value (or its absence) comes back at the end.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(const char* n, const char* v) : name(n) {
+    if (const char* o = std::getenv(n)) old = o;
+    setenv(n, v, 1);
+  }
+  ~ScopedEnv() {
+    if (old) setenv(name.c_str(), old->c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
+
+// Whether LSTM weights get the tiles layout on device 0 of `cx` (the CPU default, or forced by
+// CLDL_RNN_WEIGHT_LAYOUT=tiles): the wavefront strategy needs it, elsewhere it is refused with an error.
+inline bool rnn_tiles_layout(Context& cx) {
+  const char* lay = std::getenv("CLDL_RNN_WEIGHT_LAYOUT");
+  return lay ? std::string(lay) == "tiles" : cx.device(0).info.type != DeviceType::gpu;
 }
 
 }  // namespace cldl::test

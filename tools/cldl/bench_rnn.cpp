@@ -213,16 +213,25 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
         RnnRunOptions o = base;
         o.strategy = strategies[i];
         if (lags[i]) o.wave.lag = lags[i];
-        if (si == 0) runopts.push_back(o);
-        variants.push_back({i, si});
-        fns.push_back([st = stacks[si].get(), db = bool(dbs[si]), &io, &ctx, o] {
+        std::function<void()> fn = [st = stacks[si].get(), db = bool(dbs[si]), &io, &ctx, o] {
           tuning::ScopedEnabled scoped(db);
           ExecutionContext ec(ctx.queue());
           cl::Event done;
           ec.signal = &done;
           st->enqueue(io, o, ec);
           done.wait();
-        });
+        };
+        // A strategy this device refuses (the wavefront without the tiles weight layout, on GPUs) is
+        // left out with its reason; the others still run.
+        try {
+          fn();
+        } catch (const Error& e) {
+          fmt::print(stderr, "bench rnn: {}: strategy {} left out: {}\n", name, to_string(o.strategy), e.what());
+          continue;
+        }
+        if (si == 0) runopts.push_back(o);
+        variants.push_back({i, si});
+        fns.push_back(std::move(fn));
       }
     // The peer, when it is up, takes its turn after the strategies in every round (warm-up rounds too):
     // its times and ours come from the same moments of the machine (waits here for its ready line).
