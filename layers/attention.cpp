@@ -14,18 +14,32 @@ namespace {
 // without and with an additive mask, at the AVX2 and at the AVX-512 register blocks; the tile kernel at
 // head size 64 on CPUs (an MHA decode step over a KV cache: BLOCK_M 1, VEC 16, global reads) and on GPUs
 // with 48 KiB of local memory (BLOCK_M 64, VEC 4), head size 128; and the plain path's kernels (which
-// the KV cache shares).
-const ProgramVariants kAttentionVariants(
+// the KV cache shares). Each is registered for the devices where create() picks it.
+bool cpu_narrow(const DeviceInfo& d) { return d.type == DeviceType::cpu && d.preferred_vector_float < 16; }
+bool cpu_wide(const DeviceInfo& d) { return d.type == DeviceType::cpu && d.preferred_vector_float >= 16; }
+bool cpu_any(const DeviceInfo& d) { return d.type == DeviceType::cpu; }
+bool not_cpu(const DeviceInfo& d) { return d.type != DeviceType::cpu; }
+const ProgramVariants kAttentionAvx2Variants(
     "attention.cl",
     {"-DATT_KERNEL=2 -DATT_KB=6 -DATT_CB=4 -DATT_BKV=24 -DMASK=0 -DKV_LENS=0",
-     "-DATT_KERNEL=2 -DATT_KB=6 -DATT_CB=4 -DATT_BKV=24 -DMASK=1 -DKV_LENS=0",
-     "-DATT_KERNEL=2 -DATT_KB=8 -DATT_CB=8 -DATT_BKV=16 -DMASK=0 -DKV_LENS=0",
-     "-DATT_KERNEL=2 -DATT_KB=8 -DATT_CB=8 -DATT_BKV=16 -DMASK=1 -DKV_LENS=0",
-     "-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=1 -DBLOCK_N=32 -DVEC=16 -DUSE_LOCAL=0 -DMASK=0 -DKV_LENS=1",
-     "-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0",
+     "-DATT_KERNEL=2 -DATT_KB=6 -DATT_CB=4 -DATT_BKV=24 -DMASK=1 -DKV_LENS=0"},
+    cpu_narrow);
+const ProgramVariants kAttentionAvx512Variants(
+    "attention.cl",
+    {"-DATT_KERNEL=2 -DATT_KB=8 -DATT_CB=8 -DATT_BKV=16 -DMASK=0 -DKV_LENS=0",
+     "-DATT_KERNEL=2 -DATT_KB=8 -DATT_CB=8 -DATT_BKV=16 -DMASK=1 -DKV_LENS=0"},
+    cpu_wide);
+const ProgramVariants kAttentionCpuDecodeVariants(
+    "attention.cl",
+    {"-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=1 -DBLOCK_N=32 -DVEC=16 -DUSE_LOCAL=0 -DMASK=0 -DKV_LENS=1"},
+    cpu_any);
+const ProgramVariants kAttentionLocalVariants(
+    "attention.cl",
+    {"-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0",
      "-DATT_KERNEL=1 -DHEAD_DIM=64 -DHEAD_DIM_V=64 -DBLOCK_M=64 -DBLOCK_N=32 -DVEC=4 -DUSE_LOCAL=1 -DMASK=1 -DKV_LENS=0",
-     "-DATT_KERNEL=1 -DHEAD_DIM=128 -DHEAD_DIM_V=128 -DBLOCK_M=64 -DBLOCK_N=16 -DVEC=4 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0",
-     "-DATT_KERNEL=3 -DMASK=0 -DKV_LENS=0"});
+     "-DATT_KERNEL=1 -DHEAD_DIM=128 -DHEAD_DIM_V=128 -DBLOCK_M=64 -DBLOCK_N=16 -DVEC=4 -DUSE_LOCAL=1 -DMASK=0 -DKV_LENS=0"},
+    not_cpu);
+const ProgramVariants kAttentionPlainVariants("attention.cl", {"-DATT_KERNEL=3 -DMASK=0 -DKV_LENS=0"});
 
 // Host twin of attn_params in kernels/attention.cl (same member order; cl_long members 8-aligned).
 struct AttnParams {

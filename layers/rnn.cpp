@@ -13,7 +13,15 @@ namespace cldl {
 
 namespace {
 // One program holds every cell's kernels (activations are runtime arguments), so one build serves all.
-const ProgramVariants kRnnVariants("rnn.cl", {"-DRNN_KMAJOR=0", "-DRNN_KMAJOR=1", "-DRNN_KMAJOR=0 -DRNN_TW=16"});
+// The defaults of resolve_kernel_params: k-major weights on GPUs; rows / tiles elsewhere, the LSTM tiles
+// float16 wide where the device prefers float16.
+const ProgramVariants kRnnGpuVariants("rnn.cl", {"-DRNN_KMAJOR=1"},
+                                      [](const DeviceInfo& d) { return d.type == DeviceType::gpu; });
+const ProgramVariants kRnnVariants("rnn.cl", {"-DRNN_KMAJOR=0"},
+                                   [](const DeviceInfo& d) { return d.type != DeviceType::gpu; });
+const ProgramVariants kRnnWideVariants("rnn.cl", {"-DRNN_KMAJOR=0 -DRNN_TW=16"}, [](const DeviceInfo& d) {
+  return d.type != DeviceType::gpu && d.preferred_vector_float >= 16;
+});
 
 // Tile kernels: batch rows per work-item of a step (1, 2 or 4: lstm_step_tile_m1/_m2/_m4). More rows
 // reuse each loaded weight more often; rows past the batch are computed for nothing, so small batches

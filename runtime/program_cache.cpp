@@ -343,14 +343,20 @@ std::mutex& registry_mutex() {
 }
 }  // namespace
 
-ProgramVariants::ProgramVariants(std::string file, std::vector<std::string> option_sets) {
+ProgramVariants::ProgramVariants(std::string file, std::vector<std::string> option_sets, VariantFilter for_device) {
   std::lock_guard lock(registry_mutex());
-  for (auto& o : option_sets) registry().push_back({file, std::move(o)});
+  for (auto& o : option_sets) registry().push_back({file, std::move(o), for_device});
 }
 
 std::vector<ProgramSpec> registered_programs() {
   std::lock_guard lock(registry_mutex());
   return registry();
+}
+
+std::vector<ProgramSpec> registered_programs(const DeviceInfo& info) {
+  std::vector<ProgramSpec> r = registered_programs();
+  std::erase_if(r, [&](const ProgramSpec& p) { return !p.applies_to(info); });
+  return r;
 }
 
 cl::Kernel make_kernel(const cl::Program& program, const char* name) {

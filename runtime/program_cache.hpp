@@ -82,14 +82,21 @@ class ProgramCache {
 };
 
 // Program variants the library builds by default (kernel file + options), registered by each op family
-// with a static ProgramVariants object; `cldl compile` and warm-up build them all.
+// with a static ProgramVariants object; `cldl compile` builds those of its device.
+// A variant's device filter (nullptr: every device) says where the op's create() can pick it, e.g. the
+// float16-wide RNN tiles only where the device prefers float16: elsewhere building it is wasted time
+// (Intel's FPGA emulator took minutes over it).
+using VariantFilter = bool (*)(const DeviceInfo&);
 struct ProgramSpec {
   std::string file;
   std::string options;
+  VariantFilter for_device = nullptr;
+  bool applies_to(const DeviceInfo& info) const { return !for_device || for_device(info); }
 };
-std::vector<ProgramSpec> registered_programs();
+std::vector<ProgramSpec> registered_programs();                        // every variant
+std::vector<ProgramSpec> registered_programs(const DeviceInfo& info);  // those for this device
 struct ProgramVariants {
-  ProgramVariants(std::string file, std::vector<std::string> option_sets);
+  ProgramVariants(std::string file, std::vector<std::string> option_sets, VariantFilter for_device = nullptr);
 };
 
 // Kernel `name` from `program`; throws Error naming the kernel when it is missing.

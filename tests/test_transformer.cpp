@@ -5,7 +5,9 @@
 // feed-forward 1e-4 + 1e-4 (two fp32 GEMMs over K up to 96).
 #include <filesystem>
 #include <optional>
+#include <set>
 
+#include "layers/rnn.hpp"
 #include "reference/attention_ref.hpp"
 #include "support/attn_onnx_data.hpp"
 #include "support/test_util.hpp"
@@ -296,6 +298,86 @@ TEST_CASE("the registered default variants of attention.cl and transformer.cl bu
     ++built;
   }
   CHECK(built == 13);  // 9 attention.cl (layers/attention.cpp) + 4 transformer.cl
+}
+
+// `cldl compile` builds registered_programs(device): every default program create() makes on this
+// device is among them, and the variants for other kinds of device are not.
+TEST_CASE("registered variants per device: this device's defaults are in, other devices' are out") {
+  std::set<std::pair<std::string, std::string>> mine;
+  for (const auto& p : registered_programs(ctx().device().info)) mine.insert({p.file, p.options});
+  auto& cache = ProgramCache::global();
+  cache.start_recording();
+  std::vector<std::pair<std::string, std::string>> made;
+  try {
+    AttentionConfig a;  // prefill: 16 query rows per head (CPUs: the blocked kernel), then with a mask
+    a.batch = 1, a.q_heads = 2, a.q_len = 16, a.kv_len = 16, a.head_size = 64;
+    Attention::create(ctx(), 0, a);
+    a.mask = AttentionMask::additive, a.mask_shape = Shape{16, 16};
+    Attention::create(ctx(), 0, a);
+    a.mask = AttentionMask::none, a.mask_shape = Shape{};
+    a.q_len = 1, a.kv_len = 32;  // a decode step over a cache with kv lengths (CPUs) / without (others)
+    if (ctx().device().info.type == DeviceType::cpu) a.kv_lens = AttentionKvLens::i32;
+    Attention::create(ctx(), 0, a);
+    for (RnnCell cell : {RnnCell::lstm, RnnCell::gru, RnnCell::rnn}) {
+      RnnConfig r;
+      r.cell = cell, r.seq_length = 3, r.batch = 2, r.input_size = 5, r.hidden_size = 7;
+      RnnWeights w;
+      w.W = test::random_tensor({1, r.gates() * 7, 5}, 1);
+      w.R = test::random_tensor({1, r.gates() * 7, 7}, 2);
+      RnnLayer::create(ctx(), 0, r, w);
+    }
+    made = cache.stop_recording();
+  } catch (...) {
+    cache.stop_recording();
+    throw;
+  }
+  int checked = 0;
+  const DeviceInfo& info = ctx().device().info;
+  for (const auto& m : made) {
+    if (m.first != "rnn.cl" && m.first != "attention.cl") continue;
+    // The registered local-tile form assumes >= 32 KiB of local memory and work-groups of 64; on smaller
+    // devices create() shrinks its tiles to a variant nobody registered.
+    if (m.second.find("-DUSE_LOCAL=1") != std::string::npos &&
+        (info.local_mem_bytes < 32768 || info.max_work_group_size < 64))
+      continue;
+    CAPTURE(m.first);
+    CAPTURE(m.second);
+    CHECK(mine.count(m));
+    ++checked;
+  }
+  CHECK(checked >= 3);  // the blocked / tile kernels, their masked form, rnn.cl
+
+  auto has = [](const DeviceInfo& d, const std::string& file, const std::string& options) {
+    for (const auto& p : registered_programs(d))
+      if (p.file == file && p.options.find(options) != std::string::npos) return true;
+    return false;
+  };
+  DeviceInfo gpu;
+  gpu.type = DeviceType::gpu;
+  gpu.preferred_vector_float = 1;
+  DeviceInfo avx512 = gpu, avx2 = gpu, fpga = gpu;
+  avx512.type = avx2.type = DeviceType::cpu;
+  avx512.preferred_vector_float = 16, avx2.preferred_vector_float = 8;
+  fpga.type = DeviceType::accelerator;
+  CHECK(has(gpu, "rnn.cl", "-DRNN_KMAJOR=1"));
+  CHECK_FALSE(has(gpu, "rnn.cl", "-DRNN_KMAJOR=0"));
+  CHECK(has(gpu, "attention.cl", "-DUSE_LOCAL=1"));
+  CHECK_FALSE(has(gpu, "attention.cl", "-DATT_KERNEL=2"));
+  CHECK(has(avx512, "rnn.cl", "-DRNN_TW=16"));
+  CHECK_FALSE(has(avx512, "rnn.cl", "-DRNN_KMAJOR=1"));
+  CHECK(has(avx512, "attention.cl", "-DATT_KB=8"));
+  CHECK_FALSE(has(avx512, "attention.cl", "-DATT_KB=6"));
+  CHECK_FALSE(has(avx512, "attention.cl", "-DUSE_LOCAL=1"));
+  CHECK(has(avx2, "rnn.cl", "-DRNN_KMAJOR=0"));
+  CHECK_FALSE(has(avx2, "rnn.cl", "-DRNN_TW=16"));
+  CHECK(has(avx2, "attention.cl", "-DATT_KB=6"));
+  CHECK_FALSE(has(fpga, "rnn.cl", "-DRNN_TW=16"));
+  CHECK(has(fpga, "rnn.cl", "-DRNN_KMAJOR=0"));
+  CHECK(has(fpga, "attention.cl", "-DUSE_LOCAL=1"));
+  for (const DeviceInfo* d : {&gpu, &avx512, &avx2, &fpga}) {
+    CHECK(has(*d, "attention.cl", "-DATT_KERNEL=3"));  // the plain path and the KV cache: everywhere
+    CHECK(registered_programs(*d).size() < registered_programs().size());
+  }
 }
 
 }  // TEST_SUITE

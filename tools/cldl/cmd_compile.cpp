@@ -58,7 +58,7 @@ void run_compile(const std::string& model, const std::vector<std::string>& dims,
   } else {
     if (!dims.empty()) fail("cldl compile: --dim needs a model file");
     ctx = Context::create(device);
-    programs = registered_programs();
+    programs = registered_programs(ctx->device().info);
   }
   const auto& dev = ctx->device();
   fmt::print("compiling {} programs for {} ({}, driver {})\n", programs.size(), dev.info.name, dev.info.platform_name,
@@ -83,7 +83,7 @@ void run_compile(const std::string& model, const std::vector<std::string>& dims,
 }  // namespace
 
 void add_compile_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("compile", "Build every library program for a device (warm the cache, or --out a bundle)");
+  auto* cmd = app.add_subcommand("compile", "Build the library's default programs for a device (warm the cache, or --out a bundle)");
   static std::string model, device, out;
   static std::vector<std::string> dims;
   cmd->add_option("model", model, "ONNX model: bundle only the programs it needs (with --out)");
