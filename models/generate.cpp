@@ -3,6 +3,7 @@
 #include "models/generate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -16,6 +17,7 @@
 
 #include "models/onnx_import.hpp"
 #include "models/passes.hpp"
+#include "runtime/log.hpp"
 
 namespace cldl::graph {
 
@@ -254,9 +256,7 @@ std::map<std::string, HostTensor> Generator::zero_state(int64_t t) {
   return state;
 }
 
-std::map<std::string, HostTensor> Generator::call(int64_t t, std::span<const int64_t> tokens, int64_t pos,
-                                                  std::map<std::string, HostTensor>& state) {
-  model_for(t);
+std::map<std::string, HostTensor> Generator::step_inputs(int64_t t, std::span<const int64_t> tokens, int64_t pos) {
   auto& c = *compiled_.at(t);
   std::map<std::string, HostTensor> in;
   if (tokens_dtype_ == DType::i64) {
@@ -274,11 +274,23 @@ std::map<std::string, HostTensor> Generator::call(int64_t t, std::span<const int
       in["pos"] = HostTensor::from<int64_t>(Shape{1}, std::span<const int64_t>(&pos, 1));
     }
   }
+  return in;
+}
+
+void Generator::check_state_shape(int64_t t, const std::string& s, const Shape& carried) const {
+  const Shape& want = compiled_.at(t)->state_shapes.at(s);
+  if (carried != want)
+    fail("model '{}': state '{}' is {} for T = {} but {} was carried over", path_, s, want.str(), t, carried.str());
+}
+
+std::map<std::string, HostTensor> Generator::call(int64_t t, std::span<const int64_t> tokens, int64_t pos,
+                                                  std::map<std::string, HostTensor>& state) {
+  model_for(t);
+  auto& c = *compiled_.at(t);
+  std::map<std::string, HostTensor> in = step_inputs(t, tokens, pos);
   for (auto& s : states_) {
     const HostTensor& st = state.at(s);
-    if (st.shape() != c.state_shapes[s])
-      fail("model '{}': state '{}' is {} for T = {} but {} was carried over", path_, s, c.state_shapes[s].str(), t,
-           st.shape().str());
+    check_state_shape(t, s, st.shape());
     in[s + kStateIn] = st;
   }
   auto out = c.session->run(in);
@@ -312,21 +324,60 @@ GenerateResult Generator::generate(std::span<const int64_t> prompt, const Genera
   std::mt19937_64 rng(o.seed);
   const bool whole = !opts_.prompt_token_by_token && static_t_ != 1 && prompt.size() > 1;
   const int64_t t0 = whole ? int64_t(prompt.size()) : 1;
-  auto state = zero_state(t0);
+  model_for(t0);
   model_for(1);
 
+  // The states (KV caches, RNN states) stay on the device from call to call: two buffers per state, the
+  // call reads one and writes the other, then they swap. A step moves only its token(s) and the logits
+  // between host and device, not every state twice (on a discrete GPU, two bus transfers of the whole
+  // cache per token).
+  const int dev = opts_.compile.device;
+  std::map<std::string, std::array<Tensor, 2>> dev_state;
+  for (auto& [name, z] : zero_state(t0)) dev_state[name] = {ctx_->upload(z, dev), ctx_->upload(z, dev)};
+  int cur = 0;
+  std::vector<Session*> bound;
+  struct Unbind {  // the sessions get their own buffers back, also when a call throws
+    const std::vector<std::string>& states;
+    std::vector<Session*>& sessions;
+    ~Unbind() {
+      for (Session* ss : sessions) {
+        try {
+          for (auto& s : states) {
+            ss->bind_input(s + kStateIn, Tensor{});
+            ss->bind_output(s + kStateOut, Tensor{});
+          }
+        } catch (const std::exception& e) {
+          log::warn("generate: unbinding the states: {}", e.what());
+        }
+      }
+    }
+  } unbind{states_, bound};
+  auto step = [&](int64_t t, std::span<const int64_t> tokens, int64_t pos) {
+    Session& ss = *compiled_.at(t)->session;
+    for (auto& s : states_) {
+      check_state_shape(t, s, dev_state[s][cur].shape);
+      ss.bind_input(s + kStateIn, dev_state[s][cur]);
+      ss.bind_output(s + kStateOut, dev_state[s][1 - cur]);
+    }
+    if (std::find(bound.begin(), bound.end(), &ss) == bound.end()) bound.push_back(&ss);
+    for (auto& [name, h] : step_inputs(t, tokens, pos)) ss.write_input(name, h);
+    ss.enqueue();
+    cur = 1 - cur;
+    return ss.read_output("logits");
+  };
+
   auto start = std::chrono::steady_clock::now();
-  std::map<std::string, HostTensor> out;
+  HostTensor logits;
   if (whole) {
-    out = call(t0, prompt, 0, state);
+    logits = step(t0, prompt, 0);
   } else {
-    for (size_t i = 0; i < prompt.size(); ++i) out = call(1, prompt.subspan(i, 1), int64_t(i), state);
+    for (size_t i = 0; i < prompt.size(); ++i) logits = step(1, prompt.subspan(i, 1), int64_t(i));
   }
-  auto next = [&](const HostTensor& logits) {
-    auto all = logits.span<float>();
+  auto next = [&](const HostTensor& l) {
+    auto all = l.span<float>();
     return pick_token(all.subspan(all.size() - size_t(vocab_size_)), o, rng);
   };
-  int64_t tok = next(out.at("logits"));
+  int64_t tok = next(logits);
   r.prompt_ms = elapsed_ms(start);
   r.tokens.push_back(tok);
   auto decode_start = std::chrono::steady_clock::now();
@@ -337,8 +388,7 @@ GenerateResult Generator::generate(std::span<const int64_t> prompt, const Genera
       r.hit_context_limit = true;
       break;
     }
-    out = call(1, std::span<const int64_t>(&tok, 1), pos, state);
-    tok = next(out.at("logits"));
+    tok = next(step(1, std::span<const int64_t>(&tok, 1), pos));
     r.tokens.push_back(tok);
     ++pos;
   }

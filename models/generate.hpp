@@ -98,6 +98,10 @@ class Generator {
   std::map<std::string, HostTensor> call(int64_t t, std::span<const int64_t> tokens, int64_t pos,
                                          std::map<std::string, HostTensor>& state);
   std::map<std::string, HostTensor> zero_state(int64_t t);
+  // tokens (and pos) of one call of the T = t model.
+  std::map<std::string, HostTensor> step_inputs(int64_t t, std::span<const int64_t> tokens, int64_t pos);
+  // Error naming the state when `carried` is not the T = t model's shape for it.
+  void check_state_shape(int64_t t, const std::string& s, const Shape& carried) const;
 
   std::shared_ptr<Context> ctx_;
   std::string path_;

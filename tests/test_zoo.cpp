@@ -211,6 +211,13 @@ TEST_SUITE("zoo") {
       CHECK(r.prompt == vocab.encode(ref["prompt"].get<std::string>()));
       CHECK(r.ms_per_token() > 0);
       CHECK(!r.hit_context_limit);
+      // generate() keeps the states on the device in buffers of its own and gives the sessions theirs
+      // back: a second generation starts from zero state again, and a host-side run_once still gives
+      // PyTorch's logits.
+      CHECK(gen.generate(vocab, ref["prompt"].get<std::string>(), opts(int(want.size()))).tokens == want);
+      HostTensor tokens = read_npy(kLstm + "ref_tokens.npy");
+      auto out = gen.run_once(std::as_const(tokens).span<int64_t>());
+      CHECK(max_abs_diff(out.at("logits"), read_npy(kLstm + "ref_logits.npy")) < 2e-4);
     }
   }
 
