@@ -15,6 +15,10 @@
 //   KV_LENS               0 none, 1 int32 per-batch kv lengths, 2 int64 per-batch kv lengths
 //   VEC                   1, 2, 4, 8 or 16: vector width along the head dimension (must divide HEAD_DIM
 //                          and HEAD_DIM_V); CPUs need it, the work-items of a group are not SIMD lanes there
+//   SPLIT_KV              0 / 1: attention_fused covers one chunk of the keys per work-group (the keys split
+//                          over dimension 2 with the batch) and writes its partial softmax state; then
+//                          attention_combine merges the chunks (a decode step on a GPU: a few query rows
+//                          per kv head would otherwise leave all but a handful of compute units idle)
 //
 // Index conventions: every tensor is addressed as base + b*sb + h*sh + s*ss + d (d contiguous), so the
 // same kernel serves [B, H, S, D], the ONNX 3-D [B, S, H*D] layout and a KV cache [B, H, max_len, D].
@@ -42,6 +46,9 @@
 #define KV_LENS 0
 #endif
 
+#ifndef SPLIT_KV
+#define SPLIT_KV 0
+#endif
 #ifndef VEC
 #define VEC 1
 #endif
@@ -148,7 +155,11 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
     attn_params p, __global const float* Q, long q_off, long q_sb, long q_sh, long q_ss,
     __global const float* K, long k_off, long k_sb, long k_sh, long k_ss, __global const float* V, long v_off,
     long v_sb, long v_sh, long v_ss, __global float* O, long o_off, long o_sb, long o_sh, long o_ss,
-    __global const void* mask, long mask_off, __global const lens_t* lens, long lens_off) {
+    __global const void* mask, long mask_off, __global const lens_t* lens, long lens_off
+#if SPLIT_KV
+    , int nsplit, int chunk, __global float* part, long part_off
+#endif
+    ) {
 #if USE_LOCAL
   __local vec_t Ks[BLOCK_N][DK_VEC];
   __local vec_t Vs[BLOCK_N][DV_VEC];
@@ -164,7 +175,11 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
   const int r = min(r0 + lid, rows - 1);
   const bool active = r0 + lid < rows;
   const int hk = get_global_id(1);
+#if SPLIT_KV
+  const int b = get_global_id(2) / nsplit, sp = get_global_id(2) % nsplit;
+#else
   const int b = get_global_id(2);
+#endif
   const int h = hk * p.group + r / p.Sq;
   const int row = r % p.Sq;
   lens += lens_off;
@@ -176,6 +191,12 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
   int kv_limit = kv_end;
   if (p.causal) kv_limit = min(kv_limit, s_max + coff + 1);
   kv_limit = max(kv_limit, 0);
+#if SPLIT_KV
+  const int kv_lo = sp * chunk;  // this work-group's keys: [kv_lo, kv_limit)
+  kv_limit = min(kv_limit, kv_lo + chunk);
+#else
+  const int kv_lo = 0;
+#endif
 
   __global const float* mrow_f = 0;
   __global const uchar* mrow_b = 0;
@@ -198,7 +219,7 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
 
   const __global float* kb = K + k_off + b * k_sb + hk * k_sh;
   const __global float* vb = V + v_off + b * v_sb + hk * v_sh;
-  for (int kv0 = 0; kv0 < kv_limit; kv0 += BLOCK_N) {
+  for (int kv0 = kv_lo; kv0 < kv_limit; kv0 += BLOCK_N) {
     const int n = min(BLOCK_N, kv_limit - kv0);
 #if USE_LOCAL
     barrier(CLK_LOCAL_MEM_FENCE);  // the previous tile is no longer read
@@ -242,6 +263,21 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
       }
     }
   }
+#if SPLIT_KV
+  if (active) {
+    // The chunk's state: unnormalised accumulator, running max, sum (m = -inf, l = 0: no visible key).
+    __global float* pp = part + part_off + ((((long)b * p.q_heads + h) * p.Sq + row) * nsplit + sp) * (HEAD_DIM_V + 2);
+    for (int d = 0; d < DV_VEC; ++d) {
+#if VEC == 1
+      pp[d] = acc[d];
+#else
+      CAT_VSTORE(acc[d], d, pp);
+#endif
+    }
+    pp[HEAD_DIM_V] = m;
+    pp[HEAD_DIM_V + 1] = l;
+  }
+#else
   if (active) {
     // A row with every key masked has no softmax; it yields zeros (documented in layers/attention.hpp).
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
@@ -255,7 +291,33 @@ __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1))) void attention_fus
 #endif
     }
   }
+#endif  // SPLIT_KV
 }
+
+#if SPLIT_KV
+// Merges the nsplit chunk states of each query row: with M the largest chunk max, the row's output is
+// sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s (zeros when no chunk saw a visible key, as above).
+// One work-item per output element. Global (round_up(HEAD_DIM_V, 64 or less), Hq * Sq, B).
+__kernel void attention_combine(attn_params p, int nsplit, __global const float* part, long part_off,
+                                __global float* O, long o_off, long o_sb, long o_sh, long o_ss) {
+  const int d = get_global_id(0), hr = get_global_id(1), b = get_global_id(2);
+  if (d >= HEAD_DIM_V) return;
+  const int h = hr / p.Sq, row = hr % p.Sq;
+  __global const float* pp = part + part_off + (((long)b * p.q_heads + h) * p.Sq + row) * nsplit * (HEAD_DIM_V + 2);
+  float mx = -INFINITY;
+  for (int s = 0; s < nsplit; ++s) mx = fmax(mx, pp[s * (HEAD_DIM_V + 2) + HEAD_DIM_V]);
+  float num = 0.0f, den = 0.0f;
+  if (mx != -INFINITY) {
+    for (int s = 0; s < nsplit; ++s) {
+      __global const float* q = pp + s * (HEAD_DIM_V + 2);
+      const float w = exp(q[HEAD_DIM_V] - mx);  // 0 for a chunk with no visible key (m = -inf)
+      num = fma(w, q[d], num);
+      den = fma(w, q[HEAD_DIM_V + 1], den);
+    }
+  }
+  O[o_off + b * o_sb + h * o_sh + (long)row * o_ss + d] = den > 0.0f ? num / den : 0.0f;
+}
+#endif  // SPLIT_KV
 
 #endif  // attention_fused
 

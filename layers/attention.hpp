@@ -61,6 +61,10 @@ struct AttentionConfig {
   // The blocked kernel's register blocks (0 = the device heuristic): keys per Q.K^T pass (kb), output
   // dims per P.V pass (cb), keys per block (bkv, a multiple of kb); set by the tuner or `--set kb=..`.
   int kb = 0, cb = 0, bkv = 0;
+  // The tile kernel over chunks of the keys, merged by a second kernel (flash-decoding): 0 auto (devices
+  // other than CPUs, when the work-groups over rows, kv heads and batch would not fill the compute
+  // units, e.g. a decode step), 1 never, N >= 2 that many chunks. Needs a workspace for the chunk states.
+  int kv_splits = 0;
 
 
   int64_t eff_kv_heads() const { return kv_heads ? kv_heads : q_heads; }
@@ -88,6 +92,7 @@ class Attention : public Op {
   const AttentionConfig& config() const { return cfg_; }
   bool fused() const { return fused_; }
   bool blocked() const { return blocked_; }
+  int kv_splits() const { return splits_; }  // chunks of the keys the tile kernel covers (1: not split)
 
  private:
   Attention(Context& ctx, int device, AttentionConfig cfg) : ctx_(&ctx), device_(device), cfg_(std::move(cfg)) {}
@@ -98,7 +103,10 @@ class Attention : public Op {
   bool fused_ = true;
   bool blocked_ = false;  // fused on attention_blocked
   size_t block_m_ = 32;   // attention_fused: rows per work-group; attention_blocked: rows per work-item (16)
+  int splits_ = 1;        // attention_fused: chunks of the keys (> 1: SPLIT_KV, then attention_combine)
+  int chunk_ = 0;         // keys per chunk
   cl::Kernel kernel_;  // fused kernel, or the plain path's softmax
+  cl::Kernel combine_;  // SPLIT_KV: attention_combine
   cl::Kernel qk_out_;  // plain path: qk_matmul_output
   std::unique_ptr<Gemm> qk_, pv_;
 };

@@ -195,6 +195,9 @@ Space attention_space(const DeviceInfo& info, const AttentionConfig&) {
   s.dims.push_back({"kb", {4, 6, 8, 12}});
   s.dims.push_back({"cb", {4, 6, 8}});
   s.dims.push_back({"bkv", {16, 24, 48}});
+  // The tile kernel over chunks of the keys (1: none); the auto rule splits only off CPUs.
+  s.dims.push_back({"kv_splits", info.type == DeviceType::cpu ? std::vector<int64_t>{1}
+                                                              : std::vector<int64_t>{1, 2, 4, 8, 16, 32}});
   return s;
 }
 
@@ -226,12 +229,13 @@ void attention_apply(const Params& p, AttentionConfig& c) {
   if (c.kb <= 0) c.kb = int(get(p, "kb", 0));
   if (c.cb <= 0) c.cb = int(get(p, "cb", 0));
   if (c.bkv <= 0) c.bkv = int(get(p, "bkv", 0));
+  if (c.kv_splits <= 0) c.kv_splits = int(get(p, "kv_splits", 0));
 }
 
 Params attention_relevant(const Params& p) {
   Params r = p;
   if (get(p, "blocked", 0) == 1)
-    for (const char* k : {"block_m", "block_n", "vec", "use_local"}) r.erase(k);
+    for (const char* k : {"block_m", "block_n", "vec", "use_local", "kv_splits"}) r.erase(k);
   else
     for (const char* k : {"kb", "cb", "bkv"}) r.erase(k);
   r.erase("block_q");  // a knob of the earlier blocked kernel, still in older databases

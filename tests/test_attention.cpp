@@ -102,6 +102,14 @@ void check_both(const AttentionConfig& cfg, uint32_t seed, bool plain = true) {
     CHECK(alg.rfind(blocked ? "fused:blocked" : "fused:online-softmax", 0) == 0);
     CLDL_CHECK_CLOSE(fused.data(), want.data(), want.size(), kRtol, kAtol);
   }
+  // The tile kernel over 3 chunks of the keys and the merge (GPUs' decode form), where there are 3.
+  if (cfg.kv_len > 64) {
+    c.cfg.kv_splits = 3;
+    auto split = run_op(c, AttentionAlgo::fused, &alg);
+    CHECK(alg.find("split-kv 3 x") != std::string::npos);
+    CLDL_CHECK_CLOSE(split.data(), want.data(), want.size(), kRtol, kAtol);
+    c.cfg.kv_splits = cfg.kv_splits;
+  }
   c.cfg.blocked = cfg.blocked;
   if (plain) {
     auto pl = run_op(c, AttentionAlgo::plain, &alg);
@@ -183,11 +191,32 @@ TEST_CASE("fused and plain match the reference on odd shapes, GQA and cross leng
     auto op = Attention::create(ctx(), 0, c);
     CHECK(op->fused());
     CHECK(op->blocked() == (ctx().device().info.type == DeviceType::cpu));
-    CHECK(op->workspace_bytes() == 0);  // both fused kernels read K and V in place
+    // Both fused kernels read K and V in place (a GPU splits the keys of so few rows: chunk states).
+    if (ctx().device().info.type == DeviceType::cpu) CHECK(op->workspace_bytes() == 0);
     c.q_len = 3;
     CHECK(!Attention::create(ctx(), 0, c)->blocked());
     c.q_len = 1;
     CHECK(!Attention::create(ctx(), 0, c)->blocked());
+  }
+  SUBCASE("decode over key chunks (split-kv): GQA, kv lengths with empty chunks, masks, causal offsets") {
+    auto c = base(3, 8, 2, 1, 301, 64);  // 4 q heads per kv head, one query each; 301 keys
+    c.kv_lens = AttentionKvLens::i32, c.causal = true, c.causal_offset_from_lens = true;
+    Case k = make_case(c, 21);
+    k.lens = {301, 40, 1};  // the second and third rows leave later chunks with no visible key
+    auto want = run_ref(k);
+    for (int splits : {2, 5, 10, 1}) {
+      CAPTURE(splits);
+      k.cfg.kv_splits = splits;
+      std::string alg;
+      auto got = run_op(k, AttentionAlgo::fused, &alg);
+      CHECK((alg.find("split-kv") != std::string::npos) == (splits > 1));
+      CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), kRtol, kAtol);
+    }
+    c.kv_lens = AttentionKvLens::none, c.causal = false, c.causal_offset_from_lens = false;
+    c.mask = AttentionMask::additive, c.mask_shape = {3, 1, 1, 301}, c.kv_splits = 4, c.use_local = 1;
+    check_both(c, 22);
+    c.mask = AttentionMask::boolean, c.mask_shape = {1, 301}, c.kv_splits = 7, c.use_local = 0;
+    check_both(c, 23);
   }
   SUBCASE("ONNX 3-D layout [B, S, H*D], GQA 6/3") {
     auto c = base(3, 6, 3, 7, 129, 80);
@@ -277,7 +306,9 @@ TEST_CASE("KV cache: decoding N tokens one by one equals one causal pass over N"
     Tensor y = ctx().alloc({B, Hq, s, D}, DType::f32);
     Tensor in[4] = {qn, cache.keys(), cache.values(), cache.lengths()};
     Tensor out[1] = {y};
-    op->enqueue(in, out, nullptr, ec);
+    std::optional<Tensor> ws;  // a GPU splits a decode step's keys into chunks: their states
+    if (op->workspace_bytes()) ws = ctx().alloc({int64_t(op->workspace_bytes() / 4)}, DType::f32);
+    op->enqueue(in, out, ws ? &*ws : nullptr, ec);
     ec.queue.finish();
     HostTensor h = ctx().download(y);
     for (int64_t b = 0; b < B; ++b)
@@ -347,6 +378,21 @@ TEST_CASE("bad configurations name the argument and value") {
   c.qk_output_mode = 0, c.algo = AttentionAlgo::fused;
   msg = error_of([&] { Attention::create(ctx(), 0, c); });
   CHECK(msg.find("qk_output_mode 0 needs the plain algorithm") != std::string::npos);
+
+  c = base(1, 2, 2, 1, 100, 8);
+  c.kv_splits = -1;
+  msg = error_of([&] { Attention::validate(c); });
+  CHECK(msg.find("kv_splits must be 0 (auto), 1 (none) or a chunk count up to 1024, got -1") != std::string::npos);
+  // Split into key chunks, the op needs a workspace for the chunk states; none given is an error.
+  c.kv_splits = 3, c.blocked = 0;
+  auto split = Attention::create(ctx(), 0, c);
+  CHECK(split->workspace_bytes() == size_t(2 * 1 * 3 * (8 + 2)) * sizeof(float));  // heads x rows x chunks x (Dv + 2)
+  std::vector<Tensor> in{ctx().alloc({1, 2, 1, 8}, DType::f32), ctx().alloc({1, 2, 100, 8}, DType::f32),
+                         ctx().alloc({1, 2, 100, 8}, DType::f32)};
+  Tensor out[1] = {ctx().alloc({1, 2, 1, 8}, DType::f32)};
+  auto ec = ctx().exec();
+  msg = error_of([&] { split->enqueue(in, out, nullptr, ec); });
+  CHECK(msg.find("split into 3 key chunks needs a workspace of 240 bytes, got 0") != std::string::npos);
 }
 
 }  // TEST_SUITE

@@ -403,7 +403,7 @@ class Tuner {
 
   // ---- attention: fused kernel (blocked / tile) and its knobs (bhsd, no mask) ----
   void attention(AttentionConfig cfg) {
-    cfg.block_m = cfg.block_n = cfg.vec = cfg.kb = cfg.cb = cfg.bkv = 0;
+    cfg.block_m = cfg.block_n = cfg.vec = cfg.kb = cfg.cb = cfg.bkv = cfg.kv_splits = 0;
     cfg.use_local = cfg.blocked = -1;
     cfg.algo = AttentionAlgo::fused;
     const DeviceInfo& info = ctx_.device().info;
@@ -445,9 +445,16 @@ class Tuner {
     const bool cpu = info.type == DeviceType::cpu;
     const bool blocked = cpu && cfg.q_len * (cfg.q_heads / Hk) >= 8;
     const bool wide = info.preferred_vector_float >= 16;
+    int64_t splits = 1;  // the key chunks the heuristic picks for the tile kernel (GPUs: by compute units)
+    {
+      ScopedEnabled off(false);
+      AttentionConfig c = cfg;
+      c.blocked = 0;
+      splits = Attention::create(ctx_, 0, c)->kv_splits();
+    }
     Params start{{"blocked", blocked ? 1 : 0}, {"block_m", cpu ? 1 : 64}, {"block_n", 32},
                  {"vec", cpu ? 16 : 4}, {"use_local", cpu ? 0 : 1}, {"kb", wide ? 8 : 6},
-                 {"cb", wide ? 8 : 4}, {"bkv", wide ? 16 : 24}};
+                 {"cb", wide ? 8 : 4}, {"bkv", wide ? 16 : 24}, {"kv_splits", splits}};
     SearchOptions so = search_options("attention " + problem);
     so.random_samples = 16;
     run_search("attention", problem, attention_space(info, cfg),
