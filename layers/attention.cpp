@@ -238,18 +238,20 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     // GPUs need local tiles; on PoCL a decode step reading K/V straight from global memory (the cache
     // holds them) ran 3.5x faster with VEC 16 than through local tiles.
     const int use_local = tuned_cfg.use_local >= 0 ? tuned_cfg.use_local : info.type == DeviceType::cpu ? 0 : 1;
-    // Split the keys into chunks where the work-groups over rows, kv heads and batch leave compute units
-    // idle: on an H100 a decode step over 1024 cached keys (16 heads: 16 work-groups with one live row
-    // each on 132 units) took 0.29 ms, twice the plain path. CPUs have few units and one row per group.
-    const int64_t groups = int64_t((size_t(cfg.q_len * (cfg.q_heads / cfg.eff_kv_heads())) + a->block_m_ - 1) /
-                                   a->block_m_) * cfg.eff_kv_heads() * cfg.batch;
+    // Split the keys into chunks where a kv head has fewer query rows than a work-group (a decode step)
+    // and the work-groups over rows, kv heads and batch leave compute units idle: on an H100 a decode
+    // step over 1024 cached keys (16 heads: 16 work-groups with one live row each on 132 units) took
+    // 0.29 ms, twice the plain path. Full work-groups (prefill) keep the timed unsplit form. CPUs have
+    // few units and one row per group.
+    const int64_t head_rows = cfg.q_len * (cfg.q_heads / cfg.eff_kv_heads());
+    const int64_t groups = int64_t((size_t(head_rows) + a->block_m_ - 1) / a->block_m_) * cfg.eff_kv_heads() * cfg.batch;
     const int64_t key_tiles = (cfg.kv_len + int64_t(bn) - 1) / int64_t(bn);
     int64_t splits = tuned_cfg.kv_splits;
     int64_t chunk = (cfg.kv_len + splits - 1) / std::max<int64_t>(splits, 1);  // as asked
     if (splits == 0) {
       splits = 1;
       const int64_t units = std::max<int64_t>(1, info.compute_units);
-      if (info.type != DeviceType::cpu && groups < units)
+      if (info.type != DeviceType::cpu && head_rows < int64_t(a->block_m_) && groups < units)
         splits = std::min<int64_t>(key_tiles, (2 * units + groups - 1) / groups);
       chunk = int64_t(round_up(size_t((cfg.kv_len + splits - 1) / splits), bn));  // whole key tiles per chunk
     }

@@ -62,8 +62,9 @@ struct AttentionConfig {
   // dims per P.V pass (cb), keys per block (bkv, a multiple of kb); set by the tuner or `--set kb=..`.
   int kb = 0, cb = 0, bkv = 0;
   // The tile kernel over chunks of the keys, merged by a second kernel (flash-decoding): 0 auto (devices
-  // other than CPUs, when the work-groups over rows, kv heads and batch would not fill the compute
-  // units, e.g. a decode step), 1 never, N >= 2 that many chunks. Needs a workspace for the chunk states.
+  // other than CPUs, when a kv head has fewer query rows than a work-group, e.g. a decode step, and the
+  // work-groups would not fill the compute units), 1 never, N >= 2 that many chunks. Needs a workspace
+  // for the chunk states.
   int kv_splits = 0;
 
 
