@@ -74,7 +74,8 @@ struct Scheduler {
   Profiler* profiler = nullptr;  // the caller's, handed to every queue's commands
   // Every queue besides the caller's that this call put commands on. They are flushed at the end: a
   // command waiting on another queue's event needs that queue flushed (OpenCL 1.2, 5.13). PoCL submits
-  // at once, NVIDIA's driver only on a flush, so without it layer- and time-parallel runs hung there.
+  // at once; NVIDIA's driver only on a flush or a blocking call, so a host waiting on the caller's queue
+  // alone could wait for commands never submitted.
   std::vector<cl::CommandQueue> aux_queues;
 
   cl::CommandQueue aux_queue(int dev, int index) {

@@ -331,9 +331,11 @@ GenerateResult Generator::generate(std::span<const int64_t> prompt, const Genera
   // call reads one and writes the other, then they swap. A step moves only its token(s) and the logits
   // between host and device, not every state twice (on a discrete GPU, two bus transfers of the whole
   // cache per token).
-  const int dev = opts_.compile.device;
   std::map<std::string, std::array<Tensor, 2>> dev_state;
-  for (auto& [name, z] : zero_state(t0)) dev_state[name] = {ctx_->upload(z, dev), ctx_->upload(z, dev)};
+  for (auto& [name, z] : zero_state(t0)) {
+    const int dev = compiled_.at(t0)->session->device_tensor(name + kStateIn).device;  // where the model reads it
+    dev_state[name] = {ctx_->upload(z, dev), ctx_->upload(z, dev)};
+  }
   int cur = 0;
   std::vector<Session*> bound;
   struct Unbind {  // the sessions get their own buffers back, also when a call throws
