@@ -782,6 +782,12 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
     if (ctx.device_count() > 1 && B >= 2 * int64_t(ctx.device_count())) {
       s = RnnStrategy::data_parallel;
       why_auto = "several devices and batch >= 2 per device";
+    } else if (B <= wp.auto_max_batch && sch.wave_unsupported().empty() && layers.size() == 1 && B >= 16) {
+      // One layer has no layers to overlap; from batch 16 its fused step beat the wavefront's chunked
+      // projection on PoCL / AVX-512 (median ms, sequential vs wavefront: T100 B16 H256 11.2 vs 11.6,
+      // T100 B32 H512 62.5 vs 65.0, T200 B64 H256 60.3 vs 72.2; below batch 16 the wavefront won).
+      s = RnnStrategy::sequential;
+      why_auto = "one LSTM layer in the tiles layout, batch >= 16: input projection fused into each step";
     } else if (B <= wp.auto_max_batch && sch.wave_unsupported().empty()) {
       s = RnnStrategy::wavefront;
       why_auto = fmt::format("forward LSTM layers in the tiles layout on one device, lag {}", wp.lag);

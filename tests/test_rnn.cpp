@@ -593,6 +593,25 @@ TEST_CASE("wavefront refuses what it cannot run, and auto then picks another str
   expect_error([&] { mixed->enqueue(io, o, ec4); }, "layer 1 has tiles 16 units wide, layer 0 8");
 }
 
+TEST_CASE("auto on one LSTM layer in the tiles layout: the wavefront below batch 16, sequential from 16") {
+  WaveLayout tiles(ctx());
+  for (int64_t B : {15, 16}) {
+    CAPTURE(B);
+    Case c = make_case(RnnCell::lstm, RnnDirection::forward, 3, B, 5, 7, 990 + unsigned(B), false, false);
+    auto stack = RnnStack::create(ctx(), 0, {c.cfg}, {c.w});
+    RnnStackIO io;
+    io.x = ctx().upload(HostTensor::from<float>({3, B, 5}, c.X));
+    io.y = ctx().alloc({3, 1, B, 7}, DType::f32);
+    ExecutionContext ec(ctx().queue());
+    stack->enqueue(io, RnnRunOptions{}, ec);
+    ctx().finish();
+    const std::string& what = stack->last_schedule();
+    INFO(what);
+    CHECK(what.rfind(B >= 16 ? "sequential" : "wavefront", 0) == 0);
+    CHECK(what.find("(auto: ") != std::string::npos);
+  }
+}
+
 TEST_CASE("a profiler sees the wavefront's launches: T + lag (L - 1) waves and the chunk projections") {
   WaveLayout tiles(ctx());
   const int64_t T = 7, B = 2;
