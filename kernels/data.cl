@@ -115,6 +115,14 @@ DEFINE_GATHER_ELEMENTS(ushort, gather_elements_2)
 DEFINE_GATHER_ELEMENTS(uint, gather_elements_4)
 DEFINE_GATHER_ELEMENTS(ulong, gather_elements_8)
 
+// a / b rounded to nearest. OpenCL lets a / b be 2.5 ulp off (NVIDIA's is), and nearest resizing
+// rounds coordinates that land exactly on .5 or on an integer: (3 + 0.5) / 3.5 came out a hair above
+// 1 there and picked the wrong input row. One fma residual step corrects the quotient.
+inline float div_rn(float a, float b) {
+  const float q = a / b;
+  return fma(fma(-q, b, a), 1.0f / b, q);
+}
+
 // Resize of the last two dims (f32). mode 0 nearest, 1 linear, 2 cubic (coefficient cubic_a, taps
 // outside the input clamped to the edge, or dropped and the weights renormalised with exclude_outside).
 // coord: 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_half_pixel_for_nearest,
@@ -124,14 +132,6 @@ DEFINE_GATHER_ELEMENTS(ulong, gather_elements_8)
 // worked out by the host in double) get extrapolation. antialias (linear / cubic): a downscaled dim
 // (scale < 1) stretches the filter by 1 / scale, so every input under the output pixel contributes.
 // Range (OW, OH, planes).
-// a / b rounded to nearest. OpenCL lets a / b be 2.5 ulp off (NVIDIA's is), and nearest resizing
-// rounds coordinates that land exactly on .5 or on an integer: (3 + 0.5) / 3.5 came out a hair above
-// 1 there and picked the wrong input row. One fma residual step corrects the quotient.
-inline float div_rn(float a, float b) {
-  const float q = a / b;
-  return fma(fma(-q, b, a), 1.0f / b, q);
-}
-
 inline float resize_coord(int coord, float x, float4 geo, int in, int out) {
   const float scale = geo.s0, len = geo.s1;
   switch (coord) {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <functional>
+#include <tuple>
 
 #include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
@@ -157,6 +158,29 @@ size_t Attention::workspace_bytes() const {
   return size_t(cfg_.batch * cfg_.q_heads * cfg_.q_len * cfg_.kv_len) * sizeof(float);
 }
 
+std::pair<int, int> Attention::key_chunks(const DeviceInfo& info, const AttentionConfig& cfg, size_t block_m,
+                                           size_t block_n) {
+  int64_t splits = cfg.kv_splits, chunk = 0;
+  if (splits > 0) {
+    chunk = (cfg.kv_len + splits - 1) / splits;  // as asked
+  } else {
+    // Split the keys where a kv head has fewer query rows than a work-group (a decode step) and the
+    // work-groups over rows, kv heads and batch leave compute units idle: on an H100 a decode step over
+    // 1024 cached keys (16 heads: 16 work-groups with one live row each on 132 units) took 0.29 ms,
+    // twice the plain path. Full work-groups (prefill) keep the timed unsplit form. CPUs have few units
+    // and one row per group.
+    const int64_t head_rows = cfg.q_len * (cfg.q_heads / cfg.eff_kv_heads());
+    const int64_t groups = int64_t((size_t(head_rows) + block_m - 1) / block_m) * cfg.eff_kv_heads() * cfg.batch;
+    const int64_t units = std::max<int64_t>(1, info.compute_units);
+    if (info.type == DeviceType::cpu || head_rows >= int64_t(block_m) || groups >= units) return {1, 0};
+    const int64_t key_tiles = (cfg.kv_len + int64_t(block_n) - 1) / int64_t(block_n);
+    splits = std::min<int64_t>(key_tiles, (2 * units + groups - 1) / groups);
+    chunk = int64_t(round_up(size_t((cfg.kv_len + splits - 1) / splits), block_n));  // whole key tiles per chunk
+  }
+  if (splits <= 1) return {1, 0};
+  return {int((cfg.kv_len + chunk - 1) / chunk), int(chunk)};  // no chunk starts past the keys
+}
+
 std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const AttentionConfig& cfg) {
   validate(cfg);
   tuning::record(cfg);
@@ -238,27 +262,7 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     // GPUs need local tiles; on PoCL a decode step reading K/V straight from global memory (the cache
     // holds them) ran 3.5x faster with VEC 16 than through local tiles.
     const int use_local = tuned_cfg.use_local >= 0 ? tuned_cfg.use_local : info.type == DeviceType::cpu ? 0 : 1;
-    // Split the keys into chunks where a kv head has fewer query rows than a work-group (a decode step)
-    // and the work-groups over rows, kv heads and batch leave compute units idle: on an H100 a decode
-    // step over 1024 cached keys (16 heads: 16 work-groups with one live row each on 132 units) took
-    // 0.29 ms, twice the plain path. Full work-groups (prefill) keep the timed unsplit form. CPUs have
-    // few units and one row per group.
-    const int64_t head_rows = cfg.q_len * (cfg.q_heads / cfg.eff_kv_heads());
-    const int64_t groups = int64_t((size_t(head_rows) + a->block_m_ - 1) / a->block_m_) * cfg.eff_kv_heads() * cfg.batch;
-    const int64_t key_tiles = (cfg.kv_len + int64_t(bn) - 1) / int64_t(bn);
-    int64_t splits = tuned_cfg.kv_splits;
-    int64_t chunk = (cfg.kv_len + splits - 1) / std::max<int64_t>(splits, 1);  // as asked
-    if (splits == 0) {
-      splits = 1;
-      const int64_t units = std::max<int64_t>(1, info.compute_units);
-      if (info.type != DeviceType::cpu && head_rows < int64_t(a->block_m_) && groups < units)
-        splits = std::min<int64_t>(key_tiles, (2 * units + groups - 1) / groups);
-      chunk = int64_t(round_up(size_t((cfg.kv_len + splits - 1) / splits), bn));  // whole key tiles per chunk
-    }
-    if (splits > 1) {
-      a->chunk_ = int(chunk);
-      a->splits_ = int((cfg.kv_len + chunk - 1) / chunk);  // no chunk starts past the keys
-    }
+    std::tie(a->splits_, a->chunk_) = key_chunks(info, tuned_cfg, a->block_m_, bn);
     std::string opts =
         fmt::format("-DATT_KERNEL=1 -DHEAD_DIM={} -DHEAD_DIM_V={} -DBLOCK_M={} -DBLOCK_N={} -DVEC={} -DUSE_LOCAL={} -DMASK={} -DKV_LENS={}{}",
                     D, Dv, a->block_m_, bn, vec, use_local, mask, lens, a->splits_ > 1 ? " -DSPLIT_KV=1" : "");
@@ -354,9 +358,9 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
   const cl_long moff = mask ? cl_long(mask->offset_bytes / dtype_size(mask->dtype)) : 0;
   const cl_long loff = lens ? cl_long(lens->offset_elems()) : 0;
   const Tensor &Q = inputs[0], &K = inputs[1], &V = inputs[2], &Y = outputs[0];
+  const Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.eff_kv_layout(), Hk, C, D),
+                vs = strides_of(c.eff_kv_layout(), Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
   if (blocked_) {
-    Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.eff_kv_layout(), Hk, C, D),
-            vs = strides_of(c.eff_kv_layout(), Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
     std::lock_guard lock(launch_mutex_);
     set_args(kernel_, p, cl_int(D), cl_int(Dv), Q.buffer, cl_long(Q.offset_elems()), cl_long(qs.b), cl_long(qs.h),
              cl_long(qs.s), K.buffer, cl_long(K.offset_elems()), cl_long(ks.b), cl_long(ks.h), cl_long(ks.s), V.buffer,
@@ -368,8 +372,6 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
     return;
   }
   if (fused_) {
-    Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.eff_kv_layout(), Hk, C, D),
-            vs = strides_of(c.eff_kv_layout(), Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
     if (splits_ > 1 && (!workspace || workspace->bytes() < workspace_bytes()))
       invalid("Attention", "the fused algorithm split into {} key chunks needs a workspace of {} bytes, got {}",
               splits_, workspace_bytes(), workspace ? workspace->bytes() : 0);
@@ -405,8 +407,6 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
             workspace ? workspace->bytes() : 0);
   const int64_t n_scores = c.batch * c.q_heads * c.q_len * c.kv_len, group = c.q_heads / Hk;
   Tensor S = workspace->slice_elems(0, n_scores, Shape{n_scores});
-  Strides qs = strides_of(c.layout, c.q_heads, c.q_len, D), ks = strides_of(c.eff_kv_layout(), Hk, C, D),
-          vs = strides_of(c.eff_kv_layout(), Hk, C, Dv), ys = strides_of(c.layout, c.q_heads, c.q_len, Dv);
   // A view `elems` further into t (the GEMM reads it with its own strides).
   auto at = [](const Tensor& t, int64_t elems) {
     Tensor v = t;

@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "layers/gemm.hpp"
 #include "layers/op.hpp"
@@ -94,6 +95,10 @@ class Attention : public Op {
   bool fused() const { return fused_; }
   bool blocked() const { return blocked_; }
   int kv_splits() const { return splits_; }  // chunks of the keys the tile kernel covers (1: not split)
+  // The tile kernel's key chunks for `cfg` at block_m rows per work-group and block_n keys per tile:
+  // {chunks, keys per chunk} ({1, 0}: not split). cfg.kv_splits when set, else the device heuristic.
+  static std::pair<int, int> key_chunks(const DeviceInfo& info, const AttentionConfig& cfg, size_t block_m,
+                                        size_t block_n);
 
  private:
   Attention(Context& ctx, int device, AttentionConfig cfg) : ctx_(&ctx), device_(device), cfg_(std::move(cfg)) {}

@@ -72,19 +72,6 @@ struct Scheduler {
   int64_t T, B;
   int layout;
   Profiler* profiler = nullptr;  // the caller's, handed to every queue's commands
-  // Every queue besides the caller's that this call put commands on. They are flushed at the end: a
-  // command waiting on another queue's event needs that queue flushed (OpenCL 1.2, 5.13). PoCL submits
-  // at once; NVIDIA's driver only on a flush or a blocking call, so a host waiting on the caller's queue
-  // alone could wait for commands never submitted.
-  std::vector<cl::CommandQueue> aux_queues;
-
-  cl::CommandQueue aux_queue(int dev, int index) {
-    cl::CommandQueue q = ctx.queue(dev, index, profiler != nullptr);
-    if (std::none_of(aux_queues.begin(), aux_queues.end(), [&](const cl::CommandQueue& o) { return o() == q(); }))
-      aux_queues.push_back(q);
-    return q;
-  }
-
   ExecutionContext make_ec(const cl::CommandQueue& q) const {
     ExecutionContext e(q);
     e.profiler = profiler;
@@ -205,7 +192,7 @@ struct Scheduler {
   }
 
   std::string time_parallel(cl::CommandQueue q, std::vector<cl::Event> waits, cl::Event& done) {
-    cl::CommandQueue q1 = aux_queue(device, 1);
+    cl::CommandQueue q1 = ctx.queue(device, 1, profiler != nullptr);
     done = run_layers_on(full(), 0, B, q, &q1, false, std::move(waits), true);
     bool bidir = std::any_of(layers.begin(), layers.end(), [](RnnLayer* l) { return l->config().dirs() == 2; });
     return fmt::format("time_parallel: projection GEMM over T={}{}", T, bidir ? ", directions on 2 queues" : "");
@@ -229,7 +216,7 @@ struct Scheduler {
     std::vector<cl::Event> finals;
     for (size_t l = 0; l < L; ++l) {
       const int dev = dev_of(l);
-      cl::CommandQueue ql = (l == 0) ? q : aux_queue(dev, 10 + int(l));
+      cl::CommandQueue ql = (l == 0) ? q : ctx.queue(dev, 10 + int(l), profiler != nullptr);
       const RnnConfig& c = cfg(l);
       const int64_t D = c.dirs();
       const bool chunked = c.direction == RnnDirection::forward;
@@ -579,7 +566,7 @@ struct Scheduler {
       const RnnWaveParams wp = wp0.resolved(B, g.l1 - g.l0);
       // Steps per hand-over: the lag (a chunk feeds one projection of the next group), else about T/8.
       if (gi == 0) join = chunk > 0 ? chunk : wp.lag > 1 ? wp.lag : std::max<int64_t>(1, (T + 7) / 8);
-      cl::CommandQueue qg = gi == 0 ? q : aux_queue(g.dev, 10 + int(gi));
+      cl::CommandQueue qg = gi == 0 ? q : ctx.queue(g.dev, 10 + int(gi), profiler != nullptr);
       std::vector<cl::Event> waits = waits0;
       const std::string key = fmt::format("lpw{}", gi);
       auto copy = [&](const Tensor& src, const Tensor& dst) {
@@ -658,7 +645,7 @@ struct Scheduler {
     for (int i = 0; i < S; ++i) {
       const int64_t b0 = B * i / S, nb = B * (i + 1) / S - b0;
       const int dev = (device + i) % ndev;
-      cl::CommandQueue qi = i == 0 ? q : aux_queue(dev, 20 + i);
+      cl::CommandQueue qi = i == 0 ? q : ctx.queue(dev, 20 + i, profiler != nullptr);
       if (dev == device) {
         // Same device: index the shared tensors by batch range, no copies.
         finals.push_back(run_layers_on(home, b0, nb, qi, nullptr, false, waits0, false));
@@ -775,22 +762,24 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
   RnnStrategy s = opts.strategy;
   const bool all_forward =
       std::all_of(layers.begin(), layers.end(), [](RnnLayer* l) { return l->config().direction == RnnDirection::forward; });
-  Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, ec.profiler, {}, {}};
+  Scheduler sch{ctx, device, layers, full, state, workspace, T, B, c0.layout, ec.profiler, {}};
   std::string why_auto;
   if (s == RnnStrategy::automatic) {
     const RnnWaveParams wp = opts.wave.resolved(B, layers.size());
     if (ctx.device_count() > 1 && B >= 2 * int64_t(ctx.device_count())) {
       s = RnnStrategy::data_parallel;
       why_auto = "several devices and batch >= 2 per device";
-    } else if (B <= wp.auto_max_batch && sch.wave_unsupported().empty() && layers.size() == 1 && B >= 16) {
-      // One layer has no layers to overlap; from batch 16 its fused step beat the wavefront's chunked
-      // projection on PoCL / AVX-512 (median ms, sequential vs wavefront: T100 B16 H256 11.2 vs 11.6,
-      // T100 B32 H512 62.5 vs 65.0, T200 B64 H256 60.3 vs 72.2; below batch 16 the wavefront won).
-      s = RnnStrategy::sequential;
-      why_auto = "one LSTM layer in the tiles layout, batch >= 16: input projection fused into each step";
     } else if (B <= wp.auto_max_batch && sch.wave_unsupported().empty()) {
-      s = RnnStrategy::wavefront;
-      why_auto = fmt::format("forward LSTM layers in the tiles layout on one device, lag {}", wp.lag);
+      if (layers.size() == 1 && B >= 16) {
+        // One layer has no layers to overlap; from batch 16 its fused step beat the wavefront's chunked
+        // projection on PoCL / AVX-512 (median ms, sequential vs wavefront: T100 B16 H256 11.2 vs 11.6,
+        // T100 B32 H512 62.5 vs 65.0, T200 B64 H256 60.3 vs 72.2; below batch 16 the wavefront won).
+        s = RnnStrategy::sequential;
+        why_auto = "one LSTM layer in the tiles layout, batch >= 16: input projection fused into each step";
+      } else {
+        s = RnnStrategy::wavefront;
+        why_auto = fmt::format("forward LSTM layers in the tiles layout on one device, lag {}", wp.lag);
+      }
     } else if (layers.size() > 1 && all_forward) {
       s = RnnStrategy::layer_parallel;
       why_auto = "stack of forward layers";
@@ -816,10 +805,9 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
     case RnnStrategy::automatic: break;
   }
   if (!why_auto.empty()) what += fmt::format(" (auto: {})", why_auto);
-  if (!sch.aux_queues.empty()) {
-    check(ec.queue.flush(), "clFlush", op);  // the other queues wait on its barrier
-    for (auto& q : sch.aux_queues) check(q.flush(), "clFlush", op);
-  }
+  // The strategies on several queues: each queue's commands wait on other queues' events, so every queue
+  // must be submitted, not only the caller's that the host will wait on.
+  if (s != RnnStrategy::sequential && s != RnnStrategy::wavefront) ctx.flush();
   state.last = done;
   ec.record(done, "rnn_join");
   log::debug("{}: {}", op, what);

@@ -334,7 +334,7 @@ GenerateResult Generator::generate(std::span<const int64_t> prompt, const Genera
   std::map<std::string, std::array<Tensor, 2>> dev_state;
   for (auto& [name, z] : zero_state(t0)) {
     const int dev = compiled_.at(t0)->session->device_tensor(name + kStateIn).device;  // where the model reads it
-    dev_state[name] = {ctx_->upload(z, dev), ctx_->upload(z, dev)};
+    dev_state[name] = {ctx_->upload(z, dev), ctx_->alloc(z.shape(), z.dtype(), dev)};  // zeros in, first output
   }
   int cur = 0;
   std::vector<Session*> bound;

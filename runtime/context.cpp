@@ -155,4 +155,9 @@ void Context::finish() {
   for (auto& [k, q] : queues_) check(q.finish(), "clFinish");
 }
 
+void Context::flush() {
+  std::lock_guard lock(m_);
+  for (auto& [k, q] : queues_) check(q.flush(), "clFlush");
+}
+
 }  // namespace cldl

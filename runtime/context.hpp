@@ -51,6 +51,9 @@ class Context {
   // Device-to-device (or within one device) copy of a whole tensor.
   void copy_async(const Tensor& src, const Tensor& dst, ExecutionContext& ec);
   void finish();  // waits for every queue
+  // Submits every queue's commands (clFlush). A command waiting on another queue's event needs that queue
+  // flushed (OpenCL 1.2, 5.13): PoCL submits at once, NVIDIA's driver only on a flush or a blocking call.
+  void flush();
 
  private:
   Context() = default;

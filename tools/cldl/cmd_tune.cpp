@@ -445,14 +445,10 @@ class Tuner {
     const bool cpu = info.type == DeviceType::cpu;
     const bool blocked = cpu && cfg.q_len * (cfg.q_heads / Hk) >= 8;
     const bool wide = info.preferred_vector_float >= 16;
-    int64_t splits = 1;  // the key chunks the heuristic picks for the tile kernel (GPUs: by compute units)
-    {
-      ScopedEnabled off(false);
-      AttentionConfig c = cfg;
-      c.blocked = 0;
-      splits = Attention::create(ctx_, 0, c)->kv_splits();
-    }
-    Params start{{"blocked", blocked ? 1 : 0}, {"block_m", cpu ? 1 : 64}, {"block_n", 32},
+    const size_t block_m = cpu ? 1 : 64, block_n = 32;
+    // The key chunks the heuristic picks for the tile kernel at those tiles (GPUs: by compute units).
+    const int splits = Attention::key_chunks(info, cfg, block_m, block_n).first;
+    Params start{{"blocked", blocked ? 1 : 0}, {"block_m", int64_t(block_m)}, {"block_n", int64_t(block_n)},
                  {"vec", cpu ? 16 : 4}, {"use_local", cpu ? 0 : 1}, {"kb", wide ? 8 : 6},
                  {"cb", wide ? 8 : 4}, {"bkv", wide ? 16 : 24}, {"kv_splits", splits}};
     SearchOptions so = search_options("attention " + problem);
