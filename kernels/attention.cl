@@ -1,6 +1,6 @@
 // Scaled-dot-product attention: the fused kernel (K/V tiles through local memory, online softmax, the
 // Sq x Skv score matrix never stored), its CPU twin attention_blocked (16 query rows across the lanes
-// of a float16 against blocks of keys, register-blocked Q.K^T and P.V; see its section), the row softmax of the
+// of a float16, one or two such groups per work-item, against blocks of keys, register-blocked Q.K^T and P.V; see its section), the row softmax of the
 // plain path (scores in memory, GEMMs in gemm.cl) and the KV-cache append.
 //
 // Macros (defaults correct on any device):
@@ -323,7 +323,8 @@ __kernel void attention_combine(attn_params p, int nsplit, __global const float*
 
 #if ATT_KERNEL == 0 || ATT_KERNEL == 2
 // ---------------------------------------------------------------------------------------------------
-// CPU kernel with query rows across the 16 lanes of a float16: one work-item owns 16 query rows and
+// CPU kernel with query rows across the 16 lanes of a float16: one work-item owns 16 query rows (times
+// ATT_RG, below: this paragraph describes one group) and
 // walks the keys in blocks of ATT_BKV. Scores of a block are vectors s[j] (key j, one lane per row), so
 // the online softmax (running max, rescale, exp, row sums) is lane-wise arithmetic with no horizontal
 // reductions and no per-row branches. Both products are register-blocked like a GEMM micro-kernel:
@@ -332,15 +333,16 @@ __kernel void attention_combine(attn_params p, int nsplit, __global const float*
 // values); P.V takes ATT_CB output dims per pass (the output lives transposed, acc[dv] = one vector
 // of 16 rows; per key one vector of weights and ATT_CB broadcast V values). The accumulators plus
 // the two operands must fit the vector registers, or every FMA drags a spill along: 16 ymm on AVX2
-// (a float16 is two of them) take ATT_KB 6 / ATT_CB 4; 32 zmm on AVX-512 take 8 / 8 (the host
-// chooses by the device's preferred float vector width; `cldl tune --op attention` can override).
+// (a float16 is two of them) take ATT_KB 6 / ATT_CB 4 with one group; 32 zmm on AVX-512 take 8 / 8
+// with two groups (16 accumulators, 2 + 1 operands; the host chooses by the device's preferred float
+// vector width; `cldl tune --op attention` can override).
 // K and V are read in place: a packed (transposed) copy of K made by a separate kernel cost ~10% more
 // on PoCL (its pass over K plus a launch) than the second pass over Q here. Scores are kept in the
 // log2 domain (Q pre-multiplied by scale * log2 e), so the exponential is exp2 without a multiply.
 //
 // Macros: MAX_D, MAX_DV (upper bounds of the head sizes: the private transposed Q and output);
-// ATT_KB keys per Q.K^T pass, ATT_CB output dims per P.V pass, ATT_BKV keys per block (a multiple of
-// ATT_KB). Head sizes are run-time arguments.
+// ATT_RG row groups of 16 per work-item (1 or 2), ATT_KB keys per Q.K^T pass, ATT_CB output dims per
+// P.V pass, ATT_BKV keys per block (a multiple of ATT_KB). Head sizes are run-time arguments.
 #ifndef MAX_D
 #define MAX_D 256
 #endif
@@ -348,6 +350,10 @@ __kernel void attention_combine(attn_params p, int nsplit, __global const float*
 #define MAX_DV 256
 #endif
 #define ATT_LANES 16
+#ifndef ATT_RG
+#define ATT_RG 1
+#endif
+#define ATT_ROWS (ATT_LANES * ATT_RG)
 #ifndef ATT_KB
 #define ATT_KB 6
 #endif
@@ -421,8 +427,13 @@ inline void att_transpose16(float16* r) {
 }
 #endif
 
-// One work-item per 16 rows r = g * Sq + s of one kv head (as attention_fused: GQA rows share K/V;
-// rows past the last are clamped to it, computed and not stored). Global (ceil(group * Sq / 16), Hkv, B).
+// One work-item per ATT_ROWS = 16 * ATT_RG rows r = g * Sq + s of one kv head (as attention_fused: GQA
+// rows share K/V; rows past the last are clamped to it, computed and not stored). ATT_RG row groups of 16
+// (one vector each) share every broadcast K and V value: with 2 groups a broadcast load feeds two FMAs,
+// which takes the load ports off the critical path of both products (with 1 group each FMA carries its
+// own broadcast load, plus one vector load per step). Private arrays hold group-interleaved vectors:
+// qt vector (d * ATT_RG + g), acc vector (c * ATT_RG + g), s vector (j * ATT_RG + g).
+// Global (ceil(group * Sq / ATT_ROWS), Hkv, B).
 __kernel void attention_blocked(attn_params p, int D, int Dv, __global const float* Q, long q_off, long q_sb,
                                 long q_sh, long q_ss, __global const float* K, long k_off, long k_sb, long k_sh,
                                 long k_ss, __global const float* V, long v_off, long v_sb, long v_sh, long v_ss,
@@ -431,40 +442,45 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
                                 long lens_off) {
   const int hk = get_global_id(1), b = get_global_id(2);
   const int rows = p.group * p.Sq;
-  const int r0 = get_global_id(0) * ATT_LANES;
+  const int r0 = get_global_id(0) * ATT_ROWS;
   if (r0 >= rows) return;
   lens += lens_off;
   const int kv_end = attn_kv_end(&p, lens, b);
   const int coff = attn_causal_offset(&p, kv_end);
 
-  // Transposed Q of the 16 rows, times scale * log2 e; the rows' positions and mask offsets per lane.
-  float qt[MAX_D * ATT_LANES];
-  int row_of[ATT_LANES], h_of[ATT_LANES];
-  long mo[ATT_LANES];
+  // Transposed Q of the rows, times scale * log2 e; the rows' positions and mask offsets per lane.
+  float qt[MAX_D * ATT_ROWS];
+  int row_of[ATT_ROWS], h_of[ATT_ROWS];
+  long mo[ATT_ROWS];
   const float qscale = p.scale * ATT_LOG2E;
-  __global const float* qp[ATT_LANES];
+  __global const float* qp[ATT_ROWS];
   int g = r0 / p.Sq, row = r0 % p.Sq;  // stepped, not divided, per lane
-  for (int i = 0; i < ATT_LANES; ++i) {
+  for (int i = 0; i < ATT_ROWS; ++i) {
     const int h = hk * p.group + g;
     row_of[i] = row, h_of[i] = h;
     mo[i] = mask_off + b * p.mask_sb + h * p.mask_sh + (long)row * p.mask_ss;
     qp[i] = Q + q_off + b * q_sb + h * q_sh + (long)row * q_ss;
     if (r0 + i + 1 < rows && ++row == p.Sq) row = 0, ++g;
   }
-  int d0 = 0;
-  for (; d0 + 16 <= D; d0 += 16) {  // 16 x 16 tiles through registers
-    float16 t[16];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) t[i] = vload16(0, qp[i] + d0) * qscale;
-    att_transpose16(t);
+  for (int rg = 0; rg < ATT_RG; ++rg) {
+    int d0 = 0;
+    for (; d0 + 16 <= D; d0 += 16) {  // 16 x 16 tiles through registers
+      float16 t[16];
 #pragma unroll
-    for (int x = 0; x < 16; ++x) vstore16(t[x], d0 + x, qt);
+      for (int i = 0; i < 16; ++i) t[i] = vload16(0, qp[rg * 16 + i] + d0) * qscale;
+      att_transpose16(t);
+#pragma unroll
+      for (int x = 0; x < 16; ++x) vstore16(t[x], (d0 + x) * ATT_RG + rg, qt);
+    }
+    for (; d0 < D; ++d0)
+      for (int i = 0; i < ATT_LANES; ++i) qt[(d0 * ATT_RG + rg) * ATT_LANES + i] = qp[rg * 16 + i][d0] * qscale;
   }
-  for (; d0 < D; ++d0)
-    for (int i = 0; i < ATT_LANES; ++i) qt[d0 * ATT_LANES + i] = qp[i][d0] * qscale;
-  const int16 rowv = vload16(0, row_of);
+  int16 rowv[ATT_RG];
+#pragma unroll
+  for (int rg = 0; rg < ATT_RG; ++rg) rowv[rg] = vload16(rg, row_of);
   int row_min = p.Sq, row_max = 0;
-  for (int i = 0; i < ATT_LANES; ++i) row_min = min(row_min, row_of[i]), row_max = max(row_max, row_of[i]);
+  for (int i = 0; i < ATT_ROWS; ++i) row_min = min(row_min, row_of[i]), row_max = max(row_max, row_of[i]);
   int kv_limit = kv_end;
   if (p.causal) kv_limit = min(kv_limit, row_max + coff + 1);
   kv_limit = max(kv_limit, 0);
@@ -472,23 +488,27 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
   int clean_end = kv_limit;
   if (p.causal) clean_end = min(clean_end, row_min + coff + 1);
 #if MASK
-  // One mask row for all 16 lanes (a mask broadcast over rows and heads, or one row per work-item):
-  // a broadcast load per key instead of 16 scalar ones.
+  // One mask row for all lanes (a mask broadcast over rows and heads, or one row per work-item):
+  // a broadcast load per key instead of 16 scalar ones per group.
   bool mask_uniform = true;
-  for (int i = 1; i < ATT_LANES; ++i) mask_uniform = mask_uniform && mo[i] == mo[0];
+  for (int i = 1; i < ATT_ROWS; ++i) mask_uniform = mask_uniform && mo[i] == mo[0];
 #endif
 
-  float16 acc[MAX_DV];
-  for (int c = 0; c < Dv; ++c) acc[c] = (float16)(0.0f);
-  float16 m = (float16)(-INFINITY), l = (float16)(0.0f);
+  float16 acc[MAX_DV * ATT_RG];
+  for (int c = 0; c < Dv * ATT_RG; ++c) acc[c] = (float16)(0.0f);
+  float16 m[ATT_RG], l[ATT_RG];
+#pragma unroll
+  for (int rg = 0; rg < ATT_RG; ++rg) m[rg] = (float16)(-INFINITY), l[rg] = (float16)(0.0f);
   __global const float* kb = K + k_off + b * k_sb + hk * k_sh;
   __global const float* vb = V + v_off + b * v_sb + hk * v_sh;
 
   for (int kv0 = 0; kv0 < kv_limit; kv0 += ATT_BKV) {
-    // Q.K^T, ATT_KB keys per pass: ATT_KB accumulators (one vector of 16 rows each) stay in registers
-    // while d walks the head; each step is one vector of Q^T and ATT_KB broadcast K values.
-    float16 s[ATT_BKV];
-    float16 bmax = (float16)(-INFINITY);
+    // Q.K^T, ATT_KB keys per pass: ATT_KB * ATT_RG accumulators (one vector of 16 rows each) stay in
+    // registers while d walks the head; each step is ATT_RG vectors of Q^T and ATT_KB broadcast K values.
+    float16 s[ATT_BKV * ATT_RG];
+    float16 bmax[ATT_RG];
+#pragma unroll
+    for (int rg = 0; rg < ATT_RG; ++rg) bmax[rg] = (float16)(-INFINITY);
     // Keys of this block that exist: the last block's passes and P.V stop there (the scores past it
     // are masked to -inf below, whatever the skipped passes left in s).
     const int nk = min(ATT_BKV, kv_limit - kv0);
@@ -497,27 +517,38 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
 #pragma unroll 1
     for (int j0 = 0; j0 < nk; j0 += ATT_KB) {
       __global const float* kr[ATT_KB];
-      float16 a[ATT_KB];
+      float16 a[ATT_KB * ATT_RG];
 #pragma unroll
       for (int t = 0; t < ATT_KB; ++t) {
         kr[t] = kb + (long)min(kv0 + j0 + t, kv_limit - 1) * k_ss;
-        a[t] = (float16)(0.0f);
+#pragma unroll
+        for (int rg = 0; rg < ATT_RG; ++rg) a[t * ATT_RG + rg] = (float16)(0.0f);
       }
       for (int d = 0; d < D; ++d) {
-        const float16 qv = vload16(d, qt);
+        float16 qv[ATT_RG];
 #pragma unroll
-        for (int t = 0; t < ATT_KB; ++t) a[t] = fma(qv, (float16)(kr[t][d]), a[t]);
+        for (int rg = 0; rg < ATT_RG; ++rg) qv[rg] = vload16(d * ATT_RG + rg, qt);
+#pragma unroll
+        for (int t = 0; t < ATT_KB; ++t) {
+          const float16 kv = (float16)(kr[t][d]);
+#pragma unroll
+          for (int rg = 0; rg < ATT_RG; ++rg) a[t * ATT_RG + rg] = fma(qv[rg], kv, a[t * ATT_RG + rg]);
+        }
       }
       if (p.softcap > 0.0f) {
         // softcap applies to the natural-log-domain score: undo log2 e, cap, redo.
         const float c = p.softcap;
 #pragma unroll
-        for (int t = 0; t < ATT_KB; ++t) a[t] = (c * ATT_LOG2E) * tanh(a[t] * (1.0f / (ATT_LOG2E * c)));
+        for (int t = 0; t < ATT_KB * ATT_RG; ++t) a[t] = (c * ATT_LOG2E) * tanh(a[t] * (1.0f / (ATT_LOG2E * c)));
       }
 #pragma unroll
       for (int t = 0; t < ATT_KB; ++t) {
-        s[j0 + t] = a[t];
-        bmax = select(bmax, a[t], a[t] > bmax);  // the block max while the scores are in registers (clean blocks)
+#pragma unroll
+        for (int rg = 0; rg < ATT_RG; ++rg) {
+          const float16 v = a[t * ATT_RG + rg];
+          s[(j0 + t) * ATT_RG + rg] = v;
+          bmax[rg] = select(bmax[rg], v, v > bmax[rg]);  // the block max while the scores are in registers
+        }
       }
     }
     const bool clean = MASK == 0 && kv0 + ATT_BKV <= clean_end;
@@ -525,112 +556,126 @@ __kernel void attention_blocked(attn_params p, int D, int Dv, __global const flo
 #pragma unroll
       for (int j = 0; j < ATT_BKV; ++j) {
         const int col = kv0 + j;
-        int16 ok = (int16)(col < kv_end ? -1 : 0);
-        if (p.causal) ok &= (int16)(col) <= rowv + (int16)(coff);
-#if MASK == 1
-        if (col < p.mask_cols) {
-          __global const float* mf = (__global const float*)mask;
-          float16 mv;
-          if (mask_uniform) {
-            mv = (float16)(mf[mo[0] + col]);
-          } else {
-            float t[ATT_LANES];
-            for (int i = 0; i < ATT_LANES; ++i) t[i] = mf[mo[i] + col];
-            mv = vload16(0, t);
-          }
-          s[j] = fma(mv, (float16)(ATT_LOG2E), s[j]);
-        } else {
-          ok = (int16)(0);
-        }
-#elif MASK == 2
-        if (col < p.mask_cols) {
-          __global const uchar* mb = (__global const uchar*)mask;
-          if (mask_uniform) {
-            if (mb[mo[0] + col] == 0) ok = (int16)(0);
-          } else {
-            uchar t[ATT_LANES];
-            for (int i = 0; i < ATT_LANES; ++i) t[i] = mb[mo[i] + col];
-            ok &= convert_int16(vload16(0, t)) != (int16)(0);
-          }
-        } else {
-          ok = (int16)(0);
-        }
-#endif
-        s[j] = select((float16)(-INFINITY), s[j], ok);
-      }
-      bmax = s[0];
 #pragma unroll
-      for (int j = 1; j < ATT_BKV; ++j) bmax = select(bmax, s[j], s[j] > bmax);
+        for (int rg = 0; rg < ATT_RG; ++rg) {
+          int16 ok = (int16)(col < kv_end ? -1 : 0);
+          if (p.causal) ok &= (int16)(col) <= rowv[rg] + (int16)(coff);
+          float16 sv = s[j * ATT_RG + rg];
+#if MASK == 1
+          if (col < p.mask_cols) {
+            __global const float* mf = (__global const float*)mask;
+            float16 mv;
+            if (mask_uniform) {
+              mv = (float16)(mf[mo[0] + col]);
+            } else {
+              float t[ATT_LANES];
+              for (int i = 0; i < ATT_LANES; ++i) t[i] = mf[mo[rg * 16 + i] + col];
+              mv = vload16(0, t);
+            }
+            sv = fma(mv, (float16)(ATT_LOG2E), sv);
+          } else {
+            ok = (int16)(0);
+          }
+#elif MASK == 2
+          if (col < p.mask_cols) {
+            __global const uchar* mb = (__global const uchar*)mask;
+            if (mask_uniform) {
+              if (mb[mo[0] + col] == 0) ok = (int16)(0);
+            } else {
+              uchar t[ATT_LANES];
+              for (int i = 0; i < ATT_LANES; ++i) t[i] = mb[mo[rg * 16 + i] + col];
+              ok &= convert_int16(vload16(0, t)) != (int16)(0);
+            }
+          } else {
+            ok = (int16)(0);
+          }
+#endif
+          s[j * ATT_RG + rg] = select((float16)(-INFINITY), sv, ok);
+        }
+      }
+#pragma unroll
+      for (int rg = 0; rg < ATT_RG; ++rg) {
+        bmax[rg] = s[rg];
+#pragma unroll
+        for (int j = 1; j < ATT_BKV; ++j)
+          bmax[rg] = select(bmax[rg], s[j * ATT_RG + rg], s[j * ATT_RG + rg] > bmax[rg]);
+      }
     }
     // Online softmax, lane-wise. Lanes that have seen no visible key yet take 0 as their reference, so
     // every weight is exp2(-inf) = 0 there and the state stays empty.
-    const float16 m_new = select(m, bmax, bmax > m);
-    const float16 mref = select(m_new, (float16)(0.0f), m_new == (float16)(-INFINITY));
-    const bool rescale = any(m_new != m);
-    float16 alpha = (float16)(1.0f);
-    if (rescale) {  // some row's max grew: what it summed so far, to the new reference (in P.V below)
-      alpha = att_exp2_16(m - mref);
-      l *= alpha;
+    bool rescale = false;
+    float16 alpha[ATT_RG], mref[ATT_RG];
+#pragma unroll
+    for (int rg = 0; rg < ATT_RG; ++rg) {
+      const float16 m_new = select(m[rg], bmax[rg], bmax[rg] > m[rg]);
+      mref[rg] = select(m_new, (float16)(0.0f), m_new == (float16)(-INFINITY));
+      rescale = rescale || any(m_new != m[rg]);
+      alpha[rg] = m[rg] - mref[rg];  // exponentiated below when some row's max grew
+      m[rg] = m_new;
     }
-    m = m_new;
+    if (rescale) {  // some row's max grew: what it summed so far, to the new reference (in P.V below)
+#pragma unroll
+      for (int rg = 0; rg < ATT_RG; ++rg) {
+        alpha[rg] = att_exp2_16(alpha[rg]);
+        l[rg] *= alpha[rg];
+      }
+    }
 #pragma unroll
     for (int j = 0; j < ATT_BKV; ++j) {
-      s[j] = att_exp2_16(s[j] - mref);
-      l += s[j];
+#pragma unroll
+      for (int rg = 0; rg < ATT_RG; ++rg) {
+        const float16 e = att_exp2_16(s[j * ATT_RG + rg] - mref[rg]);
+        s[j * ATT_RG + rg] = e;
+        l[rg] += e;
+      }
     }
-    // P.V, ATT_CB output dims per pass: ATT_CB accumulators in registers; each key is one vector of
-    // weights times ATT_CB broadcast V values. Only keys j < nk are read (below kv_limit: inside the
-    // written part of a KV cache, whose tail may hold NaN bit patterns).
+    // P.V, ATT_CB output dims per pass: ATT_CB * ATT_RG accumulators in registers; each key is ATT_RG
+    // vectors of weights times ATT_CB broadcast V values. Only keys j < nk are read (below kv_limit:
+    // inside the written part of a KV cache, whose tail may hold NaN bit patterns).
     __global const float* vt = vb + (long)kv0 * v_ss;
+#define ATT_PV_PASS(CBN)                                                                           \
+  {                                                                                                \
+    float16 a[(CBN) * ATT_RG];                                                                     \
+    _Pragma("unroll") for (int t = 0; t < (CBN) * ATT_RG; ++t) a[t] =                              \
+        rescale ? acc[c * ATT_RG + t] * alpha[t % ATT_RG] : acc[c * ATT_RG + t];                   \
+    for (int j = 0; j < nk; ++j) {                                                                 \
+      float16 pv[ATT_RG];                                                                          \
+      _Pragma("unroll") for (int rg = 0; rg < ATT_RG; ++rg) pv[rg] = s[j * ATT_RG + rg];           \
+      __global const float* vr = vt + (long)j * v_ss + c;                                          \
+      _Pragma("unroll") for (int t = 0; t < (CBN); ++t) {                                          \
+        const float16 vv = (float16)(vr[t]);                                                       \
+        _Pragma("unroll") for (int rg = 0; rg < ATT_RG; ++rg) a[t * ATT_RG + rg] =                 \
+            fma(pv[rg], vv, a[t * ATT_RG + rg]);                                                   \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("unroll") for (int t = 0; t < (CBN) * ATT_RG; ++t) acc[c * ATT_RG + t] = a[t];         \
+  }
     int c = 0;
-    for (; c + ATT_CB <= Dv; c += ATT_CB) {
-      float16 a[ATT_CB];
-#pragma unroll
-      for (int t = 0; t < ATT_CB; ++t) a[t] = rescale ? acc[c + t] * alpha : acc[c + t];
-      for (int j = 0; j < nk; ++j) {
-        const float16 pv = s[j];
-        __global const float* vr = vt + (long)j * v_ss + c;
-#pragma unroll
-        for (int t = 0; t < ATT_CB; ++t) a[t] = fma(pv, (float16)(vr[t]), a[t]);
-      }
-#pragma unroll
-      for (int t = 0; t < ATT_CB; ++t) acc[c + t] = a[t];
-    }
-    for (; c + 4 <= Dv; c += 4) {  // a tail of 4 dims keeps 8 accumulator chains going
-      float16 a[4];
-#pragma unroll
-      for (int t = 0; t < 4; ++t) a[t] = rescale ? acc[c + t] * alpha : acc[c + t];
-      for (int j = 0; j < nk; ++j) {
-        const float16 pv = s[j];
-        __global const float* vr = vt + (long)j * v_ss + c;
-#pragma unroll
-        for (int t = 0; t < 4; ++t) a[t] = fma(pv, (float16)(vr[t]), a[t]);
-      }
-#pragma unroll
-      for (int t = 0; t < 4; ++t) acc[c + t] = a[t];
-    }
-    for (; c < Dv; ++c) {
-      float16 a = rescale ? acc[c] * alpha : acc[c];
-      for (int j = 0; j < nk; ++j) a = fma(s[j], (float16)(vt[(long)j * v_ss + c]), a);
-      acc[c] = a;
-    }
+    for (; c + ATT_CB <= Dv; c += ATT_CB) ATT_PV_PASS(ATT_CB)
+    for (; c + 4 <= Dv; c += 4) ATT_PV_PASS(4)  // a tail of 4 dims keeps 4 * ATT_RG chains going
+    for (; c < Dv; ++c) ATT_PV_PASS(1)
+#undef ATT_PV_PASS
   }
   // A row with every key masked has no softmax; it yields zeros (as attention_fused).
-  const float16 inv = select((float16)(0.0f), (float16)(1.0f) / l, l > (float16)(0.0f));
-  __global float* op[ATT_LANES];
-  const int nrows = min(ATT_LANES, rows - r0);
-  for (int i = 0; i < ATT_LANES; ++i) op[i] = O + o_off + b * o_sb + h_of[i] * o_sh + (long)row_of[i] * o_ss;
-  int c0 = 0;
-  for (; c0 + 16 <= Dv; c0 += 16) {
-    float16 t[16];
 #pragma unroll
-    for (int x = 0; x < 16; ++x) t[x] = acc[c0 + x] * inv;
-    att_transpose16(t);
-    for (int i = 0; i < nrows; ++i) vstore16(t[i], 0, op[i] + c0);
-  }
-  for (; c0 < Dv; ++c0) {
-    const float16 o = acc[c0] * inv;
-    for (int i = 0; i < nrows; ++i) op[i][c0] = ((const float*)&o)[i];
+  for (int rg = 0; rg < ATT_RG; ++rg) {
+    const float16 inv = select((float16)(0.0f), (float16)(1.0f) / l[rg], l[rg] > (float16)(0.0f));
+    const int nrows = min(ATT_LANES, rows - r0 - rg * ATT_LANES);
+    __global float* op[ATT_LANES];
+    for (int i = 0; i < ATT_LANES; ++i)
+      op[i] = O + o_off + b * o_sb + h_of[rg * 16 + i] * o_sh + (long)row_of[rg * 16 + i] * o_ss;
+    int c0 = 0;
+    for (; c0 + 16 <= Dv; c0 += 16) {
+      float16 t[16];
+#pragma unroll
+      for (int x = 0; x < 16; ++x) t[x] = acc[(c0 + x) * ATT_RG + rg] * inv;
+      att_transpose16(t);
+      for (int i = 0; i < nrows; ++i) vstore16(t[i], 0, op[i] + c0);
+    }
+    for (; c0 < Dv; ++c0) {
+      const float16 o = acc[c0 * ATT_RG + rg] * inv;
+      for (int i = 0; i < nrows; ++i) op[i][c0] = ((const float*)&o)[i];
+    }
   }
   (void)mask;
   (void)mo;

@@ -225,7 +225,6 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     a->blocked_ = tuned_cfg.blocked == 1 || (tuned_cfg.blocked < 0 && info.type == DeviceType::cpu && rows >= 8);
   }
   if (a->blocked_) {
-    a->block_m_ = 16;
     // Register blocks: the accumulators of a pass plus its two operands must fit the vector registers,
     // or each FMA drags a spill along. PoCL reports a preferred float width of 16 with AVX-512 (32
     // zmm, a float16 is one register): 8 keys / 8 dims per pass. Otherwise (AVX2: 16 ymm, a float16
@@ -233,18 +232,22 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     // on PoCL / AVX2 (EPYC, 2 cores) the bench shapes took 1.7x less process CPU time than with the
     // earlier kernel's 8 / 8, which spilled about one accumulator per FMA there.
     const bool wide = info.preferred_vector_float >= 16;
-    int kb = wide ? 8 : 6, cb = wide ? 8 : 4, bkv = wide ? 16 : 24;
+    int kb = wide ? 8 : 6, cb = wide ? 8 : 4, bkv = wide ? 16 : 24, rg = wide ? 2 : 1;
+    if (tuned_cfg.rg > 0) rg = tuned_cfg.rg;
     if (tuned_cfg.kb > 0) kb = tuned_cfg.kb;
     if (tuned_cfg.cb > 0) cb = tuned_cfg.cb;
     if (tuned_cfg.bkv > 0) bkv = tuned_cfg.bkv;
+    if (rg > 2) invalid("Attention", "rg must be 1 or 2, got {}", rg);
     if (kb > 16) invalid("Attention", "kb must be 1..16, got {}", kb);
     if (cb > 16) invalid("Attention", "cb must be 1..16, got {}", cb);
     if (bkv > 64 || bkv % kb) invalid("Attention", "bkv must be a multiple of kb = {} up to 64, got {}", kb, bkv);
-    std::string opts = fmt::format("-DATT_KERNEL=2 -DATT_KB={} -DATT_CB={} -DATT_BKV={} -DMASK={} -DKV_LENS={}", kb, cb,
-                                   bkv, mask, lens);
+    std::string opts = fmt::format("-DATT_KERNEL=2 -DATT_RG={} -DATT_KB={} -DATT_CB={} -DATT_BKV={} -DMASK={} -DKV_LENS={}",
+                                   rg, kb, cb, bkv, mask, lens);
     cl::Program prog = ctx.program("attention.cl", opts, device);
     a->kernel_ = make_kernel(prog, "attention_blocked");
-    a->algorithm_ = fmt::format("fused:blocked rows=16 KB={} CB={} BKV={}{}", kb, cb, bkv, tuned ? " (tuned)" : "");
+    a->block_m_ = size_t(16 * rg);  // rows per work-item
+    a->algorithm_ =
+        fmt::format("fused:blocked rows={} KB={} CB={} BKV={}{}", 16 * rg, kb, cb, bkv, tuned ? " (tuned)" : "");
   } else if (a->fused_) {
     // GPUs want enough rows per work-group to share each K/V tile. On CPUs this kernel serves decode steps (a few rows per kv head) and reads K/V from global memory,
     // so rows share nothing through a work-group: one row per group (no idle rows, one build per shape).

@@ -56,12 +56,15 @@ struct AttentionConfig {
   // Fused kernel tiles (0 = the device heuristic); set by the tuner or `cldl bench --set block_m=..`.
   int block_m = 0, block_n = 0, vec = 0;
   int use_local = -1;  // K/V tiles through local memory: -1 = default (yes), 0 = read global memory directly
-  // Fused algorithm on the blocked kernel (attention_blocked, 16 query rows across vector lanes): -1 auto
+  // Fused algorithm on the blocked kernel (attention_blocked, 16 query rows across vector lanes, rg groups of them per work-item): -1 auto
   // (CPU devices, when a kv head has at least 8 query rows), 0 never, 1 always.
   int blocked = -1;
   // The blocked kernel's register blocks (0 = the device heuristic): keys per Q.K^T pass (kb), output
   // dims per P.V pass (cb), keys per block (bkv, a multiple of kb); set by the tuner or `--set kb=..`.
   int kb = 0, cb = 0, bkv = 0;
+  // The blocked kernel's row groups: 16 * rg query rows per work-item, sharing each broadcast K/V value
+  // (0 = the device heuristic, 1 or 2).
+  int rg = 0;
   // The tile kernel over chunks of the keys, merged by a second kernel (flash-decoding): 0 auto (devices
   // other than CPUs, when a kv head has fewer query rows than a work-group, e.g. a decode step, and the
   // work-groups would not fill the compute units), 1 never, N >= 2 that many chunks. Needs a workspace
@@ -108,7 +111,7 @@ class Attention : public Op {
   std::string algorithm_;
   bool fused_ = true;
   bool blocked_ = false;  // fused on attention_blocked
-  size_t block_m_ = 32;   // attention_fused: rows per work-group; attention_blocked: rows per work-item (16)
+  size_t block_m_ = 32;   // attention_fused: rows per work-group; attention_blocked: rows per work-item (16 * rg)
   int splits_ = 1;        // attention_fused: chunks of the keys (> 1: SPLIT_KV, then attention_combine)
   int chunk_ = 0;         // keys per chunk
   cl::Kernel kernel_;  // fused kernel, or the plain path's softmax

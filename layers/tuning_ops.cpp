@@ -183,7 +183,7 @@ std::string attention_problem(const AttentionConfig& c) {
 
 Space attention_space(const DeviceInfo& info, const AttentionConfig&) {
   Space s;
-  // blocked: 1 = the blocked kernel (16 rows per work-item; the tile knobs are unused), 0 = the tile
+  // blocked: 1 = the blocked kernel (16 * rg rows per work-item; the tile knobs are unused), 0 = the tile
   // kernel (block_m, block_n, vec, use_local).
   s.dims.push_back({"blocked", {0, 1}});
   s.dims.push_back({"block_m", info.type == DeviceType::cpu ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}
@@ -191,7 +191,9 @@ Space attention_space(const DeviceInfo& info, const AttentionConfig&) {
   s.dims.push_back({"block_n", {4, 8, 16, 32, 64}});
   s.dims.push_back({"vec", {1, 2, 4, 8, 16}});
   s.dims.push_back({"use_local", {0, 1}});
-  // The blocked kernel's register blocks: keys per Q.K^T pass, output dims per P.V pass, keys per block.
+  // The blocked kernel's row groups of 16 and register blocks: keys per Q.K^T pass, output dims per P.V
+  // pass, keys per block.
+  s.dims.push_back({"rg", {1, 2}});
   s.dims.push_back({"kb", {4, 6, 8, 12}});
   s.dims.push_back({"cb", {4, 6, 8}});
   s.dims.push_back({"bkv", {16, 24, 48}});
@@ -226,6 +228,7 @@ void attention_apply(const Params& p, AttentionConfig& c) {
   if (c.vec <= 0) c.vec = int(get(p, "vec", 0));
   if (c.use_local < 0) c.use_local = int(get(p, "use_local", -1));
   if (c.blocked < 0) c.blocked = int(get(p, "blocked", -1));
+  if (c.rg <= 0) c.rg = int(get(p, "rg", 0));
   if (c.kb <= 0) c.kb = int(get(p, "kb", 0));
   if (c.cb <= 0) c.cb = int(get(p, "cb", 0));
   if (c.bkv <= 0) c.bkv = int(get(p, "bkv", 0));
@@ -237,7 +240,7 @@ Params attention_relevant(const Params& p) {
   if (get(p, "blocked", 0) == 1)
     for (const char* k : {"block_m", "block_n", "vec", "use_local", "kv_splits"}) r.erase(k);
   else
-    for (const char* k : {"kb", "cb", "bkv"}) r.erase(k);
+    for (const char* k : {"rg", "kb", "cb", "bkv"}) r.erase(k);
   r.erase("block_q");  // a knob of the earlier blocked kernel, still in older databases
   return r;
 }

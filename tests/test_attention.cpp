@@ -175,14 +175,16 @@ TEST_CASE("fused and plain match the reference on odd shapes, GQA and cross leng
     c.mask = AttentionMask::additive, c.mask_shape = {2, 1, 7, 103};
     Case k = make_case(c, 9);
     auto want = run_ref(k);
-    for (auto [kb, cb, bkv] : {std::tuple{6, 4, 24}, {8, 8, 16}, {4, 6, 16}, {12, 8, 48}, {1, 3, 5}}) {
+    for (auto [rg, kb, cb, bkv] :
+         {std::tuple{1, 6, 4, 24}, {1, 8, 8, 16}, {2, 8, 8, 16}, {2, 6, 4, 24}, {1, 4, 6, 16}, {2, 12, 8, 48}, {2, 1, 3, 5}}) {
+      CAPTURE(rg);
       CAPTURE(kb);
       CAPTURE(cb);
       CAPTURE(bkv);
-      k.cfg.kb = kb, k.cfg.cb = cb, k.cfg.bkv = bkv;
+      k.cfg.rg = rg, k.cfg.kb = kb, k.cfg.cb = cb, k.cfg.bkv = bkv;
       std::string alg;
       auto got = run_op(k, AttentionAlgo::fused, &alg);
-      CHECK(alg.find(fmt::format("KB={} CB={} BKV={}", kb, cb, bkv)) != std::string::npos);
+      CHECK(alg.find(fmt::format("rows={} KB={} CB={} BKV={}", 16 * rg, kb, cb, bkv)) != std::string::npos);
       CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), kRtol, kAtol);
     }
   }
@@ -373,6 +375,9 @@ TEST_CASE("bad configurations name the argument and value") {
   c.kb = 17;
   msg = error_of([&] { Attention::create(ctx(), 0, c); });
   CHECK(msg.find("kb must be 1..16, got 17") != std::string::npos);
+  c.kb = 8, c.rg = 3;
+  msg = error_of([&] { Attention::create(ctx(), 0, c); });
+  CHECK(msg.find("rg must be 1 or 2, got 3") != std::string::npos);
 
   c = base(1, 2, 2, 3, 3, 8);
   c.qk_output_mode = 0, c.algo = AttentionAlgo::fused;

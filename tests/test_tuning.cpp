@@ -277,17 +277,19 @@ TEST_CASE("tuning: op families reject what the device cannot run") {
   // earlier blocked kernel's rows per work-item, still in older databases) matters to neither.
   CHECK(attention_relevant({{"blocked", 1}, {"block_q", 4}, {"block_m", 8}, {"vec", 4}, {"kb", 6}}) ==
         Params{{"blocked", 1}, {"kb", 6}});
-  CHECK(attention_relevant({{"blocked", 0}, {"block_q", 4}, {"block_m", 8}, {"cb", 4}, {"bkv", 24}}) ==
+  CHECK(attention_relevant({{"blocked", 0}, {"block_q", 4}, {"block_m", 8}, {"rg", 2}, {"cb", 4}, {"bkv", 24}}) ==
         Params{{"blocked", 0}, {"block_m", 8}});
   CHECK(attention_relevant({{"blocked", 1}, {"kv_splits", 4}, {"kb", 6}}) == Params{{"blocked", 1}, {"kb", 6}});
   CHECK(attention_relevant({{"blocked", 0}, {"kv_splits", 4}, {"kb", 6}}) == Params{{"blocked", 0}, {"kv_splits", 4}});
   AttentionConfig applied;
   applied.vec = 2, applied.cb = 6;  // explicit: kept
-  attention_apply({{"blocked", 1}, {"block_m", 8}, {"vec", 4}, {"kb", 4}, {"cb", 8}, {"bkv", 48}, {"kv_splits", 8}}, applied);
+  attention_apply({{"blocked", 1}, {"block_m", 8}, {"vec", 4}, {"rg", 2}, {"kb", 4}, {"cb", 8}, {"bkv", 48}, {"kv_splits", 8}},
+                  applied);
   CHECK(applied.kv_splits == 8);
   CHECK(applied.blocked == 1);
   CHECK(applied.block_m == 8);
   CHECK(applied.vec == 2);
+  CHECK(applied.rg == 2);
   CHECK(applied.kb == 4);
   CHECK(applied.cb == 6);
   CHECK(applied.bkv == 48);

@@ -10,7 +10,7 @@
 // (min-max) over rounds of ORT ms / fused ms in the same round (also in the peer row's note and, with
 // --json, its round_ratio_* fields).
 // Settings (--set): block_m, block_n, vec, use_local (tile kernel), blocked=-1/0/1 (the blocked kernel:
-// auto, never, always), kb, cb, bkv (the blocked kernel's register blocks), kv_splits (the tile kernel over
+// auto, never, always), rg, kb, cb, bkv (the blocked kernel's row groups and register blocks), kv_splits (the tile kernel over
 // that many key chunks, 1 none), plain=0 (skip the plain path).
 #include <sys/resource.h>
 
@@ -96,6 +96,7 @@ void bench_attention(Context& ctx, const Options& o, Reporter& rep) {
       if (key == "kb") cfg.kb = std::stoi(a.substr(eq + 1));
       if (key == "cb") cfg.cb = std::stoi(a.substr(eq + 1));
       if (key == "bkv") cfg.bkv = std::stoi(a.substr(eq + 1));
+      if (key == "rg") cfg.rg = std::stoi(a.substr(eq + 1));
       if (key == "kv_splits") cfg.kv_splits = std::stoi(a.substr(eq + 1));
     }
     cfg.batch = c.B, cfg.q_heads = c.H, cfg.q_len = c.q_len(), cfg.kv_len = c.S, cfg.head_size = c.D;

@@ -403,7 +403,7 @@ class Tuner {
 
   // ---- attention: fused kernel (blocked / tile) and its knobs (bhsd, no mask) ----
   void attention(AttentionConfig cfg) {
-    cfg.block_m = cfg.block_n = cfg.vec = cfg.kb = cfg.cb = cfg.bkv = cfg.kv_splits = 0;
+    cfg.block_m = cfg.block_n = cfg.vec = cfg.rg = cfg.kb = cfg.cb = cfg.bkv = cfg.kv_splits = 0;
     cfg.use_local = cfg.blocked = -1;
     cfg.algo = AttentionAlgo::fused;
     const DeviceInfo& info = ctx_.device().info;
@@ -439,7 +439,8 @@ class Tuner {
       return ev;
     };
     // The device heuristic (attention.cpp): on CPUs the blocked kernel when a kv head has at least 8
-    // query rows, register blocks 8/8/16 with a preferred float width of 16 (AVX-512), else 6/4/24;
+    // query rows, 2 row groups and register blocks 8/8/16 with a preferred float width of 16 (AVX-512),
+    // else 1 and 6/4/24;
     // the tile kernel with BLOCK_M 1, VEC 16 and global reads on CPUs, BLOCK_M 64, VEC 4 and local
     // tiles on GPUs.
     const bool cpu = info.type == DeviceType::cpu;
@@ -449,7 +450,7 @@ class Tuner {
     // The key chunks the heuristic picks for the tile kernel at those tiles (GPUs: by compute units).
     const int splits = Attention::key_chunks(info, cfg, block_m, block_n).first;
     Params start{{"blocked", blocked ? 1 : 0}, {"block_m", int64_t(block_m)}, {"block_n", int64_t(block_n)},
-                 {"vec", cpu ? 16 : 4}, {"use_local", cpu ? 0 : 1}, {"kb", wide ? 8 : 6},
+                 {"vec", cpu ? 16 : 4}, {"use_local", cpu ? 0 : 1}, {"rg", wide ? 2 : 1}, {"kb", wide ? 8 : 6},
                  {"cb", wide ? 8 : 4}, {"bkv", wide ? 16 : 24}, {"kv_splits", splits}};
     SearchOptions so = search_options("attention " + problem);
     so.random_samples = 16;
