@@ -199,6 +199,14 @@ TEST_CASE("fused and plain match the reference on odd shapes, GQA and cross leng
     CHECK(!Attention::create(ctx(), 0, c)->blocked());
     c.q_len = 1;
     CHECK(!Attention::create(ctx(), 0, c)->blocked());
+    // Two row groups per work-item where the device prefers float16 (AVX-512) and a kv head has 32 rows.
+    if (ctx().device().info.type == DeviceType::cpu) {
+      const bool wide = ctx().device().info.preferred_vector_float >= 16;
+      c.q_len = 15;  // 30 rows per kv head
+      CHECK(Attention::create(ctx(), 0, c)->algorithm().find("rows=16 ") != std::string::npos);
+      c.q_len = 16;  // 32
+      CHECK(Attention::create(ctx(), 0, c)->algorithm().find(wide ? "rows=32 " : "rows=16 ") != std::string::npos);
+    }
   }
   SUBCASE("decode over key chunks (split-kv): GQA, kv lengths with empty chunks, masks, causal offsets") {
     auto c = base(3, 8, 2, 1, 301, 64);  // 4 q heads per kv head, one query each; 301 keys
