@@ -12,7 +12,8 @@ namespace cldl {
 
 namespace {
 // Default variants, exactly as create() builds them: the CPU blocked kernel (rows across vector lanes)
-// without and with an additive mask, at the AVX2 and at the AVX-512 register blocks; the tile kernel at
+// without and with an additive mask, at the AVX2 and at the AVX-512 register blocks (one and two row
+// groups); the tile kernel at
 // head size 64 on CPUs (an MHA decode step over a KV cache: BLOCK_M 1, VEC 16, global reads) and on GPUs
 // with 48 KiB of local memory (BLOCK_M 64, VEC 4), head size 128, and their decode step over a KV cache with
 // the keys split into chunks (SPLIT_KV); and the plain path's kernels (which
@@ -23,13 +24,15 @@ bool cpu_any(const DeviceInfo& d) { return d.type == DeviceType::cpu; }
 bool not_cpu(const DeviceInfo& d) { return d.type != DeviceType::cpu; }
 const ProgramVariants kAttentionAvx2Variants(
     "attention.cl",
-    {"-DATT_KERNEL=2 -DATT_KB=6 -DATT_CB=4 -DATT_BKV=24 -DMASK=0 -DKV_LENS=0",
-     "-DATT_KERNEL=2 -DATT_KB=6 -DATT_CB=4 -DATT_BKV=24 -DMASK=1 -DKV_LENS=0"},
+    {"-DATT_KERNEL=2 -DATT_RG=1 -DATT_KB=6 -DATT_CB=4 -DATT_BKV=24 -DMASK=0 -DKV_LENS=0",
+     "-DATT_KERNEL=2 -DATT_RG=1 -DATT_KB=6 -DATT_CB=4 -DATT_BKV=24 -DMASK=1 -DKV_LENS=0"},
     cpu_narrow);
 const ProgramVariants kAttentionAvx512Variants(
     "attention.cl",
-    {"-DATT_KERNEL=2 -DATT_KB=8 -DATT_CB=8 -DATT_BKV=16 -DMASK=0 -DKV_LENS=0",
-     "-DATT_KERNEL=2 -DATT_KB=8 -DATT_CB=8 -DATT_BKV=16 -DMASK=1 -DKV_LENS=0"},
+    {"-DATT_KERNEL=2 -DATT_RG=2 -DATT_KB=8 -DATT_CB=8 -DATT_BKV=16 -DMASK=0 -DKV_LENS=0",
+     "-DATT_KERNEL=2 -DATT_RG=2 -DATT_KB=8 -DATT_CB=8 -DATT_BKV=16 -DMASK=1 -DKV_LENS=0",
+     "-DATT_KERNEL=2 -DATT_RG=1 -DATT_KB=8 -DATT_CB=8 -DATT_BKV=16 -DMASK=0 -DKV_LENS=0",
+     "-DATT_KERNEL=2 -DATT_RG=1 -DATT_KB=8 -DATT_CB=8 -DATT_BKV=16 -DMASK=1 -DKV_LENS=0"},
     cpu_wide);
 const ProgramVariants kAttentionCpuDecodeVariants(
     "attention.cl",
