@@ -185,7 +185,8 @@ Space attention_space(const DeviceInfo& info, const AttentionConfig&) {
   Space s;
   // blocked: 1 = the blocked kernel (16 * rg rows per work-item; the tile knobs are unused), 0 = the tile
   // kernel (block_m, block_n, vec, use_local).
-  s.dims.push_back({"blocked", {0, 1}});
+  // The blocked kernel is the CPU form (per work-item private arrays of up to 64 KiB): searched on CPUs.
+  s.dims.push_back({"blocked", info.type == DeviceType::cpu ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0}});
   s.dims.push_back({"block_m", info.type == DeviceType::cpu ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}
                                                             : std::vector<int64_t>{16, 32, 64, 128}});
   s.dims.push_back({"block_n", {4, 8, 16, 32, 64}});

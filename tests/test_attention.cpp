@@ -175,8 +175,12 @@ TEST_CASE("fused and plain match the reference on odd shapes, GQA and cross leng
     c.mask = AttentionMask::additive, c.mask_shape = {2, 1, 7, 103};
     Case k = make_case(c, 9);
     auto want = run_ref(k);
-    for (auto [rg, kb, cb, bkv] :
-         {std::tuple{1, 6, 4, 24}, {1, 8, 8, 16}, {2, 8, 8, 16}, {2, 6, 4, 24}, {1, 4, 6, 16}, {2, 12, 8, 48}, {2, 1, 3, 5}}) {
+    std::vector<std::tuple<int, int, int, int>> blocks = {{1, 6, 4, 24}, {1, 8, 8, 16}, {2, 8, 8, 16}, {2, 6, 4, 24},
+                                                          {1, 4, 6, 16}, {2, 12, 8, 48}, {2, 1, 3, 5}};
+    // The blocked kernel is the CPU form (other devices run it only when forced): there one block per
+    // row-group count, since NVIDIA's compiler takes seconds to minutes per variant of this unrolled kernel.
+    if (ctx().device().info.type != DeviceType::cpu) blocks = {{1, 6, 4, 24}, {2, 8, 8, 16}};
+    for (auto [rg, kb, cb, bkv] : blocks) {
       CAPTURE(rg);
       CAPTURE(kb);
       CAPTURE(cb);

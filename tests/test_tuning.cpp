@@ -269,6 +269,17 @@ TEST_CASE("tuning: op families reject what the device cannot run") {
   // 256 keys x 48 floats = 48 KiB of local tiles: too much with local tiles, fine without.
   CHECK_FALSE(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 256}, {"vec", 8}, {"use_local", 1}}).empty());
   CHECK(attention_invalid(info, a, {{"block_m", 16}, {"block_n", 256}, {"vec", 8}, {"use_local", 0}}).empty());
+  // The blocked kernel (the CPU form) is searched on CPUs only; its row groups are a dimension there.
+  auto dim_values = [&](DeviceType type, const std::string& name) {
+    DeviceInfo d = info;
+    d.type = type;
+    for (const auto& dim : attention_space(d, a).dims)
+      if (dim.name == name) return dim.values;
+    return std::vector<int64_t>{};
+  };
+  CHECK(dim_values(DeviceType::cpu, "blocked") == std::vector<int64_t>{0, 1});
+  CHECK(dim_values(DeviceType::gpu, "blocked") == std::vector<int64_t>{0});
+  CHECK(dim_values(DeviceType::cpu, "rg") == std::vector<int64_t>{1, 2});
   // The blocked kernel's register blocks: kb must divide bkv.
   CHECK(attention_invalid(info, a, {{"blocked", 1}, {"kb", 6}, {"cb", 4}, {"bkv", 24}}).empty());
   CHECK(attention_invalid(info, a, {{"blocked", 1}, {"kb", 6}, {"cb", 4}, {"bkv", 16}}).find("kb 6 does not divide bkv 16") !=
