@@ -161,6 +161,24 @@ size_t Attention::workspace_bytes() const {
   return size_t(cfg_.batch * cfg_.q_heads * cfg_.q_len * cfg_.kv_len) * sizeof(float);
 }
 
+Attention::BlockedDefaults Attention::blocked_defaults(const DeviceInfo& info, const AttentionConfig& cfg) {
+  // Query rows per kv head (GQA heads of a group share K/V, so their rows stack).
+  const int64_t rows = cfg.q_len * (cfg.q_heads / cfg.eff_kv_heads());
+  // The blocked kernel puts 16 query rows of a kv head across the lanes of a vector; with fewer than
+  // half of them filled (a decode step) the tile kernel, which needs no packed copy of K, wins.
+  const bool use = info.type == DeviceType::cpu && rows >= 8;
+  // Register blocks: the accumulators of a pass plus its two operands must fit the vector registers,
+  // or each FMA drags a spill along. PoCL reports a preferred float width of 16 with AVX-512 (32
+  // zmm, a float16 is one register): 8 keys / 8 dims per pass. Otherwise (AVX2: 16 ymm, a float16
+  // is two) 6 keys per Q.K^T pass (12 accumulators) and 4 dims per P.V pass (8), blocks of 24 keys:
+  // on PoCL / AVX2 (EPYC, 2 cores) the bench shapes took 1.7x less process CPU time than with the
+  // earlier kernel's 8 / 8, which spilled about one accumulator per FMA there. With AVX-512, two
+  // groups of 16 rows per work-item (16 accumulators) once a kv head has 32 rows to fill them: one
+  // broadcast K or V value then feeds two FMAs (fewer rows would compute a clamped duplicate group).
+  const bool wide = info.preferred_vector_float >= 16;
+  return {use, wide && rows >= 32 ? 2 : 1, wide ? 8 : 6, wide ? 8 : 4, wide ? 16 : 24};
+}
+
 std::pair<int, int> Attention::key_chunks(const DeviceInfo& info, const AttentionConfig& cfg, size_t block_m,
                                            size_t block_n) {
   int64_t splits = cfg.kv_splits, chunk = 0;
@@ -221,24 +239,10 @@ std::unique_ptr<Attention> Attention::create(Context& ctx, int device, const Att
     }
   if (tuned_cfg.blocked < -1 || tuned_cfg.blocked > 1)
     invalid("Attention", "blocked must be -1 (auto), 0 or 1, got {}", tuned_cfg.blocked);
-  // Query rows per kv head (GQA heads of a group share K/V, so their rows stack).
-  const int64_t rows = cfg.q_len * (cfg.q_heads / cfg.eff_kv_heads());
-  if (a->fused_) {
-    // The blocked kernel puts 16 query rows of a kv head across the lanes of a vector; with fewer
-    // than half of them filled (a decode step) the tile kernel, which needs no packed copy of K, wins.
-    a->blocked_ = tuned_cfg.blocked == 1 || (tuned_cfg.blocked < 0 && info.type == DeviceType::cpu && rows >= 8);
-  }
+  const BlockedDefaults bd = blocked_defaults(info, cfg);
+  if (a->fused_) a->blocked_ = tuned_cfg.blocked == 1 || (tuned_cfg.blocked < 0 && bd.use);
   if (a->blocked_) {
-    // Register blocks: the accumulators of a pass plus its two operands must fit the vector registers,
-    // or each FMA drags a spill along. PoCL reports a preferred float width of 16 with AVX-512 (32
-    // zmm, a float16 is one register): 8 keys / 8 dims per pass. Otherwise (AVX2: 16 ymm, a float16
-    // is two) 6 keys per Q.K^T pass (12 accumulators) and 4 dims per P.V pass (8), blocks of 24 keys:
-    // on PoCL / AVX2 (EPYC, 2 cores) the bench shapes took 1.7x less process CPU time than with the
-    // earlier kernel's 8 / 8, which spilled about one accumulator per FMA there. With AVX-512, two
-    // groups of 16 rows per work-item (16 accumulators) once a kv head has 32 rows to fill them: one
-    // broadcast K or V value then feeds two FMAs (fewer rows would compute a clamped duplicate group).
-    const bool wide = info.preferred_vector_float >= 16;
-    int kb = wide ? 8 : 6, cb = wide ? 8 : 4, bkv = wide ? 16 : 24, rg = wide && rows >= 32 ? 2 : 1;
+    int rg = bd.rg, kb = bd.kb, cb = bd.cb, bkv = bd.bkv;
     if (tuned_cfg.rg > 0) rg = tuned_cfg.rg;
     if (tuned_cfg.kb > 0) kb = tuned_cfg.kb;
     if (tuned_cfg.cb > 0) cb = tuned_cfg.cb;

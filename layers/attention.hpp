@@ -102,6 +102,13 @@ class Attention : public Op {
   // {chunks, keys per chunk} ({1, 0}: not split). cfg.kv_splits when set, else the device heuristic.
   static std::pair<int, int> key_chunks(const DeviceInfo& info, const AttentionConfig& cfg, size_t block_m,
                                         size_t block_n);
+  // The device heuristic for the blocked kernel on `cfg` (its tuning fields ignored): whether the automatic
+  // choice takes it, and its row groups and register blocks. create() and the tuner's start point use it.
+  struct BlockedDefaults {
+    bool use;
+    int rg, kb, cb, bkv;
+  };
+  static BlockedDefaults blocked_defaults(const DeviceInfo& info, const AttentionConfig& cfg);
 
  private:
   Attention(Context& ctx, int device, AttentionConfig cfg) : ctx_(&ctx), device_(device), cfg_(std::move(cfg)) {}

@@ -438,21 +438,17 @@ class Tuner {
       timed[key] = ev;
       return ev;
     };
-    // The device heuristic (attention.cpp): on CPUs the blocked kernel when a kv head has at least 8
-    // query rows, register blocks 8/8/16 with a preferred float width of 16 (AVX-512; 2 row groups from
-    // 32 rows per kv head), else 1 group and 6/4/24;
-    // the tile kernel with BLOCK_M 1, VEC 16 and global reads on CPUs, BLOCK_M 64, VEC 4 and local
-    // tiles on GPUs.
+    // The device heuristic (attention.cpp): the blocked kernel's choice and blocks
+    // (Attention::blocked_defaults); the tile kernel with BLOCK_M 1, VEC 16 and global reads on CPUs,
+    // BLOCK_M 64, VEC 4 and local tiles on GPUs.
     const bool cpu = info.type == DeviceType::cpu;
-    const int64_t rows = cfg.q_len * (cfg.q_heads / Hk);
-    const bool blocked = cpu && rows >= 8;
-    const bool wide = info.preferred_vector_float >= 16;
+    const Attention::BlockedDefaults bd = Attention::blocked_defaults(info, cfg);
     const size_t block_m = cpu ? 1 : 64, block_n = 32;
     // The key chunks the heuristic picks for the tile kernel at those tiles (GPUs: by compute units).
     const int splits = Attention::key_chunks(info, cfg, block_m, block_n).first;
-    Params start{{"blocked", blocked ? 1 : 0}, {"block_m", int64_t(block_m)}, {"block_n", int64_t(block_n)},
-                 {"vec", cpu ? 16 : 4}, {"use_local", cpu ? 0 : 1}, {"rg", wide && rows >= 32 ? 2 : 1}, {"kb", wide ? 8 : 6},
-                 {"cb", wide ? 8 : 4}, {"bkv", wide ? 16 : 24}, {"kv_splits", splits}};
+    Params start{{"blocked", bd.use ? 1 : 0}, {"block_m", int64_t(block_m)}, {"block_n", int64_t(block_n)},
+                 {"vec", cpu ? 16 : 4}, {"use_local", cpu ? 0 : 1}, {"rg", bd.rg}, {"kb", bd.kb},
+                 {"cb", bd.cb}, {"bkv", bd.bkv}, {"kv_splits", splits}};
     SearchOptions so = search_options("attention " + problem);
     so.random_samples = 16;
     run_search("attention", problem, attention_space(info, cfg),
