@@ -211,9 +211,10 @@ __kernel void gru_step_lbr0(RNN_COMMON_ARGS, int g_kind, float g_a, float g_b, _
 
 // ---------------------------------------------------------------------------------------------------
 // Register-blocked tile kernels (the default on CPU devices; layers/rnn.cpp "tiles" weight layout).
-// A work-item computes RNN_MR batch rows x RNN_TW hidden units (one tile) for every gate of the cell:
-// the recurrent product h . R^T as a small register-blocked GEMM (per k: one vector of RNN_TW weights
-// per gate, one broadcast h value per row, MR x G fmas on those vectors), fused with the biases, gate
+// A work-item computes rg row groups of RNN_MR batch rows x RNN_TW hidden units (one tile) for every gate
+// of the cell: the recurrent product h . R^T as a small register-blocked GEMM (per k: one vector of RNN_TW
+// weights per gate, one broadcast h value per row, MR x G fmas on those vectors; the row groups take the
+// k range block by block, RNN_KB_ACC), fused with the biases, gate
 // non-linearities and the state update. Weights are re-laid out once at create into gate-interleaved
 // tiles (TW = RNN_TW):
 //   Rt[n][k][g][u] = R[g*H + TW*n + u][k]   (n: tile of TW units, zero for TW*n + u >= H)
@@ -308,61 +309,86 @@ inline tvec rnn_clipt(tvec x, float clip) { return clip > 0.0f ? fmin(fmax(x, -c
   _Pragma("unroll") for (int gp_ = 0; gp_ < (NG); gp_ += RNN_GP(MR))                           \
     RNN_TILE_ACC_PASS(acc, MR, RNN_GP(MR), gp_, NG, K, wt, rows)
 
-#define RNN_ZERO(acc, MR, NG)                            \
-  tvec acc[MR][NG];                                    \
-  _Pragma("unroll") for (int r = 0; r < (MR); ++r)       \
-    _Pragma("unroll") for (int g = 0; g < (NG); ++g) acc[r][g] = (tvec)(0.0f);
+// Row groups per work-item of a step, at most RNN_RGMAX (private accumulators for RNN_MR * RNN_RGMAX rows).
+#ifndef RNN_RGMAX
+#define RNN_RGMAX 8
+#endif
+#define RNN_ROWS (RNN_MR * RNN_RGMAX)
 
-// Work-item setup of a step tile: tile n (units j0 .. j0 + nu), rows m0 .. m0 + RNN_MR of the batch;
-// per row its batch item (clamped to the last one: extra rows compute duplicates, never stored), its
-// length, whether step s is valid, and its time index (clamped into [0, T) for reads).
+// k-blocked tile product over nrg row groups of MR rows: accs[q * MR + r][g] += sum_k ROW(q * MR + r)[k] *
+// wt[k][g][0..TW), with k in blocks of kb. Per block, each row group's accumulators move from private memory
+// into registers, take the block's k, and go back; so the block's weights (kb * NG * TW floats, 16 KB at
+// kb 64 and float16 tiles) are loaded from L2 or memory once and then serve every row group from L1. With
+// one row group per work-item each group streamed the whole tile from L2, and the first also from L3.
+// Every element still sums over k from 0 in order: the same bits for any kb and nrg.
+#define RNN_KB_ACC(accs, MR, NG, nrg, K, kb, wt, ROW)                                                   \
+  for (int kb0_ = 0; kb0_ < (K); kb0_ += (kb)) {                                                        \
+    const int kn_ = min((kb), (K) - kb0_);                                                             \
+    _Pragma("unroll 1") for (int q_ = 0; q_ < (nrg); ++q_) {                                            \
+      __global const float* rows_[MR];                                                                  \
+      _Pragma("unroll") for (int r = 0; r < (MR); ++r) rows_[r] = ROW(q_ * (MR) + r) + kb0_;           \
+      tvec blk_[MR][NG];                                                                                \
+      _Pragma("unroll") for (int r = 0; r < (MR); ++r)                                                  \
+        _Pragma("unroll") for (int g = 0; g < (NG); ++g) blk_[r][g] = accs[q_ * (MR) + r][g];         \
+      RNN_TILE_ACC(blk_, MR, NG, kn_, (wt) + (long)kb0_ * ((NG) * RNN_TW), rows_)                      \
+      _Pragma("unroll") for (int r = 0; r < (MR); ++r)                                                  \
+        _Pragma("unroll") for (int g = 0; g < (NG); ++g) accs[q_ * (MR) + r][g] = blk_[r][g];         \
+    }                                                                                                   \
+  }
+
+// Work-item setup of a step tile: tile n (units j0 .. j0 + nu), rows m0 .. m0 + nrow of the batch (rg row
+// groups of RNN_MR rows); per row its batch item (clamped to the last one: extra rows compute duplicates,
+// never stored), its length, whether step s is valid, and its time index (clamped into [0, T) for reads).
+// rg and kb are clamped only to keep the private arrays in bounds; the host validates them.
 #define RNN_STEP_TILE_PROLOGUE                                               \
   const int n = get_global_id(1);                                            \
-  const int m0 = b0 + (int)get_global_id(0) * RNN_MR;                        \
-  const int j0 = n * RNN_TW;                                                      \
+  const int nrg = clamp(rg, 1, RNN_RGMAX), kbl = max(kb, 1);                 \
+  const int nrow = RNN_MR * nrg;                                             \
+  const int m0 = b0 + (int)get_global_id(0) * nrow;                          \
+  const int j0 = n * RNN_TW;                                                 \
   if (j0 >= H || m0 >= b0 + nb) return;                                      \
-  const int nu = min(RNN_TW, H - j0);                                             \
+  const int nu = min(RNN_TW, H - j0);                                        \
   W += w_off;                                                                \
   bx += bx_off;                                                              \
-  int rb[RNN_MR], rt[RNN_MR], rvalid[RNN_MR], rtr[RNN_MR];                   \
-  _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) {                       \
-    rb[r] = min(m0 + r, b0 + nb - 1);                                        \
-    const int len_ = clamp(lens[lens_off + rb[r]], 0, T);                    \
-    rvalid[r] = s < len_;                                                    \
-    rt[r] = reverse ? len_ - 1 - s : s;                                      \
-    rtr[r] = clamp(rt[r], 0, T - 1);                                         \
+  int rb[RNN_ROWS], rt[RNN_ROWS], rvalid[RNN_ROWS], rtr[RNN_ROWS];           \
+  for (int i = 0; i < nrow; ++i) {                                           \
+    rb[i] = min(m0 + i, b0 + nb - 1);                                        \
+    const int len_ = clamp(lens[lens_off + rb[i]], 0, T);                    \
+    rvalid[i] = s < len_;                                                    \
+    rt[i] = reverse ? len_ - 1 - s : s;                                      \
+    rtr[i] = clamp(rt[i], 0, T - 1);                                         \
   }
 
-// Input projection of the tile's rows for NG gates into xp[r][g]: from xw, or computed here (fused).
+#define RNN_ZERO_ROWS(acc, NG)                          \
+  tvec acc[RNN_ROWS][NG];                               \
+  for (int i = 0; i < nrow; ++i)                        \
+    _Pragma("unroll") for (int g = 0; g < (NG); ++g) acc[i][g] = (tvec)(0.0f);
+
+// Input projection of the tile's rows for NG gates into xp[i][g]: from xw, or computed here (fused).
+#define RNN_XROW(i) (x + x_off + (long)rtr[i] * x_st + (long)rb[i] * x_sb)
 #define RNN_STEP_TILE_XPROJ(xp, NG)                                                                     \
-  RNN_ZERO(xp, RNN_MR, NG)                                                                              \
+  RNN_ZERO_ROWS(xp, NG)                                                                                 \
   if (fuse_input) {                                                                                     \
-    __global const float* xrow[RNN_MR];                                                                 \
-    _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) xrow[r] =                                        \
-        x + x_off + (long)rtr[r] * x_st + (long)rb[r] * x_sb;                                           \
-    RNN_TILE_ACC(xp, RNN_MR, NG, I, W + (long)n * I * (NG * RNN_TW), xrow)                            \
-    _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r)                                                  \
-      _Pragma("unroll") for (int g = 0; g < NG; ++g) xp[r][g] += rnn_loadt(bx + g * H + j0, nu);        \
+    RNN_KB_ACC(xp, RNN_MR, NG, nrg, I, kbl, W + (long)n * I * (NG * RNN_TW), RNN_XROW)                  \
+    for (int i = 0; i < nrow; ++i)                                                                      \
+      _Pragma("unroll") for (int g = 0; g < NG; ++g) xp[i][g] += rnn_loadt(bx + g * H + j0, nu);        \
   } else {                                                                                              \
-    _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r)                                                  \
-      _Pragma("unroll") for (int g = 0; g < NG; ++g) xp[r][g] =                                         \
-          rnn_loadt(xw + xw_off + (long)rtr[r] * xw_st + (long)rb[r] * xw_sb + g * H + j0, nu);         \
+    for (int i = 0; i < nrow; ++i)                                                                      \
+      _Pragma("unroll") for (int g = 0; g < NG; ++g) xp[i][g] =                                         \
+          rnn_loadt(xw + xw_off + (long)rtr[i] * xw_st + (long)rb[i] * xw_sb + g * H + j0, nu);         \
   }
 
-// Recurrent sums acc[r][g] of the NG gates, source rows src + off + b * sb.
-#define RNN_STEP_TILE_DOT(acc, NG, src, src_off, src_sb)                                               \
-  RNN_ZERO(acc, RNN_MR, NG)                                                                             \
-  if (!zero_prev) {                                                                                     \
-    __global const float* hrow[RNN_MR];                                                                 \
-    _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) hrow[r] = src + (src_off) + (long)rb[r] * (src_sb); \
-    RNN_TILE_ACC(acc, RNN_MR, NG, H, RT + (long)n * H * ((NG) * RNN_TW), hrow)                     \
-  }
+// Recurrent sums acc[i][g] of the NG gates, source rows src + off + b * sb.
+#define RNN_HROW(i) (hp + hp_off + (long)rb[i] * hp_sb)
+#define RNN_STEP_TILE_DOT(acc, NG)                                                                      \
+  RNN_ZERO_ROWS(acc, NG)                                                                                \
+  if (!zero_prev) RNN_KB_ACC(acc, RNN_MR, NG, nrg, H, kbl, RT + (long)n * H * ((NG) * RNN_TW), RNN_HROW)
 
-// Per stored row r: batch item b, previous h, validity and time; Y / Y_h writes of the new h.
-#define RNN_TILE_ROW_PROLOGUE(r)                                                         \
-  if (m0 + (r) >= b0 + nb) break;                                                        \
-  const int b = m0 + (r);                                                                \
-  const int valid = rvalid[r], t = rt[r];                                                \
+// Per stored row i: batch item b, previous h, validity and time; Y / Y_h writes of the new h.
+#define RNN_TILE_ROW_PROLOGUE(i)                                                         \
+  if (m0 + (i) >= b0 + nb) break;                                                        \
+  const int b = m0 + (i);                                                                \
+  const int valid = rvalid[i], t = rt[i];                                                \
   const tvec h_prev = zero_prev ? (tvec)(0.0f) : rnn_loadt(hp + hp_off + (long)b * hp_sb + j0, nu);
 
 #define RNN_TILE_WRITE_H(hv)                                                            \
@@ -379,21 +405,21 @@ inline tvec rnn_clipt(tvec x, float clip) { return clip > 0.0f ? fmin(fmax(x, -c
 #define RNN_LSTM_STEP_TILE_BODY                                                                                          \
   RNN_STEP_TILE_PROLOGUE                                                                                                 \
   RNN_STEP_TILE_XPROJ(xp, 4)                                                                                             \
-  RNN_STEP_TILE_DOT(acc, 4, hp, hp_off, hp_sb)                                                                     \
+  RNN_STEP_TILE_DOT(acc, 4)                                                                                              \
   const tvec pi = has_p ? rnn_loadt(P + j0, nu) : (tvec)(0.0f);                                                      \
   const tvec po = has_p ? rnn_loadt(P + H + j0, nu) : (tvec)(0.0f);                                                  \
   const tvec pf = has_p ? rnn_loadt(P + 2 * H + j0, nu) : (tvec)(0.0f);                                              \
-  _Pragma("unroll") for (int r = 0; r < RNN_MR; ++r) {                                                                   \
-    RNN_TILE_ROW_PROLOGUE(r)                                                                                             \
+  for (int i = 0; i < nrow; ++i) {                                                                                       \
+    RNN_TILE_ROW_PROLOGUE(i)                                                                                             \
     const tvec c_prev = zero_c ? (tvec)(0.0f) : rnn_loadt(cp + cp_off + (long)b * cp_sb + j0, nu);                   \
     tvec hv = h_prev, c = c_prev;                                                                                      \
     if (valid) {                                                                                                         \
-      const tvec gi = rnn_actt(f_kind, rnn_clipt(xp[r][0] + acc[r][0] + pi * c_prev, clip), f_a, f_b);                 \
+      const tvec gi = rnn_actt(f_kind, rnn_clipt(xp[i][0] + acc[i][0] + pi * c_prev, clip), f_a, f_b);                 \
       const tvec gf = input_forget ? 1.0f - gi                                                                         \
-                                     : rnn_actt(f_kind, rnn_clipt(xp[r][2] + acc[r][2] + pf * c_prev, clip), f_a, f_b);  \
-      const tvec gc = rnn_actt(g_kind, rnn_clipt(xp[r][3] + acc[r][3], clip), g_a, g_b);                               \
+                                     : rnn_actt(f_kind, rnn_clipt(xp[i][2] + acc[i][2] + pf * c_prev, clip), f_a, f_b);  \
+      const tvec gc = rnn_actt(g_kind, rnn_clipt(xp[i][3] + acc[i][3], clip), g_a, g_b);                               \
       c = gf * c_prev + gi * gc;                                                                                         \
-      const tvec go = rnn_actt(f_kind, rnn_clipt(xp[r][1] + acc[r][1] + po * c, clip), f_a, f_b);                      \
+      const tvec go = rnn_actt(f_kind, rnn_clipt(xp[i][1] + acc[i][1] + po * c, clip), f_a, f_b);                      \
       hv = go * rnn_actt(h_kind, c, h_a, h_b);                                                                           \
     }                                                                                                                    \
     rnn_storet(c, cn + cn_off + (long)b * H + j0, nu);                                                                   \
@@ -405,7 +431,7 @@ inline tvec rnn_clipt(tvec x, float clip) { return clip > 0.0f ? fmin(fmax(x, -c
 __kernel void name(RNN_COMMON_ARGS, int f_kind, float f_a, float f_b, int g_kind, float g_a, float g_b,                  \
                              int h_kind, float h_a, float h_b, int zero_c, __global const float* cp, long cp_off,        \
                              long cp_sb, __global float* cn, long cn_off, __global float* Yc, long yc_off, long yc_sb,   \
-                             int has_yc, __global const float* P, int has_p, int input_forget) {                         \
+                             int has_yc, __global const float* P, int has_p, int input_forget, int rg, int kb) {         \
   RNN_LSTM_STEP_TILE_BODY                                                                                                \
 }
 
@@ -429,7 +455,8 @@ __kernel void name(RNN_COMMON_ARGS, int f_kind, float f_a, float f_b, int g_kind
 #define RNN_LSTM_WAVE_TILE(name)                                                                                         \
 __kernel void name(int wave, int lag, int T, int B, __global const int* lens, long lens_off, __global const float* x0,  \
                    long x0_off, long x0_st, long x0_sb, __global const float* wts, __global const long* lt,             \
-                   __global float* st, __global float* Yo, long yo_off, long yo_st, long yo_sb, int has_yo) {            \
+                   __global float* st, __global float* Yo, long yo_off, long yo_st, long yo_sb, int has_yo, int rg,     \
+                   int kb) {                                                                                            \
   const int l = get_global_id(2);                                                                                        \
   const int s = wave - lag * l;                                                                                          \
   if (s < 0 || s >= T) return;                                                                                           \
@@ -486,29 +513,35 @@ RNN_LSTM_WAVE_TILE(lstm_wave_tile_m4)
 
 // Input projection x_t W^T + bias for steps [t0, t0 + nrows / nb) and batch items [b0, b0 + nb), all
 // NG gates of one direction, with the same per-element order as the fused step kernels. Rows q of the
-// GEMM are (t, b) pairs, RNN_PMR per work-item. NDRange: dimension 0 = row groups of a block of rows,
-// 1 = tiles, 2 = row blocks: a block's x rows stay in cache while every tile of W passes over them.
+// GEMM are (t, b) pairs, rg groups of RNN_PMR per work-item, k-blocked as in the step (RNN_KB_ACC: a
+// block of a tile's weights serves all the work-item's rows from L1). NDRange: dimension 0 = work-items
+// of a block of rows, 1 = tiles, 2 = row blocks: a block's x rows stay in cache while every tile of W
+// passes over them, so W is read from memory once per block.
+#define RNN_PROWS (RNN_PMR * RNN_RGMAX)
+#define RNN_PXROW(i) xrow[i]
 #define RNN_PROJECT_TILE(name, NG)                                                                                \
   __kernel void name(int H, int I, int nrows, int nb, int b0, int t0, __global const float* x, long x_off,        \
                      long x_st, long x_sb, __global const float* Wt, long w_off, __global const float* bx,        \
-                     long bx_off, __global float* xw, long xw_off, long xw_st, long xw_sb) {                      \
-    const int n = get_global_id(1), j0 = n * RNN_TW;                                                                   \
-    const int q0 = (int)(get_global_id(2) * get_global_size(0) + get_global_id(0)) * RNN_PMR;                    \
+                     long bx_off, __global float* xw, long xw_off, long xw_st, long xw_sb, int rg, int kb) {      \
+    const int n = get_global_id(1), j0 = n * RNN_TW;                                                              \
+    const int nrg = clamp(rg, 1, RNN_RGMAX), kbl = max(kb, 1), nrow = RNN_PMR * nrg;                              \
+    const int q0 = (int)(get_global_id(2) * get_global_size(0) + get_global_id(0)) * nrow;                       \
     if (j0 >= H || q0 >= nrows) return;                                                                           \
-    const int nu = min(RNN_TW, H - j0);                                                                                \
-    __global const float* xrow[RNN_PMR];                                                                          \
-    long orow[RNN_PMR];                                                                                           \
-    _Pragma("unroll") for (int r = 0; r < RNN_PMR; ++r) {                                                         \
-      const int q = min(q0 + r, nrows - 1), t = t0 + q / nb, b = b0 + q % nb;                                     \
-      xrow[r] = x + x_off + (long)t * x_st + (long)b * x_sb;                                                      \
-      orow[r] = xw_off + (long)t * xw_st + (long)b * xw_sb;                                                       \
+    const int nu = min(RNN_TW, H - j0);                                                                           \
+    __global const float* xrow[RNN_PROWS];                                                                        \
+    long orow[RNN_PROWS];                                                                                         \
+    tvec acc[RNN_PROWS][NG];                                                                                      \
+    for (int i = 0; i < nrow; ++i) {                                                                              \
+      const int q = min(q0 + i, nrows - 1), t = t0 + q / nb, b = b0 + q % nb;                                     \
+      xrow[i] = x + x_off + (long)t * x_st + (long)b * x_sb;                                                      \
+      orow[i] = xw_off + (long)t * xw_st + (long)b * xw_sb;                                                       \
+      _Pragma("unroll") for (int g = 0; g < (NG); ++g) acc[i][g] = (tvec)(0.0f);                                  \
     }                                                                                                             \
-    RNN_ZERO(acc, RNN_PMR, NG)                                                                                    \
-    RNN_TILE_ACC(acc, RNN_PMR, NG, I, Wt + w_off + (long)n * I * (NG * RNN_TW), xrow)                           \
-    _Pragma("unroll") for (int r = 0; r < RNN_PMR; ++r) {                                                         \
-      if (q0 + r >= nrows) break;                                                                                 \
+    RNN_KB_ACC(acc, RNN_PMR, NG, nrg, I, kbl, Wt + w_off + (long)n * I * (NG * RNN_TW), RNN_PXROW)               \
+    for (int i = 0; i < nrow; ++i) {                                                                              \
+      if (q0 + i >= nrows) break;                                                                                 \
       _Pragma("unroll") for (int g = 0; g < NG; ++g)                                                              \
-        rnn_storet(acc[r][g] + rnn_loadt(bx + bx_off + g * H + j0, nu), xw + orow[r] + g * H + j0, nu);          \
+        rnn_storet(acc[i][g] + rnn_loadt(bx + bx_off + g * H + j0, nu), xw + orow[i] + g * H + j0, nu);          \
     }                                                                                                             \
   }
 

@@ -64,17 +64,28 @@ std::string_view to_string(RnnCell c);               // "RNN", "LSTM", "GRU" (th
 struct RnnKernelParams {
   int layout = -1;   // weights: 0 ONNX rows, 1 k-major, 2 gate-interleaved tiles (LSTM only; GRU / RNN use rows)
   int mr = 0;        // tiles: batch rows per work-item of a step, 1, 2 or 4 (0: by the batch of each call)
-  int wg_m = 0;      // tiles: row groups per work-group of a step (0: 8; at most the call's row groups)
+  int rg = 0;        // tiles: row groups of mr rows per work-item of a step, 1..kRnnMaxRowGroups, run k-block by
+                     // k-block (0: rnn_step_row_groups for each call)
+  int kb = 0;        // tiles: k-block of a step's products, the k each row group takes before the next (0: 64)
+  int wg_m = 0;      // tiles: work-items along the batch per work-group of a step (0: 8; at most the call's)
   int wg_n = 0;      // tiles: tiles per work-group of a step (0: 1)
   int tw = 0;        // tiles: tile width, hidden units per tile and vector width, 8 or 16 (0: 16 where the
                      // device's preferred float vector width is 16 or more (AVX-512), else 8)
   int pmr = 0;       // tiles: rows per work-item of the projection, RNN_PMR 1, 2, 4 or 8 (0: 4)
-  int proj_wg = 0;   // tiles: row groups per work-group of the projection (0: 16)
+  int prg = 0;       // tiles: row groups of pmr rows per work-item of the projection, 1..kRnnMaxRowGroups, in
+                     // k-blocks of kb (0: rnn_step_row_groups over the call's rows)
+  int proj_wg = 0;   // tiles: work-items along the rows per work-group of the projection (0: 16)
   int local = 0;     // rows / k-major: work-group size along the hidden units (0: 64)
   int bt = 0;        // rows / k-major: batch items per work-item, RNN_BT 1, 2, 4 or 8 (0: 4)
 };
 // The heuristic rows per work-item of a tile step over `nb` batch items (RnnKernelParams::mr = 0).
 int rnn_step_rows(int64_t nb);
+// Row groups per work-item of a tile step (kernels/rnn.cl RNN_RGMAX private accumulators at most).
+inline constexpr int kRnnMaxRowGroups = 8;
+// The heuristic row groups per work-item (RnnKernelParams::rg = 0) for `groups` row groups of a step over
+// `tiles` tiles on `compute_units` compute units: as many as fit while the step keeps two work-items per
+// compute unit, then evened out over the work-items (10 groups: 2 x 5, not 8 + 2 with 6 computed for nothing).
+int rnn_step_row_groups(int64_t groups, int64_t tiles, int64_t compute_units);
 
 struct RnnConfig {
   RnnCell cell = RnnCell::lstm;
@@ -197,7 +208,9 @@ class RnnLayer : public Op {
 // (resolved()): the tuning database may fill them later.
 struct RnnWaveParams {
   int mr = 0;          // batch rows per work-item: 1, 2 or 4 (heuristic: 4 from batch 8, 2 from 2, else 1)
-  int wg_m = 0;        // row groups per work-group (heuristic: up to 8; they share a tile's weights in cache)
+  int rg = 0;          // row groups per work-item, k-blocked (heuristic: rnn_step_row_groups)
+  int kb = 0;          // k-block of the products (heuristic: 64)
+  int wg_m = 0;        // work-items along the batch per work-group (heuristic: up to 8)
   int lag = 0;          // steps between layers: 1 = input projection fused into each step (W streamed per
                        // step); K > 1 = projection GEMM per K-step chunk, T + K (L - 1) waves (heuristic:
                        // 16 below batch 16 or for one layer, else 1)

@@ -347,7 +347,7 @@ struct Scheduler {
   };
   struct WaveRun {
     int64_t waves = 0, launches = 0;  // wave launches; all kernel launches (waves + projections)
-    int mr = 0, lag = 0;
+    int mr = 0, rg = 0, lag = 0;
   };
 
   // Wavefront (RnnStrategy::wavefront): launch w runs step w - lag * l of every layer l of the group.
@@ -446,13 +446,19 @@ struct Scheduler {
       kit = state.kernels.emplace(kkey, make_kernel(ctx.program("rnn.cl", options, dev), kname.c_str())).first;
     cl::Kernel& k = kit->second;
     const Tensor& y = g.y.valid() ? g.y : st;
+    // Row groups per work-item: the layers of a wave run side by side, so their tiles count together.
+    const int rg = wp.rg > 0 ? wp.rg
+                             : rnn_step_row_groups((B + int64_t(mr) - 1) / int64_t(mr), max_nt * int64_t(L),
+                                                   std::max<int64_t>(1, ctx.device(dev).info.compute_units));
     set_args(k, cl_int(0), cl_int(lag), cl_int(T), cl_int(B), g.lens.buffer, cl_long(g.lens.offset_elems()), g.x.buffer,
              cl_long(g.x.offset_elems()), cl_long(g.xs.st), cl_long(g.xs.sb), wts.buffer, lt.buffer, st.buffer, y.buffer,
-             cl_long(y.offset_elems()), cl_long(g.ys.st), cl_long(g.ys.sb), cl_int(g.y.valid()));
-    const size_t groups = (size_t(B) + mr - 1) / mr, tlx = std::min<size_t>(size_t(wp.wg_m), groups);
+             cl_long(y.offset_elems()), cl_long(g.ys.st), cl_long(g.ys.sb), cl_int(g.y.valid()), cl_int(rg), cl_int(wp.kb));
+    const size_t rows = mr * size_t(rg), groups = (size_t(B) + rows - 1) / rows,
+                 tlx = std::min<size_t>(size_t(wp.wg_m), groups);
     const cl::NDRange global{round_up(groups, tlx), size_t(max_nt), L}, local{tlx, 1, 1};
     WaveRun run;
     run.mr = int(mr);
+    run.rg = rg;
     run.lag = int(lag);
     // Input steps [0, t_end) of the first layer made available: each chunk of the link not yet fetched
     // is copied to this device (or, read in place, waited for) on this queue, after its producer event.
@@ -539,11 +545,11 @@ struct Scheduler {
     g.ys = y_strides(layout, T, B, 1, cfg(L - 1).hidden_size);
     const WaveRun r = wave_group(g, q, std::move(waits), wp, done);
     if (r.lag == 1)
-      return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{}, input projection fused", L,
-                         r.waves, r.mr);
-    return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{}, lag {} steps, input projection "
-                       "per {}-step chunk ({} launches)",
-                       L, r.waves, r.mr, r.lag, r.lag, r.launches - r.waves);
+      return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{} ({} row groups per work-item), "
+                         "input projection fused", L, r.waves, r.mr, r.rg);
+    return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{} ({} row groups per work-item), lag {} "
+                       "steps, input projection per {}-step chunk ({} launches)",
+                       L, r.waves, r.mr, r.rg, r.lag, r.lag, r.launches - r.waves);
   }
 
   // Layer parallel over several devices for stacks the wavefront kernels run: the layers are split into
@@ -709,6 +715,10 @@ RnnWaveParams RnnWaveParams::resolved(int64_t batch, size_t layers) const {
   if (r.mr != 1 && r.mr != 2 && r.mr != 4) fail("RNN wavefront: mr must be 1, 2 or 4 (0 = auto), got {}", r.mr);
   if (r.wg_m == 0) r.wg_m = 8;
   if (r.wg_m < 0) fail("RNN wavefront: wg_m must be positive (0 = auto), got {}", r.wg_m);
+  if (r.rg < 0 || r.rg > kRnnMaxRowGroups)
+    fail("RNN wavefront: rg must be 1..{} (0 = auto), got {}", kRnnMaxRowGroups, r.rg);
+  if (r.kb == 0) r.kb = 64;
+  if (r.kb < 0) fail("RNN wavefront: kb must be positive (0 = auto), got {}", r.kb);
   if (r.auto_max_batch == 0) r.auto_max_batch = 1 << 30;
   // Measured with `cldl bench rnn` on PoCL (2-core EPYC, busy; see the RnnWaveParams comment): per-chunk
   // projections win where the fused step would stream W for few rows (small batch) or where there is no

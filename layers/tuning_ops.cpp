@@ -256,15 +256,19 @@ std::string rnn_problem(const RnnConfig& c) {
 Space rnn_space(const DeviceInfo& info, const RnnConfig& c) {
   const bool cpu = info.type == DeviceType::cpu;
   Space s;
-  // layout 2 (tiles: tw, mr, wg_m, wg_n, pmr, proj_wg) exists for LSTM; 0 / 1 (rows, k-major: local, bt).
+  // layout 2 (tiles: tw, mr, rg, kb, wg_m, wg_n, pmr, prg, proj_wg) exists for LSTM; 0 / 1 (rows, k-major: local, bt).
   s.dims.push_back({"layout", c.cell == RnnCell::lstm ? std::vector<int64_t>{2, 0, 1} : std::vector<int64_t>{0, 1}});
   // 16 only where the device prefers float16 (AVX-512): elsewhere a float16 tile is split into narrower
   // registers and spills (AVX2), and Intel's FPGA emulator took minutes to build one.
   s.dims.push_back({"tw", info.preferred_vector_float >= 16 ? std::vector<int64_t>{16, 8} : std::vector<int64_t>{8}});
   s.dims.push_back({"mr", {1, 2, 4}});
+  // Row groups per work-item (0: the heuristic for the device's compute units) and the k-block they share.
+  s.dims.push_back({"rg", {0, 1, 2, 4, 8}});
+  s.dims.push_back({"kb", {64, 32, 128}});
   s.dims.push_back({"wg_m", {1, 2, 4, 8, 16}});
   s.dims.push_back({"wg_n", {1, 2, 4, 8}});
   s.dims.push_back({"pmr", {1, 2, 4, 8}});
+  s.dims.push_back({"prg", {0, 1, 2, 4}});
   s.dims.push_back({"proj_wg", {4, 8, 16, 32}});
   // PoCL runs a work-group as one thread's loop: narrow groups give more parallel tasks there.
   s.dims.push_back({"local", cpu ? std::vector<int64_t>{8, 16, 32, 64, 128} : std::vector<int64_t>{32, 64, 128, 256}});
@@ -279,6 +283,9 @@ std::string rnn_invalid(const DeviceInfo& info, const RnnConfig& c, const Params
     const int64_t mr = get(p, "mr", 1), wg_m = get(p, "wg_m", 1), wg_n = get(p, "wg_n", 1);
     // mr rows per work-item with at least half of them past the batch: the smaller kernel does the same.
     if (mr > 1 && mr >= 2 * c.batch) return fmt::format("mr {} for a batch of {}", mr, c.batch);
+    // A last row group wholly past the batch: fewer groups do the same.
+    if (const int64_t rg = get(p, "rg", 0); rg > 1 && (rg - 1) * mr >= c.batch)
+      return fmt::format("rg {} of {} rows for a batch of {}", rg, mr, c.batch);
     if (size_t(wg_m * wg_n) > info.max_work_group_size)
       return fmt::format("work-group {}x{} above the device maximum {}", wg_m, wg_n, info.max_work_group_size);
     if (info.max_work_item_sizes.size() >= 2 &&
@@ -299,8 +306,9 @@ std::string rnn_invalid(const DeviceInfo& info, const RnnConfig& c, const Params
 
 Params rnn_params(const RnnKernelParams& k, int64_t batch) {
   return {{"layout", k.layout}, {"tw", k.tw}, {"mr", k.mr > 0 ? k.mr : rnn_step_rows(batch)},
+          {"rg", k.rg},         {"kb", k.kb},
           {"wg_m", k.wg_m},     {"wg_n", k.wg_n},
-          {"pmr", k.pmr},       {"proj_wg", k.proj_wg},
+          {"pmr", k.pmr},       {"prg", k.prg},         {"proj_wg", k.proj_wg},
           {"local", k.local},   {"bt", k.bt}};
 }
 
@@ -308,9 +316,12 @@ void rnn_apply(const Params& p, RnnKernelParams& k) {
   if (k.layout < 0) k.layout = int(get(p, "layout", -1));
   if (k.tw == 0) k.tw = int(get(p, "tw", 0));
   if (k.mr == 0) k.mr = int(get(p, "mr", 0));
+  if (k.rg == 0) k.rg = int(get(p, "rg", 0));
+  if (k.kb == 0) k.kb = int(get(p, "kb", 0));
   if (k.wg_m == 0) k.wg_m = int(get(p, "wg_m", 0));
   if (k.wg_n == 0) k.wg_n = int(get(p, "wg_n", 0));
   if (k.pmr == 0) k.pmr = int(get(p, "pmr", 0));
+  if (k.prg == 0) k.prg = int(get(p, "prg", 0));
   if (k.proj_wg == 0) k.proj_wg = int(get(p, "proj_wg", 0));
   if (k.local == 0) k.local = int(get(p, "local", 0));
   if (k.bt == 0) k.bt = int(get(p, "bt", 0));
@@ -324,11 +335,13 @@ Params rnn_relevant(const RnnConfig& c, const Params& p) {
     const int64_t mr = get(p, "mr", 1), groups = (c.batch + mr - 1) / mr, tw = get(p, "tw", 8),
                   nt = (c.hidden_size + tw - 1) / tw;
     const int64_t pmr = get(p, "pmr", 4), pgroups = (c.seq_length * c.batch + pmr - 1) / pmr;
+    if (r.count("rg")) r["rg"] = std::min(r["rg"], groups);
     if (r.count("wg_m")) r["wg_m"] = std::min(r["wg_m"], groups);
     if (r.count("wg_n")) r["wg_n"] = std::min(r["wg_n"], nt);
+    if (r.count("prg")) r["prg"] = std::min(r["prg"], pgroups);
     if (r.count("proj_wg")) r["proj_wg"] = std::min(r["proj_wg"], pgroups);
   } else {
-    for (const char* k : {"tw", "mr", "wg_m", "wg_n", "pmr", "proj_wg"}) r.erase(k);
+    for (const char* k : {"tw", "mr", "rg", "kb", "wg_m", "wg_n", "pmr", "prg", "proj_wg"}) r.erase(k);
     if (r.count("local")) r["local"] = std::min<int64_t>(r["local"], (c.hidden_size + 7) / 8 * 8);
   }
   return r;

@@ -379,6 +379,59 @@ TEST_CASE("LSTM tile knobs give the same results: tile width, rows per work-item
       }
 }
 
+TEST_CASE("LSTM tile steps over several row groups per work-item in k-blocks give the same results") {
+  // A work-item of the step (and of the projection) takes rg row groups of mr rows, k-block by k-block
+  // (kernels/rnn.cl RNN_KB_ACC). Batch 23: the last group of every rg is partial or past the batch (rows clamped, never
+  // stored); I = 13 and H = 19: k-blocks of 1, 5 and 7 leave a partial last block, 64 is one block;
+  // ragged lengths; both the fused step (sequential) and the projected one (time parallel).
+  Case c = make_case(RnnCell::lstm, RnnDirection::bidirectional, 5, 23, 13, 19, 1500);
+  c.w.P = test::random_tensor({2, 3 * 19}, 1507);
+  c.cfg.kernel.layout = 2;
+  c.cfg.kernel.rg = 1;
+  c.cfg.kernel.kb = 4096;
+  const Got want = run(ctx(), c, RnnStrategy::sequential);
+  check_vs_reference(c, want);
+  for (int mr : {1, 2, 4})
+    for (int rg : {2, 3, 8})
+      for (int kb : {1, 5, 7, 64}) {
+        if (kb == 1 && mr != 4) continue;  // the 1-wide blocks once; they are slow on every device
+        CAPTURE(mr);
+        CAPTURE(rg);
+        CAPTURE(kb);
+        Case k = c;
+        k.cfg.kernel.mr = mr;
+        k.cfg.kernel.rg = rg;
+        k.cfg.kernel.kb = kb;
+        k.cfg.kernel.wg_m = 2;
+        k.cfg.kernel.prg = rg;  // the projection's row groups (of pmr 4 rows; 5 x 23 = 115 rows)
+        k.cfg.kernel.proj_wg = 3;
+        const Got seq = run(ctx(), k, RnnStrategy::sequential);
+        CHECK(seq.algorithm.find(fmt::format("({} row group(s) of {} batch rows", rg, mr)) != std::string::npos);
+        CHECK(seq.algorithm.find(fmt::format("k-blocks of {},", kb)) != std::string::npos);
+        CHECK(seq.algorithm.find(fmt::format("projection {} row group(s) of 4 rows", rg)) != std::string::npos);
+        check_same(seq, want);
+        check_same(run(ctx(), k, RnnStrategy::time_parallel), want);
+      }
+  // The heuristic (rg 0): as many groups as fit while two work-items per compute unit remain, evened out.
+  CHECK(rnn_step_row_groups(8, 32, 2) == 8);    // B32 H512 on 2 cores: one work-item per tile
+  CHECK(rnn_step_row_groups(16, 16, 2) == 8);   // B64 H256: two per tile
+  CHECK(rnn_step_row_groups(10, 32, 2) == 5);   // 10 groups: 2 x 5, not 8 + 2
+  CHECK(rnn_step_row_groups(8, 32, 64) == 2);   // 64 compute units: 128 work-items
+  CHECK(rnn_step_row_groups(8, 1, 64) == 1);
+  CHECK(rnn_step_row_groups(1, 32, 2) == 1);
+  CHECK(rnn_step_row_groups(3, 4, 1) == 3);
+  Case bad = c;
+  bad.cfg.kernel.rg = kRnnMaxRowGroups + 1;
+  expect_error([&] { RnnLayer::create(ctx(), 0, bad.cfg, bad.w); }, "kernel.rg must be 1..8 (0 = auto), got 9");
+  bad.cfg.kernel.rg = 0;
+  bad.cfg.kernel.prg = -1;
+  expect_error([&] { RnnLayer::create(ctx(), 0, bad.cfg, bad.w); }, "kernel.prg must be 1..8 (0 = auto), got -1");
+  bad.cfg.kernel.prg = 0;
+  bad.cfg.kernel.rg = 0;
+  bad.cfg.kernel.kb = -2;
+  expect_error([&] { RnnLayer::create(ctx(), 0, bad.cfg, bad.w); }, "kernel.kb must be 1..4096 (0 = auto), got -2");
+}
+
 TEST_CASE("GRU linear_before_reset 0 and 1, batch 1, no initial state, no sequence_lens") {
   for (bool lbr : {false, true}) {
     CAPTURE(lbr);
@@ -521,10 +574,14 @@ TEST_CASE("wavefront: stacks of forward LSTM layers equal sequential and the com
         o.wave.mr = mr;
         o.wave.wg_m = wg;
         o.wave.lag = wg == 1 ? 1 : 2;
+        // Row groups per work-item and k-blocks (partial blocks: 3 and 5 divide none of the sizes).
+        o.wave.rg = wg == 1 ? 2 : 3;
+        o.wave.kb = wg == 1 ? 3 : 5;
         Got k = run_stack(o);
-        CHECK(k.algorithm.find(fmt::format("lstm_wave_tile_m{}", mr)) != std::string::npos);
+        CHECK(k.algorithm.find(fmt::format("lstm_wave_tile_m{} ({} row groups", mr, o.wave.rg)) != std::string::npos);
         check_same(k, seq);
       }
+    o.wave.rg = o.wave.kb = 0;
     o = RnnRunOptions{};
     Got a = run_stack(o);
     CHECK(a.algorithm.find("wavefront") != std::string::npos);
@@ -580,6 +637,11 @@ TEST_CASE("wavefront refuses what it cannot run, and auto then picks another str
   io.y = Tensor{};
   ExecutionContext ec3(ctx().queue());
   expect_error([&] { one->enqueue(io, o, ec3); }, "mr must be 1, 2 or 4");
+  o.wave.mr = 0;
+  o.wave.rg = 9;
+  ExecutionContext ec5(ctx().queue());
+  expect_error([&] { one->enqueue(io, o, ec5); }, "RNN wavefront: rg must be 1..8 (0 = auto), got 9");
+  o.wave.rg = 0;
   // Two LSTM layers with different tile widths: one wave kernel cannot serve both.
   if (tile_widths(ctx()).size() < 2) return;
   cfgs.push_back(cfgs[0]);

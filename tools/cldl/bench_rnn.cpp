@@ -3,7 +3,9 @@
 // and the process CPU time per run (steadier than the wall time on a shared machine).
 // Settings (--set): quick=1 (T=10, small batch: a smoke run), case=T,B,I,H,L (one custom case),
 // strategies=seq,time,layer,data,wave,auto (default: all but auto; wave:K = wavefront with lag K), wave_mr=1|2|4, wave_wg=<row groups per
-// work-group>, wave_lag=<steps between layers; 1 = projection fused> (wavefront knobs),
+// work-group>, wave_lag=<steps between layers; 1 = projection fused>, wave_rg=<row groups per work-item>,
+// wave_kb=<k-block> (wavefront knobs), rg=, kb=, prg= (the layers' tile kernels: row groups per work-item of a
+// step, k-block, row groups per work-item of the projection; RnnKernelParams),
 // profile=1 (after the timed runs, one profiled run per strategy: device time per kernel name, their
 // sum and the wall time, so launch gaps show as wall - sum; to stderr),
 // chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
@@ -54,8 +56,10 @@ std::map<std::string, std::string> settings(const Options& o) {
   }
   for (const auto& [k, v] : m)
     if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case" && k != "ort_threads" &&
-        k != "ort_script" && k != "profile" && k != "wave_mr" && k != "wave_wg" && k != "wave_lag")
-      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script, profile, wave_mr, wave_wg, wave_lag)", k);
+        k != "ort_script" && k != "profile" && k != "wave_mr" && k != "wave_wg" && k != "wave_lag" && k != "wave_rg" &&
+        k != "wave_kb" && k != "rg" && k != "kb" && k != "prg")
+      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script, profile, "
+           "rg, kb, prg, wave_mr, wave_wg, wave_lag, wave_rg, wave_kb)", k);
   return m;
 }
 
@@ -143,6 +147,13 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   if (set.count("wave_mr")) base.wave.mr = std::stoi(set["wave_mr"]);
   if (set.count("wave_wg")) base.wave.wg_m = std::stoi(set["wave_wg"]);
   if (set.count("wave_lag")) base.wave.lag = std::stoi(set["wave_lag"]);
+  if (set.count("wave_rg")) base.wave.rg = std::stoi(set["wave_rg"]);
+  if (set.count("wave_kb")) base.wave.kb = std::stoi(set["wave_kb"]);
+  // The layers' tile-kernel knobs (RnnKernelParams rg, kb, prg; 0 = the heuristic).
+  RnnKernelParams kp;
+  if (set.count("rg")) kp.rg = std::stoi(set["rg"]);
+  if (set.count("kb")) kp.kb = std::stoi(set["kb"]);
+  if (set.count("prg")) kp.prg = std::stoi(set["prg"]);
   std::vector<BenchCase> cases{{100, 32, 512, 512, 1}, {100, 32, 512, 512, 2}, {100, 1, 256, 256, 4}, {200, 64, 256, 256, 2}};
   if (quick) cases = {{10, 4, 64, 64, 1}, {10, 4, 64, 64, 2}, {10, 1, 32, 32, 4}, {12, 8, 32, 32, 2}};
   if (set.count("case")) {
@@ -182,6 +193,7 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       c.batch = bc.B;
       c.input_size = l == 0 ? bc.I : bc.H;
       c.hidden_size = bc.H;
+      c.kernel = kp;
       cfgs.push_back(c);
       ws.push_back(RnnWeights{rnd({1, 4 * bc.H, c.input_size}), rnd({1, 4 * bc.H, bc.H}), rnd({1, 8 * bc.H}), std::nullopt});
     }
