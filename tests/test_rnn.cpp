@@ -351,6 +351,15 @@ TEST_CASE("LSTM tile kernels on odd shapes: H not a multiple of 8, batch 1, 3 an
     }
 }
 
+// A tile-kernel variant of `k` through the fused step (sequential) and the projected one (time parallel),
+// both equal to `want`; returns the layer's algorithm.
+std::string tile_variant_same(const Case& k, const Got& want) {
+  const Got seq = run(ctx(), k, RnnStrategy::sequential);
+  check_same(seq, want);
+  check_same(run(ctx(), k, RnnStrategy::time_parallel), want);
+  return seq.algorithm;
+}
+
 TEST_CASE("LSTM tile knobs give the same results: tile width, rows per work-item, projection rows, work-groups") {
   // The k loops run in passes of 1, 2 or 4 gates by the rows per work-item and the tile width
   // (kernels/rnn.cl RNN_GP): every combination must keep the per-element order, so every strategy still
@@ -372,10 +381,7 @@ TEST_CASE("LSTM tile knobs give the same results: tile width, rows per work-item
         k.cfg.kernel.pmr = pmr;
         k.cfg.kernel.wg_m = 3;
         k.cfg.kernel.proj_wg = 5;
-        const Got tp = run(ctx(), k, RnnStrategy::time_parallel);
-        CHECK(tp.algorithm.find(fmt::format("x {} units", tw)) != std::string::npos);
-        check_same(tp, want);
-        check_same(run(ctx(), k, RnnStrategy::sequential), want);
+        CHECK(tile_variant_same(k, want).find(fmt::format("x {} units", tw)) != std::string::npos);
       }
 }
 
@@ -403,11 +409,9 @@ TEST_CASE("LSTM tile steps over several row groups per work-item in k-blocks giv
         k.cfg.kernel.rg = rg;
         k.cfg.kernel.kb = kb;
         k.cfg.kernel.wg_m = 2;
-        const Got seq = run(ctx(), k, RnnStrategy::sequential);
-        CHECK(seq.algorithm.find(fmt::format("({} row group(s) of {} batch rows", rg, mr)) != std::string::npos);
-        CHECK(seq.algorithm.find(fmt::format("k-blocks of {},", kb)) != std::string::npos);
-        check_same(seq, want);
-        check_same(run(ctx(), k, RnnStrategy::time_parallel), want);
+        const std::string algorithm = tile_variant_same(k, want);
+        CHECK(algorithm.find(fmt::format("({} row group(s) of {} batch rows", rg, mr)) != std::string::npos);
+        CHECK(algorithm.find(fmt::format("k-blocks of {},", kb)) != std::string::npos);
       }
   // The heuristic (rg 0): as many groups as fit while two work-items per compute unit remain, evened out.
   CHECK(rnn_step_row_groups(8, 32, 2) == 8);    // B32 H512 on 2 cores: one work-item per tile
