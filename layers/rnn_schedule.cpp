@@ -545,9 +545,9 @@ struct Scheduler {
     g.ys = y_strides(layout, T, B, 1, cfg(L - 1).hidden_size);
     const WaveRun r = wave_group(g, q, std::move(waits), wp, done);
     if (r.lag == 1)
-      return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{} ({} row groups per work-item), "
+      return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{} ({} row group(s) per work-item), "
                          "input projection fused", L, r.waves, r.mr, r.rg);
-    return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{} ({} row groups per work-item), lag {} "
+    return fmt::format("wavefront: {} layer(s) in {} launches of lstm_wave_tile_m{} ({} row group(s) per work-item), lag {} "
                        "steps, input projection per {}-step chunk ({} launches)",
                        L, r.waves, r.mr, r.rg, r.lag, r.lag, r.launches - r.waves);
   }

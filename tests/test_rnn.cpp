@@ -575,7 +575,7 @@ TEST_CASE("wavefront: stacks of forward LSTM layers equal sequential and the com
         o.wave.rg = wg == 1 ? 2 : 3;
         o.wave.kb = wg == 1 ? 3 : 5;
         Got k = run_stack(o);
-        CHECK(k.algorithm.find(fmt::format("lstm_wave_tile_m{} ({} row groups", mr, o.wave.rg)) != std::string::npos);
+        CHECK(k.algorithm.find(fmt::format("lstm_wave_tile_m{} ({} row group(s)", mr, o.wave.rg)) != std::string::npos);
         check_same(k, seq);
       }
     o.wave.rg = o.wave.kb = 0;
