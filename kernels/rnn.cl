@@ -383,7 +383,7 @@ inline tvec rnn_clipt(tvec x, float clip) { return clip > 0.0f ? fmin(fmax(x, -c
           rnn_loadt(xw + xw_off + (long)rtr[i] * xw_st + (long)rb[i] * xw_sb + g * H + j0, nu);         \
   }
 
-// Recurrent sums acc[i][g] of the NG gates, source rows src + off + b * sb.
+// Recurrent sums acc[i][g] of the NG gates over the previous state's rows (RNN_HROW).
 #define RNN_HROW(i) (hp + hp_off + (long)rb[i] * hp_sb)
 #define RNN_STEP_TILE_DOT(acc, NG)                                                                      \
   RNN_ZERO_ROWS(acc, NG)                                                                                \

@@ -279,7 +279,7 @@ RnnKernelParams resolve_kernel_params(const RnnConfig& cfg, const DeviceInfo& in
   // the work-item takes them. PoCL/AVX-512, T100 B32 H512, 5 alternating pairs, device time of the 100
   // time-parallel steps: 43.3 / 42.5 / 42.2 / 36.1 / 47.7 ms against 45.5 / 45.7 / 46.3 / 44.2 / 45.0 with
   // one row group per work-item (eight per work-group); k-blocks of 32 to 256 did not differ beyond the noise.
-  if (k.kb == 0) k.kb = 64;
+  if (k.kb == 0) k.kb = kRnnDefaultKBlock;
   if (k.pmr == 0) k.pmr = 4;
   if (k.proj_wg == 0) k.proj_wg = 16;
   // Rows / k-major: work-groups of up to 64 along the hidden units (neighbouring units read

@@ -80,6 +80,8 @@ struct RnnKernelParams {
 int rnn_step_rows(int64_t nb);
 // Row groups per work-item of a tile step (kernels/rnn.cl RNN_RGMAX private accumulators at most).
 inline constexpr int kRnnMaxRowGroups = 8;
+// The default k-block of the tile steps (RnnKernelParams::kb, RnnWaveParams::kb = 0).
+inline constexpr int kRnnDefaultKBlock = 64;
 // The heuristic row groups per work-item (RnnKernelParams::rg = 0) for `groups` row groups of a step over
 // `tiles` tiles on `compute_units` compute units: as many as fit while the step keeps two work-items per
 // compute unit, then evened out over the work-items (10 groups: 2 x 5, not 8 + 2 with 6 computed for nothing).

@@ -717,7 +717,7 @@ RnnWaveParams RnnWaveParams::resolved(int64_t batch, size_t layers) const {
   if (r.wg_m < 0) fail("RNN wavefront: wg_m must be positive (0 = auto), got {}", r.wg_m);
   if (r.rg < 0 || r.rg > kRnnMaxRowGroups)
     fail("RNN wavefront: rg must be 1..{} (0 = auto), got {}", kRnnMaxRowGroups, r.rg);
-  if (r.kb == 0) r.kb = 64;
+  if (r.kb == 0) r.kb = kRnnDefaultKBlock;
   if (r.kb < 0) fail("RNN wavefront: kb must be positive (0 = auto), got {}", r.kb);
   if (r.auto_max_batch == 0) r.auto_max_batch = 1 << 30;
   // Measured with `cldl bench rnn` on PoCL (2-core EPYC, busy; see the RnnWaveParams comment): per-chunk

@@ -54,12 +54,12 @@ std::map<std::string, std::string> settings(const Options& o) {
     if (eq == std::string::npos) fail("bench rnn: --set expects key=value, got '{}'", a);
     m[a.substr(0, eq)] = a.substr(eq + 1);
   }
+  static const std::vector<std::string> known{"quick",   "strategies", "chunk",   "shards",  "case",    "ort_threads",
+                                              "ort_script", "profile", "rg",     "kb",      "wave_mr", "wave_wg",
+                                              "wave_lag",   "wave_rg", "wave_kb"};
   for (const auto& [k, v] : m)
-    if (k != "quick" && k != "strategies" && k != "chunk" && k != "shards" && k != "case" && k != "ort_threads" &&
-        k != "ort_script" && k != "profile" && k != "wave_mr" && k != "wave_wg" && k != "wave_lag" && k != "wave_rg" &&
-        k != "wave_kb" && k != "rg" && k != "kb")
-      fail("bench rnn: unknown setting '{}' (quick, strategies, chunk, shards, case, ort_threads, ort_script, profile, "
-           "rg, kb, wave_mr, wave_wg, wave_lag, wave_rg, wave_kb)", k);
+    if (std::find(known.begin(), known.end(), k) == known.end())
+      fail("bench rnn: unknown setting '{}' ({})", k, fmt::join(known, ", "));
   return m;
 }
 
