@@ -309,11 +309,6 @@ inline tvec rnn_clipt(tvec x, float clip) { return clip > 0.0f ? fmin(fmax(x, -c
   _Pragma("unroll") for (int gp_ = 0; gp_ < (NG); gp_ += RNN_GP(MR))                           \
     RNN_TILE_ACC_PASS(acc, MR, RNN_GP(MR), gp_, NG, K, wt, rows)
 
-#define RNN_ZERO(acc, MR, NG)                            \
-  tvec acc[MR][NG];                                    \
-  _Pragma("unroll") for (int r = 0; r < (MR); ++r)       \
-    _Pragma("unroll") for (int g = 0; g < (NG); ++g) acc[r][g] = (tvec)(0.0f);
-
 // Row groups per work-item of a step, at most RNN_RGMAX (private accumulators for RNN_MR * RNN_RGMAX rows).
 #ifndef RNN_RGMAX
 #define RNN_RGMAX 8
@@ -518,29 +513,35 @@ RNN_LSTM_WAVE_TILE(lstm_wave_tile_m4)
 
 // Input projection x_t W^T + bias for steps [t0, t0 + nrows / nb) and batch items [b0, b0 + nb), all
 // NG gates of one direction, with the same per-element order as the fused step kernels. Rows q of the
-// GEMM are (t, b) pairs, RNN_PMR per work-item. NDRange: dimension 0 = row groups of a block of rows,
-// 1 = tiles, 2 = row blocks: a block's x rows stay in cache while every tile of W passes over them.
+// GEMM are (t, b) pairs, rg groups of RNN_PMR per work-item, k-blocked as in the step (RNN_KB_ACC: a
+// block of a tile's weights serves all the work-item's rows from L1). NDRange: dimension 0 = work-items
+// of a block of rows, 1 = tiles, 2 = row blocks: a block's x rows stay in cache while every tile of W
+// passes over them, so W is read from memory once per block.
+#define RNN_PROWS (RNN_PMR * RNN_RGMAX)
+#define RNN_PXROW(i) xrow[i]
 #define RNN_PROJECT_TILE(name, NG)                                                                                \
   __kernel void name(int H, int I, int nrows, int nb, int b0, int t0, __global const float* x, long x_off,        \
                      long x_st, long x_sb, __global const float* Wt, long w_off, __global const float* bx,        \
-                     long bx_off, __global float* xw, long xw_off, long xw_st, long xw_sb) {                      \
-    const int n = get_global_id(1), j0 = n * RNN_TW;                                                                   \
-    const int q0 = (int)(get_global_id(2) * get_global_size(0) + get_global_id(0)) * RNN_PMR;                    \
+                     long bx_off, __global float* xw, long xw_off, long xw_st, long xw_sb, int rg, int kb) {      \
+    const int n = get_global_id(1), j0 = n * RNN_TW;                                                              \
+    const int nrg = clamp(rg, 1, RNN_RGMAX), kbl = max(kb, 1), nrow = RNN_PMR * nrg;                              \
+    const int q0 = (int)(get_global_id(2) * get_global_size(0) + get_global_id(0)) * nrow;                       \
     if (j0 >= H || q0 >= nrows) return;                                                                           \
-    const int nu = min(RNN_TW, H - j0);                                                                                \
-    __global const float* xrow[RNN_PMR];                                                                          \
-    long orow[RNN_PMR];                                                                                           \
-    _Pragma("unroll") for (int r = 0; r < RNN_PMR; ++r) {                                                         \
-      const int q = min(q0 + r, nrows - 1), t = t0 + q / nb, b = b0 + q % nb;                                     \
-      xrow[r] = x + x_off + (long)t * x_st + (long)b * x_sb;                                                      \
-      orow[r] = xw_off + (long)t * xw_st + (long)b * xw_sb;                                                       \
+    const int nu = min(RNN_TW, H - j0);                                                                           \
+    __global const float* xrow[RNN_PROWS];                                                                        \
+    long orow[RNN_PROWS];                                                                                         \
+    tvec acc[RNN_PROWS][NG];                                                                                      \
+    for (int i = 0; i < nrow; ++i) {                                                                              \
+      const int q = min(q0 + i, nrows - 1), t = t0 + q / nb, b = b0 + q % nb;                                     \
+      xrow[i] = x + x_off + (long)t * x_st + (long)b * x_sb;                                                      \
+      orow[i] = xw_off + (long)t * xw_st + (long)b * xw_sb;                                                       \
+      _Pragma("unroll") for (int g = 0; g < (NG); ++g) acc[i][g] = (tvec)(0.0f);                                  \
     }                                                                                                             \
-    RNN_ZERO(acc, RNN_PMR, NG)                                                                                    \
-    RNN_TILE_ACC(acc, RNN_PMR, NG, I, Wt + w_off + (long)n * I * (NG * RNN_TW), xrow)                           \
-    _Pragma("unroll") for (int r = 0; r < RNN_PMR; ++r) {                                                         \
-      if (q0 + r >= nrows) break;                                                                                 \
+    RNN_KB_ACC(acc, RNN_PMR, NG, nrg, I, kbl, Wt + w_off + (long)n * I * (NG * RNN_TW), RNN_PXROW)               \
+    for (int i = 0; i < nrow; ++i) {                                                                              \
+      if (q0 + i >= nrows) break;                                                                                 \
       _Pragma("unroll") for (int g = 0; g < NG; ++g)                                                              \
-        rnn_storet(acc[r][g] + rnn_loadt(bx + bx_off + g * H + j0, nu), xw + orow[r] + g * H + j0, nu);          \
+        rnn_storet(acc[i][g] + rnn_loadt(bx + bx_off + g * H + j0, nu), xw + orow[i] + g * H + j0, nu);          \
     }                                                                                                             \
   }
 

@@ -52,8 +52,9 @@ std::string kernel_params_error(const RnnKernelParams& k, size_t max_wg) {
   if (k.layout < -1 || k.layout > 2)
     return fmt::format("kernel.layout must be -1 (auto), 0 (rows), 1 (k-major) or 2 (tiles), got {}", k.layout);
   if (!one_of(k.mr, {0, 1, 2, 4})) return fmt::format("kernel.mr must be 1, 2 or 4 (0 = auto), got {}", k.mr);
-  if (k.rg < 0 || k.rg > kRnnMaxRowGroups)
-    return fmt::format("kernel.rg must be 1..{} (0 = auto), got {}", kRnnMaxRowGroups, k.rg);
+  for (auto [name, v] : {std::pair{"rg", k.rg}, {"prg", k.prg}})
+    if (v < 0 || v > kRnnMaxRowGroups)
+      return fmt::format("kernel.{} must be 1..{} (0 = auto), got {}", name, kRnnMaxRowGroups, v);
   if (!one_of(k.tw, {0, 8, 16})) return fmt::format("kernel.tw must be 8 or 16 (0 = auto), got {}", k.tw);
   if (!one_of(k.pmr, {0, 1, 2, 4, 8})) return fmt::format("kernel.pmr must be 1, 2, 4 or 8 (0 = auto), got {}", k.pmr);
   if (!one_of(k.bt, {0, 1, 2, 4, 8})) return fmt::format("kernel.bt must be 1, 2, 4 or 8 (0 = auto), got {}", k.bt);
@@ -237,10 +238,14 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   const RnnKernelParams& k = r0.kp;
   const int mr = k.mr > 0 ? k.mr : rnn_step_rows(cfg.batch);
   const int rg = step_row_groups(k, cfg.batch, H, ctx.device(device).info);
+  const int64_t pgroups = (cfg.seq_length * cfg.batch + k.pmr - 1) / std::max(1, k.pmr);
+  const int prg = k.prg > 0 ? k.prg
+                            : rnn_step_row_groups(pgroups, (H + k.tw - 1) / std::max(1, k.tw),
+                                                  std::max<int64_t>(1, ctx.device(device).info.compute_units));
   l->algorithm_ = r0.tiles ? fmt::format("{}: register-blocked step kernel ({} row group(s) of {} batch rows x {} units x "
-                                         "{} gates per work-item in k-blocks of {}, work-groups {}x{}; projection {} rows "
-                                         "per work-item, groups of {}), weights in gate-interleaved tiles",
-                                         cell_name(cfg.cell), rg, mr, k.tw, cfg.gates(), k.kb, k.wg_m, k.wg_n, k.pmr,
+                                         "{} gates per work-item in k-blocks of {}, work-groups {}x{}; projection {} row "
+                                         "group(s) of {} rows per work-item, groups of {}), weights in gate-interleaved tiles",
+                                         cell_name(cfg.cell), rg, mr, k.tw, cfg.gates(), k.kb, k.wg_m, k.wg_n, prg, k.pmr,
                                          k.proj_wg)
                            : fmt::format("{}: fused step kernel{}, weights {} (work-groups of {} units, {} batch items per "
                                          "work-item)", cell_name(cfg.cell),
@@ -272,7 +277,8 @@ RnnKernelParams resolve_kernel_params(const RnnConfig& cfg, const DeviceInfo& in
   // whose zmm registers do twice the FMAs of float8's ymm), float8 elsewhere.
   if (k.tw == 0) k.tw = info.preferred_vector_float >= 16 ? 16 : 8;
   // Tiles: up to 8 work-items along the batch per work-group (they share the tile's weights in cache), one
-  // tile wide; the projection in blocks of 16 row groups of 4 rows (64 rows of x stay cache-resident).
+  // tile wide; the projection in blocks of 16 work-items (up to 16 x 8 groups x 4 rows = 512 rows of x,
+  // L2-resident while the tiles of W pass over them).
   if (k.wg_m == 0) k.wg_m = 8;
   if (k.wg_n == 0) k.wg_n = 1;
   // k-blocks of 64: 16 KB of a float16 tile's weights (4 gates), which stay in L1 while every row group of
@@ -426,12 +432,14 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
       a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
       a(r.W.buffer)(cl_long(r.W.offset_elems() + d * NT * I * cfg_.gates() * TW))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
       a(io.ws.buffer)(cl_long(io.ws.offset_elems() + d * GH))(cl_long(io.B * DGH))(cl_long(DGH));
-      // Blocks of proj_wg row groups (16 x 4 rows of x by default: cache-resident) x all tiles, block after block.
-      // (k-blocked work-items of several row groups, as in the step, measured ~10% slower here: PoCL/AVX-512,
-      // T100 B32 H512, 4 alternating rounds, 30-37 ms against 27-32.)
-      const size_t pmr = size_t(r.kp.pmr), groups = (size_t(nrows) + pmr - 1) / pmr,
-                   rb = std::min<size_t>(size_t(r.kp.proj_wg), groups);
-      const cl::NDRange global{rb, size_t(NT), (groups + rb - 1) / rb};
+      // Work-items of prg row groups of pmr rows; blocks of proj_wg of them (16 x 8 x 4 = 512 rows of x by
+      // default: L2-resident) x all tiles, block after block.
+      const int64_t pmr = r.kp.pmr, groups = (nrows + pmr - 1) / pmr;
+      const int prg = r.kp.prg > 0 ? r.kp.prg
+                                   : rnn_step_row_groups(groups, NT, std::max<int64_t>(1, ctx_->device(dev).info.compute_units));
+      a(cl_int(prg))(cl_int(r.kp.kb));
+      const size_t items = size_t((groups + prg - 1) / prg), rb = std::min<size_t>(size_t(r.kp.proj_wg), items);
+      const cl::NDRange global{rb, size_t(NT), (items + rb - 1) / rb};
       ec.enqueue_kernel(r.project, global, cl::NDRange{rb, 1, 1}, "lstm_project_tile");
     }
     return;

@@ -72,7 +72,9 @@ struct RnnKernelParams {
   int tw = 0;        // tiles: tile width, hidden units per tile and vector width, 8 or 16 (0: 16 where the
                      // device's preferred float vector width is 16 or more (AVX-512), else 8)
   int pmr = 0;       // tiles: rows per work-item of the projection, RNN_PMR 1, 2, 4 or 8 (0: 4)
-  int proj_wg = 0;   // tiles: row groups per work-group of the projection (0: 16)
+  int prg = 0;       // tiles: row groups of pmr rows per work-item of the projection, 1..kRnnMaxRowGroups, in
+                     // k-blocks of kb (0: rnn_step_row_groups over the call's rows)
+  int proj_wg = 0;   // tiles: work-items along the rows per work-group of the projection (0: 16)
   int local = 0;     // rows / k-major: work-group size along the hidden units (0: 64)
   int bt = 0;        // rows / k-major: batch items per work-item, RNN_BT 1, 2, 4 or 8 (0: 4)
 };

@@ -256,7 +256,7 @@ std::string rnn_problem(const RnnConfig& c) {
 Space rnn_space(const DeviceInfo& info, const RnnConfig& c) {
   const bool cpu = info.type == DeviceType::cpu;
   Space s;
-  // layout 2 (tiles: tw, mr, rg, kb, wg_m, wg_n, pmr, proj_wg) exists for LSTM; 0 / 1 (rows, k-major: local, bt).
+  // layout 2 (tiles: tw, mr, rg, kb, wg_m, wg_n, pmr, prg, proj_wg) exists for LSTM; 0 / 1 (rows, k-major: local, bt).
   s.dims.push_back({"layout", c.cell == RnnCell::lstm ? std::vector<int64_t>{2, 0, 1} : std::vector<int64_t>{0, 1}});
   // 16 only where the device prefers float16 (AVX-512): elsewhere a float16 tile is split into narrower
   // registers and spills (AVX2), and Intel's FPGA emulator took minutes to build one.
@@ -268,6 +268,7 @@ Space rnn_space(const DeviceInfo& info, const RnnConfig& c) {
   s.dims.push_back({"wg_m", {1, 2, 4, 8, 16}});
   s.dims.push_back({"wg_n", {1, 2, 4, 8}});
   s.dims.push_back({"pmr", {1, 2, 4, 8}});
+  s.dims.push_back({"prg", {0, 1, 2, 4}});
   s.dims.push_back({"proj_wg", {4, 8, 16, 32}});
   // PoCL runs a work-group as one thread's loop: narrow groups give more parallel tasks there.
   s.dims.push_back({"local", cpu ? std::vector<int64_t>{8, 16, 32, 64, 128} : std::vector<int64_t>{32, 64, 128, 256}});
@@ -307,7 +308,7 @@ Params rnn_params(const RnnKernelParams& k, int64_t batch) {
   return {{"layout", k.layout}, {"tw", k.tw}, {"mr", k.mr > 0 ? k.mr : rnn_step_rows(batch)},
           {"rg", k.rg},         {"kb", k.kb},
           {"wg_m", k.wg_m},     {"wg_n", k.wg_n},
-          {"pmr", k.pmr},       {"proj_wg", k.proj_wg},
+          {"pmr", k.pmr},       {"prg", k.prg},         {"proj_wg", k.proj_wg},
           {"local", k.local},   {"bt", k.bt}};
 }
 
@@ -320,6 +321,7 @@ void rnn_apply(const Params& p, RnnKernelParams& k) {
   if (k.wg_m == 0) k.wg_m = int(get(p, "wg_m", 0));
   if (k.wg_n == 0) k.wg_n = int(get(p, "wg_n", 0));
   if (k.pmr == 0) k.pmr = int(get(p, "pmr", 0));
+  if (k.prg == 0) k.prg = int(get(p, "prg", 0));
   if (k.proj_wg == 0) k.proj_wg = int(get(p, "proj_wg", 0));
   if (k.local == 0) k.local = int(get(p, "local", 0));
   if (k.bt == 0) k.bt = int(get(p, "bt", 0));
@@ -336,9 +338,10 @@ Params rnn_relevant(const RnnConfig& c, const Params& p) {
     if (r.count("rg")) r["rg"] = std::min(r["rg"], groups);
     if (r.count("wg_m")) r["wg_m"] = std::min(r["wg_m"], groups);
     if (r.count("wg_n")) r["wg_n"] = std::min(r["wg_n"], nt);
+    if (r.count("prg")) r["prg"] = std::min(r["prg"], pgroups);
     if (r.count("proj_wg")) r["proj_wg"] = std::min(r["proj_wg"], pgroups);
   } else {
-    for (const char* k : {"tw", "mr", "rg", "kb", "wg_m", "wg_n", "pmr", "proj_wg"}) r.erase(k);
+    for (const char* k : {"tw", "mr", "rg", "kb", "wg_m", "wg_n", "pmr", "prg", "proj_wg"}) r.erase(k);
     if (r.count("local")) r["local"] = std::min<int64_t>(r["local"], (c.hidden_size + 7) / 8 * 8);
   }
   return r;

@@ -386,8 +386,8 @@ TEST_CASE("LSTM tile knobs give the same results: tile width, rows per work-item
 }
 
 TEST_CASE("LSTM tile steps over several row groups per work-item in k-blocks give the same results") {
-  // A work-item of the step takes rg row groups of mr rows, k-block by k-block (kernels/rnn.cl
-  // RNN_KB_ACC). Batch 23: the last group of every rg is partial or past the batch (rows clamped, never
+  // A work-item of the step (and of the projection) takes rg row groups of mr rows, k-block by k-block
+  // (kernels/rnn.cl RNN_KB_ACC). Batch 23: the last group of every rg is partial or past the batch (rows clamped, never
   // stored); I = 13 and H = 19: k-blocks of 1, 5 and 7 leave a partial last block, 64 is one block;
   // ragged lengths; both the fused step (sequential) and the projected one (time parallel).
   Case c = make_case(RnnCell::lstm, RnnDirection::bidirectional, 5, 23, 13, 19, 1500);
@@ -409,9 +409,12 @@ TEST_CASE("LSTM tile steps over several row groups per work-item in k-blocks giv
         k.cfg.kernel.rg = rg;
         k.cfg.kernel.kb = kb;
         k.cfg.kernel.wg_m = 2;
+        k.cfg.kernel.prg = rg;  // the projection's row groups (of pmr 4 rows; 5 x 23 = 115 rows)
+        k.cfg.kernel.proj_wg = 3;
         const std::string algorithm = tile_variant_same(k, want);
         CHECK(algorithm.find(fmt::format("({} row group(s) of {} batch rows", rg, mr)) != std::string::npos);
         CHECK(algorithm.find(fmt::format("k-blocks of {},", kb)) != std::string::npos);
+        CHECK(algorithm.find(fmt::format("projection {} row group(s) of 4 rows", rg)) != std::string::npos);
       }
   // The heuristic (rg 0): as many groups as fit while two work-items per compute unit remain, evened out.
   CHECK(rnn_step_row_groups(8, 32, 2) == 8);    // B32 H512 on 2 cores: one work-item per tile
@@ -424,6 +427,10 @@ TEST_CASE("LSTM tile steps over several row groups per work-item in k-blocks giv
   Case bad = c;
   bad.cfg.kernel.rg = kRnnMaxRowGroups + 1;
   expect_error([&] { RnnLayer::create(ctx(), 0, bad.cfg, bad.w); }, "kernel.rg must be 1..8 (0 = auto), got 9");
+  bad.cfg.kernel.rg = 0;
+  bad.cfg.kernel.prg = -1;
+  expect_error([&] { RnnLayer::create(ctx(), 0, bad.cfg, bad.w); }, "kernel.prg must be 1..8 (0 = auto), got -1");
+  bad.cfg.kernel.prg = 0;
   bad.cfg.kernel.rg = 0;
   bad.cfg.kernel.kb = -2;
   expect_error([&] { RnnLayer::create(ctx(), 0, bad.cfg, bad.w); }, "kernel.kb must be 1..4096 (0 = auto), got -2");

@@ -455,7 +455,7 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   CHECK(rnn_problem(c) == "GRU b32 i512 h512 d2 lbr");
 
   const Params p{{"layout", 2}, {"tw", 16}, {"mr", 2}, {"rg", 3}, {"kb", 32}, {"wg_m", 4}, {"wg_n", 2}, {"pmr", 8},
-                 {"proj_wg", 32}, {"local", 16}, {"bt", 1}};
+                 {"prg", 2}, {"proj_wg", 32}, {"local", 16}, {"bt", 1}};
   Database db = Database::parse(R"({"format": "cldl-tuning-1", "entries": []})", "x");
   db.entry_for({"cpu", "V", "N", "D", "*"}).kernels["rnn_step"]["LSTM b32 i512 h512 d1"] = Tuned{p, 12.5, 20.25};
   Database back = Database::parse(db.dump(), "again");
@@ -476,11 +476,12 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   CHECK(k.wg_m == 4);
   CHECK(k.wg_n == 2);
   CHECK(k.pmr == 8);
+  CHECK(k.prg == 2);
   CHECK(k.proj_wg == 32);
   CHECK(k.local == 16);
   CHECK(k.bt == 1);
   CHECK(rnn_params(k, 32) == Params{{"layout", 2}, {"tw", 16}, {"mr", 4}, {"rg", 3}, {"kb", 32}, {"wg_m", 4},
-                                    {"wg_n", 2}, {"pmr", 8}, {"proj_wg", 32}, {"local", 16}, {"bt", 1}});
+                                    {"wg_n", 2}, {"pmr", 8}, {"prg", 2}, {"proj_wg", 32}, {"local", 16}, {"bt", 1}});
   k.mr = 0;  // auto: the heuristic's rows for the batch
   CHECK(rnn_params(k, 1).at("mr") == 1);
   CHECK(rnn_params(k, 5).at("mr") == 2);
@@ -520,12 +521,13 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   l.batch = 3;
   // Rows layout: the tile knobs do not matter; tiles: wg_m clamped to the 2 row groups of 3 rows / mr 2,
   // wg_n to the 3 tiles of 20 units.
-  // rg to the 2 row groups.
-  CHECK(rnn_relevant(l, {{"layout", 0}, {"mr", 2}, {"rg", 2}, {"kb", 32}, {"wg_m", 4}, {"local", 16}, {"bt", 2}}) ==
+  // rg to the 2 row groups, prg to the 8 projection row groups of 30 rows / pmr 4.
+  CHECK(rnn_relevant(l, {{"layout", 0}, {"mr", 2}, {"rg", 2}, {"kb", 32}, {"wg_m", 4}, {"prg", 2}, {"local", 16}, {"bt", 2}}) ==
         Params{{"layout", 0}, {"local", 16}, {"bt", 2}});
   CHECK(rnn_relevant(l, {{"layout", 2}, {"mr", 2}, {"rg", 4}, {"kb", 32}, {"wg_m", 16}, {"wg_n", 8}, {"pmr", 4},
-                         {"proj_wg", 4}, {"local", 16}}) ==
-        Params{{"layout", 2}, {"mr", 2}, {"rg", 2}, {"kb", 32}, {"wg_m", 2}, {"wg_n", 3}, {"pmr", 4}, {"proj_wg", 4}});
+                         {"prg", 8}, {"proj_wg", 4}, {"local", 16}}) ==
+        Params{{"layout", 2}, {"mr", 2}, {"rg", 2}, {"kb", 32}, {"wg_m", 2}, {"wg_n", 3}, {"pmr", 4}, {"prg", 8},
+               {"proj_wg", 4}});
 }
 
 TEST_CASE("tuning: an rnn_step entry changes the LSTM step kernel; the environment overrides win") {
@@ -641,7 +643,7 @@ TEST_CASE("tuning: a short cldl tune over an RNN shape gives an entry the layer 
   const Tuned t = db.entries()[0].kernels.at("rnn_step").at("LSTM b3 i10 h13 d1");
   CHECK(t.ms > 0);
   CHECK(t.default_ms > 0);
-  for (const char* k : {"layout", "mr", "rg", "kb", "wg_m", "wg_n", "pmr", "proj_wg", "local", "bt"})
+  for (const char* k : {"layout", "mr", "rg", "kb", "wg_m", "wg_n", "pmr", "prg", "proj_wg", "local", "bt"})
     CHECK(t.params.count(k) == 1);
 
   Registry::global().set({db});

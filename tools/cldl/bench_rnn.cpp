@@ -4,8 +4,8 @@
 // Settings (--set): quick=1 (T=10, small batch: a smoke run), case=T,B,I,H,L (one custom case),
 // strategies=seq,time,layer,data,wave,auto (default: all but auto; wave:K = wavefront with lag K), wave_mr=1|2|4, wave_wg=<row groups per
 // work-group>, wave_lag=<steps between layers; 1 = projection fused>, wave_rg=<row groups per work-item>,
-// wave_kb=<k-block> (wavefront knobs), rg=, kb= (the layers' tile kernels: row groups per work-item of a
-// step and its k-block; RnnKernelParams),
+// wave_kb=<k-block> (wavefront knobs), rg=, kb=, prg= (the layers' tile kernels: row groups per work-item of a
+// step, k-block, row groups per work-item of the projection; RnnKernelParams),
 // profile=1 (after the timed runs, one profiled run per strategy: device time per kernel name, their
 // sum and the wall time, so launch gaps show as wall - sum; to stderr),
 // chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
@@ -55,7 +55,7 @@ std::map<std::string, std::string> settings(const Options& o) {
     m[a.substr(0, eq)] = a.substr(eq + 1);
   }
   static const std::vector<std::string> known{"quick",   "strategies", "chunk",   "shards",  "case",    "ort_threads",
-                                              "ort_script", "profile", "rg",     "kb",      "wave_mr", "wave_wg",
+                                              "ort_script", "profile", "rg",     "kb",      "prg",     "wave_mr", "wave_wg",
                                               "wave_lag",   "wave_rg", "wave_kb"};
   for (const auto& [k, v] : m)
     if (std::find(known.begin(), known.end(), k) == known.end())
@@ -149,10 +149,11 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   if (set.count("wave_lag")) base.wave.lag = std::stoi(set["wave_lag"]);
   if (set.count("wave_rg")) base.wave.rg = std::stoi(set["wave_rg"]);
   if (set.count("wave_kb")) base.wave.kb = std::stoi(set["wave_kb"]);
-  // The layers' tile-kernel knobs (RnnKernelParams rg, kb; 0 = the heuristic).
+  // The layers' tile-kernel knobs (RnnKernelParams rg, kb, prg; 0 = the heuristic).
   RnnKernelParams kp;
   if (set.count("rg")) kp.rg = std::stoi(set["rg"]);
   if (set.count("kb")) kp.kb = std::stoi(set["kb"]);
+  if (set.count("prg")) kp.prg = std::stoi(set["prg"]);
   std::vector<BenchCase> cases{{100, 32, 512, 512, 1}, {100, 32, 512, 512, 2}, {100, 1, 256, 256, 4}, {200, 64, 256, 256, 2}};
   if (quick) cases = {{10, 4, 64, 64, 1}, {10, 4, 64, 64, 2}, {10, 1, 32, 32, 4}, {12, 8, 32, 32, 2}};
   if (set.count("case")) {
