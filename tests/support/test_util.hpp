@@ -4,11 +4,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 
@@ -95,12 +98,26 @@ inline int run_command(const std::string& cmd, std::string& output) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+// A fresh directory under the system's temporary directory, removed with everything in it when the test
+// program exits (also after failed checks, which skip a test's own clean-up).
 inline std::string temp_dir(const std::string& tag) {
-  std::string t = "/tmp/cldl-test-" + tag + "-" + std::to_string(::getpid()) + "-" +
-                  std::to_string(std::random_device{}());
-  std::string cmd = "mkdir -p " + t;
-  if (std::system(cmd.c_str()) != 0) FAIL("cannot create " << t);
-  return t;
+  struct Registry {
+    std::vector<std::filesystem::path> dirs;
+    ~Registry() {
+      for (const auto& d : dirs) {
+        std::error_code ec;
+        std::filesystem::remove_all(d, ec);
+      }
+    }
+  };
+  static Registry registry;
+  const std::filesystem::path t = std::filesystem::temp_directory_path() /
+                                  ("cldl-test-" + tag + "-" + std::to_string(::getpid()) + "-" +
+                                   std::to_string(std::random_device{}()));
+  std::error_code ec;
+  if (!std::filesystem::create_directories(t, ec)) FAIL("cannot create " << t.string() << ": " << ec.message());
+  registry.dirs.push_back(t);
+  return t.string();
 }
 
 // Sets an environment variable for one scope (layers read CLDL_RNN_* and similar at create).
