@@ -6,12 +6,14 @@
 //   BIAS              0 none, 1 per column (length N), 2 per row (length M)
 //   ACT               activation number (common.cl)
 //   MR                rows of C per work-item in gemm_tile (register block), 1..8
-//   NR                columns of C per work-item in gemm_tile: the vector width, 4, 8 or 16
+//   NR                the vector width of gemm_tile, 4, 8 or 16: columns of C per vector and per B panel
+//   NC                vectors of NR columns per work-item in gemm_tile (NC adjacent panels), 1..4
 //   B_PACKED          gemm_tile reads B from the panel layout written by gemm_pack_b
 //   A_PACKED          gemm_tile reads A from the panel layout written by gemm_pack_a
 //
-// gemm_tile is the fast kernel: every work-item keeps an MR x NR block of C in MR vector registers and
-// walks K once, loading one contiguous NR-wide row of B and MR scalars of A per step. That shape suits
+// gemm_tile is the fast kernel: every work-item keeps an MR x (NC * NR) block of C in MR * NC vector
+// registers and walks K once, loading NC NR-wide rows of B and MR scalars of A per step, so each broadcast
+// A value feeds NC FMAs and each loaded B vector MR of them. That shape suits
 // CPUs (PoCL runs one work-group per thread and vectorises only up to 256 bits on its own, so explicit
 // float8/float16 rows are what fill the FMA units) and needs neither local memory nor barriers.
 // gemm_simple is the reference-grade kernel (one output per work-item).
@@ -30,6 +32,9 @@
 #endif
 #ifndef NR
 #define NR 8
+#endif
+#ifndef NC
+#define NC 1
 #endif
 #ifndef B_PACKED
 #define B_PACKED 0
@@ -139,12 +144,17 @@ __kernel void gemm_pack_a(int M, int K, __global const float* A, long a_off, int
 #endif
 }
 
-// One step of the register block: acc[i] += A(row i, k) * (row k of the B panel), for all MR rows.
-#define GEMM_RANK1(bvec)                                                      \
+// One step of the register block: acc[i][c] += A(row i, k) * b_[c] for all MR rows and NC vectors, with
+// b_[c] the B vector of panel c at row k, loaded by LOADB(c) first.
+#define GEMM_RANK1(LOADB)                                                     \
   do {                                                                        \
-    const VEC b_ = (bvec);                                                    \
-    _Pragma("unroll") for (int i = 0; i < MR; ++i)                           \
-      acc[i] = fma((VEC)(A_K(i, k)), b_, acc[i]);                             \
+    VEC b_[NC];                                                               \
+    _Pragma("unroll") for (int c = 0; c < NC; ++c) b_[c] = LOADB(c);          \
+    _Pragma("unroll") for (int i = 0; i < MR; ++i) {                          \
+      const VEC a_ = (VEC)(A_K(i, k));                                        \
+      _Pragma("unroll") for (int c = 0; c < NC; ++c)                          \
+        acc[i][c] = fma(a_, b_[c], acc[i][c]);                                \
+    }                                                                         \
   } while (0)
 
 // Reads row k of the NR-wide B panel at column n0 into a vector, zero past N (edge panels and TRANS_B).
@@ -155,19 +165,22 @@ inline VEC gemm_b_gather(__global const float* B, int ldb, int k, int n0, int N)
   return VLOAD(0, tmp);
 }
 
-// NDRange: (ceil(M / (MR * mt)), ceil(N / NR), batch); any work-group size (1 on CPUs). Same arguments as
-// gemm_simple plus `mt`; with B_PACKED, B is the gemm_pack_b output and stride_b its per-batch stride.
+// NDRange: (ceil(M / (MR * mt)), ceil(N / (NR * NC)), batch); any work-group size (1 on CPUs). Same arguments
+// as gemm_simple plus `mt`; with B_PACKED, B is the gemm_pack_b output and stride_b its per-batch stride.
 __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off, int lda, long stride_a,
                         __global const float* B, long b_off, int ldb, long stride_b, __global float* C,
                         long c_off, int ldc, long stride_c, float alpha, float beta,
                         __global const float* bias, long bias_off, float act_a, float act_b, int mt) {
-  const int panel = get_global_id(1);
+  const int panel = get_global_id(1) * NC;
   const int n0 = panel * NR;
   const int b = get_global_id(2);
   if (n0 >= N) return;
   A += a_off + b * stride_a;
   B += b_off + b * stride_b;
   C += c_off + b * stride_c;
+  // Panels past N (the last work-item's, when the panel count is not a multiple of NC) read the last
+  // panel again: computed, then dropped by the epilogue, so the K loop has no branches.
+  const int last_panel = (N - 1) / NR;
 
   // `mt` consecutive row blocks per work-item (a run-time count, so no extra builds): with small K one
   // block is too little work next to the cost of starting a work-group on a CPU.
@@ -175,9 +188,11 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
   const int mpanel = get_global_id(0) * mt + t;
   const int m0 = mpanel * MR;
   if (m0 >= M) return;
-  VEC acc[MR];
+  VEC acc[MR][NC];
 #pragma unroll
-  for (int i = 0; i < MR; ++i) acc[i] = (VEC)(0.0f);
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int c = 0; c < NC; ++c) acc[i][c] = (VEC)(0.0f);
   // Rows past M are clamped to M - 1 (computed, then dropped by the epilogue) so the K loop has no
   // branches. The loops are written out here rather than in a helper function so the accumulators
   // stay in registers (PoCL does not always inline).
@@ -191,16 +206,26 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
 #define A_K(i, k) A_AT(rows[i], k)
 #endif
 #if B_PACKED
-  __global const float* bp = B + (long)panel * K * NR;
-  for (int k = 0; k < K; ++k) GEMM_RANK1(VLOAD(0, bp + (long)k * NR));
-#elif TRANS_B
-  for (int k = 0; k < K; ++k) GEMM_RANK1(gemm_b_gather(B, ldb, k, n0, N));
+  __global const float* bp[NC];
+#pragma unroll
+  for (int c = 0; c < NC; ++c) bp[c] = B + (long)min(panel + c, last_panel) * K * NR;
+#define LOADB_PACKED(c) VLOAD(0, bp[c] + (long)k * NR)
+  for (int k = 0; k < K; ++k) GEMM_RANK1(LOADB_PACKED);
+#undef LOADB_PACKED
 #else
-  if (n0 + NR <= N) {
-    for (int k = 0; k < K; ++k) GEMM_RANK1(VLOAD(0, B + (long)k * ldb + n0));
+#define LOADB_GATHER(c) gemm_b_gather(B, ldb, k, n0 + (c) * NR, N)
+#if TRANS_B
+  for (int k = 0; k < K; ++k) GEMM_RANK1(LOADB_GATHER);
+#else
+#define LOADB_ROW(c) VLOAD(0, B + (long)k * ldb + n0 + (c) * NR)
+  if (n0 + NC * NR <= N) {
+    for (int k = 0; k < K; ++k) GEMM_RANK1(LOADB_ROW);
   } else {
-    for (int k = 0; k < K; ++k) GEMM_RANK1(gemm_b_gather(B, ldb, k, n0, N));
+    for (int k = 0; k < K; ++k) GEMM_RANK1(LOADB_GATHER);
   }
+#undef LOADB_ROW
+#endif
+#undef LOADB_GATHER
 #endif
 
   // Epilogue, scalar per element: O(M*N) work next to O(M*N*K), and it keeps every edge simple.
@@ -208,20 +233,23 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
   for (int i = 0; i < MR; ++i) {
     const int m = m0 + i;
     if (m < M) {
-      float out[NR];
-      VSTORE(acc[i], 0, out);
       __global float* crow = C + (long)m * ldc;
-      for (int j = 0; j < NR; ++j) {
-        const int n = n0 + j;
-        if (n < N) {
-          float v = alpha * out[j];
-          if (beta != 0.0f) v += beta * crow[n];
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        float out[NR];
+        VSTORE(acc[i][c], 0, out);
+        for (int j = 0; j < NR; ++j) {
+          const int n = n0 + c * NR + j;
+          if (n < N) {
+            float v = alpha * out[j];
+            if (beta != 0.0f) v += beta * crow[n];
 #if BIAS == 1
-          v += bias[bias_off + n];
+            v += bias[bias_off + n];
 #elif BIAS == 2
-          v += bias[bias_off + m];
+            v += bias[bias_off + m];
 #endif
-          crow[n] = APPLY_ACT(v, act_a, act_b);
+            crow[n] = APPLY_ACT(v, act_a, act_b);
+          }
         }
       }
     }

@@ -17,7 +17,8 @@ enum class GemmBias { none, per_col /* length N: dense layers */, per_row /* len
 // device. Exposed for `cldl bench` / tuning; every combination is correct.
 struct GemmOwnParams {
   int mr = 0;        // rows of C per work-item (register block), 1..8
-  int nr = 0;        // columns of C per work-item = vector width: 4, 8 or 16
+  int nr = 0;        // vector width = columns of a B panel: 4, 8 or 16
+  int nc = 0;        // vectors of nr columns per work-item (adjacent panels), 1..4: an mr x (nc * nr) block
   int pack_b = -1;   // 1: copy op(B) into NR-wide panels in the workspace first; 0: read B in place
   int pack_a = -1;   // 1: copy op(A) into MR-tall panels in the workspace first; 0: read A in place
   int mt = 0;        // row blocks per work-item (more work per work-group when K is small)
@@ -90,7 +91,7 @@ class Gemm : public Op {
   cl::Kernel kernel_;       // gemm_tile (own) or gemm_epilogue (CLBlast with bias / activation)
   cl::Kernel pack_kernel_;    // gemm_pack_b when B is packed
   cl::Kernel pack_a_kernel_;  // gemm_pack_a when A is packed
-  size_t tile_m_ = 1, tile_n_ = 1, local_ = 1, mt_ = 1;
+  size_t tile_m_ = 1, tile_n_ = 1, nc_ = 1, local_ = 1, mt_ = 1;
   bool clblast_ = false, pack_b_ = false, pack_a_ = false;
   size_t workspace_bytes_ = 0, ws_b_offset_ = 0;  // workspace: [packed A][packed B] (floats)
   Tensor scratch_;          // workspace used when enqueue gets none

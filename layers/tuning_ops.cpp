@@ -34,6 +34,7 @@ Space gemm_space(const DeviceInfo& info, const GemmConfig& c) {
   s.dims.push_back({"mr", {2, 3, 4, 5, 6, 7, 8}});
   s.dims.push_back({"nr", c.N <= 4 ? std::vector<int64_t>{4} : c.N <= 8 ? std::vector<int64_t>{4, 8}
                                                                         : std::vector<int64_t>{4, 8, 16}});
+  s.dims.push_back({"nc", {1, 2, 4}});
   s.dims.push_back({"pack_a", {0, 1}});
   s.dims.push_back({"pack_b", c.trans_b ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 1}});
   s.dims.push_back({"mt", {1, 2, 4, 8}});
@@ -51,16 +52,20 @@ std::string gemm_invalid(const DeviceInfo& info, const GemmConfig& c, const Para
     return fmt::format("work-group {} above the device's dimension-0 maximum {}", local, info.max_work_item_sizes[0]);
   if (c.trans_b && get(p, "pack_b", 1) == 0) return "B^T needs packing";
   if (nr > 4 && c.N <= nr / 2) return fmt::format("nr {} is more than twice N = {}", nr, c.N);
+  if (const int64_t nc = get(p, "nc", 1), panels = (c.N + nr - 1) / nr; nc > panels)
+    return fmt::format("nc {} is more than the {} panel(s) of {} columns N = {} has", nc, panels, nr, c.N);
   return {};
 }
 
 Params gemm_params(const GemmOwnParams& o) {
-  return {{"mr", o.mr}, {"nr", o.nr}, {"pack_a", o.pack_a}, {"pack_b", o.pack_b}, {"mt", o.mt}, {"local", o.local}};
+  return {{"mr", o.mr}, {"nr", o.nr}, {"nc", o.nc}, {"pack_a", o.pack_a}, {"pack_b", o.pack_b}, {"mt", o.mt}, {"local", o.local}};
 }
 
 void gemm_apply(const Params& p, GemmOwnParams& o) {
   if (o.mr == 0) o.mr = int(get(p, "mr", 0));
   if (o.nr == 0) o.nr = int(get(p, "nr", 0));
+  // Entries from before the nc dimension were tuned with one vector per work-item.
+  if (o.nc == 0) o.nc = int(get(p, "nc", 1));
   if (o.pack_a < 0) o.pack_a = int(get(p, "pack_a", -1));
   if (o.pack_b < 0) o.pack_b = int(get(p, "pack_b", -1));
   if (o.mt == 0) o.mt = int(get(p, "mt", 0));

@@ -95,6 +95,21 @@ TEST_CASE("own kernel: other register blocks (mr=3, nr=8 and mr=1, nr=4)") {
     }
 }
 
+TEST_CASE("own kernel: 1 to 4 vectors per work-item (nc), with partial last groups of panels") {
+  // N = 13 (1 panel of 16), 45 (3 panels: nc 2 and 4 leave a panel past N), 100 (7 panels), each transpose of
+  // B, B read in place and packed, A packed for some; nr 8 and 16.
+  uint32_t seed = 250;
+  for (int nc : {1, 2, 3, 4})
+    for (int tb = 0; tb < 2; ++tb)
+      for (const auto& s : {Shape3{7, 13, 5}, Shape3{31, 45, 19}, Shape3{64, 100, 31}}) {
+        GemmConfig c = make(s.M, s.N, s.K, false, tb);
+        c.own.nc = nc, c.own.nr = nc == 3 ? 8 : 16, c.own.mr = nc == 4 ? 5 : 6;
+        c.own.pack_b = tb ? 1 : nc % 2, c.own.pack_a = nc == 2 ? 1 : 0;
+        c.bias = GemmBias::per_col, c.beta = 0.5f, c.batch = 2;
+        check_gemm(c, seed++, fmt::format("nc={}", nc).c_str());
+      }
+}
+
 TEST_CASE("own kernel: leading dimensions above packed, strided and broadcast batches") {
   uint32_t seed = 300;
   for (int tb = 0; tb < 2; ++tb) {
@@ -145,29 +160,34 @@ TEST_CASE("automatic provider: own kernel on CPUs, named with its parameters, pa
     CHECK(Gemm::create(ctx(), 0, c)->algorithm().rfind("clblast", 0) == 0);
     return;
   }
-  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 mt=8 local=1");
+  // 100 columns = 7 panels of 16: 4 vectors per work-item (nc), so about 64K multiply-adds take 4 row blocks.
+  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 nc=4 mt=4 local=1");
   // Row-major A with a 4 KiB-multiple lda, reused by 7 B panels: packed into 11 panels of 6 rows
   // (66 x 70 floats); B read in place.
   c.K = 70, c.lda = 1024;
   auto g = Gemm::create(ctx(), 0, c);
-  CHECK(g->algorithm() == "own:tile mr=6 nr=16 mt=8 local=1 packA");
+  CHECK(g->algorithm() == "own:tile mr=6 nr=16 nc=4 mt=2 local=1 packA");
   CHECK(g->workspace_bytes() == 66 * 70 * sizeof(float));
   c.beta = 0.5f, c.batch = 2;
   check_gemm(c, 600, "packA");
   // trans_b packs B too: 7 panels of 16 columns (112 x 70 floats) after packed A, per batch item.
   c.trans_b = true;
   auto gt = Gemm::create(ctx(), 0, c);
-  CHECK(gt->algorithm() == "own:tile mr=6 nr=16 mt=8 local=1 packA packB");
+  CHECK(gt->algorithm() == "own:tile mr=6 nr=16 nc=4 mt=2 local=1 packA packB");
   CHECK(gt->workspace_bytes() == 2 * (66 + 112) * 70 * sizeof(float));
   check_gemm(c, 601, "packA packB");
   // Packed A with a broadcast A (packed once) and explicit pack_a on an odd shape.
   c = make(45, 70, 33, true, false);
   c.own.pack_a = 1, c.batch = 3, c.stride_a = 0;
   check_gemm(c, 602, "packA");
-  // Narrow N: float4 columns, A read in place.
+  // Narrow N: float4 columns, one vector (N has one panel), A read in place.
   c = make(1000, 3, 257, false, false, GemmProvider::automatic);
   c.own.nr = 0;
-  check_gemm(c, 603, "own:tile mr=6 nr=4 mt=8 local=1");
+  check_gemm(c, 603, "own:tile mr=6 nr=4 nc=1 mt=8 local=1");
+  // 2 panels of 16: 2 vectors, not 4.
+  c = make(20, 30, 9, false, false, GemmProvider::automatic);
+  c.own.nr = 0;
+  check_gemm(c, 604, "own:tile mr=6 nr=16 nc=2");
 }
 
 TEST_CASE("tensor views with offsets and an explicit workspace view, own and CLBlast") {
@@ -237,6 +257,8 @@ TEST_CASE("bad configurations name Gemm, the argument and the value") {
   expect(c, {"stride_c", "0"});
   c.stride_c = -1, c.own.nr = 5;
   expect(c, {"own.nr", "5"});
+  c.own.nr = 0, c.own.nc = 5;
+  expect(c, {"own.nc", "5"});
 
   // Tensors too small for the config fail at enqueue, naming the tensor.
   c = make(8, 6, 5, false, false);

@@ -1,7 +1,7 @@
 // `cldl bench gemm`: SGEMM GFLOP/s of the own kernel and CLBlast against OpenBLAS (the peer) in the
 // same run, with the ratio own / OpenBLAS. Settings (--set key=value):
 //   openblas_threads=N   default: the device's compute units, so both sides use the same cores
-//   mr, nr, mt, local, pack_a=0|1, pack_b=0|1   own-kernel parameters (default: Gemm's heuristic)
+//   mr, nr, nc, mt, local, pack_a=0|1, pack_b=0|1   own-kernel parameters (default: Gemm's heuristic)
 //   clblast=0            skip CLBlast (slow with its default parameters on CPUs)
 // --tuning compare times own and CLBlast with their defaults and with the tuning database ("+db"); the
 // CLBlast variants run in blocks after the interleaved rounds (switching its parameters recompiles).
@@ -54,6 +54,7 @@ void run_gemm(Context& ctx, const Options& opts, Reporter& rep) {
     cfg.M = cs.M, cfg.N = cs.N, cfg.K = cs.K, cfg.trans_b = cs.trans_b;
     cfg.own.mr = setting(opts, "mr", 0);
     cfg.own.nr = setting(opts, "nr", 0);
+    cfg.own.nc = setting(opts, "nc", 0);
     cfg.own.pack_b = setting(opts, "pack_b", -1);
     cfg.own.pack_a = setting(opts, "pack_a", -1);
     cfg.own.local = setting(opts, "local", 0);
