@@ -57,6 +57,25 @@ inline float cldl_act(int kind, float x, float a, float b) {
 // The build-time activation (-DACT, with runtime alpha/beta).
 #define APPLY_ACT(x, a, b) cldl_act(ACT, (x), (a), (b))
 
+// Non-temporal (streaming) stores, for outputs far larger than the caches that are read back much later:
+// a plain store first reads each line for ownership and later writes it back, a streaming store only writes.
+// Only where the kernel compiler targets x86-64 itself (PoCL); elsewhere (GPUs, SPIR-based compilers) a
+// plain store. CLDL_NT_STORE(v, p) needs p aligned to v's size (callers check, else store plainly), and a
+// work-item ends with CLDL_NT_FENCE() after its streaming stores: they are weakly ordered, and must be
+// globally visible before the kernel's completion is.
+#if defined(__x86_64__) && defined(__has_builtin)
+#if __has_builtin(__builtin_nontemporal_store) && __has_builtin(__builtin_ia32_sfence)
+#define CLDL_NT_STORES 1
+#endif
+#endif
+#ifdef CLDL_NT_STORES
+#define CLDL_NT_STORE(v, p) __builtin_nontemporal_store((v), (p))
+#define CLDL_NT_FENCE() __builtin_ia32_sfence()
+#else
+#define CLDL_NT_STORE(v, p) (*(p) = (v))
+#define CLDL_NT_FENCE()
+#endif
+
 // Offset of the flattened coordinate `o` over dims[0..n) (innermost last) under strides `s`; the
 // index walk shared by the strided element-wise, data-movement and reduction kernels.
 inline long nd_offset(long o, int n, long8 dims, long8 s) {

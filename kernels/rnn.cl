@@ -262,32 +262,16 @@ inline void rnn_storet(tvec v, __global float* p, int n) {
   for (int u = 0; u < n; ++u) p[u] = tmp[u];
 }
 
-// Stores of the projection's output: non-temporal where the kernel compiler targets x86-64 itself (PoCL),
-// since xw ([T][B][4H], 26 MB at T100 B32 H512) is far larger than the caches and is read back step by step
-// much later. A plain store first reads each line for ownership and later writes it back; the streaming store
-// only writes. PoCL/AVX-512, 2 threads, stacks with either store alternating in one process: time parallel
-// T100 B32 I512 H512 0.956x, layer parallel T200 B64 H256 L2 0.935x the time with plain stores. Elsewhere (GPUs, SPIR-based compilers) and on partial or unaligned
-// tiles: plain stores. The work-item ends with RNN_NT_FENCE so its streaming stores are globally visible
-// before the kernel's completion is (they are weakly ordered).
-#if defined(__x86_64__) && defined(__has_builtin)
-#if __has_builtin(__builtin_nontemporal_store) && __has_builtin(__builtin_ia32_sfence)
-#define RNN_NT_STORES 1
-#endif
-#endif
+// Stores of the projection's output: streaming (CLDL_NT_STORE, common.cl) on full aligned tiles, since xw
+// ([T][B][4H], 26 MB at T100 B32 H512) is far larger than the caches and is read back step by step much
+// later. PoCL/AVX-512, 2 threads, stacks with either store alternating in one process: time parallel
+// T100 B32 I512 H512 0.956x, layer parallel T200 B64 H256 L2 0.935x the time with plain stores.
 inline void rnn_storet_nt(tvec v, __global float* p, int n) {
-#ifdef RNN_NT_STORES
-  if (n >= RNN_TW && ((ulong)p & (sizeof(tvec) - 1)) == 0) {
-    __builtin_nontemporal_store(v, (__global tvec*)p);
-    return;
-  }
-#endif
-  rnn_storet(v, p, n);
+  if (n >= RNN_TW && ((ulong)p & (sizeof(tvec) - 1)) == 0)
+    CLDL_NT_STORE(v, (__global tvec*)p);
+  else
+    rnn_storet(v, p, n);
 }
-#ifdef RNN_NT_STORES
-#define RNN_NT_FENCE() __builtin_ia32_sfence()
-#else
-#define RNN_NT_FENCE()
-#endif
 
 // Vector forms of the common gate activations; anything else element by element through cldl_act.
 inline tvec rnn_actt(int kind, tvec x, float a, float b) {
@@ -582,7 +566,7 @@ RNN_LSTM_WAVE_TILE(lstm_wave_tile_m4)
       _Pragma("unroll") for (int g = 0; g < NG; ++g)                                                              \
         rnn_storet_nt(acc[i][g] + rnn_loadt(bx + bx_off + g * H + j0, nu), xw + orow[i] + g * H + j0, nu);       \
     }                                                                                                             \
-    RNN_NT_FENCE();                                                                                               \
+    CLDL_NT_FENCE();                                                                                              \
   }
 
 RNN_PROJECT_TILE(lstm_project_tile, 4)
