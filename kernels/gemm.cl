@@ -228,7 +228,8 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
 #undef LOADB_GATHER
 #endif
 
-  // Epilogue, scalar per element: O(M*N) work next to O(M*N*K), and it keeps every edge simple.
+  // Epilogue: per full vector of C, vector operations (the same per-element arithmetic as the scalar
+  // path); the activation, other than none and ReLU, and partial vectors past N element by element.
 #pragma unroll
   for (int i = 0; i < MR; ++i) {
     const int m = m0 + i;
@@ -236,19 +237,40 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
       __global float* crow = C + (long)m * ldc;
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
-        float out[NR];
-        VSTORE(acc[i][c], 0, out);
-        for (int j = 0; j < NR; ++j) {
-          const int n = n0 + c * NR + j;
-          if (n < N) {
-            float v = alpha * out[j];
-            if (beta != 0.0f) v += beta * crow[n];
+        const int nb = n0 + c * NR;
+        if (nb + NR <= N) {
+          __global float* cp = crow + nb;
+          VEC v = alpha * acc[i][c];
+          if (beta != 0.0f) v += beta * VLOAD(0, cp);
 #if BIAS == 1
-            v += bias[bias_off + n];
+          v += VLOAD(0, bias + bias_off + nb);
 #elif BIAS == 2
-            v += bias[bias_off + m];
+          v += (VEC)(bias[bias_off + m]);
 #endif
-            crow[n] = APPLY_ACT(v, act_a, act_b);
+#if ACT == ACT_RELU
+          v = fmax(v, 0.0f);
+#elif ACT != ACT_NONE
+          float t_[NR];
+          VSTORE(v, 0, t_);
+          for (int j = 0; j < NR; ++j) t_[j] = APPLY_ACT(t_[j], act_a, act_b);
+          v = VLOAD(0, t_);
+#endif
+          VSTORE(v, 0, cp);
+        } else {
+          float out[NR];
+          VSTORE(acc[i][c], 0, out);
+          for (int j = 0; j < NR; ++j) {
+            const int n = nb + j;
+            if (n < N) {
+              float v = alpha * out[j];
+              if (beta != 0.0f) v += beta * crow[n];
+#if BIAS == 1
+              v += bias[bias_off + n];
+#elif BIAS == 2
+              v += bias[bias_off + m];
+#endif
+              crow[n] = APPLY_ACT(v, act_a, act_b);
+            }
           }
         }
       }
