@@ -228,8 +228,8 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
 #undef LOADB_GATHER
 #endif
 
-  // Epilogue: per full vector of C, vector operations (the same per-element arithmetic as the scalar
-  // path); the activation, other than none and ReLU, and partial vectors past N element by element.
+  // Epilogue: per full vector of C, vector operations (per element the scalar path's operations in its
+  // order); the activation, other than none and ReLU, and partial vectors past N element by element.
 #pragma unroll
   for (int i = 0; i < MR; ++i) {
     const int m = m0 + i;
