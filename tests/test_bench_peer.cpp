@@ -115,4 +115,38 @@ TEST_CASE("bench attention times a serve-mode peer round by round and survives b
   fs::remove_all(dir);
 }
 
+TEST_CASE("bench rnn kernel_dir_b: every strategy again on kernels from another directory, with per-round B/A") {
+  const std::string dir = cldl::test::temp_dir("bench-kdir");
+  // The embedded kernels, rnn.cl with one more line (another source, so another program).
+  for (const std::string& f : cldl::kernel_files()) {
+    std::ofstream out(dir + "/" + f);
+    out << cldl::kernel_source(f) << (f == "rnn.cl" ? "\n// variant B\n" : "");
+  }
+  const std::string cmd = "CLDL_LOG=warn " + std::string(CLDL_CLI_PATH) + " bench rnn --device " +
+                          cldl::test::device_spec() + " --runs 2 --warmup 1 --no-compare --json " +
+                          "--set case=6,3,5,7,2 --set strategies=seq,time --set kernel_dir_b=";
+  std::string out;
+  REQUIRE(cldl::test::run_command(cmd + dir, out) == 0);
+  INFO(out);
+  std::vector<nlohmann::json> rows;
+  for (size_t at = 0, end; at < out.size(); at = end + 1) {
+    end = std::min(out.find('\n', at), out.size());
+    if (out[at] == '{') rows.push_back(nlohmann::json::parse(out.substr(at, end - at)));
+  }
+  for (const char* impl : {"cldl:sequential", "cldl:time_parallel"}) {
+    const nlohmann::json* a = row_of(rows, impl);
+    const nlohmann::json* b = row_of(rows, std::string(impl) + "@B");
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(a->value("note", "").find("B/A") == std::string::npos);
+    CHECK(b->value("note", "").find("per-round ratio B/A median") != std::string::npos);
+    CHECK(b->value("note", "").find(dir) != std::string::npos);
+  }
+  // A directory without the kernels: the error names the file and the directory.
+  const std::string empty = cldl::test::temp_dir("bench-kdir-empty");
+  CHECK(cldl::test::run_command(cmd + empty, out) != 0);
+  CHECK(out.find("rnn.cl") != std::string::npos);
+  CHECK(out.find(empty) != std::string::npos);
+}
+
 }  // TEST_SUITE

@@ -22,8 +22,13 @@
 // peer rows are left out (a warning under CLDL_LOG=warn).
 // --tuning compare runs every strategy with the step kernels' heuristic knobs and with the tuning
 // database's "rnn_step" entries ("+db"), round robin in the same loop, so the ratio is measured alike.
+// kernel_dir_b=DIR does the same for kernel sources: every strategy also runs on a second stack whose
+// programs are built from DIR's .cl files (CLDL_KERNEL_DIR while it is created and first run; "@B"), with
+// the per-round ratio B/A in its note: how to measure a kernel change on a machine whose speed drifts
+// (e.g. DIR holding `git show REV:kernels/rnn.cl` and the other kernel files of REV).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <filesystem>
 #include <map>
@@ -56,7 +61,7 @@ std::map<std::string, std::string> settings(const Options& o) {
   }
   static const std::vector<std::string> known{"quick",   "strategies", "chunk",   "shards",  "case",    "ort_threads",
                                               "ort_script", "profile", "rg",     "kb",      "prg",     "wave_mr", "wave_wg",
-                                              "wave_lag",   "wave_rg", "wave_kb"};
+                                              "wave_lag",   "wave_rg", "wave_kb", "kernel_dir_b"};
   for (const auto& [k, v] : m)
     if (std::find(known.begin(), known.end(), k) == known.end())
       fail("bench rnn: unknown setting '{}' ({})", k, fmt::join(known, ", "));
@@ -200,11 +205,30 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     // --tuning compare: one stack with the heuristic knobs and one with the database's (the tuning
     // switch is also held around each call: a row-layout projection creates its Gemm at the first call).
     const bool compare_db = opts.tuning == "compare";
+    const std::string kernel_dir_b = set.count("kernel_dir_b") ? set["kernel_dir_b"] : "";
+    if (compare_db && !kernel_dir_b.empty()) fail("bench rnn: --tuning compare and kernel_dir_b= do not combine");
     std::vector<bool> dbs = compare_db ? std::vector<bool>{false, true} : std::vector<bool>{opts.tuning != "default"};
+    if (!kernel_dir_b.empty()) dbs.push_back(dbs.front());
+    // Stack si's kernel sources: CLDL_KERNEL_DIR for the second stack under kernel_dir_b (programs are
+    // built at create and, for the wavefront, at the first call).
+    auto with_kernels = [&](size_t si, const std::function<void()>& f) {
+      if (kernel_dir_b.empty() || si == 0) return f();
+      const char* old = std::getenv("CLDL_KERNEL_DIR");
+      const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
+      setenv("CLDL_KERNEL_DIR", kernel_dir_b.c_str(), 1);
+      auto restore = [&] { saved ? setenv("CLDL_KERNEL_DIR", saved->c_str(), 1) : unsetenv("CLDL_KERNEL_DIR"); };
+      try {
+        f();
+      } catch (...) {
+        restore();
+        throw;
+      }
+      restore();
+    };
     std::vector<std::unique_ptr<RnnStack>> stacks;
-    for (bool db : dbs) {
-      tuning::ScopedEnabled scoped(db);
-      stacks.push_back(RnnStack::create(ctx, 0, cfgs, ws));
+    for (size_t si = 0; si < dbs.size(); ++si) {
+      tuning::ScopedEnabled scoped(dbs[si]);
+      with_kernels(si, [&] { stacks.push_back(RnnStack::create(ctx, 0, cfgs, ws)); });
     }
     auto& stack = stacks.front();
     RnnStackIO io;
@@ -236,7 +260,7 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
         // A strategy this device refuses (the wavefront without the tiles weight layout, on GPUs) is
         // left out with its reason; the others still run.
         try {
-          fn();
+          with_kernels(si, fn);
         } catch (const Error& e) {
           fmt::print(stderr, "bench rnn: {}: strategy {} left out: {}\n", name, to_string(o.strategy), e.what());
           continue;
@@ -284,7 +308,9 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       r.family = "rnn";
       r.name = name;
       const int lag = lags[variants[i].strategy];
-      r.impl = fmt::format("cldl:{}{}{}", to_string(s), lag ? fmt::format(":{}", lag) : "", db_variant ? "+db" : "");
+      const bool b_variant = !kernel_dir_b.empty() && variants[i].stack == 1;
+      r.impl = fmt::format("cldl:{}{}{}{}", to_string(s), lag ? fmt::format(":{}", lag) : "", db_variant ? "+db" : "",
+                           b_variant ? "@B" : "");
       r.wall = summarize(ms[i]);  // ms[i] stays in round order for the per-round ratios
       r.work = stack->flops();
       if (s == RnnStrategy::sequential) seq_ms = r.wall.median_ms;
@@ -302,6 +328,10 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
         if (db_variant && default_ms.count(variants[i].strategy))
           r.note += fmt::format("; {:.2f}x vs heuristic knobs", default_ms[variants[i].strategy] / r.wall.median_ms);
       }
+      if (b_variant)
+        for (size_t j = 0; j < fns.size(); ++j)
+          if (variants[j].stack == 0 && variants[j].strategy == variants[i].strategy)
+            r.note += "; " + round_ratio(ms[i], ms[j], "B/A").describe() + " (kernels from " + kernel_dir_b + ")";
       if (!best || r.wall.median_ms < best->wall.median_ms) {
         best = r;
         best_i = i;
