@@ -13,12 +13,21 @@ namespace cldl {
 namespace {
 // Variants built by `cldl compile` / warm-up, spelled exactly as create() spells them for the CPU
 // defaults: plain row-major, square power-of-two (A and B packed), the dense layer (B^T + column bias)
-// and conv-as-GEMM (row bias + ReLU).
-const ProgramVariants kGemmVariants(
-    "gemm.cl", {"-DTRANS_A=0 -DTRANS_B=0 -DBIAS=0 -DACT=0 -DMR=6 -DNR=16 -DNC=4 -DA_PACKED=0 -DB_PACKED=0",
-                "-DTRANS_A=0 -DTRANS_B=0 -DBIAS=0 -DACT=0 -DMR=6 -DNR=16 -DNC=4 -DA_PACKED=1 -DB_PACKED=1",
-                "-DTRANS_A=0 -DTRANS_B=1 -DBIAS=1 -DACT=0 -DMR=6 -DNR=16 -DNC=4 -DA_PACKED=0 -DB_PACKED=1",
-                "-DTRANS_A=0 -DTRANS_B=0 -DBIAS=2 -DACT=1 -DMR=6 -DNR=16 -DNC=4 -DA_PACKED=0 -DB_PACKED=0"});
+// and conv-as-GEMM (row bias + ReLU); 4 vectors per work-item where the device's vectors are float16 wide.
+std::vector<std::string> gemm_cpu_variants(int nc) {
+  std::vector<std::string> v;
+  for (const char* o : {"-DTRANS_A=0 -DTRANS_B=0 -DBIAS=0 -DACT=0 -DMR=6 -DNR=16 -DNC={} -DA_PACKED=0 -DB_PACKED=0",
+                        "-DTRANS_A=0 -DTRANS_B=0 -DBIAS=0 -DACT=0 -DMR=6 -DNR=16 -DNC={} -DA_PACKED=1 -DB_PACKED=1",
+                        "-DTRANS_A=0 -DTRANS_B=1 -DBIAS=1 -DACT=0 -DMR=6 -DNR=16 -DNC={} -DA_PACKED=0 -DB_PACKED=1",
+                        "-DTRANS_A=0 -DTRANS_B=0 -DBIAS=2 -DACT=1 -DMR=6 -DNR=16 -DNC={} -DA_PACKED=0 -DB_PACKED=0"})
+    v.push_back(fmt::format(fmt::runtime(o), nc));
+  return v;
+}
+bool gemm_nc4_device(const DeviceInfo& d) {
+  return d.type == DeviceType::cpu && d.quirks.prefers_wide_vectors && d.preferred_vector_float >= 16;
+}
+const ProgramVariants kGemmVariants("gemm.cl", gemm_cpu_variants(1), [](const DeviceInfo& d) { return !gemm_nc4_device(d); });
+const ProgramVariants kGemmWideVariants("gemm.cl", gemm_cpu_variants(4), gemm_nc4_device);
 
 constexpr int64_t kPackK = 16;  // PACK_K in kernels/gemm.cl
 
@@ -106,13 +115,15 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
     // outputs) gets the narrowest vector that covers it.
     const bool wide = info.quirks.prefers_wide_vectors;
     if (o.nr == 0) o.nr = !wide ? 4 : cfg.N <= 4 ? 4 : cfg.N <= 8 ? 8 : 16;
-    // Vectors per work-item: 4 adjacent panels on CPUs with wide vectors (6 x 4 float16 accumulators + 4 B
-    // vectors + the broadcast = 29 of AVX-512's 32 zmm registers; each broadcast A value then feeds 4 FMAs
-    // instead of 1). Measured against nc 1 on PoCL/AVX-512, all variants alternating in one process:
-    // 0.56-0.78x the time on 1024^3 (B and B^T), 512^3, 256x3136x576, 3136x64x576, 4096x64x64, 49x512x4608;
-    // mr 5 or 6 with nc 4 were best of (6,1) (5,4) (6,4) (6,2) (8,2) (4,4) (3,4). One vector elsewhere (GPUs
-    // run the own kernel only as a fallback) and never more vectors than N has panels.
-    if (o.nc == 0) o.nc = wide && cpu ? int(std::min<int64_t>(4, (cfg.N + o.nr - 1) / o.nr)) : 1;
+    // Vectors per work-item: 4 adjacent panels on CPUs whose vectors are float16 wide (AVX-512: 6 x 4
+    // float16 accumulators + 4 B vectors + the broadcast = 29 of the 32 zmm registers; each broadcast A
+    // value then feeds 4 FMAs instead of 1). Measured against nc 1 on PoCL/AVX-512, all variants alternating
+    // in one process: 0.56-0.78x the time on 1024^3 (B and B^T), 512^3, 256x3136x576, 3136x64x576,
+    // 4096x64x64, 49x512x4608; mr 5 or 6 with nc 4 were best of (6,1) (5,4) (6,4) (6,2) (8,2) (4,4) (3,4).
+    // One vector elsewhere: on AVX2 a float16 is two of its 16 ymm registers, so 6 x 4 of them would spill
+    // (unmeasured there, so left as it was), and GPUs run the own kernel only as a fallback. Never more
+    // vectors than N has panels.
+    if (o.nc == 0) o.nc = gemm_nc4_device(info) && o.nr == 16 ? int(std::min<int64_t>(4, (cfg.N + o.nr - 1) / o.nr)) : 1;
     // Packing B: needed for trans_b (otherwise each row of B is a gather); for row-major B, strides that
     // are multiples of 4 KiB make the K rows of one panel collide in the same cache sets.
     if (o.pack_b < 0) o.pack_b = cfg.trans_b || (cfg.K >= 64 && cfg.eff_ldb() % 1024 == 0) ? 1 : 0;
