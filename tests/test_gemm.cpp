@@ -1,9 +1,11 @@
-// Gemm op: own kernel (both B paths, two register blocks) and CLBlast against the double-precision
+// Gemm op: own kernel (both B paths, register blocks of 1-8 rows x 1-4 vectors) and CLBlast against the double-precision
 // reference over every transpose combination, odd shapes, ld > packed, strided and broadcast batches,
 // alpha/beta, both bias modes and activations; bad configurations name Gemm and the argument.
 // Tolerance: |got - want| <= 1e-4 * |want| + 1e-5 * K (fp32 accumulation over K terms of size <= 1).
 // Distinct kernel builds are kept to about a dozen (each ~1 s on PoCL): shapes, ld, strides, alpha and
 // beta are runtime arguments; only transposes, bias, activation and tile parameters are build options.
+#include <algorithm>
+
 #include "support/test_util.hpp"
 #include "layers/gemm.hpp"
 #include "runtime/tuning.hpp"
@@ -160,20 +162,24 @@ TEST_CASE("automatic provider: own kernel on CPUs, named with its parameters, pa
     CHECK(Gemm::create(ctx(), 0, c)->algorithm().rfind("clblast", 0) == 0);
     return;
   }
-  // 100 columns = 7 panels of 16: 4 vectors per work-item (nc), so about 64K multiply-adds take 4 row blocks.
-  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 nc=4 mt=4 local=1");
+  // 100 columns = 7 panels of 16: 4 vectors per work-item (nc) where the vector registers are float16 wide,
+  // so about 64K multiply-adds take 4 row blocks; else 1 vector and 8 blocks.
+  const DeviceInfo& info = ctx().device().info;
+  const bool nc4 = std::max(info.preferred_vector_float, info.native_vector_float) >= 16;
+  const std::string blk = nc4 ? "nc=4 mt=4" : "nc=1 mt=8", blk70 = nc4 ? "nc=4 mt=2" : "nc=1 mt=8";
+  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 " + blk + " local=1");
   // Row-major A with a 4 KiB-multiple lda, reused by 7 B panels: packed into 11 panels of 6 rows
   // (66 x 70 floats); B read in place.
   c.K = 70, c.lda = 1024;
   auto g = Gemm::create(ctx(), 0, c);
-  CHECK(g->algorithm() == "own:tile mr=6 nr=16 nc=4 mt=2 local=1 packA");
+  CHECK(g->algorithm() == "own:tile mr=6 nr=16 " + blk70 + " local=1 packA");
   CHECK(g->workspace_bytes() == 66 * 70 * sizeof(float));
   c.beta = 0.5f, c.batch = 2;
   check_gemm(c, 600, "packA");
   // trans_b packs B too: 7 panels of 16 columns (112 x 70 floats) after packed A, per batch item.
   c.trans_b = true;
   auto gt = Gemm::create(ctx(), 0, c);
-  CHECK(gt->algorithm() == "own:tile mr=6 nr=16 nc=4 mt=2 local=1 packA packB");
+  CHECK(gt->algorithm() == "own:tile mr=6 nr=16 " + blk70 + " local=1 packA packB");
   CHECK(gt->workspace_bytes() == 2 * (66 + 112) * 70 * sizeof(float));
   check_gemm(c, 601, "packA packB");
   // Packed A with a broadcast A (packed once) and explicit pack_a on an odd shape.
@@ -187,7 +193,7 @@ TEST_CASE("automatic provider: own kernel on CPUs, named with its parameters, pa
   // 2 panels of 16: 2 vectors, not 4.
   c = make(20, 30, 9, false, false, GemmProvider::automatic);
   c.own.nr = 0;
-  check_gemm(c, 604, "own:tile mr=6 nr=16 nc=2");
+  check_gemm(c, 604, nc4 ? "own:tile mr=6 nr=16 nc=2" : "own:tile mr=6 nr=16 nc=1");
 }
 
 TEST_CASE("tensor views with offsets and an explicit workspace view, own and CLBlast") {
