@@ -29,7 +29,8 @@ bool gemm_nc4_device(const DeviceInfo& d) {
   return d.type == DeviceType::cpu && d.quirks.prefers_wide_vectors &&
          std::max(d.preferred_vector_float, d.native_vector_float) >= 16;
 }
-const ProgramVariants kGemmVariants("gemm.cl", gemm_cpu_variants(1), [](const DeviceInfo& d) { return !gemm_nc4_device(d); });
+const ProgramVariants kGemmVariants("gemm.cl", gemm_cpu_variants(1),
+                                    [](const DeviceInfo& d) { return !gemm_nc4_device(d); });
 const ProgramVariants kGemmWideVariants("gemm.cl", gemm_cpu_variants(4), gemm_nc4_device);
 
 constexpr int64_t kPackK = 16;  // PACK_K in kernels/gemm.cl
@@ -126,7 +127,8 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
     // One vector elsewhere: on AVX2 a float16 is two of its 16 ymm registers, so 6 x 4 of them would spill
     // (unmeasured there, so left as it was), and GPUs run the own kernel only as a fallback. Never more
     // vectors than N has panels.
-    if (o.nc == 0) o.nc = gemm_nc4_device(info) && o.nr == 16 ? int(std::min<int64_t>(4, (cfg.N + o.nr - 1) / o.nr)) : 1;
+    if (o.nc == 0)
+      o.nc = gemm_nc4_device(info) && o.nr == 16 ? int(std::min<int64_t>(4, (cfg.N + o.nr - 1) / o.nr)) : 1;
     // Packing B: needed for trans_b (otherwise each row of B is a gather); for row-major B, strides that
     // are multiples of 4 KiB make the K rows of one panel collide in the same cache sets.
     if (o.pack_b < 0) o.pack_b = cfg.trans_b || (cfg.K >= 64 && cfg.eff_ldb() % 1024 == 0) ? 1 : 0;
@@ -146,8 +148,8 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
     g->pack_b_ = o.pack_b == 1;
     g->pack_a_ = o.pack_a == 1;
     g->cfg_.own = o;
-    std::string opts =
-        fmt::format("{} -DMR={} -DNR={} -DNC={} -DA_PACKED={} -DB_PACKED={}", base, o.mr, o.nr, o.nc, o.pack_a, o.pack_b);
+    std::string opts = fmt::format("{} -DMR={} -DNR={} -DNC={} -DA_PACKED={} -DB_PACKED={}", base, o.mr, o.nr, o.nc,
+                                   o.pack_a, o.pack_b);
     cl::Program prog = ctx.program("gemm.cl", opts, device);
     g->kernel_ = make_kernel(prog, "gemm_tile");
     size_t floats = 0;

@@ -242,15 +242,18 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   const int prg = k.prg > 0 ? k.prg
                             : rnn_step_row_groups(pgroups, (H + k.tw - 1) / std::max(1, k.tw),
                                                   std::max<int64_t>(1, ctx.device(device).info.compute_units));
-  l->algorithm_ = r0.tiles ? fmt::format("{}: register-blocked step kernel ({} row group(s) of {} batch rows x {} units x "
-                                         "{} gates per work-item in k-blocks of {}, work-groups {}x{}; projection {} row "
-                                         "group(s) of {} rows per work-item, groups of {}), weights in gate-interleaved tiles",
-                                         cell_name(cfg.cell), rg, mr, k.tw, cfg.gates(), k.kb, k.wg_m, k.wg_n, prg, k.pmr,
-                                         k.proj_wg)
-                           : fmt::format("{}: fused step kernel{}, weights {} (work-groups of {} units, {} batch items per "
-                                         "work-item)", cell_name(cfg.cell),
-                                         cfg.cell == RnnCell::gru && !cfg.linear_before_reset ? " (gates + h: 2 kernels/step)" : "",
-                                         r0.kmajor ? "k-major" : "in rows", k.local, k.bt);
+  l->algorithm_ = r0.tiles
+                      ? fmt::format(
+                            "{}: register-blocked step kernel ({} row group(s) of {} batch rows x {} units x "
+                            "{} gates per work-item in k-blocks of {}, work-groups {}x{}; projection {} row "
+                            "group(s) of {} rows per work-item, groups of {}), weights in gate-interleaved tiles",
+                            cell_name(cfg.cell), rg, mr, k.tw, cfg.gates(), k.kb, k.wg_m, k.wg_n, prg, k.pmr, k.proj_wg)
+                      : fmt::format(
+                            "{}: fused step kernel{}, weights {} (work-groups of {} units, {} batch items per "
+                            "work-item)",
+                            cell_name(cfg.cell),
+                            cfg.cell == RnnCell::gru && !cfg.linear_before_reset ? " (gates + h: 2 kernels/step)" : "",
+                            r0.kmajor ? "k-major" : "in rows", k.local, k.bt);
   if (r0.tuned) l->algorithm_ += " (tuned)";
   log::debug("{} T={} B={} I={} H={} D={}: {}", cell_name(cfg.cell), cfg.seq_length, cfg.batch, I, H, D, l->algorithm_);
   return l;
@@ -435,8 +438,9 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
       // Work-items of prg row groups of pmr rows; blocks of proj_wg of them (16 x 8 x 4 = 512 rows of x by
       // default: L2-resident) x all tiles, block after block.
       const int64_t pmr = r.kp.pmr, groups = (nrows + pmr - 1) / pmr;
-      const int prg = r.kp.prg > 0 ? r.kp.prg
-                                   : rnn_step_row_groups(groups, NT, std::max<int64_t>(1, ctx_->device(dev).info.compute_units));
+      const int prg = r.kp.prg > 0
+                          ? r.kp.prg
+                          : rnn_step_row_groups(groups, NT, std::max<int64_t>(1, ctx_->device(dev).info.compute_units));
       a(cl_int(prg))(cl_int(r.kp.kb));
       const size_t items = size_t((groups + prg - 1) / prg), rb = std::min<size_t>(size_t(r.kp.proj_wg), items);
       const cl::NDRange global{rb, size_t(NT), (items + rb - 1) / rb};

@@ -58,7 +58,8 @@ std::string gemm_invalid(const DeviceInfo& info, const GemmConfig& c, const Para
 }
 
 Params gemm_params(const GemmOwnParams& o) {
-  return {{"mr", o.mr}, {"nr", o.nr}, {"nc", o.nc}, {"pack_a", o.pack_a}, {"pack_b", o.pack_b}, {"mt", o.mt}, {"local", o.local}};
+  return {{"mr", o.mr},         {"nr", o.nr}, {"nc", o.nc},      {"pack_a", o.pack_a},
+          {"pack_b", o.pack_b}, {"mt", o.mt}, {"local", o.local}};
 }
 
 void gemm_apply(const Params& p, GemmOwnParams& o) {
@@ -310,11 +311,10 @@ std::string rnn_invalid(const DeviceInfo& info, const RnnConfig& c, const Params
 }
 
 Params rnn_params(const RnnKernelParams& k, int64_t batch) {
-  return {{"layout", k.layout}, {"tw", k.tw}, {"mr", k.mr > 0 ? k.mr : rnn_step_rows(batch)},
-          {"rg", k.rg},         {"kb", k.kb},
-          {"wg_m", k.wg_m},     {"wg_n", k.wg_n},
-          {"pmr", k.pmr},       {"prg", k.prg},         {"proj_wg", k.proj_wg},
-          {"local", k.local},   {"bt", k.bt}};
+  return {{"layout", k.layout},   {"tw", k.tw},       {"mr", k.mr > 0 ? k.mr : rnn_step_rows(batch)},
+          {"rg", k.rg},           {"kb", k.kb},       {"wg_m", k.wg_m},
+          {"wg_n", k.wg_n},       {"pmr", k.pmr},     {"prg", k.prg},
+          {"proj_wg", k.proj_wg}, {"local", k.local}, {"bt", k.bt}};
 }
 
 void rnn_apply(const Params& p, RnnKernelParams& k) {

@@ -1,6 +1,7 @@
-// Gemm op: own kernel (both B paths, register blocks of 1-8 rows x 1-4 vectors) and CLBlast against the double-precision
-// reference over every transpose combination, odd shapes, ld > packed, strided and broadcast batches,
-// alpha/beta, both bias modes and activations; bad configurations name Gemm and the argument.
+// Gemm op: own kernel (both B paths, register blocks of 1-8 rows x 1-4 vectors) and CLBlast against the
+// double-precision reference over every transpose combination, odd shapes, ld > packed, strided and
+// broadcast batches, alpha/beta, both bias modes and activations; bad configurations name Gemm and the
+// argument.
 // Tolerance: |got - want| <= 1e-4 * |want| + 1e-5 * K (fp32 accumulation over K terms of size <= 1).
 // Distinct kernel builds are kept to about a dozen (each ~1 s on PoCL): shapes, ld, strides, alpha and
 // beta are runtime arguments; only transposes, bias, activation and tile parameters are build options.

@@ -454,8 +454,8 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   c.cell = RnnCell::gru, c.linear_before_reset = true, c.direction = RnnDirection::bidirectional;
   CHECK(rnn_problem(c) == "GRU b32 i512 h512 d2 lbr");
 
-  const Params p{{"layout", 2}, {"tw", 16}, {"mr", 2}, {"rg", 3}, {"kb", 32}, {"wg_m", 4}, {"wg_n", 2}, {"pmr", 8},
-                 {"prg", 2}, {"proj_wg", 32}, {"local", 16}, {"bt", 1}};
+  const Params p{{"layout", 2}, {"tw", 16}, {"mr", 2},  {"rg", 3},       {"kb", 32},    {"wg_m", 4},
+                 {"wg_n", 2},   {"pmr", 8}, {"prg", 2}, {"proj_wg", 32}, {"local", 16}, {"bt", 1}};
   Database db = Database::parse(R"({"format": "cldl-tuning-1", "entries": []})", "x");
   db.entry_for({"cpu", "V", "N", "D", "*"}).kernels["rnn_step"]["LSTM b32 i512 h512 d1"] = Tuned{p, 12.5, 20.25};
   Database back = Database::parse(db.dump(), "again");
@@ -480,8 +480,18 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   CHECK(k.proj_wg == 32);
   CHECK(k.local == 16);
   CHECK(k.bt == 1);
-  CHECK(rnn_params(k, 32) == Params{{"layout", 2}, {"tw", 16}, {"mr", 4}, {"rg", 3}, {"kb", 32}, {"wg_m", 4},
-                                    {"wg_n", 2}, {"pmr", 8}, {"prg", 2}, {"proj_wg", 32}, {"local", 16}, {"bt", 1}});
+  CHECK(rnn_params(k, 32) == Params{{"layout", 2},
+                                    {"tw", 16},
+                                    {"mr", 4},
+                                    {"rg", 3},
+                                    {"kb", 32},
+                                    {"wg_m", 4},
+                                    {"wg_n", 2},
+                                    {"pmr", 8},
+                                    {"prg", 2},
+                                    {"proj_wg", 32},
+                                    {"local", 16},
+                                    {"bt", 1}});
   k.mr = 0;  // auto: the heuristic's rows for the batch
   CHECK(rnn_params(k, 1).at("mr") == 1);
   CHECK(rnn_params(k, 5).at("mr") == 2);
@@ -522,12 +532,27 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   // Rows layout: the tile knobs do not matter; tiles: wg_m clamped to the 2 row groups of 3 rows / mr 2,
   // wg_n to the 3 tiles of 20 units.
   // rg to the 2 row groups, prg to the 8 projection row groups of 30 rows / pmr 4.
-  CHECK(rnn_relevant(l, {{"layout", 0}, {"mr", 2}, {"rg", 2}, {"kb", 32}, {"wg_m", 4}, {"prg", 2}, {"local", 16}, {"bt", 2}}) ==
+  CHECK(rnn_relevant(
+            l, {{"layout", 0}, {"mr", 2}, {"rg", 2}, {"kb", 32}, {"wg_m", 4}, {"prg", 2}, {"local", 16}, {"bt", 2}}) ==
         Params{{"layout", 0}, {"local", 16}, {"bt", 2}});
-  CHECK(rnn_relevant(l, {{"layout", 2}, {"mr", 2}, {"rg", 4}, {"kb", 32}, {"wg_m", 16}, {"wg_n", 8}, {"pmr", 4},
-                         {"prg", 8}, {"proj_wg", 4}, {"local", 16}}) ==
-        Params{{"layout", 2}, {"mr", 2}, {"rg", 2}, {"kb", 32}, {"wg_m", 2}, {"wg_n", 3}, {"pmr", 4}, {"prg", 8},
-               {"proj_wg", 4}});
+  CHECK(rnn_relevant(l, {{"layout", 2},
+                         {"mr", 2},
+                         {"rg", 4},
+                         {"kb", 32},
+                         {"wg_m", 16},
+                         {"wg_n", 8},
+                         {"pmr", 4},
+                         {"prg", 8},
+                         {"proj_wg", 4},
+                         {"local", 16}}) == Params{{"layout", 2},
+                                                   {"mr", 2},
+                                                   {"rg", 2},
+                                                   {"kb", 32},
+                                                   {"wg_m", 2},
+                                                   {"wg_n", 3},
+                                                   {"pmr", 4},
+                                                   {"prg", 8},
+                                                   {"proj_wg", 4}});
 }
 
 TEST_CASE("tuning: an rnn_step entry changes the LSTM step kernel; the environment overrides win") {

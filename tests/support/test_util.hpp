@@ -111,9 +111,9 @@ inline std::string temp_dir(const std::string& tag) {
     }
   };
   static Registry registry;
-  const std::filesystem::path t = std::filesystem::temp_directory_path() /
-                                  ("cldl-test-" + tag + "-" + std::to_string(::getpid()) + "-" +
-                                   std::to_string(std::random_device{}()));
+  const std::filesystem::path t =
+      std::filesystem::temp_directory_path() /
+      ("cldl-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
   std::error_code ec;
   if (!std::filesystem::create_directories(t, ec)) FAIL("cannot create " << t.string() << ": " << ec.message());
   registry.dirs.push_back(t);

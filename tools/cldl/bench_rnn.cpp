@@ -2,24 +2,21 @@
 // wavefront) on the configurations of the RNN issue; time, GFLOP/s, speed-up over the sequential path
 // and the process CPU time per run (steadier than the wall time on a shared machine).
 // Settings (--set): quick=1 (T=10, small batch: a smoke run), case=T,B,I,H,L (one custom case),
-// strategies=seq,time,layer,data,wave,auto (default: all but auto; wave:K = wavefront with lag K), wave_mr=1|2|4, wave_wg=<row groups per
-// work-group>, wave_lag=<steps between layers; 1 = projection fused>, wave_rg=<row groups per work-item>,
-// wave_kb=<k-block> (wavefront knobs), rg=, kb=, prg= (the layers' tile kernels: row groups per work-item of a
-// step, k-block, row groups per work-item of the projection; RnnKernelParams),
-// profile=1 (after the timed runs, one profiled run per strategy: device time per kernel name, their
-// sum and the wall time, so launch gaps show as wall - sum; to stderr),
-// chunk=<steps per event for layer parallel>, shards=<data-parallel shards>.
-// Two devices: --device cpu:all with POCL_DEVICES="pthread pthread".
-// The peer: ONNX Runtime (CPU) on the same configurations through an ONNX LSTM model
-// (tools/bench/rnn_onnxruntime.py --serve, one `python3` process for all selected cases, started before
-// the first case), with ort_threads=<N> intra-op threads (default 2: the cores PoCL uses here), otherwise
-// its defaults. It is timed interleaved (each timed run of ours after 60 ms of untimed ones, warm_for; the
-// peer's after one untimed run): each round runs every strategy once and then the peer
-// once (the warm-up rounds too), so a drift in the machine's speed hits both alike. Its row reports the
-// min / median / max of those runs, and its note and the summary after the last case give the median of
-// the per-round ratios ORT ms / best strategy's ms (best by median) with their min and max: the figure to
-// read. --no-compare skips it, ort_script=PATH picks another script; without python3 / onnxruntime the
-// peer rows are left out (a warning under CLDL_LOG=warn).
+// strategies=seq,time,layer,data,wave,auto (default: all but auto; wave:K = wavefront with lag K), wave_mr=1|2|4,
+// wave_wg=<row groups per work-group>, wave_lag=<steps between layers; 1 = projection fused>, wave_rg=<row groups per
+// work-item>, wave_kb=<k-block> (wavefront knobs), rg=, kb=, prg= (the layers' tile kernels: row groups per work-item
+// of a step, k-block, row groups per work-item of the projection; RnnKernelParams), profile=1 (after the timed runs,
+// one profiled run per strategy: device time per kernel name, their sum and the wall time, so launch gaps show as wall
+// - sum; to stderr), chunk=<steps per event for layer parallel>, shards=<data-parallel shards>. Two devices: --device
+// cpu:all with POCL_DEVICES="pthread pthread". The peer: ONNX Runtime (CPU) on the same configurations through an ONNX
+// LSTM model (tools/bench/rnn_onnxruntime.py --serve, one `python3` process for all selected cases, started before the
+// first case), with ort_threads=<N> intra-op threads (default 2: the cores PoCL uses here), otherwise its defaults. It
+// is timed interleaved (each timed run of ours after 60 ms of untimed ones, warm_for; the peer's after one untimed
+// run): each round runs every strategy once and then the peer once (the warm-up rounds too), so a drift in the
+// machine's speed hits both alike. Its row reports the min / median / max of those runs, and its note and the summary
+// after the last case give the median of the per-round ratios ORT ms / best strategy's ms (best by median) with their
+// min and max: the figure to read. --no-compare skips it, ort_script=PATH picks another script; without python3 /
+// onnxruntime the peer rows are left out (a warning under CLDL_LOG=warn).
 // --tuning compare runs every strategy with the step kernels' heuristic knobs and with the tuning
 // database's "rnn_step" entries ("+db"), round robin in the same loop, so the ratio is measured alike.
 // kernel_dir_b=DIR does the same for kernel sources: every strategy also runs on a second stack whose
@@ -29,8 +26,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -59,9 +56,9 @@ std::map<std::string, std::string> settings(const Options& o) {
     if (eq == std::string::npos) fail("bench rnn: --set expects key=value, got '{}'", a);
     m[a.substr(0, eq)] = a.substr(eq + 1);
   }
-  static const std::vector<std::string> known{"quick",   "strategies", "chunk",   "shards",  "case",    "ort_threads",
-                                              "ort_script", "profile", "rg",     "kb",      "prg",     "wave_mr", "wave_wg",
-                                              "wave_lag",   "wave_rg", "wave_kb", "kernel_dir_b"};
+  static const std::vector<std::string> known{
+      "quick", "strategies", "chunk",   "shards",  "case",     "ort_threads", "ort_script", "profile",     "rg",
+      "kb",    "prg",        "wave_mr", "wave_wg", "wave_lag", "wave_rg",     "wave_kb",    "kernel_dir_b"};
   for (const auto& [k, v] : m)
     if (std::find(known.begin(), known.end(), k) == known.end())
       fail("bench rnn: unknown setting '{}' ({})", k, fmt::join(known, ", "));
