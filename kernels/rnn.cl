@@ -382,15 +382,16 @@ inline int rnn_step_tile(int s) {
     rtr[i] = clamp(rt[i], 0, T - 1);                                         \
   }
 
-#define RNN_ZERO_ROWS(acc, NG)                          \
-  tvec acc[RNN_ROWS][NG];                               \
+// Accumulators acc[ROWS][NG], the first nrow rows zero.
+#define RNN_ZERO_ROWS(acc, ROWS, NG)                    \
+  tvec acc[ROWS][NG];                                   \
   for (int i = 0; i < nrow; ++i)                        \
     _Pragma("unroll") for (int g = 0; g < (NG); ++g) acc[i][g] = (tvec)(0.0f);
 
 // Input projection of the tile's rows for NG gates into xp[i][g]: from xw, or computed here (fused).
 #define RNN_XROW(i) (x + x_off + (long)rtr[i] * x_st + (long)rb[i] * x_sb)
 #define RNN_STEP_TILE_XPROJ(xp, NG)                                                                     \
-  RNN_ZERO_ROWS(xp, NG)                                                                                 \
+  RNN_ZERO_ROWS(xp, RNN_ROWS, NG)                                                                       \
   if (fuse_input) {                                                                                     \
     RNN_KB_ACC(xp, RNN_MR, NG, nrg, I, kbl, W + (long)n * I * (NG * RNN_TW), RNN_XROW)                  \
     for (int i = 0; i < nrow; ++i)                                                                      \
@@ -404,7 +405,7 @@ inline int rnn_step_tile(int s) {
 // Recurrent sums acc[i][g] of the NG gates over the previous state's rows (RNN_HROW).
 #define RNN_HROW(i) (hp + hp_off + (long)rb[i] * hp_sb)
 #define RNN_STEP_TILE_DOT(acc, NG)                                                                      \
-  RNN_ZERO_ROWS(acc, NG)                                                                                \
+  RNN_ZERO_ROWS(acc, RNN_ROWS, NG)                                                                      \
   if (!zero_prev) RNN_KB_ACC(acc, RNN_MR, NG, nrg, H, kbl, RT + (long)n * H * ((NG) * RNN_TW), RNN_HROW)
 
 // Per stored row i: batch item b, previous h, validity and time; Y / Y_h writes of the new h.
@@ -553,13 +554,12 @@ RNN_LSTM_WAVE_TILE(lstm_wave_tile_m4)
     const int nu = min(RNN_TW, H - j0);                                                                           \
     __global const float* xrow[RNN_PROWS];                                                                        \
     long orow[RNN_PROWS];                                                                                         \
-    tvec acc[RNN_PROWS][NG];                                                                                      \
     for (int i = 0; i < nrow; ++i) {                                                                              \
       const int q = min(q0 + i, nrows - 1), t = t0 + q / nb, b = b0 + q % nb;                                     \
       xrow[i] = x + x_off + (long)t * x_st + (long)b * x_sb;                                                      \
       orow[i] = xw_off + (long)t * xw_st + (long)b * xw_sb;                                                       \
-      _Pragma("unroll") for (int g = 0; g < (NG); ++g) acc[i][g] = (tvec)(0.0f);                                  \
     }                                                                                                             \
+    RNN_ZERO_ROWS(acc, RNN_PROWS, NG)                                                                             \
     RNN_KB_ACC(acc, RNN_PMR, NG, nrg, I, kbl, Wt + w_off + (long)n * I * (NG * RNN_TW), RNN_PXROW)               \
     for (int i = 0; i < nrow; ++i) {                                                                              \
       if (q0 + i >= nrows) break;                                                                                 \

@@ -87,6 +87,13 @@ int step_row_groups(const RnnKernelParams& k, int64_t nb, int64_t H, const Devic
   return rnn_step_row_groups((nb + mr - 1) / mr, (H + tw - 1) / tw, std::max<int64_t>(1, info.compute_units));
 }
 
+// Row groups per work-item of the tile projection over `rows` (t, b) rows: the knob, else the heuristic.
+int projection_row_groups(const RnnKernelParams& k, int64_t rows, int64_t H, const DeviceInfo& info) {
+  if (k.prg > 0) return k.prg;
+  const int64_t pmr = std::max(1, k.pmr), tw = std::max(1, k.tw);
+  return rnn_step_row_groups((rows + pmr - 1) / pmr, (H + tw - 1) / tw, std::max<int64_t>(1, info.compute_units));
+}
+
 const char* cell_name(RnnCell c) { return c == RnnCell::lstm ? "LSTM" : c == RnnCell::gru ? "GRU" : "RNN"; }
 }  // namespace
 
@@ -238,10 +245,7 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   const RnnKernelParams& k = r0.kp;
   const int mr = k.mr > 0 ? k.mr : rnn_step_rows(cfg.batch);
   const int rg = step_row_groups(k, cfg.batch, H, ctx.device(device).info);
-  const int64_t pgroups = (cfg.seq_length * cfg.batch + k.pmr - 1) / std::max(1, k.pmr);
-  const int prg = k.prg > 0 ? k.prg
-                            : rnn_step_row_groups(pgroups, (H + k.tw - 1) / std::max(1, k.tw),
-                                                  std::max<int64_t>(1, ctx.device(device).info.compute_units));
+  const int prg = projection_row_groups(k, cfg.seq_length * cfg.batch, H, ctx.device(device).info);
   l->algorithm_ = r0.tiles
                       ? fmt::format(
                             "{}: register-blocked step kernel ({} row group(s) of {} batch rows x {} units x "
@@ -428,6 +432,12 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
   if (r.tiles) {
     // The register-blocked projection kernel, one launch per direction over all (t, b) rows.
     const int64_t H = cfg_.hidden_size, TW = r.kp.tw, NT = (H + TW - 1) / TW, nrows = (t1 - t0) * nb;
+    // Work-items of prg row groups of pmr rows; blocks of proj_wg of them (16 x 8 x 4 = 512 rows of x by
+    // default: L2-resident) x all tiles, block after block.
+    const int64_t pmr = r.kp.pmr, groups = (nrows + pmr - 1) / pmr;
+    const int prg = projection_row_groups(r.kp, nrows, H, ctx_->device(dev).info);
+    const size_t items = size_t((groups + prg - 1) / prg), rb = std::min<size_t>(size_t(r.kp.proj_wg), items);
+    const cl::NDRange global{rb, size_t(NT), (items + rb - 1) / rb};
     std::lock_guard lock(launch_mutex_);
     for (int64_t d = 0; d < D; ++d) {
       ArgSetter a{r.project};
@@ -435,15 +445,7 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
       a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
       a(r.W.buffer)(cl_long(r.W.offset_elems() + d * NT * I * cfg_.gates() * TW))(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH));
       a(io.ws.buffer)(cl_long(io.ws.offset_elems() + d * GH))(cl_long(io.B * DGH))(cl_long(DGH));
-      // Work-items of prg row groups of pmr rows; blocks of proj_wg of them (16 x 8 x 4 = 512 rows of x by
-      // default: L2-resident) x all tiles, block after block.
-      const int64_t pmr = r.kp.pmr, groups = (nrows + pmr - 1) / pmr;
-      const int prg = r.kp.prg > 0
-                          ? r.kp.prg
-                          : rnn_step_row_groups(groups, NT, std::max<int64_t>(1, ctx_->device(dev).info.compute_units));
       a(cl_int(prg))(cl_int(r.kp.kb));
-      const size_t items = size_t((groups + prg - 1) / prg), rb = std::min<size_t>(size_t(r.kp.proj_wg), items);
-      const cl::NDRange global{rb, size_t(NT), (items + rb - 1) / rb};
       ec.enqueue_kernel(r.project, global, cl::NDRange{rb, 1, 1}, "lstm_project_tile");
     }
     return;

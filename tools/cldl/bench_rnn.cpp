@@ -49,6 +49,19 @@
 namespace cldl::bench {
 namespace {
 
+// CLDL_KERNEL_DIR = dir for a scope (kernel_source reads it at each program build); the previous value
+// (or its absence) comes back at the end.
+struct KernelDirScope {
+  std::optional<std::string> saved;
+  explicit KernelDirScope(const std::string& dir) {
+    if (const char* old = std::getenv("CLDL_KERNEL_DIR")) saved = old;
+    setenv("CLDL_KERNEL_DIR", dir.c_str(), 1);
+  }
+  ~KernelDirScope() { saved ? setenv("CLDL_KERNEL_DIR", saved->c_str(), 1) : unsetenv("CLDL_KERNEL_DIR"); }
+  KernelDirScope(const KernelDirScope&) = delete;
+  KernelDirScope& operator=(const KernelDirScope&) = delete;
+};
+
 std::map<std::string, std::string> settings(const Options& o) {
   std::map<std::string, std::string> m;
   for (const auto& a : o.args) {
@@ -209,18 +222,9 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     // Stack si's kernel sources: CLDL_KERNEL_DIR for the second stack under kernel_dir_b (programs are
     // built at create and, for the wavefront, at the first call).
     auto with_kernels = [&](size_t si, const std::function<void()>& f) {
-      if (kernel_dir_b.empty() || si == 0) return f();
-      const char* old = std::getenv("CLDL_KERNEL_DIR");
-      const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
-      setenv("CLDL_KERNEL_DIR", kernel_dir_b.c_str(), 1);
-      auto restore = [&] { saved ? setenv("CLDL_KERNEL_DIR", saved->c_str(), 1) : unsetenv("CLDL_KERNEL_DIR"); };
-      try {
-        f();
-      } catch (...) {
-        restore();
-        throw;
-      }
-      restore();
+      std::optional<KernelDirScope> scope;
+      if (!kernel_dir_b.empty() && si == 1) scope.emplace(kernel_dir_b);
+      f();
     };
     std::vector<std::unique_ptr<RnnStack>> stacks;
     for (size_t si = 0; si < dbs.size(); ++si) {
