@@ -363,11 +363,15 @@ inline int rnn_step_tile(int s) {
 // groups of RNN_MR rows); per row its batch item (clamped to the last one: extra rows compute duplicates,
 // never stored), its length, whether step s is valid, and its time index (clamped into [0, T) for reads).
 // rg and kb are clamped only to keep the private arrays in bounds; the host validates them.
+// RNN_STEP_N / RNN_STEP_ITEM: the tile and the row block of the work-item (one launch per step); the
+// all-steps kernels (lstm_steps_tile_m*) redefine them to their loop's tile and their work-item.
+#define RNN_STEP_N rnn_step_tile(s)
+#define RNN_STEP_ITEM (int)get_global_id(0)
 #define RNN_STEP_TILE_PROLOGUE                                               \
-  const int n = rnn_step_tile(s);                                            \
+  const int n = RNN_STEP_N;                                                  \
   const int nrg = clamp(rg, 1, RNN_RGMAX), kbl = max(kb, 1);                 \
   const int nrow = RNN_MR * nrg;                                             \
-  const int m0 = b0 + (int)get_global_id(0) * nrow;                          \
+  const int m0 = b0 + RNN_STEP_ITEM * nrow;                                  \
   const int j0 = n * RNN_TW;                                                 \
   if (j0 >= H || m0 >= b0 + nb) return;                                      \
   const int nu = min(RNN_TW, H - j0);                                        \
@@ -521,7 +525,50 @@ __kernel void name(int wave, int lag, int T, int B, __global const int* lens, lo
   RNN_LSTM_STEP_TILE_BODY                                                                                                \
 }
 
-// One kernel per rows-per-work-item (lstm_step_tile_m1 / _m2 / _m4, lstm_wave_tile_m*): the host picks by batch size.
+// Steps [s0, s1) of the LSTM tile step in one launch (RnnKernelParams::launch): work-item i takes batch rows
+// [b0 + i * nrow, + nrow) (its shard: rg row groups of RNN_MR) through every step, all tiles of a step
+// before the next. No shard needs another's results, so no step waits for the device's other threads: one
+// launch instead of one per step, with no wake-up of worker threads in between (ONNX Runtime's LSTM runs
+// its batch-parallel threads the same way). Each shard reads all of R per step, so the host uses it on CPU
+// devices with one shard per compute unit. A work-item reads back only states it wrote itself (program
+// order), so it needs no fence. Per step the state slots and first-step inputs are the ones the host passes
+// the per-step kernels: h from h0 (has_h0) or zero at step 0, else from slot (s + 1) & 1 of the state
+// ([2][Bs][H] at sh_off), written into slot s & 1; c likewise (c0, sc_off). The per-element arithmetic is
+// the step kernels': the same bits.
+#define RNN_LSTM_STEPS_TILE(name)                                                                                        \
+__kernel void name(int H, int I, int T, int s0, int s1, int reverse, int b0, int nb, int Bs, __global const int* lens, \
+                   long lens_off, int fuse_input, __global const float* xw, long xw_off, long xw_st, long xw_sb,        \
+                   __global const float* x, long x_off, long x_st, long x_sb, __global const float* W_, long w_off,     \
+                   __global const float* bx_, long bx_off, __global const float* RT, __global float* st, long sh_off,   \
+                   long sc_off, int has_h0, __global const float* h0, long h0_off, long h0_sb, int has_c0,              \
+                   __global const float* c0, long c0_off, long c0_sb, __global float* Y, long y_off, long y_st,         \
+                   long y_sb, int has_y, __global float* Yh, long yh_off, long yh_sb, int has_yh, __global float* Yc,   \
+                   long yc_off, long yc_sb, int has_yc, float clip, int f_kind, float f_a, float f_b, int g_kind,       \
+                   float g_a, float g_b, int h_kind, float h_a, float h_b, __global const float* P, int has_p,          \
+                   int input_forget, int rg, int kb) {                                                                  \
+  const int item_ = (int)get_global_id(0), nt_ = (H + RNN_TW - 1) / RNN_TW;                                             \
+  if (item_ * RNN_MR * clamp(rg, 1, RNN_RGMAX) >= nb) return;                                                           \
+  for (int s = s0; s < s1; ++s) {                                                                                        \
+    const int first = s == 0, last = s == T - 1, zero_prev = first && !has_h0, zero_c = first && !has_c0;               \
+    __global const float* hp = first && has_h0 ? h0 : st;                                                               \
+    const long hp_off = first && has_h0 ? h0_off : sh_off + (long)((s + 1) & 1) * Bs * H;                               \
+    const long hp_sb = first && has_h0 ? h0_sb : H;                                                                     \
+    __global const float* cp = first && has_c0 ? c0 : st;                                                               \
+    const long cp_off = first && has_c0 ? c0_off : sc_off + (long)((s + 1) & 1) * Bs * H;                              \
+    const long cp_sb = first && has_c0 ? c0_sb : H;                                                                     \
+    __global float* hn = st;                                                                                             \
+    __global float* cn = st;                                                                                             \
+    const long hn_off = sh_off + (long)(s & 1) * Bs * H, cn_off = sc_off + (long)(s & 1) * Bs * H;                     \
+    for (int tn_ = 0; tn_ < nt_; ++tn_) {                                                                                \
+      __global const float* W = W_;                                                                                      \
+      __global const float* bx = bx_;                                                                                    \
+      RNN_LSTM_STEP_TILE_BODY                                                                                            \
+    }                                                                                                                    \
+  }                                                                                                                      \
+}
+
+// One kernel per rows-per-work-item (lstm_step_tile_m1 / _m2 / _m4, lstm_wave_tile_m*, lstm_steps_tile_m*): the host
+// picks by batch size.
 #undef RNN_MR
 #define RNN_MR 1
 RNN_LSTM_STEP_TILE(lstm_step_tile_m1)
@@ -534,6 +581,23 @@ RNN_LSTM_WAVE_TILE(lstm_wave_tile_m2)
 #define RNN_MR 4
 RNN_LSTM_STEP_TILE(lstm_step_tile_m4)
 RNN_LSTM_WAVE_TILE(lstm_wave_tile_m4)
+#undef RNN_STEP_N
+#undef RNN_STEP_ITEM
+#define RNN_STEP_N tn_
+#define RNN_STEP_ITEM item_
+#undef RNN_MR
+#define RNN_MR 1
+RNN_LSTM_STEPS_TILE(lstm_steps_tile_m1)
+#undef RNN_MR
+#define RNN_MR 2
+RNN_LSTM_STEPS_TILE(lstm_steps_tile_m2)
+#undef RNN_MR
+#define RNN_MR 4
+RNN_LSTM_STEPS_TILE(lstm_steps_tile_m4)
+#undef RNN_STEP_N
+#undef RNN_STEP_ITEM
+#define RNN_STEP_N rnn_step_tile(s)
+#define RNN_STEP_ITEM (int)get_global_id(0)
 
 // Input projection x_t W^T + bias for steps [t0, t0 + nrows / nb) and batch items [b0, b0 + nb), all
 // NG gates of one direction, with the same per-element order as the fused step kernels. Rows q of the

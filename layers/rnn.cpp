@@ -58,6 +58,8 @@ std::string kernel_params_error(const RnnKernelParams& k, size_t max_wg) {
   if (!one_of(k.tw, {0, 8, 16})) return fmt::format("kernel.tw must be 8 or 16 (0 = auto), got {}", k.tw);
   if (!one_of(k.pmr, {0, 1, 2, 4, 8})) return fmt::format("kernel.pmr must be 1, 2, 4 or 8 (0 = auto), got {}", k.pmr);
   if (!one_of(k.bt, {0, 1, 2, 4, 8})) return fmt::format("kernel.bt must be 1, 2, 4 or 8 (0 = auto), got {}", k.bt);
+  if (!one_of(k.launch, {0, 1, 2}))
+    return fmt::format("kernel.launch must be 1 (per step) or 2 (all steps) (0 = auto), got {}", k.launch);
   for (auto [name, v] : {std::pair{"kb", k.kb}, {"wg_m", k.wg_m}, {"wg_n", k.wg_n}, {"proj_wg", k.proj_wg}, {"local", k.local}})
     if (v < 0 || v > 4096) return fmt::format("kernel.{} must be 1..4096 (0 = auto), got {}", name, v);
   if (max_wg) {
@@ -92,6 +94,27 @@ int projection_row_groups(const RnnKernelParams& k, int64_t rows, int64_t H, con
   if (k.prg > 0) return k.prg;
   const int64_t pmr = std::max(1, k.pmr), tw = std::max(1, k.tw);
   return rnn_step_row_groups((rows + pmr - 1) / pmr, (H + tw - 1) / tw, std::max<int64_t>(1, info.compute_units));
+}
+
+// Whether a tile LSTM call over nb batch items runs all its steps in one launch (RnnKernelParams::launch):
+// the knob, else on CPU devices when every compute unit gets a shard of at least one row group of mr rows
+// and one direction's R (4 H x H floats, read by every shard at every step) fits 1 MiB, a core's L2 on most
+// server CPUs. PoCL / AVX-512 (2 MB L2), time parallel, all-steps over per-step time in one process (bench
+// rnn launch=1 launch_b=2): H128 B16 0.63x, H256 B8 0.88x, B32 0.97x, B64 L2 0.92x, B128 0.92x; but
+// H384 B32 (R 2.25 MB) 1.04x, H512 B32 1.04x, B64 1.03x, B4 1.41x.
+bool all_steps_launch(const RnnKernelParams& k, int64_t nb, int64_t mr, int64_t H, const DeviceInfo& info) {
+  if (k.launch) return k.launch == 2;
+  return info.type == DeviceType::cpu && nb >= mr * std::max<int64_t>(2, info.compute_units) &&
+         4 * H * H * int64_t(sizeof(float)) <= (int64_t(1) << 20);
+}
+
+// Row groups per work-item (its batch shard) of the all-steps kernel: the knob, else the call's row groups
+// spread over the compute units (one shard each: every shard reads all of R per step), at most
+// kRnnMaxRowGroups.
+int all_steps_row_groups(const RnnKernelParams& k, int64_t nb, int64_t mr, const DeviceInfo& info) {
+  if (k.rg > 0) return k.rg;
+  const int64_t groups = (nb + mr - 1) / mr, cu = std::max<int64_t>(1, info.compute_units);
+  return int(std::clamp<int64_t>((groups + cu - 1) / cu, 1, kRnnMaxRowGroups));
 }
 
 const char* cell_name(RnnCell c) { return c == RnnCell::lstm ? "LSTM" : c == RnnCell::gru ? "GRU" : "RNN"; }
@@ -243,15 +266,21 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   l->replicate(device);
   const Replica& r0 = l->replicas_.at(device);
   const RnnKernelParams& k = r0.kp;
+  const DeviceInfo& info = ctx.device(device).info;
   const int mr = k.mr > 0 ? k.mr : rnn_step_rows(cfg.batch);
-  const int rg = step_row_groups(k, cfg.batch, H, ctx.device(device).info);
-  const int prg = projection_row_groups(k, cfg.seq_length * cfg.batch, H, ctx.device(device).info);
+  const bool all = r0.tiles && cfg.cell == RnnCell::lstm && all_steps_launch(k, cfg.batch, mr, H, info);
+  const int rg = all ? all_steps_row_groups(k, cfg.batch, mr, info) : step_row_groups(k, cfg.batch, H, info);
+  const int prg = projection_row_groups(k, cfg.seq_length * cfg.batch, H, info);
   l->algorithm_ = r0.tiles
                       ? fmt::format(
-                            "{}: register-blocked step kernel ({} row group(s) of {} batch rows x {} units x "
-                            "{} gates per work-item in k-blocks of {}, work-groups {}x{}; projection {} row "
+                            "{}: register-blocked {} ({} row group(s) of {} batch rows x {} units x "
+                            "{} gates per work-item in k-blocks of {}, {}; projection {} row "
                             "group(s) of {} rows per work-item, groups of {}), weights in gate-interleaved tiles",
-                            cell_name(cfg.cell), rg, mr, k.tw, cfg.gates(), k.kb, k.wg_m, k.wg_n, prg, k.pmr, k.proj_wg)
+                            cell_name(cfg.cell), all ? "all-steps kernel, one launch per call" : "step kernel", rg, mr,
+                            k.tw, cfg.gates(), k.kb,
+                            all ? "a batch shard per work-item through every step and tile"
+                                : fmt::format("work-groups {}x{}", k.wg_m, k.wg_n),
+                            prg, k.pmr, k.proj_wg)
                       : fmt::format(
                             "{}: fused step kernel{}, weights {} (work-groups of {} units, {} batch items per "
                             "work-item)",
@@ -396,7 +425,10 @@ RnnLayer::Replica& RnnLayer::replica(int dev) {
       r.step = make_kernel(prog, "lstm_step");
       if (r.tiles) {
         r.project = make_kernel(prog, "lstm_project_tile");
-        for (int i = 0; i < 3; ++i) r.tile_steps[i] = make_kernel(prog, fmt::format("lstm_step_tile_m{}", 1 << i).c_str());
+        for (int i = 0; i < 3; ++i) {
+          r.tile_steps[i] = make_kernel(prog, fmt::format("lstm_step_tile_m{}", 1 << i).c_str());
+          r.tile_all[i] = make_kernel(prog, fmt::format("lstm_steps_tile_m{}", 1 << i).c_str());
+        }
       }
       break;
     case RnnCell::gru:
@@ -497,6 +529,34 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
   const int64_t TW = std::max(1, r.kp.tw);
   cl::Kernel step = r.tiles ? r.tile_steps[mr == 1 ? 0 : mr == 2 ? 1 : 2] : r.step;
   std::lock_guard lock(launch_mutex_);
+  if (r.tiles && cfg_.cell == RnnCell::lstm && s0 < s1 &&
+      all_steps_launch(r.kp, nb, int64_t(mr), H, ctx_->device(dev).info)) {
+    // One launch for steps [s0, s1): a shard of the batch per work-item (one per compute unit by default).
+    const int64_t groups = (nb + int64_t(mr) - 1) / int64_t(mr);
+    const int arg = all_steps_row_groups(r.kp, nb, int64_t(mr), ctx_->device(dev).info);
+    const size_t items = size_t((groups + arg - 1) / arg);
+    const Tensor& h0 = io.h0.valid() ? io.h0 : io.ws;
+    const Tensor& c0 = io.c0.valid() ? io.c0 : io.ws;
+    cl::Kernel& k = r.tile_all[mr == 1 ? 0 : mr == 2 ? 1 : 2];
+    ArgSetter a{k};
+    a(cl_int(H))(cl_int(I))(cl_int(T))(cl_int(s0))(cl_int(s1))(cl_int(reverse))(cl_int(b0))(cl_int(nb))(cl_int(B));
+    a(io.lens.buffer)(cl_long(io.lens.offset_elems()))(cl_int(fuse_input));
+    a(io.ws.buffer)(cl_long(ws0 + d * GH))(cl_long(B * DGH))(cl_long(DGH));
+    a(io.x.buffer)(cl_long(io.x.offset_elems()))(cl_long(io.x_st))(cl_long(io.x_sb));
+    a(r.W.buffer)(cl_long(r.W.offset_elems() + d * ((H + TW - 1) / TW) * I * G * TW));
+    a(r.bx.buffer)(cl_long(r.bx.offset_elems() + d * GH))(r.RT[size_t(d)].buffer);
+    a(io.ws.buffer)(cl_long(state))(cl_long(state + 2 * B * H));
+    a(cl_int(io.h0.valid()))(h0.buffer)(cl_long(h0.offset_elems() + d * io.h0_sd))(cl_long(io.h0_sb));
+    a(cl_int(io.c0.valid()))(c0.buffer)(cl_long(c0.offset_elems() + d * io.h0_sd))(cl_long(io.h0_sb));
+    a(y.buffer)(cl_long(y.offset_elems() + d * io.y_sd))(cl_long(io.y_st))(cl_long(io.y_sb))(cl_int(io.y.valid()));
+    a(yh.buffer)(cl_long(yh.offset_elems() + d * io.yh_sd))(cl_long(io.yh_sb))(cl_int(io.yh.valid()));
+    a(yc.buffer)(cl_long(yc.offset_elems() + d * io.yh_sd))(cl_long(io.yh_sb))(cl_int(io.yc.valid()));
+    a(cfg_.clip);
+    for (int i = 0; i < 3; ++i) a(cl_int(act[i].kind))(act[i].alpha)(act[i].beta);
+    a(r.P[size_t(d)].buffer)(cl_int(1))(cl_int(cfg_.input_forget))(cl_int(arg))(cl_int(r.kp.kb));
+    ec.enqueue_kernel(k, cl::NDRange{items}, cl::NDRange{1}, cell_name(cfg_.cell));
+    return;
+  }
   for (int64_t s = s0; s < s1; ++s) {
     const bool first = s == 0;
     const int64_t hn_off = state + (s & 1) * B * H, hp_state = state + ((s + 1) & 1) * B * H;

@@ -75,6 +75,9 @@ struct RnnKernelParams {
   int prg = 0;       // tiles: row groups of pmr rows per work-item of the projection, 1..kRnnMaxRowGroups, in
                      // k-blocks of kb (0: rnn_step_row_groups over the call's rows)
   int proj_wg = 0;   // tiles: work-items along the rows per work-group of the projection (0: 16)
+  int launch = 0;    // tiles, LSTM: 1 = one launch per step (tiles and row blocks over the work-items), 2 = one
+                     // launch for all the call's steps (lstm_steps_tile_m*: a batch shard per work-item through
+                     // every step); 0: 2 on CPU devices when the batch gives every compute unit a shard, else 1
   int local = 0;     // rows / k-major: work-group size along the hidden units (0: 64)
   int bt = 0;        // rows / k-major: batch items per work-item, RNN_BT 1, 2, 4 or 8 (0: 4)
 };
@@ -190,6 +193,7 @@ class RnnLayer : public Op {
     bool tiles = false;                // gate-interleaved tiles + register-blocked kernels (*_tile)
     cl::Kernel step, gates, project;
     cl::Kernel tile_steps[3];          // tiles: step kernels with 1, 2, 4 batch rows per work-item
+    cl::Kernel tile_all[3];            // tiles: the all-steps kernels (launch 2), 1, 2, 4 rows per row group
     RnnKernelParams kp;                // resolved knobs (layout, work-group shapes, ...)
     bool tuned = false;                // kp came (partly) from the tuning database
     std::map<std::string, std::unique_ptr<Gemm>> gemms;

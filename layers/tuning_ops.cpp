@@ -276,6 +276,8 @@ Space rnn_space(const DeviceInfo& info, const RnnConfig& c) {
   s.dims.push_back({"pmr", {1, 2, 4, 8}});
   s.dims.push_back({"prg", {0, 1, 2, 4}});
   s.dims.push_back({"proj_wg", {4, 8, 16, 32}});
+  // One launch per step, or all steps in one (batch shards; 0: the heuristic, all_steps_launch).
+  s.dims.push_back({"launch", {0, 1, 2}});
   // PoCL runs a work-group as one thread's loop: narrow groups give more parallel tasks there.
   s.dims.push_back({"local", cpu ? std::vector<int64_t>{8, 16, 32, 64, 128} : std::vector<int64_t>{32, 64, 128, 256}});
   s.dims.push_back({"bt", {1, 2, 4, 8}});
@@ -314,7 +316,7 @@ Params rnn_params(const RnnKernelParams& k, int64_t batch) {
   return {{"layout", k.layout},   {"tw", k.tw},       {"mr", k.mr > 0 ? k.mr : rnn_step_rows(batch)},
           {"rg", k.rg},           {"kb", k.kb},       {"wg_m", k.wg_m},
           {"wg_n", k.wg_n},       {"pmr", k.pmr},     {"prg", k.prg},
-          {"proj_wg", k.proj_wg}, {"local", k.local}, {"bt", k.bt}};
+          {"proj_wg", k.proj_wg}, {"local", k.local}, {"bt", k.bt},    {"launch", k.launch}};
 }
 
 void rnn_apply(const Params& p, RnnKernelParams& k) {
@@ -330,6 +332,7 @@ void rnn_apply(const Params& p, RnnKernelParams& k) {
   if (k.proj_wg == 0) k.proj_wg = int(get(p, "proj_wg", 0));
   if (k.local == 0) k.local = int(get(p, "local", 0));
   if (k.bt == 0) k.bt = int(get(p, "bt", 0));
+  if (k.launch == 0) k.launch = int(get(p, "launch", 0));
 }
 
 Params rnn_relevant(const RnnConfig& c, const Params& p) {
@@ -345,8 +348,11 @@ Params rnn_relevant(const RnnConfig& c, const Params& p) {
     if (r.count("wg_n")) r["wg_n"] = std::min(r["wg_n"], nt);
     if (r.count("prg")) r["prg"] = std::min(r["prg"], pgroups);
     if (r.count("proj_wg")) r["proj_wg"] = std::min(r["proj_wg"], pgroups);
+    // All steps in one launch: a work-item per batch shard, no work-groups of tiles.
+    if (get(p, "launch", 0) == 2)
+      for (const char* k : {"wg_m", "wg_n"}) r.erase(k);
   } else {
-    for (const char* k : {"tw", "mr", "rg", "kb", "wg_m", "wg_n", "pmr", "prg", "proj_wg"}) r.erase(k);
+    for (const char* k : {"tw", "mr", "rg", "kb", "wg_m", "wg_n", "pmr", "prg", "proj_wg", "launch"}) r.erase(k);
     if (r.count("local")) r["local"] = std::min<int64_t>(r["local"], (c.hidden_size + 7) / 8 * 8);
   }
   return r;

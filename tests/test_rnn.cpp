@@ -397,14 +397,17 @@ TEST_CASE("LSTM tile steps over several row groups per work-item in k-blocks giv
   c.cfg.kernel.kb = 4096;
   const Got want = run(ctx(), c, RnnStrategy::sequential);
   check_vs_reference(c, want);
+  for (int launch : {1, 2})
   for (int mr : {1, 2, 4})
     for (int rg : {2, 3, 8})
       for (int kb : {1, 5, 7, 64}) {
-        if (kb == 1 && mr != 4) continue;  // the 1-wide blocks once; they are slow on every device
+        if (kb == 1 && (mr != 4 || launch != 1)) continue;  // the 1-wide blocks once; they are slow on every device
+        CAPTURE(launch);
         CAPTURE(mr);
         CAPTURE(rg);
         CAPTURE(kb);
         Case k = c;
+        k.cfg.kernel.launch = launch;
         k.cfg.kernel.mr = mr;
         k.cfg.kernel.rg = rg;
         k.cfg.kernel.kb = kb;
@@ -413,6 +416,7 @@ TEST_CASE("LSTM tile steps over several row groups per work-item in k-blocks giv
         k.cfg.kernel.proj_wg = 3;
         const std::string algorithm = tile_variant_same(k, want);
         CHECK(algorithm.find(fmt::format("({} row group(s) of {} batch rows", rg, mr)) != std::string::npos);
+        CHECK(algorithm.find(launch == 2 ? "all-steps kernel" : "step kernel (") != std::string::npos);
         CHECK(algorithm.find(fmt::format("k-blocks of {},", kb)) != std::string::npos);
         CHECK(algorithm.find(fmt::format("projection {} row group(s) of 4 rows", rg)) != std::string::npos);
       }
@@ -434,6 +438,79 @@ TEST_CASE("LSTM tile steps over several row groups per work-item in k-blocks giv
   bad.cfg.kernel.rg = 0;
   bad.cfg.kernel.kb = -2;
   expect_error([&] { RnnLayer::create(ctx(), 0, bad.cfg, bad.w); }, "kernel.kb must be 1..4096 (0 = auto), got -2");
+}
+
+TEST_CASE("LSTM all steps in one launch (batch shards) equal one launch per step, every strategy") {
+  // kernel.launch 2: lstm_steps_tile_m* runs steps [s0, s1) of a batch shard per work-item in one launch.
+  // Odd and small batches (shards of partial row groups, batch 1: one shard), ragged lengths with 0 and T,
+  // initial states or none, peepholes, every direction; every strategy (layer parallel: in chunks, so a
+  // launch starts at s0 > 0 from the state the previous one left) equal to the per-step launches and the
+  // reference.
+  struct Shape4 {
+    int64_t T, B, I, H;
+  };
+  const Shape4 shapes[] = {{6, 1, 3, 5}, {5, 4, 7, 11}, {7, 9, 5, 19}, {4, 23, 6, 8}};
+  unsigned seed = 1700;
+  for (const auto& sh : shapes)
+    for (RnnDirection dir : {RnnDirection::forward, RnnDirection::reverse, RnnDirection::bidirectional}) {
+      CAPTURE(sh.B);
+      CAPTURE(sh.H);
+      CAPTURE(dir_name(dir));
+      Case c = make_case(RnnCell::lstm, dir, sh.T, sh.B, sh.I, sh.H, seed += 10, true, sh.B != 4);
+      c.w.P = test::random_tensor({c.cfg.dirs(), 3 * sh.H}, seed + 7);
+      c.cfg.kernel.layout = 2;
+      c.cfg.kernel.launch = 1;
+      const Got want = run(ctx(), c, RnnStrategy::sequential);
+      check_vs_reference(c, want);
+      REQUIRE(want.algorithm.find("step kernel (") != std::string::npos);
+      Case k = c;
+      k.cfg.kernel.launch = 2;
+      for (RnnStrategy s : kAll) {
+        CAPTURE(to_string(s));
+        const Got g = run(ctx(), k, s);
+        CHECK(g.algorithm.find("all-steps kernel, one launch per call") != std::string::npos);
+        check_same(g, want);
+      }
+    }
+}
+
+TEST_CASE("LSTM all-steps launch: one kernel per direction and call, chosen on CPUs where R fits 1 MiB") {
+  Case c = make_case(RnnCell::lstm, RnnDirection::bidirectional, 6, 8, 5, 16, 1800);
+  c.cfg.kernel.layout = 2;
+  for (int launch : {1, 2}) {
+    CAPTURE(launch);
+    Case k = c;
+    k.cfg.kernel.launch = launch;
+    auto layer = RnnLayer::create(ctx(), 0, k.cfg, k.w);
+    layer->set_strategy(RnnStrategy::time_parallel);
+    Tensor x = ctx().upload(HostTensor::from<float>({6, 8, 5}, k.X));
+    Tensor y = ctx().alloc(RnnLayer::validate(k.cfg)[0], DType::f32);
+    std::vector<Tensor> in{x}, out{y};
+    Profiler prof;
+    ExecutionContext ec(ctx().queue(0, 0, true));
+    ec.profiler = &prof;
+    layer->enqueue(in, out, nullptr, ec);
+    ctx().finish();
+    size_t steps = 0;
+    for (const auto& r : prof.records()) steps += r.name == "LSTM";
+    CHECK(steps == (launch == 2 ? 1u : 6u) * 2);
+  }
+  // The heuristic (launch 0): CPU devices, a shard of at least one row group per compute unit, R <= 1 MiB.
+  const DeviceInfo& info = ctx().device(0).info;
+  const int64_t cu = std::max<int64_t>(2, info.compute_units);
+  auto algorithm = [&](int64_t B, int64_t H) {
+    Case k = make_case(RnnCell::lstm, RnnDirection::forward, 2, B, 3, H, 1810, false, false);
+    k.cfg.kernel.layout = 2;
+    return RnnLayer::create(ctx(), 0, k.cfg, k.w)->algorithm();
+  };
+  const bool cpu = info.type == DeviceType::cpu;
+  CHECK((algorithm(4 * cu, 256).find("all-steps") != std::string::npos) == cpu);  // R = 1 MiB
+  CHECK(algorithm(4 * cu, 264).find("all-steps") == std::string::npos);           // R > 1 MiB
+  CHECK(algorithm(1, 64).find("all-steps") == std::string::npos);                 // one shard: no parallelism
+  Case bad = c;
+  bad.cfg.kernel.launch = 3;
+  expect_error([&] { RnnLayer::create(ctx(), 0, bad.cfg, bad.w); },
+               "kernel.launch must be 1 (per step) or 2 (all steps) (0 = auto), got 3");
 }
 
 TEST_CASE("GRU linear_before_reset 0 and 1, batch 1, no initial state, no sequence_lens") {

@@ -455,7 +455,8 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   CHECK(rnn_problem(c) == "GRU b32 i512 h512 d2 lbr");
 
   const Params p{{"layout", 2}, {"tw", 16}, {"mr", 2},  {"rg", 3},       {"kb", 32},    {"wg_m", 4},
-                 {"wg_n", 2},   {"pmr", 8}, {"prg", 2}, {"proj_wg", 32}, {"local", 16}, {"bt", 1}};
+                 {"wg_n", 2},   {"pmr", 8}, {"prg", 2}, {"proj_wg", 32}, {"local", 16}, {"bt", 1},
+                 {"launch", 1}};
   Database db = Database::parse(R"({"format": "cldl-tuning-1", "entries": []})", "x");
   db.entry_for({"cpu", "V", "N", "D", "*"}).kernels["rnn_step"]["LSTM b32 i512 h512 d1"] = Tuned{p, 12.5, 20.25};
   Database back = Database::parse(db.dump(), "again");
@@ -480,6 +481,7 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   CHECK(k.proj_wg == 32);
   CHECK(k.local == 16);
   CHECK(k.bt == 1);
+  CHECK(k.launch == 1);
   CHECK(rnn_params(k, 32) == Params{{"layout", 2},
                                     {"tw", 16},
                                     {"mr", 4},
@@ -491,7 +493,8 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
                                     {"prg", 2},
                                     {"proj_wg", 32},
                                     {"local", 16},
-                                    {"bt", 1}});
+                                    {"bt", 1},
+                                    {"launch", 1}});
   k.mr = 0;  // auto: the heuristic's rows for the batch
   CHECK(rnn_params(k, 1).at("mr") == 1);
   CHECK(rnn_params(k, 5).at("mr") == 2);
@@ -512,6 +515,11 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   CHECK(rnn_invalid(info, l, {{"layout", 2}, {"mr", 2}, {"rg", 2}}).empty());
   CHECK(rnn_invalid(info, l, {{"layout", 2}, {"mr", 2}, {"rg", 3}}) == "rg 3 of 2 rows for a batch of 3");
   CHECK(rnn_invalid(info, l, {{"layout", 2}, {"mr", 2}, {"rg", 0}}).empty());
+  // All steps in one launch has no work-groups of tiles: their sizes do not make kernels differ.
+  CHECK(rnn_relevant(l, {{"layout", 2}, {"launch", 2}, {"wg_m", 4}, {"wg_n", 2}, {"kb", 32}}) ==
+        Params{{"layout", 2}, {"launch", 2}, {"kb", 32}});
+  CHECK(rnn_relevant(l, {{"layout", 2}, {"launch", 1}, {"wg_m", 4}, {"wg_n", 2}}).count("wg_m") == 1);
+  CHECK(rnn_relevant(l, {{"layout", 0}, {"launch", 2}, {"local", 8}}) == Params{{"layout", 0}, {"local", 8}});
   l.batch = 1;
   RnnConfig gru = l;
   gru.cell = RnnCell::gru;

@@ -22,7 +22,9 @@
 // kernel_dir_b=DIR does the same for kernel sources: every strategy also runs on a second stack whose
 // programs are built from DIR's .cl files (CLDL_KERNEL_DIR while it is created and first run; "@B"), with
 // the per-round ratio B/A in its note: how to measure a kernel change on a machine whose speed drifts
-// (e.g. DIR holding `git show REV:kernels/rnn.cl` and the other kernel files of REV).
+// (e.g. DIR holding `git show REV:kernels/rnn.cl` and the other kernel files of REV). launch=1|2 sets the
+// layers' RnnKernelParams::launch (one launch per step, or all steps in one: batch shards), launch_b=1|2 that
+// of the second stack (alone or with kernel_dir_b): the two launch forms measured alike.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -71,7 +73,7 @@ std::map<std::string, std::string> settings(const Options& o) {
   }
   static const std::vector<std::string> known{
       "quick", "strategies", "chunk",   "shards",  "case",     "ort_threads", "ort_script", "profile",     "rg",
-      "kb",    "prg",        "wave_mr", "wave_wg", "wave_lag", "wave_rg",     "wave_kb",    "kernel_dir_b"};
+      "kb",    "prg",        "wave_mr", "wave_wg", "wave_lag", "wave_rg",     "wave_kb",    "kernel_dir_b", "launch", "launch_b"};
   for (const auto& [k, v] : m)
     if (std::find(known.begin(), known.end(), k) == known.end())
       fail("bench rnn: unknown setting '{}' ({})", k, fmt::join(known, ", "));
@@ -169,6 +171,7 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
   if (set.count("rg")) kp.rg = std::stoi(set["rg"]);
   if (set.count("kb")) kp.kb = std::stoi(set["kb"]);
   if (set.count("prg")) kp.prg = std::stoi(set["prg"]);
+  if (set.count("launch")) kp.launch = std::stoi(set["launch"]);
   std::vector<BenchCase> cases{{100, 32, 512, 512, 1}, {100, 32, 512, 512, 2}, {100, 1, 256, 256, 4}, {200, 64, 256, 256, 2}};
   if (quick) cases = {{10, 4, 64, 64, 1}, {10, 4, 64, 64, 2}, {10, 1, 32, 32, 4}, {12, 8, 32, 32, 2}};
   if (set.count("case")) {
@@ -216,9 +219,16 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     // switch is also held around each call: a row-layout projection creates its Gemm at the first call).
     const bool compare_db = opts.tuning == "compare";
     const std::string kernel_dir_b = set.count("kernel_dir_b") ? set["kernel_dir_b"] : "";
-    if (compare_db && !kernel_dir_b.empty()) fail("bench rnn: --tuning compare and kernel_dir_b= do not combine");
+    const int launch_b = set.count("launch_b") ? std::stoi(set["launch_b"]) : -1;
+    // The second stack ("@B"): other kernel sources and / or another launch knob.
+    const bool stack_b = !kernel_dir_b.empty() || launch_b >= 0;
+    const std::string b_what = !kernel_dir_b.empty() && launch_b >= 0
+                                   ? fmt::format("kernels from {}, launch={}", kernel_dir_b, launch_b)
+                               : launch_b >= 0 ? fmt::format("launch={}", launch_b)
+                                               : "kernels from " + kernel_dir_b;
+    if (compare_db && stack_b) fail("bench rnn: --tuning compare and kernel_dir_b= / launch_b= do not combine");
     std::vector<bool> dbs = compare_db ? std::vector<bool>{false, true} : std::vector<bool>{opts.tuning != "default"};
-    if (!kernel_dir_b.empty()) dbs.push_back(dbs.front());
+    if (stack_b) dbs.push_back(dbs.front());
     // Stack si's kernel sources: CLDL_KERNEL_DIR for the second stack under kernel_dir_b (programs are
     // built at create and, for the wavefront, at the first call).
     auto with_kernels = [&](size_t si, const std::function<void()>& f) {
@@ -229,7 +239,10 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
     std::vector<std::unique_ptr<RnnStack>> stacks;
     for (size_t si = 0; si < dbs.size(); ++si) {
       tuning::ScopedEnabled scoped(dbs[si]);
-      with_kernels(si, [&] { stacks.push_back(RnnStack::create(ctx, 0, cfgs, ws)); });
+      std::vector<RnnConfig> cs = cfgs;
+      if (si == 1 && launch_b >= 0)
+        for (auto& c : cs) c.kernel.launch = launch_b;
+      with_kernels(si, [&] { stacks.push_back(RnnStack::create(ctx, 0, cs, ws)); });
     }
     auto& stack = stacks.front();
     RnnStackIO io;
@@ -309,7 +322,7 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       r.family = "rnn";
       r.name = name;
       const int lag = lags[variants[i].strategy];
-      const bool b_variant = !kernel_dir_b.empty() && variants[i].stack == 1;
+      const bool b_variant = stack_b && variants[i].stack == 1;
       r.impl = fmt::format("cldl:{}{}{}{}", to_string(s), lag ? fmt::format(":{}", lag) : "", db_variant ? "+db" : "",
                            b_variant ? "@B" : "");
       r.wall = summarize(ms[i]);  // ms[i] stays in round order for the per-round ratios
@@ -332,7 +345,7 @@ void run_rnn(Context& ctx, const Options& opts, Reporter& rep) {
       if (b_variant)
         for (size_t j = 0; j < fns.size(); ++j)
           if (variants[j].stack == 0 && variants[j].strategy == variants[i].strategy)
-            r.note += "; " + round_ratio(ms[i], ms[j], "B/A").describe() + " (kernels from " + kernel_dir_b + ")";
+            r.note += "; " + round_ratio(ms[i], ms[j], "B/A").describe() + " (" + b_what + ")";
       if (!best || r.wall.median_ms < best->wall.median_ms) {
         best = r;
         best_i = i;
