@@ -508,6 +508,13 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
   gemm->run(a, r.W, c, ec, &r.bx);
 }
 
+bool RnnLayer::steps_in_one_launch(int dev, int64_t nb) {
+  const Replica& r = replica(dev);
+  const int64_t mr = r.kp.mr > 0 ? r.kp.mr : rnn_step_rows(nb);
+  return r.tiles && cfg_.cell == RnnCell::lstm &&
+         all_steps_launch(r.kp, nb, mr, cfg_.hidden_size, ctx_->device(dev).info);
+}
+
 void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, int64_t nb, int64_t s0, int64_t s1,
                              bool fuse_input, ExecutionContext& ec) {
   Replica& r = replica(dev);

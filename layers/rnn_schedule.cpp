@@ -780,7 +780,17 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
       s = RnnStrategy::data_parallel;
       why_auto = "several devices and batch >= 2 per device";
     } else if (B <= wp.auto_max_batch && sch.wave_unsupported().empty()) {
-      if (layers.size() == 1 && B >= 16) {
+      const bool one_launch =
+          std::all_of(layers.begin(), layers.end(), [&](RnnLayer* l) { return l->steps_in_one_launch(device, B); });
+      if (one_launch && B < 16) {
+        // Every layer runs its steps in one launch (batch shards): the projection GEMM and one launch per layer
+        // beat the wavefront's T + K (L - 1) launches. PoCL / AVX-512, 2 threads, T100, ms time parallel vs
+        // wavefront, min of 15 runs: B4 H128 L2 1.81 vs 2.75, B8 H128 L4 5.95 vs 7.14, T50 B8 H64 L3 0.93 vs
+        // 1.59; median: B8 H256 L1 6.35 vs 6.73, B12 H128 L1 3.17 vs 3.91. From batch 16 no longer (min: B16
+        // H256 L2 20.2 vs 19.2, T200 B64 H256 L2 128 vs 115).
+        s = RnnStrategy::time_parallel;
+        why_auto = "forward LSTM layers, batch < 16, each layer's steps in one launch";
+      } else if (layers.size() == 1 && B >= 16) {
         // One layer has no layers to overlap; from batch 16 its fused step beat the wavefront's chunked
         // projection on PoCL / AVX-512 (median ms, sequential vs wavefront: T100 B16 H256 11.2 vs 11.6,
         // T100 B32 H512 62.5 vs 65.0, T200 B64 H256 60.3 vs 72.2; below batch 16 the wavefront won).

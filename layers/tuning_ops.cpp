@@ -316,7 +316,8 @@ Params rnn_params(const RnnKernelParams& k, int64_t batch) {
   return {{"layout", k.layout},   {"tw", k.tw},       {"mr", k.mr > 0 ? k.mr : rnn_step_rows(batch)},
           {"rg", k.rg},           {"kb", k.kb},       {"wg_m", k.wg_m},
           {"wg_n", k.wg_n},       {"pmr", k.pmr},     {"prg", k.prg},
-          {"proj_wg", k.proj_wg}, {"local", k.local}, {"bt", k.bt},    {"launch", k.launch}};
+          {"proj_wg", k.proj_wg}, {"local", k.local}, {"bt", k.bt},
+          {"launch", k.launch}};
 }
 
 void rnn_apply(const Params& p, RnnKernelParams& k) {

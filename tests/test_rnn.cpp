@@ -398,28 +398,28 @@ TEST_CASE("LSTM tile steps over several row groups per work-item in k-blocks giv
   const Got want = run(ctx(), c, RnnStrategy::sequential);
   check_vs_reference(c, want);
   for (int launch : {1, 2})
-  for (int mr : {1, 2, 4})
-    for (int rg : {2, 3, 8})
-      for (int kb : {1, 5, 7, 64}) {
-        if (kb == 1 && (mr != 4 || launch != 1)) continue;  // the 1-wide blocks once; they are slow on every device
-        CAPTURE(launch);
-        CAPTURE(mr);
-        CAPTURE(rg);
-        CAPTURE(kb);
-        Case k = c;
-        k.cfg.kernel.launch = launch;
-        k.cfg.kernel.mr = mr;
-        k.cfg.kernel.rg = rg;
-        k.cfg.kernel.kb = kb;
-        k.cfg.kernel.wg_m = 2;
-        k.cfg.kernel.prg = rg;  // the projection's row groups (of pmr 4 rows; 5 x 23 = 115 rows)
-        k.cfg.kernel.proj_wg = 3;
-        const std::string algorithm = tile_variant_same(k, want);
-        CHECK(algorithm.find(fmt::format("({} row group(s) of {} batch rows", rg, mr)) != std::string::npos);
-        CHECK(algorithm.find(launch == 2 ? "all-steps kernel" : "step kernel (") != std::string::npos);
-        CHECK(algorithm.find(fmt::format("k-blocks of {},", kb)) != std::string::npos);
-        CHECK(algorithm.find(fmt::format("projection {} row group(s) of 4 rows", rg)) != std::string::npos);
-      }
+    for (int mr : {1, 2, 4})
+      for (int rg : {2, 3, 8})
+        for (int kb : {1, 5, 7, 64}) {
+          if (kb == 1 && (mr != 4 || launch != 1)) continue;  // the 1-wide blocks once; they are slow on every device
+          CAPTURE(launch);
+          CAPTURE(mr);
+          CAPTURE(rg);
+          CAPTURE(kb);
+          Case k = c;
+          k.cfg.kernel.launch = launch;
+          k.cfg.kernel.mr = mr;
+          k.cfg.kernel.rg = rg;
+          k.cfg.kernel.kb = kb;
+          k.cfg.kernel.wg_m = 2;
+          k.cfg.kernel.prg = rg;  // the projection's row groups (of pmr 4 rows; 5 x 23 = 115 rows)
+          k.cfg.kernel.proj_wg = 3;
+          const std::string algorithm = tile_variant_same(k, want);
+          CHECK(algorithm.find(fmt::format("({} row group(s) of {} batch rows", rg, mr)) != std::string::npos);
+          CHECK(algorithm.find(launch == 2 ? "all-steps kernel" : "step kernel (") != std::string::npos);
+          CHECK(algorithm.find(fmt::format("k-blocks of {},", kb)) != std::string::npos);
+          CHECK(algorithm.find(fmt::format("projection {} row group(s) of 4 rows", rg)) != std::string::npos);
+        }
   // The heuristic (rg 0): as many groups as fit while two work-items per compute unit remain, evened out.
   CHECK(rnn_step_row_groups(8, 32, 2) == 8);    // B32 H512 on 2 cores: one work-item per tile
   CHECK(rnn_step_row_groups(16, 16, 2) == 8);   // B64 H256: two per tile
@@ -507,6 +507,33 @@ TEST_CASE("LSTM all-steps launch: one kernel per direction and call, chosen on C
   CHECK((algorithm(4 * cu, 256).find("all-steps") != std::string::npos) == cpu);  // R = 1 MiB
   CHECK(algorithm(4 * cu, 264).find("all-steps") == std::string::npos);           // R > 1 MiB
   CHECK(algorithm(1, 64).find("all-steps") == std::string::npos);                 // one shard: no parallelism
+  // auto below batch 16 where every layer runs its steps in one launch: time parallel, not the wavefront.
+  {
+    WaveLayout tiles(ctx());
+    const int64_t B = std::min<int64_t>(15, 2 * cu), T = 4;
+    std::vector<RnnConfig> cfgs;
+    std::vector<RnnWeights> ws;
+    for (int l = 0; l < 2; ++l) {
+      Case k = make_case(RnnCell::lstm, RnnDirection::forward, T, B, l ? 16 : 5, 16, 1820 + unsigned(l), false, false);
+      cfgs.push_back(k.cfg);
+      ws.push_back(k.w);
+    }
+    auto stack = RnnStack::create(ctx(), 0, cfgs, ws);
+    const bool one_launch = stack->layer(0).steps_in_one_launch(0, B) && stack->layer(1).steps_in_one_launch(0, B);
+    if (cpu && cu <= 3) CHECK(one_launch);  // a shard per compute unit below batch 16 needs <= 3 of them
+    if (!cpu) CHECK_FALSE(one_launch);
+    RnnStackIO io;
+    io.x = ctx().upload(HostTensor::from<float>({T, B, 5}, test::random_floats(size_t(T * B * 5), 1830)));
+    io.y = ctx().alloc({T, 1, B, 16}, DType::f32);
+    ExecutionContext ec(ctx().queue());
+    stack->enqueue(io, RnnRunOptions{}, ec);
+    ctx().finish();
+    const std::string& what = stack->last_schedule();
+    INFO(what);
+    CHECK((what.find("time_parallel") == 0 &&
+           what.find("(auto: forward LSTM layers, batch < 16, each layer's steps in one launch)") !=
+               std::string::npos) == one_launch);
+  }
   Case bad = c;
   bad.cfg.kernel.launch = 3;
   expect_error([&] { RnnLayer::create(ctx(), 0, bad.cfg, bad.w); },
@@ -665,7 +692,10 @@ TEST_CASE("wavefront: stacks of forward LSTM layers equal sequential and the com
     o.wave.rg = o.wave.kb = 0;
     o = RnnRunOptions{};
     Got a = run_stack(o);
-    CHECK(a.algorithm.find("wavefront") != std::string::npos);
+    // auto: the wavefront, or time parallel where every layer runs its steps in one launch (batch < 16).
+    bool one_launch = true;
+    for (int64_t l = 0; l < L; ++l) one_launch = one_launch && stack->layer(size_t(l)).steps_in_one_launch(0, st.B);
+    CHECK(a.algorithm.find(one_launch ? "time_parallel" : "wavefront") != std::string::npos);
     CHECK(a.algorithm.find("(auto: ") != std::string::npos);
     check_same(a, seq);
     // Both tile widths (the device's heuristic picks one of them; the wave kernel is built for the
@@ -741,6 +771,7 @@ TEST_CASE("auto on one LSTM layer in the tiles layout: the wavefront below batch
   for (int64_t B : {15, 16}) {
     CAPTURE(B);
     Case c = make_case(RnnCell::lstm, RnnDirection::forward, 3, B, 5, 7, 990 + unsigned(B), false, false);
+    c.cfg.kernel.launch = 1;  // one launch per step (all steps in one: the test below)
     auto stack = RnnStack::create(ctx(), 0, {c.cfg}, {c.w});
     RnnStackIO io;
     io.x = ctx().upload(HostTensor::from<float>({3, B, 5}, c.X));

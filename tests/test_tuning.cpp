@@ -454,9 +454,8 @@ TEST_CASE("tuning: an rnn_step entry round-trips through JSON and fills only wha
   c.cell = RnnCell::gru, c.linear_before_reset = true, c.direction = RnnDirection::bidirectional;
   CHECK(rnn_problem(c) == "GRU b32 i512 h512 d2 lbr");
 
-  const Params p{{"layout", 2}, {"tw", 16}, {"mr", 2},  {"rg", 3},       {"kb", 32},    {"wg_m", 4},
-                 {"wg_n", 2},   {"pmr", 8}, {"prg", 2}, {"proj_wg", 32}, {"local", 16}, {"bt", 1},
-                 {"launch", 1}};
+  const Params p{{"layout", 2}, {"tw", 16}, {"mr", 2},       {"rg", 3},     {"kb", 32}, {"wg_m", 4},  {"wg_n", 2},
+                 {"pmr", 8},    {"prg", 2}, {"proj_wg", 32}, {"local", 16}, {"bt", 1},  {"launch", 1}};
   Database db = Database::parse(R"({"format": "cldl-tuning-1", "entries": []})", "x");
   db.entry_for({"cpu", "V", "N", "D", "*"}).kernels["rnn_step"]["LSTM b32 i512 h512 d1"] = Tuned{p, 12.5, 20.25};
   Database back = Database::parse(db.dump(), "again");

@@ -71,9 +71,10 @@ std::map<std::string, std::string> settings(const Options& o) {
     if (eq == std::string::npos) fail("bench rnn: --set expects key=value, got '{}'", a);
     m[a.substr(0, eq)] = a.substr(eq + 1);
   }
-  static const std::vector<std::string> known{
-      "quick", "strategies", "chunk",   "shards",  "case",     "ort_threads", "ort_script", "profile",     "rg",
-      "kb",    "prg",        "wave_mr", "wave_wg", "wave_lag", "wave_rg",     "wave_kb",    "kernel_dir_b", "launch", "launch_b"};
+  static const std::vector<std::string> known{"quick",       "strategies",   "chunk",   "shards",   "case",
+                                              "ort_threads", "ort_script",   "profile", "rg",       "kb",
+                                              "prg",         "wave_mr",      "wave_wg", "wave_lag", "wave_rg",
+                                              "wave_kb",     "kernel_dir_b", "launch",  "launch_b"};
   for (const auto& [k, v] : m)
     if (std::find(known.begin(), known.end(), k) == known.end())
       fail("bench rnn: unknown setting '{}' ({})", k, fmt::join(known, ", "));
