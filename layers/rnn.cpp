@@ -98,14 +98,17 @@ int projection_row_groups(const RnnKernelParams& k, int64_t rows, int64_t H, con
 
 // Whether a tile LSTM call over nb batch items runs all its steps in one launch (RnnKernelParams::launch):
 // the knob, else on CPU devices when every compute unit gets a shard of at least one row group of mr rows
-// and one direction's R (4 H x H floats, read by every shard at every step) fits 1 MiB, a core's L2 on most
-// server CPUs. PoCL / AVX-512 (2 MB L2), time parallel, all-steps over per-step time in one process (bench
-// rnn launch=1 launch_b=2): H128 B16 0.63x, H256 B8 0.88x, B32 0.97x, B64 L2 0.92x, B128 0.92x; but
-// H384 B32 (R 2.25 MB) 1.04x, H512 B32 1.04x, B64 1.03x, B4 1.41x.
-bool all_steps_launch(const RnnKernelParams& k, int64_t nb, int64_t mr, int64_t H, const DeviceInfo& info) {
+// and the weights every shard reads at every step fit 1 MiB, a core's L2 on most server CPUs: one
+// direction's R (4 H x H floats), plus W (4 H x I) when the step computes the input projection itself
+// (fused_I = I; 0 with the projection GEMM). PoCL / AVX-512 (2 MB L2), time parallel, all-steps over per-step
+// time in one process (bench rnn launch=1 launch_b=2): H128 B16 0.63x, H256 B8 0.88x, B32 0.97x, B64 L2
+// 0.92x, B128 0.92x; but H384 B32 (R 2.25 MB) 1.04x, H512 B32 1.04x, B64 1.03x, B4 1.41x. Fused (sequential)
+// with W + R = 2 MB, H256 B8 L2 on Intel's CPU runtime: 1.07x.
+bool all_steps_launch(const RnnKernelParams& k, int64_t nb, int64_t mr, int64_t H, int64_t fused_I,
+                      const DeviceInfo& info) {
   if (k.launch) return k.launch == 2;
   return info.type == DeviceType::cpu && nb >= mr * std::max<int64_t>(2, info.compute_units) &&
-         4 * H * H * int64_t(sizeof(float)) <= (int64_t(1) << 20);
+         4 * H * (H + fused_I) * int64_t(sizeof(float)) <= (int64_t(1) << 20);
 }
 
 // Row groups per work-item (its batch shard) of the all-steps kernel: the knob, else the call's row groups
@@ -268,7 +271,8 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   const RnnKernelParams& k = r0.kp;
   const DeviceInfo& info = ctx.device(device).info;
   const int mr = k.mr > 0 ? k.mr : rnn_step_rows(cfg.batch);
-  const bool all = r0.tiles && cfg.cell == RnnCell::lstm && all_steps_launch(k, cfg.batch, mr, H, info);
+  const bool all = r0.tiles && cfg.cell == RnnCell::lstm && all_steps_launch(k, cfg.batch, mr, H, 0, info);
+  const bool all_fused = all && all_steps_launch(k, cfg.batch, mr, H, I, info);
   const int rg = all ? all_steps_row_groups(k, cfg.batch, mr, info) : step_row_groups(k, cfg.batch, H, info);
   const int prg = projection_row_groups(k, cfg.seq_length * cfg.batch, H, info);
   l->algorithm_ = r0.tiles
@@ -276,8 +280,11 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
                             "{}: register-blocked {} ({} row group(s) of {} batch rows x {} units x "
                             "{} gates per work-item in k-blocks of {}, {}; projection {} row "
                             "group(s) of {} rows per work-item, groups of {}), weights in gate-interleaved tiles",
-                            cell_name(cfg.cell), all ? "all-steps kernel, one launch per call" : "step kernel", rg, mr,
-                            k.tw, cfg.gates(), k.kb,
+                            cell_name(cfg.cell),
+                            all ? all_fused ? "all-steps kernel, one launch per call"
+                                            : "all-steps kernel, one launch per call (fused input projection: per step)"
+                                : "step kernel",
+                            rg, mr, k.tw, cfg.gates(), k.kb,
                             all ? "a batch shard per work-item through every step and tile"
                                 : fmt::format("work-groups {}x{}", k.wg_m, k.wg_n),
                             prg, k.pmr, k.proj_wg)
@@ -512,7 +519,7 @@ bool RnnLayer::steps_in_one_launch(int dev, int64_t nb) {
   const Replica& r = replica(dev);
   const int64_t mr = r.kp.mr > 0 ? r.kp.mr : rnn_step_rows(nb);
   return r.tiles && cfg_.cell == RnnCell::lstm &&
-         all_steps_launch(r.kp, nb, mr, cfg_.hidden_size, ctx_->device(dev).info);
+         all_steps_launch(r.kp, nb, mr, cfg_.hidden_size, 0, ctx_->device(dev).info);
 }
 
 void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, int64_t nb, int64_t s0, int64_t s1,
@@ -537,7 +544,7 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
   cl::Kernel step = r.tiles ? r.tile_steps[mr == 1 ? 0 : mr == 2 ? 1 : 2] : r.step;
   std::lock_guard lock(launch_mutex_);
   if (r.tiles && cfg_.cell == RnnCell::lstm && s0 < s1 &&
-      all_steps_launch(r.kp, nb, int64_t(mr), H, ctx_->device(dev).info)) {
+      all_steps_launch(r.kp, nb, int64_t(mr), H, fuse_input ? I : 0, ctx_->device(dev).info)) {
     // One launch for steps [s0, s1): a shard of the batch per work-item (one per compute unit by default).
     const int64_t groups = (nb + int64_t(mr) - 1) / int64_t(mr);
     const int arg = all_steps_row_groups(r.kp, nb, int64_t(mr), ctx_->device(dev).info);

@@ -505,6 +505,9 @@ TEST_CASE("LSTM all-steps launch: one kernel per direction and call, chosen on C
   };
   const bool cpu = info.type == DeviceType::cpu;
   CHECK((algorithm(4 * cu, 256).find("all-steps") != std::string::npos) == cpu);  // R = 1 MiB
+  // ... but W and R together do not: the fused step (sequential) keeps one launch per step.
+  CHECK((algorithm(4 * cu, 256).find("(fused input projection: per step)") != std::string::npos) == cpu);
+  CHECK(algorithm(4 * cu, 128).find("fused input projection") == std::string::npos);
   CHECK(algorithm(4 * cu, 264).find("all-steps") == std::string::npos);           // R > 1 MiB
   CHECK(algorithm(1, 64).find("all-steps") == std::string::npos);                 // one shard: no parallelism
   // auto below batch 16 where every layer runs its steps in one launch: time parallel, not the wavefront.
