@@ -282,7 +282,9 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
                             "group(s) of {} rows per work-item, groups of {}), weights in gate-interleaved tiles",
                             cell_name(cfg.cell),
                             all ? all_fused ? "all-steps kernel, one launch per call"
-                                            : "all-steps kernel, one launch per call (fused input projection: per step)"
+                                            : fmt::format("all-steps kernel, one launch per call (fused input "
+                                                          "projection: per step, {} row group(s))",
+                                                          step_row_groups(k, cfg.batch, H, info))
                                 : "step kernel",
                             rg, mr, k.tw, cfg.gates(), k.kb,
                             all ? "a batch shard per work-item through every step and tile"
