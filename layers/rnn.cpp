@@ -271,8 +271,8 @@ std::unique_ptr<RnnLayer> RnnLayer::create(Context& ctx, int device, const RnnCo
   const RnnKernelParams& k = r0.kp;
   const DeviceInfo& info = ctx.device(device).info;
   const int mr = k.mr > 0 ? k.mr : rnn_step_rows(cfg.batch);
-  const bool all = r0.tiles && cfg.cell == RnnCell::lstm && all_steps_launch(k, cfg.batch, mr, H, 0, info);
-  const bool all_fused = all && all_steps_launch(k, cfg.batch, mr, H, I, info);
+  const bool all = l->steps_in_one_launch(device, cfg.batch);
+  const bool all_fused = l->steps_in_one_launch(device, cfg.batch, true);
   const int rg = all ? all_steps_row_groups(k, cfg.batch, mr, info) : step_row_groups(k, cfg.batch, H, info);
   const int prg = projection_row_groups(k, cfg.seq_length * cfg.batch, H, info);
   l->algorithm_ = r0.tiles
@@ -517,11 +517,11 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
   gemm->run(a, r.W, c, ec, &r.bx);
 }
 
-bool RnnLayer::steps_in_one_launch(int dev, int64_t nb) {
+bool RnnLayer::steps_in_one_launch(int dev, int64_t nb, bool fused_input) {
   const Replica& r = replica(dev);
   const int64_t mr = r.kp.mr > 0 ? r.kp.mr : rnn_step_rows(nb);
   return r.tiles && cfg_.cell == RnnCell::lstm &&
-         all_steps_launch(r.kp, nb, mr, cfg_.hidden_size, 0, ctx_->device(dev).info);
+         all_steps_launch(r.kp, nb, mr, cfg_.hidden_size, fused_input ? cfg_.input_size : 0, ctx_->device(dev).info);
 }
 
 void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, int64_t nb, int64_t s0, int64_t s1,
@@ -543,17 +543,18 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
   const size_t mr = size_t(r.kp.mr > 0 ? r.kp.mr : rnn_step_rows(nb)), bt = size_t(r.kp.bt);
   const int rg = r.tiles ? step_row_groups(r.kp, nb, H, ctx_->device(dev).info) : 1;
   const int64_t TW = std::max(1, r.kp.tw);
-  cl::Kernel step = r.tiles ? r.tile_steps[mr == 1 ? 0 : mr == 2 ? 1 : 2] : r.step;
+  const size_t mi = mr == 1 ? 0 : mr == 2 ? 1 : 2;  // tile kernels with 1, 2, 4 rows per row group
+  cl::Kernel step = r.tiles ? r.tile_steps[mi] : r.step;
+  const bool one_launch = s0 < s1 && steps_in_one_launch(dev, nb, fuse_input);  // before the lock: replica() takes it
   std::lock_guard lock(launch_mutex_);
-  if (r.tiles && cfg_.cell == RnnCell::lstm && s0 < s1 &&
-      all_steps_launch(r.kp, nb, int64_t(mr), H, fuse_input ? I : 0, ctx_->device(dev).info)) {
+  if (one_launch) {
     // One launch for steps [s0, s1): a shard of the batch per work-item (one per compute unit by default).
     const int64_t groups = (nb + int64_t(mr) - 1) / int64_t(mr);
     const int arg = all_steps_row_groups(r.kp, nb, int64_t(mr), ctx_->device(dev).info);
     const size_t items = size_t((groups + arg - 1) / arg);
     const Tensor& h0 = io.h0.valid() ? io.h0 : io.ws;
     const Tensor& c0 = io.c0.valid() ? io.c0 : io.ws;
-    cl::Kernel& k = r.tile_all[mr == 1 ? 0 : mr == 2 ? 1 : 2];
+    cl::Kernel& k = r.tile_all[mi];
     ArgSetter a{k};
     a(cl_int(H))(cl_int(I))(cl_int(T))(cl_int(s0))(cl_int(s1))(cl_int(reverse))(cl_int(b0))(cl_int(nb))(cl_int(B));
     a(io.lens.buffer)(cl_long(io.lens.offset_elems()))(cl_int(fuse_input));

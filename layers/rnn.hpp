@@ -175,8 +175,9 @@ class RnnLayer : public Op {
                      bool fuse_input, ExecutionContext& ec);
   void replicate(int dev);  // weights onto device `dev` (once)
   // Whether a call over nb batch items on device `dev` runs all its steps in one launch (LSTM tiles,
-  // RnnKernelParams::launch: the knob, else the CPU heuristic).
-  bool steps_in_one_launch(int dev, int64_t nb);
+  // RnnKernelParams::launch: the knob, else the CPU heuristic); fused_input: the step computes the input
+  // projection itself (sequential), so W counts too.
+  bool steps_in_one_launch(int dev, int64_t nb, bool fused_input = false);
   // The wavefront strategy's view of direction 0 on device `dev`: the gate-interleaved tiles of W and R,
   // the projection bias and the peepholes. All invalid when that replica does not use the tiles layout.
   struct TileWeights {
