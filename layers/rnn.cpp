@@ -96,21 +96,6 @@ int projection_row_groups(const RnnKernelParams& k, int64_t rows, int64_t H, con
   return rnn_step_row_groups((rows + pmr - 1) / pmr, (H + tw - 1) / tw, std::max<int64_t>(1, info.compute_units));
 }
 
-// Whether a tile LSTM call over nb batch items runs all its steps in one launch (RnnKernelParams::launch):
-// the knob, else on CPU devices when every compute unit gets a shard of at least one row group of mr rows
-// and the weights every shard reads at every step fit 1 MiB, a core's L2 on most server CPUs: one
-// direction's R (4 H x H floats), plus W (4 H x I) when the step computes the input projection itself
-// (fused_I = I; 0 with the projection GEMM). PoCL / AVX-512 (2 MB L2), time parallel, all-steps over per-step
-// time in one process (bench rnn launch=1 launch_b=2): H128 B16 0.63x, H256 B8 0.88x, B32 0.97x, B64 L2
-// 0.92x, B128 0.92x; but H384 B32 (R 2.25 MB) 1.04x, H512 B32 1.04x, B64 1.03x, B4 1.41x. Fused (sequential)
-// with W + R = 2 MB, H256 B8 L2 on Intel's CPU runtime: 1.07x.
-bool all_steps_launch(const RnnKernelParams& k, int64_t nb, int64_t mr, int64_t H, int64_t fused_I,
-                      const DeviceInfo& info) {
-  if (k.launch) return k.launch == 2;
-  return info.type == DeviceType::cpu && nb >= mr * std::max<int64_t>(2, info.compute_units) &&
-         4 * H * (H + fused_I) * int64_t(sizeof(float)) <= (int64_t(1) << 20);
-}
-
 // Row groups per work-item (its batch shard) of the all-steps kernel: the knob, else the call's row groups
 // spread over the compute units (one shard each: every shard reads all of R per step), at most
 // kRnnMaxRowGroups.
@@ -118,6 +103,39 @@ int all_steps_row_groups(const RnnKernelParams& k, int64_t nb, int64_t mr, const
   if (k.rg > 0) return k.rg;
   const int64_t groups = (nb + mr - 1) / mr, cu = std::max<int64_t>(1, info.compute_units);
   return int(std::clamp<int64_t>((groups + cu - 1) / cu, 1, kRnnMaxRowGroups));
+}
+
+// Whether a tile LSTM call over nb batch items runs all its steps in one launch (RnnKernelParams::launch):
+// the knob, else the heuristic, on CPU devices only. One launch per step splits the weights of a step between
+// the compute units and pays a launch (PoCL: waking its threads, some 30-40 us here) per step; one launch
+// for all steps gives every shard of the batch all the weights of every step to read. The weights a shard
+// reads per step are one direction's R (4 H x H floats), plus W (4 H x I) when the step computes the input
+// projection itself (fused_I = I; 0 with the projection GEMM). One launch pays where
+// - those weights fit 1 MiB, a core's L2 on most CPUs, or where a shard has at least 16 rows (16 FMAs per
+//   weight float it reads: enough on cores with two AVX-512 FMA units fed at 8 B/cycle from L3) and the
+//   weights fit a quarter of the device's global memory cache (PoCL: the last-level cache);
+// - and every compute unit gets a shard, or the work the idle units would have taken per step is below
+//   2^21 FMAs (about a launch's cost: 40 us at 50 GFMA/s on one core).
+// All-steps over per-step time in one process (bench rnn launch=1 launch_b=2), sequential (fused) / time
+// parallel, T100:
+// - PoCL 3.1, 2 Zen 4 cores (1 MB L2, 32 MB L3): B32 H512 0.96x / 0.97x, L2 0.96x / 0.97x, B32 H384
+//   0.96x / 0.94x, B32 H256 0.90x / 0.91x, T200 B64 H256 L2 0.93x / 0.95x, B1 H256 time 0.65x, B8 H128
+//   0.52x / 0.56x (and B4 H512 0.93x / 0.87x, not taken: a shard of 4 rows); but B1 H512 1.31x / 1.04x,
+//   B2 H512 1.35x / 0.98x, T50 B32 H1024 (W + R 32 MB) 1.14x / 0.99x, B16 H768 1.02x / 0.99x.
+// - PoCL 3.1, 2 Sapphire Rapids cores (2 MB L2), time parallel: H128 B16 0.63x, H256 B8 0.88x, B32 0.97x,
+//   B64 L2 0.92x, B128 0.92x; but H384 B32 (R 2.25 MB) 1.04x, H512 B32 1.04x, B64 1.03x, B4 1.41x (one shard
+//   of 4 rows). Fused with W + R = 2 MB, H256 B8 L2 on Intel's CPU runtime: 1.07x.
+bool all_steps_launch(const RnnKernelParams& k, int64_t nb, int64_t mr, int64_t H, int64_t fused_I,
+                      const DeviceInfo& info) {
+  if (k.launch) return k.launch == 2;
+  if (info.type != DeviceType::cpu) return false;
+  const int64_t cu = std::max<int64_t>(1, info.compute_units), groups = (nb + mr - 1) / mr;
+  const int64_t arg = all_steps_row_groups(k, nb, mr, info), shards = (groups + arg - 1) / arg;
+  const int64_t rows = std::min(nb, arg * mr), fmas = 4 * H * (H + fused_I);  // per batch row and step
+  const int64_t bytes = fmas * int64_t(sizeof(float));
+  const bool fits = bytes <= (int64_t(1) << 20) || (rows >= 16 && uint64_t(bytes) <= info.global_mem_cache_bytes / 4);
+  const bool busy = shards >= cu || rows * fmas * (cu - shards) / cu <= (int64_t(1) << 21);
+  return fits && busy;
 }
 
 const char* cell_name(RnnCell c) { return c == RnnCell::lstm ? "LSTM" : c == RnnCell::gru ? "GRU" : "RNN"; }
@@ -517,11 +535,15 @@ void RnnLayer::enqueue_projection(int dev, const RnnLayerIO& io, int64_t b0, int
   gemm->run(a, r.W, c, ec, &r.bx);
 }
 
-bool RnnLayer::steps_in_one_launch(int dev, int64_t nb, bool fused_input) {
+int64_t RnnLayer::one_launch_shards(int dev, int64_t nb, bool fused_input) {
   const Replica& r = replica(dev);
+  const DeviceInfo& info = ctx_->device(dev).info;
   const int64_t mr = r.kp.mr > 0 ? r.kp.mr : rnn_step_rows(nb);
-  return r.tiles && cfg_.cell == RnnCell::lstm &&
-         all_steps_launch(r.kp, nb, mr, cfg_.hidden_size, fused_input ? cfg_.input_size : 0, ctx_->device(dev).info);
+  if (!r.tiles || cfg_.cell != RnnCell::lstm ||
+      !all_steps_launch(r.kp, nb, mr, cfg_.hidden_size, fused_input ? cfg_.input_size : 0, info))
+    return 0;
+  const int64_t arg = all_steps_row_groups(r.kp, nb, mr, info);
+  return ((nb + mr - 1) / mr + arg - 1) / arg;
 }
 
 void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, int64_t nb, int64_t s0, int64_t s1,

@@ -177,7 +177,11 @@ class RnnLayer : public Op {
   // Whether a call over nb batch items on device `dev` runs all its steps in one launch (LSTM tiles,
   // RnnKernelParams::launch: the knob, else the CPU heuristic); fused_input: the step computes the input
   // projection itself (sequential), so W counts too.
-  bool steps_in_one_launch(int dev, int64_t nb, bool fused_input = false);
+  bool steps_in_one_launch(int dev, int64_t nb, bool fused_input = false) {
+    return one_launch_shards(dev, nb, fused_input) > 0;
+  }
+  // The batch shards (work-items) of that one launch; 0 where the call runs one launch per step.
+  int64_t one_launch_shards(int dev, int64_t nb, bool fused_input = false);
   // The wavefront strategy's view of direction 0 on device `dev`: the gate-interleaved tiles of W and R,
   // the projection bias and the peepholes. All invalid when that replica does not use the tiles layout.
   struct TileWeights {

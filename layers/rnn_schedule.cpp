@@ -208,7 +208,13 @@ struct Scheduler {
       bool waves = true;
       for (size_t gi = 0; gi < G && waves; ++gi)
         waves = wave_unsupported(gi * L / G, (gi + 1) * L / G, (device + int(gi)) % ndev).empty();
-      if (waves) return layer_parallel_waves(q, std::move(waits0), chunk, wp, done);
+      // Unless every layer runs a chunk of steps in one launch (batch shards): then the chunked form below
+      // takes two launches per layer and chunk (projection, steps), fewer than the wavefronts' per-step
+      // launches. PoCL 3.1, POCL_DEVICES="pthread pthread" on 2 Zen 4 cores, T100 B1 H256 L4, median of 9:
+      // chunked 4.51 ms, wavefronts 5.81 ms (sequential 13.2 ms).
+      bool one_launch = true;
+      for (size_t l = 0; l < L && one_launch; ++l) one_launch = layers[l]->steps_in_one_launch(dev_of(l), B);
+      if (waves && !one_launch) return layer_parallel_waves(q, std::move(waits0), chunk, wp, done);
     }
     if (chunk <= 0) chunk = std::max<int64_t>(1, (T + 7) / 8);
     Placement home = full();
@@ -780,14 +786,33 @@ std::string detail::run_rnn_layers(Context& ctx, int device, std::span<RnnLayer*
       s = RnnStrategy::data_parallel;
       why_auto = "several devices and batch >= 2 per device";
     } else if (B <= wp.auto_max_batch && sch.wave_unsupported().empty()) {
-      const bool one_launch =
-          std::all_of(layers.begin(), layers.end(), [&](RnnLayer* l) { return l->steps_in_one_launch(device, B); });
-      if (one_launch && B < 16) {
+      auto every = [&](bool fused, auto pred) {
+        return std::all_of(layers.begin(), layers.end(),
+                           [&](RnnLayer* l) { return pred(l->one_launch_shards(device, B, fused)); });
+      };
+      const int64_t cu = std::max<int64_t>(1, ctx.device(device).info.compute_units);
+      const auto one = [](int64_t shards) { return shards > 0; };
+      if (every(true, one)) {
+        // Every layer runs its fused steps (input projection included) in one launch: one launch per layer,
+        // no projection GEMM and no xw round trip. PoCL 3.1, 2 Zen 4 cores, median ms sequential vs the next
+        // best (bench rnn --runs 7): T100 B32 H512 L2 130.2 vs 139.8 (wavefront), T200 B64 H256 L2 133.4 vs
+        // 139.1 (wavefront), B4 H128 L2 1.42 vs 1.67 (time parallel), B8 H128 L4 4.95 vs 6.39 (layer
+        // parallel), T50 B8 H64 L3 0.76 vs 0.89 (time parallel), B12 H128 L1 2.37 vs 2.75 (time parallel).
+        s = RnnStrategy::sequential;
+        why_auto = "forward LSTM layers, each layer's fused steps in one launch";
+      } else if (layers.size() > 1 && every(false, [&](int64_t shards) { return shards > 0 && shards < cu; })) {
+        // Each layer's steps in one launch leave compute units idle: the layers' launches (chunks of steps)
+        // overlap on their own queues. Same host, T100 B1 H256 L4: layer parallel 4.45 ms, time parallel
+        // 6.85, wavefront 7.25, sequential (fused, W + R > 1 MiB: per step) 13.6.
+        s = RnnStrategy::layer_parallel;
+        why_auto = "forward LSTM layers, each layer's steps in one launch on fewer shards than compute units";
+      } else if (every(false, one) && B < 16) {
         // Every layer runs its steps in one launch (batch shards): the projection GEMM and one launch per layer
-        // beat the wavefront's T + K (L - 1) launches. PoCL / AVX-512, 2 threads, T100, ms time parallel vs
-        // wavefront, min of 15 runs: B4 H128 L2 1.81 vs 2.75, B8 H128 L4 5.95 vs 7.14, T50 B8 H64 L3 0.93 vs
-        // 1.59; median: B8 H256 L1 6.35 vs 6.73, B12 H128 L1 3.17 vs 3.91. From batch 16 no longer (min: B16
-        // H256 L2 20.2 vs 19.2, T200 B64 H256 L2 128 vs 115).
+        // beat the wavefront's T + K (L - 1) launches. PoCL / AVX-512, 2 Sapphire Rapids threads, T100, ms
+        // time parallel vs wavefront, min of 15 runs: B4 H128 L2 1.81 vs 2.75, B8 H128 L4 5.95 vs 7.14, T50 B8
+        // H64 L3 0.93 vs 1.59; median: B8 H256 L1 6.35 vs 6.73, B12 H128 L1 3.17 vs 3.91 (2 Zen 4 cores: B8
+        // H256 L1 5.64 vs 6.72, sequential 6.09). From batch 16 no longer (min: B16 H256 L2 20.2 vs 19.2, T200
+        // B64 H256 L2 128 vs 115; Zen 4, median: B16 H256 L2 23.1 vs 19.0).
         s = RnnStrategy::time_parallel;
         why_auto = "forward LSTM layers, batch < 16, each layer's steps in one launch";
       } else if (layers.size() == 1 && B >= 16) {

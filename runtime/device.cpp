@@ -207,6 +207,7 @@ DeviceInfo query_device_info(const cl::Platform& p, const cl::Device& d) {
   i.local_mem_bytes = info_or<cl_ulong>(d, CL_DEVICE_LOCAL_MEM_SIZE, 0);
   i.max_alloc_bytes = info_or<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, 0);
   i.constant_mem_bytes = info_or<cl_ulong>(d, CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE, 0);
+  i.global_mem_cache_bytes = info_or<cl_ulong>(d, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, 0);
   i.max_work_group_size = info_or<size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, 1);
   i.max_work_item_sizes = info_or<std::vector<size_t>>(d, CL_DEVICE_MAX_WORK_ITEM_SIZES, {1, 1, 1});
   i.mem_base_addr_align_bits = info_or<cl_uint>(d, CL_DEVICE_MEM_BASE_ADDR_ALIGN, 0);

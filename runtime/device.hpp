@@ -26,6 +26,7 @@ struct DeviceInfo {
   uint32_t vendor_id = 0;
   uint32_t compute_units = 0, clock_mhz = 0;
   uint64_t global_mem_bytes = 0, local_mem_bytes = 0, max_alloc_bytes = 0, constant_mem_bytes = 0;
+  uint64_t global_mem_cache_bytes = 0;  // CL_DEVICE_GLOBAL_MEM_CACHE_SIZE (PoCL: the last-level cache)
   size_t max_work_group_size = 0;
   std::vector<size_t> max_work_item_sizes;
   uint32_t mem_base_addr_align_bits = 0;

@@ -474,7 +474,7 @@ TEST_CASE("LSTM all steps in one launch (batch shards) equal one launch per step
     }
 }
 
-TEST_CASE("LSTM all-steps launch: one kernel per direction and call, chosen on CPUs where R fits 1 MiB") {
+TEST_CASE("LSTM all-steps launch: one kernel per direction and call; the heuristic, and what auto picks") {
   Case c = make_case(RnnCell::lstm, RnnDirection::bidirectional, 6, 8, 5, 16, 1800);
   c.cfg.kernel.layout = 2;
   for (int launch : {1, 2}) {
@@ -495,51 +495,80 @@ TEST_CASE("LSTM all-steps launch: one kernel per direction and call, chosen on C
     for (const auto& r : prof.records()) steps += r.name == "LSTM";
     CHECK(steps == (launch == 2 ? 1u : 6u) * 2);
   }
-  // The heuristic (launch 0): CPU devices, a shard of at least one row group per compute unit, R <= 1 MiB.
+  // The heuristic (launch 0, all_steps_launch): CPU devices only; the weights a shard reads per step fit
+  // 1 MiB, or the shard has >= 16 rows and they fit a quarter of the global memory cache; and every compute
+  // unit gets a shard, or the idle units' share of a step is below 2^21 FMAs.
   const DeviceInfo& info = ctx().device(0).info;
   const int64_t cu = std::max<int64_t>(2, info.compute_units);
-  auto algorithm = [&](int64_t B, int64_t H) {
+  auto algorithm = [&](int64_t B, int64_t H, int rg = 0) {
     Case k = make_case(RnnCell::lstm, RnnDirection::forward, 2, B, 3, H, 1810, false, false);
     k.cfg.kernel.layout = 2;
+    k.cfg.kernel.rg = rg;
     return RnnLayer::create(ctx(), 0, k.cfg, k.w)->algorithm();
   };
+  auto all_steps = [](const std::string& a) { return a.find("all-steps") != std::string::npos; };
   const bool cpu = info.type == DeviceType::cpu;
-  CHECK((algorithm(4 * cu, 256).find("all-steps") != std::string::npos) == cpu);  // R = 1 MiB
-  // ... but W and R together do not: the fused step (sequential) keeps one launch per step, with the
-  // per-step row groups (the tile width: the heuristic's).
+  CHECK(all_steps(algorithm(4 * cu, 256)) == cpu);  // R = 1 MiB
+  // ... but W and R together do not (and a shard has 4 rows): the fused step (sequential) keeps one launch
+  // per step, with the per-step row groups (the tile width: the heuristic's).
   const int64_t tw = info.preferred_vector_float >= 16 ? 16 : 8;
   CHECK((algorithm(4 * cu, 256)
              .find(fmt::format("(fused input projection: per step, {} row group(s))",
                                rnn_step_row_groups(cu, 256 / tw, info.compute_units))) != std::string::npos) == cpu);
   CHECK(algorithm(4 * cu, 128).find("fused input projection") == std::string::npos);
-  CHECK(algorithm(4 * cu, 264).find("all-steps") == std::string::npos);           // R > 1 MiB
-  CHECK(algorithm(1, 64).find("all-steps") == std::string::npos);                 // one shard: no parallelism
-  // auto below batch 16 where every layer runs its steps in one launch: time parallel, not the wavefront.
+  CHECK_FALSE(all_steps(algorithm(8 * cu, 264)));  // R > 1 MiB and shards of 8 rows
+  // Shards of 16 rows: R may exceed 1 MiB up to a quarter of the global memory cache.
+  const uint64_t r264 = 4 * 264 * 264 * sizeof(float);
+  CHECK(all_steps(algorithm(16 * cu, 264)) == (cpu && r264 <= info.global_mem_cache_bytes / 4));
+  // One shard (batch 1) of a step of 16 K FMAs: below a launch's cost, so one launch although units idle.
+  CHECK(all_steps(algorithm(1, 64)) == cpu);
+  // One shard of 32 rows (rg 8) at H 256: the idle units' share, 32 x 256 K FMAs / 2 or more, is not.
+  if (info.compute_units >= 2) CHECK_FALSE(all_steps(algorithm(32, 256, 8)));
+  // What auto picks for forward LSTM stacks in the tiles layout on one device (batch < 16).
   {
     WaveLayout tiles(ctx());
-    const int64_t B = std::min<int64_t>(15, 2 * cu), T = 4;
-    std::vector<RnnConfig> cfgs;
-    std::vector<RnnWeights> ws;
-    for (int l = 0; l < 2; ++l) {
-      Case k = make_case(RnnCell::lstm, RnnDirection::forward, T, B, l ? 16 : 5, 16, 1820 + unsigned(l), false, false);
-      cfgs.push_back(k.cfg);
-      ws.push_back(k.w);
-    }
-    auto stack = RnnStack::create(ctx(), 0, cfgs, ws);
-    const bool one_launch = stack->layer(0).steps_in_one_launch(0, B) && stack->layer(1).steps_in_one_launch(0, B);
-    if (cpu && cu <= 3) CHECK(one_launch);  // a shard per compute unit below batch 16 needs <= 3 of them
-    if (!cpu) CHECK_FALSE(one_launch);
-    RnnStackIO io;
-    io.x = ctx().upload(HostTensor::from<float>({T, B, 5}, test::random_floats(size_t(T * B * 5), 1830)));
-    io.y = ctx().alloc({T, 1, B, 16}, DType::f32);
-    ExecutionContext ec(ctx().queue());
-    stack->enqueue(io, RnnRunOptions{}, ec);
-    ctx().finish();
-    const std::string& what = stack->last_schedule();
+    auto pick = [&](int64_t B, int64_t I, int64_t H, int L, int launch) {
+      std::vector<RnnConfig> cfgs;
+      std::vector<RnnWeights> ws;
+      for (int l = 0; l < L; ++l) {
+        Case k = make_case(RnnCell::lstm, RnnDirection::forward, 2, B, l ? H : I, H, 1820 + unsigned(l), false, false);
+        k.cfg.kernel.launch = launch;
+        cfgs.push_back(k.cfg);
+        ws.push_back(k.w);
+      }
+      auto stack = RnnStack::create(ctx(), 0, cfgs, ws);
+      RnnStackIO io;
+      io.x = ctx().upload(HostTensor::from<float>({2, B, I}, test::random_floats(size_t(2 * B * I), 1830)));
+      io.y = ctx().alloc({2, 1, B, H}, DType::f32);
+      ExecutionContext ec(ctx().queue());
+      stack->enqueue(io, RnnRunOptions{}, ec);
+      ctx().finish();
+      return stack->last_schedule();
+    };
+    const int64_t B = std::min<int64_t>(15, 2 * cu);
+    // Small layers on a CPU: every layer's fused steps in one launch, so sequential.
+    std::string what = pick(B, 5, 16, 2, 0);
     INFO(what);
-    CHECK((what.find("time_parallel") == 0 &&
-           what.find("(auto: forward LSTM layers, batch < 16, each layer's steps in one launch)") !=
-               std::string::npos) == one_launch);
+    CHECK((what.rfind("sequential", 0) == 0 &&
+           what.find("(auto: forward LSTM layers, each layer's fused steps in one launch)") != std::string::npos) ==
+          cpu);
+    if (!cpu) CHECK(what.rfind("wavefront", 0) == 0);
+    // One launch per step (the knob): the wavefront.
+    what = pick(B, 5, 16, 2, 1);
+    CHECK(what.rfind("wavefront", 0) == 0);
+    if (cpu && cu <= 3) {
+      // H 256: R fits 1 MiB, W + R does not and the shards have 4 rows: time parallel below batch 16.
+      what = pick(2 * cu, 256, 256, 2, 0);
+      CHECK(what.rfind("time_parallel", 0) == 0);
+      CHECK(what.find("(auto: forward LSTM layers, batch < 16, each layer's steps in one launch)") !=
+            std::string::npos);
+    }
+    if (cpu && info.compute_units >= 2) {
+      // Batch 1: one shard per layer, units idle: the layers overlap (layer parallel).
+      what = pick(1, 256, 256, 2, 0);
+      CHECK(what.rfind("layer_parallel", 0) == 0);
+      CHECK(what.find("fewer shards than compute units") != std::string::npos);
+    }
   }
   Case bad = c;
   bad.cfg.kernel.launch = 3;
@@ -699,10 +728,13 @@ TEST_CASE("wavefront: stacks of forward LSTM layers equal sequential and the com
     o.wave.rg = o.wave.kb = 0;
     o = RnnRunOptions{};
     Got a = run_stack(o);
-    // auto: the wavefront, or time parallel where every layer runs its steps in one launch (batch < 16).
+    // auto: the wavefront, or sequential where every layer runs its fused steps in one launch (on a CPU,
+    // layers this small always do).
     bool one_launch = true;
-    for (int64_t l = 0; l < L; ++l) one_launch = one_launch && stack->layer(size_t(l)).steps_in_one_launch(0, st.B);
-    CHECK(a.algorithm.find(one_launch ? "time_parallel" : "wavefront") != std::string::npos);
+    for (int64_t l = 0; l < L; ++l)
+      one_launch = one_launch && stack->layer(size_t(l)).steps_in_one_launch(0, st.B, true);
+    CHECK(one_launch == (ctx().device(0).info.type == DeviceType::cpu));
+    CHECK(a.algorithm.rfind(one_launch ? "sequential" : "wavefront", 0) == 0);
     CHECK(a.algorithm.find("(auto: ") != std::string::npos);
     check_same(a, seq);
     // Both tile widths (the device's heuristic picks one of them; the wave kernel is built for the
@@ -1002,7 +1034,9 @@ TEST_CASE("RNN strategies over two devices equal sequential") {
   }
 }
 
-TEST_CASE("layer parallel over two devices: a forward LSTM stack as one wavefront per device equals sequential") {
+TEST_CASE(
+    "layer parallel over two devices: one wavefront per device, or chunks where steps run in one launch, equal "
+    "sequential") {
   if (!std::getenv("CLDL_TEST_MULTI_DEVICE")) return;
   auto devs = select_devices("cpu:all");
   REQUIRE_MESSAGE(devs.size() >= 2, "run with POCL_DEVICES=\"pthread pthread\"");
@@ -1026,7 +1060,11 @@ TEST_CASE("layer parallel over two devices: a forward LSTM stack as one wavefron
     CAPTURE(st.layout);
     CAPTURE(st.dev);
     const LstmStackCase sc(st.T, st.B, st.layout, st.H, seed += 100);
-    auto stack = RnnStack::create(two, st.dev, sc.cfgs, sc.ws);
+    // One launch per step (the wavefronts' case); with the heuristic these small layers run each chunk of
+    // steps in one launch on a CPU, and then layer parallel keeps its chunked form (checked after the loop).
+    std::vector<RnnConfig> per_step = sc.cfgs;
+    for (auto& cf : per_step) cf.kernel.launch = 1;
+    auto stack = RnnStack::create(two, st.dev, per_step, sc.ws);
     RnnRunOptions o;
     o.strategy = RnnStrategy::sequential;
     const Got seq = sc.run(two, *stack, o, st.dev);
@@ -1044,6 +1082,21 @@ TEST_CASE("layer parallel over two devices: a forward LSTM stack as one wavefron
         CHECK(lp.algorithm.find(fmt::format("layers 0-{} on device {}", st.H.size() / 2 - 1, st.dev)) != std::string::npos);
         check_same(lp, seq);
       }
+    auto heuristic = RnnStack::create(two, st.dev, sc.cfgs, sc.ws);
+    bool one_launch = true;
+    for (size_t l = 0; l < st.H.size(); ++l)
+      one_launch = one_launch && heuristic->layer(l).steps_in_one_launch(int(st.dev + l) % 2, st.B);
+    CHECK(one_launch == (two.device(0).info.type == DeviceType::cpu));
+    o = RnnRunOptions{};
+    o.strategy = RnnStrategy::layer_parallel;
+    for (int64_t chunk : {0, 2}) {
+      CAPTURE(chunk);
+      o.chunk = chunk;
+      const Got lp = sc.run(two, *heuristic, o, st.dev);
+      CHECK((lp.algorithm.find(fmt::format("layer_parallel: {} layers on 2 device(s)", st.H.size())) !=
+             std::string::npos) == one_launch);
+      check_same(lp, seq);
+    }
   }
 }
 
