@@ -66,7 +66,8 @@ struct RnnKernelParams {
   int mr = 0;        // tiles: batch rows per work-item of a step, 1, 2 or 4 (0: by the batch of each call)
   int rg = 0;        // tiles: row groups of mr rows per work-item of a step, 1..kRnnMaxRowGroups, run k-block by
                      // k-block (0: rnn_step_row_groups for each call)
-  int kb = 0;        // tiles: k-block of a step's products, the k each row group takes before the next (0: 64)
+  int kb = 0;        // tiles: k-block of a step's products, the k each row group takes before the next (0: 64,
+                     // one block where the step fuses the input projection)
   int wg_m = 0;      // tiles: work-items along the batch per work-group of a step (0: 8; at most the call's)
   int wg_n = 0;      // tiles: tiles per work-group of a step (0: 1)
   int tw = 0;        // tiles: tile width, hidden units per tile and vector width, 8 or 16 (0: 16 where the

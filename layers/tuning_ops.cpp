@@ -270,7 +270,8 @@ Space rnn_space(const DeviceInfo& info, const RnnConfig& c) {
   s.dims.push_back({"mr", {1, 2, 4}});
   // Row groups per work-item (0: the heuristic for the device's compute units) and the k-block they share.
   s.dims.push_back({"rg", {0, 1, 2, 4, 8}});
-  s.dims.push_back({"kb", {64, 32, 128}});
+  // kb 0: the heuristic (tile_kblock: 64, one block for the fused step); 4096: one block everywhere.
+  s.dims.push_back({"kb", {0, 32, 128, 4096}});
   s.dims.push_back({"wg_m", {1, 2, 4, 8, 16}});
   s.dims.push_back({"wg_n", {1, 2, 4, 8}});
   s.dims.push_back({"pmr", {1, 2, 4, 8}});

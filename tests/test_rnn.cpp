@@ -515,7 +515,9 @@ TEST_CASE("LSTM all-steps launch: one kernel per direction and call; the heurist
   CHECK((algorithm(4 * cu, 256)
              .find(fmt::format("(fused input projection: per step, {} row group(s))",
                                rnn_step_row_groups(cu, 256 / tw, info.compute_units))) != std::string::npos) == cpu);
-  CHECK(algorithm(4 * cu, 128).find("fused input projection") == std::string::npos);
+  CHECK(algorithm(4 * cu, 128).find("(fused input projection: per step") == std::string::npos);
+  // k-blocks (kb 0): 64, one block for the step that fuses the input projection; or the knob's.
+  CHECK(algorithm(4 * cu, 128).find("k-blocks of 64 (fused input projection: one block),") != std::string::npos);
   CHECK_FALSE(all_steps(algorithm(8 * cu, 264)));  // R > 1 MiB and shards of 8 rows
   // Shards of 16 rows: R may exceed 1 MiB up to a quarter of the global memory cache.
   const uint64_t r264 = 4 * 264 * 264 * sizeof(float);
