@@ -530,8 +530,8 @@ __kernel void name(int wave, int lag, int T, int B, __global const int* lens, lo
 // before the next. No shard needs another's results, so no step waits for the device's other threads: one
 // launch instead of one per step, with no wake-up of worker threads in between (ONNX Runtime's LSTM runs
 // its batch-parallel threads the same way). Each shard reads all of R per step, so the host uses it on CPU
-// devices with one shard per compute unit. A work-item reads back only states it wrote itself (program
-// order), so it needs no fence. Per step the state slots and first-step inputs are the ones the host passes
+// devices where that pays (all_steps_shards in layers/rnn.cpp). A work-item reads back only states it wrote
+// itself (program order), so it needs no fence. Per step the state slots and first-step inputs are the ones the host passes
 // the per-step kernels: h from h0 (has_h0) or zero at step 0, else from slot (s + 1) & 1 of the state
 // ([2][Bs][H] at sh_off), written into slot s & 1; c likewise (c0, sc_off). The per-element arithmetic is
 // the step kernels': the same bits.

@@ -106,12 +106,12 @@ int all_steps_row_groups(const RnnKernelParams& k, int64_t nb, int64_t mr, const
   return int(std::clamp<int64_t>((groups + cu - 1) / cu, 1, kRnnMaxRowGroups));
 }
 
-// Whether a tile LSTM call over nb batch items runs all its steps in one launch (RnnKernelParams::launch):
-// the knob, else the heuristic, on CPU devices only. One launch per step splits the weights of a step between
-// the compute units and pays a launch (PoCL: waking its threads, some 30-40 us here) per step; one launch
-// for all steps gives every shard of the batch all the weights of every step to read. The weights a shard
-// reads per step are one direction's R (4 H x H floats), plus W (4 H x I) when the step computes the input
-// projection itself (fused_I = I; 0 with the projection GEMM). One launch pays where
+// The batch shards (work-items) of a tile LSTM call over nb batch items that runs all its steps in one launch,
+// 0 where it runs one launch per step (RnnKernelParams::launch): the knob, else the heuristic, on CPU devices only. One
+// launch per step splits the weights of a step between the compute units and pays a launch (PoCL: waking its threads,
+// some 30-40 us here) per step; one launch for all steps gives every shard of the batch all the weights of every step
+// to read. The weights a shard reads per step are one direction's R (4 H x H floats), plus W (4 H x I) when the step
+// computes the input projection itself (fused_I = I; 0 with the projection GEMM). One launch pays where
 // - those weights fit 1 MiB, a core's L2 on most CPUs, or where a shard has at least 16 rows (16 FMAs per
 //   weight float it reads: enough on cores with two AVX-512 FMA units fed at 8 B/cycle from L3) and the
 //   weights fit a quarter of the device's global memory cache (PoCL: the last-level cache);
@@ -126,17 +126,17 @@ int all_steps_row_groups(const RnnKernelParams& k, int64_t nb, int64_t mr, const
 // - PoCL 3.1, 2 Sapphire Rapids cores (2 MB L2), time parallel: H128 B16 0.63x, H256 B8 0.88x, B32 0.97x,
 //   B64 L2 0.92x, B128 0.92x; but H384 B32 (R 2.25 MB) 1.04x, H512 B32 1.04x, B64 1.03x, B4 1.41x (one shard
 //   of 4 rows). Fused with W + R = 2 MB, H256 B8 L2 on Intel's CPU runtime: 1.07x.
-bool all_steps_launch(const RnnKernelParams& k, int64_t nb, int64_t mr, int64_t H, int64_t fused_I,
-                      const DeviceInfo& info) {
-  if (k.launch) return k.launch == 2;
-  if (info.type != DeviceType::cpu) return false;
+int64_t all_steps_shards(const RnnKernelParams& k, int64_t nb, int64_t mr, int64_t H, int64_t fused_I,
+                         const DeviceInfo& info) {
   const int64_t cu = std::max<int64_t>(1, info.compute_units), groups = (nb + mr - 1) / mr;
   const int64_t arg = all_steps_row_groups(k, nb, mr, info), shards = (groups + arg - 1) / arg;
+  if (k.launch) return k.launch == 2 ? shards : 0;
+  if (info.type != DeviceType::cpu) return 0;
   const int64_t rows = std::min(nb, arg * mr), fmas = 4 * H * (H + fused_I);  // per batch row and step
   const int64_t bytes = fmas * int64_t(sizeof(float));
   const bool fits = bytes <= (int64_t(1) << 20) || (rows >= 16 && uint64_t(bytes) <= info.global_mem_cache_bytes / 4);
   const bool busy = shards >= cu || rows * fmas * (cu - shards) / cu <= (int64_t(1) << 21);
-  return fits && busy;
+  return fits && busy ? shards : 0;
 }
 
 // k-block of a tile kernel (RnnKernelParams::kb): the knob, else kRnnDefaultKBlock, but one block (the whole
@@ -553,11 +553,8 @@ int64_t RnnLayer::one_launch_shards(int dev, int64_t nb, bool fused_input) {
   const Replica& r = replica(dev);
   const DeviceInfo& info = ctx_->device(dev).info;
   const int64_t mr = r.kp.mr > 0 ? r.kp.mr : rnn_step_rows(nb);
-  if (!r.tiles || cfg_.cell != RnnCell::lstm ||
-      !all_steps_launch(r.kp, nb, mr, cfg_.hidden_size, fused_input ? cfg_.input_size : 0, info))
-    return 0;
-  const int64_t arg = all_steps_row_groups(r.kp, nb, mr, info);
-  return ((nb + mr - 1) / mr + arg - 1) / arg;
+  if (!r.tiles || cfg_.cell != RnnCell::lstm) return 0;
+  return all_steps_shards(r.kp, nb, mr, cfg_.hidden_size, fused_input ? cfg_.input_size : 0, info);
 }
 
 void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, int64_t nb, int64_t s0, int64_t s1,
@@ -581,13 +578,12 @@ void RnnLayer::enqueue_steps(int dev, const RnnLayerIO& io, int d, int64_t b0, i
   const int64_t TW = std::max(1, r.kp.tw);
   const size_t mi = mr == 1 ? 0 : mr == 2 ? 1 : 2;  // tile kernels with 1, 2, 4 rows per row group
   cl::Kernel step = r.tiles ? r.tile_steps[mi] : r.step;
-  const bool one_launch = s0 < s1 && steps_in_one_launch(dev, nb, fuse_input);  // before the lock: replica() takes it
+  // Before the lock: replica() takes it.
+  const size_t items = s0 < s1 ? size_t(one_launch_shards(dev, nb, fuse_input)) : 0;
   std::lock_guard lock(launch_mutex_);
-  if (one_launch) {
+  if (items > 0) {
     // One launch for steps [s0, s1): a shard of the batch per work-item (one per compute unit by default).
-    const int64_t groups = (nb + int64_t(mr) - 1) / int64_t(mr);
     const int arg = all_steps_row_groups(r.kp, nb, int64_t(mr), ctx_->device(dev).info);
-    const size_t items = size_t((groups + arg - 1) / arg);
     const Tensor& h0 = io.h0.valid() ? io.h0 : io.ws;
     const Tensor& c0 = io.c0.valid() ? io.c0 : io.ws;
     cl::Kernel& k = r.tile_all[mi];

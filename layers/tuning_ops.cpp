@@ -277,7 +277,7 @@ Space rnn_space(const DeviceInfo& info, const RnnConfig& c) {
   s.dims.push_back({"pmr", {1, 2, 4, 8}});
   s.dims.push_back({"prg", {0, 1, 2, 4}});
   s.dims.push_back({"proj_wg", {4, 8, 16, 32}});
-  // One launch per step, or all steps in one (batch shards; 0: the heuristic, all_steps_launch).
+  // One launch per step, or all steps in one (batch shards; 0: the heuristic, all_steps_shards).
   s.dims.push_back({"launch", {0, 1, 2}});
   // PoCL runs a work-group as one thread's loop: narrow groups give more parallel tasks there.
   s.dims.push_back({"local", cpu ? std::vector<int64_t>{8, 16, 32, 64, 128} : std::vector<int64_t>{32, 64, 128, 256}});

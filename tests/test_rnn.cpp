@@ -495,7 +495,7 @@ TEST_CASE("LSTM all-steps launch: one kernel per direction and call; the heurist
     for (const auto& r : prof.records()) steps += r.name == "LSTM";
     CHECK(steps == (launch == 2 ? 1u : 6u) * 2);
   }
-  // The heuristic (launch 0, all_steps_launch): CPU devices only; the weights a shard reads per step fit
+  // The heuristic (launch 0, all_steps_shards): CPU devices only; the weights a shard reads per step fit
   // 1 MiB, or the shard has >= 16 rows and they fit a quarter of the global memory cache; and every compute
   // unit gets a shard, or the idle units' share of a step is below 2^21 FMAs.
   const DeviceInfo& info = ctx().device(0).info;
