@@ -509,7 +509,7 @@ TEST_SUITE("attention") {
 
 TEST_CASE("ONNX Attention node tests (opset 23/24)") {
   namespace fs = std::filesystem;
-  const fs::path root = CLDL_CONFORMANCE_DIR;
+  const fs::path root = fs::path(CLDL_CONFORMANCE_DIR) / "onnx-node";
   REQUIRE(fs::exists(root));
   int run = 0, skipped_cases = 0;
   std::vector<fs::path> dirs;

@@ -1,4 +1,4 @@
-// ONNX backend node tests (../shared/conformance/onnx-node, read in place): load, run and compare every
+// ONNX conformance data (../shared/conformance: onnx-node, onnx-node-more, onnx-legacy; read in place): load, run and compare every
 // output; prints pass / fail / unsupported per op with totals. Fails on any FAIL and on any unsupported
 // test of a claimed op. Inputs that a node needs at load (Reshape's shape, Range's bounds...) are bound
 // from the test data, as a user binds fixed shape tensors (cldl run --input binds them the same way).
@@ -127,60 +127,75 @@ Result run_one(const fs::path& dir, const std::string& op) {
   return {Outcome::pass, ""};
 }
 
+// One suite folder (INDEX.txt + test_x/ folders): runs every test and prints the per-op table. With
+// `all_must_pass` (the legacy model tests) every test must pass or be a listed gap; otherwise (the node
+// suites) every test of a claimed op must.
+void run_suite(const fs::path& root, bool all_must_pass) {
+  REQUIRE_MESSAGE(fs::exists(root / "INDEX.txt"), "conformance data not found at " << root.string()
+                  << " (../shared/conformance beside the checkout)");
+  std::map<std::string, std::string> op_of;  // folder -> op (from INDEX.txt)
+  {
+    std::ifstream idx(root / "INDEX.txt");
+    std::string line;
+    while (std::getline(idx, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream ls(line);
+      std::string folder, op;
+      ls >> folder >> op;
+      op_of[folder] = op;
+    }
+  }
+  struct Count { int pass = 0, fail = 0, unsupported = 0; };
+  std::map<std::string, Count> by_op;
+  std::vector<std::string> failures, claimed_unsupported;
+  int total = 0;
+  const std::set<std::string> kClaimed = claimed_ops();
+  std::vector<fs::path> dirs;
+  for (auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  for (auto& dir : dirs) {
+    std::string name = dir.filename().string();
+    std::string op = op_of.count(name) ? op_of[name] : "?";
+    Result r = run_one(dir, op);
+    ++total;
+    auto& c = by_op[op];
+    if (r.outcome == Outcome::pass) c.pass++;
+    else if (r.outcome == Outcome::fail) {
+      c.fail++;
+      failures.push_back(name + ": " + r.message);
+    } else {
+      c.unsupported++;
+      if ((all_must_pass || kClaimed.count(op)) && !known_gaps().count(name))
+        claimed_unsupported.push_back(name + ": " + r.message);
+    }
+  }
+  Count sum;
+  std::string table = fmt::format("{}\n{:<24} {:>5} {:>5} {:>12}\n", root.string(), "op", "pass", "fail", "unsupported");
+  for (auto& [op, c] : by_op) {
+    table += fmt::format("{:<24} {:>5} {:>5} {:>12}{}\n", op, c.pass, c.fail, c.unsupported,
+                         kClaimed.count(op) ? "  (claimed)" : "");
+    sum.pass += c.pass, sum.fail += c.fail, sum.unsupported += c.unsupported;
+  }
+  table += fmt::format("{:<24} {:>5} {:>5} {:>12}   ({} tests)\n", "TOTAL", sum.pass, sum.fail, sum.unsupported, total);
+  MESSAGE("\n" << table);
+  for (auto& f : failures) MESSAGE("FAIL " << f);
+  for (auto& f : claimed_unsupported) MESSAGE((all_must_pass ? "UNSUPPORTED " : "UNSUPPORTED (claimed op) ") << f);
+  CHECK(failures.empty());
+  CHECK(claimed_unsupported.empty());
+}
+
 }  // namespace
 
+// CLDL_CONFORMANCE_DIR is ../shared/conformance: onnx-node and onnx-node-more (ONNX 1.23 node tests),
+// onnx-legacy (model tests from older exporters, opsets 6-9). Each has its SOURCE.md.
 TEST_SUITE("conformance") {
-  TEST_CASE("ONNX backend node tests") {
-    fs::path root = CLDL_CONFORMANCE_DIR;
-    REQUIRE_MESSAGE(fs::exists(root / "INDEX.txt"), "conformance data not found at " << root.string()
-                    << " (../shared/conformance/onnx-node beside the checkout)");
-    std::map<std::string, std::string> op_of;  // folder -> op (from INDEX.txt)
-    {
-      std::ifstream idx(root / "INDEX.txt");
-      std::string line;
-      while (std::getline(idx, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        std::istringstream ls(line);
-        std::string folder, op;
-        ls >> folder >> op;
-        op_of[folder] = op;
-      }
+  TEST_CASE("ONNX backend node tests") { run_suite(fs::path(CLDL_CONFORMANCE_DIR) / "onnx-node", false); }
+  TEST_CASE("ONNX backend node tests, more") { run_suite(fs::path(CLDL_CONFORMANCE_DIR) / "onnx-node-more", false); }
+  TEST_CASE("ONNX legacy model tests") {
+    for (const char* sub : {"pytorch-converted", "pytorch-operator", "simple"}) {
+      CAPTURE(sub);
+      run_suite(fs::path(CLDL_CONFORMANCE_DIR) / "onnx-legacy" / sub, true);
     }
-    struct Count { int pass = 0, fail = 0, unsupported = 0; };
-    std::map<std::string, Count> by_op;
-    std::vector<std::string> failures, claimed_unsupported;
-    int total = 0;
-    const std::set<std::string> kClaimed = claimed_ops();
-    std::vector<fs::path> dirs;
-    for (auto& e : fs::directory_iterator(root))
-      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
-    std::sort(dirs.begin(), dirs.end());
-    for (auto& dir : dirs) {
-      std::string name = dir.filename().string();
-      std::string op = op_of.count(name) ? op_of[name] : "?";
-      Result r = run_one(dir, op);
-      ++total;
-      auto& c = by_op[op];
-      if (r.outcome == Outcome::pass) c.pass++;
-      else if (r.outcome == Outcome::fail) {
-        c.fail++;
-        failures.push_back(name + ": " + r.message);
-      } else {
-        c.unsupported++;
-        if (kClaimed.count(op) && !known_gaps().count(name)) claimed_unsupported.push_back(name + ": " + r.message);
-      }
-    }
-    Count sum;
-    std::string table = fmt::format("{:<24} {:>5} {:>5} {:>12}\n", "op", "pass", "fail", "unsupported");
-    for (auto& [op, c] : by_op) {
-      table += fmt::format("{:<24} {:>5} {:>5} {:>12}{}\n", op, c.pass, c.fail, c.unsupported, kClaimed.count(op) ? "  (claimed)" : "");
-      sum.pass += c.pass, sum.fail += c.fail, sum.unsupported += c.unsupported;
-    }
-    table += fmt::format("{:<24} {:>5} {:>5} {:>12}   ({} tests)\n", "TOTAL", sum.pass, sum.fail, sum.unsupported, total);
-    MESSAGE("\n" << table);
-    for (auto& f : failures) MESSAGE("FAIL " << f);
-    for (auto& f : claimed_unsupported) MESSAGE("UNSUPPORTED (claimed op) " << f);
-    CHECK(failures.empty());
-    CHECK(claimed_unsupported.empty());
   }
 }

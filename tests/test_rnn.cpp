@@ -907,7 +907,7 @@ TEST_CASE("bad configurations fail with clear messages") {
 
 TEST_CASE("ONNX conformance: test_lstm_*, test_gru_*, test_rnn_*, test_simple_rnn_*") {
   namespace fs = std::filesystem;
-  const fs::path root = CLDL_CONFORMANCE_DIR;
+  const fs::path root = fs::path(CLDL_CONFORMANCE_DIR) / "onnx-node";
   if (!fs::exists(root)) {
     MESSAGE("conformance data not found at " << root.string());
     return;

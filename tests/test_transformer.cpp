@@ -197,7 +197,7 @@ TEST_CASE("SwiGLU and the feed-forward block (GEMM + bias + GELU epilogue)") {
 TEST_CASE("ONNX LayerNormalization, RMSNormalization and RotaryEmbedding node tests") {
   namespace fs = std::filesystem;
   namespace ox = cldl::test::attn_onnx;
-  const fs::path root = CLDL_CONFORMANCE_DIR;
+  const fs::path root = fs::path(CLDL_CONFORMANCE_DIR) / "onnx-node";
   REQUIRE(fs::exists(root));
   int run = 0;
   std::vector<fs::path> dirs;
