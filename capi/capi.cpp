@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,12 +50,25 @@ struct ContextObj {
   bool wrapped = false;
 };
 struct ModelObj {
-  std::shared_ptr<graph::CompiledModel> model;
-  std::vector<IoInfo> inputs, outputs;
+  std::shared_ptr<graph::Model> model;
+  std::vector<IoInfo> inputs, outputs;  // as declared (dims -1 where symbolic, unless fixed at load)
 };
+// A session stages what the app gives (host inputs, input shapes, bound buffers); each run finds the plan
+// of the inputs' signature and applies them to that plan's Session.
 struct SessionObj {
   std::shared_ptr<ModelObj> model;
-  std::unique_ptr<graph::Session> session;
+  std::unique_ptr<graph::ModelSession> session;
+  std::map<std::string, HostTensor> staged;  // set_input
+  std::map<std::string, Shape> shapes;       // every input's shape for the next run
+  std::map<std::string, std::pair<cl::Buffer, size_t>> bound_in, bound_out;  // app buffers, offsets
+  // Per plan Session (by serial): staged inputs already written there (until set_input stages a new
+  // value), and inputs bound to an app buffer there.
+  struct InnerState {
+    std::set<std::string> written, app_bound;
+  };
+  std::map<uint64_t, InnerState> inner;
+  graph::Session* last = nullptr;  // the last run's
+  std::vector<IoInfo> last_outputs;  // output shapes of the last run
   std::mutex m;  // one call at a time per session
 };
 
@@ -173,13 +187,16 @@ void fill_device_info(const Device& d, cldl_device_info* info) {
   info->device = d.device();
 }
 
-IoInfo io_info(const graph::ValueInfo& compiled, const graph::ValueInfo* declared) {
+// `v` as reported to the app: dims from `shape` (a plan's, or the declared one with -1 where symbolic),
+// symbols from the declaration; bytes 0 while a dim is unknown.
+IoInfo io_info(const graph::ValueInfo& v, const graph::ValueShape& shape, const graph::ValueInfo* declared) {
   IoInfo r;
-  r.name = compiled.name;
-  r.dtype = cldl_dtype(int(compiled.dtype));
-  Shape s = compiled.shape.to_shape();
-  r.dims = s.dims;
-  r.bytes = size_t(s.numel()) * dtype_size(compiled.dtype);
+  r.name = v.name;
+  r.dtype = cldl_dtype(int(v.dtype));
+  r.dims = shape.known ? shape.dims : std::vector<int64_t>{};
+  bool complete = shape.known;
+  for (auto d : r.dims) complete = complete && d >= 0;
+  r.bytes = complete ? size_t(Shape(r.dims).numel()) * dtype_size(v.dtype) : 0;
   r.symbols.resize(r.dims.size());
   if (declared && declared->shape.known && declared->shape.dims.size() == r.dims.size())
     for (size_t i = 0; i < r.dims.size(); ++i)
@@ -214,16 +231,28 @@ cldl_model load_graph(cldl_context ctx, graph::Graph g, const cldl_load_options*
   }
   lo.compile.queues = queues > 0 ? queues : c->wrapped ? 1 : lo.compile.queues;
   std::vector<graph::ValueInfo> declared_in = g.inputs, declared_out = g.outputs;
-  graph::prepare(g, lo.prepare);
   auto m = std::make_shared<ModelObj>();
-  m->model = graph::CompiledModel::compile(c->ctx, std::move(g), lo.compile);
+  m->model = graph::Model::create(c->ctx, std::move(g), lo);
   auto find = [](const std::vector<graph::ValueInfo>& v, const std::string& n) -> const graph::ValueInfo* {
     for (auto& x : v)
       if (x.name == n) return &x;
     return nullptr;
   };
-  for (auto& in : m->model->graph().inputs) m->inputs.push_back(io_info(in, find(declared_in, in.name)));
-  for (auto& out : m->model->graph().outputs) m->outputs.push_back(io_info(out, find(declared_out, out.name)));
+  // Dims fixed at load (the pre-planned signature) are reported; the rest stay -1 until a run.
+  auto pre = m->model->preplanned();
+  auto planned = [&](const std::string& name) -> const graph::ValueInfo* {
+    if (!pre) return nullptr;
+    auto* v = find(pre->graph().inputs, name);
+    return v ? v : find(pre->graph().outputs, name);
+  };
+  for (auto& in : m->model->graph().inputs) {
+    auto* p = planned(in.name);
+    m->inputs.push_back(io_info(in, p ? p->shape : in.shape, find(declared_in, in.name)));
+  }
+  for (auto& out : m->model->graph().outputs) {
+    auto* p = planned(out.name);
+    m->outputs.push_back(io_info(out, p ? p->shape : out.shape, find(declared_out, out.name)));
+  }
   return reinterpret_cast<cldl_model>(add(registry().models, std::move(m)));
 }
 
@@ -249,31 +278,137 @@ void fill_tensor_info(const IoInfo& io, cldl_tensor_info* info) {
   info->bytes = io.bytes;
 }
 
-// The app's buffer as a device tensor of the model's input / output `io`, checked against the context.
-Tensor app_tensor(SessionObj& s, const IoInfo& io, cl_mem buffer, size_t offset) {
+// The app's buffer checked against the model's context and the element size (shape-independent checks).
+void check_app_buffer(const ModelObj& m, const IoInfo& io, cl_mem buffer, size_t offset) {
   cl_context mem_ctx = nullptr;
   cl_int err = clGetMemObjectInfo(buffer, CL_MEM_CONTEXT, sizeof mem_ctx, &mem_ctx, nullptr);
   if (err != CL_SUCCESS)
     capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "'{}': cl_mem {} is not a valid buffer ({})", io.name,
               static_cast<void*>(buffer), cl_error_name(err));
-  auto& cm = *s.model->model;
-  if (mem_ctx != cm.context().cl()())
+  if (mem_ctx != m.model->context().cl()())
     capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "'{}': the buffer belongs to another cl_context than the model's", io.name);
-  size_t size = 0;
-  clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof size, &size, nullptr);
   if (offset % cldl_dtype_size(io.dtype) != 0)
     capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "'{}': offset {} is not a multiple of the element size {}", io.name, offset,
               cldl_dtype_size(io.dtype));
-  if (offset + io.bytes > size)
-    capi_fail(CLDL_ERROR_SHAPE, "'{}': {} bytes at offset {} do not fit the app's buffer of {} bytes", io.name,
-              io.bytes, offset, size);
+}
+
+// The app's buffer as a device tensor of `shape` (a run's), which must fit it.
+Tensor app_tensor(const ModelObj& m, const std::string& name, DType dtype, const Shape& shape, const cl::Buffer& buffer,
+                  size_t offset) {
+  size_t size = 0;
+  check(buffer.getInfo(CL_MEM_SIZE, &size), "clGetMemObjectInfo", name);
+  size_t bytes = size_t(shape.numel()) * dtype_size(dtype);
+  if (offset + bytes > size)
+    capi_fail(CLDL_ERROR_SHAPE, "'{}': the run's {} {} is {} bytes; at offset {} the app's buffer of {} bytes holds {}",
+              name, to_string(dtype), shape.str(), bytes, offset, size, size > offset ? size - offset : 0);
   Tensor t;
-  t.buffer = cl::Buffer(buffer, true);
+  t.buffer = buffer;
   t.offset_bytes = offset;
-  t.shape = Shape(io.dims);
-  t.dtype = DType(int(io.dtype));
-  t.device = cm.options().device;
+  t.shape = shape;
+  t.dtype = dtype;
+  t.device = m.model->options().compile.device;
   return t;
+}
+
+// A shape against the model's input: rank and fixed dims (symbols are checked across inputs at the run).
+void check_input_shape(const IoInfo& io, const graph::ValueInfo& declared, const Shape& got) {
+  if (!declared.shape.known) return;
+  if (got.rank() != declared.shape.dims.size())
+    capi_fail(CLDL_ERROR_SHAPE, "input '{}': expected rank {} ({}), got shape {}", io.name, declared.shape.dims.size(),
+              declared.shape.str(), got.str());
+  for (size_t i = 0; i < got.rank(); ++i)
+    if (declared.shape.dims[i] >= 0 && declared.shape.dims[i] != got.dims[i])
+      capi_fail(CLDL_ERROR_SHAPE, "input '{}': expected shape {}, got {} (dimension {} is fixed)", io.name,
+                declared.shape.str(), got.str(), i);
+}
+
+const graph::ValueInfo& declared_input(const ModelObj& m, const std::string& name) {
+  for (auto& in : m.model->graph().inputs)
+    if (in.name == name) return in;
+  capi_fail(CLDL_ERROR_NOT_FOUND, "'{}' is not an input of the model", name);
+}
+
+// Everything a run needs, under the session's lock: the plan of the staged shapes, the app's bindings
+// and the staged host inputs applied to that plan's Session. Returns that Session.
+graph::Session& prepare_run(SessionObj& s) {
+  graph::Model& model = *s.model->model;
+  std::map<std::string, HostTensor> values;
+  for (auto& name : model.shape_inputs()) {
+    auto it = s.staged.find(name);
+    if (it == s.staged.end() || s.bound_in.count(name))
+      capi_fail(CLDL_ERROR_SHAPE, "input '{}' decides shapes by its value: set it with cldl_session_set_input", name);
+    values[name] = it->second;
+  }
+  graph::Signature sig;
+  try {
+    sig = model.signature(s.shapes, values);
+  } catch (const Error& e) {
+    capi_fail(CLDL_ERROR_SHAPE, "{}", e.what());
+  }
+  graph::Session* inner = nullptr;
+  try {
+    inner = &s.session->session_for(sig);
+  } catch (const Error& e) {
+    if (e.cl_code() != 0) throw;
+    capi_fail(CLDL_ERROR_SHAPE, "{}", e.what());
+  }
+  const graph::Graph& pg = inner->model().graph();
+  // State of sessions the model session dropped goes with them (serials are never reused).
+  std::set<uint64_t> live;
+  for (auto* x : s.session->sessions()) live.insert(x->serial());
+  std::erase_if(s.inner, [&](auto& kv) { return !live.count(kv.first); });
+  auto& st = s.inner[inner->serial()];
+  for (auto& in : pg.inputs) {
+    Shape shape = in.shape.to_shape();
+    if (auto b = s.bound_in.find(in.name); b != s.bound_in.end()) {
+      inner->bind_input(in.name, app_tensor(*s.model, in.name, in.dtype, shape, b->second.first, b->second.second));
+      st.app_bound.insert(in.name);
+      st.written.erase(in.name);
+      continue;
+    }
+    auto h = s.staged.find(in.name);
+    if (h == s.staged.end())
+      capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "input '{}' has a shape but no data: set it or bind a buffer", in.name);
+    if (st.app_bound.erase(in.name)) inner->bind_input(in.name, Tensor{});  // back to cldl's own buffer
+    if (st.written.count(in.name)) continue;
+    inner->write_input(in.name, h->second);
+    st.written.insert(in.name);
+  }
+  for (auto& out : pg.outputs) {
+    auto b = s.bound_out.find(out.name);
+    Tensor t = b == s.bound_out.end() ? Tensor{}
+                                      : app_tensor(*s.model, out.name, out.dtype, out.shape.to_shape(), b->second.first,
+                                                   b->second.second);
+    inner->bind_output(out.name, t);
+  }
+  s.last = inner;
+  s.last_outputs.clear();
+  for (auto& out : pg.outputs) {
+    const graph::ValueInfo* declared = nullptr;
+    for (auto& o : model.graph().outputs)
+      if (o.name == out.name) declared = &o;
+    s.last_outputs.push_back(io_info(out, out.shape, declared));
+  }
+  return *inner;
+}
+
+graph::Session& last_run(SessionObj& s, const char* what) {
+  if (!s.last) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "{}: the session has not run yet", what);
+  return *s.last;
+}
+
+const IoInfo& last_output(SessionObj& s, const char* name) {
+  need(name, "name");
+  find_io(*s.model, name, false);  // NOT_FOUND naming the model's outputs
+  last_run(s, fmt::format("output '{}'", name).c_str());
+  for (auto& io : s.last_outputs)
+    if (io.name == name) return io;
+  capi_fail(CLDL_ERROR_NOT_FOUND, "output '{}' was not produced by the last run", name);
+}
+
+cl::CommandQueue run_queue(const ModelObj& m) {
+  auto& o = m.model->options().compile;
+  return m.model->context().queue(o.device, 0, o.profiling);
 }
 
 struct CallbackData {
@@ -478,6 +613,12 @@ cldl_status cldl_session_create(cldl_model model, cldl_session* out) {
     auto s = std::make_shared<SessionObj>();
     s->model = m;
     s->session = m->model->session();
+    // Inputs whose shape the model fixes (or load options fixed) need no cldl_session_set_input_shape.
+    for (auto& io : m->inputs) {
+      bool complete = true;
+      for (auto d : io.dims) complete = complete && d >= 0;
+      if (complete) s->shapes[io.name] = Shape(io.dims);
+    }
     *out = reinterpret_cast<cldl_session>(add(registry().sessions, std::move(s)));
   });
 }
@@ -487,12 +628,24 @@ cldl_status cldl_session_release(cldl_session s) {
     auto obj = get(s);
     {
       std::lock_guard lock(obj->m);
-      const cl::Event& last = obj->session->last_run();
-      if (last() != nullptr) last.wait();  // the run still uses the session's buffers
+      if (obj->last) {
+        const cl::Event& last = obj->last->last_run();
+        if (last() != nullptr) last.wait();  // the run still uses the session's buffers
+      }
     }
     drop(registry().sessions, s, "session");
   });
 }
+
+namespace {
+Shape shape_arg(const char* name, const int64_t* dims, size_t rank) {
+  if (rank && !dims) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "input '{}': rank {} but dims is NULL", name, rank);
+  Shape got(std::vector<int64_t>(dims, dims + rank));
+  for (size_t i = 0; i < rank; ++i)
+    if (got.dims[i] < 0) capi_fail(CLDL_ERROR_SHAPE, "input '{}': dimension {} is {}", name, i, got.dims[i]);
+  return got;
+}
+}  // namespace
 
 cldl_status cldl_session_set_input(cldl_session s, const char* name, cldl_dtype dtype, const int64_t* dims, size_t rank,
                                    const void* data, size_t bytes) {
@@ -503,31 +656,47 @@ cldl_status cldl_session_set_input(cldl_session s, const char* name, cldl_dtype 
       capi_fail(CLDL_ERROR_DTYPE, "input '{}': expected {}, got {}", name, to_string(DType(int(io.dtype))),
                 int(dtype) >= 0 && int(dtype) <= int(CLDL_BOOL) ? std::string(to_string(DType(int(dtype))))
                                                                 : fmt::format("cldl_dtype {}", int(dtype)));
-    if (rank && !dims) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "input '{}': rank {} but dims is NULL", name, rank);
-    Shape got(std::vector<int64_t>(dims, dims + rank));
-    if (got.dims != io.dims)
-      capi_fail(CLDL_ERROR_SHAPE, "input '{}': expected shape {}, got {}", name, Shape(io.dims).str(), got.str());
-    if (bytes != io.bytes) capi_fail(CLDL_ERROR_SHAPE, "input '{}': expected {} bytes, got {}", name, io.bytes, bytes);
+    Shape got = shape_arg(name, dims, rank);
+    check_input_shape(io, declared_input(*obj->model, name), got);
+    size_t want = size_t(got.numel()) * dtype_size(DType(int(dtype)));
+    if (bytes != want)
+      capi_fail(CLDL_ERROR_SHAPE, "input '{}': {} {} is {} bytes, got {}", name, to_string(DType(int(dtype))),
+                got.str(), want, bytes);
     if (bytes) need(data, "data");
     HostTensor h(to_dtype(dtype), got);
     if (bytes) std::memcpy(h.data(), data, bytes);
     std::lock_guard lock(obj->m);
-    obj->session->write_input(name, h);
+    obj->staged[name] = std::move(h);
+    obj->shapes[name] = got;
+    obj->bound_in.erase(name);
+    for (auto& [serial, st] : obj->inner) st.written.erase(name);
+  });
+}
+
+cldl_status cldl_session_set_input_shape(cldl_session s, const char* name, const int64_t* dims, size_t rank) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    const IoInfo& io = find_io(*obj->model, name, true);
+    Shape got = shape_arg(name, dims, rank);
+    check_input_shape(io, declared_input(*obj->model, name), got);
+    std::lock_guard lock(obj->m);
+    obj->shapes[name] = got;
   });
 }
 
 namespace {
-// bind_input / bind_output: the app's buffer (NULL unbinds) as the session's tensor for `name`.
+// bind_input / bind_output: the app's buffer (NULL unbinds) for `name`, used from the next run on.
 cldl_status bind_io(const char* fn, cldl_session s, const char* name, cl_mem buffer, size_t offset, bool input) {
   return guarded(fn, CLDL_ERROR_INTERNAL, [&] {
     auto obj = get(s);
     const IoInfo& io = find_io(*obj->model, name, input);
-    Tensor t = buffer ? app_tensor(*obj, io, buffer, offset) : Tensor{};
+    if (buffer) check_app_buffer(*obj->model, io, buffer, offset);
     std::lock_guard lock(obj->m);
-    if (input)
-      obj->session->bind_input(name, t);
+    auto& map = input ? obj->bound_in : obj->bound_out;
+    if (buffer)
+      map[name] = {cl::Buffer(buffer, true), offset};
     else
-      obj->session->bind_output(name, t);
+      map.erase(name);
   });
 }
 }  // namespace
@@ -546,7 +715,7 @@ cldl_status cldl_session_run(cldl_session s) {
     cl::Event e;
     {
       std::lock_guard lock(obj->m);
-      e = obj->session->enqueue();
+      e = prepare_run(*obj).enqueue();
     }
     check(e.wait(), "clWaitForEvents", "model run");
   });
@@ -563,7 +732,7 @@ cldl_status cldl_session_enqueue(cldl_session s, cl_uint num_events, const cl_ev
       waits.emplace_back(wait_list[i], true);
     }
     std::lock_guard lock(obj->m);
-    cl::Event e = obj->session->enqueue(waits);
+    cl::Event e = prepare_run(*obj).enqueue(waits);
     if (event) {
       check(clRetainEvent(e()), "clRetainEvent", "run event");
       *event = e();
@@ -578,15 +747,14 @@ cldl_status cldl_session_run_async(cldl_session s, cldl_callback callback, void*
     cl::Event e;
     {
       std::lock_guard lock(obj->m);
-      e = obj->session->enqueue();
+      e = prepare_run(*obj).enqueue();
     }
     // Outside the lock: a driver may call back at once, and the callback may call into this session.
     auto d = std::make_unique<CallbackData>(CallbackData{s, callback, user_data});
     check(e.setCallback(CL_COMPLETE, on_complete, d.get()), "clSetEventCallback", "run completion");
     d.release();  // on_complete owns it now
     // Some drivers call back only once the queue is flushed.
-    auto& cm = *obj->model->model;
-    check(cm.context().queue(cm.options().device, 0, cm.options().profiling).flush(), "clFlush", "run completion");
+    check(run_queue(*obj->model).flush(), "clFlush", "run completion");
   });
 }
 
@@ -596,22 +764,30 @@ cldl_status cldl_session_wait(cldl_session s) {
     cl::Event e;
     {
       std::lock_guard lock(obj->m);
-      e = obj->session->last_run();
+      if (obj->last) e = obj->last->last_run();
     }
     if (e() != nullptr) check(e.wait(), "clWaitForEvents", "model run");
+  });
+}
+
+cldl_status cldl_session_output_info(cldl_session s, const char* name, cldl_tensor_info* info) {
+  return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
+    auto obj = get(s);
+    std::lock_guard lock(obj->m);
+    fill_tensor_info(last_output(*obj, name), info);
   });
 }
 
 cldl_status cldl_session_get_output(cldl_session s, const char* name, void* data, size_t bytes) {
   return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
     auto obj = get(s);
-    const IoInfo& io = find_io(*obj->model, name, false);
+    std::lock_guard lock(obj->m);
+    const IoInfo& io = last_output(*obj, name);
     if (bytes < io.bytes)
       capi_fail(CLDL_ERROR_SHAPE, "output '{}' is {} bytes ({} {}); the buffer has {}", name, io.bytes,
                 to_string(DType(int(io.dtype))), Shape(io.dims).str(), bytes);
     if (io.bytes) need(data, "data");
-    std::lock_guard lock(obj->m);
-    HostTensor h = obj->session->read_output(name);
+    HostTensor h = obj->last->read_output(name);
     if (h.bytes()) std::memcpy(data, h.data(), h.bytes());
   });
 }
@@ -620,21 +796,21 @@ cldl_status cldl_session_copy_output(cldl_session s, const char* name, cl_mem bu
                                      const cl_event* wait_list, cl_event* event) {
   return guarded(__func__, CLDL_ERROR_INTERNAL, [&] {
     auto obj = get(s);
-    const IoInfo& io = find_io(*obj->model, name, false);
     need(buffer, "buffer");
     if (num_events && !wait_list)
       capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "num_events is {} but wait_list is NULL", num_events);
-    Tensor dst = app_tensor(*obj, io, buffer, offset);
     std::lock_guard lock(obj->m);
-    auto& cm = *obj->model->model;
-    ExecutionContext ec(cm.context().queue(cm.options().device, 0, cm.options().profiling));
+    const IoInfo& io = last_output(*obj, name);
+    check_app_buffer(*obj->model, io, buffer, offset);
+    Tensor dst = app_tensor(*obj->model, name, DType(int(io.dtype)), Shape(io.dims), cl::Buffer(buffer, true), offset);
+    ExecutionContext ec(run_queue(*obj->model));
     for (cl_uint i = 0; i < num_events; ++i) ec.wait_for.emplace_back(wait_list[i], true);
-    const cl::Event& last = obj->session->last_run();
+    const cl::Event& last = obj->last->last_run();
     if (last() != nullptr) ec.wait_for.push_back(last);
     cl::Event ev;
     ec.signal = &ev;
     ec.label = fmt::format("output {}", name);
-    cm.context().copy_async(obj->session->device_tensor(name), dst, ec);
+    obj->model->model->context().copy_async(obj->last->device_tensor(name), dst, ec);
     if (ev() == nullptr)  // nothing to copy: a marker keeps the event contract
       check(ec.queue.enqueueMarkerWithWaitList(ec.waits(), &ev), "clEnqueueMarkerWithWaitList", ec.label);
     if (event) {

@@ -110,7 +110,8 @@ CLDL_API cldl_status cldl_context_cl(cldl_context ctx, cl_context* context, cl_c
 
 typedef struct cldl_load_options {
   size_t struct_size; /* sizeof(cldl_load_options); cldl_load_options_init sets it */
-  /* Values for symbolic input dimensions ("batch" -> 8): dim_count names and values. */
+  /* Values for symbolic input dimensions ("batch" -> 8): dim_count names and values. Optional: a model
+   * takes any input shape its graph allows; these plan that signature at load (a warm-up). */
   size_t dim_count;
   const char* const* dim_names;
   const int64_t* dim_values;
@@ -136,10 +137,11 @@ typedef struct cldl_tensor_info {
   const char* name;   /* pointers below live as long as the model */
   cldl_dtype dtype;
   size_t rank;
-  const int64_t* dims;            /* as compiled (symbolic dimensions bound at load) */
+  const int64_t* dims;            /* model info: as declared, -1 where symbolic unless the load options
+                                     fixed it; session output info: the last run's */
   const char* const* dim_symbols; /* per dim: NULL when fixed in the model file, else its symbol */
   int dynamic;                    /* non-zero when any dimension is symbolic in the model file */
-  size_t bytes;                   /* numel * dtype size */
+  size_t bytes;                   /* numel * dtype size; 0 while a dim is -1 */
 } cldl_tensor_info;
 
 CLDL_API cldl_status cldl_model_input_count(cldl_model model, size_t* count);
@@ -152,14 +154,20 @@ CLDL_API cldl_status cldl_model_output_info(cldl_model model, size_t index, cldl
 CLDL_API cldl_status cldl_session_create(cldl_model model, cldl_session* out);
 CLDL_API cldl_status cldl_session_release(cldl_session s);
 
-/* Copies host data into the input (waits for the session's previous run first). dtype, dims and
- * bytes must match the model's input exactly. */
+/* Copies host data for the input; the caller may reuse its memory at once. dtype must match the model's
+ * input; dims any shape the model allows (rank and fixed dims as declared, symbolic dims any size, one
+ * value per symbol across inputs); bytes = numel * dtype size. The next run is planned for the shapes of
+ * all inputs (a new signature is planned once, then reused; see docs). */
 CLDL_API cldl_status cldl_session_set_input(cldl_session s, const char* name, cldl_dtype dtype, const int64_t* dims,
                                             size_t rank, const void* data, size_t bytes);
+/* The shape of an input bound to an app buffer (cldl_session_bind_input) for the next runs; inputs whose
+ * shape the model fixes need none. */
+CLDL_API cldl_status cldl_session_set_input_shape(cldl_session s, const char* name, const int64_t* dims, size_t rank);
 /* The model reads input `name` in place from the app's buffer at `offset` bytes (a multiple of the
  * element size), and writes output `name` in place into it (a device copy at the end of the run when
  * the output is not produced by a kernel of its own, e.g. an input or a constant). The buffer must
- * belong to the session's cl_context and stay alive while bound; bind NULL to unbind. */
+ * belong to the session's cl_context and stay alive while bound; bind NULL to unbind. Each run checks
+ * that the run's shape fits the buffer (CLDL_ERROR_SHAPE naming both sizes). */
 CLDL_API cldl_status cldl_session_bind_input(cldl_session s, const char* name, cl_mem buffer, size_t offset);
 CLDL_API cldl_status cldl_session_bind_output(cldl_session s, const char* name, cl_mem buffer, size_t offset);
 
@@ -178,6 +186,8 @@ CLDL_API cldl_status cldl_session_run_async(cldl_session s, cldl_callback callba
 /* Waits for the session's last run. */
 CLDL_API cldl_status cldl_session_wait(cldl_session s);
 
+/* Output `name` of the last run: its dtype and shape (pointers valid until the session's next run). */
+CLDL_API cldl_status cldl_session_output_info(cldl_session s, const char* name, cldl_tensor_info* info);
 /* Copies output `name` of the last run to host memory (waits for the run); `bytes` must be at least
  * the output's size. */
 CLDL_API cldl_status cldl_session_get_output(cldl_session s, const char* name, void* data, size_t bytes);

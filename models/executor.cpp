@@ -2,6 +2,7 @@
 #include "models/executor.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <string_view>
 
@@ -81,6 +82,24 @@ std::pair<std::string, int> parse_placement_rule(const std::string& text) {
   return {text.substr(0, eq), std::stoi(dev)};
 }
 
+void ConstantCache::allow(const HostTensor& t) {
+  std::lock_guard lock(mu_);
+  if (t.storage_id()) allowed_.emplace(t.storage_id(), t);
+}
+
+Tensor ConstantCache::find_or_upload(Context& ctx, const HostTensor& t, int device) {
+  std::lock_guard lock(mu_);
+  auto a = allowed_.find(t.storage_id());
+  if (!t.storage_id() || a == allowed_.end() || a->second.dtype() != t.dtype() || a->second.bytes() != t.bytes())
+    return {};
+  auto key = std::make_pair(t.storage_id(), device);
+  auto it = device_.find(key);
+  if (it == device_.end()) it = device_.emplace(key, ctx.upload(t, device)).first;
+  Tensor r = it->second;
+  r.shape = t.shape();  // the same bytes under another shape (a reshaped initializer)
+  return r;
+}
+
 std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> ctx, Graph g, const CompileOptions& opts) {
   auto m = std::shared_ptr<CompiledModel>(new CompiledModel());
   m->ctx_ = std::move(ctx);
@@ -126,7 +145,8 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
     Slot cs{Kind::constant, v, ci->second.shape(), ci->second.dtype()};
     cs.device = device;
     int s = add_slot(std::move(cs));
-    m->constants_[s] = cx.upload(ci->second, device);
+    Tensor shared = opts.constants ? opts.constants->find_or_upload(cx, ci->second, device) : Tensor{};
+    m->constants_[s] = shared.valid() ? shared : cx.upload(ci->second, device);
     m->constant_slot_[key] = s;
     return s;
   };
@@ -219,6 +239,8 @@ std::vector<std::string> CompiledModel::describe() const {
 std::unique_ptr<Session> CompiledModel::session() { return std::make_unique<Session>(shared_from_this()); }
 
 Session::Session(std::shared_ptr<CompiledModel> m) : model_(std::move(m)) {
+  static std::atomic<uint64_t> next_serial{1};
+  serial_ = next_serial++;
   auto& cm = *model_;
   Context& cx = *cm.ctx_;
   // One arena per device that runs a node (the plan sized it; a device without planned bytes gets a

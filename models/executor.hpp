@@ -21,16 +21,33 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "models/graph.hpp"
 #include "models/memory_plan.hpp"
 #include "models/op_registry.hpp"
+#include "models/passes.hpp"
 #include "runtime/context.hpp"
 #include "runtime/profiler.hpp"
 
 namespace cldl::graph {
+
+// Device copies of a model's initializers, shared by the plans of one Model (models/model.hpp): keyed by
+// the host bytes (HostTensor::storage_id) and the device. Only the bytes allow()ed (the model's own
+// initializers) are kept; a plan's own constants (folded shape values) are uploaded per plan. Thread-safe.
+class ConstantCache {
+ public:
+  void allow(const HostTensor& t);
+  // The device copy of `t` (uploaded on first use) when its bytes are allowed; an invalid Tensor otherwise.
+  Tensor find_or_upload(Context& ctx, const HostTensor& t, int device);
+
+ private:
+  std::mutex mu_;
+  std::map<const void*, HostTensor> allowed_;  // keeps the bytes (and so their id) alive
+  std::map<std::pair<const void*, int>, Tensor> device_;
+};
 
 struct CompileOptions {
   int device = 0;
@@ -41,6 +58,8 @@ struct CompileOptions {
   // Explicit placement: (pattern, device index) rules, see resolve_placement. Nodes that no rule
   // matches run on `device`.
   std::vector<std::pair<std::string, int>> placement = {};
+  // Set by Model: initializers shared with the model's other plans are uploaded once.
+  std::shared_ptr<ConstantCache> constants = {};
 };
 
 // The device of every node of `g` under opts.placement. A pattern is a node name, a glob over node
@@ -68,6 +87,8 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   std::vector<std::string> describe() const;
   // Device index of each node of graph() (resolve_placement).
   const std::vector<int>& node_devices() const { return node_device_; }
+  // What the shape-dependent passes did to make this plan (Model sets it; for --stats).
+  PassStats passes;
 
   // Internal to the executor.
   enum class Kind { input, constant, planned, view };
@@ -112,6 +133,8 @@ class Session {
   // the host. Errors name an input that is missing, unknown, or of the wrong dtype / shape.
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs, Profiler* profiler = nullptr);
   const CompiledModel& model() const { return *model_; }
+  // Unique per Session of the process (never reused, unlike addresses).
+  uint64_t serial() const { return serial_; }
 
   // Device-side use (session_device.cpp), for apps that keep data on the device. The app's buffers as
   // inputs (read in place) and outputs (written in place, or copied there at the end of a run when no
@@ -140,6 +163,7 @@ class Session {
   cl::CommandQueue queue(int d, int q) const;
 
   std::shared_ptr<CompiledModel> model_;
+  uint64_t serial_ = 0;
   std::vector<Tensor> arenas_;  // per device index (invalid where the device has no planned bytes)
   std::map<int, Tensor> dedicated_;  // planned slot read on another device -> its own buffer
   std::vector<Tensor> tensors_;  // per slot

@@ -1,15 +1,275 @@
-// load_onnx_model: import -> prepare -> compile.
+// Model (load once), plans per signature of input shapes (an LRU cache), ModelSession.
 #include "models/model.hpp"
 
+#include <chrono>
+
 #include "models/onnx_import.hpp"
+#include "runtime/log.hpp"
 
 namespace cldl::graph {
 
+namespace {
+
+const ValueInfo* find_input(const Graph& g, const std::string& name) {
+  for (auto& in : g.inputs)
+    if (in.name == name) return &in;
+  return nullptr;
+}
+
+std::string input_names(const Graph& g) {
+  std::string r;
+  for (auto& in : g.inputs) r += (r.empty() ? "" : ", ") + in.name;
+  return r;
+}
+
+}  // namespace
+
+std::shared_ptr<Model> Model::create(std::shared_ptr<Context> ctx, Graph g, const ModelOptions& opts) {
+  auto m = std::shared_ptr<Model>(new Model());
+  m->ctx_ = std::move(ctx);
+  m->opts_ = opts;
+  m->opts_.plan_cache = std::max<size_t>(1, opts.plan_cache);
+  m->stats_.capacity = m->opts_.plan_cache;
+  PrepareOptions bind_only;
+  bind_only.bind = opts.prepare.bind;
+  bind_inputs(g, bind_only, false);
+  m->structure_ = prepare_structure(g);
+  m->shape_inputs_ = shape_deciding_inputs(g);
+  m->graph_ = std::move(g);
+  m->constants_ = std::make_shared<ConstantCache>();
+  for (auto& [name, t] : m->graph_.initializers) m->constants_->allow(t);
+
+  // A signature known at load: every dim fixed by the graph or by opts.prepare.dims, no shape-deciding
+  // input left unbound.
+  bool fixed = m->shape_inputs_.empty();
+  std::map<std::string, Shape> shapes;
+  for (auto& in : m->graph_.inputs) {
+    if (!in.shape.known) fixed = false;
+    Shape s(in.shape.dims);
+    for (size_t i = 0; i < s.dims.size(); ++i) {
+      if (s.dims[i] >= 0) continue;
+      const std::string sym = i < in.shape.symbols.size() ? in.shape.symbols[i] : std::string();
+      auto it = sym.empty() ? opts.prepare.dims.end() : opts.prepare.dims.find(sym);
+      if (it == opts.prepare.dims.end()) fixed = false;
+      else s.dims[i] = it->second;
+    }
+    shapes[in.name] = s;
+  }
+  if (fixed) m->preplanned_ = m->plan(m->signature(shapes, {}));
+  return m;
+}
+
+Signature Model::signature(const std::map<std::string, Shape>& shapes,
+                           const std::map<std::string, HostTensor>& values) const {
+  const Graph& g = graph_;
+  for (auto& [name, s] : shapes)
+    if (!find_input(g, name))
+      fail("input '{}' is not an input of graph '{}' (it has: {})", name, g.name, input_names(g));
+  Signature sig;
+  std::map<std::string, std::pair<int64_t, std::string>> symbol;  // symbol -> (value, the input that set it)
+  for (auto& in : g.inputs) {
+    auto it = shapes.find(in.name);
+    if (it == shapes.end()) fail("input '{}' ({} {}) is missing", in.name, to_string(in.dtype), in.shape.str());
+    const Shape& got = it->second;
+    if (in.shape.known) {
+      if (got.rank() != in.shape.dims.size())
+        fail("input '{}': expected rank {} ({}), got shape {}", in.name, in.shape.dims.size(), in.shape.str(),
+             got.str());
+      for (size_t i = 0; i < got.rank(); ++i) {
+        int64_t want = in.shape.dims[i];
+        if (want >= 0 && want != got.dims[i])
+          fail("input '{}' dimension {}: expected {} (shape {}), got {} (shape {})", in.name, i, want,
+               in.shape.str(), got.dims[i], got.str());
+        const std::string sym = i < in.shape.symbols.size() ? in.shape.symbols[i] : std::string();
+        if (want >= 0 || sym.empty()) continue;
+        auto [s, fresh] = symbol.try_emplace(sym, got.dims[i], in.name);
+        if (!fresh && s->second.first != got.dims[i])
+          fail("input '{}' dimension {} ('{}') is {}, but input '{}' has '{}' = {}", in.name, i, sym, got.dims[i],
+               s->second.second, sym, s->second.first);
+      }
+    }
+    sig.shapes.push_back(got);
+    sig.key += in.name + ":" + got.str() + ";";
+  }
+  for (auto& name : shape_inputs_) {
+    auto it = values.find(name);
+    if (it == values.end()) fail("input '{}' decides shapes: its value is needed to plan the run", name);
+    sig.values[name] = it->second;
+    const auto* b = static_cast<const unsigned char*>(it->second.data());
+    sig.key += name + "=";
+    for (size_t i = 0; i < it->second.bytes(); ++i) sig.key += fmt::format("{:02x}", b[i]);
+    sig.key += ";";
+  }
+  return sig;
+}
+
+Signature Model::signature(const std::map<std::string, HostTensor>& inputs) const {
+  std::map<std::string, Shape> shapes;
+  for (auto& [name, h] : inputs) {
+    const ValueInfo* in = find_input(graph_, name);
+    if (!in) fail("input '{}' is not an input of graph '{}' (it has: {})", name, graph_.name, input_names(graph_));
+    if (h.dtype() != in->dtype)
+      fail("input '{}': expected {} {}, got {} {}", name, to_string(in->dtype), in->shape.str(), to_string(h.dtype()),
+           h.shape().str());
+    shapes[name] = h.shape();
+  }
+  std::map<std::string, HostTensor> values;
+  for (auto& name : shape_inputs_)
+    if (auto it = inputs.find(name); it != inputs.end()) values[name] = it->second;
+  return signature(shapes, values);
+}
+
+std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
+  Graph g = graph_;  // initializers share their bytes with the model's (copy on write)
+  for (size_t i = 0; i < g.inputs.size(); ++i) g.inputs[i].shape = ValueShape(sig.shapes[i]);
+  PrepareOptions po;
+  po.bind = sig.values;
+  try {
+    bind_inputs(g, po, true);
+    PassStats ps = prepare_shapes(g, opts_.prepare.fold_constants);
+    CompileOptions co = opts_.compile;
+    co.constants = constants_;
+    auto p = CompiledModel::compile(ctx_, std::move(g), co);
+    p->passes = ps;
+    p->passes.removed_dead += structure_.removed_dead;
+    p->passes.fused += structure_.fused;
+    return p;
+  } catch (const Error& e) {
+    std::string values;
+    for (auto& [name, v] : sig.values) values += fmt::format(", {} = {}", name, fmt::join(to_ints(v), " "));
+    std::string shapes;
+    for (size_t i = 0; i < graph_.inputs.size(); ++i)
+      shapes += fmt::format("{}{}: {}", i ? ", " : "", graph_.inputs[i].name, sig.shapes[i].str());
+    throw Error(fmt::format("graph '{}' with inputs {{{}{}}}: {}", graph_.name, shapes, values, e.what()), e.cl_code(),
+                e.call());
+  }
+}
+
+std::shared_ptr<CompiledModel> Model::plan(const Signature& sig) {
+  auto lookup = [&]() -> std::shared_ptr<CompiledModel> {
+    for (auto it = lru_.begin(); it != lru_.end(); ++it)
+      if (it->first == sig.key) {
+        lru_.splice(lru_.begin(), lru_, it);
+        ++stats_.hits;
+        return it->second;
+      }
+    return nullptr;
+  };
+  {
+    std::lock_guard lock(mu_);
+    if (auto p = lookup()) return p;
+  }
+  std::lock_guard planning(planning_);
+  {
+    std::lock_guard lock(mu_);
+    if (auto p = lookup()) return p;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto p = make_plan(sig);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  log::debug("model '{}': planned {} in {:.2f} ms", graph_.name, sig.key, ms);
+  std::lock_guard lock(mu_);
+  lru_.emplace_front(sig.key, p);
+  ++stats_.misses;
+  stats_.last_plan_ms = ms;
+  evict_to(opts_.plan_cache);
+  return p;
+}
+
+void Model::evict_to(size_t capacity) {
+  while (lru_.size() > capacity) {
+    if (lru_.back().second == preplanned_) preplanned_.reset();
+    lru_.pop_back();
+    ++stats_.evictions;
+  }
+  stats_.plans = lru_.size();
+}
+
+bool Model::holds(const CompiledModel* p) const {
+  std::lock_guard lock(mu_);
+  for (auto& [k, q] : lru_)
+    if (q.get() == p) return true;
+  return false;
+}
+
+void Model::set_plan_cache(size_t capacity) {
+  std::lock_guard lock(mu_);
+  opts_.plan_cache = std::max<size_t>(1, capacity);
+  stats_.capacity = opts_.plan_cache;
+  evict_to(opts_.plan_cache);
+}
+
+PlanCacheStats Model::plan_cache_stats() const {
+  std::lock_guard lock(mu_);
+  PlanCacheStats s = stats_;
+  s.plans = lru_.size();
+  return s;
+}
+
+std::unique_ptr<ModelSession> Model::session() { return std::make_unique<ModelSession>(shared_from_this()); }
+
+ModelSession::ModelSession(std::shared_ptr<Model> m) : model_(std::move(m)) {}
+
+void ModelSession::prune() {
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (model_->holds(&(*it)->model())) {
+      ++it;
+      continue;
+    }
+    if (it->get() == last_) last_ = nullptr;
+    it = sessions_.erase(it);  // its Session waits for nothing: runs wait for their outputs before returning
+  }
+}
+
+std::vector<const Session*> ModelSession::sessions() const {
+  std::vector<const Session*> r;
+  for (auto& s : sessions_) r.push_back(s.get());
+  return r;
+}
+
+Session& ModelSession::session_for(const Signature& sig) {
+  auto plan = model_->plan(sig);
+  auto it = std::find_if(sessions_.begin(), sessions_.end(), [&](auto& s) { return &s->model() == plan.get(); });
+  if (it != sessions_.end()) {
+    sessions_.splice(sessions_.begin(), sessions_, it);
+  } else {
+    sessions_.push_front(plan->session());
+  }
+  last_ = sessions_.front().get();
+  prune();
+  return *last_;
+}
+
+std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, HostTensor>& inputs,
+                                                    Profiler* profiler) {
+  Signature sig = model_->signature(inputs);
+  Session& s = session_for(sig);
+  if (sig.values.empty()) return s.run(inputs, profiler);
+  std::map<std::string, HostTensor> feed;  // the plan has the shape-deciding inputs as constants
+  for (auto& [name, h] : inputs)
+    if (!sig.values.count(name)) feed[name] = h;
+  return s.run(feed, profiler);
+}
+
+std::shared_ptr<Model> load_model(std::shared_ptr<Context> ctx, const std::string& path, const ModelOptions& opts) {
+  return Model::create(std::move(ctx), import_onnx_file(path), opts);
+}
+
 std::shared_ptr<CompiledModel> load_onnx_model(std::shared_ptr<Context> ctx, const std::string& path,
                                                const LoadOptions& opts) {
-  Graph g = import_onnx_file(path);
-  prepare(g, opts.prepare);
-  return CompiledModel::compile(std::move(ctx), std::move(g), opts.compile);
+  auto m = load_model(std::move(ctx), path, opts);
+  if (!m->preplanned()) {
+    for (auto& in : m->graph().inputs)
+      for (size_t i = 0; i < in.shape.dims.size(); ++i)
+        if (in.shape.dims[i] < 0) {
+          const std::string sym = i < in.shape.symbols.size() ? in.shape.symbols[i] : std::string();
+          fail("graph input '{}' dimension {} ('{}') of {} is not fixed: bind it (cldl run --dim {}=N)", in.name, i,
+               sym.empty() ? "?" : sym, in.shape.str(), sym.empty() ? "NAME" : sym);
+        }
+    fail("graph '{}': inputs {} decide shapes by their values: bind them", m->graph().name,
+         fmt::join(m->shape_inputs(), ", "));
+  }
+  return m->preplanned();
 }
 
 }  // namespace cldl::graph

@@ -169,7 +169,7 @@ size_t run_fusion_passes(Graph& g, FusionStage stage) {
   return total;
 }
 
-PassStats prepare(Graph& g, const PrepareOptions& opts) {
+void bind_inputs(Graph& g, const PrepareOptions& opts, bool require_static) {
   for (auto& bound : opts.bind) {
     const std::string& name = bound.first;  // not a structured binding: clang 14 cannot capture those
     const HostTensor& t = bound.second;
@@ -184,26 +184,96 @@ PassStats prepare(Graph& g, const PrepareOptions& opts) {
       if (in.shape.dims[i] >= 0) continue;
       const std::string sym = i < in.shape.symbols.size() ? in.shape.symbols[i] : std::string();
       auto it = sym.empty() ? opts.dims.end() : opts.dims.find(sym);
-      if (it == opts.dims.end())
+      if (it == opts.dims.end()) {
+        if (!require_static) continue;
         fail("graph input '{}' dimension {} ('{}') of {} is not fixed: bind it (cldl run --dim {}=N)", in.name, i,
              sym.empty() ? "?" : sym, in.shape.str(), sym.empty() ? "NAME" : sym);
+      }
       in.shape.dims[i] = it->second;
     }
   }
+}
+
+PassStats prepare_structure(Graph& g) {
   g.sort();
   PassStats s;
   s.removed_dead = remove_dead_nodes(g);  // first, so an unused unsupported node does not stop the load
   s.fused = run_fusion_passes(g);
-  s.folded_nodes = infer_shapes(g, opts.fold_constants);
+  check_supported(g);
+  return s;
+}
+
+PassStats prepare_shapes(Graph& g, bool fold) {
+  PassStats s;
+  s.folded_nodes = infer_shapes(g, fold);
   if (size_t typed = run_fusion_passes(g, FusionStage::typed)) {
     s.fused += typed + run_fusion_passes(g);
     g.sort();
-    s.folded_nodes += infer_shapes(g, opts.fold_constants);
+    s.folded_nodes += infer_shapes(g, fold);
   }
   s.removed_dead += remove_dead_nodes(g);
+  return s;
+}
+
+PassStats prepare(Graph& g, const PrepareOptions& opts) {
+  bind_inputs(g, opts, true);
+  PassStats s = prepare_structure(g);
+  PassStats t = prepare_shapes(g, opts.fold_constants);
+  s.folded_nodes += t.folded_nodes, s.fused += t.fused, s.removed_dead += t.removed_dead;
   log::debug("prepare '{}': {} nodes folded, {} dead removed, {} fused, {} left", g.name, s.folded_nodes,
              s.removed_dead, s.fused, g.nodes.size());
   return s;
+}
+
+void check_supported(const Graph& g) {
+  for (auto& n : g.nodes) {
+    const OpDef* def = find_op(n.op_type, n.domain);
+    const HostFold* folder = find_folder(n.op_type, n.domain);
+    int64_t opset = def && n.domain == kFusedDomain ? def->since : g.opset(n.domain);
+    if (!def && !folder)
+      fail("{}: unsupported op '{}' (domain {}, opset {}): no cldl implementation", n.describe(), n.op_type,
+           domain_name(n.domain), opset);
+    if (def && opset < def->since)
+      fail("{}: unsupported opset {} of op '{}' (domain {}): cldl implements its semantics from opset {}",
+           n.describe(), opset, n.op_type, domain_name(n.domain), def->since);
+  }
+}
+
+std::vector<std::string> shape_deciding_inputs(const Graph& g) {
+  // Walks back from every argument that must be known at plan time (OpDef::const_inputs, and every input
+  // of a host-only op) through the nodes that produce it. Shape and Size read only their input's shape,
+  // so the walk stops there; integer and bool graph inputs it reaches decide shapes by their values.
+  auto prod = g.producers();
+  std::set<std::string> seen, r;
+  std::vector<std::string> todo;
+  for (auto& n : g.nodes) {
+    const OpDef* def = find_op(n.op_type, n.domain);
+    bool host_only = !def || (!def->lower && def->view_of < 0);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      bool need = host_only || (def && std::count(def->const_inputs.begin(), def->const_inputs.end(), i) > 0);
+      if (need && !n.inputs[i].empty()) todo.push_back(n.inputs[i]);
+    }
+  }
+  while (!todo.empty()) {
+    std::string v = todo.back();
+    todo.pop_back();
+    if (!seen.insert(v).second || g.is_constant(v)) continue;
+    if (g.is_input(v)) {
+      const ValueInfo* in = nullptr;
+      for (auto& x : g.inputs)
+        if (x.name == v) in = &x;
+      DType t = in->dtype;
+      if (t == DType::i64 || t == DType::i32 || t == DType::boolean || t == DType::i8 || t == DType::u8) r.insert(v);
+      continue;
+    }
+    auto p = prod.find(v);
+    if (p == prod.end()) continue;
+    const Node& n = g.nodes[p->second];
+    if (n.op_type == "Shape" || n.op_type == "Size") continue;
+    for (auto& in : n.inputs)
+      if (!in.empty()) todo.push_back(in);
+  }
+  return {r.begin(), r.end()};
 }
 
 }  // namespace cldl::graph

@@ -26,7 +26,23 @@ struct PassStats {
 };
 
 // Runs everything a graph needs before it can be compiled; errors name the node / value at fault.
+// prepare = bind_inputs (every dim required) + prepare_structure + prepare_shapes.
 PassStats prepare(Graph& g, const PrepareOptions& opts = {});
+// The parts of prepare. bind_inputs turns opts.bind into initializers and fixes the symbolic input dims
+// that opts.dims names (with `require_static`, one it does not name is an error). prepare_structure is
+// what needs no shapes (a Model runs it once at load): sort, dead-node removal, the structure fusion
+// passes, and check_supported. prepare_shapes is what needs static input shapes (a plan runs it once per
+// signature): shape inference with folding, the typed fusion passes, dead-node removal.
+void bind_inputs(Graph& g, const PrepareOptions& opts, bool require_static);
+PassStats prepare_structure(Graph& g);
+PassStats prepare_shapes(Graph& g, bool fold);
+// Every node has an implementation (device op or host folder) for the model's opset; errors name the
+// node, the op and the opset.
+void check_supported(const Graph& g);
+// Graph inputs whose values decide shapes (they reach an argument that must be known at plan time, e.g.
+// Reshape's shape, through nodes other than Shape / Size): integer and bool inputs only. A Model plans
+// once per distinct value of these (they are part of its signature) and binds them as constants.
+std::vector<std::string> shape_deciding_inputs(const Graph& g);
 
 // Shape inference over the sorted graph; folds nodes whose outputs are known on the host.
 size_t infer_shapes(Graph& g, bool fold);

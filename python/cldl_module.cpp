@@ -1,5 +1,5 @@
 // The Python module `cldl`: devices(), load(path, device=None, dims=None) -> Model with inputs, outputs,
-// run({name: ndarray}) -> {name: ndarray} and bench(). cldl errors surface as cldl.Error (a RuntimeError)
+// run({name: ndarray}) -> {name: ndarray} (any input shapes; a plan per signature, cached) and bench(). cldl errors surface as cldl.Error (a RuntimeError)
 // carrying cldl's message.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -66,7 +66,7 @@ HostTensor from_numpy(const std::string& name, const py::handle& obj) {
 struct TensorInfo {
   std::string name;
   py::dtype dtype;
-  py::tuple shape;    // as compiled
+  py::tuple shape;    // ints; None where symbolic (unless load's dims fixed it)
   py::tuple symbols;  // per dim: None, or the symbol the model file declares for it
   std::string repr() const {
     return fmt::format("TensorInfo(name='{}', dtype={}, shape={}, symbols={})", name,
@@ -75,21 +75,22 @@ struct TensorInfo {
   }
 };
 
-TensorInfo tensor_info(const graph::ValueInfo& v, const std::vector<graph::ValueInfo>& declared) {
+TensorInfo tensor_info(const graph::ValueInfo& v, const graph::ValueShape& shape,
+                       const std::vector<graph::ValueInfo>& declared) {
   TensorInfo r{v.name, numpy_dtype(v.dtype), py::tuple(), py::tuple()};
-  Shape s = v.shape.to_shape();
   const graph::ValueInfo* d = nullptr;
   for (auto& x : declared)
     if (x.name == v.name) d = &x;
-  py::list shape, symbols;
-  for (size_t i = 0; i < s.rank(); ++i) {
-    shape.append(s[i]);
-    if (d && d->shape.known && d->shape.dims.size() == s.rank() && d->shape.dims[i] < 0)
+  py::list dims, symbols;
+  for (size_t i = 0; shape.known && i < shape.dims.size(); ++i) {
+    if (shape.dims[i] >= 0) dims.append(shape.dims[i]);
+    else dims.append(py::none());
+    if (d && d->shape.known && d->shape.dims.size() == shape.dims.size() && d->shape.dims[i] < 0)
       symbols.append(i < d->shape.symbols.size() && !d->shape.symbols[i].empty() ? d->shape.symbols[i] : "?");
     else
       symbols.append(py::none());
   }
-  r.shape = py::tuple(shape);
+  r.shape = py::tuple(dims);
   r.symbols = py::tuple(symbols);
   return r;
 }
@@ -100,19 +101,40 @@ class Model {
         int queues) {
     graph::Graph g = graph::import_onnx_file(path);
     auto declared_in = g.inputs, declared_out = g.outputs;
-    graph::LoadOptions lo;
-    lo.prepare.dims = dims;
-    lo.compile.queues = queues;
-    graph::prepare(g, lo.prepare);
-    model_ = graph::CompiledModel::compile(Context::create(device.value_or("")), std::move(g), lo.compile);
+    graph::ModelOptions mo;
+    mo.prepare.dims = dims;
+    mo.compile.queues = queues;
+    model_ = graph::Model::create(Context::create(device.value_or("")), std::move(g), mo);
     session_ = model_->session();
-    for (auto& v : model_->graph().inputs) inputs_.push_back(tensor_info(v, declared_in));
-    for (auto& v : model_->graph().outputs) outputs_.push_back(tensor_info(v, declared_out));
+    auto pre = model_->preplanned();
+    auto shape_of = [&](const graph::ValueInfo& v, bool input) {
+      if (pre)
+        for (auto& x : input ? pre->graph().inputs : pre->graph().outputs)
+          if (x.name == v.name) return x.shape;
+      return v.shape;
+    };
+    for (auto& v : model_->graph().inputs) inputs_.push_back(tensor_info(v, shape_of(v, true), declared_in));
+    for (auto& v : model_->graph().outputs) outputs_.push_back(tensor_info(v, shape_of(v, false), declared_out));
   }
 
   const std::vector<TensorInfo>& inputs() const { return inputs_; }
   const std::vector<TensorInfo>& outputs() const { return outputs_; }
-  std::string device() const { return model_->context().device(model_->options().device).info.name; }
+  std::string device() const {
+    return model_->context_ptr()->device(model_->options().compile.device).info.name;
+  }
+  // Plans cached, their capacity, hits / misses / evictions and the last plan's time.
+  py::dict plan_cache() const {
+    auto st = model_->plan_cache_stats();
+    py::dict r;
+    r["plans"] = st.plans;
+    r["capacity"] = st.capacity;
+    r["hits"] = st.hits;
+    r["misses"] = st.misses;
+    r["evictions"] = st.evictions;
+    r["last_plan_ms"] = st.last_plan_ms;
+    return r;
+  }
+  void set_plan_cache(size_t n) { model_->set_plan_cache(n); }
 
   py::dict run(const py::dict& feeds) {
     std::map<std::string, HostTensor> in = convert(feeds);
@@ -170,8 +192,11 @@ class Model {
     std::map<std::string, HostTensor> in;
     std::mt19937 rng(42);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
-    for (auto& v : model_->graph().inputs) {
-      HostTensor h(v.dtype, v.shape.to_shape());
+    for (size_t k = 0; k < model_->graph().inputs.size(); ++k) {
+      auto& v = model_->graph().inputs[k];
+      std::vector<int64_t> dims;  // symbolic dims not fixed at load: 1
+      for (auto& d : inputs_[k].shape) dims.push_back(d.is_none() ? 1 : d.cast<int64_t>());
+      HostTensor h(v.dtype, Shape(dims));
       if (v.dtype == DType::f32)
         for (auto& x : h.span<float>()) x = u(rng);
       else
@@ -181,8 +206,8 @@ class Model {
     return in;
   }
 
-  std::shared_ptr<graph::CompiledModel> model_;
-  std::unique_ptr<graph::Session> session_;
+  std::shared_ptr<graph::Model> model_;
+  std::unique_ptr<graph::ModelSession> session_;
   std::vector<TensorInfo> inputs_, outputs_;
 };
 
@@ -223,6 +248,10 @@ PYBIND11_MODULE(cldl, m) {
       .def_property_readonly("inputs", &Model::inputs)
       .def_property_readonly("outputs", &Model::outputs)
       .def_property_readonly("device", &Model::device)
+      .def_property_readonly("plan_cache", &Model::plan_cache,
+                             "Plans cached per input-shape signature: plans, capacity, hits, misses, evictions, "
+                             "last_plan_ms")
+      .def("set_plan_cache", &Model::set_plan_cache, py::arg("capacity"), "Most plans kept (LRU); at least 1")
       .def("run", &Model::run, py::arg("inputs"), "Runs the model: {name: ndarray} -> {name: ndarray}")
       .def("bench", &Model::bench, py::arg("inputs") = py::none(), py::arg("warmup") = 3, py::arg("iters") = 20,
            "Times run() (host to host); random inputs when none are given");
@@ -233,5 +262,6 @@ PYBIND11_MODULE(cldl, m) {
       },
       py::arg("path"), py::arg("device") = py::none(), py::arg("dims") = std::map<std::string, int64_t>{},
       py::arg("queues") = 2,
-      "Loads an ONNX model for a device spec (as the CLI's --device); dims binds symbolic input dimensions");
+      "Loads an ONNX model for a device spec (as the CLI's --device). run() takes any input shape the model "
+      "allows; dims (optional) plans one signature of symbolic input dimensions at load");
 }

@@ -89,7 +89,13 @@ void Shape::index_error(size_t i) const {
 HostTensor::HostTensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (auto d : shape_.dims)
     if (d < 0) fail("HostTensor: negative dimension in shape {}", shape_.str());
-  bytes_.resize(static_cast<size_t>(shape_.numel()) * dtype_size(dtype));
+  bytes_ = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(shape_.numel()) * dtype_size(dtype));
+}
+
+std::byte* HostTensor::mutable_bytes() {
+  if (!bytes_) return nullptr;
+  if (bytes_.use_count() > 1) bytes_ = std::make_shared<std::vector<std::byte>>(*bytes_);
+  return bytes_->data();
 }
 
 void HostTensor::reshape(Shape s) {

@@ -65,7 +65,9 @@ struct Shape {
   [[noreturn]] void index_error(size_t i) const;
 };
 
-// Host memory tensor: model inputs/outputs and test data. Owns its bytes.
+// Host memory tensor: model inputs/outputs, initializers and test data. Copies share their bytes until one
+// of them is written (copy on write: the non-const accessors copy shared bytes first), so a plan's copy of
+// a model graph costs no weight copies, and storage_id() tells which tensors still hold the same bytes.
 class HostTensor {
  public:
   HostTensor() = default;
@@ -81,23 +83,26 @@ class HostTensor {
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int64_t numel() const { return shape_.numel(); }
-  size_t bytes() const { return bytes_.size(); }
-  void* data() { return bytes_.data(); }
-  const void* data() const { return bytes_.data(); }
-  template <typename T> T* as() { check_type<T>(); return reinterpret_cast<T*>(bytes_.data()); }
-  template <typename T> const T* as() const { check_type<T>(); return reinterpret_cast<const T*>(bytes_.data()); }
+  size_t bytes() const { return bytes_ ? bytes_->size() : 0; }
+  void* data() { return mutable_bytes(); }
+  const void* data() const { return bytes_ ? bytes_->data() : nullptr; }
+  template <typename T> T* as() { check_type<T>(); return reinterpret_cast<T*>(mutable_bytes()); }
+  template <typename T> const T* as() const { check_type<T>(); return reinterpret_cast<const T*>(data()); }
   template <typename T> std::span<T> span() { return {as<T>(), static_cast<size_t>(numel())}; }
   template <typename T> std::span<const T> span() const { return {as<T>(), static_cast<size_t>(numel())}; }
   void reshape(Shape s);  // same element count
+  // The bytes this tensor shares with its copies (null when empty): equal ids hold the same values.
+  const void* storage_id() const { return bytes_.get(); }
 
  private:
+  std::byte* mutable_bytes();  // copies the bytes first while another tensor shares them
   template <typename T> void check_type() const {
     if (dtype_of<T>() != dtype_ && !(dtype_ == DType::f16 && sizeof(T) == 2))
       fail("HostTensor: accessed {} data as another type", to_string(dtype_));
   }
   DType dtype_ = DType::f32;
   Shape shape_;
-  std::vector<std::byte> bytes_;
+  std::shared_ptr<std::vector<std::byte>> bytes_;
 };
 
 // Device tensor: dtype + shape + a view (buffer, byte offset) on one device of a context.

@@ -208,12 +208,35 @@ int main(int argc, char** argv) {
   mlp_reference(x, 1, want);
   CHECK(close_all(y, want, MLP_OUT, 1e-5f));
 
+  /* Any batch on the session of a model loaded for batch 1: a new signature is planned at the run. */
+  {
+    float x4[4 * MLP_IN], y4[4 * MLP_OUT], want4[4 * MLP_OUT];
+    for (i = 0; i < 4 * MLP_IN; ++i) x4[i] = (float)((int)(i * 5 % 17) - 8) * 0.2f;
+    mlp_reference(x4, 4, want4);
+    dims[0] = 4;
+    OK(cldl_session_set_input(s1, "x", CLDL_F32, dims, 2, x4, sizeof x4));
+    OK(cldl_session_run(s1));
+    info.struct_size = sizeof info;
+    OK(cldl_session_output_info(s1, "y", &info));
+    CHECK(info.rank == 2 && info.dims[0] == 4 && info.dims[1] == MLP_OUT && info.bytes == sizeof y4);
+    FAILS(cldl_session_get_output(s1, "y", y4, MLP_OUT * sizeof(float)), CLDL_ERROR_SHAPE, "output 'y' is 112 bytes");
+    OK(cldl_session_get_output(s1, "y", y4, sizeof y4));
+    CHECK(close_all(y4, want4, 4 * MLP_OUT, 1e-5f));
+    dims[0] = 1; /* back to batch 1: its plan is still cached */
+    OK(cldl_session_set_input(s1, "x", CLDL_F32, dims, 2, x, MLP_IN * sizeof(float)));
+    OK(cldl_session_run(s1));
+    OK(cldl_session_get_output(s1, "y", y, MLP_OUT * sizeof(float)));
+    CHECK(close_all(y, want, MLP_OUT, 1e-5f));
+  }
+
   /* Error paths: codes and messages. */
   FAILS(cldl_session_set_input(s1, "x", CLDL_F32, dims, 2, x, 3 * MLP_IN * sizeof(float)), CLDL_ERROR_SHAPE, "bytes");
-  dims[0] = 2;
-  FAILS(cldl_session_set_input(s1, "x", CLDL_F32, dims, 2, x, 2 * MLP_IN * sizeof(float)), CLDL_ERROR_SHAPE,
-        "expected shape [1, 5], got [2, 5]");
-  dims[0] = 1;
+  dims[1] = MLP_IN + 1;
+  FAILS(cldl_session_set_input(s1, "x", CLDL_F32, dims, 2, x, (MLP_IN + 1) * sizeof(float)), CLDL_ERROR_SHAPE,
+        "expected shape [batch, 5], got [1, 6] (dimension 1 is fixed)");
+  dims[1] = MLP_IN;
+  FAILS(cldl_session_set_input(s1, "x", CLDL_F32, dims, 1, x, MLP_IN * sizeof(float)), CLDL_ERROR_SHAPE,
+        "expected rank 2");
   FAILS(cldl_session_set_input(s1, "x", CLDL_I32, dims, 2, x, MLP_IN * 4), CLDL_ERROR_DTYPE, "expected f32, got i32");
   FAILS(cldl_session_set_input(s1, "nope", CLDL_F32, dims, 2, x, MLP_IN * 4), CLDL_ERROR_NOT_FOUND,
         "'nope' is not an input of the model (it has: x)");
@@ -229,8 +252,24 @@ int main(int argc, char** argv) {
   OK(cldl_session_release(s1));
   FAILS(cldl_session_run(s1), CLDL_ERROR_INVALID_HANDLE, "not live"); /* stale */
   FAILS(cldl_session_release(s1), CLDL_ERROR_INVALID_HANDLE, "not live");
+  OK(cldl_model_release(model1));
   FAILS(cldl_model_load(ctx, "/nonexistent/m.onnx", NULL, &model1), CLDL_ERROR_MODEL, "/nonexistent/m.onnx");
-  FAILS(cldl_model_load(ctx, path, NULL, &model1), CLDL_ERROR_MODEL, "batch"); /* symbolic dim not bound */
+  /* Without load options the symbolic dim stays symbolic: -1 in the info, any batch at the run. */
+  OK(cldl_model_load(ctx, path, NULL, &model1));
+  info.struct_size = sizeof info;
+  OK(cldl_model_input_info(model1, 0, &info));
+  CHECK(info.dims[0] == -1 && info.dims[1] == MLP_IN && info.bytes == 0 && info.dynamic);
+  OK(cldl_session_create(model1, &s1));
+  FAILS(cldl_session_run(s1), CLDL_ERROR_SHAPE, "input 'x' (f32 [batch, 5]) is missing");
+  FAILS(cldl_session_output_info(s1, "y", &info), CLDL_ERROR_INVALID_ARGUMENT, "has not run yet");
+  dims[0] = 2;
+  OK(cldl_session_set_input(s1, "x", CLDL_F32, dims, 2, x, 2 * MLP_IN * sizeof(float)));
+  OK(cldl_session_run(s1));
+  OK(cldl_session_get_output(s1, "y", y, 2 * MLP_OUT * sizeof(float)));
+  mlp_reference(x, 2, want);
+  CHECK(close_all(y, want, 2 * MLP_OUT, 1e-5f));
+  OK(cldl_session_release(s1));
+  OK(cldl_model_release(model1));
   FAILS(cldl_model_load_memory(ctx, "not onnx", 8, &opts, &model1), CLDL_ERROR_MODEL, "model in memory");
   opts.struct_size = 4;
   FAILS(cldl_model_load(ctx, path, &opts, &model1), CLDL_ERROR_INVALID_ARGUMENT, "struct_size");

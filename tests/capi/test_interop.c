@@ -101,7 +101,17 @@ int main(int argc, char** argv) {
   CL_OK(err);
   FAILS(cldl_session_bind_input(s, "x", foreign, 0), CLDL_ERROR_INVALID_ARGUMENT, "another cl_context");
   FAILS(cldl_session_bind_input(s, "x", X, 2), CLDL_ERROR_INVALID_ARGUMENT, "multiple of the element size");
-  FAILS(cldl_session_bind_input(s, "x", X, 4), CLDL_ERROR_SHAPE, "do not fit");
+  /* A buffer too small for the run's shape: refused at the run, naming both sizes. */
+  OK(cldl_session_bind_input(s, "x", X, 4));
+  FAILS(cldl_session_run(s), CLDL_ERROR_SHAPE, "at offset 4 the app's buffer of");
+  OK(cldl_session_bind_input(s, "x", X, 0));
+  {
+    int64_t bigger[2] = {BATCH + 1, MLP_IN};
+    OK(cldl_session_set_input_shape(s, "x", bigger, 2));
+    FAILS(cldl_session_run(s), CLDL_ERROR_SHAPE, "'x': the run's f32 [");
+    bigger[0] = BATCH;
+    OK(cldl_session_set_input_shape(s, "x", bigger, 2));
+  }
   FAILS(cldl_session_bind_output(s, "nope", Y, 0), CLDL_ERROR_NOT_FOUND, "'nope' is not an output");
 
   /* Two rounds, queued back to back: fill -> model -> consume, ordered only by events. */

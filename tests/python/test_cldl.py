@@ -51,13 +51,34 @@ class TestCldl(unittest.TestCase):
         x = np.arange(30, dtype=np.float32).reshape(5, 6).T[:3, :] / 10 - 1  # a transposed view
         np.testing.assert_allclose(m.run({"x": x})["y"], mlp_reference(x), rtol=1e-5, atol=1e-5)
 
+    def test_any_shape(self):
+        # One load, any batch: a plan per signature, cached (LRU), reused on a known one.
+        m = cldl.load(MLP, device=DEVICE)
+        self.assertEqual(m.inputs[0].shape, (None, 5))
+        self.assertEqual(m.inputs[0].symbols, ("batch", None))
+        m.set_plan_cache(3)
+        rng = np.random.default_rng(7)
+        for batch in (1, 4, 2, 4, 7, 1, 9, 4):
+            x = rng.standard_normal((batch, 5)).astype(np.float32)
+            out = m.run({"x": x})
+            self.assertEqual(out["y"].shape, (batch, 7))
+            np.testing.assert_allclose(out["y"], mlp_reference(x), rtol=1e-5, atol=1e-5)
+        pc = m.plan_cache
+        self.assertEqual(pc["capacity"], 3)
+        self.assertEqual(pc["plans"], 3)
+        self.assertEqual(pc["hits"] + pc["misses"], 8)
+        self.assertEqual(pc["hits"], 1)  # the second 4; by the second 1 and the last 4 they were evicted
+        self.assertEqual(pc["evictions"], pc["misses"] - 3)
+
     def test_errors(self):
         m = cldl.load(MLP, dims={"batch": 2})
-        with self.assertRaisesRegex(cldl.Error, r"input 'x': expected f32 \[2, 5\], got f32 \[3, 5\]"):
-            m.run({"x": np.zeros((3, 5), np.float32)})
-        with self.assertRaisesRegex(cldl.Error, r"input 'x': expected f32 \[2, 5\], got i32"):
+        with self.assertRaisesRegex(cldl.Error, r"input 'x' dimension 1: expected 5 .*got 4"):
+            m.run({"x": np.zeros((3, 4), np.float32)})
+        with self.assertRaisesRegex(cldl.Error, r"input 'x': expected rank 2 .*got shape \[10\]"):
+            m.run({"x": np.zeros((10,), np.float32)})
+        with self.assertRaisesRegex(cldl.Error, r"input 'x': expected f32 \[batch, 5\], got i32 \[2, 5\]"):
             m.run({"x": np.zeros((2, 5), np.int32)})
-        with self.assertRaisesRegex(cldl.Error, r"input 'x': expected f32 \[2, 5\], got f64"):
+        with self.assertRaisesRegex(cldl.Error, r"input 'x': expected f32 \[batch, 5\], got f64"):
             m.run({"x": np.zeros((2, 5), np.float64)})
         with self.assertRaisesRegex(cldl.Error, r"numpy dtype complex64 has no cldl dtype"):
             m.run({"x": np.zeros((2, 5), np.complex64)})
@@ -65,8 +86,9 @@ class TestCldl(unittest.TestCase):
             m.run({"nope": np.zeros((2, 5), np.float32)})
         with self.assertRaisesRegex(cldl.Error, r"input 'x' .* is missing"):
             m.run({})
-        with self.assertRaisesRegex(cldl.Error, r"batch"):
-            cldl.load(MLP)  # the symbolic dim is not bound
+        # The model stays usable after every error.
+        x = np.ones((3, 5), np.float32)
+        np.testing.assert_allclose(m.run({"x": x})["y"], mlp_reference(x), rtol=1e-5, atol=1e-5)
         with self.assertRaisesRegex(cldl.Error, r"/nonexistent\.onnx"):
             cldl.load("/nonexistent.onnx")
         with self.assertRaisesRegex(cldl.Error, r"no-such-device"):

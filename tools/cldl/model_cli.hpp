@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "models/executor.hpp"
+#include "models/model.hpp"
 #include "models/npy.hpp"
 #include "models/onnx_import.hpp"
 #include "models/op_registry.hpp"
@@ -85,12 +86,15 @@ inline void bind_open_dims(graph::Graph& g, const std::map<std::string, HostTens
 
 struct LoadedModel {
   std::shared_ptr<Context> ctx;
-  std::shared_ptr<graph::CompiledModel> model;
-  std::map<std::string, HostTensor> inputs;
+  std::shared_ptr<graph::Model> graph_model;   // the loaded model (any input shapes)
+  std::shared_ptr<graph::CompiledModel> model; // its plan for the inputs below
+  std::map<std::string, HostTensor> inputs;    // the plan's inputs (shape-deciding ones are in the plan)
   graph::PassStats passes;
   double load_ms = 0;
 };
 
+// Loads the model once (graph::Model) and plans the signature of the inputs: files given with --input,
+// the rest random (--random) with the dims of --dim, of an input file of the same rank, or 1.
 inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
   auto t0 = std::chrono::steady_clock::now();
   LoadedModel lm;
@@ -109,14 +113,13 @@ inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
     }
   }
   graph::Graph g = graph::import_onnx_file(o.model);
-  bind_open_dims(g, given, o.random, po);
-  for (auto& name : graph::load_time_inputs(g))  // shape tensors given on the command line are fixed at load
-    if (given.count(name)) po.bind[name] = given[name];
-  lm.passes = graph::prepare(g, po);
   for (auto& [name, t] : given)
-    if (!g.is_input(name) && !po.bind.count(name)) fail("--input {}: the model has no input of that name", name);
+    if (!g.is_input(name)) fail("--input {}: the model has no input of that name", name);
+  graph::Graph shapes_of = g;  // the inputs' dims as the command line fixes them
+  bind_open_dims(shapes_of, given, o.random, po);
+  graph::bind_inputs(shapes_of, graph::PrepareOptions{.bind = {}, .dims = po.dims}, true);
   std::vector<std::string> missing;
-  for (auto& in : g.inputs) {
+  for (auto& in : shapes_of.inputs) {
     if (given.count(in.name)) lm.inputs[in.name] = given[in.name];
     else if (o.random) lm.inputs[in.name] = random_input(in, uint32_t(lm.inputs.size() + 1));
     else missing.push_back(fmt::format("{} ({} {})", in.name, to_string(in.dtype), in.shape.str()));
@@ -124,9 +127,14 @@ inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
   if (!missing.empty()) fail("inputs not given (use --input NAME=FILE or --random): {}", fmt::join(missing, ", "));
   lm.ctx = Context::create(o.device);
   if (!o.binaries.empty()) use_bundle(lm.ctx->device(), o.binaries);
-  graph::CompileOptions co{.device = 0, .queues = o.queues, .profiling = profiling, .rnn_strategy = o.rnn_strategy};
-  for (auto& p : o.place) co.placement.push_back(graph::parse_placement_rule(p));
-  lm.model = graph::CompiledModel::compile(lm.ctx, std::move(g), co);
+  graph::ModelOptions mo;
+  mo.compile = graph::CompileOptions{.device = 0, .queues = o.queues, .profiling = profiling, .rnn_strategy = o.rnn_strategy};
+  for (auto& p : o.place) mo.compile.placement.push_back(graph::parse_placement_rule(p));
+  lm.graph_model = graph::Model::create(lm.ctx, std::move(g), mo);
+  graph::Signature sig = lm.graph_model->signature(lm.inputs);
+  lm.model = lm.graph_model->plan(sig);
+  lm.passes = lm.model->passes;
+  for (auto& [name, v] : sig.values) lm.inputs.erase(name);
   lm.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return lm;
 }

@@ -1,0 +1,340 @@
+// Dynamic shapes: one loaded Model runs any input shape its graph allows through a plan per signature
+// (models/model.hpp). Checked against C++ references at random shapes, with the plan cache's counters,
+// its memory bound over 10 000 calls, errors that name the node / shapes / inputs, shape-deciding
+// inputs, and two threads running two shapes at once.
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include <filesystem>
+
+#include "models/model.hpp"
+#include "models/npy.hpp"
+#include "tests/support/onnx_util.hpp"
+
+using namespace cldl;
+using namespace cldl::graph;
+
+namespace {
+
+ValueShape sym_shape(std::vector<int64_t> dims, std::vector<std::string> symbols) {
+  ValueShape s;
+  s.dims = std::move(dims);
+  s.symbols = std::move(symbols);
+  return s;
+}
+
+HostTensor random_tensor(Shape s, std::mt19937& rng) {
+  HostTensor t(DType::f32, std::move(s));
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (auto& v : t.span<float>()) v = u(rng);
+  return t;
+}
+
+constexpr int64_t kIn = 8, kOut = 6;
+
+// x [batch, seq, 8] -> MatMul W [8, 6] -> Add b -> Relu -> Reshape to [batch * seq, 6] (the target shape
+// computed from Shape(x): Gather, ReduceProd-free Mul, Concat) -> Softmax.
+Graph encoder_graph() {
+  GraphBuilder b("enc");
+  auto x = b.input("x", DType::f32, sym_shape({-1, -1, kIn}, {"batch", "seq", ""}));
+  std::vector<float> w(kIn * kOut), bias(kOut);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 7 % 11) - 5) * 0.15f;
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = float(int(i % 3) - 1) * 0.2f;
+  auto wv = b.constant("w", HostTensor::from<float>(Shape{kIn, kOut}, w));
+  auto bv = b.constant("b", HostTensor::from<float>(Shape{kOut}, bias));
+  auto h = b.relu(b.add(b.matmul(x, wv), bv));
+  auto shape = b.op1("Shape", {x});
+  auto i0 = b.constant("i0", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{0}));
+  auto i1 = b.constant("i1", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1}));
+  auto rows = b.op1("Mul", {b.op1("Gather", {shape, i0}, {{"axis", int64_t(0)}}),
+                            b.op1("Gather", {shape, i1}, {{"axis", int64_t(0)}})});
+  auto cols = b.constant("cols", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{kOut}));
+  auto target = b.op1("Concat", {rows, cols}, {{"axis", int64_t(0)}});
+  b.output(b.softmax(b.op1("Reshape", {h, target})), "y");
+  return b.build();
+}
+
+std::vector<float> encoder_ref(const Graph& g, const HostTensor& x) {
+  const float* w = g.initializers.at("w").as<float>();
+  const float* bias = g.initializers.at("b").as<float>();
+  int64_t rows = x.shape()[0] * x.shape()[1];
+  std::vector<float> y(size_t(rows * kOut));
+  for (int64_t r = 0; r < rows; ++r) {
+    double h[kOut], mx = -1e30, sum = 0;
+    for (int64_t o = 0; o < kOut; ++o) {
+      double s = bias[o];
+      for (int64_t k = 0; k < kIn; ++k) s += double(x.as<float>()[r * kIn + k]) * w[k * kOut + o];
+      h[o] = std::max(s, 0.0);
+      mx = std::max(mx, h[o]);
+    }
+    for (int64_t o = 0; o < kOut; ++o) sum += std::exp(h[o] - mx);
+    for (int64_t o = 0; o < kOut; ++o) y[size_t(r * kOut + o)] = float(std::exp(h[o] - mx) / sum);
+  }
+  return y;
+}
+
+void check_close(const HostTensor& got, const std::vector<float>& want, float tol = 1e-5f) {
+  REQUIRE(size_t(got.numel()) == want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::fabs(got.as<float>()[i] - want[i]) > tol) FAIL("element " << i << ": " << got.as<float>()[i] << " vs " << want[i]);
+}
+
+}  // namespace
+
+// Models exported by PyTorch with dynamic dims (tests/data/dynamic/make.py) and ONNX Runtime's outputs for
+// random shapes: one load, every case in one session.
+void check_exported(const std::string& name, const std::vector<std::string>& inputs, const std::string& output,
+                    double rtol, double atol) {
+  const std::string dir = std::string(CLDL_SOURCE_DIR) + "/tests/data/dynamic/";
+  auto m = load_model(test::shared_ctx(), dir + name + ".onnx");
+  CHECK(m->preplanned() == nullptr);
+  auto s = m->session();
+  int cases = 0;
+  for (int k = 0; std::filesystem::exists(fmt::format("{}{}/{}_{}.npy", dir, name, k, output)); ++k, ++cases) {
+    std::map<std::string, HostTensor> feed;
+    for (auto& in : inputs) feed[in] = read_npy(fmt::format("{}{}/{}_{}.npy", dir, name, k, in));
+    HostTensor want = read_npy(fmt::format("{}{}/{}_{}.npy", dir, name, k, output));
+    CAPTURE(k);
+    CAPTURE(feed.begin()->second.shape().str());
+    auto out = s->run(feed);
+    const HostTensor& got = out.at(output);
+    REQUIRE(got.shape() == want.shape());
+    double worst = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      double a = got.as<float>()[i], b = want.as<float>()[i];
+      worst = std::max(worst, std::fabs(a - b) / (atol + rtol * std::fabs(b)));
+    }
+    CHECK(worst <= 1.0);
+  }
+  CHECK(cases >= 8);
+  auto st = m->plan_cache_stats();
+  MESSAGE(name << ": " << cases << " shapes in one session, " << st.misses << " plans, last plan "
+               << st.last_plan_ms << " ms");
+}
+
+TEST_SUITE("dynamic shapes") {
+  TEST_CASE("PyTorch exports with dynamic dims against ONNX Runtime at random shapes") {
+    SUBCASE("BERT-style encoder, opset 14") { check_exported("bert_opset14", {"input_ids", "attention_mask"}, "last_hidden_state", 1e-3, 1e-4); }
+    SUBCASE("BERT-style encoder, opset 11") { check_exported("bert_opset11", {"input_ids", "attention_mask"}, "last_hidden_state", 1e-3, 1e-4); }
+    SUBCASE("CNN, dynamic batch and image size") { check_exported("cnn", {"image"}, "logits", 1e-3, 1e-4); }
+  }
+
+  TEST_CASE("one load runs any input shape: a plan per signature, cached and reused") {
+    Graph g = encoder_graph();
+    ModelOptions mo;
+    mo.plan_cache = 64;
+    auto m = Model::create(test::shared_ctx(), g, mo);
+    CHECK(m->preplanned() == nullptr);  // batch and seq are symbolic, nothing fixed them
+    CHECK(m->graph().inputs[0].shape.str() == "[batch, seq, 8]");
+    auto s = m->session();
+    std::mt19937 rng(3);
+    std::set<std::pair<int64_t, int64_t>> seen;
+    for (int i = 0; i < 20; ++i) {
+      int64_t batch = 1 + int64_t(rng() % 4), seq = 1 + int64_t(rng() % 13);
+      CAPTURE(batch);
+      CAPTURE(seq);
+      seen.insert({batch, seq});
+      HostTensor x = random_tensor(Shape{batch, seq, kIn}, rng);
+      auto out = s->run({{"x", x}});
+      CHECK(out.at("y").shape() == Shape{batch * seq, kOut});
+      check_close(out.at("y"), encoder_ref(g, x));
+    }
+    auto st = m->plan_cache_stats();
+    CHECK(st.misses == seen.size());
+    CHECK(st.hits == 20 - seen.size());
+    CHECK(st.plans == seen.size());
+    // A known signature: its plan, no planning.
+    auto [b0, s0] = *seen.begin();
+    s->run({{"x", random_tensor(Shape{b0, s0, kIn}, rng)}});
+    CHECK(m->plan_cache_stats().misses == seen.size());
+    CHECK(m->plan_cache_stats().hits == 21 - seen.size());
+  }
+
+  TEST_CASE("a signature fixed at load is planned at load; inputs keep their symbols") {
+    ModelOptions mo;
+    mo.prepare.dims = {{"batch", 2}, {"seq", 5}};
+    auto m = Model::create(test::shared_ctx(), encoder_graph(), mo);
+    REQUIRE(m->preplanned() != nullptr);
+    CHECK(m->preplanned()->graph().inputs[0].shape.to_shape() == Shape{2, 5, kIn});
+    CHECK(m->graph().inputs[0].shape.str() == "[batch, seq, 8]");
+    CHECK(m->plan_cache_stats().misses == 1);
+    std::mt19937 rng(5);
+    auto s = m->session();
+    s->run({{"x", random_tensor(Shape{2, 5, kIn}, rng)}});
+    CHECK(m->plan_cache_stats().hits == 1);  // the run found the load's plan
+    s->run({{"x", random_tensor(Shape{3, 1, kIn}, rng)}});  // and any other shape still runs
+    CHECK(m->plan_cache_stats().misses == 2);
+  }
+
+  TEST_CASE("a shape the graph cannot take names the node, the shapes and the inputs; the session goes on") {
+    GraphBuilder b("bad");
+    auto a = b.input("a", DType::f32, sym_shape({-1, 3}, {"n", ""}));
+    auto c = b.input("c", DType::f32, sym_shape({-1, 3}, {"m", ""}));
+    auto sum = b.add(a, c);
+    b.output(b.op1("Reshape", {sum, b.constant("four", HostTensor::from<int64_t>(Shape{2}, std::vector<int64_t>{-1, 4}))}),
+             "y");
+    Graph g = b.build();
+    std::string add_name = g.nodes[0].name;
+    auto m = Model::create(test::shared_ctx(), g);
+    auto s = m->session();
+    std::mt19937 rng(1);
+    // Broadcast mismatch: 2 vs 3 rows.
+    try {
+      s->run({{"a", random_tensor(Shape{2, 3}, rng)}, {"c", random_tensor(Shape{3, 3}, rng)}});
+      FAIL("no error");
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      CAPTURE(msg);
+      CHECK(msg.find("a: [2, 3], c: [3, 3]") != std::string::npos);
+      CHECK(msg.find(add_name) != std::string::npos);
+      CHECK(msg.find("Add") != std::string::npos);
+    }
+    // A Reshape to [-1, 4] of 5 x 3 elements does not divide.
+    try {
+      s->run({{"a", random_tensor(Shape{5, 3}, rng)}, {"c", random_tensor(Shape{1, 3}, rng)}});
+      FAIL("no error");
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      CAPTURE(msg);
+      CHECK(msg.find("a: [5, 3], c: [1, 3]") != std::string::npos);
+      CHECK(msg.find("Reshape") != std::string::npos);
+    }
+    CHECK(m->plan_cache_stats().plans == 0);  // failed plans are not cached
+    // A fixed dim of the wrong size, a wrong rank, an unknown input: named before any planning.
+    CHECK_THROWS_WITH(s->run({{"a", random_tensor(Shape{4, 2}, rng)}, {"c", random_tensor(Shape{4, 3}, rng)}}),
+                      doctest::Contains("input 'a' dimension 1: expected 3"));
+    CHECK_THROWS_WITH(s->run({{"a", random_tensor(Shape{12}, rng)}, {"c", random_tensor(Shape{4, 3}, rng)}}),
+                      doctest::Contains("input 'a': expected rank 2"));
+    CHECK_THROWS_WITH(s->run({{"a", random_tensor(Shape{4, 3}, rng)}, {"z", random_tensor(Shape{4, 3}, rng)}}),
+                      doctest::Contains("input 'z' is not an input of graph 'bad'"));
+    // The same session runs the next good call: 4 x 3 + 1 x 3 broadcast, reshaped to [3, 4].
+    HostTensor a4 = random_tensor(Shape{4, 3}, rng), c1 = random_tensor(Shape{1, 3}, rng);
+    auto out = s->run({{"a", a4}, {"c", c1}});
+    REQUIRE(out.at("y").shape() == Shape{3, 4});
+    std::vector<float> want(12);
+    for (int i = 0; i < 12; ++i) want[size_t(i)] = a4.as<float>()[i] + c1.as<float>()[i % 3];
+    check_close(out.at("y"), want, 0);
+  }
+
+  TEST_CASE("one value per symbol across inputs") {
+    GraphBuilder b("sym");
+    auto x = b.input("x", DType::f32, sym_shape({-1, 2}, {"batch", ""}));
+    auto y = b.input("y", DType::f32, sym_shape({-1, 2}, {"batch", ""}));
+    b.output(b.add(x, y), "z");
+    auto m = Model::create(test::shared_ctx(), b.build());
+    std::mt19937 rng(2);
+    CHECK_THROWS_WITH(m->session()->run({{"x", random_tensor(Shape{2, 2}, rng)}, {"y", random_tensor(Shape{3, 2}, rng)}}),
+                      doctest::Contains("('batch') is 3, but input 'x' has 'batch' = 2"));
+  }
+
+  TEST_CASE("an input that decides shapes by its value is part of the signature") {
+    GraphBuilder b("reshape_by_input");
+    auto x = b.input("x", DType::f32, sym_shape({-1}, {"n"}));
+    auto shape = b.input("shape", DType::i64, Shape{2});
+    b.output(b.op1("Reshape", {x, shape}), "y");
+    auto m = Model::create(test::shared_ctx(), b.build());
+    REQUIRE(m->shape_inputs() == std::vector<std::string>{"shape"});
+    auto s = m->session();
+    std::mt19937 rng(4);
+    HostTensor x6 = random_tensor(Shape{6}, rng);
+    for (auto dims : {std::vector<int64_t>{2, 3}, std::vector<int64_t>{3, 2}, std::vector<int64_t>{-1, 1}}) {
+      auto out = s->run({{"x", x6}, {"shape", HostTensor::from<int64_t>(Shape{2}, dims)}});
+      CHECK(out.at("y").shape() == Shape{dims[0] < 0 ? 6 : dims[0], dims[1]});
+      check_close(out.at("y"), std::vector<float>(x6.as<float>(), x6.as<float>() + 6), 0);
+    }
+    CHECK(m->plan_cache_stats().misses == 3);
+    s->run({{"x", x6}, {"shape", HostTensor::from<int64_t>(Shape{2}, std::vector<int64_t>{3, 2})}});
+    CHECK(m->plan_cache_stats().misses == 3);
+  }
+
+  TEST_CASE("10 000 calls over random shapes keep device memory within the plan cache's bound") {
+    auto graph = [] {
+      GraphBuilder b("bound");
+      auto x = b.input("x", DType::f32, sym_shape({-1, 16}, {"n", ""}));
+      std::vector<float> w(16 * 16);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 7) - 3) * 0.1f;
+      auto h = b.relu(b.matmul(x, b.constant("w", HostTensor::from<float>(Shape{16, 16}, w))));
+      b.output(b.add(h, x), "y");
+      return b.build();
+    };
+    constexpr int64_t kMaxRows = 40;
+    constexpr size_t kCapacity = 4;
+    std::mt19937 rng(11);
+    // What one plan of the largest signature holds (constants, arena, inputs) on a fresh context.
+    uint64_t per_plan = 0;
+    {
+      auto ctx = Context::create();
+      uint64_t base = ctx->pool(0).stats().live_bytes;
+      ModelOptions one;
+      one.plan_cache = 1;
+      auto m = Model::create(ctx, graph(), one);
+      auto s = m->session();
+      s->run({{"x", random_tensor(Shape{kMaxRows, 16}, rng)}});
+      per_plan = ctx->pool(0).stats().live_bytes - base;
+    }
+    REQUIRE(per_plan > 0);
+    auto ctx = Context::create();
+    uint64_t base = ctx->pool(0).stats().live_bytes;
+    ModelOptions mo;
+    mo.plan_cache = kCapacity;
+    Graph g = graph();
+    auto m = Model::create(ctx, g, mo);
+    auto s = m->session();
+    const float* w = g.initializers.at("w").as<float>();
+    uint64_t most = 0;
+    for (int call = 0; call < 10000; ++call) {
+      int64_t rows = 1 + int64_t(rng() % kMaxRows);
+      HostTensor x = random_tensor(Shape{rows, 16}, rng);
+      auto out = s->run({{"x", x}});
+      uint64_t live = ctx->pool(0).stats().live_bytes - base;
+      most = std::max(most, live);
+      if (live > kCapacity * per_plan) FAIL("call " << call << ": " << live << " bytes live, bound " << kCapacity * per_plan);
+      if (call % 997 == 0) {
+        std::vector<float> want(size_t(rows * 16));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t o = 0; o < 16; ++o) {
+            double acc = 0;
+            for (int64_t k = 0; k < 16; ++k) acc += double(x.as<float>()[r * 16 + k]) * w[k * 16 + o];
+            want[size_t(r * 16 + o)] = float(std::max(acc, 0.0) + x.as<float>()[r * 16 + o]);
+          }
+        check_close(out.at("y"), want, 1e-5f);
+      }
+    }
+    auto st = m->plan_cache_stats();
+    CHECK(st.plans == kCapacity);
+    CHECK(st.evictions == st.misses - kCapacity);
+    CHECK(st.hits + st.misses == 10000);
+    MESSAGE("10000 calls: " << st.misses << " plans made, " << st.hits << " hits; most device bytes live " << most
+                            << " (bound " << kCapacity * per_plan << ")");
+    // Shrinking the cache frees the evicted plans once the session drops them.
+    m->set_plan_cache(1);
+    s->run({{"x", random_tensor(Shape{kMaxRows, 16}, rng)}});
+    CHECK(ctx->pool(0).stats().live_bytes - base <= per_plan);
+  }
+
+  TEST_CASE("one model, two threads, two shapes at once") {
+    Graph g = encoder_graph();
+    auto m = Model::create(test::shared_ctx(), g);
+    std::atomic<int> bad{0};
+    auto work = [&](int64_t batch, int64_t seq, uint32_t seed) {
+      auto s = m->session();
+      std::mt19937 rng(seed);
+      for (int i = 0; i < 15; ++i) {
+        HostTensor x = random_tensor(Shape{batch, seq, kIn}, rng);
+        auto y = s->run({{"x", x}}).at("y");
+        auto want = encoder_ref(g, x);
+        for (size_t k = 0; k < want.size(); ++k)
+          if (std::fabs(y.as<float>()[k] - want[k]) > 1e-5f) {
+            ++bad;
+            break;
+          }
+      }
+    };
+    std::thread t1(work, 2, 7, 1u), t2(work, 3, 11, 2u);
+    t1.join();
+    t2.join();
+    CHECK(bad == 0);
+    CHECK(m->plan_cache_stats().misses == 2);
+  }
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""What dynamic shapes cost: one loaded model run at new and at known input-shape signatures.
+
+For each of --shapes random signatures of a model's symbolic dims it times the first run (the plan is
+made: shape inference, folding, lowering with programs from a warm cache, the memory plan, a session's
+buffers) and the median of --runs further runs (the plan is found in the cache); the difference is the
+planning cost. It also times the same shapes on a model loaded with those dims fixed (planned at load),
+so a known signature's overhead shows against a fixed-shape load in the same process.
+
+    PYTHONPATH=build/python tools/bench/plan_cost.py MODEL.onnx [--dim-range batch=1:4 ...] [--shapes 10]
+
+Symbolic dims without --dim-range take 1..32. int64 inputs get ids in [0, --vocab); inputs named *mask*
+get ones. Prints one row per signature and the medians."""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import cldl
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--dim-range", action="append", default=[], help="SYMBOL=LO:HI (inclusive)")
+    ap.add_argument("--shapes", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--vocab", type=int, default=100)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    ranges = {}
+    for r in a.dim_range:
+        k, v = r.split("=")
+        lo, hi = v.split(":")
+        ranges[k] = (int(lo), int(hi))
+    rng = np.random.default_rng(a.seed)
+    t0 = time.perf_counter()
+    m = cldl.load(a.model, device=a.device)
+    load_ms = (time.perf_counter() - t0) * 1e3
+    symbols = sorted({s for i in m.inputs for s in i.symbols if s is not None})
+    print(f"{a.model} on {m.device}: load {load_ms:.1f} ms, symbols {symbols}")
+
+    def feed(dims):
+        f = {}
+        for i in m.inputs:
+            shape = tuple(dims[s] if s is not None else d for d, s in zip(i.shape, i.symbols))
+            if i.dtype == np.int64:
+                f[i.name] = np.ones(shape, np.int64) if "mask" in i.name else rng.integers(0, a.vocab, shape).astype(np.int64)
+            else:
+                f[i.name] = rng.standard_normal(shape).astype(i.dtype)
+        return f
+
+    def timed(model, f):
+        t = time.perf_counter()
+        model.run(f)
+        return (time.perf_counter() - t) * 1e3
+
+    rows = []
+    print(f"{'signature':<28} {'first run':>10} {'cached run':>11} {'plan cost':>10} {'fixed load':>11}")
+    seen = set()
+    while len(rows) < a.shapes:
+        dims = {s: int(rng.integers(ranges.get(s, (1, 32))[0], ranges.get(s, (1, 32))[1] + 1)) for s in symbols}
+        key = tuple(sorted(dims.items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        f = feed(dims)
+        first = timed(m, f)
+        cached = statistics.median(timed(m, f) for _ in range(a.runs))
+        fixed = cldl.load(a.model, device=a.device, dims=dims)
+        timed(fixed, f)
+        fixed_ms = statistics.median(timed(fixed, f) for _ in range(a.runs))
+        rows.append((first, cached, fixed_ms))
+        sig = ",".join(f"{k}={v}" for k, v in key)
+        print(f"{sig:<28} {first:>8.2f}ms {cached:>9.3f}ms {first - cached:>8.2f}ms {fixed_ms:>9.3f}ms")
+    med = [statistics.median(c) for c in zip(*rows)]
+    print(f"median: first run {med[0]:.2f} ms, cached run {med[1]:.3f} ms, plan cost {med[0] - med[1]:.2f} ms, "
+          f"fixed-shape run {med[2]:.3f} ms (cached / fixed {med[1] / med[2]:.3f}x); cache {m.plan_cache}")
+
+
+if __name__ == "__main__":
+    main()
