@@ -120,16 +120,24 @@ Signature Model::signature(const std::map<std::string, HostTensor>& inputs) cons
 }
 
 std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto ms_since = [](auto t) { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count(); };
   Graph g = graph_;  // initializers share their bytes with the model's (copy on write)
   for (size_t i = 0; i < g.inputs.size(); ++i) g.inputs[i].shape = ValueShape(sig.shapes[i]);
   PrepareOptions po;
   po.bind = sig.values;
   try {
+    double copy_ms = ms_since(t0);
+    auto t1 = std::chrono::steady_clock::now();
     bind_inputs(g, po, true);
     PassStats ps = prepare_shapes(g, opts_.prepare.fold_constants);
+    double shapes_ms = ms_since(t1);
+    auto t2 = std::chrono::steady_clock::now();
     CompileOptions co = opts_.compile;
     co.constants = constants_;
     auto p = CompiledModel::compile(ctx_, std::move(g), co);
+    log::debug("model '{}': plan: graph copy {:.2f} ms, shapes and passes {:.2f} ms, lowering {:.2f} ms",
+               graph_.name, copy_ms, shapes_ms, ms_since(t2));
     p->passes = ps;
     p->passes.removed_dead += structure_.removed_dead;
     p->passes.fused += structure_.fused;

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """What dynamic shapes cost: one loaded model run at new and at known input-shape signatures.
 
-For each of --shapes random signatures of a model's symbolic dims it times the first run (the plan is
-made: shape inference, folding, lowering with programs from a warm cache, the memory plan, a session's
-buffers) and the median of --runs further runs (the plan is found in the cache); the difference is the
-planning cost. It also times the same shapes on a model loaded with those dims fixed (planned at load),
-so a known signature's overhead shows against a fixed-shape load in the same process.
+It draws --shapes random signatures of a model's symbolic dims and runs each once on a first loaded model,
+so every program they need is built and cached (warm program caches). Then, on a second load of the
+model, it times each signature's first run (the plan is made: shape inference, folding, lowering with
+programs from the warm cache, the memory plan, a session's buffers) and the median of --runs further runs
+(the plan is found in the cache); the difference is what a new signature costs. It also times the same
+shapes on a model loaded with those dims fixed (planned at load), so a known signature's overhead shows
+against a fixed-shape load in the same process.
 
     PYTHONPATH=build/python tools/bench/plan_cost.py MODEL.onnx [--dim-range batch=1:4 ...] [--shapes 10]
 
@@ -57,26 +59,33 @@ def main():
         model.run(f)
         return (time.perf_counter() - t) * 1e3
 
-    rows = []
-    print(f"{'signature':<28} {'first run':>10} {'cached run':>11} {'plan cost':>10} {'fixed load':>11}")
-    seen = set()
-    while len(rows) < a.shapes:
+    sigs, seen = [], set()
+    while len(sigs) < a.shapes:
         dims = {s: int(rng.integers(ranges.get(s, (1, 32))[0], ranges.get(s, (1, 32))[1] + 1)) for s in symbols}
         key = tuple(sorted(dims.items()))
-        if key in seen:
-            continue
-        seen.add(key)
-        f = feed(dims)
+        if key not in seen:
+            seen.add(key)
+            sigs.append((key, dims, feed(dims)))
+    t0 = time.perf_counter()
+    for _, _, f in sigs:
+        m.run(f)
+    print(f"warm-up: every signature once, {(time.perf_counter() - t0) * 1e3:.0f} ms")
+    m = cldl.load(a.model, device=a.device)
+    rows = []
+    print(f"{'signature':<28} {'first run':>10} {'of it: plan':>12} {'cached run':>11} {'new sig.':>10} {'fixed load':>11}")
+    for key, dims, f in sigs:
         first = timed(m, f)
+        plan = m.plan_cache["last_plan_ms"]
         cached = statistics.median(timed(m, f) for _ in range(a.runs))
         fixed = cldl.load(a.model, device=a.device, dims=dims)
         timed(fixed, f)
         fixed_ms = statistics.median(timed(fixed, f) for _ in range(a.runs))
-        rows.append((first, cached, fixed_ms))
+        rows.append((first, cached, fixed_ms, plan))
         sig = ",".join(f"{k}={v}" for k, v in key)
-        print(f"{sig:<28} {first:>8.2f}ms {cached:>9.3f}ms {first - cached:>8.2f}ms {fixed_ms:>9.3f}ms")
+        print(f"{sig:<28} {first:>8.2f}ms {plan:>10.2f}ms {cached:>9.3f}ms {first - cached:>8.2f}ms {fixed_ms:>9.3f}ms")
     med = [statistics.median(c) for c in zip(*rows)]
-    print(f"median: first run {med[0]:.2f} ms, cached run {med[1]:.3f} ms, plan cost {med[0] - med[1]:.2f} ms, "
+    print(f"median: first run {med[0]:.2f} ms (plan {med[3]:.2f} ms), cached run {med[1]:.3f} ms, "
+          f"new signature {med[0] - med[1]:.2f} ms, "
           f"fixed-shape run {med[2]:.3f} ms (cached / fixed {med[1] / med[2]:.3f}x); cache {m.plan_cache}")
 
 
