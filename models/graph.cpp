@@ -70,6 +70,33 @@ const HostTensor* Node::attr_t(const std::string& a) const {
   return has(a) ? &get_attr<HostTensor>(*this, a, "a tensor") : nullptr;
 }
 
+const Graph* Node::attr_g(const std::string& a) const {
+  return has(a) ? get_attr<SubGraph>(*this, a, "a graph").get() : nullptr;
+}
+
+std::vector<std::string> Node::outer_inputs() const {
+  std::set<std::string> r;
+  for (auto& [k, v] : attrs) {
+    const auto* sg = std::get_if<SubGraph>(&v);
+    if (!sg || !*sg) continue;
+    const Graph& g = **sg;
+    std::set<std::string> local;
+    for (auto& in : g.inputs) local.insert(in.name);
+    for (auto& [name, t] : g.initializers) local.insert(name);
+    for (auto& n : g.nodes)
+      for (auto& o : n.outputs) local.insert(o);
+    auto use = [&](const std::string& v) {
+      if (!v.empty() && !local.count(v)) r.insert(v);
+    };
+    for (auto& n : g.nodes) {
+      for (auto& in : n.inputs) use(in);
+      for (auto& in : n.outer_inputs()) use(in);
+    }
+    for (auto& o : g.outputs) use(o.name);
+  }
+  return {r.begin(), r.end()};
+}
+
 int64_t Graph::opset(const std::string& domain) const {
   auto it = opsets.find(domain);
   if (it == opsets.end() && domain.empty()) it = opsets.find("ai.onnx");
@@ -111,7 +138,9 @@ void Graph::sort() {
   std::vector<std::vector<size_t>> users(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::set<size_t> deps;
-    for (auto& in : nodes[i].inputs) {
+    std::vector<std::string> reads = nodes[i].inputs;
+    for (auto& in : nodes[i].outer_inputs()) reads.push_back(in);
+    for (auto& in : reads) {
       if (in.empty() || is_input(in) || is_constant(in)) continue;
       auto p = producer.find(in);
       if (p == producer.end())

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -31,8 +32,12 @@ struct ValueInfo {
   ValueShape shape;
 };
 
+class Graph;
+// A subgraph attribute (If's branches, Loop's and Scan's bodies): its nodes may read values of the
+// enclosing graphs by name (outer scope).
+using SubGraph = std::shared_ptr<const Graph>;
 using AttrValue = std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>,
-                               std::vector<std::string>, HostTensor>;
+                               std::vector<std::string>, HostTensor, SubGraph>;
 
 struct Node {
   std::string name;
@@ -49,6 +54,10 @@ struct Node {
   std::string attr_s(const std::string& a, const std::string& def) const;
   std::vector<int64_t> attr_ints(const std::string& a, std::vector<int64_t> def = {}) const;
   const HostTensor* attr_t(const std::string& a) const;
+  const Graph* attr_g(const std::string& a) const;  // a subgraph attribute; null when absent
+  // Values of enclosing scopes that this node's subgraphs read (recursively): implicit inputs, which
+  // order the node after their producers and keep them alive.
+  std::vector<std::string> outer_inputs() const;
   std::string describe() const;  // "node 'fc1' (Gemm)"
   size_t input_count() const;    // ignoring trailing left-out inputs
   const std::string& input(size_t i) const;  // "" when absent

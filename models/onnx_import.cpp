@@ -220,18 +220,12 @@ DType dtype_from_onnx(int t, const std::string& what) {
   fail("{}: unsupported data type {} ({}); cldl has no {} tensors", what, onnx_type_name(t), t, onnx_type_name(t));
 }
 
-Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const std::string& what) {
-  onnx::ModelProto m;
-  if (bytes.empty()) fail("{}: empty file", what);
-  if (!m.ParseFromString(bytes)) fail("{}: not a valid ONNX model (truncated or corrupted protobuf)", what);
-  if (!m.has_graph()) fail("{}: ONNX model without a graph (truncated or not a model?)", what);
-  if (m.ir_version() < 3) fail("{}: ONNX IR version {} is too old (need 3 or later)", what, m.ir_version());
-  Graph g;
-  const auto& gp = m.graph();
-  g.name = gp.name().empty() ? "graph" : gp.name();
-  for (auto& o : m.opset_import()) g.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
-  if (!g.opsets.count("")) fail("{}: no ai.onnx opset import", what);
-  for (auto& p : m.metadata_props()) g.metadata[p.key()] = p.value();
+namespace {
+
+// The body of a GraphProto (initializers, inputs, outputs, nodes) into `g`; subgraph attributes become
+// Graphs of their own with the parent's opsets. `sub`: a subgraph, whose inputs may also be initializers.
+void read_graph(const onnx::GraphProto& gp, Graph& g, const std::string& base_dir, const std::string& what, int depth) {
+  if (depth > 64) fail("{}: subgraphs nested more than 64 deep", what);
   for (auto& t : gp.initializer()) {
     if (t.name().empty()) fail("{}: an initializer has no name", what);
     g.initializers[t.name()] = tensor_from_proto(t, base_dir, what);
@@ -262,13 +256,38 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, c
         case onnx::AttributeProto::TENSOR:
           n.attrs[a.name()] = tensor_from_proto(a.t(), base_dir, fmt::format("{} attribute '{}'", n.describe(), a.name()));
           break;
+        case onnx::AttributeProto::GRAPH: {
+          auto sub = std::make_shared<Graph>();
+          sub->name = a.g().name().empty() ? n.name + "/" + a.name() : a.g().name();
+          sub->opsets = g.opsets;
+          read_graph(a.g(), *sub, base_dir, fmt::format("{} attribute '{}'", n.describe(), a.name()), depth + 1);
+          n.attrs[a.name()] = SubGraph(std::move(sub));
+          break;
+        }
         default:
-          fail("{}: unsupported attribute '{}' of type {} (subgraphs and sparse tensors are not supported)",
+          fail("{}: unsupported attribute '{}' of type {} (lists of graphs and sparse tensors are not supported)",
                n.describe(), a.name(), int(a.type()));
       }
     }
     g.nodes.push_back(std::move(n));
   }
+}
+
+}  // namespace
+
+Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const std::string& what) {
+  onnx::ModelProto m;
+  if (bytes.empty()) fail("{}: empty file", what);
+  if (!m.ParseFromString(bytes)) fail("{}: not a valid ONNX model (truncated or corrupted protobuf)", what);
+  if (!m.has_graph()) fail("{}: ONNX model without a graph (truncated or not a model?)", what);
+  if (m.ir_version() < 3) fail("{}: ONNX IR version {} is too old (need 3 or later)", what, m.ir_version());
+  Graph g;
+  const auto& gp = m.graph();
+  g.name = gp.name().empty() ? "graph" : gp.name();
+  for (auto& o : m.opset_import()) g.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  if (!g.opsets.count("")) fail("{}: no ai.onnx opset import", what);
+  for (auto& p : m.metadata_props()) g.metadata[p.key()] = p.value();
+  read_graph(gp, g, base_dir, what, 0);
   return g;
 }
 
@@ -348,9 +367,11 @@ std::string export_onnx(const Graph& g, const std::string& external_data_path) {
             } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
               a->set_type(onnx::AttributeProto::STRINGS);
               for (auto& e : x) a->add_strings(e);
-            } else {
+            } else if constexpr (std::is_same_v<T, HostTensor>) {
               a->set_type(onnx::AttributeProto::TENSOR);
               tensor_to_proto(x, "", *a->mutable_t());
+            } else {
+              fail("export: {} attribute '{}': subgraph attributes are not exported", n.describe(), k);
             }
           },
           v);

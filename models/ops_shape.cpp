@@ -248,6 +248,13 @@ const FolderRegistration kFolders{
     {"Mul", binary([](double x, double y, bool) { return x * y; }, false)},
     {"Div", binary([](double x, double y, bool i) { return i ? std::trunc(x / y) : x / y; }, false)},
     {"Equal", binary([](double x, double y, bool) { return double(x == y); }, true)},
+    // Comparisons and logic on shape values: the conditions of If nodes that branch on a shape.
+    {"Greater", binary([](double x, double y, bool) { return double(x > y); }, true)},
+    {"Less", binary([](double x, double y, bool) { return double(x < y); }, true)},
+    {"GreaterOrEqual", binary([](double x, double y, bool) { return double(x >= y); }, true)},
+    {"LessOrEqual", binary([](double x, double y, bool) { return double(x <= y); }, true)},
+    {"And", binary([](double x, double y, bool) { return double(x != 0 && y != 0); }, true)},
+    {"Or", binary([](double x, double y, bool) { return double(x != 0 || y != 0); }, true)},
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // prepare(): binding, sort, shape inference + folding, dead-node removal, registered fusion passes.
 #include "models/passes.hpp"
 
+#include <functional>
 #include <set>
 
 #include "models/op_registry.hpp"
@@ -28,9 +29,11 @@ void register_fusion_pass(std::string name, FusionPass p, FusionStage stage) {
 
 std::map<std::string, std::vector<int>> value_readers(const Graph& g) {
   std::map<std::string, std::vector<int>> r;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
     for (auto& in : g.nodes[i].inputs)
       if (!in.empty()) r[in].push_back(int(i));
+    for (auto& in : g.nodes[i].outer_inputs()) r[in].push_back(int(i));
+  }
   for (auto& o : g.outputs) r[o.name].push_back(-1);
   return r;
 }
@@ -41,6 +44,84 @@ void erase_nodes(Graph& g, const std::set<size_t>& drop) {
     if (!drop.count(i)) kept.push_back(std::move(g.nodes[i]));
   g.nodes = std::move(kept);
 }
+
+namespace {
+
+// The nodes that replace If node `n` whose condition g knows: the chosen branch's nodes with its own
+// values renamed under the node's name (so two inlined branches never clash), its initializers added to
+// g, and an Identity per output. Outer-scope names stay as they are.
+std::vector<Node> inline_if(Graph& g, const Node& n) {
+  if (n.inputs.empty() || n.inputs[0].empty()) fail("{}: input 'cond' is missing", n.describe());
+  auto ci = g.initializers.find(n.inputs[0]);
+  if (ci == g.initializers.end())
+    fail("{}: the condition '{}' is computed from run-time data; cldl runs an If whose condition is a constant, "
+         "a shape computation or a graph input (reading a condition back from the device is not supported yet)",
+         n.describe(), n.inputs[0]);
+  const HostTensor& cond = ci->second;
+  if (cond.numel() != 1) fail("{}: the condition has {} elements, expected 1", n.describe(), cond.numel());
+  bool take = to_doubles(cond)[0] != 0;
+  const char* which = take ? "then_branch" : "else_branch";
+  const Graph* sub = n.attr_g(which);
+  if (!sub) fail("{}: attribute '{}' is missing", n.describe(), which);
+  if (sub->outputs.size() != n.outputs.size())
+    fail("{}: '{}' has {} outputs, the node {}", n.describe(), which, sub->outputs.size(), n.outputs.size());
+  std::map<std::string, std::string> rename;
+  auto local = [&](const std::string& v) {
+    auto it = rename.find(v);
+    return it == rename.end() ? v : it->second;
+  };
+  for (auto& [name, t] : sub->initializers) {
+    std::string to = g.unique_name(n.name + "/" + name);
+    rename[name] = to;
+    g.initializers[to] = t;
+    g.values[to] = ValueInfo{to, t.dtype(), t.shape()};
+  }
+  for (auto& b : sub->nodes)
+    for (auto& o : b.outputs)
+      if (!o.empty()) rename[o] = g.unique_name(n.name + "/" + o);
+  std::vector<Node> out;
+  for (auto& b : sub->nodes) {
+    Node c = b;
+    c.name = g.unique_name(n.name + "/" + b.name);
+    for (auto& v : c.inputs) v = local(v);
+    for (auto& v : c.outputs) v = local(v);
+    if (!c.attrs.empty() && !c.outer_inputs().empty()) {
+      // A nested subgraph reads this branch's values by their old names: rename them there too.
+      for (auto& [k, a] : c.attrs)
+        if (auto* sg = std::get_if<SubGraph>(&a); sg && *sg) {
+          auto copy = std::make_shared<Graph>(**sg);
+          std::function<void(Graph&)> fix = [&](Graph& x) {
+            for (auto& xn : x.nodes) {
+              for (auto& v : xn.inputs) v = local(v);
+              for (auto& [xk, xa] : xn.attrs)
+                if (auto* xs = std::get_if<SubGraph>(&xa); xs && *xs) {
+                  auto xc = std::make_shared<Graph>(**xs);
+                  fix(*xc);
+                  xa = SubGraph(std::move(xc));
+                }
+            }
+            for (auto& o : x.outputs) o.name = local(o.name);
+          };
+          fix(*copy);
+          a = SubGraph(std::move(copy));
+        }
+    }
+    out.push_back(std::move(c));
+  }
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    if (n.outputs[i].empty()) continue;
+    Node id;
+    id.name = g.unique_name(n.name + "/output_" + std::to_string(i));
+    id.op_type = "Identity";
+    id.inputs = {local(sub->outputs[i].name)};
+    id.outputs = {n.outputs[i]};
+    out.push_back(std::move(id));
+  }
+  log::debug("{}: condition {}, '{}' inlined ({} nodes)", n.describe(), take, which, sub->nodes.size());
+  return out;
+}
+
+}  // namespace
 
 size_t infer_shapes(Graph& g, bool fold) {
   g.values.clear();
@@ -53,8 +134,18 @@ size_t infer_shapes(Graph& g, bool fold) {
   }
   for (auto& [name, t] : g.initializers) g.values[name] = ValueInfo{name, t.dtype(), t.shape()};
   size_t folded = 0;
-  std::vector<Node> kept;
-  for (auto& n : g.nodes) {
+  std::vector<Node> kept, work = std::move(g.nodes);
+  for (size_t next = 0; next < work.size();) {
+    Node n = std::move(work[next++]);
+    if (n.op_type == "If" && n.domain.empty()) {
+      // A condition known when planning (a constant, a folded value, or a graph input bound by the
+      // plan's signature): the branch it picks replaces the node, and inference goes on through it.
+      auto branch = inline_if(g, n);
+      work.insert(work.begin() + std::ptrdiff_t(next), std::make_move_iterator(branch.begin()),
+                  std::make_move_iterator(branch.end()));
+      ++folded;
+      continue;
+    }
     const OpDef* def = find_op(n.op_type, n.domain);
     const HostFold* folder = find_folder(n.op_type, n.domain);
     int64_t opset = def && n.domain == kFusedDomain ? def->since : g.opset(n.domain);
@@ -132,8 +223,10 @@ size_t remove_dead_nodes(Graph& g) {
   for (size_t i = g.nodes.size(); i-- > 0;) {
     for (auto& o : g.nodes[i].outputs)
       if (!o.empty() && live.count(o)) keep[i] = true;
-    if (keep[i])
+    if (keep[i]) {
       for (auto& in : g.nodes[i].inputs) live.insert(in);
+      for (auto& in : g.nodes[i].outer_inputs()) live.insert(in);
+    }
   }
   std::vector<Node> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -225,11 +318,21 @@ PassStats prepare(Graph& g, const PrepareOptions& opts) {
   return s;
 }
 
-void check_supported(const Graph& g) {
+namespace {
+// `scope` holds the opsets: a subgraph follows its model's imports.
+void check_nodes(const Graph& g, const Graph& scope) {
   for (auto& n : g.nodes) {
+    if (n.op_type == "If" && n.domain.empty()) {
+      for (const char* b : {"then_branch", "else_branch"}) {
+        const Graph* sub = n.attr_g(b);
+        if (!sub) fail("{}: attribute '{}' is missing", n.describe(), b);
+        check_nodes(*sub, scope);
+      }
+      continue;
+    }
     const OpDef* def = find_op(n.op_type, n.domain);
     const HostFold* folder = find_folder(n.op_type, n.domain);
-    int64_t opset = def && n.domain == kFusedDomain ? def->since : g.opset(n.domain);
+    int64_t opset = def && n.domain == kFusedDomain ? def->since : scope.opset(n.domain);
     if (!def && !folder)
       fail("{}: unsupported op '{}' (domain {}, opset {}): no cldl implementation", n.describe(), n.op_type,
            domain_name(n.domain), opset);
@@ -238,6 +341,9 @@ void check_supported(const Graph& g) {
            n.describe(), opset, n.op_type, domain_name(n.domain), def->since);
   }
 }
+}  // namespace
+
+void check_supported(const Graph& g) { check_nodes(g, g); }
 
 std::vector<std::string> shape_deciding_inputs(const Graph& g) {
   // Walks back from every argument that must be known at plan time (OpDef::const_inputs, and every input

@@ -338,3 +338,72 @@ TEST_SUITE("dynamic shapes") {
     CHECK(m->plan_cache_stats().misses == 2);
   }
 }
+
+#include <optional>
+
+namespace {
+// A branch: one node `op` on outer-scope `x` (with an initializer of its own when `k` is given).
+SubGraph branch(const std::string& name, const std::string& op, const std::string& x, std::optional<float> k = {}) {
+  auto g = std::make_shared<Graph>();
+  g->name = name;
+  Node n;
+  n.name = name + "_op";
+  n.op_type = op;
+  n.inputs = {x};
+  if (k) {
+    g->initializers[name + "_k"] = HostTensor::from<float>(Shape{1}, std::vector<float>{*k});
+    n.inputs.push_back(name + "_k");
+  }
+  n.outputs = {name + "_out"};
+  g->nodes.push_back(n);
+  g->outputs.push_back(ValueInfo{name + "_out", DType::f32, ValueShape{}});
+  g->outputs.back().shape.known = false;
+  return g;
+}
+}  // namespace
+
+TEST_SUITE("dynamic shapes") {
+  TEST_CASE("If: a condition from a graph input or from shapes picks its branch per plan") {
+    GraphBuilder b("if", 13);
+    auto x = b.input("x", DType::f32, sym_shape({-1, 3}, {"n", ""}));
+    auto flag = b.input("flag", DType::boolean, Shape{});
+    // flag ? x * 2 : x + 0.5
+    auto first = b.op("If", {flag}, {{"then_branch", branch("times", "Mul", x.name, 2.f)},
+                                     {"else_branch", branch("plus", "Add", x.name, 0.5f)}})[0];
+    // rows > 2 ? relu(first) : neg(first), the condition from Shape(x)
+    auto rows = b.op1("Gather", {b.op1("Shape", {x}), b.constant("zero", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{0}))});
+    auto big = b.op1("Greater", {rows, b.constant("two", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{2}))});
+    auto second = b.op("If", {big}, {{"then_branch", branch("relu", "Relu", first.name)},
+                                     {"else_branch", branch("neg", "Neg", first.name)}})[0];
+    b.output(second, "y");
+    auto m = Model::create(test::shared_ctx(), b.build());
+    CHECK(m->shape_inputs() == std::vector<std::string>{"flag"});
+    auto s = m->session();
+    std::mt19937 rng(8);
+    for (int64_t n : {1, 4, 2, 5})
+      for (bool f : {true, false}) {
+        CAPTURE(n);
+        CAPTURE(f);
+        HostTensor xv = random_tensor(Shape{n, 3}, rng);
+        HostTensor fv(DType::boolean, Shape{});
+        *static_cast<uint8_t*>(fv.data()) = f;
+        auto y = s->run({{"x", xv}, {"flag", fv}}).at("y");
+        std::vector<float> want(size_t(n * 3));
+        for (size_t i = 0; i < want.size(); ++i) {
+          float v = f ? xv.as<float>()[i] * 2.f : xv.as<float>()[i] + 0.5f;
+          want[i] = n > 2 ? std::max(v, 0.f) : -v;
+        }
+        check_close(y, want, 0);
+      }
+    CHECK(m->plan_cache_stats().misses == 8);
+  }
+
+  TEST_CASE("If whose condition is computed from run-time data is a clear error") {
+    GraphBuilder b("if_data", 13);
+    auto x = b.input("x", DType::f32, Shape{3});
+    auto c = b.op1("Greater", {b.op1("ReduceSum", {x}), b.constant("zero", HostTensor::from<float>(Shape{}, std::vector<float>{0}))});
+    b.output(b.op("If", {c}, {{"then_branch", branch("a", "Relu", x.name)}, {"else_branch", branch("b", "Neg", x.name)}})[0], "y");
+    CHECK_THROWS_WITH(Model::create(test::shared_ctx(), b.build()),
+                      doctest::Contains("is computed from run-time data"));
+  }
+}
