@@ -4,6 +4,7 @@
 #include <functional>
 #include <set>
 
+#include "models/control_flow.hpp"
 #include "models/op_registry.hpp"
 #include "runtime/log.hpp"
 
@@ -45,84 +46,6 @@ void erase_nodes(Graph& g, const std::set<size_t>& drop) {
   g.nodes = std::move(kept);
 }
 
-namespace {
-
-// The nodes that replace If node `n` whose condition g knows: the chosen branch's nodes with its own
-// values renamed under the node's name (so two inlined branches never clash), its initializers added to
-// g, and an Identity per output. Outer-scope names stay as they are.
-std::vector<Node> inline_if(Graph& g, const Node& n) {
-  if (n.inputs.empty() || n.inputs[0].empty()) fail("{}: input 'cond' is missing", n.describe());
-  auto ci = g.initializers.find(n.inputs[0]);
-  if (ci == g.initializers.end())
-    fail("{}: the condition '{}' is computed from run-time data; cldl runs an If whose condition is a constant, "
-         "a shape computation or a graph input (reading a condition back from the device is not supported yet)",
-         n.describe(), n.inputs[0]);
-  const HostTensor& cond = ci->second;
-  if (cond.numel() != 1) fail("{}: the condition has {} elements, expected 1", n.describe(), cond.numel());
-  bool take = to_doubles(cond)[0] != 0;
-  const char* which = take ? "then_branch" : "else_branch";
-  const Graph* sub = n.attr_g(which);
-  if (!sub) fail("{}: attribute '{}' is missing", n.describe(), which);
-  if (sub->outputs.size() != n.outputs.size())
-    fail("{}: '{}' has {} outputs, the node {}", n.describe(), which, sub->outputs.size(), n.outputs.size());
-  std::map<std::string, std::string> rename;
-  auto local = [&](const std::string& v) {
-    auto it = rename.find(v);
-    return it == rename.end() ? v : it->second;
-  };
-  for (auto& [name, t] : sub->initializers) {
-    std::string to = g.unique_name(n.name + "/" + name);
-    rename[name] = to;
-    g.initializers[to] = t;
-    g.values[to] = ValueInfo{to, t.dtype(), t.shape()};
-  }
-  for (auto& b : sub->nodes)
-    for (auto& o : b.outputs)
-      if (!o.empty()) rename[o] = g.unique_name(n.name + "/" + o);
-  std::vector<Node> out;
-  for (auto& b : sub->nodes) {
-    Node c = b;
-    c.name = g.unique_name(n.name + "/" + b.name);
-    for (auto& v : c.inputs) v = local(v);
-    for (auto& v : c.outputs) v = local(v);
-    if (!c.attrs.empty() && !c.outer_inputs().empty()) {
-      // A nested subgraph reads this branch's values by their old names: rename them there too.
-      for (auto& [k, a] : c.attrs)
-        if (auto* sg = std::get_if<SubGraph>(&a); sg && *sg) {
-          auto copy = std::make_shared<Graph>(**sg);
-          std::function<void(Graph&)> fix = [&](Graph& x) {
-            for (auto& xn : x.nodes) {
-              for (auto& v : xn.inputs) v = local(v);
-              for (auto& [xk, xa] : xn.attrs)
-                if (auto* xs = std::get_if<SubGraph>(&xa); xs && *xs) {
-                  auto xc = std::make_shared<Graph>(**xs);
-                  fix(*xc);
-                  xa = SubGraph(std::move(xc));
-                }
-            }
-            for (auto& o : x.outputs) o.name = local(o.name);
-          };
-          fix(*copy);
-          a = SubGraph(std::move(copy));
-        }
-    }
-    out.push_back(std::move(c));
-  }
-  for (size_t i = 0; i < n.outputs.size(); ++i) {
-    if (n.outputs[i].empty()) continue;
-    Node id;
-    id.name = g.unique_name(n.name + "/output_" + std::to_string(i));
-    id.op_type = "Identity";
-    id.inputs = {local(sub->outputs[i].name)};
-    id.outputs = {n.outputs[i]};
-    out.push_back(std::move(id));
-  }
-  log::debug("{}: condition {}, '{}' inlined ({} nodes)", n.describe(), take, which, sub->nodes.size());
-  return out;
-}
-
-}  // namespace
-
 size_t infer_shapes(Graph& g, bool fold) {
   g.values.clear();
   for (auto& in : g.inputs) {
@@ -135,14 +58,15 @@ size_t infer_shapes(Graph& g, bool fold) {
   for (auto& [name, t] : g.initializers) g.values[name] = ValueInfo{name, t.dtype(), t.shape()};
   size_t folded = 0;
   std::vector<Node> kept, work = std::move(g.nodes);
+  ControlFlowExpander unrolls;
   for (size_t next = 0; next < work.size();) {
     Node n = std::move(work[next++]);
-    if (n.op_type == "If" && n.domain.empty()) {
-      // A condition known when planning (a constant, a folded value, or a graph input bound by the
-      // plan's signature): the branch it picks replaces the node, and inference goes on through it.
-      auto branch = inline_if(g, n);
-      work.insert(work.begin() + std::ptrdiff_t(next), std::make_move_iterator(branch.begin()),
-                  std::make_move_iterator(branch.end()));
+    if (unrolls.handles(n)) {
+      // Control flow whose decisions are known when planning (control_flow.hpp): the nodes it stands
+      // for replace it, and inference goes on through them.
+      auto nodes = unrolls.expand(g, n);
+      work.insert(work.begin() + std::ptrdiff_t(next), std::make_move_iterator(nodes.begin()),
+                  std::make_move_iterator(nodes.end()));
       ++folded;
       continue;
     }
@@ -177,6 +101,14 @@ size_t infer_shapes(Graph& g, bool fold) {
       for (size_t i = 0; i < r.size() && i < c.out.size(); ++i) c.fold(i, std::move(r[i]));
     } else if (def) {
       def->infer(c);
+      // A view (Identity, Reshape, Squeeze...) of constant inputs is the same bytes under its shape.
+      if (fold && def->view_of >= 0 && constant_in && size_t(def->view_of) < c.value.size() && c.value[size_t(def->view_of)] &&
+          !c.folded.empty() && !c.folded[0] && c.out[0].shape.is_static() &&
+          c.out[0].dtype == c.value[size_t(def->view_of)]->dtype()) {
+        HostTensor t = *c.value[size_t(def->view_of)];
+        t.reshape(c.out[0].shape.to_shape());
+        c.folded[0] = std::move(t);
+      }
     } else {
       for (size_t i = 0; i < n.inputs.size(); ++i)
         if (c.in[i] && !c.value[i])
@@ -322,12 +254,8 @@ namespace {
 // `scope` holds the opsets: a subgraph follows its model's imports.
 void check_nodes(const Graph& g, const Graph& scope) {
   for (auto& n : g.nodes) {
-    if (n.op_type == "If" && n.domain.empty()) {
-      for (const char* b : {"then_branch", "else_branch"}) {
-        const Graph* sub = n.attr_g(b);
-        if (!sub) fail("{}: attribute '{}' is missing", n.describe(), b);
-        check_nodes(*sub, scope);
-      }
+    if (auto subs = control_flow_subgraphs(n); !subs.empty()) {
+      for (const Graph* sub : subs) check_nodes(*sub, scope);
       continue;
     }
     const OpDef* def = find_op(n.op_type, n.domain);
@@ -355,8 +283,11 @@ std::vector<std::string> shape_deciding_inputs(const Graph& g) {
   for (auto& n : g.nodes) {
     const OpDef* def = find_op(n.op_type, n.domain);
     bool host_only = !def || (!def->lower && def->view_of < 0);
+    std::vector<size_t> decides = control_flow_deciding_inputs(n);
+    bool control = !control_flow_subgraphs(n).empty();
     for (size_t i = 0; i < n.inputs.size(); ++i) {
-      bool need = host_only || (def && std::count(def->const_inputs.begin(), def->const_inputs.end(), i) > 0);
+      bool need = control ? std::count(decides.begin(), decides.end(), i) > 0
+                          : host_only || (def && std::count(def->const_inputs.begin(), def->const_inputs.end(), i) > 0);
       if (need && !n.inputs[i].empty()) todo.push_back(n.inputs[i]);
     }
   }

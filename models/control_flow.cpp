@@ -1,0 +1,304 @@
+// If / Loop / Scan expansion at plan time (see control_flow.hpp).
+#include "models/control_flow.hpp"
+
+#include <functional>
+#include <map>
+
+#include "models/op_registry.hpp"
+#include "models/passes.hpp"
+#include "runtime/log.hpp"
+
+namespace cldl::graph {
+
+namespace {
+
+constexpr const char* kStepOp = "ControlFlowStep";
+constexpr const char* kStepDomain = "ai.cldl.control";
+
+bool is(const Node& n, const char* op) { return n.op_type == op && n.domain.empty(); }
+
+// A new initializer of g (an iteration number, a shape, an index).
+std::string add_constant(Graph& g, const std::string& base, HostTensor t) {
+  std::string name = g.unique_name(base);
+  g.values[name] = ValueInfo{name, t.dtype(), t.shape()};
+  g.initializers[name] = std::move(t);
+  return name;
+}
+
+// The value of `v` when g knows it (an initializer), else null.
+const HostTensor* known(const Graph& g, const std::string& v) {
+  auto it = g.initializers.find(v);
+  return it == g.initializers.end() ? nullptr : &it->second;
+}
+
+Node make_node(Graph& g, const std::string& base, const std::string& op, std::vector<std::string> in,
+               std::vector<std::string> out, std::map<std::string, AttrValue> attrs = {}) {
+  Node n;
+  n.name = g.unique_name(base);
+  n.op_type = op;
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+// `sub`'s nodes for g: its inputs read the outer values `bind` names, its own values and initializers are
+// renamed under `prefix` (unique in g), outer-scope names stay. Returns the nodes; `outs` gets the names
+// of sub's outputs in g.
+std::vector<Node> inline_body(Graph& g, const Graph& sub, const std::string& prefix,
+                              std::map<std::string, std::string> bind, std::vector<std::string>& outs) {
+  std::map<std::string, std::string>& rename = bind;
+  auto local = [&](const std::string& v) {
+    auto it = rename.find(v);
+    return it == rename.end() ? v : it->second;
+  };
+  for (auto& [name, t] : sub.initializers) rename[name] = add_constant(g, prefix + "/" + name, t);
+  for (auto& b : sub.nodes)
+    for (auto& o : b.outputs)
+      if (!o.empty()) rename[o] = g.unique_name(prefix + "/" + o);
+  // Nested subgraphs read this body's values by their old names: rename those reads there too.
+  std::function<void(Graph&)> fix = [&](Graph& x) {
+    for (auto& xn : x.nodes) {
+      for (auto& v : xn.inputs) v = local(v);
+      for (auto& [k, a] : xn.attrs)
+        if (auto* sg = std::get_if<SubGraph>(&a); sg && *sg) {
+          auto copy = std::make_shared<Graph>(**sg);
+          fix(*copy);
+          a = SubGraph(std::move(copy));
+        }
+    }
+    for (auto& o : x.outputs) o.name = local(o.name);
+  };
+  std::vector<Node> out;
+  for (auto& b : sub.nodes) {
+    Node c = b;
+    c.name = g.unique_name(prefix + "/" + b.name);
+    for (auto& v : c.inputs) v = local(v);
+    for (auto& v : c.outputs) v = local(v);
+    for (auto& [k, a] : c.attrs)
+      if (auto* sg = std::get_if<SubGraph>(&a); sg && *sg) {
+        auto copy = std::make_shared<Graph>(**sg);
+        fix(*copy);
+        a = SubGraph(std::move(copy));
+      }
+    out.push_back(std::move(c));
+  }
+  outs.clear();
+  for (auto& o : sub.outputs) outs.push_back(local(o.name));
+  return out;
+}
+
+bool truth(const Node& n, const HostTensor& t, const char* what) {
+  if (t.numel() != 1) fail("{}: {} has {} elements, expected 1", n.describe(), what, t.numel());
+  return to_doubles(t)[0] != 0;
+}
+
+}  // namespace
+
+std::vector<const Graph*> control_flow_subgraphs(const Node& n) {
+  std::vector<const char*> names;
+  if (is(n, "If")) names = {"then_branch", "else_branch"};
+  else if (is(n, "Loop") || is(n, "Scan")) names = {"body"};
+  std::vector<const Graph*> r;
+  for (const char* a : names) {
+    const Graph* g = n.attr_g(a);
+    if (!g) fail("{}: attribute '{}' (a graph) is missing", n.describe(), a);
+    r.push_back(g);
+  }
+  return r;
+}
+
+std::vector<size_t> control_flow_deciding_inputs(const Node& n) {
+  if (is(n, "If")) return {0};
+  if (is(n, "Loop")) return {0, 1};
+  return {};
+}
+
+bool ControlFlowExpander::handles(const Node& n) const {
+  return is(n, "If") || is(n, "Loop") || is(n, "Scan") || (n.op_type == kStepOp && n.domain == kStepDomain);
+}
+
+std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
+  if (n.op_type == kStepOp) return step(g, size_t(n.attr_i("unroll", 0)));
+  if (is(n, "If")) {
+    if (n.inputs.empty() || n.inputs[0].empty()) fail("{}: input 'cond' is missing", n.describe());
+    const HostTensor* cond = known(g, n.inputs[0]);
+    if (!cond)
+      fail("{}: the condition '{}' is computed from run-time data; cldl runs an If whose condition is known when "
+           "planning (a constant, a shape computation or a graph input); reading a condition back from the device "
+           "is not supported yet",
+           n.describe(), n.inputs[0]);
+    bool take = truth(n, *cond, "the condition");
+    const char* which = take ? "then_branch" : "else_branch";
+    const Graph* sub = n.attr_g(which);
+    if (!sub) fail("{}: attribute '{}' is missing", n.describe(), which);
+    if (sub->outputs.size() != n.outputs.size())
+      fail("{}: '{}' has {} outputs, the node {}", n.describe(), which, sub->outputs.size(), n.outputs.size());
+    std::vector<std::string> outs;
+    auto nodes = inline_body(g, *sub, n.name, {}, outs);
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      if (!n.outputs[i].empty())
+        nodes.push_back(make_node(g, n.name + "/output", "Identity", {outs[i]}, {n.outputs[i]}));
+    log::debug("{}: condition {}, '{}' inlined ({} nodes)", n.describe(), take, which, sub->nodes.size());
+    return nodes;
+  }
+
+  Unroll u;
+  u.node = n;
+  u.body = control_flow_subgraphs(n)[0];
+  const Graph& body = *u.body;
+  if (is(n, "Loop")) {
+    u.loop = true;
+    if (n.inputs.size() < 2) fail("{}: Loop needs inputs M and cond (either may be empty)", n.describe());
+    if (!n.inputs[0].empty()) {
+      const HostTensor* m = known(g, n.inputs[0]);
+      if (!m)
+        fail("{}: the trip count '{}' is computed from run-time data; cldl runs a Loop whose trip count and "
+             "condition are known when planning",
+             n.describe(), n.inputs[0]);
+      if (m->numel() != 1) fail("{}: the trip count has {} elements, expected 1", n.describe(), m->numel());
+      u.trips = to_ints(*m)[0];
+    }
+    u.cond = n.inputs[1];
+    if (u.trips < 0 && u.cond.empty()) fail("{}: a Loop with neither a trip count nor a condition never ends", n.describe());
+    u.carried.assign(n.inputs.begin() + 2, n.inputs.end());
+    if (body.inputs.size() != 2 + u.carried.size())
+      fail("{}: the body has {} inputs, expected 2 + {} loop-carried", n.describe(), body.inputs.size(), u.carried.size());
+    if (body.outputs.size() < 1 + u.carried.size() || n.outputs.size() != body.outputs.size() - 1)
+      fail("{}: the body has {} outputs and the node {}; expected 1 + {} loop-carried + scan outputs, the node one "
+           "fewer",
+           n.describe(), body.outputs.size(), n.outputs.size(), u.carried.size());
+    u.scans.resize(body.outputs.size() - 1 - u.carried.size());
+    u.out_axes.assign(u.scans.size(), 0);
+    u.out_reverse.assign(u.scans.size(), 0);
+  } else {
+    if (g.opset("") < 9)
+      fail("{}: Scan of opset {} (a batch axis and sequence_lens) is not supported; cldl implements Scan from opset 9",
+           n.describe(), g.opset(""));
+    int64_t k = n.attr_i("num_scan_inputs", -1);
+    if (k < 1 || size_t(k) > n.inputs.size())
+      fail("{}: num_scan_inputs is {}, the node has {} inputs", n.describe(), k, n.inputs.size());
+    size_t states = n.inputs.size() - size_t(k);
+    u.carried.assign(n.inputs.begin(), n.inputs.begin() + std::ptrdiff_t(states));
+    u.scan_in.assign(n.inputs.begin() + std::ptrdiff_t(states), n.inputs.end());
+    if (body.inputs.size() != n.inputs.size())
+      fail("{}: the body has {} inputs, the node {}", n.describe(), body.inputs.size(), n.inputs.size());
+    if (body.outputs.size() != n.outputs.size() || n.outputs.size() < states)
+      fail("{}: the body has {} outputs, the node {}", n.describe(), body.outputs.size(), n.outputs.size());
+    u.scans.resize(n.outputs.size() - states);
+    u.in_axes = n.attr_ints("scan_input_axes", std::vector<int64_t>(u.scan_in.size(), 0));
+    u.in_reverse = n.attr_ints("scan_input_directions", std::vector<int64_t>(u.scan_in.size(), 0));
+    u.out_axes = n.attr_ints("scan_output_axes", std::vector<int64_t>(u.scans.size(), 0));
+    u.out_reverse = n.attr_ints("scan_output_directions", std::vector<int64_t>(u.scans.size(), 0));
+    if (u.in_axes.size() != u.scan_in.size() || u.in_reverse.size() != u.scan_in.size() ||
+        u.out_axes.size() != u.scans.size() || u.out_reverse.size() != u.scans.size())
+      fail("{}: scan_input_axes / directions need one value per scan input ({}), scan_output_axes / directions one "
+           "per scan output ({})",
+           n.describe(), u.scan_in.size(), u.scans.size());
+    for (size_t j = 0; j < u.scan_in.size(); ++j) {
+      const ValueInfo* in = g.info(u.scan_in[j]);
+      if (!in || !in->shape.is_static()) fail("{}: scan input '{}' has no static shape", n.describe(), u.scan_in[j]);
+      Shape s = in->shape.to_shape();
+      int64_t axis = u.in_axes[j] < 0 ? u.in_axes[j] + int64_t(s.rank()) : u.in_axes[j];
+      if (axis < 0 || axis >= int64_t(s.rank()))
+        fail("{}: scan_input_axes[{}] = {} is outside rank {}", n.describe(), j, u.in_axes[j], s.rank());
+      u.in_axes[j] = axis;
+      if (u.trips >= 0 && s[size_t(axis)] != u.trips)
+        fail("{}: scan input '{}' has {} steps along axis {}, an earlier one {}", n.describe(), u.scan_in[j],
+             s[size_t(axis)], axis, u.trips);
+      u.trips = s[size_t(axis)];
+    }
+  }
+  if (u.trips > kMaxUnrolledIterations)
+    fail("{}: {} iterations; cldl expands at most {} per node when planning", n.describe(), u.trips,
+         kMaxUnrolledIterations);
+  unrolls_.push_back(std::move(u));
+  return step(g, unrolls_.size() - 1);
+}
+
+std::vector<Node> ControlFlowExpander::step(Graph& g, size_t index) {
+  Unroll& u = unrolls_.at(index);
+  const Node& n = u.node;
+  const Graph& body = *u.body;
+  bool go = u.trips < 0 || u.t < u.trips;
+  if (go && u.loop && !u.cond.empty()) {
+    const HostTensor* c = known(g, u.cond);
+    if (!c)
+      fail("{}: the condition '{}' of iteration {} is computed from run-time data; cldl runs a Loop whose condition is "
+           "known when planning (reading it back from the device is not supported yet)",
+           n.describe(), u.cond, u.t);
+    go = truth(n, *c, "the condition");
+  }
+  if (go) {
+    if (u.t >= kMaxUnrolledIterations)
+      fail("{}: more than {} iterations; cldl expands at most that many per node when planning", n.describe(),
+           kMaxUnrolledIterations);
+    std::map<std::string, std::string> bind;
+    std::vector<Node> nodes;
+    const std::string prefix = fmt::format("{}/iteration_{}", n.name, u.t);
+    size_t first_carried = u.loop ? 2 : 0;
+    if (u.loop) {
+      bind[body.inputs[0].name] = add_constant(g, prefix + "/iteration", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{u.t}));
+      if (u.cond.empty()) {
+        HostTensor yes(DType::boolean, Shape{});
+        *static_cast<uint8_t*>(yes.data()) = 1;
+        bind[body.inputs[1].name] = add_constant(g, prefix + "/cond", yes);
+      } else {
+        bind[body.inputs[1].name] = u.cond;
+      }
+    }
+    for (size_t i = 0; i < u.carried.size(); ++i) bind[body.inputs[first_carried + i].name] = u.carried[i];
+    for (size_t j = 0; j < u.scan_in.size(); ++j) {
+      const ValueInfo* in = g.info(u.scan_in[j]);
+      int64_t len = in->shape.to_shape()[size_t(u.in_axes[j])];
+      int64_t at = u.in_reverse[j] ? len - 1 - u.t : u.t;
+      std::string idx = add_constant(g, prefix + "/index", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{at}));
+      std::string slice = g.unique_name(prefix + "/" + body.inputs[u.carried.size() + j].name);
+      nodes.push_back(make_node(g, prefix + "/slice", "Gather", {u.scan_in[j], idx}, {slice}, {{"axis", u.in_axes[j]}}));
+      bind[body.inputs[u.carried.size() + j].name] = slice;
+    }
+    std::vector<std::string> outs;
+    auto it = inline_body(g, body, prefix, bind, outs);
+    nodes.insert(nodes.end(), std::make_move_iterator(it.begin()), std::make_move_iterator(it.end()));
+    size_t o = 0;
+    if (u.loop) u.cond = outs[o++];
+    for (auto& c : u.carried) c = outs[o++];
+    for (auto& s : u.scans) s.push_back(outs[o++]);
+    ++u.t;
+    Node marker = make_node(g, n.name + "/step", kStepOp, {}, {}, {{"unroll", int64_t(index)}});
+    marker.domain = kStepDomain;
+    nodes.push_back(std::move(marker));
+    return nodes;
+  }
+  // Done: the carried values are the node's first outputs, the scan outputs stacked along their axis.
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < u.carried.size(); ++i)
+    if (!n.outputs[i].empty()) nodes.push_back(make_node(g, n.name + "/output", "Identity", {u.carried[i]}, {n.outputs[i]}));
+  for (size_t k = 0; k < u.scans.size(); ++k) {
+    const std::string& out = n.outputs[u.carried.size() + k];
+    if (out.empty()) continue;
+    if (u.scans[k].empty())
+      fail("{}: zero iterations: scan output '{}' would be empty, which cldl does not model", n.describe(), out);
+    std::vector<std::string> parts;
+    for (auto& v : u.scans[k]) {
+      const ValueInfo* info = g.info(v);
+      if (!info || !info->shape.is_static()) fail("{}: scan output '{}' has no static shape", n.describe(), v);
+      std::vector<int64_t> dims = info->shape.to_shape().dims;
+      int64_t axis = u.out_axes[k] < 0 ? u.out_axes[k] + int64_t(dims.size()) + 1 : u.out_axes[k];
+      if (axis < 0 || axis > int64_t(dims.size()))
+        fail("{}: scan_output_axes[{}] = {} is outside rank {}", n.describe(), k, u.out_axes[k], dims.size() + 1);
+      dims.insert(dims.begin() + axis, 1);
+      std::string shape = add_constant(g, n.name + "/stack_shape", HostTensor::from<int64_t>(Shape{int64_t(dims.size())}, dims));
+      std::string r = g.unique_name(v + "/stacked");
+      nodes.push_back(make_node(g, n.name + "/stack", "Reshape", {v, shape}, {r}));
+      parts.push_back(r);
+      u.out_axes[k] = axis;
+    }
+    if (u.out_reverse[k]) std::reverse(parts.begin(), parts.end());
+    nodes.push_back(make_node(g, n.name + "/concat", "Concat", parts, {out}, {{"axis", u.out_axes[k]}}));
+  }
+  log::debug("{}: {} iterations expanded", n.describe(), u.t);
+  return nodes;
+}
+
+}  // namespace cldl::graph

@@ -1,0 +1,48 @@
+// Control flow (If, Loop, Scan) expanded when a plan is made. A plan knows every input shape and the
+// values of the inputs that decide shapes, so an If's condition, a Loop's trip count and condition and a
+// Scan's length are usually known then: the If becomes its branch, the Loop and the Scan become their
+// body repeated (values renamed per iteration, loop-carried values chained, scan outputs stacked with
+// Reshape + Concat). infer_shapes (passes.cpp) asks the expander about each node it reaches, so every
+// decision sees the values folded before it (a Loop's condition after iteration t is folded before
+// iteration t + 1 is expanded). A decision that needs run-time data is an error saying so; reading it
+// back from the device mid-run is not built yet.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "models/graph.hpp"
+
+namespace cldl::graph {
+
+// The subgraphs of an If / Loop / Scan node (ai.onnx); empty for any other node. Errors name a missing one.
+std::vector<const Graph*> control_flow_subgraphs(const Node& n);
+// The inputs of a control-flow node that must be known when planning: If's cond, Loop's M and cond.
+std::vector<size_t> control_flow_deciding_inputs(const Node& n);
+
+// Most iterations one Loop or Scan node expands to (a bound on plan size; an error names it).
+inline constexpr int64_t kMaxUnrolledIterations = 4096;
+
+class ControlFlowExpander {
+ public:
+  // If, Loop, Scan, or a step marker this expander emitted.
+  bool handles(const Node& n) const;
+  // The nodes that replace `n` (for a Loop / Scan: one iteration and a step marker, or the final outputs).
+  std::vector<Node> expand(Graph& g, const Node& n);
+
+ private:
+  struct Unroll {
+    Node node;
+    const Graph* body = nullptr;
+    bool loop = false;
+    int64_t t = 0, trips = -1;  // next iteration; Loop's M or Scan's length (-1: no trip count)
+    std::string cond;           // Loop: the condition for the next iteration ("" = true)
+    std::vector<std::string> carried;                // loop-carried / state values now
+    std::vector<std::vector<std::string>> scans;     // per scan output: each iteration's value
+    std::vector<std::string> scan_in;                // Scan: its scan inputs
+    std::vector<int64_t> in_axes, in_reverse, out_axes, out_reverse;
+  };
+  std::vector<Node> step(Graph& g, size_t index);
+  std::vector<Unroll> unrolls_;
+};
+
+}  // namespace cldl::graph
