@@ -84,28 +84,31 @@ void check_close(const HostTensor& got, const std::vector<float>& want, float to
 
 // Models exported by PyTorch with dynamic dims (tests/data/dynamic/make.py) and ONNX Runtime's outputs for
 // random shapes: one load, every case in one session.
-void check_exported(const std::string& name, const std::vector<std::string>& inputs, const std::string& output,
-                    double rtol, double atol) {
+void check_exported(const std::string& name, const std::vector<std::string>& inputs,
+                    const std::vector<std::string>& outputs, double rtol, double atol) {
   const std::string dir = std::string(CLDL_SOURCE_DIR) + "/tests/data/dynamic/";
   auto m = load_model(test::shared_ctx(), dir + name + ".onnx");
   CHECK(m->preplanned() == nullptr);
   auto s = m->session();
   int cases = 0;
-  for (int k = 0; std::filesystem::exists(fmt::format("{}{}/{}_{}.npy", dir, name, k, output)); ++k, ++cases) {
+  for (int k = 0; std::filesystem::exists(fmt::format("{}{}/{}_{}.npy", dir, name, k, outputs[0])); ++k, ++cases) {
     std::map<std::string, HostTensor> feed;
     for (auto& in : inputs) feed[in] = read_npy(fmt::format("{}{}/{}_{}.npy", dir, name, k, in));
-    HostTensor want = read_npy(fmt::format("{}{}/{}_{}.npy", dir, name, k, output));
     CAPTURE(k);
     CAPTURE(feed.begin()->second.shape().str());
     auto out = s->run(feed);
-    const HostTensor& got = out.at(output);
-    REQUIRE(got.shape() == want.shape());
-    double worst = 0;
-    for (int64_t i = 0; i < got.numel(); ++i) {
-      double a = got.as<float>()[i], b = want.as<float>()[i];
-      worst = std::max(worst, std::fabs(a - b) / (atol + rtol * std::fabs(b)));
+    for (auto& output : outputs) {
+      CAPTURE(output);
+      HostTensor want = read_npy(fmt::format("{}{}/{}_{}.npy", dir, name, k, output));
+      const HostTensor& got = out.at(output);
+      REQUIRE(got.shape() == want.shape());
+      double worst = 0;
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        double a = got.as<float>()[i], b = want.as<float>()[i];
+        worst = std::max(worst, std::fabs(a - b) / (atol + rtol * std::fabs(b)));
+      }
+      CHECK(worst <= 1.0);
     }
-    CHECK(worst <= 1.0);
   }
   CHECK(cases >= 8);
   auto st = m->plan_cache_stats();
@@ -115,9 +118,13 @@ void check_exported(const std::string& name, const std::vector<std::string>& inp
 
 TEST_SUITE("dynamic shapes") {
   TEST_CASE("PyTorch exports with dynamic dims against ONNX Runtime at random shapes") {
-    SUBCASE("BERT-style encoder, opset 14") { check_exported("bert_opset14", {"input_ids", "attention_mask"}, "last_hidden_state", 1e-3, 1e-4); }
-    SUBCASE("BERT-style encoder, opset 11") { check_exported("bert_opset11", {"input_ids", "attention_mask"}, "last_hidden_state", 1e-3, 1e-4); }
-    SUBCASE("CNN, dynamic batch and image size") { check_exported("cnn", {"image"}, "logits", 1e-3, 1e-4); }
+    const std::vector<std::string> ids{"input_ids", "attention_mask"};
+    SUBCASE("BERT-style encoder, opset 14") { check_exported("bert_opset14", ids, {"last_hidden_state"}, 1e-3, 1e-4); }
+    SUBCASE("BERT-style encoder, opset 11") { check_exported("bert_opset11", ids, {"last_hidden_state"}, 1e-3, 1e-4); }
+    SUBCASE("CNN, dynamic batch and image size") { check_exported("cnn", {"image"}, {"logits"}, 1e-3, 1e-4); }
+    // torch.jit.script: a for over a dim (Loop) and an if on a dim (If), expanded per plan.
+    SUBCASE("scripted control flow, opset 13") { check_exported("scripted_opset13", {"x"}, {"y", "acc"}, 1e-5, 1e-6); }
+    SUBCASE("scripted control flow, opset 11") { check_exported("scripted_opset11", {"x"}, {"y", "acc"}, 1e-5, 1e-6); }
   }
 
   TEST_CASE("one load runs any input shape: a plan per signature, cached and reused") {

@@ -2,7 +2,7 @@
 """Models with dynamic input dims for tests/test_dynamic.cpp, exported with Debian's python3-torch (random
 weights, seeded), and ONNX Runtime's outputs for random shapes of each (the reference the test compares
 with). Run from the repository root with a Python that has torch (Debian's) and onnxruntime (PyPI), e.g.
-    /usr/bin/python3 -m venv --system-site-packages /tmp/venv && /tmp/venv/bin/pip install onnxruntime
+    /usr/bin/python3 -m venv --system-site-packages /tmp/venv && /tmp/venv/bin/pip install onnxruntime "numpy<2"
     /tmp/venv/bin/python tests/data/dynamic/make.py
 Writes tests/data/dynamic/<model>.onnx and <model>/<k>_<name>.npy (inputs and ORT's outputs of case k)."""
 import math
@@ -80,6 +80,20 @@ class Cnn(nn.Module):
         return self.head(torch.flatten(self.body(image), 1))
 
 
+class Scripted(nn.Module):
+    """torch.jit.script control flow: a for over a dim (exported as Loop) and an if on a dim (If)."""
+
+    def forward(self, x):
+        acc = torch.zeros_like(x[0])
+        for i in range(x.size(0)):
+            acc = acc * 0.5 + x[i]
+        if x.size(1) > 3:
+            y = torch.relu(acc)
+        else:
+            y = -acc
+        return y, acc
+
+
 def export(model, args, names, outputs, dynamic, path, opset):
     model.eval()
     torch.onnx.export(model, args, path, input_names=names, output_names=outputs, dynamic_axes=dynamic,
@@ -136,6 +150,18 @@ def main():
         return {"image": rng.standard_normal((b, 3, h, w)).astype(np.float32)}
 
     cases("cnn", path, cnn_inputs, 8, 5)
+
+    scripted = torch.jit.script(Scripted())
+    for opset in (11, 13):
+        name = f"scripted_opset{opset}"
+        path = os.path.join(HERE, name + ".onnx")
+        torch.onnx.export(scripted, (torch.randn(4, 5),), path, input_names=["x"], output_names=["y", "acc"],
+                          dynamic_axes={"x": {0: "steps", 1: "width"}}, opset_version=opset)
+
+        def scripted_inputs(rng):
+            return {"x": rng.standard_normal((int(rng.integers(1, 9)), int(rng.integers(1, 7)))).astype(np.float32)}
+
+        cases(name, path, scripted_inputs, 8, opset)
 
 
 if __name__ == "__main__":
