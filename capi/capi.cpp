@@ -352,6 +352,11 @@ graph::Session& prepare_run(SessionObj& s) {
     if (e.cl_code() != 0) throw;
     capi_fail(CLDL_ERROR_SHAPE, "{}", e.what());
   }
+  if (inner->model().rest)
+    capi_fail(CLDL_ERROR_MODEL,
+              "the model decides at run time ({}); the C API's device path runs plans without run-time decisions "
+              "only (the C++ and Python APIs run them)",
+              inner->model().rest_reason);
   const graph::Graph& pg = inner->model().graph();
   // State of sessions the model session dropped goes with them (serials are never reused).
   std::set<uint64_t> live;

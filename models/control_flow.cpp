@@ -88,6 +88,11 @@ std::vector<Node> inline_body(Graph& g, const Graph& sub, const std::string& pre
   return out;
 }
 
+template <typename... Args>
+[[noreturn]] void throw_decision(const std::string& value, fmt::format_string<Args...> f, Args&&... args) {
+  throw RuntimeDecision(fmt::format(f, std::forward<Args>(args)...), value);
+}
+
 bool truth(const Node& n, const HostTensor& t, const char* what) {
   if (t.numel() != 1) fail("{}: {} has {} elements, expected 1", n.describe(), what, t.numel());
   return to_doubles(t)[0] != 0;
@@ -124,7 +129,7 @@ std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
     if (n.inputs.empty() || n.inputs[0].empty()) fail("{}: input 'cond' is missing", n.describe());
     const HostTensor* cond = known(g, n.inputs[0]);
     if (!cond)
-      fail("{}: the condition '{}' is computed from run-time data; cldl runs an If whose condition is known when "
+      throw_decision(n.inputs[0], "{}: the condition '{}' is computed from run-time data; cldl runs an If whose condition is known when "
            "planning (a constant, a shape computation or a graph input); reading a condition back from the device "
            "is not supported yet",
            n.describe(), n.inputs[0]);
@@ -153,7 +158,7 @@ std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
     if (!n.inputs[0].empty()) {
       const HostTensor* m = known(g, n.inputs[0]);
       if (!m)
-        fail("{}: the trip count '{}' is computed from run-time data; cldl runs a Loop whose trip count and "
+        throw_decision(n.inputs[0], "{}: the trip count '{}' is computed from run-time data; cldl runs a Loop whose trip count and "
              "condition are known when planning",
              n.describe(), n.inputs[0]);
       if (m->numel() != 1) fail("{}: the trip count has {} elements, expected 1", n.describe(), m->numel());
@@ -209,7 +214,9 @@ std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
       u.trips = s[size_t(axis)];
     }
   }
-  if (u.trips > kMaxUnrolledIterations)
+  // A trip count past the bound with a condition (torch's `while` exports INT64_MAX) is bounded by the
+  // condition; the step that would exceed the bound is the error.
+  if (u.trips > kMaxUnrolledIterations && !(u.loop && !u.cond.empty()))
     fail("{}: {} iterations; cldl expands at most {} per node when planning", n.describe(), u.trips,
          kMaxUnrolledIterations);
   unrolls_.push_back(std::move(u));
@@ -224,7 +231,7 @@ std::vector<Node> ControlFlowExpander::step(Graph& g, size_t index) {
   if (go && u.loop && !u.cond.empty()) {
     const HostTensor* c = known(g, u.cond);
     if (!c)
-      fail("{}: the condition '{}' of iteration {} is computed from run-time data; cldl runs a Loop whose condition is "
+      throw_decision(u.cond, "{}: the condition '{}' of iteration {} is computed from run-time data; cldl runs a Loop whose condition is "
            "known when planning (reading it back from the device is not supported yet)",
            n.describe(), u.cond, u.t);
     go = truth(n, *c, "the condition");
@@ -299,6 +306,36 @@ std::vector<Node> ControlFlowExpander::step(Graph& g, size_t index) {
   }
   log::debug("{}: {} iterations expanded", n.describe(), u.t);
   return nodes;
+}
+
+Node ControlFlowExpander::remaining_loop(Graph& g, const Node& marker) {
+  const Unroll& u = unrolls_.at(size_t(marker.attr_i("unroll", 0)));
+  const Node& n = u.node;
+  if (u.t == 0 || !u.loop) return n;  // nothing expanded yet: the node itself
+  for (size_t k = 0; k < u.scans.size(); ++k)
+    if (!n.outputs[u.carried.size() + k].empty())
+      fail("{}: the condition after iteration {} is computed from run-time data, and the Loop has scan outputs; cldl "
+           "continues such a Loop at run time only without scan outputs",
+           n.describe(), u.t);
+  Node r = n;
+  r.name = g.unique_name(n.name + "/from_iteration_" + std::to_string(u.t));
+  r.inputs = {u.trips < 0 ? std::string() : add_constant(g, r.name + "/M", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{u.trips - u.t})),
+              u.cond};
+  r.inputs.insert(r.inputs.end(), u.carried.begin(), u.carried.end());
+  // The body counts from 0 again: its iteration input becomes iteration + t.
+  auto body = std::make_shared<Graph>(*u.body);
+  const std::string iter = body->inputs[0].name, shifted = iter + "/from_0";
+  body->inputs[0].name = shifted;
+  const std::string offset = iter + "/offset";
+  body->initializers[offset] = HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{u.t});
+  Node add;
+  add.name = iter + "/shift";
+  add.op_type = "Add";
+  add.inputs = {shifted, offset};
+  add.outputs = {iter};
+  body->nodes.insert(body->nodes.begin(), add);
+  r.attrs["body"] = SubGraph(std::move(body));
+  return r;
 }
 
 }  // namespace cldl::graph

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/graph.hpp"
+#include "runtime/error.hpp"
 
 namespace cldl::graph {
 
@@ -18,6 +19,13 @@ namespace cldl::graph {
 std::vector<const Graph*> control_flow_subgraphs(const Node& n);
 // The inputs of a control-flow node that must be known when planning: If's cond, Loop's M and cond.
 std::vector<size_t> control_flow_deciding_inputs(const Node& n);
+
+// Thrown while planning where a decision needs a value computed from run-time data (`value`): a plan
+// that may stop there (Model's staged plans) catches it; elsewhere it is the error it says.
+struct RuntimeDecision : Error {
+  RuntimeDecision(const std::string& message, std::string v) : Error(message), value(std::move(v)) {}
+  std::string value;
+};
 
 // Most iterations one Loop or Scan node expands to (a bound on plan size; an error names it).
 inline constexpr int64_t kMaxUnrolledIterations = 4096;
@@ -28,6 +36,10 @@ class ControlFlowExpander {
   bool handles(const Node& n) const;
   // The nodes that replace `n` (for a Loop / Scan: one iteration and a step marker, or the final outputs).
   std::vector<Node> expand(Graph& g, const Node& n);
+  // A step marker whose Loop stopped at a run-time condition, as a Loop node that runs the remaining
+  // iterations (its body reads the iteration number shifted by those done). Errors when the Loop has scan
+  // outputs (their first part would need stacking with the rest's).
+  Node remaining_loop(Graph& g, const Node& marker);
 
  private:
   struct Unroll {

@@ -89,6 +89,11 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   const std::vector<int>& node_devices() const { return node_device_; }
   // What the shape-dependent passes did to make this plan (Model sets it; for --stats).
   PassStats passes;
+  // A staged plan (Model, models/model.hpp): this plan is the part before a decision that needs run-time
+  // data; `rest` (a Model of the remaining nodes, that value among its shape-deciding inputs) runs after
+  // it with this plan's outputs `rest_inputs` and the graph inputs it reads; `rest_reason` is the decision.
+  std::shared_ptr<class Model> rest;
+  std::string rest_reason;
 
   // Internal to the executor.
   enum class Kind { input, constant, planned, view };

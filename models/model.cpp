@@ -2,6 +2,7 @@
 #include "models/model.hpp"
 
 #include <chrono>
+#include <set>
 
 #include "models/onnx_import.hpp"
 #include "runtime/log.hpp"
@@ -35,6 +36,9 @@ std::shared_ptr<Model> Model::create(std::shared_ptr<Context> ctx, Graph g, cons
   bind_inputs(g, bind_only, false);
   m->structure_ = prepare_structure(g);
   m->shape_inputs_ = shape_deciding_inputs(g);
+  for (auto& v : opts.decide_by_value)
+    if (std::find(m->shape_inputs_.begin(), m->shape_inputs_.end(), v) == m->shape_inputs_.end())
+      m->shape_inputs_.push_back(v);
   m->graph_ = std::move(g);
   m->constants_ = std::make_shared<ConstantCache>();
   for (auto& [name, t] : m->graph_.initializers) m->constants_->allow(t);
@@ -130,7 +134,9 @@ std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
     double copy_ms = ms_since(t0);
     auto t1 = std::chrono::steady_clock::now();
     bind_inputs(g, po, true);
-    PassStats ps = prepare_shapes(g, opts_.prepare.fold_constants);
+    PlanBoundary boundary;
+    PassStats ps = prepare_shapes(g, opts_.prepare.fold_constants, &boundary);
+    if (boundary.hit) return make_staged(std::move(g), std::move(boundary));
     double shapes_ms = ms_since(t1);
     auto t2 = std::chrono::steady_clock::now();
     CompileOptions co = opts_.compile;
@@ -151,6 +157,55 @@ std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
     throw Error(fmt::format("graph '{}' with inputs {{{}{}}}: {}", graph_.name, shapes, values, e.what()), e.cl_code(),
                 e.call());
   }
+}
+
+std::shared_ptr<CompiledModel> Model::make_staged(Graph g, PlanBoundary b) {
+  std::set<std::string> produced, rest_reads;
+  for (auto& n : g.nodes)
+    for (auto& o : n.outputs)
+      if (!o.empty()) produced.insert(o);
+  for (auto& n : b.rest) {
+    for (auto& in : n.inputs)
+      if (!in.empty()) rest_reads.insert(in);
+    for (auto& in : n.outer_inputs()) rest_reads.insert(in);
+  }
+  rest_reads.insert(b.value);
+  Graph rest;
+  rest.name = graph_.name;
+  rest.opsets = g.opsets;
+  rest.metadata = g.metadata;
+  std::vector<ValueInfo> stage_out;
+  std::set<std::string> out_names;
+  auto add_out = [&](const std::string& v) {
+    if (out_names.insert(v).second) stage_out.push_back(g.values.at(v));
+  };
+  for (auto& v : rest_reads) {
+    if (produced.count(v)) {
+      add_out(v);
+      rest.inputs.push_back(g.values.at(v));
+    } else if (g.is_input(v)) {
+      rest.inputs.push_back(*g.info(v));
+    }
+  }
+  for (auto& o : graph_.outputs) {
+    if (produced.count(o.name) || (g.is_constant(o.name) && !rest_reads.count(o.name))) add_out(o.name);
+    else rest.outputs.push_back(o);
+  }
+  rest.nodes = std::move(b.rest);
+  rest.initializers = g.initializers;  // shared bytes; the rest's dead-node removal drops what it does not read
+  g.outputs = stage_out;
+  prepare_shapes(g, opts_.prepare.fold_constants);  // the typed passes and dead-node removal for these outputs
+  CompileOptions co = opts_.compile;
+  co.constants = constants_;
+  auto p = CompiledModel::compile(ctx_, std::move(g), co);
+  ModelOptions ro;
+  ro.compile = opts_.compile;
+  ro.plan_cache = opts_.plan_cache;
+  ro.decide_by_value = {b.value};
+  p->rest = Model::create(ctx_, std::move(rest), ro);
+  p->rest_reason = b.reason;
+  log::debug("model '{}': staged plan, the rest after: {}", graph_.name, b.reason);
+  return p;
 }
 
 std::shared_ptr<CompiledModel> Model::plan(const Signature& sig) {
@@ -225,6 +280,7 @@ void ModelSession::prune() {
       continue;
     }
     if (it->get() == last_) last_ = nullptr;
+    rest_.erase(it->get());
     it = sessions_.erase(it);  // its Session waits for nothing: runs wait for their outputs before returning
   }
 }
@@ -252,11 +308,32 @@ std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, 
                                                     Profiler* profiler) {
   Signature sig = model_->signature(inputs);
   Session& s = session_for(sig);
-  if (sig.values.empty()) return s.run(inputs, profiler);
-  std::map<std::string, HostTensor> feed;  // the plan has the shape-deciding inputs as constants
-  for (auto& [name, h] : inputs)
-    if (!sig.values.count(name)) feed[name] = h;
-  return s.run(feed, profiler);
+  std::map<std::string, HostTensor> out;
+  if (sig.values.empty()) {
+    out = s.run(inputs, profiler);
+  } else {
+    std::map<std::string, HostTensor> feed;  // the plan has the shape-deciding inputs as constants
+    for (auto& [name, h] : inputs)
+      if (!sig.values.count(name)) feed[name] = h;
+    out = s.run(feed, profiler);
+  }
+  const CompiledModel& plan = s.model();
+  if (!plan.rest) return out;
+  // A staged plan: the rest runs on what this part computed (on the host now) and the run's inputs.
+  auto& rs = rest_[&s];
+  if (!rs) rs = plan.rest->session();
+  std::map<std::string, HostTensor> rest_in;
+  for (auto& in : plan.rest->graph().inputs) {
+    auto it = out.find(in.name);
+    rest_in[in.name] = it != out.end() ? it->second : inputs.at(in.name);
+  }
+  auto tail = rs->run(rest_in, profiler);
+  std::map<std::string, HostTensor> result;
+  for (auto& o : model_->graph().outputs) {
+    auto it = tail.find(o.name);
+    result[o.name] = it != tail.end() ? it->second : out.at(o.name);
+  }
+  return result;
 }
 
 std::shared_ptr<Model> load_model(std::shared_ptr<Context> ctx, const std::string& path, const ModelOptions& opts) {

@@ -31,6 +31,9 @@ struct ModelOptions {
   PrepareOptions prepare;
   CompileOptions compile;
   size_t plan_cache = 8;  // most plans kept (least recently used evicted); at least 1
+  // Inputs whose values join the signature besides those shape_deciding_inputs finds (a staged plan's
+  // rest: the value its first decision needs).
+  std::vector<std::string> decide_by_value = {};
 };
 // Kept for callers of load_onnx_model.
 using LoadOptions = ModelOptions;
@@ -83,6 +86,8 @@ class Model : public std::enable_shared_from_this<Model> {
  private:
   Model() = default;
   std::shared_ptr<CompiledModel> make_plan(const Signature& sig);
+  // The plan of the nodes before a decision that needs run-time data, with a Model of the rest.
+  std::shared_ptr<CompiledModel> make_staged(Graph g, PlanBoundary b);
   void evict_to(size_t capacity);  // under mu_
 
   std::shared_ptr<Context> ctx_;
@@ -118,8 +123,13 @@ class ModelSession {
   void prune();  // drops sessions of plans the model evicted
   std::shared_ptr<Model> model_;
   std::list<std::unique_ptr<Session>> sessions_;  // most recent first
+  std::map<const Session*, std::unique_ptr<ModelSession>> rest_;  // staged plans: the rest's session
   Session* last_ = nullptr;
 };
+
+// A model runs decisions that need run-time data (an If on a computed condition, a while Loop, a Reshape
+// to a computed shape) as a staged plan: the plan of the nodes before the decision, whose outputs are read
+// back to the host, then the rest, a Model of its own whose signature includes the deciding value.
 
 // import + Model::create.
 std::shared_ptr<Model> load_model(std::shared_ptr<Context> ctx, const std::string& path, const ModelOptions& opts = {});

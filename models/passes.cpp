@@ -46,7 +46,7 @@ void erase_nodes(Graph& g, const std::set<size_t>& drop) {
   g.nodes = std::move(kept);
 }
 
-size_t infer_shapes(Graph& g, bool fold) {
+size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
   g.values.clear();
   for (auto& in : g.inputs) {
     if (!in.shape.known) fail("graph input '{}' has no shape", in.name);
@@ -64,7 +64,22 @@ size_t infer_shapes(Graph& g, bool fold) {
     if (unrolls.handles(n)) {
       // Control flow whose decisions are known when planning (control_flow.hpp): the nodes it stands
       // for replace it, and inference goes on through them.
-      auto nodes = unrolls.expand(g, n);
+      std::vector<Node> nodes;
+      try {
+        nodes = unrolls.expand(g, n);
+      } catch (const RuntimeDecision& d) {
+        if (!boundary) throw;
+        boundary->hit = true;
+        boundary->value = d.value;
+        boundary->reason = d.what();
+        boundary->rest.push_back(n.domain.empty() ? n : unrolls.remaining_loop(g, n));
+        // Loops still expanding (this decision is inside one) continue in the rest as Loops of their own.
+        for (size_t k = next; k < work.size(); ++k)
+          boundary->rest.push_back(unrolls.handles(work[k]) && !work[k].domain.empty() ? unrolls.remaining_loop(g, work[k])
+                                                                                      : std::move(work[k]));
+        g.nodes = std::move(kept);
+        return folded;
+      }
       work.insert(work.begin() + std::ptrdiff_t(next), std::make_move_iterator(nodes.begin()),
                   std::make_move_iterator(nodes.end()));
       ++folded;
@@ -100,6 +115,21 @@ size_t infer_shapes(Graph& g, bool fold) {
       auto r = (*folder)(c);
       for (size_t i = 0; i < r.size() && i < c.out.size(); ++i) c.fold(i, std::move(r[i]));
     } else if (def) {
+      if (boundary)  // an argument that must be known, computed from run-time data: stop before this node
+        for (size_t i : def->const_inputs)
+          if (i < c.in.size() && c.in[i] && !c.value[i] && c.in[i]->shape.is_static() &&
+              c.in[i]->shape.to_shape().numel() <= kMaxDecidingElements) {
+            boundary->hit = true;
+            boundary->value = n.inputs[i];
+            boundary->reason = fmt::format("{}: input '{}' is computed from run-time data", n.describe(), n.inputs[i]);
+            boundary->rest.push_back(std::move(n));
+            for (size_t k = next; k < work.size(); ++k)
+              boundary->rest.push_back(unrolls.handles(work[k]) && !work[k].domain.empty()
+                                           ? unrolls.remaining_loop(g, work[k])
+                                           : std::move(work[k]));
+            g.nodes = std::move(kept);
+            return folded;
+          }
       def->infer(c);
       // A view (Identity, Reshape, Squeeze...) of constant inputs is the same bytes under its shape.
       if (fold && def->view_of >= 0 && constant_in && size_t(def->view_of) < c.value.size() && c.value[size_t(def->view_of)] &&
@@ -228,9 +258,10 @@ PassStats prepare_structure(Graph& g) {
   return s;
 }
 
-PassStats prepare_shapes(Graph& g, bool fold) {
+PassStats prepare_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
   PassStats s;
-  s.folded_nodes = infer_shapes(g, fold);
+  s.folded_nodes = infer_shapes(g, fold, boundary);
+  if (boundary && boundary->hit) return s;
   if (size_t typed = run_fusion_passes(g, FusionStage::typed)) {
     s.fused += typed + run_fusion_passes(g);
     g.sort();

@@ -21,6 +21,8 @@ struct PrepareOptions {
   bool fold_constants = true;
 };
 
+struct PlanBoundary;
+
 struct PassStats {
   size_t folded_nodes = 0, removed_dead = 0, fused = 0;
 };
@@ -35,7 +37,7 @@ PassStats prepare(Graph& g, const PrepareOptions& opts = {});
 // signature): shape inference with folding, the typed fusion passes, dead-node removal.
 void bind_inputs(Graph& g, const PrepareOptions& opts, bool require_static);
 PassStats prepare_structure(Graph& g);
-PassStats prepare_shapes(Graph& g, bool fold);
+PassStats prepare_shapes(Graph& g, bool fold, PlanBoundary* boundary = nullptr);
 // Every node has an implementation (device op or host folder) for the model's opset; errors name the
 // node, the op and the opset.
 void check_supported(const Graph& g);
@@ -44,8 +46,21 @@ void check_supported(const Graph& g);
 // once per distinct value of these (they are part of its signature) and binds them as constants.
 std::vector<std::string> shape_deciding_inputs(const Graph& g);
 
-// Shape inference over the sorted graph; folds nodes whose outputs are known on the host.
-size_t infer_shapes(Graph& g, bool fold);
+// Where planning stops at a decision that needs a value computed from run-time data (a staged plan,
+// models/model.cpp): an If's or a Loop's condition, a Loop's trip count, or an argument that must be
+// known (Reshape's shape...) of at most kMaxDecidingElements elements.
+struct PlanBoundary {
+  bool hit = false;
+  std::string value;       // the value the decision needs
+  std::string reason;      // what the error would say without staging
+  std::vector<Node> rest;  // the nodes from the deciding one on, in order
+};
+inline constexpr int64_t kMaxDecidingElements = 4096;
+
+// Shape inference over the sorted graph; folds nodes whose outputs are known on the host. With
+// `boundary`, a decision that needs run-time data stops it there: g keeps the nodes before it (inferred),
+// `boundary` gets the rest, and graph outputs are not checked.
+size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary = nullptr);
 // Removes nodes none of whose outputs reach a graph output. Returns how many.
 size_t remove_dead_nodes(Graph& g);
 // Graph inputs that some node needs as a load-time constant (Reshape's shape, a host-only op...): a

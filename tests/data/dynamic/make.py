@@ -94,6 +94,16 @@ class Scripted(nn.Module):
         return y, acc
 
 
+class While(nn.Module):
+    """A `while` on a value computed from the data (a Loop whose condition needs run-time data)."""
+
+    def forward(self, x):
+        acc = x
+        while bool(acc.sum() < 10.0):
+            acc = acc * 1.5 + 1.0
+        return acc
+
+
 def export(model, args, names, outputs, dynamic, path, opset):
     model.eval()
     torch.onnx.export(model, args, path, input_names=names, output_names=outputs, dynamic_axes=dynamic,
@@ -162,6 +172,11 @@ def main():
             return {"x": rng.standard_normal((int(rng.integers(1, 9)), int(rng.integers(1, 7)))).astype(np.float32)}
 
         cases(name, path, scripted_inputs, 8, opset)
+
+    path = os.path.join(HERE, "while.onnx")
+    torch.onnx.export(torch.jit.script(While()), (torch.randn(3),), path, input_names=["x"], output_names=["acc"],
+                      dynamic_axes={"x": {0: "n"}}, opset_version=13)
+    cases("while", path, lambda rng: {"x": rng.standard_normal(int(rng.integers(1, 6))).astype(np.float32)}, 6, 13)
 
 
 if __name__ == "__main__":
