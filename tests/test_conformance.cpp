@@ -7,6 +7,7 @@
 #include <sstream>
 #include <set>
 
+#include "models/model.hpp"
 #include "models/npy.hpp"
 #include "models/op_registry.hpp"
 #include "tests/support/onnx_util.hpp"
@@ -85,19 +86,16 @@ Result run_one(const fs::path& dir, const std::string& op) {
       return {Outcome::unsupported, e.what()};
     }
   }
-  std::shared_ptr<CompiledModel> m;
+  // As a user runs a model: loaded once, planned for the inputs' signature (inputs that decide shapes,
+  // e.g. Reshape's shape, or an If's condition, join the signature by value).
+  std::shared_ptr<Model> m;
   std::map<std::string, HostTensor> feed;
   try {
     if (inputs.size() != g.inputs.size())
       return {Outcome::fail, fmt::format("{} input files for {} graph inputs", inputs.size(), g.inputs.size())};
-    PrepareOptions po;
-    auto bound = load_time_inputs(g);
-    for (size_t i = 0; i < g.inputs.size(); ++i) {
-      if (std::count(bound.begin(), bound.end(), g.inputs[i].name)) po.bind[g.inputs[i].name] = inputs[i];
-      else feed[g.inputs[i].name] = inputs[i];
-    }
-    prepare(g, po);
-    m = CompiledModel::compile(test::shared_ctx(), std::move(g));
+    for (size_t i = 0; i < g.inputs.size(); ++i) feed[g.inputs[i].name] = inputs[i];
+    m = Model::create(test::shared_ctx(), std::move(g));
+    m->plan(m->signature(feed));
   } catch (const Error& e) {
     return {Outcome::unsupported, e.what()};
   } catch (const std::exception& e) {  // anything but a cldl::Error at load is a bug: count it as a failure
