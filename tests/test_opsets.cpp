@@ -2,7 +2,10 @@
 // the opset and the range; older versions' forms that the conformance data does not cover (attributes that
 // later opsets moved to inputs, Softmax's 2-D coercion, broadcast / axis before opset 7, PRelu's per-channel
 // slope before 7) run against plain C++ references. 3-D Conv against a direct reference over odd shapes.
+// docs/ops.md equals what `cldl ops --markdown` prints from the registry.
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "tests/support/onnx_util.hpp"
 
@@ -201,5 +204,16 @@ TEST_SUITE("opsets") {
               want.push_back(float(acc));
             }
     CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), 1e-4, 1e-5);
+  }
+
+  TEST_CASE("docs/ops.md is the table `cldl ops --markdown` generates from the registry") {
+    std::string out;
+    REQUIRE(test::run_command(std::string(CLDL_CLI_PATH) + " ops --markdown", out) == 0);
+    std::ifstream f(std::string(CLDL_SOURCE_DIR) + "/docs/ops.md");
+    std::stringstream committed;
+    committed << f.rdbuf();
+    INFO("regenerate it: cldl ops --markdown > docs/ops.md");
+    CHECK(committed.str() == out);
+    CHECK(out.find("| Softmax | ai.onnx | 1+ | softmax |") != std::string::npos);
   }
 }
