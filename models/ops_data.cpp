@@ -226,6 +226,12 @@ OpDef single(const char* type, int64_t since, std::vector<size_t> consts, CfgFn 
   return d;
 }
 
+// ONNX deprecated Upsample in opset 10 (Resize replaces it): cldl implements opsets 7 to 9.
+OpDef upsample(OpDef d) {
+  d.until = 9;
+  return d;
+}
+
 void infer_split(InferCtx& c) {
   if (c.has_input(1)) c.constant(1, "split");
   auto k = checked(c, [&] { return split_cfg(c.node, shapes_of(c), c.input(0).dtype, c.value, c.out.size()); });
@@ -336,7 +342,7 @@ const OpRegistration kDataOps{
     {.type = "Gather", .since = 1, .family = "data", .infer = infer_gather, .lower = lower_gather},
     {.type = "GatherElements", .since = 11, .family = "data", .infer = infer_gather_elements,
      .lower = lower_gather_elements},
-    single<Resize>("Upsample", 7, {1}, upsample_cfg, {0}, {"scales"}),
+    upsample(single<Resize>("Upsample", 7, {1}, upsample_cfg, {0}, {"scales"})),
     single<Resize>("Resize", 11, {1, 2, 3}, resize_cfg, {0}, {"roi", "scales", "sizes"}),
 };
 

@@ -39,6 +39,16 @@ TEST_SUITE("opsets") {
     CHECK(msg.find("unsupported opset 17 of op 'Gelu'") != std::string::npos);
     CHECK(msg.find("cldl implements opsets 20 and later of it") != std::string::npos);
     CHECK(msg.find("Gelu_0") != std::string::npos);
+    // An op ONNX deprecated has an upper bound.
+    GraphBuilder b10("deprecated", 10);
+    b10.output(
+        b10.op1("Upsample", {b10.input("x", DType::f32, Shape{1, 1, 2, 2}),
+                             b10.constant("s", HostTensor::from<float>(Shape{4}, std::vector<float>{1, 1, 2, 2}))}),
+        "y");
+    Graph g10 = b10.build();
+    msg = test::error_of([&] { prepare(g10); });
+    CHECK(msg.find("unsupported opset 10 of op 'Upsample' (domain ai.onnx): cldl implements opsets 7 to 9 of it") !=
+          std::string::npos);
   }
 
   TEST_CASE("Softmax / LogSoftmax / Hardmax before opset 13 coerce to 2-D at axis; from 13 one axis") {
