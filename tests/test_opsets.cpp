@@ -120,6 +120,22 @@ TEST_SUITE("opsets") {
     auto out = test::run_graph(b.build(), {{"a", a}});
     REQUIRE(out["y"].shape() == Shape{2, 3, 4});
     for (int64_t i = 0; i < 24; ++i) CHECK(out["y"].as<float>()[i] == a.as<float>()[i] + bv.as<float>()[(i / 4) % 3]);
+    // The same on constants, folded at load: Add(c [2, 3], d [2], axis 0), Slice by attributes (opset 6).
+    auto cv = rnd({2, 3}, 12), dv = rnd({2}, 13), x2 = rnd({2, 2}, 14);
+    GraphBuilder bf("folded", 6);
+    auto sum =
+        bf.op1("Add", {bf.constant("c", cv), bf.constant("d", dv)}, {{"broadcast", int64_t(1)}, {"axis", int64_t(0)}});
+    auto cut = bf.op1(
+        "Slice", {sum},
+        {{"starts", std::vector<int64_t>{1}}, {"ends", std::vector<int64_t>{3}}, {"axes", std::vector<int64_t>{1}}});
+    bf.output(bf.op1("Mul", {bf.input("x", DType::f32, Shape{2, 2}), cut}), "y");
+    auto fo = test::run_graph(bf.build(), {{"x", x2}});
+    REQUIRE(fo["y"].shape() == Shape{2, 2});
+    for (int64_t r = 0; r < 2; ++r)
+      for (int64_t k = 0; k < 2; ++k) {
+        float folded = float(double(cv.as<float>()[r * 3 + k + 1]) + double(dv.as<float>()[r]));
+        CHECK(fo["y"].as<float>()[r * 2 + k] == doctest::Approx(x2.as<float>()[r * 2 + k] * folded).epsilon(1e-6));
+      }
     // Without broadcast = 1 the shapes must be equal.
     GraphBuilder b0("nobcast", 6);
     b0.output(b0.op1("Mul", {b0.input("a", DType::f32, Shape{2, 3, 4}), b0.constant("b", bv)}), "y");
