@@ -107,7 +107,8 @@ ConvGeometry ConvOp::geometry(const ConvConfig& c) {
   Shape in = c.input, w = ws;
   std::vector<int64_t> strides = c.strides, dilations = c.dilations, pads = c.pads;
   if (c.input.rank() == 5) {
-    if (ws.rank() != 5) invalid("Conv", "weight rank {} does not match input rank 5 (weight shape {})", ws.rank(), ws.str());
+    if (ws.rank() != 5)
+      invalid("Conv", "weight rank {} does not match input rank 5 (weight shape {})", ws.rank(), ws.str());
     auto take = [](std::vector<int64_t>& v, size_t n, size_t at, const char* what) {
       if (v.empty()) return int64_t(-1);
       if (v.size() != n) invalid("Conv", "{} has {} values, expected {}", what, v.size(), n);
@@ -402,8 +403,8 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
         const int64_t d[6] = {g_.D, g_.OD, g_.KD, g_.SD, g_.DD, g_.PF};
         for (int i = 0; i < 6; ++i) depth.s[i] = cl_int(d[i]);
         set_args(main_, ga, depth, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()),
-                 b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
-                 act_.beta);
+                 b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()),
+                 act_.alpha, act_.beta);
         ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K * size_t(g_.OD)), local_main_, "conv_direct3d");
         break;
       }

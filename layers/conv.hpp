@@ -1,5 +1,6 @@
-// Conv (2-D and 1-D, NCHW / NCL, ONNX semantics; 3-D NCDHW with the direct algorithm) with six algorithms, ConvTranspose, and the host-side
-// BatchNorm folding into conv weights. Kernels: kernels/conv.cl; GEMM-based algorithms use layers/gemm.hpp.
+// Conv (2-D and 1-D, NCHW / NCL, ONNX semantics; 3-D NCDHW with the direct algorithm) with six algorithms,
+// ConvTranspose, and the host-side BatchNorm folding into conv weights. Kernels: kernels/conv.cl; GEMM-based algorithms
+// use layers/gemm.hpp.
 //
 // Weights are given as HOST tensors in the config and prepared once at create (uploaded, and for
 // Winograd/FFT transformed); the op keeps its own device copies, so enqueue takes only the data input.

@@ -40,7 +40,9 @@ std::string OpDef::opset_range() const {
   return fmt::format("opsets {} to {}", since, until);
 }
 
-int64_t node_opset(const Graph& g, const Node& n) { return n.domain == kFusedDomain ? kLatestOpset : g.opset(n.domain); }
+int64_t node_opset(const Graph& g, const Node& n) {
+  return n.domain == kFusedDomain ? kLatestOpset : g.opset(n.domain);
+}
 
 void check_opset(const OpDef& def, const Node& n, int64_t opset) {
   if (def.implements(opset)) return;

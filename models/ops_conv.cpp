@@ -34,7 +34,8 @@ void infer_conv(InferCtx& c) {
   need_f32(c);
   c.constant(1, "W");
   if (c.has_input(2)) c.constant(2, "B");
-  if (c.shape(0).rank() > 5) c.error("unsupported: {}-D convolution (1-D to 3-D are implemented)", c.shape(0).rank() - 2);
+  if (c.shape(0).rank() > 5)
+    c.error("unsupported: {}-D convolution (1-D to 3-D are implemented)", c.shape(0).rank() - 2);
   auto cfg = checked(c, [&] { return conv_config(c.node, c.shape(0), c.value); });
   c.set(0, DType::f32, checked(c, [&] { return ConvOp::validate(cfg); }));
 }

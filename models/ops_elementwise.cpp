@@ -16,8 +16,8 @@
 namespace cldl::graph {
 
 std::optional<Shape> legacy_broadcast(const Node& n, int64_t opset, const Shape& a, const Shape& b) {
-  static const std::set<std::string> kLegacy = {"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor",
-                                                "Equal", "Less", "Greater"};
+  static const std::set<std::string> kLegacy = {"Add", "Sub", "Mul",   "Div",  "Pow",    "And",
+                                                "Or",  "Xor", "Equal", "Less", "Greater"};
   if (opset >= 7) return std::nullopt;
   if (n.op_type == "PRelu") {
     if (b == a || b.numel() == 1) return b.numel() == 1 ? Shape{} : b;
@@ -32,9 +32,10 @@ std::optional<Shape> legacy_broadcast(const Node& n, int64_t opset, const Shape&
   if (!kLegacy.count(n.op_type)) return std::nullopt;
   if (n.attr_i("broadcast", 0) == 0) {
     if (a != b)
-      fail("{}: shapes {} and {} differ and attribute broadcast = 0 (before opset 7, B broadcasts only with "
-           "broadcast = 1)",
-           n.describe(), a.str(), b.str());
+      fail(
+          "{}: shapes {} and {} differ and attribute broadcast = 0 (before opset 7, B broadcasts only with "
+          "broadcast = 1)",
+          n.describe(), a.str(), b.str());
     return b;
   }
   if (b.numel() == 1) return Shape{};
@@ -298,10 +299,10 @@ std::unique_ptr<NodeKernel> lower_binary(LowerCtx& c) {
     auto lb = legacy_broadcast(c.node, c.node.opset, b.a, b.b);
     if (!lb || *lb == b.b) return wrap(Binary::create(c.ctx, c.device, b), c);
     b.b = *lb;
-    return std::make_unique<ReshapedKernel>(wrap(Binary::create(c.ctx, c.device, b), c),
-                                            std::vector<std::optional<Shape>>{std::nullopt, b.b},
-                                            std::vector<std::optional<Shape>>{},
-                                            fmt::format("B read as {} (opset {} broadcasting)", b.b.str(), c.node.opset));
+    return std::make_unique<ReshapedKernel>(
+        wrap(Binary::create(c.ctx, c.device, b), c), std::vector<std::optional<Shape>>{std::nullopt, b.b},
+        std::vector<std::optional<Shape>>{},
+        fmt::format("B read as {} (opset {} broadcasting)", b.b.str(), c.node.opset));
   }
   auto k = std::make_unique<VariadicKernel>();
   Shape s0 = c.in[0].shape.to_shape();

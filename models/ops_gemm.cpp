@@ -24,7 +24,8 @@ void infer_gemm(InferCtx& c) {
   int64_t M = ta ? a[1] : a[0], K = ta ? a[0] : a[1], Kb = tb ? b[1] : b[0], N = tb ? b[0] : b[1];
   if (K != Kb) c.error("inner dimensions differ: A {} (transA={}) and B {} (transB={})", a.str(), int(ta), b.str(), int(tb));
   // Gemm 6 to 10 require C; before 7, C broadcasts only with attribute broadcast = 1.
-  if (!c.has_input(2) && c.opset < 11) c.error("input C is required before opset 11 (the model's opset is {})", c.opset);
+  if (!c.has_input(2) && c.opset < 11)
+    c.error("input C is required before opset 11 (the model's opset is {})", c.opset);
   if (c.has_input(2)) {
     need_f32(c, 2);
     Shape s = c.shape(2);

@@ -19,9 +19,10 @@ NormConfig norm_config(const Node& n, int64_t opset, Shape s) {
     // statistics as outputs (7 to 13); spatial = 0 (opsets 7, 8) gives scale, B, mean and var one value
     // per element of a sample instead of per channel. cldl runs the inference form of those opsets.
     if (opset < 7 && n.attr_i("is_test", 0) == 0)
-      fail("{}: attribute is_test = 0 (training mode) of opset {} is not supported: cldl runs opsets before 14 in "
-           "test mode only (is_test = 1)",
-           n.describe(), opset);
+      fail(
+          "{}: attribute is_test = 0 (training mode) of opset {} is not supported: cldl runs opsets before 14 in "
+          "test mode only (is_test = 1)",
+          n.describe(), opset);
     if (opset >= 7 && opset < 9 && n.attr_i("spatial", 1) == 0 && cfg.input.rank() > 2)
       fail("{}: attribute spatial = 0 (statistics per element, opset {}) is not supported", n.describe(), opset);
     if (opset < 14 && n.has("training_mode"))
@@ -49,9 +50,10 @@ void infer_norm(InferCtx& c) {
   for (size_t i = 1; i < c.out.size(); ++i) {
     if (c.out[i].name.empty()) continue;
     if (c.opset < 14)
-      c.error("output {} is a training statistic (opset {}): cldl runs BatchNormalization before opset 14 in test "
-              "mode only",
-              i, c.opset);
+      c.error(
+          "output {} is a training statistic (opset {}): cldl runs BatchNormalization before opset 14 in test "
+          "mode only",
+          i, c.opset);
     if (!cfg.training || i > 2)
       c.error("output {} is a training statistic{}", i,
               cfg.training ? " of opsets before 14 (saved mean / variance), not computed"

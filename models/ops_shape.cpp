@@ -116,7 +116,8 @@ std::vector<HostTensor> fold_slice(const InferCtx& c) {
   int64_t r = int64_t(xs.rank());
   std::vector<int64_t> starts, ends, axes, steps;
   if (c.opset < 10) {  // starts / ends / axes are attributes before opset 10
-    if (!c.node.has("starts") || !c.node.has("ends")) c.error("attributes starts and ends are required (opset {})", c.opset);
+    if (!c.node.has("starts") || !c.node.has("ends"))
+      c.error("attributes starts and ends are required (opset {})", c.opset);
     starts = c.node.attr_ints("starts"), ends = c.node.attr_ints("ends"), axes = c.node.attr_ints("axes");
   } else {
     starts = to_ints(c.constant(1, "folded input")), ends = to_ints(c.constant(2, "folded input"));

@@ -90,8 +90,10 @@ TEST_SUITE("opsets") {
     auto x = rnd({4, 5}, 2);
     GraphBuilder b("attrs", 9);
     auto in = b.input("x", DType::f32, Shape{4, 5});
-    b.output(b.op1("Slice", {in}, {{"starts", std::vector<int64_t>{1, -3}}, {"ends", std::vector<int64_t>{3, 100}},
-                                   {"axes", std::vector<int64_t>{0, 1}}}),
+    b.output(b.op1("Slice", {in},
+                   {{"starts", std::vector<int64_t>{1, -3}},
+                    {"ends", std::vector<int64_t>{3, 100}},
+                    {"axes", std::vector<int64_t>{0, 1}}}),
              "s");
     b.output(b.op1("Pad", {in}, {{"pads", std::vector<int64_t>{0, 1, 1, 2}}, {"value", 7.5f}}), "p");
     auto out = test::run_graph(b.build(), {{"x", x}});
@@ -169,8 +171,9 @@ TEST_SUITE("opsets") {
 
     GraphBuilder bn("bn", 6);
     auto c = [&](const char* n, uint32_t s) { return bn.constant(n, rnd({3}, s)); };
-    bn.output(bn.op1("BatchNormalization", {bn.input("x", DType::f32, Shape{2, 3, 4}), c("s", 1), c("b", 2), c("m", 3),
-                                            bn.constant("v", HostTensor::from<float>(Shape{3}, std::vector<float>{1, 2, 3}))}),
+    bn.output(bn.op1("BatchNormalization",
+                     {bn.input("x", DType::f32, Shape{2, 3, 4}), c("s", 1), c("b", 2), c("m", 3),
+                      bn.constant("v", HostTensor::from<float>(Shape{3}, std::vector<float>{1, 2, 3}))}),
               "y");
     Graph gb = bn.build();
     CHECK(test::error_of([&] { prepare(gb); }).find("is_test = 0") != std::string::npos);

@@ -1,8 +1,8 @@
 // `cldl ops`: the ops cldl implements, read from the op registry (models/ops_*.cpp register them): type,
 // domain, the opset range and the family. --markdown prints docs/ops.md, which a test keeps equal to it.
 #include <algorithm>
-#include <tuple>
 #include <cstdio>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -19,12 +19,14 @@ std::string opsets(const graph::OpDef& d) {
 
 void run_ops(bool markdown, bool json) {
   auto ops = graph::registered_ops();
-  std::sort(ops.begin(), ops.end(), [](auto* a, auto* b) { return std::tie(a->domain, a->type) < std::tie(b->domain, b->type); });
+  std::sort(ops.begin(), ops.end(),
+            [](auto* a, auto* b) { return std::tie(a->domain, a->type) < std::tie(b->domain, b->type); });
   auto domain = [](const graph::OpDef* d) { return d->domain.empty() ? std::string("ai.onnx") : d->domain; };
   if (json) {
     nlohmann::json arr = nlohmann::json::array();
     for (auto* d : ops)
-      arr.push_back({{"op", d->type}, {"domain", domain(d)}, {"since", d->since}, {"until", d->until}, {"family", d->family}});
+      arr.push_back(
+          {{"op", d->type}, {"domain", domain(d)}, {"since", d->since}, {"until", d->until}, {"family", d->family}});
     std::puts(nlohmann::json{{"ops", arr}}.dump(2).c_str());
     return;
   }
