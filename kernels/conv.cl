@@ -1,4 +1,4 @@
-// Convolution kernels (NCHW, fp32): direct, depthwise, im2col, Winograd F(2x2,3x3) input/output
+// Convolution kernels (NCHW, fp32): direct (2-D and 3-D), depthwise, im2col, Winograd F(2x2,3x3) input/output
 // transforms, FFT-convolution helpers (pad, complex multiply-accumulate, crop) and direct ConvTranspose.
 // All geometry is a runtime int16 argument so one program build (per -DACT) serves every shape; only
 // the fused activation is a build-time macro (ACT, see common.cl).
@@ -70,6 +70,43 @@ __kernel void conv_direct(int16 g, __global const float* x, long x_off, __global
     const float b = has_bias ? bias[b_off + k] : 0.0f;
     y[y_off + (((long)n * G_K + k) * G_OH + oh) * G_OW + ow] = APPLY_ACT(acc[i] + b, act_a, act_b);
   }
+}
+
+// Direct 3-D convolution, any stride/pad/dilation/groups: weight [K, C/groups, KD, KH, KW], one output
+// per work-item. depth = (D, OD, KD, SD, DD, PF): input depth, output depth, kernel depth, its stride,
+// dilation and front padding (the 2-D geometry `g` covers H and W). Global (OW, OH, N * K * OD).
+__kernel void conv_direct3d(int16 g, int8 depth, __global const float* x, long x_off, __global const float* w,
+                            long w_off, __global const float* bias, long b_off, int has_bias, __global float* y,
+                            long y_off, float act_a, float act_b) {
+  const int D = depth.s0, OD = depth.s1, KD = depth.s2, SD = depth.s3, DD = depth.s4, PF = depth.s5;
+  const int ow = get_global_id(0);
+  const int oh = get_global_id(1);
+  const int z = get_global_id(2);
+  if (ow >= G_OW || oh >= G_OH) return;
+  const int od = z % OD, nk = z / OD;
+  const int n = nk / G_K, k = nk % G_K;
+  const int grp = k / G_KG;
+  const int id0 = od * SD - PF, ih0 = oh * G_SH - G_PT, iw0 = ow * G_SW - G_PL;
+  float acc = 0.0f;
+  for (int cl = 0; cl < G_CG; ++cl) {
+    __global const float* xc = x + x_off + ((long)n * G_C + grp * G_CG + cl) * D * G_H * G_W;
+    __global const float* wc = w + w_off + ((long)k * G_CG + cl) * KD * G_KH * G_KW;
+    for (int kd = 0; kd < KD; ++kd) {
+      const int id = id0 + kd * DD;
+      if (id < 0 || id >= D) continue;
+      for (int kh = 0; kh < G_KH; ++kh) {
+        const int ih = ih0 + kh * G_DH;
+        if (ih < 0 || ih >= G_H) continue;
+        for (int kw = 0; kw < G_KW; ++kw) {
+          const int iw = iw0 + kw * G_DW;
+          if (iw < 0 || iw >= G_W) continue;
+          acc = fma(xc[((long)id * G_H + ih) * G_W + iw], wc[(kd * G_KH + kh) * G_KW + kw], acc);
+        }
+      }
+    }
+  }
+  if (has_bias) acc += bias[b_off + k];
+  y[y_off + (((long)nk * OD + od) * G_OH + oh) * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
 }
 
 // Depthwise convolution (groups == C == K): weight [C, 1, KH, KW]. Global (OW, OH, N*C).

@@ -103,7 +103,35 @@ using detail::view;
 ConvGeometry ConvOp::geometry(const ConvConfig& c) {
   ConvGeometry g;
   const Shape& ws = c.weight.shape();
-  detail::parse_spatial("Conv", c.input, ws, c.strides, c.dilations, c.pads, g);
+  // A 3-D problem is its depth dim plus a 2-D problem over H and W, which parse_spatial checks.
+  Shape in = c.input, w = ws;
+  std::vector<int64_t> strides = c.strides, dilations = c.dilations, pads = c.pads;
+  if (c.input.rank() == 5) {
+    if (ws.rank() != 5)
+      invalid("Conv", "weight rank {} does not match input rank 5 (weight shape {})", ws.rank(), ws.str());
+    auto take = [](std::vector<int64_t>& v, size_t n, size_t at, const char* what) {
+      if (v.empty()) return int64_t(-1);
+      if (v.size() != n) invalid("Conv", "{} has {} values, expected {}", what, v.size(), n);
+      int64_t x = v[at];
+      v.erase(v.begin() + int64_t(at));
+      return x;
+    };
+    g.three_d = true;
+    g.D = c.input[2], g.KD = ws[2];
+    if (int64_t st = take(strides, 3, 0, "strides"); st >= 0) g.SD = st;
+    if (int64_t dl = take(dilations, 3, 0, "dilations"); dl >= 0) g.DD = dl;
+    if (!pads.empty()) {
+      g.PF = take(pads, 6, 0, "pads");
+      g.PK = pads.at(2);
+      pads.erase(pads.begin() + 2);
+    }
+    if (g.D <= 0 || g.KD <= 0) invalid("Conv", "depth {} and kernel depth {} must be positive", g.D, g.KD);
+    if (g.SD <= 0 || g.DD <= 0) invalid("Conv", "depth stride {} and dilation {} must be positive", g.SD, g.DD);
+    if (g.PF < 0 || g.PK < 0) invalid("Conv", "depth pads ({}, {}) must be >= 0", g.PF, g.PK);
+    in = Shape{c.input[0], c.input[1], c.input[3], c.input[4]};
+    w = Shape{ws[0], ws[1], ws[3], ws[4]};
+  }
+  detail::parse_spatial("Conv", in, w, strides, dilations, pads, g);
   if (c.weight.dtype() != DType::f32) invalid("Conv", "weight must be f32, got {}", to_string(c.weight.dtype()));
   g.K = ws[0];
   g.groups = c.groups;
@@ -124,11 +152,19 @@ ConvGeometry ConvOp::geometry(const ConvConfig& c) {
       hi = total - lo;
     };
     if (c.auto_pad == AutoPad::valid) {
-      g.PT = g.PL = g.PB = g.PR = 0;
+      g.PT = g.PL = g.PB = g.PR = g.PF = g.PK = 0;
     } else {
       if (!g.one_d) same(g.H, g.SH, eh, g.PT, g.PB);
       same(g.W, g.SW, ew, g.PL, g.PR);
+      if (g.three_d) same(g.D, g.SD, (g.KD - 1) * g.DD + 1, g.PF, g.PK);
     }
+  }
+  if (g.three_d) {
+    const int64_t ed = (g.KD - 1) * g.DD + 1;
+    if (g.D + g.PF + g.PK < ed)
+      invalid("Conv", "kernel depth {} (dilated extent {}) is larger than the padded input depth {}", g.KD, ed,
+              g.D + g.PF + g.PK);
+    g.OD = (g.D + g.PF + g.PK - ed) / g.SD + 1;
   }
   if (g.H + g.PT + g.PB < eh)
     invalid("Conv", "kernel height {} (dilated extent {}) is larger than the padded input height {}", g.KH, eh,
@@ -139,13 +175,14 @@ ConvGeometry ConvOp::geometry(const ConvConfig& c) {
   g.OH = (g.H + g.PT + g.PB - eh) / g.SH + 1;
   g.OW = (g.W + g.PL + g.PR - ew) / g.SW + 1;
   const int64_t lim = int64_t(1) << 31;
-  if (g.N * g.C * g.H * g.W >= lim || g.N * g.K * g.OH * g.OW >= lim)
+  if (g.N * g.C * g.D * g.H * g.W >= lim || g.N * g.K * g.OD * g.OH * g.OW >= lim)
     invalid("Conv", "tensors of 2^31 elements or more are not supported (input {})", c.input.str());
   return g;
 }
 
 Shape ConvOp::validate(const ConvConfig& c) {
   ConvGeometry g = geometry(c);
+  if (g.three_d) return Shape{g.N, g.K, g.OD, g.OH, g.OW};
   return g.one_d ? Shape{g.N, g.K, g.OW} : Shape{g.N, g.K, g.OH, g.OW};
 }
 
@@ -156,6 +193,8 @@ bool ConvOp::applies(const ConvConfig& cfg, ConvAlgo a, std::string* why) {
     return false;
   };
   const bool unit = g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1;
+  if (g.three_d && a != ConvAlgo::automatic && a != ConvAlgo::direct)
+    return no("3-D convolution runs the direct algorithm only");
   switch (a) {
     case ConvAlgo::automatic:
     case ConvAlgo::im2col_gemm:
@@ -191,6 +230,8 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, std::string* why_out) {
       invalid("Conv", "algorithm {} does not apply to input {} weight {} stride {}x{} dilation {}x{} group {}: {}",
               to_string(cfg.algo), cfg.input.str(), cfg.weight.shape().str(), g.SH, g.SW, g.DH, g.DW, g.groups, why);
     a = cfg.algo, why = "requested";
+  } else if (g.three_d) {
+    a = ConvAlgo::direct, why = "3-D";
   } else if (applies(cfg, ConvAlgo::depthwise)) {
     a = ConvAlgo::depthwise, why = "depthwise shape";
   } else if (applies(cfg, ConvAlgo::gemm_1x1)) {
@@ -209,7 +250,7 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, std::string* why_out) {
 }
 
 ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::string* why) {
-  if (cfg.algo == ConvAlgo::automatic)
+  if (cfg.algo == ConvAlgo::automatic && cfg.input.rank() != 5)  // the tuning database keys 2-D problems
     if (auto t = tuning::find(info, "conv", tuning::conv_problem(geometry(cfg)))) {
       auto it = t->params.find("algo");
       const int64_t a = it == t->params.end() ? -1 : it->second;
@@ -227,7 +268,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   std::unique_ptr<ConvOp> op(new ConvOp());
   op->g_ = geometry(cfg);
   op->out_shape_ = validate(cfg);
-  tuning::record(cfg);
+  if (!op->g_.three_d) tuning::record(cfg);
   op->ctx_ = &ctx;
   op->device_ = device;
   op->act_ = cfg.act;
@@ -244,7 +285,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   switch (op->algo_) {
     case ConvAlgo::direct:
       op->weight_ = ctx.upload(cfg.weight, device);
-      op->main_ = make_kernel(prog, "conv_direct");
+      op->main_ = make_kernel(prog, g.three_d ? "conv_direct3d" : "conv_direct");
       break;
     case ConvAlgo::depthwise:
       op->weight_ = ctx.upload(cfg.weight, device);
@@ -313,8 +354,9 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   const size_t th = size_t(ceil_div(g.OH, 2)), tw = size_t(ceil_div(g.OW, 2));
   switch (op->algo_) {
     case ConvAlgo::direct:
-      op->local_main_ = plane_batch_local_size(op->main_, dev, OW, OH,
-                                               N * size_t(g.groups) * size_t(ceil_div(g.K / g.groups, 8)));
+      op->local_main_ = g.three_d ? plane_batch_local_size(op->main_, dev, OW, OH, N * size_t(g.K) * size_t(g.OD))
+                                  : plane_batch_local_size(op->main_, dev, OW, OH,
+                                                           N * size_t(g.groups) * size_t(ceil_div(g.K / g.groups, 8)));
       break;
     case ConvAlgo::depthwise: op->local_main_ = plane_batch_local_size(op->main_, dev, OW, OH, N * size_t(g.K)); break;
     case ConvAlgo::im2col_gemm: op->local_pre_ = plane_batch_local_size(op->pre_, dev, OW, OH, N * size_t(g.C)); break;
@@ -344,7 +386,7 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
     invalid("Conv", "expects 1 input and 1 output, got {} and {}", inputs.size(), outputs.size());
   const Tensor &x = inputs[0], &y = outputs[0];
   if (x.dtype != DType::f32 || y.dtype != DType::f32) invalid("Conv", "only f32 tensors are supported");
-  if (x.numel() != g_.N * g_.C * g_.H * g_.W)
+  if (x.numel() != g_.N * g_.C * g_.D * g_.H * g_.W)
     invalid("Conv", "input shape {} does not match the configured problem", x.shape.str());
   if (y.shape != out_shape_) invalid("Conv", "output shape {} does not match the expected {}", y.shape.str(), out_shape_.str());
   if (workspace_ && (!workspace || workspace->bytes() < workspace_))
@@ -356,6 +398,16 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
   std::lock_guard lock(launch_mutex_);
   switch (algo_) {
     case ConvAlgo::direct: {
+      if (g_.three_d) {
+        cl_int8 depth{};
+        const int64_t d[6] = {g_.D, g_.OD, g_.KD, g_.SD, g_.DD, g_.PF};
+        for (int i = 0; i < 6; ++i) depth.s[i] = cl_int(d[i]);
+        set_args(main_, ga, depth, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()),
+                 b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()),
+                 act_.alpha, act_.beta);
+        ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K * size_t(g_.OD)), local_main_, "conv_direct3d");
+        break;
+      }
       set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,
                cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
       const size_t kb = 8;  // K_BLOCK default in conv.cl

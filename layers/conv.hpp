@@ -1,5 +1,6 @@
-// Conv (2-D and 1-D, NCHW / NCL, ONNX semantics) with six algorithms, ConvTranspose, and the host-side
-// BatchNorm folding into conv weights. Kernels: kernels/conv.cl; GEMM-based algorithms use layers/gemm.hpp.
+// Conv (2-D and 1-D, NCHW / NCL, ONNX semantics; 3-D NCDHW with the direct algorithm) with six algorithms,
+// ConvTranspose, and the host-side BatchNorm folding into conv weights. Kernels: kernels/conv.cl; GEMM-based algorithms
+// use layers/gemm.hpp.
 //
 // Weights are given as HOST tensors in the config and prepared once at create (uploaded, and for
 // Winograd/FFT transformed); the op keeps its own device copies, so enqueue takes only the data input.
@@ -31,11 +32,12 @@ enum class ConvAlgo { automatic, im2col_gemm, gemm_1x1, direct, depthwise, winog
 std::string_view to_string(ConvAlgo a);
 
 struct ConvConfig {
-  Shape input;        // [N, C, H, W], or [N, C, L] for 1-D convolution (treated as H = 1)
-  HostTensor weight;  // f32 [K, C/groups, KH, KW] (or [K, C/groups, KL])
+  Shape input;        // [N, C, H, W], or [N, C, L] for 1-D convolution (treated as H = 1), or [N, C, D, H, W]
+  HostTensor weight;  // f32 [K, C/groups, KH, KW] (or [K, C/groups, KL], [K, C/groups, KD, KH, KW])
   std::optional<HostTensor> bias;  // f32 [K]
   // ONNX attributes; empty = defaults (1s, 0s). 2-D: strides {sh, sw}, dilations {dh, dw},
-  // pads {top, left, bottom, right}; 1-D: one / one / {begin, end}.
+  // pads {top, left, bottom, right}; 1-D: one / one / {begin, end}; 3-D: depth first, pads
+  // {front, top, left, back, bottom, right}.
   std::vector<int64_t> strides, dilations, pads;
   AutoPad auto_pad = AutoPad::notset;
   int64_t groups = 1;
@@ -49,7 +51,11 @@ struct ConvGeometry {
   int64_t SH = 1, SW = 1, DH = 1, DW = 1, PT = 0, PL = 0, PB = 0, PR = 0, groups = 1;
   int64_t OH = 0, OW = 0;
   bool one_d = false;
-  double flops() const { return 2.0 * double(N * K * OH * OW) * double(C / groups * KH * KW); }
+  // 3-D problems ([N, C, D, H, W]): the depth dim (input, kernel, stride, dilation, front / back pads,
+  // output); 1s and 0s otherwise. They run the direct algorithm.
+  int64_t D = 1, KD = 1, SD = 1, DD = 1, PF = 0, PK = 0, OD = 1;
+  bool three_d = false;
+  double flops() const { return 2.0 * double(N * K * OD * OH * OW) * double(C / groups * KD * KH * KW); }
 };
 
 // Inputs: X; output: Y. Workspace: workspace_bytes() (im2col columns, Winograd/FFT planes).

@@ -31,6 +31,7 @@ size_t fold_batchnorm(Graph& g) {
     Node& bn = g.nodes[i];
     if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.attr_i("training_mode", 0) != 0) continue;
     if (bn.outputs.size() > 1 && !bn.outputs[1].empty()) continue;
+    if (g.opset(bn.domain) < 7 && bn.attr_i("is_test", 0) == 0) continue;  // opset 6 training: inference says why
     const HostTensor *scale = f32_const(g, bn.input(1)), *shift = f32_const(g, bn.input(2)),
                      *mean = f32_const(g, bn.input(3)), *var = f32_const(g, bn.input(4));
     if (!scale || !shift || !mean || !var) continue;

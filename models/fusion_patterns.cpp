@@ -132,6 +132,7 @@ std::optional<std::string> times_half_x(Matcher& m, const std::string& t, const 
 }
 
 size_t fuse_gelu(Graph& g) {
+  if (g.opset() < 7) return 0;  // the patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis)
   Matcher m(g);
   std::vector<Node> added;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -233,6 +234,7 @@ std::vector<int64_t> strip_leading_ones(std::vector<int64_t> d) {
 }
 
 size_t fuse_layernorm(Graph& g) {
+  if (g.opset() < 7) return 0;  // the patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis)
   Matcher m(g);
   std::vector<Node> added;
   std::vector<std::pair<std::string, HostTensor>> new_inits;
@@ -330,6 +332,7 @@ size_t fuse_layernorm(Graph& g) {
 bool is_minus_inf(std::optional<double> v) { return v && (std::isinf(*v) ? *v < 0 : *v <= -1e30); }
 
 size_t fuse_attention(Graph& g) {
+  if (g.opset() < 7) return 0;  // the patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis)
   Matcher m(g);
   std::vector<Node> added;
   std::vector<std::pair<std::string, HostTensor>> new_inits;
@@ -338,7 +341,9 @@ size_t fuse_attention(Graph& g) {
     if (sm.op_type != "Softmax" || !sm.domain.empty() || m.claimed(i) || !m.f32(sm.input(0))) continue;
     Shape ss = m.shape(sm.input(0));
     const int64_t rank = int64_t(ss.rank());
-    if ((rank != 3 && rank != 4) || (sm.attr_i("axis", -1) != -1 && sm.attr_i("axis", -1) != rank - 1)) continue;
+    // Before opset 13 the default axis is 1 and the input is coerced to 2-D there: the last axis only at rank - 1.
+    const int64_t axis = sm.attr_i("axis", sm.opset < 13 ? 1 : -1);
+    if ((rank != 3 && rank != 4) || (axis != -1 && axis != rank - 1)) continue;
     m.begin();
     Node* pv = m.sole_reader(sm.outputs[0], "MatMul");
     if (!pv || pv->input(0) != sm.outputs[0]) continue;

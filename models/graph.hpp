@@ -46,6 +46,9 @@ struct Node {
   std::vector<std::string> inputs;   // "" = optional input left out
   std::vector<std::string> outputs;  // "" = optional output not wanted
   std::map<std::string, AttrValue> attrs;
+  // The version of its domain's operator set that the node follows (the model's opset import; the newest
+  // for fusion-made nodes). Set by shape inference, so lowering can tell versions apart; 0 until then.
+  int64_t opset = 0;
 
   bool has(const std::string& a) const { return attrs.count(a) != 0; }
   // Typed attribute lookups with the ONNX default; a wrong attribute type is an error naming the node.

@@ -34,6 +34,23 @@ const OpDef* find_op(const std::string& type, const std::string& domain) {
   return nullptr;
 }
 
+std::string OpDef::opset_range() const {
+  if (until == 0) return fmt::format("opsets {} and later", since);
+  if (until == since) return fmt::format("opset {} only", since);
+  return fmt::format("opsets {} to {}", since, until);
+}
+
+int64_t node_opset(const Graph& g, const Node& n) {
+  return n.domain == kFusedDomain ? kLatestOpset : g.opset(n.domain);
+}
+
+void check_opset(const OpDef& def, const Node& n, int64_t opset) {
+  if (def.implements(opset)) return;
+  std::string domain = n.domain.empty() ? "ai.onnx" : n.domain;
+  fail("{}: unsupported opset {} of op '{}' (domain {}): cldl implements {} of it", n.describe(), opset, n.op_type,
+       domain, def.opset_range());
+}
+
 int64_t bounded_numel(const std::vector<int64_t>& dims, int64_t limit) {
   int64_t n = 1;
   for (auto d : dims) {

@@ -1,12 +1,16 @@
-// Op registry: ONNX op type (+ domain, first supported opset) -> shape inference / host folding and a
-// factory that builds the device implementation. Each op family registers its ops from its own
+// Op registry: ONNX op type (+ domain, the opset range it implements) -> shape inference / host folding
+// and a factory that builds the device implementation. Each op family registers its ops from its own
 // models/ops_<family>.cpp with a static OpRegistration, so adding a family touches no other file.
 //
 // Adding an op (see ops_gemm.cpp for a complete one):
 //   void infer_relu(InferCtx& c) { c.set(0, c.input(0).dtype, c.shape(0)); }   // validate + output shape
 //   std::unique_ptr<NodeKernel> lower_relu(LowerCtx& c) { ... ElementwiseOp::create(c.ctx, c.device, cfg) ... }
-//   const OpRegistration kOps{{.type = "Relu", .since = 14, .family = "elementwise",
+//   const OpRegistration kOps{{.type = "Relu", .since = 6, .family = "elementwise",
 //                              .infer = infer_relu, .lower = lower_relu}};
+// Versions: one OpDef per op serves the opsets [since, until]. Where a version in that range differs
+// (an attribute a later opset moved to an input, Softmax's 2-D coercion before 13...), infer reads
+// c.opset and lower reads c.node.opset; a model whose opset is outside the range fails at load naming
+// the op, the opset and the range (check_opset).
 // Inputs listed in const_inputs must be known at load (initializer, Constant, folded or bound); infer reads
 // them with c.constant(i). An infer may fold outputs on the host (c.fold) when they are fully known.
 // Node attributes follow the ONNX defaults through node.attr_i / attr_f / attr_ints(name, default).
@@ -74,20 +78,31 @@ struct LowerCtx {
   }
 };
 
+// The newest ai.onnx opset cldl knows (ONNX 1.23); fusion-made nodes (kFusedDomain) follow it.
+inline constexpr int64_t kLatestOpset = 28;
+
 struct OpDef {
   std::string type = {};
   std::string domain = {};  // "" = ai.onnx
   int64_t since = 13;  // first opset whose semantics this implementation follows
+  int64_t until = 0;   // last one; 0 = every later opset too (the op has not changed since)
   std::string family = {};  // "gemm", "view", "shape", ... (reporting, tolerances)
   std::vector<size_t> const_inputs = {};  // inputs that must be known at load (shapes, axes)
   std::function<void(InferCtx&)> infer = {};
   // Device implementation; empty = host-only op that must fold at load.
   std::function<std::unique_ptr<NodeKernel>(LowerCtx&)> lower = {};
   int view_of = -1;  // >= 0: output 0 is a view (same bytes) of this input; no kernel runs
+
+  bool implements(int64_t opset) const { return opset >= since && (until == 0 || opset <= until); }
+  std::string opset_range() const;  // "opsets 7 to 12", "opsets 13 and later"
 };
 
 void register_op(OpDef def);
 const OpDef* find_op(const std::string& type, const std::string& domain);
+// The opset node `n` follows in graph `g` (the newest for fusion-made nodes), and the check that `def`
+// implements it: otherwise an error naming the node, the op, the opset and the range cldl implements.
+int64_t node_opset(const Graph& g, const Node& n);
+void check_opset(const OpDef& def, const Node& n, int64_t opset);
 std::vector<const OpDef*> registered_ops();
 
 struct OpRegistration {

@@ -5,6 +5,7 @@
 #include "layers/auto_pad.hpp"
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -54,6 +55,51 @@ inline std::unique_ptr<NodeKernel> wrap(std::unique_ptr<Op> op, LowerCtx& c, std
                                        std::string note = {}) {
   return std::make_unique<LayerKernel>(std::move(op), c.ctx, c.device, std::move(inputs), std::move(note));
 }
+
+// Runs `inner` on views of the node's tensors with other shapes of the same element count (legacy forms
+// such as Softmax's 2-D coercion before opset 13): nullopt keeps a tensor's shape.
+class ReshapedKernel : public NodeKernel {
+ public:
+  ReshapedKernel(std::unique_ptr<NodeKernel> inner, std::vector<std::optional<Shape>> in,
+                 std::vector<std::optional<Shape>> out, std::string note)
+      : inner_(std::move(inner)), in_(std::move(in)), out_(std::move(out)), note_(std::move(note)) {}
+  std::string algorithm() const override { return inner_->algorithm() + ", " + note_; }
+  void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
+    std::vector<Tensor> x(in.begin(), in.end()), y(out.begin(), out.end());
+    for (size_t i = 0; i < x.size() && i < in_.size(); ++i)
+      if (in_[i]) x[i].shape = *in_[i];
+    for (size_t i = 0; i < y.size() && i < out_.size(); ++i)
+      if (out_[i]) y[i].shape = *out_[i];
+    inner_->enqueue(x, y, ec);
+  }
+
+ private:
+  std::unique_ptr<NodeKernel> inner_;
+  std::vector<std::optional<Shape>> in_, out_;
+  std::string note_;
+};
+
+// Softmax, LogSoftmax and Hardmax before opset 13 coerce their input to 2-D at `axis` (default 1; the
+// dims before it are the rows) and run along the rows: the shape of that 2-D view.
+inline Shape coerced_2d(const Node& n, const Shape& s) {
+  int64_t r = int64_t(s.rank()), axis = n.attr_i("axis", 1);
+  if (r == 0) fail("{}: the input must have rank >= 1 (opsets before 13 coerce it to 2-D)", n.describe());
+  if (axis < -r || axis >= r)
+    fail("{}: attribute axis = {} is out of range for rank {} (opsets before 13 coerce the input to 2-D at axis)",
+         n.describe(), axis, r);
+  if (axis < 0) axis += r;
+  int64_t rows = 1, cols = 1;
+  for (int64_t i = 0; i < r; ++i) (i < axis ? rows : cols) *= s[size_t(i)];
+  return Shape{rows, cols};
+}
+
+// Before opset 7 the arithmetic, comparison and logic ops broadcast only with attribute broadcast = 1,
+// and then B onto A: B's dims line up with A's from `axis` (suffix matching without it; a dim of B may
+// be 1), and a 1-element B goes anywhere. PRelu before 7 reads a 1-D slope of A's dim 1 per channel, as
+// the exporters of that time (Caffe2, PyTorch) meant it. Returns the shape B is read as, so that numpy
+// broadcasting computes it (A's shape is the output's); nullopt from opset 7 on and for other ops.
+// Errors name the node. Defined in ops_elementwise.cpp; the load-time folding of ops_shape.cpp uses it too.
+std::optional<Shape> legacy_broadcast(const Node& n, int64_t opset, const Shape& a, const Shape& b);
 
 // Runs a layer's static validate and rethrows its error with the node named.
 template <typename F>

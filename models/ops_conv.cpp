@@ -1,4 +1,4 @@
-// ONNX Conv (1-D / 2-D, algorithm picked by ConvOp::choose) and ConvTranspose (1-D to 3-D) mapped onto
+// ONNX Conv (1-D / 2-D, algorithm picked by ConvOp::choose; 3-D direct) and ConvTranspose (1-D to 3-D) mapped onto
 // layers/conv.hpp. Weights and bias must be load-time constants (initializers): the op prepares them once
 // (Winograd / FFT transforms). The activation-fusion pass of models/fusion.cpp folds an activation that is a
 // Conv's only reader into the Conv (attributes _cldl_act*); it runs in the conv epilogue.
@@ -34,7 +34,8 @@ void infer_conv(InferCtx& c) {
   need_f32(c);
   c.constant(1, "W");
   if (c.has_input(2)) c.constant(2, "B");
-  if (c.shape(0).rank() > 4) c.error("unsupported: {}-D convolution (1-D and 2-D are implemented)", c.shape(0).rank() - 2);
+  if (c.shape(0).rank() > 5)
+    c.error("unsupported: {}-D convolution (1-D to 3-D are implemented)", c.shape(0).rank() - 2);
   auto cfg = checked(c, [&] { return conv_config(c.node, c.shape(0), c.value); });
   c.set(0, DType::f32, checked(c, [&] { return ConvOp::validate(cfg); }));
 }

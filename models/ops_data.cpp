@@ -3,6 +3,8 @@
 // 6-D view. Their shape / index arguments given as inputs (Split's split, Slice's starts / ends / axes /
 // steps, Pad's pads / value / axes, Expand's shape, Tile's repeats, Resize's roi / scales / sizes) must
 // be known at load (const_inputs): they decide the output shape. Gather's indices are ordinary data.
+// Older opsets state some of them as attributes (Slice before 10, Pad before 11, Split before 13,
+// Upsample before 9): the config functions read the form of the node's opset.
 #include <cmath>
 
 #include "layers/data.hpp"
@@ -31,7 +33,8 @@ TransposeConfig transpose_cfg(const Node& n, const std::vector<Shape>& s, DType 
   return {s[0], dt, n.attr_ints("perm")};
 }
 ConcatConfig concat_cfg(const Node& n, const std::vector<Shape>& s, DType dt, const std::vector<const HostTensor*>&) {
-  return {s, dt, n.attr_i("axis", 0)};
+  if (n.opset >= 4 && !n.has("axis")) fail("{}: attribute axis is required (from opset 4)", n.describe());
+  return {s, dt, n.attr_i("axis", 1)};  // Concat-1's default axis is 1
 }
 SplitConfig split_cfg(const Node& n, const std::vector<Shape>& s, DType dt, const std::vector<const HostTensor*>& v,
                       size_t outputs) {
@@ -39,15 +42,29 @@ SplitConfig split_cfg(const Node& n, const std::vector<Shape>& s, DType dt, cons
   c.num_outputs = int(n.attr_i("num_outputs", int64_t(outputs)));
   return c;
 }
-SliceConfig slice_cfg(const Node&, const std::vector<Shape>& s, DType dt, const std::vector<const HostTensor*>& v) {
+// Before opset 10 Slice's starts / ends / axes are attributes (no steps).
+SliceConfig slice_cfg(const Node& n, const std::vector<Shape>& s, DType dt, const std::vector<const HostTensor*>& v) {
+  if (n.opset < 10) {
+    if (!n.has("starts") || !n.has("ends"))
+      fail("{}: attributes starts and ends are required (opset {})", n.describe(), n.opset);
+    return {s[0], dt, n.attr_ints("starts"), n.attr_ints("ends"), n.attr_ints("axes"), {}};
+  }
   return {s[0], dt, ints_of(v, 1), ints_of(v, 2), ints_of(v, 3), ints_of(v, 4)};
 }
+// Before opset 11 Pad's pads and value are attributes (Pad-1 names pads "paddings").
 PadConfig pad_cfg(const Node& n, const std::vector<Shape>& s, DType dt, const std::vector<const HostTensor*>& v) {
   PadConfig p;
   p.input = s[0];
   p.dtype = dt;
-  p.pads = ints_of(v, 1);
-  p.axes = ints_of(v, 3);
+  if (n.opset < 11) {
+    const char* name = n.opset < 2 ? "paddings" : "pads";
+    if (!n.has(name)) fail("{}: attribute {} is required (opset {})", n.describe(), name, n.opset);
+    p.pads = n.attr_ints(name);
+    p.value = n.attr_f("value", 0.0f);
+  } else {
+    p.pads = ints_of(v, 1);
+    p.axes = ints_of(v, 3);
+  }
   std::string mode = n.attr_s("mode", "constant");
   if (mode == "reflect") p.mode = PadMode::reflect;
   else if (mode == "edge") p.mode = PadMode::edge;
@@ -55,7 +72,7 @@ PadConfig pad_cfg(const Node& n, const std::vector<Shape>& s, DType dt, const st
     p.mode = PadMode::wrap;
   else if (mode != "constant")
     fail("{}: attribute mode = '{}' is not one of constant, reflect, edge, wrap", n.describe(), mode);
-  if (v.size() > 2 && v[2] && v[2]->numel() > 0) p.value = to_doubles(*v[2])[0];
+  if (n.opset >= 11 && v.size() > 2 && v[2] && v[2]->numel() > 0) p.value = to_doubles(*v[2])[0];
   return p;
 }
 ExpandConfig expand_cfg(const Node&, const std::vector<Shape>& s, DType dt, const std::vector<const HostTensor*>& v) {
@@ -160,13 +177,19 @@ ResizeConfig resize_cfg(const Node& n, const std::vector<Shape>& s, DType, const
   return r;
 }
 
-// Upsample (opset 9, deprecated): Resize with scales as input 1, asymmetric coordinates and floor
-// rounding for nearest, as Upsample defines them.
+// Upsample (opsets 7 to 9, deprecated from 10): Resize with scales (the attribute before opset 9, input 1
+// from 9), asymmetric coordinates and floor rounding for nearest, as Upsample defines them.
 ResizeConfig upsample_cfg(const Node& n, const std::vector<Shape>& s, DType, const std::vector<const HostTensor*>& v) {
   ResizeConfig r;
   r.input = s[0];
-  if (v.size() > 1 && v[1])
+  if (n.opset < 9) {
+    auto it = n.attrs.find("scales");
+    auto* sc = it == n.attrs.end() ? nullptr : std::get_if<std::vector<float>>(&it->second);
+    if (!sc) fail("{}: attribute scales (floats) is required (opset {})", n.describe(), n.opset);
+    r.scales = *sc;
+  } else if (v.size() > 1 && v[1]) {
     for (double d : to_doubles(*v[1])) r.scales.push_back(float(d));
+  }
   std::string mode = n.attr_s("mode", "nearest");
   if (mode != "nearest" && mode != "linear") fail("{}: mode '{}' is not nearest or linear", n.describe(), mode);
   r.mode = mode == "linear" ? ResizeMode::linear : ResizeMode::nearest;
@@ -200,6 +223,12 @@ OpDef single(const char* type, int64_t since, std::vector<size_t> consts, CfgFn 
     auto k = cfg(c.node, shapes_of(c), c.in[0].dtype, c.value);
     return wrap(Layer::create(c.ctx, c.device, k), c, dev_inputs);
   };
+  return d;
+}
+
+// ONNX deprecated Upsample in opset 10 (Resize replaces it): cldl implements opsets 7 to 9.
+OpDef upsample(OpDef d) {
+  d.until = 9;
   return d;
 }
 
@@ -301,19 +330,19 @@ std::unique_ptr<NodeKernel> lower_space_depth(LowerCtx& c) {
 }
 
 const OpRegistration kDataOps{
-    {.type = "DepthToSpace", .since = 11, .family = "data", .infer = infer_space_depth, .lower = lower_space_depth},
+    {.type = "DepthToSpace", .since = 1, .family = "data", .infer = infer_space_depth, .lower = lower_space_depth},
     {.type = "SpaceToDepth", .since = 1, .family = "data", .infer = infer_space_depth, .lower = lower_space_depth},
     single<Transpose>("Transpose", 1, {}, transpose_cfg, {0}),
-    single<Concat>("Concat", 4, {}, concat_cfg, {}),
+    single<Concat>("Concat", 1, {}, concat_cfg, {}),
     {.type = "Split", .since = 2, .family = "data", .const_inputs = {1}, .infer = infer_split, .lower = lower_split},
-    single<Slice>("Slice", 10, {1, 2, 3, 4}, slice_cfg, {0}, {"starts", "ends", "axes", "steps"}),
-    single<Pad>("Pad", 11, {1, 2, 3}, pad_cfg, {0}, {"pads", "constant_value", "axes"}),
+    single<Slice>("Slice", 1, {1, 2, 3, 4}, slice_cfg, {0}, {"starts", "ends", "axes", "steps"}),
+    single<Pad>("Pad", 2, {1, 2, 3}, pad_cfg, {0}, {"pads", "constant_value", "axes"}),
     single<Expand>("Expand", 8, {1}, expand_cfg, {0}, {"shape"}),
     single<Tile>("Tile", 6, {1}, tile_cfg, {0}, {"repeats"}),
     {.type = "Gather", .since = 1, .family = "data", .infer = infer_gather, .lower = lower_gather},
     {.type = "GatherElements", .since = 11, .family = "data", .infer = infer_gather_elements,
      .lower = lower_gather_elements},
-    single<Resize>("Upsample", 9, {1}, upsample_cfg, {0}, {"scales"}),
+    upsample(single<Resize>("Upsample", 7, {1}, upsample_cfg, {0}, {"scales"})),
     single<Resize>("Resize", 11, {1, 2, 3}, resize_cfg, {0}, {"roi", "scales", "sizes"}),
 };
 

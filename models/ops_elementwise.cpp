@@ -1,7 +1,8 @@
 // ONNX element-wise ops mapped onto layers/elementwise.hpp: unary math (Sinh / Cosh too, and the bool
 // IsNaN / IsInf class tests) and every activation (ONNX
 // attributes as alpha / beta), Clip (min / max: load-time constant inputs, attributes before opset 11),
-// binary arithmetic, comparisons and logic with numpy broadcasting, PRelu, Where, Cast / CastLike, and
+// binary arithmetic, comparisons and logic with numpy broadcasting (before opset 7: attributes broadcast
+// and axis, B onto A), PRelu, Where, Cast / CastLike, and
 // the variadic Sum / Mean / Max / Min (Expand of the first input into the output, then one in-place
 // Binary per further input; Mean scales by 1/n with the affine activation). Every float and integer
 // dtype runs natively (layers/elementwise.hpp); Pow with mixed dtypes runs in f32 between casts.
@@ -13,6 +14,45 @@
 #include "models/ops_cnn_common.hpp"
 
 namespace cldl::graph {
+
+std::optional<Shape> legacy_broadcast(const Node& n, int64_t opset, const Shape& a, const Shape& b) {
+  static const std::set<std::string> kLegacy = {"Add", "Sub", "Mul",   "Div",  "Pow",    "And",
+                                                "Or",  "Xor", "Equal", "Less", "Greater"};
+  if (opset >= 7) return std::nullopt;
+  if (n.op_type == "PRelu") {
+    if (b == a || b.numel() == 1) return b.numel() == 1 ? Shape{} : b;
+    if (b.rank() == 1 && a.rank() >= 2 && b[0] == a[1]) {
+      Shape s(std::vector<int64_t>(a.rank() - 1, 1));
+      s[0] = b[0];
+      return s;
+    }
+    fail("{}: slope {} is neither one value, the shape of X {} nor one value per channel (X's dim 1; opset {})",
+         n.describe(), b.str(), a.str(), opset);
+  }
+  if (!kLegacy.count(n.op_type)) return std::nullopt;
+  if (n.attr_i("broadcast", 0) == 0) {
+    if (a != b)
+      fail(
+          "{}: shapes {} and {} differ and attribute broadcast = 0 (before opset 7, B broadcasts only with "
+          "broadcast = 1)",
+          n.describe(), a.str(), b.str());
+    return b;
+  }
+  if (b.numel() == 1) return Shape{};
+  const int64_t ra = int64_t(a.rank()), rb = int64_t(b.rank());
+  const int64_t axis = n.has("axis") ? n.attr_i("axis", 0) : ra - rb;
+  if (axis < 0 || axis + rb > ra)
+    fail("{}: B {} does not fit into A {} from axis {} (opset {} broadcasting)", n.describe(), b.str(), a.str(), axis,
+         opset);
+  for (int64_t i = 0; i < rb; ++i)
+    if (b[size_t(i)] != 1 && b[size_t(i)] != a[size_t(axis + i)])
+      fail("{}: B {} does not match A {} from axis {}: dim {} is {}, A has {} (opset {} broadcasting)", n.describe(),
+           b.str(), a.str(), axis, i, b[size_t(i)], a[size_t(axis + i)], opset);
+  Shape s = b;
+  s.dims.resize(size_t(ra - axis), 1);
+  return s;
+}
+
 namespace {
 
 // ---------------------------------------------------------------- unary
@@ -203,6 +243,8 @@ void infer_binary(InferCtx& c) {
       c.error("input '{}' is {}, input 0 is {}", c.input(i).name, to_string(c.input(i).dtype), to_string(b.dtype));
     b.a = s;
     b.b = c.shape(i);
+    if (n == 2)
+      if (auto lb = checked(c, [&] { return legacy_broadcast(c.node, c.opset, b.a, b.b); })) b.b = *lb;
     s = checked(c, [&] { return Binary::validate(b); });
   }
   if (n == 1) {  // single-input Sum/Max/...: a copy, validated as op(x, x)
@@ -254,7 +296,13 @@ std::unique_ptr<NodeKernel> lower_binary(LowerCtx& c) {
   if (n == 2 && needs_cast_binary(c.node, dt, c.in[1].dtype)) return lower_cast_binary(c);
   if (n == 2 && c.node.op_type != "Mean") {
     BinaryConfig b{op, dt, c.in[0].shape.to_shape(), c.in[1].shape.to_shape()};
-    return wrap(Binary::create(c.ctx, c.device, b), c);
+    auto lb = legacy_broadcast(c.node, c.node.opset, b.a, b.b);
+    if (!lb || *lb == b.b) return wrap(Binary::create(c.ctx, c.device, b), c);
+    b.b = *lb;
+    return std::make_unique<ReshapedKernel>(
+        wrap(Binary::create(c.ctx, c.device, b), c), std::vector<std::optional<Shape>>{std::nullopt, b.b},
+        std::vector<std::optional<Shape>>{},
+        fmt::format("B read as {} (opset {} broadcasting)", b.b.str(), c.node.opset));
   }
   auto k = std::make_unique<VariadicKernel>();
   Shape s0 = c.in[0].shape.to_shape();
@@ -344,10 +392,10 @@ const OpRegistration kElementwiseOps{
     unary("Reciprocal", 6), unary("Floor", 6), unary("Ceil", 6), unary("Round", 11), unary("Sign", 9),
     unary("Erf", 9), unary("Sin", 7), unary("Cos", 7), unary("Not", 1),
     unary("Sinh", 9), unary("Cosh", 9), unary("IsNaN", 9), unary("IsInf", 10),
-    binary("Add", 7), binary("Sub", 7), binary("Mul", 7), binary("Div", 7), binary("Pow", 7),
-    binary("Mod", 10), binary("PRelu", 9), binary("Equal", 7), binary("Less", 7), binary("LessOrEqual", 12),
-    binary("Greater", 7), binary("GreaterOrEqual", 12), binary("And", 7), binary("Or", 7), binary("Xor", 7),
-    binary("Max", 8), binary("Min", 8), binary("Sum", 8), binary("Mean", 8),
+    binary("Add", 6), binary("Sub", 6), binary("Mul", 6), binary("Div", 6), binary("Pow", 1),
+    binary("Mod", 10), binary("PRelu", 6), binary("Equal", 1), binary("Less", 1), binary("LessOrEqual", 12),
+    binary("Greater", 1), binary("GreaterOrEqual", 12), binary("And", 1), binary("Or", 1), binary("Xor", 1),
+    binary("Max", 6), binary("Min", 6), binary("Sum", 6), binary("Mean", 6),
     {.type = "Where", .since = 9, .family = "elementwise", .infer = infer_where, .lower = lower_where},
     {.type = "Cast", .since = 6, .family = "elementwise", .infer = infer_cast, .lower = lower_cast},
     {.type = "CastLike", .since = 15, .family = "elementwise", .infer = infer_cast, .lower = lower_cast},

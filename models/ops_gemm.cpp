@@ -1,6 +1,8 @@
 // ONNX Gemm and MatMul mapped onto layers/gemm.hpp. Gemm's C is broadcast into the output with a K=1
 // GEMM against a ones vector (no extra kernel), or fused as the per-column bias when beta = 1.
 // MatMul handles 1-D operands and batch broadcasting with stride-0 batches, else one GEMM per batch.
+// Versions: Gemm from opset 6 (C required before 11; before 7 it broadcasts only with broadcast = 1),
+// MatMul from opset 1 (later versions only add dtypes).
 #include "layers/gemm.hpp"
 #include "models/op_registry.hpp"
 #include "models/passes.hpp"
@@ -21,9 +23,14 @@ void infer_gemm(InferCtx& c) {
   bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
   int64_t M = ta ? a[1] : a[0], K = ta ? a[0] : a[1], Kb = tb ? b[1] : b[0], N = tb ? b[0] : b[1];
   if (K != Kb) c.error("inner dimensions differ: A {} (transA={}) and B {} (transB={})", a.str(), int(ta), b.str(), int(tb));
+  // Gemm 6 to 10 require C; before 7, C broadcasts only with attribute broadcast = 1.
+  if (!c.has_input(2) && c.opset < 11)
+    c.error("input C is required before opset 11 (the model's opset is {})", c.opset);
   if (c.has_input(2)) {
     need_f32(c, 2);
     Shape s = c.shape(2);
+    if (c.opset < 7 && c.node.attr_i("broadcast", 0) == 0 && s != Shape{M, N})
+      c.error("C {} is not [{}, {}] and attribute broadcast = 0 (opset {})", s.str(), M, N, c.opset);
     int64_t cm = s.rank() == 2 ? s[0] : 1, cn = s.rank() >= 1 ? s[s.rank() - 1] : 1;
     if (s.rank() > 2 || (cm != 1 && cm != M) || (cn != 1 && cn != N))
       c.error("C {} does not broadcast to [{}, {}]", s.str(), M, N);
@@ -224,8 +231,8 @@ std::unique_ptr<NodeKernel> lower_matmul(LowerCtx& c) {
 }
 
 const OpRegistration kGemmOps{
-    {.type = "Gemm", .since = 11, .family = "gemm", .infer = infer_gemm, .lower = lower_gemm},
-    {.type = "MatMul", .since = 13, .family = "gemm", .infer = infer_matmul, .lower = lower_matmul},
+    {.type = "Gemm", .since = 6, .family = "gemm", .infer = infer_gemm, .lower = lower_gemm},
+    {.type = "MatMul", .since = 1, .family = "gemm", .infer = infer_matmul, .lower = lower_matmul},
 };
 
 }  // namespace

@@ -126,13 +126,24 @@ std::unique_ptr<NodeKernel> lower_one_hot(LowerCtx& c) {
 }
 
 // ---------------------------------------------------------------- Hardmax
+// Opsets 1 to 12 coerce the input to 2-D at axis (default 1), as Softmax does.
+HardmaxConfig hardmax_cfg(const Node& n, int64_t opset, const Shape& s, DType dt) {
+  if (opset < 13) return {coerced_2d(n, s), dt, 1};
+  return {s, dt, n.attr_i("axis", -1)};
+}
 void infer_hardmax(InferCtx& c) {
-  HardmaxConfig k{c.shape(0), c.input(0).dtype, c.node.attr_i("axis", -1)};
-  c.set(0, k.dtype, checked(c, [&] { return Hardmax::validate(k); }));
+  HardmaxConfig k = checked(c, [&] { return hardmax_cfg(c.node, c.opset, c.shape(0), c.input(0).dtype); });
+  checked(c, [&] { return Hardmax::validate(k); });
+  c.set(0, k.dtype, c.shape(0));
 }
 std::unique_ptr<NodeKernel> lower_hardmax(LowerCtx& c) {
-  HardmaxConfig k{c.in[0].shape.to_shape(), c.in[0].dtype, c.node.attr_i("axis", -1)};
-  return wrap(Hardmax::create(c.ctx, c.device, k), c);
+  Shape s = c.in[0].shape.to_shape();
+  HardmaxConfig k = hardmax_cfg(c.node, c.node.opset, s, c.in[0].dtype);
+  auto kernel = wrap(Hardmax::create(c.ctx, c.device, k), c);
+  if (k.input == s) return kernel;
+  return std::make_unique<ReshapedKernel>(std::move(kernel), std::vector<std::optional<Shape>>{k.input},
+                                          std::vector<std::optional<Shape>>{k.input},
+                                          "on the 2-D view " + k.input.str() + " (opset < 13)");
 }
 
 // ---------------------------------------------------------------- Trilu
@@ -253,7 +264,7 @@ const OpRegistration kIndexOps{
      .const_inputs = {1},
      .infer = infer_one_hot,
      .lower = lower_one_hot},
-    {.type = "Hardmax", .since = 13, .family = "index", .infer = infer_hardmax, .lower = lower_hardmax},
+    {.type = "Hardmax", .since = 1, .family = "index", .infer = infer_hardmax, .lower = lower_hardmax},
     {.type = "Einsum", .since = 12, .family = "index", .infer = infer_einsum, .lower = lower_einsum},
     {.type = "MaxUnpool",
      .since = 9,

@@ -1,5 +1,5 @@
 // ONNX LRN, BatchNormalization (inference, and training_mode 1: batch statistics, outputs running_mean /
-// running_var), InstanceNormalization and
+// running_var; opsets 6 to 13 in test mode), InstanceNormalization and
 // GroupNormalization (opset 21: scale / bias per channel; opset 18-20: per group) mapped onto
 // layers/norm.hpp. BatchNorm after a Conv / Gemm with constant weights is folded away by the fusion pass.
 #include "layers/norm.hpp"
@@ -15,6 +15,18 @@ NormConfig norm_config(const Node& n, int64_t opset, Shape s) {
   cfg.input = std::move(s);
   cfg.epsilon = n.attr_f("epsilon", 1e-5f);
   if (cfg.kind == NormKind::batch) {
+    // Opsets 6 to 13 have no training_mode: training is is_test = 0 (opset 6) or the running / saved
+    // statistics as outputs (7 to 13); spatial = 0 (opsets 7, 8) gives scale, B, mean and var one value
+    // per element of a sample instead of per channel. cldl runs the inference form of those opsets.
+    if (opset < 7 && n.attr_i("is_test", 0) == 0)
+      fail(
+          "{}: attribute is_test = 0 (training mode) of opset {} is not supported: cldl runs opsets before 14 in "
+          "test mode only (is_test = 1)",
+          n.describe(), opset);
+    if (opset >= 7 && opset < 9 && n.attr_i("spatial", 1) == 0 && cfg.input.rank() > 2)
+      fail("{}: attribute spatial = 0 (statistics per element, opset {}) is not supported", n.describe(), opset);
+    if (opset < 14 && n.has("training_mode"))
+      fail("{}: attribute training_mode exists from opset 14 on (the model's opset is {})", n.describe(), opset);
     int64_t tm = n.attr_i("training_mode", 0);
     if (tm != 0 && tm != 1) fail("{}: attribute training_mode = {} must be 0 or 1", n.describe(), tm);
     cfg.training = tm == 1;
@@ -37,6 +49,11 @@ void infer_norm(InferCtx& c) {
   // training outputs (saved mean / variance) that cldl does not compute.
   for (size_t i = 1; i < c.out.size(); ++i) {
     if (c.out[i].name.empty()) continue;
+    if (c.opset < 14)
+      c.error(
+          "output {} is a training statistic (opset {}): cldl runs BatchNormalization before opset 14 in test "
+          "mode only",
+          i, c.opset);
     if (!cfg.training || i > 2)
       c.error("output {} is a training statistic{}", i,
               cfg.training ? " of opsets before 14 (saved mean / variance), not computed"
@@ -46,13 +63,7 @@ void infer_norm(InferCtx& c) {
 }
 
 std::unique_ptr<NodeKernel> lower_norm(LowerCtx& c) {
-  int64_t opset = 0;
-  // LowerCtx has no opset: the per-group form is recognised by the scale's length instead.
-  auto cfg = norm_config(c.node, opset, c.in[0].shape.to_shape());
-  if (cfg.kind == NormKind::group) {
-    Shape sc = c.in[1].shape.to_shape();
-    cfg.scale_per_group = sc.numel() == cfg.num_groups && cfg.num_groups != cfg.input[1];
-  }
+  auto cfg = norm_config(c.node, c.node.opset, c.in[0].shape.to_shape());
   return wrap(Norm::create(c.ctx, c.device, cfg), c);
 }
 
@@ -79,7 +90,7 @@ std::unique_ptr<NodeKernel> lower_lrn(LowerCtx& c) {
 
 const OpRegistration kNormOps{
     {.type = "LRN", .since = 1, .family = "norm", .infer = infer_lrn, .lower = lower_lrn},
-    {.type = "BatchNormalization", .since = 9, .family = "norm", .infer = infer_norm, .lower = lower_norm},
+    {.type = "BatchNormalization", .since = 6, .family = "norm", .infer = infer_norm, .lower = lower_norm},
     {.type = "InstanceNormalization", .since = 6, .family = "norm", .infer = infer_norm, .lower = lower_norm},
     {.type = "GroupNormalization", .since = 18, .family = "norm", .infer = infer_norm, .lower = lower_norm},
 };

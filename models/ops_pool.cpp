@@ -1,5 +1,7 @@
 // ONNX MaxPool (optional Indices output), AveragePool, LpPool, GlobalMaxPool and GlobalAveragePool mapped onto
 // layers/pool.hpp; attributes follow the ONNX defaults (strides / dilations 1, pads 0, auto_pad NOTSET).
+// Versions: later opsets only added attributes (storage_order and Indices 8, ceil_mode and dilations 10,
+// count_include_pad 7) whose defaults are the earlier behaviour, so every version from 1 is accepted.
 #include "layers/pool.hpp"
 #include "models/ops_cnn_common.hpp"
 
@@ -16,7 +18,10 @@ PoolConfig pool_config(const Node& n, Shape s, bool indices) {
                                   : PoolKind::global_average;
   p.input = std::move(s);
   if (p.kind == PoolKind::lp) {
-    int64_t order = n.attr_i("p", 2);
+    // LpPool-1 states p as a float; from opset 2 it is an int.
+    int64_t order = n.opset < 2 && n.has("p") ? int64_t(n.attr_f("p", 2.0f)) : n.attr_i("p", 2);
+    if (n.opset < 2 && n.has("p") && float(order) != n.attr_f("p", 2.0f))
+      fail("{}: attribute p = {} must be an integer", n.describe(), n.attr_f("p", 2.0f));
     if (order < 1 || order > 64) fail("{}: attribute p = {} must be an integer in 1..64", n.describe(), order);
     p.p = int(order);
   }
@@ -56,9 +61,9 @@ std::unique_ptr<NodeKernel> lower_pool(LowerCtx& c) {
 }
 
 const OpRegistration kPoolOps{
-    {.type = "MaxPool", .since = 8, .family = "pool", .infer = infer_pool, .lower = lower_pool},
-    {.type = "AveragePool", .since = 7, .family = "pool", .infer = infer_pool, .lower = lower_pool},
-    {.type = "LpPool", .since = 2, .family = "pool", .infer = infer_pool, .lower = lower_pool},
+    {.type = "MaxPool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
+    {.type = "AveragePool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
+    {.type = "LpPool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
     {.type = "GlobalMaxPool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
     {.type = "GlobalAveragePool", .since = 1, .family = "pool", .infer = infer_pool, .lower = lower_pool},
 };

@@ -1,6 +1,7 @@
 // ONNX RNN, LSTM and GRU mapped onto layers/rnn.hpp (one node = one RnnLayer). W, R, B and the LSTM
 // peepholes P must be known at load (initializers or bound inputs): they are re-laid out once at
 // create. X, sequence_lens, initial_h and initial_c are runtime inputs; Y, Y_h and Y_c are optional.
+// Versions: opset 7 on (opset 14 added only the layout attribute, whose default is the earlier layout).
 #include "layers/rnn.hpp"
 #include "models/executor.hpp"
 #include "models/op_registry.hpp"
@@ -102,9 +103,9 @@ std::unique_ptr<NodeKernel> lower_rnn(LowerCtx& c) {
 }
 
 const OpRegistration kRnnOps{
-    {.type = "RNN", .since = 14, .family = "rnn", .const_inputs = {kW, kR, kB}, .infer = infer_rnn, .lower = lower_rnn},
-    {.type = "GRU", .since = 14, .family = "rnn", .const_inputs = {kW, kR, kB}, .infer = infer_rnn, .lower = lower_rnn},
-    {.type = "LSTM", .since = 14, .family = "rnn", .const_inputs = {kW, kR, kB, kP}, .infer = infer_rnn, .lower = lower_rnn},
+    {.type = "RNN", .since = 7, .family = "rnn", .const_inputs = {kW, kR, kB}, .infer = infer_rnn, .lower = lower_rnn},
+    {.type = "GRU", .since = 7, .family = "rnn", .const_inputs = {kW, kR, kB}, .infer = infer_rnn, .lower = lower_rnn},
+    {.type = "LSTM", .since = 7, .family = "rnn", .const_inputs = {kW, kR, kB, kP}, .infer = infer_rnn, .lower = lower_rnn},
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "models/onnx_import.hpp"
 #include "models/op_registry.hpp"
+#include "models/ops_cnn_common.hpp"
 
 namespace cldl::graph {
 namespace {
@@ -113,12 +114,22 @@ std::vector<HostTensor> fold_slice(const InferCtx& c) {
   const HostTensor& x = c.constant(0, "folded input");
   Shape xs = x.shape();
   int64_t r = int64_t(xs.rank());
-  auto starts = to_ints(c.constant(1, "folded input")), ends = to_ints(c.constant(2, "folded input"));
-  std::vector<int64_t> axes, steps;
-  if (c.has_input(3)) axes = to_ints(c.constant(3, "folded input"));
-  else for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
-  if (c.has_input(4)) steps = to_ints(c.constant(4, "folded input"));
-  else steps.assign(starts.size(), 1);
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset < 10) {  // starts / ends / axes are attributes before opset 10
+    if (!c.node.has("starts") || !c.node.has("ends"))
+      c.error("attributes starts and ends are required (opset {})", c.opset);
+    starts = c.node.attr_ints("starts"), ends = c.node.attr_ints("ends"), axes = c.node.attr_ints("axes");
+  } else {
+    starts = to_ints(c.constant(1, "folded input")), ends = to_ints(c.constant(2, "folded input"));
+    if (c.has_input(3)) axes = to_ints(c.constant(3, "folded input"));
+    if (c.has_input(4)) steps = to_ints(c.constant(4, "folded input"));
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    c.error("starts, ends, axes and steps have {}, {}, {} and {} values", starts.size(), ends.size(), axes.size(),
+            steps.size());
   std::vector<int64_t> st(r, 0), step(r, 1), cnt(xs.dims);
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = norm_axis(c, axes[i], r), d = xs[a], s = steps[i];
@@ -144,7 +155,8 @@ std::vector<HostTensor> fold_slice(const InferCtx& c) {
 std::vector<HostTensor> fold_concat(const InferCtx& c) {
   const HostTensor& x0 = c.constant(0, "folded input");
   int64_t r = int64_t(x0.shape().rank());
-  int64_t axis = norm_axis(c, c.node.attr_i("axis", 0), r);
+  if (c.opset >= 4 && !c.node.has("axis")) c.error("attribute axis is required (from opset 4)");
+  int64_t axis = norm_axis(c, c.node.attr_i("axis", 1), r);  // Concat-1's default axis is 1
   Shape out = x0.shape();
   out[axis] = 0;
   for (auto* v : c.value) {
@@ -205,7 +217,9 @@ int64_t bcast_index(const Shape& out, const Shape& in, int64_t i) {
 template <typename F>
 HostFold binary(F f, bool to_bool) {
   return [f, to_bool](const InferCtx& c) {
-    const HostTensor &a = c.constant(0, "folded input"), &b = c.constant(1, "folded input");
+    const HostTensor& a = c.constant(0, "folded input");
+    HostTensor b = c.constant(1, "folded input");
+    if (auto lb = legacy_broadcast(c.node, c.opset, a.shape(), b.shape())) b.reshape(*lb);  // before opset 7
     Shape o = broadcast(c, a.shape(), b.shape());
     auto va = to_doubles(a), vb = to_doubles(b);
     std::vector<double> r(size_t(o.numel()));

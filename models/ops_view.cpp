@@ -103,11 +103,18 @@ void infer_identity(InferCtx& c) { view_as(c, c.shape(0)); }
 
 void infer_dropout(InferCtx& c) {
   // Inference only: output = input, mask = all true. training_mode must be a constant false.
+  // Opset 6 states test mode as is_test (default 0: training); 7 to 11 always run in test mode here.
   if (c.has_input(2) && to_ints(c.constant(2, "training_mode"))[0] != 0)
     c.error("training_mode = true is not supported (cldl runs inference)");
+  if (c.opset < 7 && c.node.attr_i("is_test", 0) == 0)
+    c.error("attribute is_test = 0 (training mode, opset {}) is not supported (cldl runs inference)", c.opset);
   Shape s = c.shape(0);
   view_as(c, s);
   if (c.out.size() > 1 && !c.out[1].name.empty()) {
+    if (c.opset < 10) {  // the mask has X's dtype before opset 10
+      c.fold(1, from_doubles(c.input(0).dtype, s, std::vector<double>(size_t(s.numel()), 1.0)));
+      return;
+    }
     HostTensor mask(DType::boolean, s);
     std::fill_n(static_cast<uint8_t*>(mask.data()), mask.bytes(), uint8_t(1));
     c.fold(1, std::move(mask));
@@ -120,7 +127,7 @@ const OpRegistration kViewOps{
     {.type = "Squeeze", .since = 1, .family = "view", .const_inputs = {1}, .infer = infer_squeeze, .view_of = 0},
     {.type = "Unsqueeze", .since = 1, .family = "view", .const_inputs = {1}, .infer = infer_unsqueeze, .view_of = 0},
     {.type = "Identity", .since = 1, .family = "view", .infer = infer_identity, .view_of = 0},
-    {.type = "Dropout", .since = 7, .family = "view", .const_inputs = {2}, .infer = infer_dropout, .view_of = 0},
+    {.type = "Dropout", .since = 6, .family = "view", .const_inputs = {2}, .infer = infer_dropout, .view_of = 0},
 };
 
 }  // namespace

@@ -87,13 +87,12 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     }
     const OpDef* def = find_op(n.op_type, n.domain);
     const HostFold* folder = find_folder(n.op_type, n.domain);
-    int64_t opset = def && n.domain == kFusedDomain ? def->since : g.opset(n.domain);
+    int64_t opset = node_opset(g, n);
     if (!def && !folder)
       fail("{}: unsupported op '{}' (domain {}, opset {}): no cldl implementation", n.describe(), n.op_type,
            domain_name(n.domain), opset);
-    if (def && opset < def->since)
-      fail("{}: unsupported opset {} of op '{}' (domain {}): cldl implements its semantics from opset {}",
-           n.describe(), opset, n.op_type, domain_name(n.domain), def->since);
+    if (def) check_opset(*def, n, opset);
+    n.opset = opset;
     InferCtx c{n, opset, {}, {}, {}, {}};
     for (auto& i : n.inputs) {
       if (i.empty()) {

@@ -18,6 +18,7 @@ void register_commands(CLI::App& app) {
   add_generate_command(app);
   add_classify_command(app);
   add_tune_command(app);
+  add_ops_command(app);
 }
 
 }  // namespace cldl::cli

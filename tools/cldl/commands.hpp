@@ -20,5 +20,6 @@ void add_profile_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_classify_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
+void add_ops_command(CLI::App& app);
 
 }  // namespace cldl::cli
