@@ -290,13 +290,11 @@ void check_nodes(const Graph& g, const Graph& scope) {
     }
     const OpDef* def = find_op(n.op_type, n.domain);
     const HostFold* folder = find_folder(n.op_type, n.domain);
-    int64_t opset = def && n.domain == kFusedDomain ? def->since : scope.opset(n.domain);
+    int64_t opset = node_opset(scope, n);
     if (!def && !folder)
       fail("{}: unsupported op '{}' (domain {}, opset {}): no cldl implementation", n.describe(), n.op_type,
            domain_name(n.domain), opset);
-    if (def && opset < def->since)
-      fail("{}: unsupported opset {} of op '{}' (domain {}): cldl implements its semantics from opset {}",
-           n.describe(), opset, n.op_type, domain_name(n.domain), def->since);
+    if (def) check_opset(*def, n, opset);
   }
 }
 }  // namespace
