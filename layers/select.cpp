@@ -6,7 +6,8 @@
 namespace cldl {
 
 namespace {
-const ProgramVariants kSelectVariants("select.cl", {""});
+// The f32 build (what `cldl compile` prepares; other types build on first use).
+const ProgramVariants kSelectVariants("select.cl", {"-DT=float -DT_CALC=float -DIS_FLOAT=1 -DSTORAGE=0 -DUSE_FP64=0"});
 
 // The build of kernels/select.cl for one element type: storage, comparison type, float, storage kind.
 struct SelectType {
