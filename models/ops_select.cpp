@@ -2,7 +2,8 @@
 // condition selects (the condition decides the output shape, so it must be known at load); EyeLike, whose
 // output depends only on its input's shape and dtype, always folds at load; Unique folds on the host and
 // needs its input known at load (its values decide every output shape). TopK's k and Compress's condition
-// are load-time inputs; with all inputs constant, TopK and Compress fold on the host as well.
+// are load-time inputs; with all inputs constant, TopK, ReverseSequence, Compress and CumProd (registered
+// in ops_reduce.cpp beside CumSum) fold on the host as well.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -160,6 +161,81 @@ void infer_reverse_sequence(InferCtx& c) {
 std::unique_ptr<NodeKernel> lower_reverse_sequence(LowerCtx& c) {
   auto cfg = reverse_sequence_config(c.node, c.in[0].shape.to_shape(), c.in[0].dtype);
   return wrap(ReverseSequence::create(c.ctx, c.device, cfg), c);
+}
+
+// Host ReverseSequence on constant inputs: byte moves.
+std::vector<HostTensor> fold_reverse_sequence(const InferCtx& c) {
+  const HostTensor& x = c.constant(0, "input");
+  const HostTensor& lens_t = c.constant(1, "sequence_lens");
+  auto cfg = reverse_sequence_config(c.node, x.shape(), x.dtype());
+  checked(c, [&] { return ReverseSequence::validate(cfg); });
+  const auto lens = to_ints(lens_t);
+  const Shape& s = x.shape();
+  const int64_t steps = s[size_t(cfg.time_axis)], batch = s[size_t(cfg.batch_axis)];
+  if (int64_t(lens.size()) != batch)
+    c.error("sequence_lens has {} values, expected {} (the batch axis' extent)", lens.size(), batch);
+  int64_t inner = 1;
+  for (size_t d = 2; d < s.rank(); ++d) inner *= s[d];
+  const int64_t s1 = inner, s0 = s[1] * inner;
+  const int64_t ts = cfg.time_axis == 0 ? s0 : s1, bs = cfg.batch_axis == 0 ? s0 : s1;
+  const size_t es = dtype_size(x.dtype());
+  HostTensor y(x.dtype(), s);
+  const auto* src = static_cast<const unsigned char*>(x.data());
+  auto* dst = static_cast<unsigned char*>(y.data());
+  for (int64_t b = 0; b < batch; ++b) {
+    if (lens[size_t(b)] < 0 || lens[size_t(b)] > steps)
+      c.error("sequence_lens holds {}, outside [0, {}] (the time axis' extent)", lens[size_t(b)], steps);
+    for (int64_t t = 0; t < steps; ++t) {
+      const int64_t from = t < lens[size_t(b)] ? lens[size_t(b)] - 1 - t : t;
+      std::memcpy(dst + size_t(t * ts + b * bs) * es, src + size_t(from * ts + b * bs) * es, size_t(inner) * es);
+    }
+  }
+  return {y};
+}
+
+// Host CumProd on constant inputs: doubles for float types, wrapping 64-bit products for integers.
+std::vector<HostTensor> fold_cumprod(const InferCtx& c) {
+  const HostTensor& x = c.constant(0, "x");
+  const auto ax = to_ints(c.constant(1, "axis"));
+  if (ax.size() != 1) c.error("axis must hold one value, got {}", ax.size());
+  const DType dt = x.dtype();
+  if (!(is_float_dtype(dt) || dt == DType::i32 || dt == DType::i64 || dt == DType::u32 || dt == DType::u64))
+    c.error("input dtype {} is not supported (f32, f64, i32, i64, u32, u64)", to_string(dt));
+  if (x.shape().rank() == 0) c.error("input must have rank >= 1, got a scalar");
+  const AxisSplit a(x.shape(), size_t(norm_axis(c, ax[0], int64_t(x.shape().rank()))));
+  const bool exclusive = c.node.attr_i("exclusive", 0) != 0, reverse = c.node.attr_i("reverse", 0) != 0;
+  const bool fl = is_float_dtype(dt);
+  std::vector<double> d = fl ? to_doubles(x) : std::vector<double>{};
+  std::vector<uint64_t> u;
+  if (!fl) {  // the stored bits, sign-extended for signed types (wrapping products need no more)
+    u.resize(size_t(x.numel()));
+    for (size_t i = 0; i < u.size(); ++i)
+      u[i] = dt == DType::i32   ? uint64_t(int64_t(x.as<int32_t>()[i]))
+             : dt == DType::u32 ? uint64_t(x.as<uint32_t>()[i])
+             : dt == DType::i64 ? uint64_t(x.as<int64_t>()[i])
+                                : x.as<uint64_t>()[i];
+  }
+  for (int64_t o = 0; o < a.outer; ++o)
+    for (int64_t i = 0; i < a.inner; ++i) {
+      double pd = 1.0;
+      uint64_t pu = 1;
+      for (int64_t t = 0; t < a.len; ++t) {
+        const size_t at = size_t((o * a.len + (reverse ? a.len - 1 - t : t)) * a.inner + i);
+        const double vd = fl ? d[at] : 0.0;
+        const uint64_t vu = fl ? 0 : u[at];
+        if (!exclusive) pd *= vd, pu *= vu;
+        if (fl)
+          d[at] = pd;
+        else
+          u[at] = pu;
+        if (exclusive) pd *= vd, pu *= vu;
+      }
+    }
+  if (fl) return {from_doubles(dt, x.shape(), d)};
+  HostTensor y(dt, x.shape());
+  const size_t es = dtype_size(dt);
+  for (size_t i = 0; i < u.size(); ++i) std::memcpy(static_cast<unsigned char*>(y.data()) + i * es, &u[i], es);
+  return {y};
 }
 
 // ---------------------------------------------------------------- Compress
@@ -328,7 +404,8 @@ const OpRegistration kSelectOps{
     {.type = "Unique", .since = 11, .family = "select", .const_inputs = {0}, .infer = infer_unique},
 };
 
-const FolderRegistration kSelectFolders{{"TopK", fold_topk}};
+const FolderRegistration kSelectFolders{
+    {"TopK", fold_topk}, {"ReverseSequence", fold_reverse_sequence}, {"CumProd", fold_cumprod}};
 
 }  // namespace
 }  // namespace cldl::graph

@@ -6,6 +6,7 @@
 // and the argument. Tolerance: 1e-5 relative (+1e-6 absolute) for f32 transcendentals and Det (1e-4 for
 // n = 9), 1e-12 for f64, exact for integers and DynamicQuantizeLinear.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "layers/dynamic_quant.hpp"
@@ -288,6 +289,63 @@ TEST_CASE("DynamicQuantizeLinear: mixed, all-positive, all-negative and all-zero
     auto got = down<uint8_t>(y);
     for (size_t i = 0; i < x.size(); ++i) REQUIRE(int(got[i]) == int(want[i]));
   }
+}
+
+TEST_CASE("constant inputs fold on the host to what the device computes") {
+  using namespace graph;
+  const Shape s{2, 5}, sb{5};
+  std::vector<float> xf = random_floats(10, 71, -0.9f, 0.9f);
+  std::vector<float> mf = random_floats(9, 72, -2.0f, 2.0f);
+  std::vector<uint64_t> xu = random_ints<uint64_t>(10, 0, std::numeric_limits<uint64_t>::max(), 73);
+  std::vector<uint64_t> ku = {0, 1, 63, 64, 200};
+  std::vector<int8_t> xi = {-128, -1, 0, 1, 127, 55, -77, 3, 9, -9}, yi = {-1, 0, 15, -16, 85};
+  auto build = [&](bool constant) {
+    GraphBuilder b(constant ? "folded" : "device", 18);
+    auto in = [&](const char* name, HostTensor t) {
+      return constant ? b.constant(name, std::move(t)) : b.input(name, t.dtype(), t.shape());
+    };
+    auto x = in("x", HostTensor::from<float>(s, xf));
+    auto m = in("m", HostTensor::from<float>(Shape{1, 3, 3}, mf));
+    auto u = in("u", HostTensor::from<uint64_t>(s, xu));
+    auto k = in("k", HostTensor::from<uint64_t>(sb, ku));
+    auto i = in("i", HostTensor::from<int8_t>(s, xi));
+    auto j = in("j", HostTensor::from<int8_t>(sb, yi));
+    b.output(b.op1("Atanh", {x}), "atanh");
+    b.output(b.op1("Shrink", {x}, {{"lambd", 0.3f}, {"bias", 0.1f}}), "shrink");
+    b.output(b.op1("Det", {m}), "det");
+    b.output(b.op1("BitShift", {u, k}, {{"direction", std::string("LEFT")}}), "shl");
+    b.output(b.op1("BitShift", {u, k}, {{"direction", std::string("RIGHT")}}), "shr");
+    b.output(b.op1("BitwiseAnd", {i, j}), "and");
+    b.output(b.op1("BitwiseNot", {i}), "not");
+    if (constant) {  // a runtime input keeps the graph non-empty
+      auto z = b.input("z", DType::f32, Shape{1});
+      b.output(b.op1("Identity", {z}), "zz");
+    }
+    return b.build();
+  };
+  Graph g = build(true);
+  prepare(g, {});
+  for (const auto& n : g.nodes) CHECK_MESSAGE(n.op_type == "Identity", n.op_type << " was not folded");
+  auto folded = run_graph(build(true), {{"z", random_tensor(Shape{1}, 1)}});
+  auto device = run_graph(build(false), {{"x", HostTensor::from<float>(s, xf)},
+                                         {"m", HostTensor::from<float>(Shape{1, 3, 3}, mf)},
+                                         {"u", HostTensor::from<uint64_t>(s, xu)},
+                                         {"k", HostTensor::from<uint64_t>(sb, ku)},
+                                         {"i", HostTensor::from<int8_t>(s, xi)},
+                                         {"j", HostTensor::from<int8_t>(sb, yi)}});
+  for (const char* name : {"atanh", "shrink", "det", "shl", "shr", "and", "not"}) {
+    CAPTURE(name);
+    const HostTensor &f = folded.at(name), &d = device.at(name);
+    REQUIRE(f.dtype() == d.dtype());
+    REQUIRE(f.shape() == d.shape());
+    if (f.dtype() == DType::f32) {
+      CLDL_CHECK_CLOSE(f.as<float>(), d.as<float>(), size_t(f.numel()), 1e-5, 1e-6);
+    } else {
+      CHECK(std::memcmp(f.data(), d.data(), f.bytes()) == 0);
+    }
+  }
+  CHECK(folded.at("shl").as<uint64_t>()[3] == 0);  // shift by 64
+  CHECK(folded.at("shl").as<uint64_t>()[2] == xu[2] << 63);
 }
 
 }  // TEST_SUITE

@@ -5,6 +5,7 @@
 // load) and the errors that name the node, the op and the argument. Odd shapes and batch 1 throughout.
 // Tolerance: exact (selection moves values), CumProd f32 1e-5 relative.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "layers/reduce.hpp"
@@ -304,6 +305,47 @@ TEST_CASE("TopK in a graph: K an input known at load, host fold of constant data
         CHECK(out.at("i").as<int64_t>()[i] == want_i[i]);
       }
     }
+}
+
+TEST_CASE("constant inputs of CumProd and ReverseSequence fold on the host to what the device computes") {
+  using namespace graph;
+  const Shape s{4, 3, 5};
+  auto xf = random_floats(60, 81, 0.5f, 1.5f);
+  auto xi = random_ints<int64_t>(60, -50, 50, 82);
+  std::vector<int64_t> lens = {4, 0, 2}, axis = {-1};
+  auto build = [&](bool constant) {
+    GraphBuilder b(constant ? "folded" : "device", 26);
+    auto in = [&](const char* name, HostTensor t) {
+      return constant ? b.constant(name, std::move(t)) : b.input(name, t.dtype(), t.shape());
+    };
+    auto x = in("x", HostTensor::from<float>(s, xf));
+    auto xl = in("xl", HostTensor::from<int64_t>(s, xi));
+    auto l = in("l", HostTensor::from<int64_t>(Shape{3}, lens));
+    auto a = b.constant("a", HostTensor::from<int64_t>(Shape{1}, axis));
+    b.output(b.op1("CumProd", {x, a}, {{"exclusive", int64_t(1)}}), "cp");
+    b.output(b.op1("CumProd", {xl, a}, {{"reverse", int64_t(1)}}), "cpi");
+    b.output(b.op1("ReverseSequence", {x, l}, {{"time_axis", int64_t(0)}, {"batch_axis", int64_t(1)}}), "rs");
+    if (constant) {
+      auto z = b.input("z", DType::f32, Shape{1});
+      b.output(b.op1("Identity", {z}), "zz");
+    }
+    return b.build();
+  };
+  Graph g = build(true);
+  prepare(g, {});
+  for (const auto& n : g.nodes) CHECK_MESSAGE(n.op_type == "Identity", n.op_type << " was not folded");
+  auto folded = run_graph(build(true), {{"z", random_tensor(Shape{1}, 1)}});
+  auto device = run_graph(build(false), {{"x", HostTensor::from<float>(s, xf)},
+                                         {"xl", HostTensor::from<int64_t>(s, xi)},
+                                         {"l", HostTensor::from<int64_t>(Shape{3}, lens)}});
+  for (const char* name : {"cp", "cpi", "rs"}) {
+    CAPTURE(name);
+    const HostTensor &f = folded.at(name), &d = device.at(name);
+    REQUIRE(f.dtype() == d.dtype());
+    REQUIRE(f.shape() == d.shape());
+    if (f.dtype() == DType::f32) CLDL_CHECK_CLOSE(f.as<float>(), d.as<float>(), size_t(f.numel()), 1e-5, 1e-7);
+    else CHECK(std::memcmp(f.data(), d.data(), f.bytes()) == 0);
+  }
 }
 
 }  // TEST_SUITE
