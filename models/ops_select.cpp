@@ -395,7 +395,7 @@ const OpRegistration kSelectOps{
      .infer = infer_reverse_sequence,
      .lower = lower_reverse_sequence},
     {.type = "Compress",
-     .since = 11,
+     .since = 9,  // Compress-9 and -11 differ only in admitting a negative axis (11)
      .family = "select",
      .const_inputs = {1},
      .infer = infer_compress,
