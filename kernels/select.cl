@@ -63,6 +63,36 @@ __kernel void topk(long len, long k, int largest, __global const T* x, long x_of
   }
 }
 
+// TopK, one work-item per line (inner i, outer o): insertion into the sorted k best so far, kept in the
+// outputs themselves. Elements arrive in index order, so one equal to a kept value goes after it (ties
+// to the lower index). O(len * k) per line: for long lines with a small k, where counting ranks
+// (O(len) per element) would cost len times more.
+__kernel void topk_line(long len, long k, int largest, __global const T* x, long x_off, __global T* y, long y_off,
+                        __global long* yi, long yi_off) {
+  const long i = get_global_id(0), o = get_global_id(1), inner = get_global_size(0);
+  const long base = o * len * inner + i, obase = o * k * inner + i;
+  if (k == 0) return;
+  long n = 0;  // kept so far
+  for (long t = 0; t < len; ++t) {
+    const T_CALC v = LOAD(x, x_off + base + t * inner);
+    if (n == k) {  // full: v must beat the last kept value
+      const T_CALC w = LOAD(y, y_off + obase + (k - 1) * inner);
+      if (!(largest ? GREATER(v, w) : GREATER(w, v))) continue;
+    }
+    long p = n < k ? n : k - 1;  // shift worse values down, from the end
+    while (p > 0) {
+      const T_CALC w = LOAD(y, y_off + obase + (p - 1) * inner);
+      if (!(largest ? GREATER(v, w) : GREATER(w, v))) break;
+      y[y_off + obase + p * inner] = y[y_off + obase + (p - 1) * inner];
+      yi[yi_off + obase + p * inner] = yi[yi_off + obase + (p - 1) * inner];
+      --p;
+    }
+    y[y_off + obase + p * inner] = x[x_off + base + t * inner];
+    yi[yi_off + obase + p * inner] = t;
+    if (n < k) ++n;
+  }
+}
+
 // ReverseSequence: one work-item per element (inner i, batch entry b, time step t). The first lens[b]
 // steps of entry b are reversed, the rest copied. ts / bs: the strides of the time and batch axes (the
 // two leading axes in either order), inner: the product of the other dims. lens is clamped to

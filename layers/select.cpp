@@ -76,7 +76,10 @@ std::unique_ptr<TopK> TopK::create(Context& ctx, int device, const TopKConfig& c
   for (int i = 0; i < a; ++i) t->outer_ *= cfg.input[i];
   t->len_ = cfg.input[a];
   for (size_t i = a + 1; i < cfg.input.rank(); ++i) t->inner_ *= cfg.input[i];
-  t->kernel_ = make_kernel(select_program(ctx, device, "TopK", cfg.dtype), "topk");
+  // Counting ranks costs len^2 per line spread over len work-items; insertion len * k on one. Per line
+  // where the line is long (> 1024) and k at most 1/16 of it: e.g. top-50 of a 50k vocabulary.
+  t->per_line_ = cfg.per_line >= 0 ? cfg.per_line == 1 : t->len_ > 1024 && cfg.k * 16 <= t->len_;
+  t->kernel_ = make_kernel(select_program(ctx, device, "TopK", cfg.dtype), t->per_line_ ? "topk_line" : "topk");
   return t;
 }
 
@@ -91,7 +94,10 @@ void TopK::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
   set_args(kernel_, cl_long(len_), cl_long(cfg_.k), cl_int(cfg_.largest ? 1 : 0), in[0].buffer,
            cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()), out[1].buffer,
            cl_long(out[1].offset_elems()));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(len_), size_t(outer_)), cl::NullRange, "topk");
+  if (per_line_)
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(outer_)), cl::NullRange, "topk_line");
+  else
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(len_), size_t(outer_)), cl::NullRange, "topk");
 }
 
 // ---------------------------------------------------------------- ReverseSequence

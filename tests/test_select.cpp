@@ -28,12 +28,13 @@ std::vector<float> tied_floats(size_t n, uint32_t seed) {
   return {v.begin(), v.end()};
 }
 
-void run_topk(const Shape& s, int64_t k, int axis, bool largest, const std::vector<float>& x) {
+void run_topk(const Shape& s, int64_t k, int axis, bool largest, const std::vector<float>& x, int per_line) {
   CAPTURE(s.str());
   CAPTURE(k);
   CAPTURE(axis);
   CAPTURE(largest);
-  TopKConfig cfg{s, DType::f32, k, axis, largest};
+  CAPTURE(per_line);
+  TopKConfig cfg{s, DType::f32, k, axis, largest, per_line};
   auto op = TopK::create(ctx(), 0, cfg);
   const Shape os = TopK::validate(cfg);
   Tensor y = ctx().alloc(os, DType::f32), yi = ctx().alloc(os, DType::i64);
@@ -56,6 +57,11 @@ void run_topk(const Shape& s, int64_t k, int axis, bool largest, const std::vect
     else REQUIRE(double(got[i]) == want[i]);
   }
 }
+
+// Both kernels (rank count per element, insertion per line) and the automatic choice.
+void run_topk(const Shape& s, int64_t k, int axis, bool largest, const std::vector<float>& x) {
+  for (int per_line : {-1, 0, 1}) run_topk(s, k, axis, largest, x, per_line);
+}
 }  // namespace
 
 TEST_SUITE("select") {
@@ -74,32 +80,56 @@ TEST_CASE("TopK: largest and smallest on every axis, odd shapes, batch 1, ties t
   x[9] = std::numeric_limits<float>::infinity();
   run_topk(Shape{13}, 4, 0, true, x);  // NaN first, then inf
   run_topk(Shape{13}, 13, 0, false, x);  // NaN last
+  // Long lines with a small k: the automatic choice inserts per line.
+  CHECK(TopK::create(ctx(), 0, {Shape{2, 3001}, DType::f32, 7, 1, true})->algorithm() == "insertion per line");
+  CHECK(TopK::create(ctx(), 0, {Shape{2, 301}, DType::f32, 7, 1, true})->algorithm() == "rank count per element");
+  run_topk(Shape{2, 3001}, 7, 1, true, tied_floats(6002, 10));
+  run_topk(Shape{3001, 2}, 50, 0, false, random_floats(6002, 11));
 }
 
 TEST_CASE("TopK on integer types keeps every bit, and f64") {
   const Shape s{4, 9};
   std::vector<uint64_t> u = random_ints<uint64_t>(36, 0, std::numeric_limits<uint64_t>::max(), 9);
   u[5] = u[2];  // a tie
-  TopKConfig cfg{s, DType::u64, 4, 1, true};
-  auto op = TopK::create(ctx(), 0, cfg);
-  const Shape os{4, 4};
-  Tensor y = ctx().alloc(os, DType::u64), yi = ctx().alloc(os, DType::i64);
-  auto ec = ctx().exec();
-  Tensor outs[] = {y, yi};
-  Tensor ins[] = {up(u, s)};
-  op->enqueue(ins, outs, nullptr, ec);
-  ctx().finish();
-  auto got = down<uint64_t>(y);
-  auto got_i = down<int64_t>(yi);
-  for (int64_t r = 0; r < 4; ++r) {  // reference: a stable sort of each row by value, descending
-    std::vector<int64_t> order(9);
-    for (int64_t j = 0; j < 9; ++j) order[size_t(j)] = j;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return u[size_t(r * 9 + a)] > u[size_t(r * 9 + b)]; });
-    for (int64_t j = 0; j < 4; ++j) {
-      REQUIRE(got_i[size_t(r * 4 + j)] == order[size_t(j)]);
-      REQUIRE(got[size_t(r * 4 + j)] == u[size_t(r * 9 + order[size_t(j)])]);
+  for (int per_line : {0, 1}) {
+    CAPTURE(per_line);
+    TopKConfig cfg{s, DType::u64, 4, 1, true, per_line};
+    auto op = TopK::create(ctx(), 0, cfg);
+    const Shape os{4, 4};
+    Tensor y = ctx().alloc(os, DType::u64), yi = ctx().alloc(os, DType::i64);
+    auto ec = ctx().exec();
+    Tensor outs[] = {y, yi};
+    Tensor ins[] = {up(u, s)};
+    op->enqueue(ins, outs, nullptr, ec);
+    ctx().finish();
+    auto got = down<uint64_t>(y);
+    auto got_i = down<int64_t>(yi);
+    for (int64_t r = 0; r < 4; ++r) {  // reference: a stable sort of each row by value, descending
+      std::vector<int64_t> order(9);
+      for (int64_t j = 0; j < 9; ++j) order[size_t(j)] = j;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return u[size_t(r * 9 + a)] > u[size_t(r * 9 + b)]; });
+      for (int64_t j = 0; j < 4; ++j) {
+        REQUIRE(got_i[size_t(r * 4 + j)] == order[size_t(j)]);
+        REQUIRE(got[size_t(r * 4 + j)] == u[size_t(r * 9 + order[size_t(j)])]);
+      }
     }
+  }
+  if (supports_dtype(ctx().device(0).info, DType::f64)) {  // values that differ beyond f32
+    std::vector<double> d(36);
+    for (size_t i = 0; i < d.size(); ++i) d[i] = 1.0 + 1e-12 * double((i * 7) % 36);
+    auto op = TopK::create(ctx(), 0, {s, DType::f64, 3, 1, false});
+    Tensor y = ctx().alloc(Shape{4, 3}, DType::f64), yi = ctx().alloc(Shape{4, 3}, DType::i64);
+    auto ec = ctx().exec();
+    Tensor outs[] = {y, yi};
+    Tensor ins[] = {up(d, s)};
+    op->enqueue(ins, outs, nullptr, ec);
+    ctx().finish();
+    std::vector<double> want;
+    std::vector<int64_t> want_i;
+    ref::topk(d, s.dims, 3, 1, false, want, want_i);
+    CHECK(down<double>(y) == want);
+    CHECK(down<int64_t>(yi) == want_i);
   }
   expect_invalid([] { TopK::validate({Shape{3, 4}, DType::f32, 5, 1, true}); }, {"TopK", "k = 5", "4"});
   expect_invalid([] { TopK::validate({Shape{3, 4}, DType::f32, 2, 2, true}); }, {"TopK", "axis"});
