@@ -311,10 +311,24 @@ __kernel void conv_integer(int x_dt, int w_dt, int8 sz, int8 win, int8 win2, __g
 // ---------------------------------------------------------------- DynamicQuantizeLinear
 // u8 quantization with the range of the data (ONNX DynamicQuantizeLinear): scale = (max(0, max x) -
 // min(0, min x)) / 255, zero point = saturate(round(0 - min / scale)), y = saturate(round(x / scale) + zp),
-// rounding half to even, quotients correctly rounded (q_div_rn). One work-group finds the range (each
-// work-item a strided part, then a tree in local memory; NaN ignored as fmin / fmax do) and writes scale and
-// zero point; dynamic_quant_apply then reads them. All-zero data has scale 0: zero point and y are 0 then
-// (ONNX's formula divides by zero).
+// rounding half to even, quotients correctly rounded (q_div_rn). dynamic_quant_partial: each work-item
+// finds the range of one contiguous chunk (and 0), written as two values; one work-group then reduces
+// those (dynamic_quant_range: each work-item a strided part, then a tree in local memory; NaN ignored as
+// fmin / fmax do) and writes scale and zero point; dynamic_quant_apply reads them. All-zero data has
+// scale 0: zero point and y are 0 then (ONNX's formula divides by zero).
+__kernel void dynamic_quant_partial(long n, long chunk, __global const float* x, long x_off, __global float* w,
+                                    long w_off) {
+  const long p = get_global_id(0), end = min(n, (p + 1) * chunk);
+  float a = 0.0f, b = 0.0f;
+  for (long i = p * chunk; i < end; ++i) {
+    const float v = x[x_off + i];
+    a = fmin(a, v);
+    b = fmax(b, v);
+  }
+  w[w_off + 2 * p] = a;
+  w[w_off + 2 * p + 1] = b;
+}
+
 __kernel void dynamic_quant_range(long n, __global const float* x, long x_off, __global float* scale, long s_off,
                                   __global uchar* zp, long z_off, __local float* lo, __local float* hi) {
   const int l = get_local_id(0), g = get_local_size(0);

@@ -18,14 +18,18 @@ class DynamicQuantizeLinear : public Op {
   static Shape validate(const DynamicQuantizeConfig& cfg);
   static std::unique_ptr<DynamicQuantizeLinear> create(Context& ctx, int device, const DynamicQuantizeConfig& cfg);
   std::string_view type() const override { return "DynamicQuantizeLinear"; }
-  std::string algorithm() const override { return fmt::format("one work-group of {} finds the range", group_); }
+  std::string algorithm() const override {
+    return fmt::format("{} chunk ranges, reduced by one work-group of {}", parts_, group_);
+  }
+  size_t workspace_bytes() const override { return size_t(2 * parts_) * sizeof(float); }  // chunk ranges
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
  private:
   DynamicQuantizeConfig cfg_;
-  size_t group_ = 64;  // a power of two the range kernel's work-group can have on the device
-  cl::Kernel range_, apply_;
+  size_t group_ = 64;              // a power of two the range kernel's work-group can have on the device
+  int64_t parts_ = 1, chunk_ = 1;  // chunks of the input whose ranges the first kernel finds
+  cl::Kernel partial_, range_, apply_;
 };
 
 }  // namespace cldl
