@@ -15,7 +15,7 @@ struct TopKConfig {
   int64_t axis = -1;
   bool largest = true;
   // ONNX's `sorted`: the outputs are always sorted (an order `sorted = 0` also allows).
-  // Kernel: -1 auto (per line where the line is long and k small, see TopK::create), 0 one work-item per
+  // Kernel: -1 auto (per line where k is small against the line, see TopK::create), 0 one work-item per
   // element counting its rank, 1 one work-item per line inserting into the k best.
   int per_line = -1;
 };

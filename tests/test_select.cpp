@@ -80,9 +80,9 @@ TEST_CASE("TopK: largest and smallest on every axis, odd shapes, batch 1, ties t
   x[9] = std::numeric_limits<float>::infinity();
   run_topk(Shape{13}, 4, 0, true, x);  // NaN first, then inf
   run_topk(Shape{13}, 13, 0, false, x);  // NaN last
-  // Long lines with a small k: the automatic choice inserts per line.
+  // A small k against the line: the automatic choice inserts per line.
   CHECK(TopK::create(ctx(), 0, {Shape{2, 3001}, DType::f32, 7, 1, true})->algorithm() == "insertion per line");
-  CHECK(TopK::create(ctx(), 0, {Shape{2, 301}, DType::f32, 7, 1, true})->algorithm() == "rank count per element");
+  CHECK(TopK::create(ctx(), 0, {Shape{2, 30}, DType::f32, 7, 1, true})->algorithm() == "rank count per element");
   run_topk(Shape{2, 3001}, 7, 1, true, tied_floats(6002, 10));
   run_topk(Shape{3001, 2}, 50, 0, false, random_floats(6002, 11));
 }
