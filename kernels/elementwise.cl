@@ -65,6 +65,15 @@
 // Float class tests (unary_test, bool output): IsNaN; IsInf = U_ISINF_NONE + (1 positive | 2 negative).
 #define U_ISNAN 48
 #define U_ISINF_NONE 52
+#define U_TAN 56
+#define U_ASIN 57
+#define U_ACOS 58
+#define U_ATAN 59
+#define U_ASINH 60
+#define U_ACOSH 61
+#define U_ATANH 62
+#define U_SHRINK 63
+#define U_BITWISE_NOT 64
 
 // Binary op codes.
 #define B_ADD 0
@@ -85,6 +94,11 @@
 #define B_AND 15
 #define B_OR 16
 #define B_XOR 17
+#define B_BIT_AND 18
+#define B_BIT_OR 19
+#define B_BIT_XOR 20
+#define B_BIT_SHL 21
+#define B_BIT_SHR 22
 
 
 // a, b: the activation's alpha / beta, or Clip's bounds, in T_CALC (exact for f64 and integer bounds).
@@ -106,6 +120,14 @@ inline T_CALC unary_apply(int op, T_CALC x, T_CALC a, T_CALC b) {
     case U_ABS: return fabs(x);
     case U_SIGN: return x > 0 ? (T_CALC)1 : (x < 0 ? (T_CALC)-1 : (T_CALC)0);
     case U_NEG: return -x;
+    case U_TAN: return tan(x);
+    case U_ASIN: return asin(x);
+    case U_ACOS: return acos(x);
+    case U_ATAN: return atan(x);
+    case U_ASINH: return asinh(x);
+    case U_ACOSH: return acosh(x);
+    case U_ATANH: return atanh(x);
+    case U_SHRINK: return x < -a ? x + b : (x > a ? x - b : (T_CALC)0);  // a = lambd, b = bias
     // Exact in any float type; the host admits only these activations for f64.
     case ACT_NONE: return x;
     case ACT_RELU: return x > 0 ? x : (T_CALC)0;
@@ -117,6 +139,7 @@ inline T_CALC unary_apply(int op, T_CALC x, T_CALC a, T_CALC b) {
     case U_SIGN: return (T_CALC)(x > 0 ? 1 : (x < 0 ? -1 : 0));
     case U_NEG: return (T_CALC)((T_UW)0 - (T_UW)x);
     case U_NOT: return (T_CALC)(x == 0);
+    case U_BITWISE_NOT: return (T_CALC)~x;
     case ACT_RELU: return x > 0 ? x : (T_CALC)0;
     case ACT_CLIP: return x < a ? a : (x > b ? b : x);
     default: return x;
@@ -203,6 +226,13 @@ inline T_CALC binary_apply(int op, T_CALC a, T_CALC b) {
       if (b == -1) return 0;
 #endif
       return b == 0 ? 0 : a % b;
+    case B_BIT_AND: return a & b;
+    case B_BIT_OR: return a | b;
+    case B_BIT_XOR: return a ^ b;
+    // BitShift (unsigned types only): C leaves a shift by the width or more undefined; it gives 0 here,
+    // as if the bits were shifted out one at a time (numpy's result).
+    case B_BIT_SHL: return (ulong)b >= 8 * sizeof(T_CALC) ? (T_CALC)0 : (T_CALC)(a << b);
+    case B_BIT_SHR: return (ulong)b >= 8 * sizeof(T_CALC) ? (T_CALC)0 : (T_CALC)(a >> b);
 #endif
     case B_MAX: return a > b ? a : b;
     case B_MIN: return a < b ? a : b;

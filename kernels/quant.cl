@@ -307,3 +307,62 @@ __kernel void conv_integer(int x_dt, int w_dt, int8 sz, int8 win, int8 win2, __g
   const int zy = has_yzp ? q_load_int(yzp, yzp_off, y_dt) : 0;
   q_store_int(Y, o, y_dt, q_requant((int)acc, mul, zy, q_range(y_dt)));
 }
+
+// ---------------------------------------------------------------- DynamicQuantizeLinear
+// u8 quantization with the range of the data (ONNX DynamicQuantizeLinear): scale = (max(0, max x) -
+// min(0, min x)) / 255, zero point = saturate(round(0 - min / scale)), y = saturate(round(x / scale) + zp),
+// rounding half to even, quotients correctly rounded (q_div_rn). dynamic_quant_partial: each work-item
+// finds the range of one contiguous chunk (and 0), written as two values; one work-group then reduces
+// those (dynamic_quant_range: each work-item a strided part, then a tree in local memory; NaN ignored as
+// fmin / fmax do) and writes scale and zero point; dynamic_quant_apply reads them. All-zero data has
+// scale 0: zero point and y are 0 then (ONNX's formula divides by zero).
+__kernel void dynamic_quant_partial(long n, long chunk, __global const float* x, long x_off, __global float* w,
+                                    long w_off) {
+  const long p = get_global_id(0), end = min(n, (p + 1) * chunk);
+  float a = 0.0f, b = 0.0f;
+  for (long i = p * chunk; i < end; ++i) {
+    const float v = x[x_off + i];
+    a = fmin(a, v);
+    b = fmax(b, v);
+  }
+  w[w_off + 2 * p] = a;
+  w[w_off + 2 * p + 1] = b;
+}
+
+__kernel void dynamic_quant_range(long n, __global const float* x, long x_off, __global float* scale, long s_off,
+                                  __global uchar* zp, long z_off, __local float* lo, __local float* hi) {
+  const int l = get_local_id(0), g = get_local_size(0);
+  float a = 0.0f, b = 0.0f;  // the range always includes 0
+  for (long i = l; i < n; i += g) {
+    const float v = x[x_off + i];
+    a = fmin(a, v);
+    b = fmax(b, v);
+  }
+  lo[l] = a;
+  hi[l] = b;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = g / 2; s > 0; s >>= 1) {
+    if (l < s) {
+      lo[l] = fmin(lo[l], lo[l + s]);
+      hi[l] = fmax(hi[l], hi[l + s]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (l == 0) {
+    const float sc = q_div_rn(hi[0] - lo[0], 255.0f);
+    scale[s_off] = sc;
+    zp[z_off] = sc == 0.0f ? 0 : (uchar)clamp(rint(0.0f - q_div_rn(lo[0], sc)), 0.0f, 255.0f);
+  }
+}
+
+__kernel void dynamic_quant_apply(long n, __global const float* x, long x_off, __global const float* scale, long s_off,
+                                  __global const uchar* zp, long z_off, __global uchar* y, long y_off) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  const float sc = scale[s_off], v = x[x_off + i];
+  if (sc == 0.0f || isnan(v)) {
+    y[y_off + i] = sc == 0.0f ? zp[z_off] : 0;
+    return;
+  }
+  y[y_off + i] = (uchar)clamp(rint(q_div_rn(v, sc)) + (float)zp[z_off], 0.0f, 255.0f);
+}

@@ -15,53 +15,59 @@
 #define R_LOG_SUM_EXP 9
 
 
-inline float r_init(int op) {
-  return op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : op == R_PROD ? 1.0f : 0.0f;
-}
-
-inline float r_step(int op, float acc, float v, float shift) {
-  switch (op) {
-    case R_MAX: return fmax(acc, v);
-    case R_MIN: return fmin(acc, v);
-    case R_PROD: return acc * v;
-    case R_SUM_SQUARE: case R_L2: return fma(v, v, acc);
-    case R_L1: return acc + fabs(v);
-    case R_LOG_SUM_EXP: return acc + exp(v - shift);
-    default: return acc + v;
+// One body per element type (float; double where the device has cl_khr_fp64): the accumulator has the
+// element's type, so f32 accumulates in f32 and f64 in f64.
+#define DEFINE_REDUCE(T, SUFFIX)                                                                               \
+  inline T r_init##SUFFIX(int op) {                                                                            \
+    return op == R_MAX ? (T)(-INFINITY) : op == R_MIN ? (T)INFINITY : op == R_PROD ? (T)1 : (T)0;             \
+  }                                                                                                            \
+  inline T r_step##SUFFIX(int op, T acc, T v, T shift) {                                                       \
+    switch (op) {                                                                                              \
+      case R_MAX: return fmax(acc, v);                                                                         \
+      case R_MIN: return fmin(acc, v);                                                                         \
+      case R_PROD: return acc * v;                                                                             \
+      case R_SUM_SQUARE: case R_L2: return fma(v, v, acc);                                                     \
+      case R_L1: return acc + fabs(v);                                                                         \
+      case R_LOG_SUM_EXP: return acc + exp(v - shift);                                                         \
+      default: return acc + v;                                                                                 \
+    }                                                                                                          \
+  }                                                                                                            \
+  /* keep_*: kept dims (input strides) in output order; red_*: reduced dims (input strides), innermost      \
+     reduced dim's length and stride given separately (r_len, r_step_). count = number of reduced elements. */ \
+  __kernel void reduce_axes##SUFFIX(int op, int keep_rank, long8 keep_dims, long8 keep_strides, int red_rank,  \
+                                    long8 red_dims, long8 red_strides, long r_len, long r_stride, long count,  \
+                                    __global const T* x, long x_off, __global T* y, long y_off) {              \
+    const long o = get_global_id(0);                                                                           \
+    const long base = x_off + nd_offset(o, keep_rank, keep_dims, keep_strides);                                \
+    const long outer = r_len ? count / r_len : 0; /* an empty reduced axis: no elements */                     \
+    T shift = 0;                                                                                               \
+    if (op == R_LOG_SUM_EXP) { /* max first, for a stable log-sum-exp */                                       \
+      shift = (T)(-INFINITY);                                                                                  \
+      for (long ro = 0; ro < outer; ++ro) {                                                                    \
+        const long b = base + nd_offset(ro, red_rank, red_dims, red_strides);                                  \
+        for (long k = 0; k < r_len; ++k) shift = fmax(shift, x[b + k * r_stride]);                            \
+      }                                                                                                        \
+      if (isinf(shift)) shift = 0;                                                                             \
+    }                                                                                                          \
+    T acc = r_init##SUFFIX(op);                                                                                \
+    for (long ro = 0; ro < outer; ++ro) {                                                                      \
+      const long b = base + nd_offset(ro, red_rank, red_dims, red_strides);                                    \
+      for (long k = 0; k < r_len; ++k) acc = r_step##SUFFIX(op, acc, x[b + k * r_stride], shift);              \
+    }                                                                                                          \
+    switch (op) {                                                                                              \
+      case R_MEAN: acc /= (T)count; break;                                                                     \
+      case R_L2: acc = sqrt(acc); break;                                                                       \
+      case R_LOG_SUM: acc = log(acc); break;                                                                   \
+      case R_LOG_SUM_EXP: acc = log(acc) + shift; break;                                                       \
+      default: break;                                                                                          \
+    }                                                                                                          \
+    y[y_off + o] = acc;                                                                                        \
   }
-}
-
-// keep_*: kept dims (input strides) in output order; red_*: reduced dims (input strides), innermost
-// reduced dim's length and stride given separately (r_len, r_step_). count = number of reduced elements.
-__kernel void reduce_axes(int op, int keep_rank, long8 keep_dims, long8 keep_strides, int red_rank, long8 red_dims,
-                          long8 red_strides, long r_len, long r_stride, long count, __global const float* x,
-                          long x_off, __global float* y, long y_off) {
-  const long o = get_global_id(0);
-  const long base = x_off + nd_offset(o, keep_rank, keep_dims, keep_strides);
-  const long outer = r_len ? count / r_len : 0;  // an empty reduced axis: no elements
-  float shift = 0.0f;
-  if (op == R_LOG_SUM_EXP) {  // max first, for a stable log-sum-exp
-    shift = -INFINITY;
-    for (long ro = 0; ro < outer; ++ro) {
-      const long b = base + nd_offset(ro, red_rank, red_dims, red_strides);
-      for (long k = 0; k < r_len; ++k) shift = fmax(shift, x[b + k * r_stride]);
-    }
-    if (isinf(shift)) shift = 0.0f;
-  }
-  float acc = r_init(op);
-  for (long ro = 0; ro < outer; ++ro) {
-    const long b = base + nd_offset(ro, red_rank, red_dims, red_strides);
-    for (long k = 0; k < r_len; ++k) acc = r_step(op, acc, x[b + k * r_stride], shift);
-  }
-  switch (op) {
-    case R_MEAN: acc /= (float)count; break;
-    case R_L2: acc = sqrt(acc); break;
-    case R_LOG_SUM: acc = log(acc); break;
-    case R_LOG_SUM_EXP: acc = log(acc) + shift; break;
-    default: break;
-  }
-  y[y_off + o] = acc;
-}
+DEFINE_REDUCE(float, )
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+DEFINE_REDUCE(double, _f64)
+#endif
 
 // ReduceMax / ReduceMin on bool / u8, exact; layout arguments as reduce_axes; init: the identity of an
 // empty reduction (0 for max; 1 for bool min, 255 for u8 min).
@@ -98,30 +104,37 @@ __kernel void arg_reduce(int is_min, int select_last, long len, __global const f
   y[y_off + o * inner + in] = bi;
 }
 
-// CumSum along an axis (ONNX): one work-item per (inner, outer) line scans its `len` elements in order
-// (from the end with reverse); exclusive stores the sum before adding the element. f32 accumulates in
-// f32, like ONNX's reference; integers wrap. f64 only where the device has cl_khr_fp64 (the host checks
-// before asking for cumsum_f64).
-#define DEFINE_CUMSUM(T, NAME)                                                                         \
+// CumSum / CumProd along an axis (ONNX): one work-item per (inner, outer) line scans its `len` elements
+// in order (from the end with reverse); exclusive stores the running value before taking the element in
+// (the identity, 0 or 1, first). f32 accumulates in f32, like ONNX's reference; integers wrap. f64 only
+// where the device has cl_khr_fp64 (the host checks before asking for cumsum_f64 / cumprod_f64).
+#define DEFINE_CUMSCAN(T, NAME, INIT, OP)                                                              \
   __kernel void NAME(long len, int exclusive, int reverse, __global const T* x, long x_off,            \
                      __global T* y, long y_off) {                                                      \
     const long i = get_global_id(0), o = get_global_id(1), inner = get_global_size(0);                \
     const long base = o * len * inner + i;                                                             \
-    T acc = 0;                                                                                         \
+    T acc = INIT;                                                                                      \
     for (long t = 0; t < len; ++t) {                                                                   \
       const long p = base + (reverse ? len - 1 - t : t) * inner;                                       \
       const T v = x[x_off + p];                                                                        \
       if (exclusive) y[y_off + p] = acc;                                                               \
-      acc += v;                                                                                        \
+      acc = acc OP v;                                                                                  \
       if (!exclusive) y[y_off + p] = acc;                                                              \
     }                                                                                                  \
   }
+#define DEFINE_CUMSUM(T, NAME) DEFINE_CUMSCAN(T, NAME, 0, +)
+#define DEFINE_CUMPROD(T, NAME) DEFINE_CUMSCAN(T, NAME, 1, *)
 DEFINE_CUMSUM(float, cumsum_f32)
 DEFINE_CUMSUM(int, cumsum_i32)
 DEFINE_CUMSUM(long, cumsum_i64)
 DEFINE_CUMSUM(uint, cumsum_u32)
 DEFINE_CUMSUM(ulong, cumsum_u64)
+// Integer products wrap in the unsigned type of the same width (signed overflow is undefined in C).
+DEFINE_CUMPROD(float, cumprod_f32)
+DEFINE_CUMPROD(uint, cumprod_u32)
+DEFINE_CUMPROD(ulong, cumprod_u64)
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 DEFINE_CUMSUM(double, cumsum_f64)
+DEFINE_CUMPROD(double, cumprod_f64)
 #endif

@@ -78,19 +78,23 @@ const ProgramVariants kElementwiseVariants("elementwise.cl", {elementwise_option
 
 // "IsInf" maps to detecting both infinities; the one-sided forms come from its attributes.
 // clang-format off
-constexpr std::array<std::pair<const char*, UnaryOp>, 21> kUnaryNames{{
+constexpr std::array<std::pair<const char*, UnaryOp>, 30> kUnaryNames{{
     {"Abs", UnaryOp::abs}, {"Neg", UnaryOp::neg}, {"Exp", UnaryOp::exp}, {"Log", UnaryOp::log},
     {"Sqrt", UnaryOp::sqrt}, {"Reciprocal", UnaryOp::reciprocal}, {"Floor", UnaryOp::floor},
     {"Ceil", UnaryOp::ceil}, {"Round", UnaryOp::round}, {"Sign", UnaryOp::sign}, {"Erf", UnaryOp::erf},
     {"Sin", UnaryOp::sin}, {"Cos", UnaryOp::cos}, {"Not", UnaryOp::not_},
     {"Sinh", UnaryOp::sinh}, {"Cosh", UnaryOp::cosh}, {"IsNaN", UnaryOp::is_nan}, {"IsInf", UnaryOp::is_inf},
     {"IsInf", UnaryOp::is_pos_inf}, {"IsInf", UnaryOp::is_neg_inf}, {"IsInf", UnaryOp::is_inf_none},
+    {"Tan", UnaryOp::tan}, {"Asin", UnaryOp::asin}, {"Acos", UnaryOp::acos}, {"Atan", UnaryOp::atan},
+    {"Asinh", UnaryOp::asinh}, {"Acosh", UnaryOp::acosh}, {"Atanh", UnaryOp::atanh}, {"Shrink", UnaryOp::shrink},
+    {"BitwiseNot", UnaryOp::bitwise_not},
 }};
 // clang-format on
 
-constexpr std::array<const char*, 18> kBinaryNames{
+constexpr std::array<const char*, 23> kBinaryNames{
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Mod", "PRelu", "Equal", "Less", "LessOrEqual",
-    "Greater", "GreaterOrEqual", "And", "Or", "Xor"};
+    "Greater", "GreaterOrEqual", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitShift",
+    "BitShift"};
 
 void check_io(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, size_t n_in) {
   if (in.size() != n_in || out.size() != 1)
@@ -147,7 +151,9 @@ Shape Unary::validate(const UnaryConfig& c) {
   // Activations evaluated exactly in T_CALC; the others call the f32 activation code.
   const bool exact_act = act && (k == Act::none || k == Act::relu || k == Act::leaky_relu || k == Act::clip);
   bool ok;
-  if (c.dtype == DType::boolean) ok = c.op == UnaryOp::not_;
+  if (c.op >= UnaryOp::tan && c.op <= UnaryOp::shrink) ok = is_float_type(c.dtype);
+  else if (c.op == UnaryOp::bitwise_not) ok = is_numeric(c.dtype) && !is_float_type(c.dtype);
+  else if (c.dtype == DType::boolean) ok = c.op == UnaryOp::not_;
   else if (c.dtype == DType::f64) ok = c.op != UnaryOp::not_ && (!act || exact_act);  // no f32 rounding
   else if (is_float_type(c.dtype)) ok = c.op != UnaryOp::not_;
   else if (!kernel_type(c.dtype)) ok = false;
@@ -205,13 +211,15 @@ std::string_view to_string(BinaryOp op) { return kBinaryNames[static_cast<int>(o
 
 BinaryOp binary_op_from_onnx(std::string_view name, bool fmod) {
   if (name == "Mod") return fmod ? BinaryOp::fmod : BinaryOp::mod;
+  if (name == "BitShift") fail("Binary: BitShift needs its direction: use BinaryOp::bit_shl or bit_shr");
   for (size_t i = 0; i < kBinaryNames.size(); ++i)
     if (name == kBinaryNames[i]) return static_cast<BinaryOp>(i);
   fail("Binary: unknown op '{}'", name);
 }
 
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::equal && op <= BinaryOp::greater_equal; }
-bool is_logical(BinaryOp op) { return op >= BinaryOp::and_; }
+bool is_logical(BinaryOp op) { return op >= BinaryOp::and_ && op <= BinaryOp::xor_; }
+bool is_bitwise(BinaryOp op) { return op >= BinaryOp::bit_and && op <= BinaryOp::bit_shr; }
 
 DType Binary::output_dtype(const BinaryConfig& c) {
   return is_comparison(c.op) || is_logical(c.op) ? DType::boolean : c.dtype;
@@ -221,6 +229,14 @@ Shape Binary::validate(const BinaryConfig& c) {
   std::string_view name = to_string(c.op);
   if (is_logical(c.op)) {
     if (c.dtype != DType::boolean) invalid(name, "inputs must be bool, got {}", to_string(c.dtype));
+  } else if (c.op == BinaryOp::bit_shl || c.op == BinaryOp::bit_shr) {
+    if (!is_numeric(c.dtype) || is_float_type(c.dtype) || kernel_type(c.dtype)->is_signed)
+      invalid(name, "dtype {} is not supported (expected an unsigned integer type: u8, u16, u32, u64)",
+              to_string(c.dtype));
+  } else if (is_bitwise(c.op)) {
+    if (!is_numeric(c.dtype) || is_float_type(c.dtype))
+      invalid(name, "dtype {} is not supported (expected an integer type: i8, i16, i32, i64, u8, u16, u32, u64)",
+              to_string(c.dtype));
   } else if (c.op == BinaryOp::equal) {
     if (!kernel_type(c.dtype)) invalid(name, "dtype {} is not supported", to_string(c.dtype));
   } else if (!is_numeric(c.dtype)) {

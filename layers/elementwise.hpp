@@ -20,6 +20,9 @@ enum class UnaryOp : int {
   sinh, cosh,
   // Float class tests with a bool output: IsNaN, and IsInf by which infinities it detects.
   is_nan = 48, is_inf_none = 52, is_pos_inf, is_neg_inf, is_inf,
+  // Inverse and further trigonometry (float types), Shrink (act.alpha = lambd, act.beta = bias; float
+  // types) and BitwiseNot (integer types).
+  tan = 56, asin, acos, atan, asinh, acosh, atanh, shrink, bitwise_not,
   // clang-format on
 };
 bool is_class_test(UnaryOp op);  // IsNaN / IsInf: bool output
@@ -58,11 +61,15 @@ class Unary : public Op {
 enum class BinaryOp : int {
   add = 0, sub, mul, div, pow, max, min, mod, fmod, prelu, equal, less, less_equal, greater, greater_equal,
   and_, or_, xor_,
+  // Bitwise ops on integer types (bit_shl / bit_shr: BitShift, unsigned types; a shift by the bit width
+  // or more gives 0).
+  bit_and, bit_or, bit_xor, bit_shl, bit_shr,
 };
 std::string_view to_string(BinaryOp op);
 BinaryOp binary_op_from_onnx(std::string_view name, bool fmod = false);  // "Add", "Mod", "PRelu", ...
 bool is_comparison(BinaryOp op);
-bool is_logical(BinaryOp op);
+bool is_logical(BinaryOp op);  // And / Or / Xor on bool
+bool is_bitwise(BinaryOp op);  // BitwiseAnd / Or / Xor, BitShift on integers
 
 struct BinaryConfig {
   BinaryOp op = BinaryOp::add;
@@ -73,8 +80,8 @@ struct BinaryConfig {
 // Inputs a, b (numpy broadcasting); output c of the broadcast shape; dtype bool for comparisons and
 // logic, else the input dtype. Arithmetic, Max / Min and ordering on every float (f32, f64, f16 and bf16
 // computed in f32) and integer type (i8 ... u64: +, -, * wrap, Div truncates, Mod follows the divisor's
-// sign, Pow is exact integer power); Equal also on bool; And / Or / Xor on bool only. f64 needs a device
-// with cl_khr_fp64.
+// sign, Pow is exact integer power); Equal also on bool; And / Or / Xor on bool only; BitwiseAnd / Or / Xor
+// on integer types, BitShift on unsigned ones. f64 needs a device with cl_khr_fp64.
 class Binary : public Op {
  public:
   static Shape validate(const BinaryConfig& cfg);

@@ -30,7 +30,18 @@ std::vector<bool> reduced_dims(const ReduceConfig& c) {
   return red;
 }
 
-const char* cumsum_kernel(DType t) {
+// CumProd on signed integers runs the unsigned kernel of the same width: a two's-complement product
+// wraps to the same bits.
+const char* cumsum_kernel(DType t, bool product = false) {
+  if (product) {
+    switch (t) {
+      case DType::f32: return "cumprod_f32";
+      case DType::f64: return "cumprod_f64";
+      case DType::i32: case DType::u32: return "cumprod_u32";
+      case DType::i64: case DType::u64: return "cumprod_u64";
+      default: return nullptr;
+    }
+  }
   switch (t) {
     case DType::f32: return "cumsum_f32";
     case DType::f64: return "cumsum_f64";
@@ -55,8 +66,9 @@ Shape Reduce::validate(const ReduceConfig& c) {
   const char* op = kReduceNames[int(c.op)];
   if (c.input.rank() > size_t(kMaxRank)) invalid(op, "input rank {} exceeds the supported {}", c.input.rank(), kMaxRank);
   const bool small = c.dtype == DType::boolean || c.dtype == DType::u8;
-  if (c.dtype != DType::f32 && !(small && (c.op == ReduceOp::max || c.op == ReduceOp::min)))
-    invalid(op, "input dtype {} is not supported (f32; bool and u8 for ReduceMax / ReduceMin)", to_string(c.dtype));
+  if (c.dtype != DType::f32 && c.dtype != DType::f64 && !(small && (c.op == ReduceOp::max || c.op == ReduceOp::min)))
+    invalid(op, "input dtype {} is not supported (f32, f64; bool and u8 for ReduceMax / ReduceMin)",
+            to_string(c.dtype));
   auto red = reduced_dims(c);
   Shape o;
   for (size_t i = 0; i < c.input.rank(); ++i) {
@@ -81,8 +93,10 @@ std::unique_ptr<Reduce> Reduce::create(Context& ctx, int device, const ReduceCon
   r->red_ = collapse(to_string(cfg.op), rd, {rs});
   r->count_ = r->red_.inner() * r->red_.outer();
   r->n_out_ = r->keep_.inner() * r->keep_.outer();
-  r->kernel_ =
-      make_kernel(ctx.program("reduce.cl", "", device), cfg.dtype == DType::f32 ? "reduce_axes" : "reduce_axes_u8");
+  check_dtype_support(ctx.device(device), cfg.dtype, to_string(cfg.op));
+  const bool is_float = cfg.dtype == DType::f32 || cfg.dtype == DType::f64;
+  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device),
+                           cfg.dtype == DType::f64 ? "reduce_axes_f64" : is_float ? "reduce_axes" : "reduce_axes_u8");
   return r;
 }
 
@@ -97,7 +111,7 @@ void Reduce::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   if (out_.numel() == 0) return;
   const int rr = red_.rank - 1;
   std::lock_guard lock(launch_mutex_);
-  if (cfg_.dtype != DType::f32) {
+  if (cfg_.dtype != DType::f32 && cfg_.dtype != DType::f64) {
     // The identity of an empty reduction: the smallest value for max, the largest for min.
     const cl_uchar init = cfg_.op == ReduceOp::max ? 0 : cfg_.dtype == DType::boolean ? 1 : 255;
     set_args(kernel_, cl_int(cfg_.op == ReduceOp::max), init, cl_int(keep_.rank), keep_.dims8(), keep_.strides8(0),
@@ -154,10 +168,11 @@ void ArgReduce::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
 
 // ---------------------------------------------------------------- CumSum
 Shape CumSum::validate(const CumSumConfig& c) {
-  if (!cumsum_kernel(c.dtype))
-    invalid("CumSum", "input dtype {} is not supported (f32, f64, i32, i64, u32, u64)", to_string(c.dtype));
-  if (c.input.rank() == 0) invalid("CumSum", "input must have rank >= 1, got a scalar");
-  normalize_axis("CumSum", "axis", c.axis, c.input.rank());
+  const char* op = c.product ? "CumProd" : "CumSum";
+  if (!cumsum_kernel(c.dtype, c.product))
+    invalid(op, "input dtype {} is not supported (f32, f64, i32, i64, u32, u64)", to_string(c.dtype));
+  if (c.input.rank() == 0) invalid(op, "input must have rank >= 1, got a scalar");
+  normalize_axis(op, "axis", c.axis, c.input.rank());
   return c.input;
 }
 
@@ -165,26 +180,28 @@ std::unique_ptr<CumSum> CumSum::create(Context& ctx, int device, const CumSumCon
   validate(cfg);
   std::unique_ptr<CumSum> r(new CumSum());
   r->cfg_ = cfg;
-  const int a = normalize_axis("CumSum", "axis", cfg.axis, cfg.input.rank());
+  const int a = normalize_axis(r->type(), "axis", cfg.axis, cfg.input.rank());
   for (int i = 0; i < a; ++i) r->outer_ *= cfg.input[i];
   r->len_ = cfg.input[a];
   for (size_t i = a + 1; i < cfg.input.rank(); ++i) r->inner_ *= cfg.input[i];
-  check_dtype_support(ctx.device(device), cfg.dtype, "CumSum");
-  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), cumsum_kernel(cfg.dtype));
+  check_dtype_support(ctx.device(device), cfg.dtype, r->type());
+  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), cumsum_kernel(cfg.dtype, cfg.product));
   return r;
 }
 
 void CumSum::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
-  if (in.size() != 1 || out.size() != 1) invalid("CumSum", "expects 1 input and 1 output, got {} and {}", in.size(), out.size());
+  if (in.size() != 1 || out.size() != 1)
+    invalid(type(), "expects 1 input and 1 output, got {} and {}", in.size(), out.size());
   for (auto* t : {&in[0], &out[0]})
     if (t->shape != cfg_.input || t->dtype != cfg_.dtype)
-      invalid("CumSum", "{} is {} {}, expected {} {}", t == &in[0] ? "input" : "output", to_string(t->dtype),
+      invalid(type(), "{} is {} {}, expected {} {}", t == &in[0] ? "input" : "output", to_string(t->dtype),
               t->shape.str(), to_string(cfg_.dtype), cfg_.input.str());
   if (cfg_.input.numel() == 0) return;
   std::lock_guard lock(launch_mutex_);
   set_args(kernel_, cl_long(len_), cl_int(cfg_.exclusive), cl_int(cfg_.reverse), in[0].buffer,
            cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(outer_)), cl::NullRange, "cumsum");
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(outer_)), cl::NullRange,
+                    cfg_.product ? "cumprod" : "cumsum");
 }
 
 }  // namespace cldl

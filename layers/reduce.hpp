@@ -1,8 +1,9 @@
 // Reductions in ONNX semantics: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp over any
 // set of axes with keepdims and noop_with_empty_axes; ArgMax / ArgMin along one axis (i64 output,
-// keepdims, select_last_index). f32 input; ReduceMax / ReduceMin also bool and u8 (exact, output of the
-// input dtype). Reducing an empty axis gives the identity of the op (0 for
-// sums, 1 for Prod, -inf / +inf for Max / Min, -inf for LogSum / LogSumExp). Kernels: kernels/reduce.cl.
+// keepdims, select_last_index). f32 or f64 (cl_khr_fp64, f64 accumulation) input (ArgMax / ArgMin f32);
+// ReduceMax / ReduceMin also bool and u8 (exact, output of the input dtype). Reducing an empty axis gives
+// the identity of the op (0 for sums, 1 for Prod, -inf / +inf for Max / Min, -inf for LogSum /
+// LogSumExp). Kernels: kernels/reduce.cl.
 #pragma once
 #include <memory>
 #include <string>
@@ -24,7 +25,7 @@ struct ReduceConfig {
   std::vector<int64_t> axes;  // empty: all axes, or none with noop_with_empty_axes
   bool keepdims = true;
   bool noop_with_empty_axes = false;
-  DType dtype = DType::f32;  // of input and output: f32; bool / u8 for max and min
+  DType dtype = DType::f32;  // of input and output: f32, f64; bool / u8 for max and min
 };
 
 class Reduce : public Op {
@@ -72,14 +73,16 @@ struct CumSumConfig {
   DType dtype = DType::f32;  // f32, f64 (cl_khr_fp64), i32, i64, u32 or u64
   int64_t axis = 0;
   bool exclusive = false, reverse = false;
+  bool product = false;  // CumProd: running products (identity 1)
 };
 
-// ONNX CumSum: running sums along `axis`; output shape and dtype = input's.
+// ONNX CumSum (CumProd with `product`): running sums (products) along `axis`; output shape and dtype =
+// input's.
 class CumSum : public Op {
  public:
   static Shape validate(const CumSumConfig& cfg);
   static std::unique_ptr<CumSum> create(Context& ctx, int device, const CumSumConfig& cfg);
-  std::string_view type() const override { return "CumSum"; }
+  std::string_view type() const override { return cfg_.product ? "CumProd" : "CumSum"; }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 

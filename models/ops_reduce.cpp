@@ -1,7 +1,7 @@
 // ONNX Reduce* (axes as the "axes" attribute before opset 18 / ReduceSum 13, as a load-time input
-// after; keepdims, noop_with_empty_axes) and ArgMax / ArgMin mapped onto layers/reduce.hpp. f32 input;
-// ReduceMax / ReduceMin also bool and u8.
-// CumSum (axis a load-time input, exclusive, reverse) on f32 / f64 / i32 / i64 / u32 / u64.
+// after; keepdims, noop_with_empty_axes) and ArgMax / ArgMin mapped onto layers/reduce.hpp. f32 input (Reduce*
+// also f64, needing cl_khr_fp64); ReduceMax / ReduceMin also bool and u8.
+// CumSum and CumProd (axis a load-time input, exclusive, reverse) on f32 / f64 / i32 / i64 / u32 / u64.
 #include "layers/reduce.hpp"
 #include "models/ops_cnn_common.hpp"
 
@@ -28,7 +28,7 @@ void need_f32(const InferCtx& c) {
 void infer_reduce(InferCtx& c) {
   const DType dt = c.input(0).dtype;
   const bool small = dt == DType::boolean || dt == DType::u8;
-  if (!(small && (c.node.op_type == "ReduceMax" || c.node.op_type == "ReduceMin"))) need_f32(c);
+  if (!(small && (c.node.op_type == "ReduceMax" || c.node.op_type == "ReduceMin")) && dt != DType::f64) need_f32(c);
   if (c.has_input(1)) c.constant(1, "axes");
   auto cfg = reduce_config(c.node, c.shape(0), dt, c.value);
   c.set(0, dt, checked(c, [&] { return Reduce::validate(cfg); }));
@@ -57,7 +57,7 @@ std::unique_ptr<NodeKernel> lower_arg(LowerCtx& c) {
 CumSumConfig cumsum_config(const Node& n, Shape s, DType dt, const HostTensor& axis) {
   auto a = to_ints(axis);
   if (a.size() != 1) fail("{}: axis must hold one value, got {}", n.describe(), a.size());
-  return {std::move(s), dt, a[0], n.attr_i("exclusive", 0) != 0, n.attr_i("reverse", 0) != 0};
+  return {std::move(s), dt, a[0], n.attr_i("exclusive", 0) != 0, n.attr_i("reverse", 0) != 0, n.op_type == "CumProd"};
 }
 
 void infer_cumsum(InferCtx& c) {
@@ -82,6 +82,11 @@ const OpRegistration kReduceOps{
     {.type = "ArgMax", .since = 1, .family = "reduce", .infer = infer_arg, .lower = lower_arg},
     {.type = "ArgMin", .since = 1, .family = "reduce", .infer = infer_arg, .lower = lower_arg},
     {.type = "CumSum", .since = 11, .family = "reduce", .const_inputs = {1}, .infer = infer_cumsum,
+     .lower = lower_cumsum},
+};
+
+const OpRegistration kCumProdOps{
+    {.type = "CumProd", .since = 26, .family = "reduce", .const_inputs = {1}, .infer = infer_cumsum,
      .lower = lower_cumsum},
 };
 

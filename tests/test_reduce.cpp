@@ -280,4 +280,44 @@ TEST_CASE("bad reduce configurations name the op, the argument and the value") {
   expect_invalid([] { ArgReduce::validate({true, Shape{2, 3}, -3}); }, {"ArgMin", "axis", "-3"});
 }
 
+TEST_CASE("every reduction on f64 accumulates in f64, or fails naming op and dtype without cl_khr_fp64") {
+  const Shape s{3, 5, 2, 7};
+  const std::vector<int64_t> axes{1, -1};
+  std::vector<double> x(size_t(s.numel()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 1.0 + 1e-9 * double(i % 17) + 0.25 * double(i % 3);  // beyond f32
+  if (!supports_dtype(ctx().device(0).info, DType::f64)) {
+    expect_invalid([&] { Reduce::create(ctx(), 0, {ReduceOp::sum, s, axes, true, false, DType::f64}); },
+                   {"ReduceSum", "f64"});
+    return;
+  }
+  for (int op = 0; op <= int(ReduceOp::log_sum_exp); ++op) {
+    for (bool keep : {true, false}) {
+      ReduceConfig cfg{ReduceOp(op), s, axes, keep, false, DType::f64};
+      CAPTURE(to_string(cfg.op));
+      CAPTURE(keep);
+      const Shape so = Reduce::validate(cfg);
+      // Reference in double: the reduced elements of output (i, k) are x[i, *, k, *].
+      std::vector<double> want;
+      for (int64_t i = 0; i < s[0]; ++i)
+        for (int64_t k = 0; k < s[2]; ++k) {
+          std::vector<double> v;
+          for (int64_t j = 0; j < s[1]; ++j)
+            for (int64_t l = 0; l < s[3]; ++l) v.push_back(x[size_t(((i * s[1] + j) * s[2] + k) * s[3] + l)]);
+          double sum = 0, prod = 1, sq = 0, l1 = 0, mx = -INFINITY, mn = INFINITY, se = 0;
+          for (double e : v) {
+            sum += e, prod *= e, sq += e * e, l1 += std::fabs(e);
+            mx = std::max(mx, e), mn = std::min(mn, e);
+          }
+          for (double e : v) se += std::exp(e - mx);
+          const double r[] = {sum, sum / double(v.size()), mx, mn, prod, sq, std::sqrt(sq), l1, std::log(sum),
+                              std::log(se) + mx};
+          want.push_back(r[op]);
+        }
+      auto got = down<double>(run_op(*Reduce::create(ctx(), 0, cfg), {up(x, s)}, so, DType::f64));
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == doctest::Approx(want[i]).epsilon(1e-13));
+    }
+  }
+}
+
 }  // TEST_SUITE
