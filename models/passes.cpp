@@ -22,6 +22,17 @@ std::vector<NamedPass>& fusion_passes() {
 }
 
 std::string domain_name(const std::string& d) { return d.empty() ? "ai.onnx" : d; }
+
+// The opset `n` follows in `scope`'s model; errors when cldl has neither an implementation nor a host
+// folder for it, or its implementation does not cover that opset.
+int64_t checked_opset(const Graph& scope, const Node& n, const OpDef* def, const HostFold* folder) {
+  int64_t opset = node_opset(scope, n);
+  if (!def && !folder)
+    fail("{}: unsupported op '{}' (domain {}, opset {}): no cldl implementation", n.describe(), n.op_type,
+         domain_name(n.domain), opset);
+  if (def) check_opset(*def, n, opset);
+  return opset;
+}
 }  // namespace
 
 void register_fusion_pass(std::string name, FusionPass p, FusionStage stage) {
@@ -87,11 +98,7 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     }
     const OpDef* def = find_op(n.op_type, n.domain);
     const HostFold* folder = find_folder(n.op_type, n.domain);
-    int64_t opset = node_opset(g, n);
-    if (!def && !folder)
-      fail("{}: unsupported op '{}' (domain {}, opset {}): no cldl implementation", n.describe(), n.op_type,
-           domain_name(n.domain), opset);
-    if (def) check_opset(*def, n, opset);
+    int64_t opset = checked_opset(g, n, def, folder);
     n.opset = opset;
     InferCtx c{n, opset, {}, {}, {}, {}};
     for (auto& i : n.inputs) {
@@ -288,13 +295,7 @@ void check_nodes(const Graph& g, const Graph& scope) {
       for (const Graph* sub : subs) check_nodes(*sub, scope);
       continue;
     }
-    const OpDef* def = find_op(n.op_type, n.domain);
-    const HostFold* folder = find_folder(n.op_type, n.domain);
-    int64_t opset = node_opset(scope, n);
-    if (!def && !folder)
-      fail("{}: unsupported op '{}' (domain {}, opset {}): no cldl implementation", n.describe(), n.op_type,
-           domain_name(n.domain), opset);
-    if (def) check_opset(*def, n, opset);
+    checked_opset(scope, n, find_op(n.op_type, n.domain), find_folder(n.op_type, n.domain));
   }
 }
 }  // namespace
