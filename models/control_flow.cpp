@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 
 #include "models/op_registry.hpp"
 #include "models/passes.hpp"
@@ -116,15 +117,151 @@ std::vector<const Graph*> control_flow_subgraphs(const Node& n) {
 std::vector<size_t> control_flow_deciding_inputs(const Node& n) {
   if (is(n, "If")) return {0};
   if (is(n, "Loop")) return {0, 1};
+  if (is(n, "SequenceInsert")) return {2};
+  if (is(n, "SequenceErase") || is(n, "SequenceAt") || is(n, "SplitToSequence")) return {1};
   return {};
 }
 
+bool expanded_when_planning(const Node& n) {
+  return is(n, "If") || is(n, "Loop") || is(n, "Scan") || is_sequence_op(n);
+}
+
+bool is_sequence_op(const Node& n) {
+  static const std::set<std::string> ops{"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase",
+                                         "SequenceAt",    "SequenceLength",    "ConcatFromSequence",
+                                         "SplitToSequence"};
+  return n.domain.empty() && ops.count(n.op_type);
+}
+
 bool ControlFlowExpander::handles(const Node& n) const {
-  return is(n, "If") || is(n, "Loop") || is(n, "Scan") || (n.op_type == kStepOp && n.domain == kStepDomain);
+  return is(n, "If") || is(n, "Loop") || is(n, "Scan") || (n.op_type == kStepOp && n.domain == kStepDomain) ||
+         is_sequence_op(n) || (is(n, "Identity") && !n.inputs.empty() && sequences_.count(n.inputs[0]));
+}
+
+const std::vector<std::string>& ControlFlowExpander::sequence(const Node& n, size_t input) const {
+  if (input >= n.inputs.size() || n.inputs[input].empty()) fail("{}: input {} (a sequence) is missing", n.describe(), input);
+  auto it = sequences_.find(n.inputs[input]);
+  if (it == sequences_.end())
+    fail("{}: '{}' is not a sequence built in this model (sequences cannot be model inputs)", n.describe(),
+         n.inputs[input]);
+  return it->second;
+}
+
+std::vector<Node> ControlFlowExpander::sequence_op(Graph& g, const Node& n) {
+  auto out = [&]() -> const std::string& {
+    if (n.outputs.empty() || n.outputs[0].empty()) fail("{}: output 0 is missing", n.describe());
+    return n.outputs[0];
+  };
+  // A position argument: known when planning, negative from the end, within [0, size] (`end` allowed).
+  auto position = [&](size_t input, int64_t size, bool end_allowed, int64_t def) -> int64_t {
+    if (input >= n.inputs.size() || n.inputs[input].empty()) return def;
+    const HostTensor* p = known(g, n.inputs[input]);
+    if (!p) throw_decision(n.inputs[input], "{}: position '{}' is computed from run-time data", n.describe(), n.inputs[input]);
+    int64_t v = to_ints(*p).at(0), w = v < 0 ? v + size : v;
+    if (w < 0 || w > size || (!end_allowed && w == size))
+      fail("{}: position {} is outside a sequence of {} tensors", n.describe(), v, size);
+    return w;
+  };
+  std::vector<Node> nodes;
+  const std::string& op = n.op_type;
+  if (op == "SequenceEmpty") {
+    sequences_[out()] = {};
+  } else if (op == "SequenceConstruct") {
+    sequences_[out()] = n.inputs;
+  } else if (op == "Identity") {
+    sequences_[out()] = sequence(n, 0);
+  } else if (op == "SequenceInsert") {
+    auto list = sequence(n, 0);
+    if (n.inputs.size() < 2 || n.inputs[1].empty()) fail("{}: the tensor to insert is missing", n.describe());
+    int64_t at = position(2, int64_t(list.size()), true, int64_t(list.size()));
+    list.insert(list.begin() + at, n.inputs[1]);
+    sequences_[out()] = std::move(list);
+  } else if (op == "SequenceErase") {
+    auto list = sequence(n, 0);
+    if (list.empty()) fail("{}: erasing from an empty sequence", n.describe());
+    int64_t at = position(1, int64_t(list.size()), false, int64_t(list.size()) - 1);
+    list.erase(list.begin() + at);
+    sequences_[out()] = std::move(list);
+  } else if (op == "SequenceAt") {
+    const auto& list = sequence(n, 0);
+    int64_t at = position(1, int64_t(list.size()), false, -1);
+    if (at < 0) fail("{}: input 'position' is missing", n.describe());
+    nodes.push_back(make_node(g, n.name, "Identity", {list[size_t(at)]}, {out()}));
+  } else if (op == "SequenceLength") {
+    HostTensor len = HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{int64_t(sequence(n, 0).size())});
+    g.values[out()] = ValueInfo{out(), DType::i64, Shape{}};
+    g.initializers[out()] = std::move(len);
+  } else if (op == "ConcatFromSequence") {
+    const auto& list = sequence(n, 0);
+    if (list.empty()) fail("{}: concatenating an empty sequence", n.describe());
+    int64_t axis = n.attr_i("axis", 0);
+    bool stack = n.attr_i("new_axis", 0) != 0;
+    std::vector<std::string> parts;
+    for (auto& v : list) {
+      const ValueInfo* info = g.info(v);
+      if (!info || !info->shape.is_static()) fail("{}: sequence element '{}' has no static shape", n.describe(), v);
+      std::vector<int64_t> dims = info->shape.to_shape().dims;
+      int64_t rank = int64_t(dims.size()) + (stack ? 1 : 0), a = axis < 0 ? axis + rank : axis;
+      if (a < 0 || a >= rank) fail("{}: axis {} is outside rank {}", n.describe(), axis, rank);
+      axis = a;
+      if (!stack) {
+        parts.push_back(v);
+        continue;
+      }
+      dims.insert(dims.begin() + a, 1);
+      std::string shape = add_constant(g, n.name + "/shape", HostTensor::from<int64_t>(Shape{int64_t(dims.size())}, dims));
+      std::string r = g.unique_name(v + "/unsqueezed");
+      nodes.push_back(make_node(g, n.name + "/unsqueeze", "Reshape", {v, shape}, {r}));
+      parts.push_back(r);
+    }
+    nodes.push_back(make_node(g, n.name, "Concat", parts, {out()}, {{"axis", axis}}));
+  } else if (op == "SplitToSequence") {
+    const ValueInfo* info = n.inputs.empty() ? nullptr : g.info(n.inputs[0]);
+    if (!info || !info->shape.is_static()) fail("{}: input 'input' has no static shape", n.describe());
+    Shape s = info->shape.to_shape();
+    int64_t axis = n.attr_i("axis", 0), rank = int64_t(s.rank());
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) fail("{}: axis {} is outside rank {}", n.describe(), n.attr_i("axis", 0), rank);
+    int64_t len = s[size_t(axis)];
+    std::vector<int64_t> sizes;
+    bool squeeze = false;
+    if (n.inputs.size() < 2 || n.inputs[1].empty()) {
+      sizes.assign(size_t(len), 1);
+      squeeze = n.attr_i("keepdims", 1) == 0;
+    } else {
+      const HostTensor* sp = known(g, n.inputs[1]);
+      if (!sp) throw_decision(n.inputs[1], "{}: split '{}' is computed from run-time data", n.describe(), n.inputs[1]);
+      auto v = to_ints(*sp);
+      if (sp->shape().rank() == 0) {
+        if (v[0] <= 0) fail("{}: split {} is not positive", n.describe(), v[0]);
+        for (int64_t at = 0; at < len; at += v[0]) sizes.push_back(std::min(v[0], len - at));
+      } else {
+        sizes = v;
+        int64_t total = 0;
+        for (auto x : v) total += x;
+        if (total != len) fail("{}: split sizes add up to {}, the axis has {}", n.describe(), total, len);
+      }
+    }
+    std::vector<std::string> list;
+    int64_t at = 0;
+    for (int64_t size : sizes) {
+      std::string piece = g.unique_name(n.name + "/piece");
+      std::vector<int64_t> idx(static_cast<size_t>(size));
+      for (int64_t k = 0; k < size; ++k) idx[size_t(k)] = at + k;
+      std::string indices = squeeze ? add_constant(g, n.name + "/index", HostTensor::from<int64_t>(Shape{}, idx))
+                                    : add_constant(g, n.name + "/index", HostTensor::from<int64_t>(Shape{size}, idx));
+      nodes.push_back(make_node(g, n.name + "/gather", "Gather", {n.inputs[0], indices}, {piece}, {{"axis", axis}}));
+      list.push_back(piece);
+      at += size;
+    }
+    sequences_[out()] = std::move(list);
+  }
+  return nodes;
 }
 
 std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
   if (n.op_type == kStepOp) return step(g, size_t(n.attr_i("unroll", 0)));
+  if (is_sequence_op(n) || is(n, "Identity")) return sequence_op(g, n);
   if (is(n, "If")) {
     if (n.inputs.empty() || n.inputs[0].empty()) fail("{}: input 'cond' is missing", n.describe());
     const HostTensor* cond = known(g, n.inputs[0]);

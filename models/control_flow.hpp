@@ -1,4 +1,4 @@
-// Control flow (If, Loop, Scan) expanded when a plan is made. A plan knows every input shape and the
+// Control flow (If, Loop, Scan) and sequence values expanded when a plan is made. A plan knows every input shape and the
 // values of the inputs that decide shapes, so an If's condition, a Loop's trip count and condition and a
 // Scan's length are usually known then: the If becomes its branch, the Loop and the Scan become their
 // body repeated (values renamed per iteration, loop-carried values chained, scan outputs stacked with
@@ -6,7 +6,13 @@
 // decision sees the values folded before it (a Loop's condition after iteration t is folded before
 // iteration t + 1 is expanded). A decision that needs run-time data is an error saying so; reading it
 // back from the device mid-run is not built yet.
+//
+// Sequence values (SequenceEmpty / Construct / Insert / Erase / At / Length, ConcatFromSequence,
+// SplitToSequence), which Loop bodies build (a scripted `list.append` in a for, then torch.stack), live only
+// while planning: a sequence is the list of its tensors' names, so the ops become Identity, Concat, Reshape
+// and Gather nodes on tensors, or nothing at all. A sequence cannot be a model input or output.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,8 +23,12 @@ namespace cldl::graph {
 
 // The subgraphs of an If / Loop / Scan node (ai.onnx); empty for any other node. Errors name a missing one.
 std::vector<const Graph*> control_flow_subgraphs(const Node& n);
-// The inputs of a control-flow node that must be known when planning: If's cond, Loop's M and cond.
+// The inputs of a control-flow or sequence node that must be known when planning: If's cond, Loop's M and
+// cond, sequence positions and splits.
 std::vector<size_t> control_flow_deciding_inputs(const Node& n);
+// If, Loop, Scan and the sequence ops: nodes the expander replaces (they have no device implementation).
+bool expanded_when_planning(const Node& n);
+bool is_sequence_op(const Node& n);
 
 // Thrown while planning where a decision needs a value computed from run-time data (`value`): a plan
 // that may stop there (Model's staged plans) catches it; elsewhere it is the error it says.
@@ -32,7 +42,7 @@ inline constexpr int64_t kMaxUnrolledIterations = 4096;
 
 class ControlFlowExpander {
  public:
-  // If, Loop, Scan, or a step marker this expander emitted.
+  // If, Loop, Scan, a sequence op, an Identity of a sequence, or a step marker this expander emitted.
   bool handles(const Node& n) const;
   // The nodes that replace `n` (for a Loop / Scan: one iteration and a step marker, or the final outputs).
   std::vector<Node> expand(Graph& g, const Node& n);
@@ -54,7 +64,10 @@ class ControlFlowExpander {
     std::vector<int64_t> in_axes, in_reverse, out_axes, out_reverse;
   };
   std::vector<Node> step(Graph& g, size_t index);
+  std::vector<Node> sequence_op(Graph& g, const Node& n);
+  const std::vector<std::string>& sequence(const Node& n, size_t input) const;
   std::vector<Unroll> unrolls_;
+  std::map<std::string, std::vector<std::string>> sequences_;  // sequence value -> its tensors' names
 };
 
 }  // namespace cldl::graph

@@ -30,6 +30,7 @@ struct ValueInfo {
   std::string name;
   DType dtype = DType::f32;
   ValueShape shape;
+  bool sequence = false;  // a sequence of tensors of `dtype` (subgraph inputs / outputs only; shape unknown)
 };
 
 class Graph;

@@ -175,11 +175,21 @@ void tensor_to_proto(const HostTensor& t, const std::string& name, onnx::TensorP
     tp.set_raw_data(std::string(static_cast<const char*>(t.data()), t.bytes()));
 }
 
-ValueInfo value_info(const onnx::ValueInfoProto& v, const char* role) {
+// `sequences`: a sequence of tensors is accepted (subgraphs: a Loop body's carried list).
+ValueInfo value_info(const onnx::ValueInfoProto& v, const char* role, bool sequences = false) {
   ValueInfo vi;
   vi.name = v.name();
+  if (sequences && v.type().has_sequence_type() && v.type().sequence_type().elem_type().has_tensor_type()) {
+    vi.sequence = true;
+    vi.shape.known = false;
+    vi.dtype = dtype_from_onnx(v.type().sequence_type().elem_type().tensor_type().elem_type(),
+                               fmt::format("graph {} '{}'", role, v.name()));
+    return vi;
+  }
   if (!v.type().has_tensor_type())
-    fail("graph {} '{}': unsupported type (sequences, maps and optionals are not supported; tensors only)", role, v.name());
+    fail("graph {} '{}': unsupported type ({}; cldl takes and returns tensors, and sequences of tensors inside "
+         "subgraphs)",
+         role, v.name(), v.type().has_sequence_type() ? "a sequence" : "a map or optional");
   auto& tt = v.type().tensor_type();
   vi.dtype = dtype_from_onnx(tt.elem_type(), fmt::format("graph {} '{}'", role, v.name()));
   if (!tt.has_shape()) {
@@ -232,8 +242,8 @@ void read_graph(const onnx::GraphProto& gp, Graph& g, const std::string& base_di
   }
   if (gp.sparse_initializer_size()) fail("{}: unsupported sparse initializers", what);
   for (auto& v : gp.input())
-    if (!g.initializers.count(v.name())) g.inputs.push_back(value_info(v, "input"));
-  for (auto& v : gp.output()) g.outputs.push_back(value_info(v, "output"));
+    if (!g.initializers.count(v.name())) g.inputs.push_back(value_info(v, "input", depth > 0));
+  for (auto& v : gp.output()) g.outputs.push_back(value_info(v, "output", depth > 0));
   for (auto& np : gp.node()) {
     Node n;
     n.name = np.name();

@@ -291,8 +291,8 @@ namespace {
 // `scope` holds the opsets: a subgraph follows its model's imports.
 void check_nodes(const Graph& g, const Graph& scope) {
   for (auto& n : g.nodes) {
-    if (auto subs = control_flow_subgraphs(n); !subs.empty()) {
-      for (const Graph* sub : subs) check_nodes(*sub, scope);
+    if (expanded_when_planning(n)) {
+      for (const Graph* sub : control_flow_subgraphs(n)) check_nodes(*sub, scope);
       continue;
     }
     checked_opset(scope, n, find_op(n.op_type, n.domain), find_folder(n.op_type, n.domain));
@@ -313,7 +313,7 @@ std::vector<std::string> shape_deciding_inputs(const Graph& g) {
     const OpDef* def = find_op(n.op_type, n.domain);
     bool host_only = !def || (!def->lower && def->view_of < 0);
     std::vector<size_t> decides = control_flow_deciding_inputs(n);
-    bool control = !control_flow_subgraphs(n).empty();
+    bool control = expanded_when_planning(n);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       bool need = control ? std::count(decides.begin(), decides.end(), i) > 0
                           : host_only || (def && std::count(def->const_inputs.begin(), def->const_inputs.end(), i) > 0);

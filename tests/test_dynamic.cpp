@@ -125,6 +125,8 @@ TEST_SUITE("dynamic shapes") {
     // torch.jit.script: a for over a dim (Loop) and an if on a dim (If), expanded per plan.
     SUBCASE("scripted control flow, opset 13") { check_exported("scripted_opset13", {"x"}, {"y", "acc"}, 1e-5, 1e-6); }
     SUBCASE("scripted control flow, opset 11") { check_exported("scripted_opset11", {"x"}, {"y", "acc"}, 1e-5, 1e-6); }
+    // A list appended in a for (sequence values in a Loop body), then torch.stack / torch.cat.
+    SUBCASE("scripted list append") { check_exported("list_append", {"x"}, {"stacked", "cat"}, 1e-6, 1e-6); }
     // A while on the data's sum: each condition is read back (a staged plan per iteration).
     SUBCASE("scripted while on data") { check_exported("while", {"x"}, {"acc"}, 1e-5, 1e-5); }
   }
@@ -429,5 +431,46 @@ TEST_SUITE("dynamic shapes") {
     }
     // The rest is planned once per value of the condition.
     CHECK(m->preplanned()->rest->plan_cache_stats().misses == 2);
+  }
+}
+
+TEST_SUITE("dynamic shapes") {
+  TEST_CASE("sequence values are lists of tensors while planning") {
+    GraphBuilder b("seq", 13);
+    auto x = b.input("x", DType::f32, sym_shape({-1, 3}, {"n", ""}));
+    auto two = b.constant("two", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{2}));
+    auto last = b.constant("last", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{-1}));
+    auto seq = b.op1("SplitToSequence", {x, two}, {{"axis", int64_t(0)}});
+    b.output(b.op1("SequenceLength", {seq}), "count");
+    b.output(b.op1("SequenceAt", {seq, last}), "tail");
+    auto head = b.op1("SequenceErase", {seq});
+    b.output(b.op1("ConcatFromSequence", {head}, {{"axis", int64_t(0)}}), "head");
+    b.output(b.op1("ConcatFromSequence", {seq}, {{"axis", int64_t(1)}, {"new_axis", int64_t(1)}}), "stacked");
+    auto m = Model::create(test::shared_ctx(), b.build());
+    auto s = m->session();
+    std::mt19937 rng(9);
+    for (int64_t n : {6, 5, 4}) {
+      CAPTURE(n);
+      HostTensor xv = random_tensor(Shape{n, 3}, rng);
+      const float* xp = xv.as<float>();
+      if (n % 2) {  // chunks of 2 and 1 rows do not stack: a plan error naming the node
+        CHECK_THROWS_WITH(s->run({{"x", xv}}), doctest::Contains("ConcatFromSequence"));
+        continue;
+      }
+      auto out = s->run({{"x", xv}});
+      int64_t chunks = n / 2, tail_rows = 2;
+      CHECK(out.at("count").as<int64_t>()[0] == chunks);
+      REQUIRE(out.at("tail").shape() == Shape{tail_rows, 3});
+      check_close(out.at("tail"), std::vector<float>(xp + (n - tail_rows) * 3, xp + n * 3), 0);
+      REQUIRE(out.at("head").shape() == Shape{n - tail_rows, 3});
+      check_close(out.at("head"), std::vector<float>(xp, xp + (n - tail_rows) * 3), 0);
+      // Equal chunks stack: [2, chunks, 3], element (r, c, k) = x[2c + r, k].
+      REQUIRE(out.at("stacked").shape() == Shape{2, chunks, 3});
+      std::vector<float> want;
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t c = 0; c < chunks; ++c)
+          for (int64_t k = 0; k < 3; ++k) want.push_back(xp[(2 * c + r) * 3 + k]);
+      check_close(out.at("stacked"), want, 0);
+    }
   }
 }

@@ -7,6 +7,7 @@ with). Run from the repository root with a Python that has torch (Debian's) and 
 Writes tests/data/dynamic/<model>.onnx and <model>/<k>_<name>.npy (inputs and ORT's outputs of case k)."""
 import math
 import os
+from typing import List
 
 import numpy as np
 import onnxruntime as ort
@@ -94,6 +95,17 @@ class Scripted(nn.Module):
         return y, acc
 
 
+class ListAppend(nn.Module):
+    """A scripted list built in a for loop (SequenceEmpty, SequenceInsert in a Loop body), then stacked and
+    concatenated (ConcatFromSequence with and without new_axis)."""
+
+    def forward(self, x):
+        outs: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            outs.append(x[i] * float(i + 1))
+        return torch.stack(outs, 0), torch.cat(outs, 0)
+
+
 class While(nn.Module):
     """A `while` on a value computed from the data (a Loop whose condition needs run-time data)."""
 
@@ -172,6 +184,12 @@ def main():
             return {"x": rng.standard_normal((int(rng.integers(1, 9)), int(rng.integers(1, 7)))).astype(np.float32)}
 
         cases(name, path, scripted_inputs, 8, opset)
+
+    path = os.path.join(HERE, "list_append.onnx")
+    torch.onnx.export(torch.jit.script(ListAppend()), (torch.randn(3, 4),), path, input_names=["x"],
+                      output_names=["stacked", "cat"], dynamic_axes={"x": {0: "n", 1: "w"}}, opset_version=13)
+    cases("list_append", path,
+          lambda rng: {"x": rng.standard_normal((int(rng.integers(1, 7)), int(rng.integers(1, 6)))).astype(np.float32)}, 6, 17)
 
     path = os.path.join(HERE, "while.onnx")
     torch.onnx.export(torch.jit.script(While()), (torch.randn(3),), path, input_names=["x"], output_names=["acc"],
