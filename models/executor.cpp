@@ -100,6 +100,19 @@ Tensor ConstantCache::find_or_upload(Context& ctx, const HostTensor& t, int devi
   return r;
 }
 
+Tensor ConstantCache::derived(Context& ctx, const HostTensor& from, const std::string& kind, int device,
+                              const std::function<HostTensor()>& make) {
+  {
+    std::lock_guard lock(mu_);
+    if (!from.storage_id() || !allowed_.count(from.storage_id())) return ctx.upload(make(), device);
+    auto it = derived_.find({from.storage_id(), kind, device});
+    if (it != derived_.end()) return it->second;
+  }
+  Tensor t = ctx.upload(make(), device);  // outside the lock: a transpose of a large weight takes a while
+  std::lock_guard lock(mu_);
+  return derived_.emplace(std::make_tuple(from.storage_id(), kind, device), t).first->second;
+}
+
 std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> ctx, Graph g, const CompileOptions& opts) {
   auto m = std::shared_ptr<CompiledModel>(new CompiledModel());
   m->ctx_ = std::move(ctx);

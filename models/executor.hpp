@@ -21,7 +21,9 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <functional>
 #include <mutex>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -42,11 +44,17 @@ class ConstantCache {
   void allow(const HostTensor& t);
   // The device copy of `t` (uploaded on first use) when its bytes are allowed; an invalid Tensor otherwise.
   Tensor find_or_upload(Context& ctx, const HostTensor& t, int device);
+  // A tensor an op derives from an allowed constant once for all plans (a transposed weight): `kind`
+  // names the derivation, `make` computes it on first use. Not allowed: `make`'s result, uploaded for
+  // the caller alone.
+  Tensor derived(Context& ctx, const HostTensor& from, const std::string& kind, int device,
+                 const std::function<HostTensor()>& make);
 
  private:
   std::mutex mu_;
   std::map<const void*, HostTensor> allowed_;  // keeps the bytes (and so their id) alive
   std::map<std::pair<const void*, int>, Tensor> device_;
+  std::map<std::tuple<const void*, std::string, int>, Tensor> derived_;
 };
 
 struct CompileOptions {

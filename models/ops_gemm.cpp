@@ -4,6 +4,7 @@
 // Versions: Gemm from opset 6 (C required before 11; before 7 it broadcasts only with broadcast = 1),
 // MatMul from opset 1 (later versions only add dtypes).
 #include "layers/gemm.hpp"
+#include "models/executor.hpp"
 #include "models/op_registry.hpp"
 #include "models/passes.hpp"
 
@@ -119,12 +120,17 @@ std::unique_ptr<NodeKernel> lower_gemm(LowerCtx& c) {
   const HostTensor* wb = c.value.size() > 1 ? c.value[1] : nullptr;
   if (tb && wb && wb->dtype() == DType::f32 && wb->shape().rank() == 2) {
     const int64_t rows = wb->shape()[0], cols = wb->shape()[1];  // [N, K]
-    HostTensor t(DType::f32, Shape{cols, rows});
-    const float* src = wb->as<float>();
-    float* dst = t.as<float>();
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t q = 0; q < cols; ++q) dst[q * rows + r] = src[r * cols + q];
-    k->b_t = c.ctx.upload(t, c.device);
+    auto transpose = [&] {
+      HostTensor t(DType::f32, Shape{cols, rows});
+      const float* src = wb->as<float>();
+      float* dst = t.as<float>();
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t q = 0; q < cols; ++q) dst[q * rows + r] = src[r * cols + q];
+      return t;
+    };
+    // One transposed copy per model and device, shared by the model's plans (ConstantCache).
+    k->b_t = c.options && c.options->constants ? c.options->constants->derived(c.ctx, *wb, "Gemm B^T", c.device, transpose)
+                                               : c.ctx.upload(transpose(), c.device);
     main.trans_b = false;
     s.b = -2;
     parts.push_back("constant B transposed at load");
