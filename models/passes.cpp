@@ -309,7 +309,12 @@ std::vector<std::string> shape_deciding_inputs(const Graph& g) {
   auto prod = g.producers();
   std::set<std::string> seen, r;
   std::vector<std::string> todo;
+  // Ops whose output depends on their input's shape only (evaluated on the host, yet no value is read).
+  auto shape_only = [](const Node& n) {
+    return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size" || n.op_type == "EyeLike");
+  };
   for (auto& n : g.nodes) {
+    if (shape_only(n)) continue;
     const OpDef* def = find_op(n.op_type, n.domain);
     bool host_only = !def || (!def->lower && def->view_of < 0);
     std::vector<size_t> decides = control_flow_deciding_inputs(n);
@@ -335,7 +340,7 @@ std::vector<std::string> shape_deciding_inputs(const Graph& g) {
     auto p = prod.find(v);
     if (p == prod.end()) continue;
     const Node& n = g.nodes[p->second];
-    if (n.op_type == "Shape" || n.op_type == "Size") continue;
+    if (shape_only(n)) continue;
     for (auto& in : n.inputs)
       if (!in.empty()) todo.push_back(in);
   }
