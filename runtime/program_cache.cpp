@@ -49,16 +49,41 @@ bool env_disk_enabled() {
   return !(c && (std::string(c) == "0" || std::string(c) == "off"));
 }
 
-// The full disk key: everything a binary depends on except the context.
-std::string disk_key(const Device& d, std::string_view name, const std::string& source, std::string_view options) {
-  return fmt::format("cldl {}|{}|{}|{}|{}|{}|{}|src {} {}", library_version(), d.info.platform_name,
-                     d.info.platform_version, d.info.name, d.info.driver_version, name, options,
-                     source.size(), hash_hex(source));
-}
-
 std::string full_source(std::string_view kernel_file) {
   if (kernel_file == "common.cl") return kernel_source("common.cl");
   return kernel_source("common.cl") + "\n#line 1\n" + kernel_source(kernel_file);
+}
+
+// The source text and its hash. An embedded kernel file's are computed once per process (every op
+// creation asks for its program, and hashing tens of KB each time was a third of a plan's host time);
+// with CLDL_KERNEL_DIR the files may change between calls, so they are read and hashed each time.
+struct SourceText {
+  std::string text, hash;
+};
+SourceText source_of(std::string_view kernel_file) {
+  if (const char* dir = std::getenv("CLDL_KERNEL_DIR"); dir && *dir) {
+    std::string text = full_source(kernel_file);
+    std::string hash = hash_hex(text);
+    return {std::move(text), std::move(hash)};
+  }
+  static std::mutex m;
+  static std::map<std::string, SourceText, std::less<>> memo;
+  std::lock_guard lock(m);
+  auto it = memo.find(kernel_file);
+  if (it == memo.end()) {
+    std::string text = full_source(kernel_file);
+    std::string hash = hash_hex(text);
+    it = memo.emplace(std::string(kernel_file), SourceText{std::move(text), std::move(hash)}).first;
+  }
+  return it->second;
+}
+
+// The full disk key: everything a binary depends on except the context.
+std::string disk_key(const Device& d, std::string_view name, size_t source_size, std::string_view source_hash,
+                     std::string_view options) {
+  return fmt::format("cldl {}|{}|{}|{}|{}|{}|{}|src {} {}", library_version(), d.info.platform_name,
+                     d.info.platform_version, d.info.name, d.info.driver_version, name, options, source_size,
+                     source_hash);
 }
 
 template <typename T>
@@ -144,12 +169,14 @@ void ProgramCache::set_binary_bundle(std::string dir, bool strict) {
 }
 
 std::string ProgramCache::key_hash(const Device& device, std::string_view kernel_file, std::string_view options) const {
-  return hash_hex(disk_key(device, kernel_file, full_source(kernel_file), options));
+  SourceText src = source_of(kernel_file);
+  return hash_hex(disk_key(device, kernel_file, src.text.size(), src.hash, options));
 }
 
 std::string ProgramCache::disk_key_for(const Device& device, std::string_view kernel_file,
                                       std::string_view options) const {
-  return disk_key(device, kernel_file, full_source(kernel_file), options);
+  SourceText src = source_of(kernel_file);
+  return disk_key(device, kernel_file, src.text.size(), src.hash, options);
 }
 
 void ProgramCache::start_recording() {
@@ -178,12 +205,19 @@ cl::Program ProgramCache::get(const cl::Context& ctx, const Device& device, std:
       if (std::find(recorded_.begin(), recorded_.end(), spec) == recorded_.end()) recorded_.push_back(std::move(spec));
     }
   }
-  return get_source(ctx, device, kernel_file, full_source(kernel_file), options);
+  SourceText src = source_of(kernel_file);
+  return get_hashed(ctx, device, kernel_file, src.text, src.hash, options);
 }
 
 cl::Program ProgramCache::get_source(const cl::Context& ctx, const Device& device, std::string_view name,
                                      const std::string& source, std::string_view options) {
-  std::string key = disk_key(device, name, source, options);
+  return get_hashed(ctx, device, name, source, hash_hex(source), options);
+}
+
+cl::Program ProgramCache::get_hashed(const cl::Context& ctx, const Device& device, std::string_view name,
+                                     const std::string& source, std::string_view source_hash,
+                                     std::string_view options) {
+  std::string key = disk_key(device, name, source.size(), source_hash, options);
   std::string mem_key = fmt::format("{}|{}|{}", static_cast<const void*>(ctx()), static_cast<const void*>(device.device()), key);
   std::promise<cl::Program> promise;
   std::shared_future<cl::Program> fut;

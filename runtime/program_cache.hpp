@@ -37,6 +37,9 @@ class ProgramCache {
   // Same for explicit source text; `name` appears in errors and logs.
   cl::Program get_source(const cl::Context& ctx, const Device& device, std::string_view name,
                          const std::string& source, std::string_view options = {});
+  // get_source with the source's hash already known (get() knows an embedded file's).
+  cl::Program get_hashed(const cl::Context& ctx, const Device& device, std::string_view name,
+                         const std::string& source, std::string_view source_hash, std::string_view options);
   // Program from a binary file built offline for `device` (no source is compiled).
   cl::Program load_binary_file(const cl::Context& ctx, const Device& device, const std::string& path,
                                std::string_view options = {});
