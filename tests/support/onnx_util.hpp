@@ -45,6 +45,31 @@ inline std::map<std::string, HostTensor> run_graph(graph::Graph g, const std::ma
   return m->session()->run(inputs);
 }
 
+// Host folding against the device: `build(true)` makes a graph whose ops read only constants (plus a
+// runtime input "z" [1] f32 so the graph keeps a node), which prepare() must fold to Identity nodes;
+// `build(false)` the same ops on graph inputs (`feed`). The outputs `names` must agree: f32 within
+// rtol / atol, every other dtype bit for bit.
+template <typename Build>
+void check_folds_like_device(Build&& build, const std::map<std::string, HostTensor>& feed,
+                             std::initializer_list<const char*> names, double rtol, double atol) {
+  graph::Graph g = build(true);
+  graph::prepare(g, {});
+  for (const auto& n : g.nodes) CHECK_MESSAGE(n.op_type == "Identity", n.op_type << " was not folded");
+  auto folded = run_graph(build(true), {{"z", random_tensor(Shape{1}, 1)}});
+  auto device = run_graph(build(false), feed);
+  for (const char* name : names) {
+    CAPTURE(name);
+    const HostTensor &f = folded.at(name), &d = device.at(name);
+    REQUIRE(f.dtype() == d.dtype());
+    REQUIRE(f.shape() == d.shape());
+    if (f.dtype() == DType::f32) {
+      CLDL_CHECK_CLOSE(f.as<float>(), d.as<float>(), size_t(f.numel()), rtol, atol);
+    } else {
+      CHECK(std::memcmp(f.data(), d.data(), f.bytes()) == 0);
+    }
+  }
+}
+
 // Message of the cldl::Error that `f` throws ("" when it does not throw).
 template <typename F>
 std::string error_of(F&& f) {
