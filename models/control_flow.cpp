@@ -58,15 +58,19 @@ std::vector<Node> inline_body(Graph& g, const Graph& sub, const std::string& pre
     for (auto& o : b.outputs)
       if (!o.empty()) rename[o] = g.unique_name(prefix + "/" + o);
   // Nested subgraphs read this body's values by their old names: rename those reads there too.
-  std::function<void(Graph&)> fix = [&](Graph& x) {
+  std::function<void(Graph&)> fix;
+  auto fix_subgraphs = [&](Node& x) {
+    for (auto& [k, a] : x.attrs)
+      if (auto* sg = std::get_if<SubGraph>(&a); sg && *sg) {
+        auto copy = std::make_shared<Graph>(**sg);
+        fix(*copy);
+        a = SubGraph(std::move(copy));
+      }
+  };
+  fix = [&](Graph& x) {
     for (auto& xn : x.nodes) {
       for (auto& v : xn.inputs) v = local(v);
-      for (auto& [k, a] : xn.attrs)
-        if (auto* sg = std::get_if<SubGraph>(&a); sg && *sg) {
-          auto copy = std::make_shared<Graph>(**sg);
-          fix(*copy);
-          a = SubGraph(std::move(copy));
-        }
+      fix_subgraphs(xn);
     }
     for (auto& o : x.outputs) o.name = local(o.name);
   };
@@ -76,12 +80,7 @@ std::vector<Node> inline_body(Graph& g, const Graph& sub, const std::string& pre
     c.name = g.unique_name(prefix + "/" + b.name);
     for (auto& v : c.inputs) v = local(v);
     for (auto& v : c.outputs) v = local(v);
-    for (auto& [k, a] : c.attrs)
-      if (auto* sg = std::get_if<SubGraph>(&a); sg && *sg) {
-        auto copy = std::make_shared<Graph>(**sg);
-        fix(*copy);
-        a = SubGraph(std::move(copy));
-      }
+    fix_subgraphs(c);
     out.push_back(std::move(c));
   }
   outs.clear();

@@ -344,13 +344,8 @@ std::shared_ptr<CompiledModel> load_onnx_model(std::shared_ptr<Context> ctx, con
                                                const LoadOptions& opts) {
   auto m = load_model(std::move(ctx), path, opts);
   if (!m->preplanned()) {
-    for (auto& in : m->graph().inputs)
-      for (size_t i = 0; i < in.shape.dims.size(); ++i)
-        if (in.shape.dims[i] < 0) {
-          const std::string sym = i < in.shape.symbols.size() ? in.shape.symbols[i] : std::string();
-          fail("graph input '{}' dimension {} ('{}') of {} is not fixed: bind it (cldl run --dim {}=N)", in.name, i,
-               sym.empty() ? "?" : sym, in.shape.str(), sym.empty() ? "NAME" : sym);
-        }
+    Graph g = m->graph();
+    bind_inputs(g, opts.prepare, true);  // names the first dim nothing fixed
     fail("graph '{}': inputs {} decide shapes by their values: bind them", m->graph().name,
          fmt::join(m->shape_inputs(), ", "));
   }

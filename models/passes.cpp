@@ -70,7 +70,20 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
   size_t folded = 0;
   std::vector<Node> kept, work = std::move(g.nodes);
   ControlFlowExpander unrolls;
-  for (size_t next = 0; next < work.size();) {
+  size_t next = 0;
+  // A decision needs `value` from run-time data: g keeps the nodes inferred so far, `boundary` gets `first`
+  // and the nodes not reached yet (Loops still expanding continue there as Loops of their own).
+  auto stop_at = [&](const std::string& value, const std::string& reason, Node first) {
+    boundary->hit = true;
+    boundary->value = value;
+    boundary->reason = reason;
+    boundary->rest.push_back(std::move(first));
+    for (size_t k = next; k < work.size(); ++k)
+      boundary->rest.push_back(unrolls.handles(work[k]) && !work[k].domain.empty() ? unrolls.remaining_loop(g, work[k])
+                                                                                  : std::move(work[k]));
+    g.nodes = std::move(kept);
+  };
+  while (next < work.size()) {
     Node n = std::move(work[next++]);
     if (unrolls.handles(n)) {
       // Control flow whose decisions are known when planning (control_flow.hpp): the nodes it stands
@@ -80,15 +93,7 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
         nodes = unrolls.expand(g, n);
       } catch (const RuntimeDecision& d) {
         if (!boundary) throw;
-        boundary->hit = true;
-        boundary->value = d.value;
-        boundary->reason = d.what();
-        boundary->rest.push_back(n.domain.empty() ? n : unrolls.remaining_loop(g, n));
-        // Loops still expanding (this decision is inside one) continue in the rest as Loops of their own.
-        for (size_t k = next; k < work.size(); ++k)
-          boundary->rest.push_back(unrolls.handles(work[k]) && !work[k].domain.empty() ? unrolls.remaining_loop(g, work[k])
-                                                                                      : std::move(work[k]));
-        g.nodes = std::move(kept);
+        stop_at(d.value, d.what(), n.domain.empty() ? n : unrolls.remaining_loop(g, n));
         return folded;
       }
       work.insert(work.begin() + std::ptrdiff_t(next), std::make_move_iterator(nodes.begin()),
@@ -125,15 +130,8 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
         for (size_t i : def->const_inputs)
           if (i < c.in.size() && c.in[i] && !c.value[i] && c.in[i]->shape.is_static() &&
               c.in[i]->shape.to_shape().numel() <= kMaxDecidingElements) {
-            boundary->hit = true;
-            boundary->value = n.inputs[i];
-            boundary->reason = fmt::format("{}: input '{}' is computed from run-time data", n.describe(), n.inputs[i]);
-            boundary->rest.push_back(std::move(n));
-            for (size_t k = next; k < work.size(); ++k)
-              boundary->rest.push_back(unrolls.handles(work[k]) && !work[k].domain.empty()
-                                           ? unrolls.remaining_loop(g, work[k])
-                                           : std::move(work[k]));
-            g.nodes = std::move(kept);
+            std::string value = n.inputs[i];
+            stop_at(value, fmt::format("{}: input '{}' is computed from run-time data", n.describe(), value), std::move(n));
             return folded;
           }
       def->infer(c);

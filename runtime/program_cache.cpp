@@ -60,21 +60,18 @@ std::string full_source(std::string_view kernel_file) {
 struct SourceText {
   std::string text, hash;
 };
-SourceText source_of(std::string_view kernel_file) {
-  if (const char* dir = std::getenv("CLDL_KERNEL_DIR"); dir && *dir) {
+std::shared_ptr<const SourceText> source_of(std::string_view kernel_file) {
+  auto make = [&] {
     std::string text = full_source(kernel_file);
     std::string hash = hash_hex(text);
-    return {std::move(text), std::move(hash)};
-  }
+    return std::make_shared<const SourceText>(SourceText{std::move(text), std::move(hash)});
+  };
+  if (const char* dir = std::getenv("CLDL_KERNEL_DIR"); dir && *dir) return make();
   static std::mutex m;
-  static std::map<std::string, SourceText, std::less<>> memo;
+  static std::map<std::string, std::shared_ptr<const SourceText>, std::less<>> memo;
   std::lock_guard lock(m);
   auto it = memo.find(kernel_file);
-  if (it == memo.end()) {
-    std::string text = full_source(kernel_file);
-    std::string hash = hash_hex(text);
-    it = memo.emplace(std::string(kernel_file), SourceText{std::move(text), std::move(hash)}).first;
-  }
+  if (it == memo.end()) it = memo.emplace(std::string(kernel_file), make()).first;
   return it->second;
 }
 
@@ -169,14 +166,14 @@ void ProgramCache::set_binary_bundle(std::string dir, bool strict) {
 }
 
 std::string ProgramCache::key_hash(const Device& device, std::string_view kernel_file, std::string_view options) const {
-  SourceText src = source_of(kernel_file);
-  return hash_hex(disk_key(device, kernel_file, src.text.size(), src.hash, options));
+  auto src = source_of(kernel_file);
+  return hash_hex(disk_key(device, kernel_file, src->text.size(), src->hash, options));
 }
 
 std::string ProgramCache::disk_key_for(const Device& device, std::string_view kernel_file,
                                       std::string_view options) const {
-  SourceText src = source_of(kernel_file);
-  return disk_key(device, kernel_file, src.text.size(), src.hash, options);
+  auto src = source_of(kernel_file);
+  return disk_key(device, kernel_file, src->text.size(), src->hash, options);
 }
 
 void ProgramCache::start_recording() {
@@ -205,8 +202,8 @@ cl::Program ProgramCache::get(const cl::Context& ctx, const Device& device, std:
       if (std::find(recorded_.begin(), recorded_.end(), spec) == recorded_.end()) recorded_.push_back(std::move(spec));
     }
   }
-  SourceText src = source_of(kernel_file);
-  return get_hashed(ctx, device, kernel_file, src.text, src.hash, options);
+  auto src = source_of(kernel_file);
+  return get_hashed(ctx, device, kernel_file, src->text, src->hash, options);
 }
 
 cl::Program ProgramCache::get_source(const cl::Context& ctx, const Device& device, std::string_view name,

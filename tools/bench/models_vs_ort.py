@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""cldl against ONNX Runtime on the same models, inputs and threads: median ms of each and the ratio
+ORT / cldl (> 1: cldl is faster). Inputs are drawn once (seeded), written as .npy and given to every
+cldl build with --input, and to ORT (intra-op threads --threads, default 2) from the same arrays.
+
+    python tools/bench/models_vs_ort.py [--cldl build/cldl ...] [--runs 40]
+
+Several --cldl binaries (e.g. a build before and after a change) are timed in alternating rounds.
+Needs onnxruntime and numpy (PyPI); the models are the zoo's and tests/data/dynamic's."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# (model, {input: (dtype, shape)}); int64 inputs named *mask* are ones, other int64 ids below 100.
+MODELS = [
+    ("models/zoo/digits_cnn/model.onnx", {"image": ("float32", (1, 1, 8, 8))}),
+    ("models/zoo/digits_cnn/model.onnx", {"image": ("float32", (450, 1, 8, 8))}),
+    ("tests/data/dynamic/cnn.onnx", {"image": ("float32", (2, 3, 64, 64))}),
+    ("tests/data/dynamic/bert_opset14.onnx", {"input_ids": ("int64", (4, 64)), "attention_mask": ("int64", (4, 64))}),
+]
+
+
+def inputs(spec, rng):
+    feed = {}
+    for name, (dtype, shape) in spec.items():
+        if dtype == "int64":
+            feed[name] = np.ones(shape, np.int64) if "mask" in name else rng.integers(0, 100, shape).astype(np.int64)
+        else:
+            feed[name] = rng.standard_normal(shape).astype(dtype)
+    return feed
+
+
+def ort_median(path, feed, runs, threads):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    for _ in range(5):
+        s.run(None, feed)
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        s.run(None, feed)
+        ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts)
+
+
+def cldl_median(binary, path, files, runs):
+    cmd = [binary, "bench", path, "--runs", str(runs), "--warmup", "5", "--json"]
+    for name, f in files.items():
+        cmd += ["--input", f"{name}={f}"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["median_ms"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cldl", action="append", default=[])
+    ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    binaries = a.cldl or [os.path.join(ROOT, "build", "cldl")]
+    rng = np.random.default_rng(0)
+    tmp = tempfile.mkdtemp(prefix="cldl-vs-ort-")
+    ratios = {b: [] for b in binaries}
+    for k, (model, spec) in enumerate(MODELS):
+        path = os.path.join(ROOT, model)
+        feed = inputs(spec, rng)
+        files = {}
+        for name, v in feed.items():
+            files[name] = os.path.join(tmp, f"{k}_{name}.npy")
+            np.save(files[name], v)
+        o, c = [], {b: [] for b in binaries}
+        for _ in range(a.rounds):
+            o.append(ort_median(path, feed, a.runs, a.threads))
+            for b in binaries:
+                c[b].append(cldl_median(b, path, files, a.runs))
+        shape = ", ".join(f"{n} {list(s)}" for n, (_, s) in spec.items())
+        ort_ms = statistics.median(o)
+        line = f"{model} ({shape}): ORT {ort_ms:.3f} ms"
+        for b in binaries:
+            ms = statistics.median(c[b])
+            ratios[b].append(ort_ms / ms)
+            line += f" | {b}: {ms:.3f} ms, ORT/cldl {ort_ms / ms:.2f}x"
+        print(line, flush=True)
+    for b in binaries:
+        geo = float(np.exp(np.mean(np.log(ratios[b]))))
+        print(f"{b}: geometric mean ORT/cldl {geo:.2f}x over {len(ratios[b])} cases")
+
+
+if __name__ == "__main__":
+    main()
