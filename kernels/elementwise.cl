@@ -112,7 +112,11 @@ inline T_CALC unary_apply(int op, T_CALC x, T_CALC a, T_CALC b) {
     case U_FLOOR: return floor(x);
     case U_CEIL: return ceil(x);
     case U_ROUND: return rint(x);  // ONNX Round: halves to even
+#if USE_FP64
     case U_ERF: return erf(x);
+#else
+    case U_ERF: return cldl_erf(x);  // f32 compute (f16 / bf16 storage too)
+#endif
     case U_SIN: return sin(x);
     case U_COS: return cos(x);
     case U_SINH: return sinh(x);
