@@ -6,6 +6,8 @@
 //    only reader becomes one node whose epilogue applies it (attributes _cldl_act, _cldl_act_alpha/beta).
 //    It runs after BatchNorm folding, so Conv -> BN -> Relu becomes one Conv. Gelu joins too, also the
 //    one the GELU pattern pass (fusion_patterns.cpp) makes from PyTorch's erf / tanh spelling.
+//  - MatMul bias (typed): MatMul by a 2-D weight, then Add of a per-column bias, becomes one MatMul
+//    whose GEMM epilogue adds the bias (attribute _cldl_bias, bias as input 2).
 #include <cmath>
 #include <set>
 
@@ -123,10 +125,61 @@ size_t fuse_activations(Graph& g) {
   return n;
 }
 
+// MatMul by a 2-D B followed by an Add of a per-column bias (shape [N], or [1, ..., 1, N]) that is its
+// only reader: the bias joins the GEMM's epilogue (input 2, attribute _cldl_bias), and an activation after
+// the Add can then join too (the structure passes run again after a typed pass rewrites).
+size_t fuse_matmul_bias(Graph& g) {
+  if (g.opset() < 7) return 0;
+  size_t n = 0;
+  auto rd = readers(g);
+  auto pr = g.producers();
+  std::set<size_t> drop;
+  auto shape = [&](const std::string& v) -> std::optional<Shape> {
+    auto it = g.values.find(v);
+    if (it == g.values.end() || it->second.dtype != DType::f32 || !it->second.shape.is_static()) return std::nullopt;
+    return it->second.shape.to_shape();
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& add = g.nodes[i];
+    if (add.op_type != "Add" || !add.domain.empty() || add.input_count() != 2) continue;
+    for (int side = 0; side < 2; ++side) {
+      const std::string y = add.input(size_t(side)), bias = add.input(size_t(1 - side));
+      auto p = pr.find(y);
+      if (p == pr.end() || rd[y].size() != 1 || y == bias) continue;
+      Node& mm = g.nodes[p->second];
+      if (mm.op_type != "MatMul" || !mm.domain.empty() || mm.input_count() != 2 || mm.has("_cldl_act")) continue;
+      auto a = shape(mm.input(0)), b = shape(mm.input(1)), ys = shape(y), bs = shape(bias), out = shape(add.outputs[0]);
+      if (!a || !b || !ys || !bs || !out || a->rank() < 2 || b->rank() != 2 || *out != *ys) continue;
+      const int64_t N = (*b)[1];
+      bool per_col = bs->rank() >= 1 && bs->rank() <= ys->rank() && bs->numel() == N && (*bs)[bs->rank() - 1] == N;
+      if (!per_col) continue;
+      std::string bname = bias;
+      if (bs->rank() != 1) {  // [1, ..., N]: a [N] copy for the epilogue (constant) or skip
+        auto c = g.initializers.find(bias);
+        if (c == g.initializers.end()) continue;
+        HostTensor t = c->second;
+        t.reshape(Shape{N});
+        bname = g.unique_name(bias + "_col");
+        g.initializers[bname] = std::move(t);
+        g.values[bname] = ValueInfo{bname, DType::f32, Shape{N}};
+      }
+      mm.inputs.push_back(bname);
+      mm.attrs["_cldl_bias"] = int64_t(1);
+      mm.outputs[0] = add.outputs[0];
+      drop.insert(i);
+      ++n;
+      break;
+    }
+  }
+  erase_nodes(g, drop);
+  return n;
+}
+
 struct Register {
   Register() {
     register_fusion_pass("batchnorm-folding", fold_batchnorm);
     register_fusion_pass("activation-fusion", fuse_activations);
+    register_fusion_pass("matmul-bias", fuse_matmul_bias, FusionStage::typed);
   }
 } const kRegister;
 

@@ -361,9 +361,15 @@ size_t fuse_attention(Graph& g) {
       }
       if (Node* a = m.producer(v, "Add"); a && !have_add) {
         // The scores are the input that leads to the QK MatMul; the other one is the mask.
+        // A mask of another shape than the scores (HF's [B, 1, 1, S], itself often a Mul) tells them apart.
         std::string s = a->input(0), mk = a->input(1);
-        if (m.producer(mk, "MatMul") || m.producer(mk, "Div") || m.producer(mk, "Mul") || m.producer(mk, "Where"))
+        const bool s_full = m.f32(s) && m.shape(s) == ss, mk_full = m.f32(mk) && m.shape(mk) == ss;
+        if (s_full != mk_full) {
+          if (mk_full) std::swap(s, mk);
+        } else if (m.producer(mk, "MatMul") || m.producer(mk, "Div") || m.producer(mk, "Mul") ||
+                   m.producer(mk, "Where")) {
           std::swap(s, mk);
+        }
         if (!m.f32(mk) || !m.f32(s) || m.shape(s) != ss) break;
         add_mask = mk, have_add = true, v = s;
         chain.push_back(a);

@@ -27,7 +27,10 @@ void register_op(OpDef def) {
 
 const OpDef* find_op(const std::string& type, const std::string& domain) {
   std::lock_guard lock(table_mutex());
-  // Fusion-made nodes (passes.hpp kFusedDomain) run as the ai.onnx op of the same name.
+  // Fusion-made nodes (passes.hpp kFusedDomain) run as the ai.onnx op of the same name, unless the op
+  // exists only as a fusion product (FusedElementwise).
+  for (auto& o : table())
+    if (o.type == type && o.domain == domain) return &o;
   std::string d = domain == "ai.onnx" || domain == kFusedDomain ? "" : domain;
   for (auto& o : table())
     if (o.type == type && o.domain == d) return &o;

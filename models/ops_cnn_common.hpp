@@ -9,6 +9,7 @@
 #include <string_view>
 #include <thread>
 
+#include "layers/elementwise.hpp"
 #include "models/op_registry.hpp"
 
 namespace cldl::graph {
@@ -100,6 +101,14 @@ inline Shape coerced_2d(const Node& n, const Shape& s) {
 // broadcasting computes it (A's shape is the output's); nullopt from opset 7 on and for other ops.
 // Errors name the node. Defined in ops_elementwise.cpp; the load-time folding of ops_shape.cpp uses it too.
 std::optional<Shape> legacy_broadcast(const Node& n, int64_t opset, const Shape& a, const Shape& b);
+
+// How ops_elementwise.cpp reads element-wise nodes (also used by the element-wise fusion pass, so a fused
+// step computes what the single op would): whether an op type is an activation, a unary node's config
+// (op code, activation parameters; Clip's bounds from its constant inputs in `value`), and a binary or
+// variadic node's BinaryOp.
+bool is_activation(const std::string& op_type);
+UnaryConfig unary_config(const Node& n, const std::vector<const HostTensor*>& value, DType dt, Shape s);
+BinaryOp binary_of(const Node& n);
 
 // Runs a layer's static validate and rethrows its error with the node named.
 template <typename F>

@@ -53,9 +53,9 @@ std::optional<Shape> legacy_broadcast(const Node& n, int64_t opset, const Shape&
   return s;
 }
 
-namespace {
 
 // ---------------------------------------------------------------- unary
+namespace {
 // Activation with the node's ONNX attributes (names per op; defaults from activation_from_onnx).
 Activation node_activation(const Node& n) {
   const std::string& t = n.op_type;
@@ -76,6 +76,16 @@ Activation node_activation(const Node& n) {
     a.beta = n.attr_f("beta", a.beta);
   }
   return a;
+}
+
+}  // namespace
+
+BinaryOp binary_of(const Node& n) {
+  const std::string& t = n.op_type;
+  if (t == "Sum" || t == "Mean") return BinaryOp::add;
+  if (t == "LessOrEqual") return BinaryOp::less_equal;
+  if (t == "GreaterOrEqual") return BinaryOp::greater_equal;
+  return binary_op_from_onnx(t, n.attr_i("fmod", 0) != 0);
 }
 
 bool is_activation(const std::string& t) {
@@ -110,6 +120,8 @@ UnaryConfig unary_config(const Node& n, const std::vector<const HostTensor*>& va
   return u;
 }
 
+namespace {
+
 void infer_unary(InferCtx& c) {
   if (c.node.op_type == "Clip")  // optional bounds: when given they must be known at load
     for (size_t i = 1; i < 3; ++i)
@@ -125,13 +137,6 @@ std::unique_ptr<NodeKernel> lower_unary(LowerCtx& c) {
 }
 
 // ---------------------------------------------------------------- binary and variadic
-BinaryOp binary_of(const Node& n) {
-  const std::string& t = n.op_type;
-  if (t == "Sum" || t == "Mean") return BinaryOp::add;
-  if (t == "LessOrEqual") return BinaryOp::less_equal;
-  if (t == "GreaterOrEqual") return BinaryOp::greater_equal;
-  return binary_op_from_onnx(t, n.attr_i("fmod", 0) != 0);
-}
 
 // Pow with a base and an exponent of different dtypes (ONNX allows it; the result has the base's dtype)
 // has no single kernel type: it is computed in f32 between casts; an integer result is cast back

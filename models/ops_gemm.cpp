@@ -180,6 +180,11 @@ void infer_matmul(InferCtx& c) {
   Shape out = d.batch;
   if (a.rank() > 1) out.dims.push_back(d.M);
   if (b.rank() > 1) out.dims.push_back(d.N);
+  if (c.has_input(2)) {  // the per-column bias the matmul-bias pass (fusion.cpp) fused
+    need_f32(c, 2);
+    if (c.node.attr_i("_cldl_bias", 0) == 0 || b.rank() != 2 || a.rank() < 2 || c.shape(2) != Shape{d.N})
+      c.error("input 2 (fused bias) must be [{}] with a 2-D B and _cldl_bias = 1; got {}", d.N, c.shape(2).str());
+  }
   c.set(0, DType::f32, out);
 }
 
@@ -190,8 +195,9 @@ class MatMulKernel : public NodeKernel {
   int64_t a_elems = 0, b_elems = 0, y_elems = 0;
   std::string algo;
   std::string algorithm() const override { return algo; }
+  bool bias = false;  // input 2: per-column bias in the epilogue
   void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
-    if (calls.empty()) return op->run(in[0], in[1], out[0], ec);
+    if (calls.empty()) return op->run(in[0], in[1], out[0], ec, bias ? &in[2] : nullptr);
     for (auto& [oa, ob, oy] : calls)
       op->run(in[0].slice_elems(oa, a_elems, Shape{a_elems}), in[1].slice_elems(ob, b_elems, Shape{b_elems}),
               out[0].slice_elems(oy, y_elems, Shape{y_elems}), ec);
@@ -204,6 +210,8 @@ std::unique_ptr<NodeKernel> lower_matmul(LowerCtx& c) {
   GemmConfig g;
   g.M = d.M; g.N = d.N; g.K = d.K;
   g.act = fused_activation(c.node);
+  k->bias = c.in.size() > 2 && !c.in[2].name.empty();
+  if (k->bias) g.bias = GemmBias::per_col;
   int64_t nb = d.batch.numel(), na = d.a_batch.numel(), nbb = d.b_batch.numel();
   if ((na == nb || na == 1) && (nbb == nb || nbb == 1)) {
     if (na == nb && nbb == 1 && nb > 1) {  // B shared: one tall GEMM over all of A's rows
@@ -232,7 +240,9 @@ std::unique_ptr<NodeKernel> lower_matmul(LowerCtx& c) {
   }
   k->op = Gemm::create(c.ctx, c.device, g);
   k->algo = k->op->algorithm() + ", " + k->algo;
+  if (k->bias) k->algo += ", bias fused";
   if (g.act.kind != Act::none) k->algo += fmt::format(", {} fused", to_string(g.act.kind));
+  if (k->bias && !k->calls.empty()) c.error("a fused bias needs one GEMM call (2-D B)");
   return k;
 }
 

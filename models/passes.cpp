@@ -272,6 +272,7 @@ PassStats prepare_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     s.folded_nodes += infer_shapes(g, fold);
   }
   s.removed_dead += remove_dead_nodes(g);
+  s.fused += run_fusion_passes(g, FusionStage::late);
   return s;
 }
 

@@ -74,7 +74,9 @@ using FusionPass = std::function<size_t(Graph&)>;
 // has its dtype and static shape in g.values and every constant is an initializer (pattern passes:
 // decomposed LayerNorm / GELU / attention). When a typed pass rewrites anything, prepare() runs the
 // structure passes again (a new Gelu can join a GEMM epilogue), sorts and infers once more.
-enum class FusionStage { structure, typed };
+// late: once at the end of a plan's passes, on the final typed graph (element-wise fusion); a late pass
+// keeps g.values valid for what it leaves (the fused node's outputs keep their names, shapes and dtypes).
+enum class FusionStage { structure, typed, late };
 void register_fusion_pass(std::string name, FusionPass p, FusionStage stage = FusionStage::structure);
 // The registered passes of one stage in registration order; returns the number of rewrites.
 size_t run_fusion_passes(Graph& g, FusionStage stage = FusionStage::structure);

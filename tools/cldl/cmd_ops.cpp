@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/op_registry.hpp"
+#include "models/passes.hpp"
 #include "tools/cldl/commands.hpp"
 
 namespace cldl::cli {
@@ -19,6 +20,8 @@ std::string opsets(const graph::OpDef& d) {
 
 void run_ops(bool markdown, bool json) {
   auto ops = graph::registered_ops();
+  // Nodes only fusion passes make (FusedElementwise) are not ops a model can name.
+  std::erase_if(ops, [](auto* d) { return d->domain == graph::kFusedDomain; });
   std::sort(ops.begin(), ops.end(),
             [](auto* a, auto* b) { return std::tie(a->domain, a->type) < std::tie(b->domain, b->type); });
   auto domain = [](const graph::OpDef* d) { return d->domain.empty() ? std::string("ai.onnx") : d->domain; };
