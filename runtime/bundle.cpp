@@ -23,9 +23,10 @@ std::vector<BundleEntry> write_bundle(Context& ctx, int d, const std::vector<Pro
   nlohmann::json entries = nlohmann::json::array();
   for (size_t i = 0; i < programs.size(); ++i) {
     const auto& p = programs[i];
-    cl::Program prog = builder.get(ctx.cl(), dev, p.file, p.options);
-    std::string hash = builder.key_hash(dev, p.file, p.options);
-    std::string key = builder.disk_key_for(dev, p.file, p.options);
+    cl::Program prog = p.source.empty() ? builder.get(ctx.cl(), dev, p.file, p.options)
+                                        : builder.get_source(ctx.cl(), dev, p.file, p.source, p.options);
+    std::string key = builder.disk_key_for(dev, p);
+    std::string hash = hash_hex(key);
     ProgramCache::save_binary(prog, dev.device, dir + "/" + hash + ".bin", key);
     out.push_back({p, hash});
     entries.push_back({{"file", p.file}, {"options", p.options}, {"hash", hash}});

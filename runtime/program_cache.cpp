@@ -176,13 +176,18 @@ std::string ProgramCache::disk_key_for(const Device& device, std::string_view ke
   return disk_key(device, kernel_file, src->text.size(), src->hash, options);
 }
 
+std::string ProgramCache::disk_key_for(const Device& device, const ProgramSpec& spec) const {
+  if (spec.source.empty()) return disk_key_for(device, spec.file, spec.options);
+  return disk_key(device, spec.file, spec.source.size(), hash_hex(spec.source), spec.options);
+}
+
 void ProgramCache::start_recording() {
   std::lock_guard lock(m_);
   recording_ = true;
   recorded_.clear();
 }
 
-std::vector<std::pair<std::string, std::string>> ProgramCache::stop_recording() {
+std::vector<ProgramSpec> ProgramCache::stop_recording() {
   std::lock_guard lock(m_);
   recording_ = false;
   return std::exchange(recorded_, {});
@@ -197,17 +202,24 @@ cl::Program ProgramCache::get(const cl::Context& ctx, const Device& device, std:
                               std::string_view options) {
   {
     std::lock_guard lock(m_);
-    if (recording_) {
-      std::pair<std::string, std::string> spec{std::string(kernel_file), std::string(options)};
-      if (std::find(recorded_.begin(), recorded_.end(), spec) == recorded_.end()) recorded_.push_back(std::move(spec));
-    }
+    if (recording_) record(ProgramSpec{std::string(kernel_file), std::string(options)});
   }
   auto src = source_of(kernel_file);
   return get_hashed(ctx, device, kernel_file, src->text, src->hash, options);
 }
 
+void ProgramCache::record(ProgramSpec spec) {
+  for (auto& r : recorded_)
+    if (r.file == spec.file && r.options == spec.options && r.source == spec.source) return;
+  recorded_.push_back(std::move(spec));
+}
+
 cl::Program ProgramCache::get_source(const cl::Context& ctx, const Device& device, std::string_view name,
                                      const std::string& source, std::string_view options) {
+  {
+    std::lock_guard lock(m_);
+    if (recording_) record(ProgramSpec{std::string(name), std::string(options), nullptr, source});
+  }
   return get_hashed(ctx, device, name, source, hash_hex(source), options);
 }
 

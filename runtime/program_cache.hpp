@@ -16,6 +16,14 @@
 
 namespace cldl {
 
+using VariantFilter = bool (*)(const DeviceInfo&);
+struct ProgramSpec {
+  std::string file;  // a kernels/ file, or the name of a generated program
+  std::string options;
+  VariantFilter for_device = nullptr;
+  std::string source = {};  // a generated program's full source (empty: the kernel file's)
+  bool applies_to(const DeviceInfo& info) const { return !for_device || for_device(info); }
+};
 struct ProgramCacheStats {
   uint64_t memory_hits = 0;   // served from this process's map
   uint64_t disk_hits = 0;     // loaded from a cached binary
@@ -51,6 +59,8 @@ class ProgramCache {
   std::string key_hash(const Device& device, std::string_view kernel_file, std::string_view options) const;
   // The full disk key (what a cache or bundle entry records and checks).
   std::string disk_key_for(const Device& device, std::string_view kernel_file, std::string_view options) const;
+  // The same for a spec, generated source included.
+  std::string disk_key_for(const Device& device, const ProgramSpec& spec) const;
   // Writes the program's binary for `device` to `path` atomically.
   static void save_binary(const cl::Program& p, const cl::Device& d, const std::string& path,
                           const std::string& key);
@@ -58,10 +68,11 @@ class ProgramCache {
   ProgramCacheStats stats() const;
   // Programs compiled from source by this cache object so far (stats().builds).
   uint64_t source_builds() const { return builds_.load(); }
-  // Recording: while on, every get() (kernel file + options, memory hits included) is remembered in
-  // request order without duplicates; `cldl compile model.onnx` bundles exactly what a model asks for.
+  // Recording: while on, every get() (kernel file + options, memory hits included) and get_source()
+  // (generated source, e.g. fused element-wise kernels) is remembered in request order without
+  // duplicates; `cldl compile model.onnx` bundles exactly what a model asks for.
   void start_recording();
-  std::vector<std::pair<std::string, std::string>> stop_recording();
+  std::vector<ProgramSpec> stop_recording();
   // True while recording for a bundle or using a strict bundle: every device program must come from
   // this cache, so ops avoid libraries that compile their own kernels at run time (CLBlast).
   bool binaries_only() const;
@@ -71,6 +82,7 @@ class ProgramCache {
   void set_disk_enabled(bool on) { disk_ = on; }
 
  private:
+  void record(ProgramSpec spec);  // with m_ held
   cl::Program build(const cl::Context& ctx, const Device& device, std::string_view name, const std::string& source,
                     std::string_view options, const std::string& key, const std::string& hash);
   std::string dir_;
@@ -80,7 +92,7 @@ class ProgramCache {
   mutable std::mutex m_;
   std::map<std::string, std::shared_future<cl::Program>> mem_;
   bool recording_ = false;
-  std::vector<std::pair<std::string, std::string>> recorded_;
+  std::vector<ProgramSpec> recorded_;
   std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, builds_{0}, binary_loads_{0}, disk_rejects_{0};
 };
 
@@ -89,13 +101,6 @@ class ProgramCache {
 // A variant's device filter (nullptr: every device) says where the op's create() can pick it, e.g. the
 // float16-wide RNN tiles only where the device prefers float16: elsewhere building it is wasted time
 // (Intel's FPGA emulator took minutes over it).
-using VariantFilter = bool (*)(const DeviceInfo&);
-struct ProgramSpec {
-  std::string file;
-  std::string options;
-  VariantFilter for_device = nullptr;
-  bool applies_to(const DeviceInfo& info) const { return !for_device || for_device(info); }
-};
 std::vector<ProgramSpec> registered_programs();                        // every variant
 std::vector<ProgramSpec> registered_programs(const DeviceInfo& info);  // those for this device
 struct ProgramVariants {

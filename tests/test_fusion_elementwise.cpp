@@ -10,6 +10,8 @@
 
 #include "layers/elementwise.hpp"
 #include "layers/fused.hpp"
+#include "runtime/bundle.hpp"
+#include "runtime/program_cache.hpp"
 #include "tests/support/onnx_util.hpp"
 
 using namespace cldl;
@@ -234,5 +236,38 @@ TEST_SUITE("fusion_elementwise") {
     CHECK(count_ops(fused.g, "FusedElementwise") + count_ops(fused.g, "Gelu") == 1);
     CHECK(count_ops(plain.g, "FusedElementwise") == 0);
     CLDL_CHECK_CLOSE(fused.out["y"].as<float>(), plain.out["y"].as<float>(), size_t(s.numel()), 1e-5, 1e-6);
+  }
+
+  TEST_CASE("a generated program is recorded for an offline bundle and loads from it with no source build") {
+    FusedConfig c;
+    c.in_dtypes = {DType::f32, DType::f32};
+    c.in_shapes = {Shape{3, 5}, Shape{5}};
+    c.shape = Shape{3, 5};
+    c.steps = {FusedStep{FusedKind::binary, int(BinaryOp::mul), 0, 0, {0, 1}},
+               FusedStep{FusedKind::unary, int(Act::tanh), 0, 0, {2}}};
+    c.outputs = {3};
+    auto& cache = ProgramCache::global();
+    std::vector<ProgramSpec> rec;
+    cache.start_recording();
+    try {
+      FusedElementwise::create(test::ctx(), 0, c);
+      rec = cache.stop_recording();
+    } catch (...) {
+      cache.stop_recording();
+      throw;
+    }
+    std::vector<ProgramSpec> generated;
+    for (auto& r : rec)
+      if (!r.source.empty()) generated.push_back(r);
+    REQUIRE(generated.size() == 1);
+    CHECK(generated[0].source.find("fused_elementwise") != std::string::npos);
+    std::string dir = test::temp_dir("fused-bundle");
+    write_bundle(test::ctx(), 0, generated, dir);
+    ProgramCache strict(dir + "/cache", false);
+    strict.set_binary_bundle(dir, true);
+    strict.get_source(test::ctx().cl(), test::ctx().device(), generated[0].file, generated[0].source,
+                      generated[0].options);
+    CHECK(strict.stats().binary_loads == 1);
+    CHECK(strict.source_builds() == 0);
   }
 }

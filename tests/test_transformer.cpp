@@ -307,7 +307,7 @@ TEST_CASE("registered variants per device: this device's defaults are in, other 
   for (const auto& p : registered_programs(ctx().device().info)) mine.insert({p.file, p.options});
   auto& cache = ProgramCache::global();
   cache.start_recording();
-  std::vector<std::pair<std::string, std::string>> made;
+  std::vector<ProgramSpec> made;
   try {
     AttentionConfig a;  // prefill: 32 and 16 query rows per head (CPUs: the blocked kernel), then with a mask
     a.batch = 1, a.q_heads = 2, a.q_len = 32, a.kv_len = 32, a.head_size = 64;
@@ -336,15 +336,15 @@ TEST_CASE("registered variants per device: this device's defaults are in, other 
   int checked = 0;
   const DeviceInfo& info = ctx().device().info;
   for (const auto& m : made) {
-    if (m.first != "rnn.cl" && m.first != "attention.cl") continue;
+    if (m.file != "rnn.cl" && m.file != "attention.cl") continue;
     // The registered local-tile form assumes >= 32 KiB of local memory and work-groups of 64; on smaller
     // devices create() shrinks its tiles to a variant nobody registered.
-    if (m.second.find("-DUSE_LOCAL=1") != std::string::npos &&
+    if (m.options.find("-DUSE_LOCAL=1") != std::string::npos &&
         (info.local_mem_bytes < 32768 || info.max_work_group_size < 64))
       continue;
-    CAPTURE(m.first);
-    CAPTURE(m.second);
-    CHECK(mine.count(m));
+    CAPTURE(m.file);
+    CAPTURE(m.options);
+    CHECK(mine.count({m.file, m.options}));
     ++checked;
   }
   CHECK(checked >= 3);  // the blocked / tile kernels, their masked form, rnn.cl

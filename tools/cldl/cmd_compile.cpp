@@ -32,7 +32,7 @@ std::vector<ProgramSpec> model_programs(const std::string& model, const std::str
   mo.random = true;
   auto& cache = ProgramCache::global();
   cache.start_recording();
-  std::vector<std::pair<std::string, std::string>> rec;
+  std::vector<ProgramSpec> rec;
   try {
     LoadedModel lm = load_for_cli(mo, false);
     lm.model->session()->run(lm.inputs);  // programs made at the first run are recorded too
@@ -42,9 +42,7 @@ std::vector<ProgramSpec> model_programs(const std::string& model, const std::str
     cache.stop_recording();
     throw;
   }
-  std::vector<ProgramSpec> out;
-  for (auto& [file, options] : rec) out.push_back({file, options});
-  return out;
+  return rec;
 }
 
 void run_compile(const std::string& model, const std::vector<std::string>& dims, const std::string& device,
