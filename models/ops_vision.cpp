@@ -59,7 +59,7 @@ bool nms_suppresses(const NmsBox<T>& a, const NmsBox<T>& b, T iou_threshold) {
 }
 
 // Per batch and class: candidates (above score_threshold when given) by score, highest first, equal scores
-// by the lower box index; each is kept unless it overlaps a kept box of its class by more than
+// by the lower box index (NaN scores last); each is kept unless it overlaps a kept box of its class by more than
 // iou_threshold, until max_per_class are kept. Rows (batch, class, box) in that order.
 template <typename T>
 std::vector<int64_t> nms_select(const std::vector<T>& boxes, const std::vector<T>& scores, int64_t batches,
@@ -75,7 +75,9 @@ std::vector<int64_t> nms_select(const std::vector<T>& boxes, const std::vector<T
       cand.clear();
       for (int64_t i = 0; i < n; ++i)
         if (!score_threshold || s[i] > *score_threshold) cand.push_back(i);
-      std::stable_sort(cand.begin(), cand.end(), [&](int64_t p, int64_t q) { return s[p] > s[q]; });
+      // A NaN score orders below every number (a strict weak order, so the sort stays defined).
+      std::stable_sort(cand.begin(), cand.end(),
+                       [&](int64_t p, int64_t q) { return !std::isnan(s[p]) && (std::isnan(s[q]) || s[p] > s[q]); });
       kept.clear();
       for (size_t j = 0; j < cand.size() && int64_t(kept.size()) < max_per_class; ++j) {
         const int64_t i = cand[j];

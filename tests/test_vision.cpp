@@ -94,6 +94,7 @@ TEST_SUITE("vision") {
       CAPTURE(c.center);
       auto boxes = random_boxes(c.batches, c.n, seed++, c.center);
       auto scores = tied_scores(size_t(c.batches * c.classes * c.n), seed++);
+      if (c.n == 17) scores[3] = scores[20] = std::nanf("");  // no score_threshold: NaN scores come last
       auto want = ref::nms(boxes, scores, c.batches, c.classes, c.n, c.max_out, c.iou, c.score, c.center);
       auto out = run_graph(nms_graph(c, boxes, scores, true), {{"u", random_tensor(Shape{1}, 1)}});
       const HostTensor& y = out.at("selected");

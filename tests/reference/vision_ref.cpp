@@ -40,8 +40,12 @@ std::vector<int64_t> nms(const std::vector<float>& boxes, const std::vector<floa
       std::vector<std::pair<float, int64_t>> order;  // (score, index): highest score, then lowest index
       for (int64_t i = 0; i < n; ++i)
         if (!score_threshold || s[i] > *score_threshold) order.push_back({s[i], i});
-      std::sort(order.begin(), order.end(),
-                [](auto& p, auto& q) { return p.first != q.first ? p.first > q.first : p.second < q.second; });
+      // NaN scores after every number; equal scores by index.
+      std::sort(order.begin(), order.end(), [](auto& p, auto& q) {
+        const bool pn = std::isnan(p.first), qn = std::isnan(q.first);
+        if (pn || qn) return pn != qn ? qn : p.second < q.second;
+        return p.first != q.first ? p.first > q.first : p.second < q.second;
+      });
       std::vector<int64_t> kept;
       for (auto& [score, i] : order) {
         if (int64_t(kept.size()) >= max_per_class) break;
