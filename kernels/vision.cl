@@ -9,26 +9,25 @@
 #define GS_MAX_TAPS 64
 #endif
 
-// RoiAlign: one work-item per output element (pw, ph, roi * channels + c). The sample grid of a bin is
-// roi_bin_grid_h x roi_bin_grid_w points (sampling_ratio, or ceil(roi extent / output extent)); each point
-// is a bilinear interpolation of the four pixels around it (clamped to the map; points more than one
-// pixel outside it count as 0). mode 0 averages the points, mode 1 takes the largest weighted corner
-// value of any point (what the ONNX reference and ONNX Runtime compute). half_pixel shifts the box by
-// -0.5 pixel and allows boxes smaller than a pixel (coordinate_transformation_mode half_pixel);
-// output_half_pixel forces them to at least 1x1. A batch index outside [0, N) gives zeros (a kernel cannot
-// raise; a constant one is refused at load).
+// RoiAlign: one work-item per output position (pw, ph, roi) for all channels, so that each sample point's
+// geometry is found once and applied to every channel (the outputs accumulate in place, sample by sample,
+// in the reference's order). The sample grid of a bin is roi_bin_grid_h x roi_bin_grid_w points
+// (sampling_ratio, or ceil(roi extent / output extent)); each point is a bilinear interpolation of the
+// four pixels around it (clamped to the map; points more than one pixel outside it count as 0). mode 0
+// averages the points, mode 1 takes the largest weighted corner value of any point (what the ONNX
+// reference and ONNX Runtime compute). half_pixel shifts the box by -0.5 pixel and allows boxes smaller
+// than a pixel (coordinate_transformation_mode half_pixel); output_half_pixel forces them to at least 1x1.
+// A batch index outside [0, N) gives zeros (a kernel cannot raise; a constant one is refused at load).
 __kernel void roi_align(long channels, long height, long width, long batches, int out_h, int out_w, int sampling_ratio,
                         float spatial_scale, int half_pixel, int mode, __global const float* x, long x_off,
                         __global const float* rois, long r_off, __global const long* batch_idx, long b_off,
                         __global float* y, long y_off) {
   const int pw = get_global_id(0), ph = get_global_id(1);
-  const long rc = get_global_id(2), roi = rc / channels, c = rc % channels;
-  __global float* out = y + y_off + (rc * out_h + ph) * out_w + pw;
+  const long roi = get_global_id(2), cstride = (long)out_h * out_w;
+  __global float* out = y + y_off + roi * channels * cstride + ph * out_w + pw;  // channel c at out[c * cstride]
+  for (long c = 0; c < channels; ++c) out[c * cstride] = 0.0f;
   const long b = batch_idx[b_off + roi];
-  if (b < 0 || b >= batches) {
-    *out = 0.0f;
-    return;
-  }
+  if (b < 0 || b >= batches) return;
   __global const float* r = rois + r_off + roi * 4;
   const float offset = half_pixel ? 0.5f : 0.0f;
   const float start_w = r[0] * spatial_scale - offset, start_h = r[1] * spatial_scale - offset;
@@ -41,18 +40,17 @@ __kernel void roi_align(long channels, long height, long width, long batches, in
   const float bin_h = roi_h / out_h, bin_w = roi_w / out_w;
   const int grid_h = sampling_ratio > 0 ? sampling_ratio : (int)ceil(roi_h / out_h);
   const int grid_w = sampling_ratio > 0 ? sampling_ratio : (int)ceil(roi_w / out_w);
-  const float count = (float)max(grid_h * grid_w, 1);
-  __global const float* plane = x + x_off + (b * channels + c) * height * width;
-  float acc = 0.0f;
-  int any = 0;
+  const long plane = height * width;
+  __global const float* base = x + x_off + b * channels * plane;
+  int first = 1;
   for (int iy = 0; iy < grid_h; ++iy) {
-    float yy = start_h + ph * bin_h + (iy + 0.5f) * bin_h / grid_h;
+    const float yy = start_h + ph * bin_h + (iy + 0.5f) * bin_h / grid_h;
     for (int ix = 0; ix < grid_w; ++ix) {
-      float xx = start_w + pw * bin_w + (ix + 0.5f) * bin_w / grid_w;
-      float v;
-      if (yy < -1.0f || yy > height || xx < -1.0f || xx > width) {
-        v = 0.0f;  // all four weights 0 in the reference, for the average and the maximum alike
-      } else {
+      const float xx = start_w + pw * bin_w + (ix + 0.5f) * bin_w / grid_w;
+      // Outside by more than a pixel: all four weights 0 (0 for the average and the maximum alike).
+      float w1 = 0.0f, w2 = 0.0f, w3 = 0.0f, w4 = 0.0f;
+      long p1 = 0, p2 = 0, p3 = 0, p4 = 0;
+      if (!(yy < -1.0f || yy > height || xx < -1.0f || xx > width)) {
         float sy = fmax(yy, 0.0f), sx = fmax(xx, 0.0f);
         long y_lo = (long)sy, x_lo = (long)sx, y_hi, x_hi;
         if (y_lo >= height - 1) {
@@ -68,16 +66,23 @@ __kernel void roi_align(long channels, long height, long width, long batches, in
           x_hi = x_lo + 1;
         }
         const float ly = sy - y_lo, lx = sx - x_lo, hy = 1.0f - ly, hx = 1.0f - lx;
-        const float v1 = hy * hx * plane[y_lo * width + x_lo], v2 = hy * lx * plane[y_lo * width + x_hi];
-        const float v3 = ly * hx * plane[y_hi * width + x_lo], v4 = ly * lx * plane[y_hi * width + x_hi];
-        v = mode == 0 ? v1 + v2 + v3 + v4 : fmax(fmax(v1, v2), fmax(v3, v4));
+        w1 = hy * hx, w2 = hy * lx, w3 = ly * hx, w4 = ly * lx;
+        p1 = y_lo * width + x_lo, p2 = y_lo * width + x_hi, p3 = y_hi * width + x_lo, p4 = y_hi * width + x_hi;
       }
-      if (mode == 0) acc += v;
-      else acc = any ? fmax(acc, v) : v;
-      any = 1;
+      for (long c = 0; c < channels; ++c) {
+        __global const float* src = base + c * plane;
+        const float v1 = w1 * src[p1], v2 = w2 * src[p2], v3 = w3 * src[p3], v4 = w4 * src[p4];
+        __global float* o = out + c * cstride;
+        if (mode == 0) *o += v1 + v2 + v3 + v4;
+        else *o = first ? fmax(fmax(v1, v2), fmax(v3, v4)) : fmax(*o, fmax(fmax(v1, v2), fmax(v3, v4)));
+      }
+      first = 0;
     }
   }
-  *out = mode == 0 ? acc / count : acc;
+  if (mode == 0) {
+    const float count = (float)max(grid_h * grid_w, 1);
+    for (long c = 0; c < channels; ++c) out[c * cstride] /= count;
+  }
 }
 
 // ---------------------------------------------------------------- GridSample

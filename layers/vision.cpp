@@ -77,8 +77,7 @@ void RoiAlign::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, 
            cl_int(cfg_.half_pixel ? 1 : 0), cl_int(cfg_.mode == RoiAlignMode::max ? 1 : 0), in[0].buffer,
            cl_long(in[0].offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()), in[2].buffer,
            cl_long(in[2].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
-  ec.enqueue_kernel(kernel_,
-                    cl::NDRange(size_t(cfg_.output_width), size_t(cfg_.output_height), size_t(cfg_.num_rois * s[1])),
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(cfg_.output_width), size_t(cfg_.output_height), size_t(cfg_.num_rois)),
                     cl::NullRange, "roi_align");
 }
 
