@@ -144,8 +144,11 @@ __kernel void grid_sample(int nd, int mode, int padding, int align_corners, long
     float c = align_corners ? (g + 1.0f) / 2.0f * (d - 1.0f) : ((g + 1.0f) * d - 1.0f) / 2.0f;
     if (mode == 1) c = rint(c);  // half to even, as PyTorch
     const float lo = align_corners ? 0.0f : -0.5f, hi = align_corners ? d - 1.0f : d - 0.5f;
+    // Outside the borders, border padding clamps the coordinate and reflection reflects it. Cubic with
+    // border padding clamps only the taps, as PyTorch and ONNX Runtime do (the ONNX reference clamps the
+    // coordinate too, which no node test pins down and which differs from the models' own framework).
     if (c < lo || c > hi) {
-      if (padding == 1) c = clamp(c, 0.0f, d - 1.0f);
+      if (padding == 1 && mode != 2) c = clamp(c, 0.0f, d - 1.0f);
       else if (padding == 2) c = gs_reflect(c, lo, hi);
     }
     if (mode == 1) {

@@ -175,7 +175,7 @@ std::vector<double> grid_sample(const std::vector<double>& x, const Dims& xd, co
           double v = align_corners ? (g + 1) / 2 * (d - 1) : ((g + 1) * d - 1) / 2;
           if (mode == "nearest") v = std::nearbyint(v);
           if (v < lo[size_t(i)] || v > hi[size_t(i)]) {
-            if (padding == "border")
+            if (padding == "border" && mode != "cubic")  // cubic clamps only the taps (PyTorch, ONNX Runtime)
               v = std::clamp(v, 0.0, d - 1);
             else if (padding == "reflection")
               v = reflect(v, lo[size_t(i)], hi[size_t(i)]);
