@@ -1,11 +1,12 @@
 // Vision ops against tests/reference/vision_ref.cpp: NonMaxSuppression (both box formats, ties by the lower
-// index, thresholds met exactly, several batches and classes; folded at load on constants and staged on
-// run-time inputs), RoiAlign (avg / max, half_pixel / output_half_pixel, boxes outside the map, opset 10's
-// default), GridSample (1-D to 3-D, every mode, padding and align_corners, grid points outside [-1, 1]; cubic with
-// border padding as PyTorch / ONNX Runtime),
-// AffineGrid (2-D, 3-D, dims of 1), CenterCropPad (odd crops and pads, axes, integer dtypes), Col2Im (1-D to
-// 3-D, dilations, pads, strides) and the errors that name the node and the argument. Odd shapes and batch 1
-// throughout. Tolerance: NMS exact; f32 kernels 1e-4 relative against the double references.
+// index, NaN scores, thresholds met exactly, several batches and classes; folded at load on constants and
+// staged on run-time inputs), RoiAlign (avg / max, half_pixel / output_half_pixel, boxes outside the map,
+// opset 10's default), GridSample (1-D to 3-D, every mode, padding and align_corners, grid points outside
+// [-1, 1]; cubic with border padding as PyTorch / ONNX Runtime), AffineGrid (2-D, 3-D, dims of 1),
+// CenterCropPad (odd crops and pads, axes, integer dtypes), Col2Im (1-D to 3-D, dilations, pads, strides),
+// DeformConv (groups, offset groups, bias, mask) and the errors that name the node and the argument. Odd
+// shapes and batch 1 throughout. Tolerance: NMS exact; f32 kernels 1e-4 relative against the double
+// references.
 #include <cmath>
 #include <cstring>
 
