@@ -110,7 +110,9 @@ inline float gs_reflect(float x, float lo, float hi) {
 inline long gs_tap(long i, long d, int padding, float lo, float hi) {
   if (padding == 0) return i >= 0 && i < d ? i : -1;
   if (padding == 1) return clamp(i, (long)0, d - 1);
-  return (long)gs_reflect((float)i, lo, hi);
+  // Inside [0, d) for every finite input already; the clamp keeps NaN and huge grid values from reading out
+  // of bounds.
+  return clamp((long)gs_reflect((float)i, lo, hi), (long)0, d - 1);
 }
 
 // Keys' cubic convolution weights (alpha -0.75) of the four taps floor(x) - 1 ... floor(x) + 2, t = x - floor(x).

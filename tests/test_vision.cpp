@@ -9,6 +9,7 @@
 // references.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "layers/vision.hpp"
 #include "models/builder.hpp"
@@ -313,6 +314,26 @@ TEST_SUITE("vision") {
             check_close(down<float>(y), ref::grid_sample(dbl(x), xs.dims, dbl(grid), gs.dims, m, p, align));
           }
     }
+  }
+
+  TEST_CASE("GridSample: NaN and huge grid values never read out of bounds; far points are zero with zeros padding") {
+    const Shape xs{1, 2, 5, 4}, gs{1, 2, 3, 2};
+    auto x = random_floats(40, 55);
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> grid{std::nanf(""), 0.5f, 1e30f, -1e30f, -1e30f, 0.0f, inf, 0.2f, 3e9f, -3e9f, 0.1f, -inf};
+    for (auto mode : {GridSampleMode::linear, GridSampleMode::nearest, GridSampleMode::cubic})
+      for (auto pad : {GridPadding::zeros, GridPadding::border, GridPadding::reflection}) {
+        CAPTURE(int(mode));
+        CAPTURE(int(pad));
+        GridSampleConfig cfg{xs, gs, mode, pad, false};
+        auto op = GridSample::create(ctx(), 0, cfg);
+        auto y = down<float>(run_op(*op, {up(x, xs), up(grid, gs)}, GridSample::validate(cfg)));
+        if (pad == GridPadding::zeros)  // points 1 (1e30, -1e30) and 4 (3e9, -3e9) of both channels
+          for (size_t c = 0; c < 2; ++c) {
+            CHECK(y[c * 6 + 1] == 0.0f);
+            CHECK(y[c * 6 + 4] == 0.0f);
+          }
+      }
   }
 
   TEST_CASE("GridSample in a graph: opset 16 mode names and 4-D only, opset 20 names; errors") {
