@@ -308,3 +308,32 @@ __kernel void deform_conv(long in_c, long in_h, long in_w, long out_c, long out_
   }
   y[y_off + noc * plane + oh * out_w + ow] = acc;
 }
+
+// DeformConv's columns for GEMM: one work-item per (output position p, kernel tap, channel c) writes the
+// masked bilinear sample cols[(c * taps + tap) * P + p] of batch entry n, so the convolution is
+// W[oC, C / group * taps] x cols per group, and each sample is taken once instead of once per output channel.
+__kernel void deform_im2col(long n, long in_c, long in_h, long in_w, long out_h, long out_w, int k_h, int k_w,
+                            int stride_h, int stride_w, int pad_h, int pad_w, int dil_h, int dil_w, long offset_group,
+                            int has_mask, __global const float* x, long x_off, __global const float* offset,
+                            long o_off, __global const float* mask, long m_off, __global float* cols, long c_off) {
+  const long p = get_global_id(0), c = get_global_id(2);
+  const int t = get_global_id(1), kh = t / k_w, kw = t % k_w;
+  const long plane = out_h * out_w, taps = (long)k_h * k_w, oh = p / out_w, ow = p % out_w;
+  const long og = c / (in_c / offset_group), tap = og * taps + t;
+  const float h = (float)(oh * stride_h - pad_h + kh * dil_h) +
+                  offset[o_off + (n * offset_group * taps * 2 + tap * 2) * plane + p];
+  const float v = (float)(ow * stride_w - pad_w + kw * dil_w) +
+                  offset[o_off + (n * offset_group * taps * 2 + tap * 2 + 1) * plane + p];
+  __global const float* src = x + x_off + (n * in_c + c) * in_h * in_w;
+  const float fh = floor(h), fw = floor(v), th = h - fh, tw = v - fw;
+  const long h0 = (long)fh, w0 = (long)fw;
+  float s = 0.0f;
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b) {
+      const long hh = h0 + a, ww = w0 + b;
+      if (hh >= 0 && hh < in_h && ww >= 0 && ww < in_w)
+        s += (a ? th : 1.0f - th) * (b ? tw : 1.0f - tw) * src[hh * in_w + ww];
+    }
+  const float m = has_mask ? mask[m_off + (n * offset_group * taps + tap) * plane + p] : 1.0f;
+  cols[c_off + (c * taps + t) * plane + p] = m * s;
+}

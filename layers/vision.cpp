@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "layers/gemm.hpp"
+
 namespace cldl {
 
 namespace {
@@ -377,10 +379,25 @@ std::unique_ptr<DeformConv> DeformConv::create(Context& ctx, int device, const D
   d->cfg_ = cfg;
   d->out_ = validate(cfg);
   d->kernel_ = vision_kernel(ctx, device, "deform_conv");
+  d->im2col_ = vision_kernel(ctx, device, "deform_im2col");
+  const int64_t taps = cfg.weight[2] * cfg.weight[3], K = cfg.weight[1] * taps, P = d->out_[2] * d->out_[3];
+  GemmConfig g;
+  g.M = cfg.weight[0] / cfg.group, g.N = P, g.K = K;
+  g.bias = cfg.has_bias ? GemmBias::per_row : GemmBias::none;
+  if (g.M * g.N * g.K > 0) d->gemm_ = Gemm::create(ctx, device, g);
   return d;
 }
 
-void DeformConv::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+std::string DeformConv::algorithm() const {
+  return gemm_ ? "sampled columns + " + gemm_->algorithm() + " per group (direct without a workspace)" : "direct";
+}
+
+size_t DeformConv::workspace_bytes() const {
+  return size_t(cfg_.input[1] * cfg_.weight[2] * cfg_.weight[3] * out_[2] * out_[3]) * sizeof(float);
+}
+
+void DeformConv::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* workspace,
+                         ExecutionContext& ec) {
   check_io("DeformConv", in, 3 + size_t(cfg_.has_bias) + size_t(cfg_.has_mask), out, 1);
   const Shape& x = cfg_.input;
   const int64_t taps = cfg_.weight[2] * cfg_.weight[3];
@@ -407,6 +424,26 @@ void DeformConv::enqueue(std::span<const Tensor> in, std::span<const Tensor> out
   const Tensor& b = bias ? *bias : in[2];
   const Tensor& m = mask ? *mask : in[2];
   std::lock_guard lock(launch_mutex_);
+  const size_t ws_bytes = workspace_bytes();
+  if (gemm_ && workspace && workspace->bytes() >= ws_bytes) {
+    const int64_t K = cfg_.weight[1] * taps, P = out_[2] * out_[3], ocpg = out_[1] / cfg_.group;
+    for (int64_t n = 0; n < x[0]; ++n) {
+      set_args(im2col_, cl_long(n), cl_long(x[1]), cl_long(x[2]), cl_long(x[3]), cl_long(out_[2]), cl_long(out_[3]),
+               cl_int(cfg_.weight[2]), cl_int(cfg_.weight[3]), cl_int(g.sh), cl_int(g.sw), cl_int(g.ph), cl_int(g.pw),
+               cl_int(g.dh), cl_int(g.dw), cl_long(cfg_.offset_group), cl_int(mask ? 1 : 0), in[0].buffer,
+               cl_long(in[0].offset_elems()), in[2].buffer, cl_long(in[2].offset_elems()), m.buffer,
+               cl_long(m.offset_elems()), workspace->buffer, cl_long(workspace->offset_elems()));
+      ec.enqueue_kernel(im2col_, cl::NDRange(size_t(P), size_t(taps), size_t(x[1])), cl::NullRange, "deform_im2col");
+      for (int64_t gi = 0; gi < cfg_.group; ++gi) {
+        Tensor a = in[1].slice_elems(gi * ocpg * K, ocpg * K, Shape{ocpg, K});
+        Tensor bm = workspace->slice_elems(gi * K * P, K * P, Shape{K, P});
+        Tensor c = out[0].slice_elems((n * out_[1] + gi * ocpg) * P, ocpg * P, Shape{ocpg, P});
+        Tensor bias_g = bias ? bias->slice_elems(gi * ocpg, ocpg, Shape{ocpg}) : Tensor{};
+        static_cast<Gemm&>(*gemm_).run(a, bm, c, ec, bias ? &bias_g : nullptr);
+      }
+    }
+    return;
+  }
   set_args(kernel_, cl_long(x[1]), cl_long(x[2]), cl_long(x[3]), cl_long(out_[1]), cl_long(out_[2]), cl_long(out_[3]),
            cl_int(cfg_.weight[2]), cl_int(cfg_.weight[3]), cl_int(g.sh), cl_int(g.sw), cl_int(g.ph), cl_int(g.pw),
            cl_int(g.dh), cl_int(g.dw), cl_long(cfg_.group), cl_long(cfg_.offset_group), cl_int(mask ? 1 : 0),

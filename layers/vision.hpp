@@ -141,19 +141,24 @@ struct DeformConvConfig {
 
 // Inputs X, W, offset [N, offset_group * 2 * kH * kW, oH, oW] (f32), then B [oC] and mask
 // [N, offset_group * kH * kW, oH, oW] when has_bias / has_mask (in that order); output [N, oC, oH, oW].
+// With a workspace (workspace_bytes: one batch entry's sampled columns) each sample is taken once into
+// columns [C * kH * kW, oH * oW] and a GEMM per group multiplies them by W; without one, a direct kernel
+// samples per output element (oC times more bilinear samples).
 class DeformConv : public Op {
  public:
   static Shape validate(const DeformConvConfig& cfg);
   static std::unique_ptr<DeformConv> create(Context& ctx, int device, const DeformConvConfig& cfg);
   std::string_view type() const override { return "DeformConv"; }
-  std::string algorithm() const override { return "direct, bilinear taps per output"; }
+  std::string algorithm() const override;
+  size_t workspace_bytes() const override;
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
  private:
   DeformConvConfig cfg_;
   Shape out_;
-  cl::Kernel kernel_;
+  cl::Kernel kernel_, im2col_;
+  std::unique_ptr<Op> gemm_;  // a cldl::Gemm of one group: [oC / group, K] x [K, oH * oW]
 };
 
 }  // namespace cldl

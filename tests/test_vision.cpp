@@ -543,6 +543,23 @@ TEST_SUITE("vision") {
       const HostTensor& y = out.at("y");
       REQUIRE(y.shape() == Shape(od));
       check_close(std::vector<float>(y.as<float>(), y.as<float>() + y.numel()), want);
+      // The op itself: sampled columns + GEMM with a workspace (what the graph ran), direct without one.
+      DeformConvConfig cfg{c.x, c.w, c.group, c.offset_group, c.strides, c.pads, c.dilations, c.bias, c.mask};
+      auto op = DeformConv::create(ctx(), 0, cfg);
+      CHECK(op->algorithm().find("sampled columns") != std::string::npos);
+      std::vector<Tensor> ins{up(x, c.x), up(w, c.w), up(off, os)};
+      if (c.bias) ins.push_back(up(bias, Shape{c.w[0]}));
+      if (c.mask) ins.push_back(up(mask, ms));
+      Tensor ws = ctx().alloc(Shape{int64_t(op->workspace_bytes() / 4)}, DType::f32);
+      for (const Tensor* workspace : {static_cast<const Tensor*>(&ws), static_cast<const Tensor*>(nullptr)}) {
+        CAPTURE(workspace != nullptr);
+        Tensor yt = ctx().alloc(Shape(od), DType::f32);
+        auto ec = ctx().exec();
+        Tensor outs[] = {yt};
+        op->enqueue(ins, outs, workspace, ec);
+        ctx().finish();
+        check_close(down<float>(yt), want);
+      }
     }
     GraphBuilder b("dc_bad", 19);
     b.output(
