@@ -138,6 +138,8 @@ void infer_nms(InferCtx& c) {
   const std::optional<double> iou = iou_t ? std::optional(to_doubles(*iou_t)[0]) : std::nullopt;
   const std::optional<double> score = score_t ? std::optional(to_doubles(*score_t)[0]) : std::nullopt;
   const int64_t batches = bs[0], n = bs[1], classes = ss[1];
+  // The most rows it can select: refused before the work when that is past what host folding makes.
+  check_host_fold_size(c, {batches, classes, std::min(n, max_per_class), 3});
   std::vector<int64_t> rows;
   if (boxes.dtype() == DType::f64) {
     const double st = score.value_or(0.0);
