@@ -23,6 +23,22 @@ std::string input_names(const Graph& g) {
   return r;
 }
 
+// A deciding value in an error message: its first 8 values (floats as floats), then how many there are.
+std::string brief_value(const HostTensor& v) {
+  const bool fl =
+      v.dtype() == DType::f32 || v.dtype() == DType::f64 || v.dtype() == DType::f16 || v.dtype() == DType::bf16;
+  const size_t n = size_t(v.numel()), shown = std::min<size_t>(n, 8);
+  std::string s;
+  if (fl) {
+    auto d = to_doubles(v);
+    for (size_t i = 0; i < shown; ++i) s += fmt::format("{}{}", i ? " " : "", d[i]);
+  } else {
+    auto d = to_ints(v);
+    for (size_t i = 0; i < shown; ++i) s += fmt::format("{}{}", i ? " " : "", d[i]);
+  }
+  if (n > shown) s += fmt::format(" ... ({} values)", n);
+  return s;
+}
 }  // namespace
 
 std::shared_ptr<Model> Model::create(std::shared_ptr<Context> ctx, Graph g, const ModelOptions& opts) {
@@ -150,7 +166,7 @@ std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
     return p;
   } catch (const Error& e) {
     std::string values;
-    for (auto& [name, v] : sig.values) values += fmt::format(", {} = {}", name, fmt::join(to_ints(v), " "));
+    for (auto& [name, v] : sig.values) values += fmt::format(", {} = {}", name, brief_value(v));
     std::string shapes;
     for (size_t i = 0; i < graph_.inputs.size(); ++i)
       shapes += fmt::format("{}{}: {}", i ? ", " : "", graph_.inputs[i].name, sig.shapes[i].str());

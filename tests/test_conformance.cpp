@@ -58,6 +58,9 @@ std::pair<double, double> tolerance(const std::string& op) {
   // test_averagepool_2d_ceil_last_window_starts_on_pad stores its expected output rounded to 4 decimals
   // (0.1511 for 1.3595 / 9 = 0.151056).
   if (op == "AveragePool") return {5e-4, 1e-5};
+  // test_roialign_aligned_* and test_gridsample_bicubic store theirs to 4 decimals as well (0.4664 for
+  // 0.466421), from another implementation: the ONNX reference itself is up to 8.4e-5 off (0.972784 for 0.9727).
+  if (op == "RoiAlign" || op == "GridSample") return {1e-5, 1e-4};
   return {1e-5, 1e-6};
 }
 
