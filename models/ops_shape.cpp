@@ -1,6 +1,7 @@
 // Shape ops evaluated on the host at load: Shape, Size and Constant (always folded), and host folders for
 // the ops that shape subgraphs of exported models use on constants (ConstantOfShape, Range, Gather,
 // Slice, Concat, Cast and integer arithmetic). Device kernels for these ops belong to their families.
+#include <cstring>
 #include <algorithm>
 #include <cmath>
 
@@ -232,6 +233,28 @@ HostFold binary(F f, bool to_bool) {
   };
 }
 
+// Where on the host, byte for byte (int64 shape values such as INT64_MAX slice ends survive exactly):
+// torch's exports pick shape values with Where(Equal(shape, -1), ...).
+std::vector<HostTensor> fold_where(const InferCtx& c) {
+  const HostTensor& cond = c.constant(0, "folded input");
+  const HostTensor &x = c.constant(1, "folded input"), &y = c.constant(2, "folded input");
+  if (cond.dtype() != DType::boolean) c.error("condition has dtype {}, expected bool", to_string(cond.dtype()));
+  if (x.dtype() != y.dtype()) c.error("X ({}) and Y ({}) differ in dtype", to_string(x.dtype()), to_string(y.dtype()));
+  Shape o = broadcast(c, broadcast(c, cond.shape(), x.shape()), y.shape());
+  if (bounded_numel(o.dims, kMaxHostFoldElements) < 0) c.error("output {} is too large to fold", o.str());
+  HostTensor r(x.dtype(), o);
+  const size_t es = dtype_size(x.dtype());
+  const auto* px = static_cast<const std::byte*>(x.data());
+  const auto* py = static_cast<const std::byte*>(y.data());
+  auto* pr = static_cast<std::byte*>(r.data());
+  for (int64_t i = 0; i < o.numel(); ++i) {
+    bool take_x = cond.as<bool>()[bcast_index(o, cond.shape(), i)];
+    const std::byte* src = take_x ? px + size_t(bcast_index(o, x.shape(), i)) * es : py + size_t(bcast_index(o, y.shape(), i)) * es;
+    std::memcpy(pr + size_t(i) * es, src, es);
+  }
+  return {std::move(r)};
+}
+
  // An OpDef infer that requires its first `n` inputs constant and folds with `f`.
 std::function<void(InferCtx&)> fold_with(HostFold f, size_t n) {
   return [f, n](InferCtx& c) {
@@ -269,6 +292,7 @@ const FolderRegistration kFolders{
     {"LessOrEqual", binary([](double x, double y, bool) { return double(x <= y); }, true)},
     {"And", binary([](double x, double y, bool) { return double(x != 0 && y != 0); }, true)},
     {"Or", binary([](double x, double y, bool) { return double(x != 0 || y != 0); }, true)},
+    {"Where", fold_where},
 };
 
 }  // namespace

@@ -482,3 +482,22 @@ TEST_SUITE("dynamic shapes") {
     }
   }
 }
+
+TEST_SUITE("dynamic shapes") {
+  TEST_CASE("cldl run on a staged model runs every stage and prints the model's outputs") {
+    // while.onnx: a while loop whose condition comes from run-time data (a staged plan); before, the CLI
+    // ran the first stage only and printed its outputs.
+    const std::string dir = std::string(CLDL_SOURCE_DIR) + "/tests/data/dynamic/while/";
+    const std::string out_dir = test::temp_dir("staged-cli");
+    std::string out;
+    int rc = test::run_command(std::string(CLDL_CLI_PATH) + " run " + CLDL_SOURCE_DIR + "/tests/data/dynamic/while.onnx" +
+                                   " --device " + test::device_spec() + " -i x=" + dir + "0_x.npy -o " + out_dir,
+                               out);
+    REQUIRE_MESSAGE(rc == 0, out);
+    CHECK(out.find("staged") != std::string::npos);
+    HostTensor got = graph::read_npy(out_dir + "/acc.npy"), want = graph::read_npy(dir + "0_acc.npy");
+    REQUIRE(got.shape() == want.shape());
+    CLDL_CHECK_CLOSE(got.as<float>(), want.as<float>(), size_t(want.numel()), 1e-4, 1e-5);
+    std::filesystem::remove_all(out_dir);
+  }
+}

@@ -3,7 +3,11 @@
 ORT / cldl (> 1: cldl is faster). Inputs are drawn once (seeded), written as .npy and given to every
 cldl build with --input, and to ORT (intra-op threads --threads, default 2) from the same arrays.
 
-    python tools/bench/models_vs_ort.py [--cldl build/cldl ...] [--runs 40]
+    python tools/bench/models_vs_ort.py [--cldl build/cldl ...] [--runs 40] [--models DIR] [--only SUBSTR]
+
+With --models DIR: every DIR/*.onnx that has a DIR/*.json input spec (tools/bench/export_models.py writes
+both) instead of the built-in list; a model cldl cannot run is listed with cldl's error and left out of
+the geometric mean.
 
 Several --cldl binaries (e.g. a build before and after a change) are timed in alternating rounds.
 Needs onnxruntime and numpy (PyPI); the models are the zoo's and tests/data/dynamic's."""
@@ -67,12 +71,25 @@ def main():
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--models", default="")
+    ap.add_argument("--only", default="")
     a = ap.parse_args()
     binaries = a.cldl or [os.path.join(ROOT, "build", "cldl")]
+    models = MODELS
+    if a.models:
+        models = []
+        for f in sorted(os.listdir(a.models)):
+            spec_path = os.path.join(a.models, f[:-5] + ".json")
+            if f.endswith(".onnx") and os.path.exists(spec_path):
+                with open(spec_path) as sf:
+                    spec = {k: (t, tuple(s)) for k, (t, s) in json.load(sf)["inputs"].items()}
+                models.append((os.path.join(a.models, f), spec))
+    models = [(m, s) for m, s in models if a.only in m]
+    failed = []
     rng = np.random.default_rng(0)
     tmp = tempfile.mkdtemp(prefix="cldl-vs-ort-")
     ratios = {b: [] for b in binaries}
-    for k, (model, spec) in enumerate(MODELS):
+    for k, (model, spec) in enumerate(models):
         path = os.path.join(ROOT, model)
         feed = inputs(spec, rng)
         files = {}
@@ -80,10 +97,16 @@ def main():
             files[name] = os.path.join(tmp, f"{k}_{name}.npy")
             np.save(files[name], v)
         o, c = [], {b: [] for b in binaries}
-        for _ in range(a.rounds):
-            o.append(ort_median(path, feed, a.runs, a.threads))
-            for b in binaries:
-                c[b].append(cldl_median(b, path, files, a.runs))
+        try:
+            for _ in range(a.rounds):
+                o.append(ort_median(path, feed, a.runs, a.threads))
+                for b in binaries:
+                    c[b].append(cldl_median(b, path, files, a.runs))
+        except subprocess.CalledProcessError as e:
+            err = (e.stderr or "").strip().splitlines()
+            failed.append(f"{model}: {err[-1] if err else e}")
+            print("FAILED", failed[-1], flush=True)
+            continue
         shape = ", ".join(f"{n} {list(s)}" for n, (_, s) in spec.items())
         ort_ms = statistics.median(o)
         line = f"{model} ({shape}): ORT {ort_ms:.3f} ms"
@@ -92,7 +115,11 @@ def main():
             ratios[b].append(ort_ms / ms)
             line += f" | {b}: {ms:.3f} ms, ORT/cldl {ort_ms / ms:.2f}x"
         print(line, flush=True)
+    for f in failed:
+        print("not run:", f)
     for b in binaries:
+        if not ratios[b]:
+            continue
         geo = float(np.exp(np.mean(np.log(ratios[b]))))
         print(f"{b}: geometric mean ORT/cldl {geo:.2f}x over {len(ratios[b])} cases")
 

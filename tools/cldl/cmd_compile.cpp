@@ -35,7 +35,7 @@ std::vector<ProgramSpec> model_programs(const std::string& model, const std::str
   std::vector<ProgramSpec> rec;
   try {
     LoadedModel lm = load_for_cli(mo, false);
-    lm.model->session()->run(lm.inputs);  // programs made at the first run are recorded too
+    ModelRunner(lm).run();  // programs made at the first run (every stage) are recorded too
     ctx = lm.ctx;
     rec = cache.stop_recording();
   } catch (...) {

@@ -18,11 +18,11 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--top", top, "Rows of the per-command table");
   cmd->callback([] {
     LoadedModel lm = load_for_cli(mo, true);
-    auto session = lm.model->session();
-    session->run(lm.inputs);  // warm-up: programs built, buffers touched
+    ModelRunner session(lm);
+    session.run();  // warm-up: programs built, buffers touched
     Profiler prof;
     auto t0 = std::chrono::steady_clock::now();
-    session->run(lm.inputs, &prof);
+    session.run(&prof);
     double wall = elapsed_ms(t0);
     auto recs = prof.records();
     fmt::print("{} commands, device time {:.3f} ms, wall {:.3f} ms on {}\n", recs.size(), prof.total_ms(), wall,

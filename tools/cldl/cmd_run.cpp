@@ -13,13 +13,13 @@
 namespace cldl::cli {
 
 ModelLatency time_model(LoadedModel& lm, int runs, int warmup, std::map<std::string, HostTensor>* first_outputs) {
-  auto session = lm.model->session();
+  ModelRunner session(lm);
   auto t0 = std::chrono::steady_clock::now();
-  auto out = session->run(lm.inputs);
+  auto out = session.run();
   ModelLatency r;
   r.first_ms = elapsed_ms(t0);
   if (first_outputs) *first_outputs = std::move(out);
-  bench::Stats s = bench::time_runs([&] { session->run(lm.inputs); }, runs, warmup);
+  bench::Stats s = bench::time_runs([&] { session.run(); }, runs, warmup);
   r.min_ms = s.min_ms, r.median_ms = s.median_ms, r.max_ms = s.max_ms, r.runs = s.runs, r.warmup = warmup;
   return r;
 }
@@ -69,10 +69,13 @@ void add_run_command(CLI::App& app) {
       print_model_latency(mo, lm, t, true);
       return;
     }
-    fmt::print("model {} on {}: {} nodes ({} folded at load, {} dead removed)\n", mo.model, device,
-               lm.model->graph().nodes.size(), lm.passes.folded_nodes, lm.passes.removed_dead);
+    fmt::print("model {} on {}: {} nodes ({} folded at load, {} dead removed){}\n", mo.model, device,
+               lm.model->graph().nodes.size(), lm.passes.folded_nodes, lm.passes.removed_dead,
+               lm.model->rest ? fmt::format("; staged: the rest is planned from run-time data ({})", lm.model->rest_reason)
+                              : std::string());
     if (!out_dir.empty()) std::filesystem::create_directories(out_dir);
-    for (auto& o : lm.model->graph().outputs) {
+    // The model's outputs (a staged plan's first stage has outputs of its own).
+    for (auto& o : lm.graph_model->graph().outputs) {
       const HostTensor& t = outputs.at(o.name);
       auto v = graph::to_doubles(t);
       double sum = 0, asum = 0;

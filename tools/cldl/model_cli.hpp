@@ -89,8 +89,27 @@ struct LoadedModel {
   std::shared_ptr<graph::Model> graph_model;   // the loaded model (any input shapes)
   std::shared_ptr<graph::CompiledModel> model; // its plan for the inputs below
   std::map<std::string, HostTensor> inputs;    // the plan's inputs (shape-deciding ones are in the plan)
+  std::map<std::string, HostTensor> all_inputs;  // every model input (what a ModelSession takes)
   graph::PassStats passes;
   double load_ms = 0;
+};
+
+// Runs a loaded model on its inputs, every stage of it: a plan's Session, or, for a staged plan (a
+// decision that needs run-time data, whose later stages are planned from that data), a ModelSession.
+class ModelRunner {
+ public:
+  explicit ModelRunner(const LoadedModel& lm) : lm_(&lm) {
+    if (lm.model->rest) staged_ = lm.graph_model->session();
+    else plain_ = lm.model->session();
+  }
+  std::map<std::string, HostTensor> run(Profiler* profiler = nullptr) {
+    return staged_ ? staged_->run(lm_->all_inputs, profiler) : plain_->run(lm_->inputs, profiler);
+  }
+
+ private:
+  const LoadedModel* lm_;
+  std::unique_ptr<graph::Session> plain_;
+  std::unique_ptr<graph::ModelSession> staged_;
 };
 
 // Loads the model once (graph::Model) and plans the signature of the inputs: files given with --input,
@@ -134,6 +153,7 @@ inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
   graph::Signature sig = lm.graph_model->signature(lm.inputs);
   lm.model = lm.graph_model->plan(sig);
   lm.passes = lm.model->passes;
+  lm.all_inputs = lm.inputs;
   for (auto& [name, v] : sig.values) lm.inputs.erase(name);
   lm.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return lm;

@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""Exports a set of models from the wild with Debian's python3-torch / python3-torchvision (random
+weights, nothing downloaded): torchvision classifiers, segmenters and detectors, at several opsets, with
+a dynamic batch dim. Each model is written as NAME_opsetN.onnx with NAME_opsetN.json beside it (the input
+shape to bench with); a model torch cannot export at an opset is listed in FAILED.txt with the reason.
+
+    /usr/bin/python3 tools/bench/export_models.py [--out DIR] [--opsets 11,13,17] [--only resnet18,...]
+
+Then: tools/bench/models_vs_ort.py --models DIR (cldl against ONNX Runtime on the same inputs)."""
+import argparse
+import json
+import os
+import traceback
+
+import torch
+import torchvision
+
+# name -> (constructor, input shape [N, C, H, W]); batch is exported as a symbolic dim.
+MODELS = {
+    "resnet18": (lambda: torchvision.models.resnet18(), (1, 3, 224, 224)),
+    "resnet50": (lambda: torchvision.models.resnet50(), (1, 3, 224, 224)),
+    "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(), (1, 3, 224, 224)),
+    "mobilenet_v3_small": (lambda: torchvision.models.mobilenet_v3_small(), (1, 3, 224, 224)),
+    "efficientnet_b0": (lambda: torchvision.models.efficientnet_b0(), (1, 3, 224, 224)),
+    "shufflenet_v2_x1_0": (lambda: torchvision.models.shufflenet_v2_x1_0(), (1, 3, 224, 224)),
+    "squeezenet1_1": (lambda: torchvision.models.squeezenet1_1(), (1, 3, 224, 224)),
+    "densenet121": (lambda: torchvision.models.densenet121(), (1, 3, 224, 224)),
+    "googlenet": (lambda: torchvision.models.googlenet(aux_logits=False, init_weights=True), (1, 3, 224, 224)),
+    "inception_v3": (lambda: torchvision.models.inception_v3(aux_logits=False, init_weights=True), (1, 3, 299, 299)),
+    "regnet_y_400mf": (lambda: torchvision.models.regnet_y_400mf(), (1, 3, 224, 224)),
+    "convnext_tiny": (lambda: torchvision.models.convnext_tiny(), (1, 3, 224, 224)),
+    "vit_b_16": (lambda: torchvision.models.vit_b_16(), (1, 3, 224, 224)),
+    "deeplabv3_mobilenet_v3_large": (
+        lambda: torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(weights_backbone=None, aux_loss=False),
+        (1, 3, 256, 256)),
+    "fcn_resnet50": (lambda: torchvision.models.segmentation.fcn_resnet50(weights_backbone=None, aux_loss=False),
+                     (1, 3, 256, 256)),
+    "ssdlite320_mobilenet_v3_large": (
+        lambda: torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights_backbone=None), (1, 3, 320, 320)),
+}
+
+
+class Plain(torch.nn.Module):
+    """Segmentation models return a dict; the export wants tensors."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        y = self.m(x)
+        return y["out"] if isinstance(y, dict) else y
+
+
+def export(name, opset, out_dir):
+    make, shape = MODELS[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    detection = name.startswith("ssd")
+    path = os.path.join(out_dir, f"{name}_opset{opset}.onnx")
+    x = torch.randn(*shape)
+    if detection:  # takes a list of images; the batch is that list
+        torch.onnx.export(model, ([x[0]],), path, opset_version=opset, input_names=["image"],
+                          output_names=["boxes", "scores", "labels"], dynamic_axes={"image": {1: "height", 2: "width"}})
+        spec = {"image": list(shape[1:])}
+    else:
+        torch.onnx.export(Plain(model), (x,), path, opset_version=opset, input_names=["image"], output_names=["y"],
+                          dynamic_axes={"image": {0: "batch"}, "y": {0: "batch"}})
+        spec = {"image": list(shape)}
+    with open(path[:-5] + ".json", "w") as f:
+        json.dump({"inputs": {k: ["float32", v] for k, v in spec.items()}}, f)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="/tmp/cldl-models")
+    ap.add_argument("--opsets", default="11,13,17")
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    names = a.only.split(",") if a.only else list(MODELS)
+    failed = []
+    for name in names:
+        for opset in [int(o) for o in a.opsets.split(",")]:
+            try:
+                print("exported", export(name, opset, a.out), flush=True)
+            except Exception as e:  # noqa: BLE001 - the reason is the result
+                reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                failed.append(f"{name} opset {opset}: {reason}")
+                print("FAILED", failed[-1], flush=True)
+                traceback.print_exc(limit=1)
+    with open(os.path.join(a.out, "FAILED.txt"), "w") as f:
+        f.write("".join(l + "\n" for l in failed))
+
+
+if __name__ == "__main__":
+    main()
