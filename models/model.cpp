@@ -4,6 +4,7 @@
 #include <chrono>
 #include <set>
 
+#include "models/const_fold.hpp"
 #include "models/onnx_import.hpp"
 #include "runtime/log.hpp"
 
@@ -153,10 +154,11 @@ std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
     PlanBoundary boundary;
     PassStats ps = prepare_shapes(g, opts_.prepare.fold_constants, &boundary);
     if (boundary.hit) return make_staged(std::move(g), std::move(boundary));
-    double shapes_ms = ms_since(t1);
-    auto t2 = std::chrono::steady_clock::now();
     CompileOptions co = opts_.compile;
     co.constants = constants_;
+    if (opts_.prepare.fold_constants) ps.folded_nodes += fold_constants_on_device(ctx_, g, co);
+    double shapes_ms = ms_since(t1);
+    auto t2 = std::chrono::steady_clock::now();
     auto p = CompiledModel::compile(ctx_, std::move(g), co);
     log::debug("model '{}': plan: graph copy {:.2f} ms, shapes and passes {:.2f} ms, lowering {:.2f} ms",
                graph_.name, copy_ms, shapes_ms, ms_since(t2));
