@@ -328,6 +328,91 @@ size_t fuse_layernorm(Graph& g) {
   return added.size();
 }
 
+// ------------------------------------------------------------------ RMSNorm
+// x^2 (Pow 2 or x * x) -> ReduceMean over the last axes (keepdims) -> Add eps -> Sqrt, then x / sqrt, or
+// x * (1 / sqrt) with 1 / sqrt as Reciprocal or Div(1, sqrt) (torch.rsqrt's export), in either Mul order;
+// then an optional Mul by a weight of the normalised shape: RMSNormalization (LLaMA / T5 code).
+size_t fuse_rmsnorm(Graph& g) {
+  if (g.opset() < 7) return 0;
+  Matcher m(g);
+  std::vector<Node> added;
+  std::vector<std::pair<std::string, HostTensor>> new_inits;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& r = g.nodes[i];
+    if (r.op_type != "ReduceMean" || !r.domain.empty() || m.claimed(i)) continue;
+    m.begin();
+    Node* sq = m.producer(r.input(0), "Pow");
+    std::string x;
+    if (sq && m.scalar_is(sq->input(1), 2.0)) {
+      x = sq->input(0);
+    } else if ((sq = m.producer(r.input(0), "Mul")) && sq->input(0) == sq->input(1)) {
+      x = sq->input(0);
+    } else {
+      continue;
+    }
+    if (m.reader_count(r.input(0)) != 1 || !m.f32(x)) continue;
+    Shape xs = m.shape(x);
+    const int64_t axis = trailing_axes(g, r, int64_t(xs.rank()));
+    if (axis < 0) continue;
+    Node* add = m.sole_reader(r.outputs[0], "Add");
+    auto eps = add ? m.scalar(Matcher::other(*add, r.outputs[0])) : std::nullopt;
+    Node* sqrt = eps ? m.sole_reader(add->outputs[0], "Sqrt") : nullptr;
+    if (!sqrt) continue;
+    const std::string sv = sqrt->outputs[0];
+    std::string y;
+    if (Node* div = m.sole_reader(sv, "Div"); div && div->input(1) == sv) {
+      if (div->input(0) == x) {  // x / sqrt
+        m.claim({div});
+        y = div->outputs[0];
+      } else if (m.scalar_is(div->input(0), 1.0)) {  // 1 / sqrt, then times x
+        Node* mul = m.sole_reader(div->outputs[0], "Mul");
+        if (!mul || Matcher::other(*mul, div->outputs[0]) != x) continue;
+        m.claim({div, mul});
+        y = mul->outputs[0];
+      }
+    } else if (Node* rec = m.sole_reader(sv, "Reciprocal")) {
+      Node* mul = m.sole_reader(rec->outputs[0], "Mul");
+      if (!mul || Matcher::other(*mul, rec->outputs[0]) != x) continue;
+      m.claim({rec, mul});
+      y = mul->outputs[0];
+    }
+    if (y.empty()) continue;
+    m.claim({sq, &r, add, sqrt});
+    int64_t cols = 1;
+    for (size_t a = size_t(axis); a < xs.rank(); ++a) cols *= xs[a];
+    std::vector<int64_t> norm_dims(xs.dims.begin() + axis, xs.dims.end());
+    std::string scale;
+    if (Node* wm = m.sole_reader(y, "Mul")) {
+      std::string w = Matcher::other(*wm, y);
+      auto it = g.initializers.find(w);
+      if (!w.empty() && it != g.initializers.end() && it->second.dtype() == DType::f32 && it->second.numel() == cols &&
+          it->second.shape().rank() <= xs.rank() &&
+          strip_leading_ones(it->second.shape().dims) == strip_leading_ones(norm_dims)) {
+        scale = g.unique_name(w + "_rms");
+        HostTensor h(DType::f32, Shape{norm_dims});
+        std::copy_n(it->second.as<float>(), cols, h.as<float>());
+        new_inits.emplace_back(scale, std::move(h));
+        m.claim({wm});
+        y = wm->outputs[0];
+      }
+    }
+    if (scale.empty()) {
+      scale = g.unique_name(r.name + "_ones");
+      HostTensor ones(DType::f32, Shape{norm_dims});
+      std::fill_n(ones.as<float>(), cols, 1.0f);
+      new_inits.emplace_back(scale, std::move(ones));
+    }
+    Node rn = fused_node(g, "RMSNormalization", r.name, {x, scale}, y);
+    rn.attrs["axis"] = axis;
+    rn.attrs["epsilon"] = float(*eps);
+    added.push_back(std::move(rn));
+    m.commit();
+  }
+  for (auto& [n, h] : new_inits) g.initializers[n] = std::move(h);
+  m.finish(added);
+  return added.size();
+}
+
 // ------------------------------------------------------------------ attention
 bool is_minus_inf(std::optional<double> v) { return v && (std::isinf(*v) ? *v < 0 : *v <= -1e30); }
 
@@ -498,6 +583,7 @@ size_t fuse_attention(Graph& g) {
 struct Register {
   Register() {
     register_fusion_pass("layernorm-pattern", fuse_layernorm, FusionStage::typed);
+    register_fusion_pass("rmsnorm-pattern", fuse_rmsnorm, FusionStage::typed);
     register_fusion_pass("gelu-pattern", fuse_gelu, FusionStage::typed);
     register_fusion_pass("attention-pattern", fuse_attention, FusionStage::typed);
   }

@@ -67,6 +67,18 @@ TEST_SUITE("onnx_patterns") {
     }
   }
 
+  TEST_CASE("decomposed RMSNorm (x * rsqrt(mean(x^2) + eps) * w, and x / sqrt(...) * w) becomes RMSNormalization") {
+    for (const char* name : {"rmsnorm", "rmsnorm_div"}) {
+      CAPTURE(name);
+      auto l = run_pattern(name, {"x"});
+      const Node& rn = only(l.g, "RMSNormalization");
+      CHECK(rn.domain == kFusedDomain);
+      CHECK(rn.attr_i("axis", 0) == int64_t(l.g.values.at(rn.input(0)).shape.to_shape().rank()) - 1);
+      CHECK(rn.attr_f("epsilon", 0) == doctest::Approx(1e-6));
+      CHECK(l.g.nodes.size() == 1);  // the weight taken in
+    }
+  }
+
   TEST_CASE("GELU erf form (both Mul orders) and tanh form become Gelu, then the first Gemm's epilogue") {
     for (const char* form : {"erf", "erf_half_first", "tanh"}) {
       CAPTURE(form);

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Makes the ONNX files of tests/test_onnx_patterns.cpp: small PyTorch modules whose ONNX export is the
-decomposed form of LayerNorm (opset 14), GELU (erf form in both Mul orders, tanh form) and attention
+decomposed form of LayerNorm (opset 14), RMSNorm, GELU (erf form in both Mul orders, tanh form) and attention
 (MatMul(Q, K^T) -> Div / Mul scale -> optional additive mask / causal Where -> Softmax -> MatMul V),
 plus PyTorch's outputs on fixed inputs as .npy. Run with Debian's python3-torch (1.13):
-    /usr/bin/python3 tests/data/patterns/make_patterns.py
+    /usr/bin/python3 tests/data/patterns/make_patterns.py [NAME ...]   (only those files)
 """
 import math
 import os
+import sys
 
 import numpy as np
 import torch
@@ -28,6 +29,20 @@ class LayerNormModel(nn.Module):
 
     def forward(self, x):
         return self.ln(x) * 2.0
+
+
+class RMSNormModel(nn.Module):
+    """RMSNorm as LLaMA / T5 code writes it: x * rsqrt(mean(x^2) + eps) * weight, or x / sqrt(...)."""
+
+    def __init__(self, dim, form="rsqrt"):
+        super().__init__()
+        self.form = form
+        self.weight = nn.Parameter(torch.empty(dim).uniform_(0.5, 1.5))
+
+    def forward(self, x):
+        v = x.pow(2).mean(-1, keepdim=True) + 1e-6
+        y = x * torch.rsqrt(v) if self.form == "rsqrt" else x / torch.sqrt(v)
+        return self.weight * y if self.form == "rsqrt" else y * self.weight
 
 
 class GeluModel(nn.Module):
@@ -79,7 +94,12 @@ class AttentionModel(nn.Module):
         return self.out(y)
 
 
+ONLY = sys.argv[1:]  # names to (re)make; all when empty
+
+
 def export(name, model, inputs, opset, input_names):
+    if ONLY and name not in ONLY:
+        return
     model.eval()
     with torch.no_grad():
         y = model(*inputs)
@@ -103,6 +123,8 @@ def main():
     export("attention_causal", AttentionModel(mode="causal"), [rnd(2, 9, 24)], 14, ["x"])
     mask = torch.where(torch.rand(2, 1, 1, 6, generator=g) < 0.3, -1e4, 0.0)
     export("attention_mask", AttentionModel(), [rnd(2, 6, 24), mask], 14, ["x", "mask"])
+    export("rmsnorm", RMSNormModel(11), [rnd(2, 3, 11) * 2], 14, ["x"])
+    export("rmsnorm_div", RMSNormModel(9, form="div"), [rnd(4, 9)], 17, ["x"])
 
 
 if __name__ == "__main__":
