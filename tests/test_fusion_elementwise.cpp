@@ -87,6 +87,19 @@ TEST_SUITE("fusion_elementwise") {
     }
   }
 
+  TEST_CASE("a lone f32 op gets a generated kernel over many elements, the shared one over few") {
+    for (int64_t rows : {70, 3}) {  // 70 x 67 = 4690 elements (generated), 3 x 67 (shared)
+      Shape s{rows, 67};
+      HostTensor x = test::random_tensor(s, 20), b = test::random_tensor(Shape{67}, 21);
+      GraphBuilder gb("lone", 17);
+      auto y = gb.op1("Div", {gb.input("x", DType::f32, s), gb.constant("b", b)});
+      gb.output(y);  // no renaming Identity: one node
+      Run run = prepare_and_run(gb.build(), {{"x", x}});
+      CHECK(count_ops(run.g, "FusedElementwise") == (rows == 70 ? 1 : 0));
+      check_against(run.out[y.name], s, [&](int64_t i) { return double(x.as<float>()[i]) / b.as<float>()[i % 67]; });
+    }
+  }
+
   TEST_CASE("rank-5 broadcasts that need div / mod, with an activation and Clip") {
     Shape os{2, 3, 4, 5, 6}, as{2, 1, 4, 1, 6}, cs{3, 1, 5, 1};
     HostTensor a = test::random_tensor(as, 4), c = test::random_tensor(cs, 5), x = test::random_tensor(os, 6);
