@@ -7,7 +7,8 @@ cldl build with --input, and to ORT (intra-op threads --threads, default 2) from
 
 With --models DIR: every DIR/*.onnx that has a DIR/*.json input spec (tools/bench/export_models.py writes
 both) instead of the built-in list; a model cldl cannot run is listed with cldl's error and left out of
-the geometric mean.
+the geometric mean. With --check: no timing; each model's outputs against ONNX Runtime's (the largest
+absolute difference relative to the output's largest magnitude).
 
 Several --cldl binaries (e.g. a build before and after a change) are timed in alternating rounds.
 Needs onnxruntime and numpy (PyPI); the models are the zoo's and tests/data/dynamic's."""
@@ -65,6 +66,29 @@ def cldl_median(binary, path, files, runs):
     return json.loads(out)["median_ms"]
 
 
+def check_outputs(binary, path, files, feed, tmp):
+    """cldl's outputs against ONNX Runtime's on the same inputs: (worst max-abs error relative to the
+    output's largest magnitude, the output it was in)."""
+    out_dir = tempfile.mkdtemp(dir=tmp)
+    cmd = [binary, "run", path, "--runs", "1", "-o", out_dir]
+    for name, f in files.items():
+        cmd += ["--input", f"{name}={f}"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    worst, where = 0.0, ""
+    for o, ref in zip(s.get_outputs(), s.run(None, feed)):
+        got = np.load(os.path.join(out_dir, o.name.replace("/", "_").replace(":", "_") + ".npy"))
+        if got.shape != ref.shape:
+            return float("inf"), f"{o.name}: shape {got.shape} vs {ref.shape}"
+        if ref.dtype.kind != "f":
+            err = float(np.max(got != ref)) if ref.size else 0.0
+        else:
+            err = float(np.max(np.abs(got.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-6) if ref.size else 0.0
+        if err > worst:
+            worst, where = err, o.name
+    return worst, where
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cldl", action="append", default=[])
@@ -73,6 +97,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models", default="")
     ap.add_argument("--only", default="")
+    ap.add_argument("--check", action="store_true", help="compare outputs with ORT's instead of timing")
     a = ap.parse_args()
     binaries = a.cldl or [os.path.join(ROOT, "build", "cldl")]
     models = MODELS
@@ -96,6 +121,14 @@ def main():
         for name, v in feed.items():
             files[name] = os.path.join(tmp, f"{k}_{name}.npy")
             np.save(files[name], v)
+        if a.check:
+            for b in binaries:
+                try:
+                    err, where = check_outputs(b, path, files, feed, tmp)
+                    print(f"{model}: {b}: max |cldl - ORT| / max |ORT| = {err:.2e} ({where})", flush=True)
+                except subprocess.CalledProcessError as e:
+                    print(f"{model}: {b}: FAILED {(e.stderr or '').strip().splitlines()[-1:]}", flush=True)
+            continue
         o, c = [], {b: [] for b in binaries}
         try:
             for _ in range(a.rounds):
