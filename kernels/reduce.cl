@@ -64,6 +64,38 @@
     y[y_off + o] = acc;                                                                                        \
   }
 DEFINE_REDUCE(float, )
+
+// Integer reductions (i32, i64): Sum, Mean (truncating toward zero), Max, Min, Prod, SumSquare and L1,
+// exact; +, * wrap as numpy's do (computed unsigned, where overflow is defined). An empty Max / Min
+// gives the type's lowest / highest value.
+#define DEFINE_REDUCE_INT(T, UT, SUFFIX, TMIN, TMAX)                                                            \
+  __kernel void reduce_axes##SUFFIX(int op, int keep_rank, long8 keep_dims, long8 keep_strides, int red_rank,  \
+                                    long8 red_dims, long8 red_strides, long r_len, long r_stride, long count,  \
+                                    __global const T* x, long x_off, __global T* y, long y_off) {              \
+    const long o = get_global_id(0);                                                                           \
+    const long base = x_off + nd_offset(o, keep_rank, keep_dims, keep_strides);                                \
+    const long outer = r_len ? count / r_len : 0;                                                              \
+    T acc = op == R_MAX ? TMIN : op == R_MIN ? TMAX : op == R_PROD ? (T)1 : (T)0;                              \
+    for (long ro = 0; ro < outer; ++ro) {                                                                      \
+      const long b = base + nd_offset(ro, red_rank, red_dims, red_strides);                                    \
+      for (long k = 0; k < r_len; ++k) {                                                                       \
+        const T v = x[b + k * r_stride];                                                                       \
+        switch (op) {                                                                                          \
+          case R_MAX: acc = max(acc, v); break;                                                                \
+          case R_MIN: acc = min(acc, v); break;                                                                \
+          case R_PROD: acc = (T)((UT)acc * (UT)v); break;                                                      \
+          case R_SUM_SQUARE: acc = (T)((UT)acc + (UT)v * (UT)v); break;                                        \
+          case R_L1: acc = (T)((UT)acc + (v < 0 ? (UT)0 - (UT)v : (UT)v)); break;                                         \
+          default: acc = (T)((UT)acc + (UT)v); break;                                                          \
+        }                                                                                                      \
+      }                                                                                                        \
+    }                                                                                                          \
+    if (op == R_MEAN && count > 0) acc = (T)(acc / (T)count);                                                  \
+    y[y_off + o] = acc;                                                                                        \
+  }
+DEFINE_REDUCE_INT(int, uint, _i32, INT_MIN, INT_MAX)
+DEFINE_REDUCE_INT(long, ulong, _i64, LONG_MIN, LONG_MAX)
+
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 DEFINE_REDUCE(double, _f64)

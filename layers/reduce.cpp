@@ -66,8 +66,14 @@ Shape Reduce::validate(const ReduceConfig& c) {
   const char* op = kReduceNames[int(c.op)];
   if (c.input.rank() > size_t(kMaxRank)) invalid(op, "input rank {} exceeds the supported {}", c.input.rank(), kMaxRank);
   const bool small = c.dtype == DType::boolean || c.dtype == DType::u8;
-  if (c.dtype != DType::f32 && c.dtype != DType::f64 && !(small && (c.op == ReduceOp::max || c.op == ReduceOp::min)))
-    invalid(op, "input dtype {} is not supported (f32, f64; bool and u8 for ReduceMax / ReduceMin)",
+  const bool integer = c.dtype == DType::i32 || c.dtype == DType::i64;
+  const bool int_op = c.op == ReduceOp::sum || c.op == ReduceOp::mean || c.op == ReduceOp::max || c.op == ReduceOp::min ||
+                      c.op == ReduceOp::prod || c.op == ReduceOp::sum_square || c.op == ReduceOp::l1;
+  if (c.dtype != DType::f32 && c.dtype != DType::f64 && !(small && (c.op == ReduceOp::max || c.op == ReduceOp::min)) &&
+      !(integer && int_op))
+    invalid(op,
+            "input dtype {} is not supported (f32, f64; i32 and i64 but for L2 / LogSum / LogSumExp; bool and u8 "
+            "for ReduceMax / ReduceMin)",
             to_string(c.dtype));
   auto red = reduced_dims(c);
   Shape o;
@@ -94,9 +100,12 @@ std::unique_ptr<Reduce> Reduce::create(Context& ctx, int device, const ReduceCon
   r->count_ = r->red_.inner() * r->red_.outer();
   r->n_out_ = r->keep_.inner() * r->keep_.outer();
   check_dtype_support(ctx.device(device), cfg.dtype, to_string(cfg.op));
-  const bool is_float = cfg.dtype == DType::f32 || cfg.dtype == DType::f64;
-  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device),
-                           cfg.dtype == DType::f64 ? "reduce_axes_f64" : is_float ? "reduce_axes" : "reduce_axes_u8");
+  const char* kernel = cfg.dtype == DType::f64   ? "reduce_axes_f64"
+                       : cfg.dtype == DType::f32 ? "reduce_axes"
+                       : cfg.dtype == DType::i32 ? "reduce_axes_i32"
+                       : cfg.dtype == DType::i64 ? "reduce_axes_i64"
+                                                 : "reduce_axes_u8";
+  r->kernel_ = make_kernel(ctx.program("reduce.cl", "", device), kernel);
   return r;
 }
 
@@ -111,7 +120,7 @@ void Reduce::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   if (out_.numel() == 0) return;
   const int rr = red_.rank - 1;
   std::lock_guard lock(launch_mutex_);
-  if (cfg_.dtype != DType::f32 && cfg_.dtype != DType::f64) {
+  if (cfg_.dtype == DType::boolean || cfg_.dtype == DType::u8) {
     // The identity of an empty reduction: the smallest value for max, the largest for min.
     const cl_uchar init = cfg_.op == ReduceOp::max ? 0 : cfg_.dtype == DType::boolean ? 1 : 255;
     set_args(kernel_, cl_int(cfg_.op == ReduceOp::max), init, cl_int(keep_.rank), keep_.dims8(), keep_.strides8(0),

@@ -1,6 +1,7 @@
 // ONNX Reduce* (axes as the "axes" attribute before opset 18 / ReduceSum 13, as a load-time input
 // after; keepdims, noop_with_empty_axes) and ArgMax / ArgMin mapped onto layers/reduce.hpp. f32 input (Reduce*
-// also f64, needing cl_khr_fp64); ReduceMax / ReduceMin also bool and u8.
+// also f64, needing cl_khr_fp64; i32 / i64 for Sum, Mean, Max, Min, Prod, SumSquare, L1); ReduceMax /
+// ReduceMin also bool and u8.
 // CumSum and CumProd (axis a load-time input, exclusive, reverse) on f32 / f64 / i32 / i64 / u32 / u64.
 #include "layers/reduce.hpp"
 #include "models/ops_cnn_common.hpp"
@@ -28,7 +29,9 @@ void need_f32(const InferCtx& c) {
 void infer_reduce(InferCtx& c) {
   const DType dt = c.input(0).dtype;
   const bool small = dt == DType::boolean || dt == DType::u8;
-  if (!(small && (c.node.op_type == "ReduceMax" || c.node.op_type == "ReduceMin")) && dt != DType::f64) need_f32(c);
+  const bool integer = dt == DType::i32 || dt == DType::i64;  // Reduce::validate names the ops they take
+  if (!(small && (c.node.op_type == "ReduceMax" || c.node.op_type == "ReduceMin")) && dt != DType::f64 && !integer)
+    need_f32(c);
   if (c.has_input(1)) c.constant(1, "axes");
   auto cfg = reduce_config(c.node, c.shape(0), dt, c.value);
   c.set(0, dt, checked(c, [&] { return Reduce::validate(cfg); }));

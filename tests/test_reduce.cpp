@@ -149,6 +149,50 @@ TEST_CASE("ReduceMax / ReduceMin on bool and u8, exact, with the identity on an 
                  {"ReduceSum", "bool"});
 }
 
+TEST_CASE("Sum / Mean / Max / Min / Prod / SumSquare / L1 on i32 and i64, exact") {
+  const Shape s{3, 5, 7};
+  for (DType dt : {DType::i32, DType::i64})
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min, ReduceOp::prod,
+                        ReduceOp::sum_square, ReduceOp::l1})
+      for (std::vector<int64_t> axes : {std::vector<int64_t>{1}, {0, 2}, {-1}}) {
+        CAPTURE(to_string(dt));
+        CAPTURE(to_string(op));
+        // Values in [-2, 2] keep every product and sum exact in the float reference.
+        std::vector<int64_t> v(size_t(s.numel()));
+        for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t((i * 37 + 11) % 5) - 2;
+        HostTensor hv(dt, s);
+        for (size_t i = 0; i < v.size(); ++i)
+          if (dt == DType::i32) hv.as<int32_t>()[i] = int32_t(v[i]);
+          else hv.as<int64_t>()[i] = v[i];
+        ReduceConfig cfg{op, s, axes, true, false, dt};
+        Shape so = Reduce::validate(cfg);
+        Tensor got = run_op(*Reduce::create(ctx(), 0, cfg), {ctx().upload(hv)}, so, dt);
+        std::vector<int64_t> g64;
+        if (dt == DType::i32) {
+          auto g32 = down<int32_t>(got);
+          g64.assign(g32.begin(), g32.end());
+        } else {
+          g64 = down<int64_t>(got);
+        }
+        std::vector<float> xf(v.begin(), v.end());
+        ref::Dims od;
+        auto want = ref::reduce(xf, s.dims, std::vector<int>(axes.begin(), axes.end()), true, int(op), od);
+        REQUIRE(Shape(od) == so);
+        for (size_t i = 0; i < want.size(); ++i) {
+          double g = double(g64[i]);
+          REQUIRE(g == (op == ReduceOp::mean ? std::trunc(double(want[i])) : double(want[i])));
+        }
+      }
+  // Beyond 32 bits: i64 keeps them.
+  HostTensor big(DType::i64, Shape{2, 3});
+  for (int64_t i = 0; i < 6; ++i) big.as<int64_t>()[i] = (int64_t(1) << 40) * (i - 2) + i;
+  ReduceConfig mx{ReduceOp::max, Shape{2, 3}, {1}, false, false, DType::i64};
+  auto got = down<int64_t>(run_op(*Reduce::create(ctx(), 0, mx), {ctx().upload(big)}, Shape{2}, DType::i64));
+  CHECK(got[0] == big.as<int64_t>()[2]);
+  CHECK(got[1] == big.as<int64_t>()[5]);
+  expect_invalid([] { Reduce::validate({ReduceOp::l2, Shape{3}, {}, true, false, DType::i64}); }, {"ReduceL2", "i64"});
+}
+
 TEST_CASE("CumSum on u32 / u64 wraps and on f64 keeps what f32 cannot hold") {
   const Shape s{3, 7, 5};
   std::vector<uint64_t> x(size_t(s.numel()));
