@@ -21,6 +21,12 @@ const char* descr(DType t) {
 }
 }  // namespace
 
+bool npy_supports(DType t) {
+  for (auto& [d, s] : kDescr)
+    if (d == t) return true;
+  return false;
+}
+
 HostTensor read_npy(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("cannot open .npy file '{}'", path);

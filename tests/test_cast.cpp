@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "layers/elementwise.hpp"
 #include "models/op_registry.hpp"
 #include "reference/cnn_harness.hpp"
+#include "models/npy.hpp"
 #include "tests/support/onnx_util.hpp"
 
 using namespace cldl;
@@ -354,3 +356,28 @@ TEST_CASE("a Cast node folds a constant at load with saturate and round_mode as 
 }
 
 }  // TEST_SUITE
+
+TEST_SUITE("cast") {
+  TEST_CASE("cldl run -o writes a bf16 output as an ONNX TensorProto (.pb), and --format npy refuses it") {
+    const std::string dir = test::temp_dir("pb-out");
+    graph::GraphBuilder b("bf16_out", 17);
+    auto x = b.input("x", DType::f32, Shape{2, 3});
+    b.output(b.op1("Cast", {x}, {{"to", int64_t(16)}}), "y");  // 16: bfloat16
+    graph::export_onnx_file(b.build(), dir + "/m.onnx");
+    HostTensor xv = HostTensor::from<float>(Shape{2, 3}, std::vector<float>{1.0f, -2.5f, 3.140625f, 0.0f, 1e10f, -7.0f});
+    graph::write_npy(xv, dir + "/x.npy");
+    const std::string run = std::string(CLDL_CLI_PATH) + " run " + dir + "/m.onnx --device " + test::device_spec() +
+                            " -i x=" + dir + "/x.npy -o " + dir + "/out";
+    std::string out;
+    REQUIRE_MESSAGE(test::run_command(run, out) == 0, out);
+    CHECK(out.find("ONNX TensorProto") != std::string::npos);
+    HostTensor y = graph::read_tensor_file(dir + "/out/y.pb");
+    REQUIRE(y.dtype() == DType::bf16);
+    REQUIRE(y.shape() == Shape{2, 3});
+    HostTensor want = graph::cast_host(xv, DType::bf16);
+    CHECK(std::memcmp(y.data(), want.data(), want.bytes()) == 0);
+    CHECK(test::run_command(run + " --format npy", out) != 0);
+    CHECK(out.find("--format pb") != std::string::npos);
+    std::filesystem::remove_all(dir);
+  }
+}

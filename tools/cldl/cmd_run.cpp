@@ -55,7 +55,12 @@ void add_run_command(CLI::App& app) {
   static bool stats = false, bench = false, json = false;
   static int runs = 10;
   mo.add(cmd);
-  cmd->add_option("-o,--output", out_dir, "Folder for the outputs as <name>.npy");
+  cmd->add_option("-o,--output", out_dir, "Folder for the outputs as <name>.npy (or .pb, see --format)");
+  static std::string format = "auto";
+  cmd->add_option("--format", format,
+                  "Output files: npy, pb (ONNX TensorProto), or auto: .npy where NumPy has the dtype, .pb for "
+                  "the others (bf16, float8, float4, int4)")
+      ->check(CLI::IsMember({"auto", "npy", "pb"}));
   cmd->add_flag("--stats", stats, "Print the memory plan and each node's algorithm");
   cmd->add_flag("--bench", bench, "Time --runs runs after one warm-up; print min / median / max");
   cmd->add_option("--runs", runs, "Steady-state / benchmark runs")->check(CLI::PositiveNumber);
@@ -85,7 +90,15 @@ void add_run_command(CLI::App& app) {
       if (!out_dir.empty()) {
         std::string file = o.name;
         std::replace_if(file.begin(), file.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '_');
-        graph::write_npy(t, (std::filesystem::path(out_dir) / (file + ".npy")).string());
+        const bool pb = format == "pb" || (format == "auto" && !graph::npy_supports(t.dtype()));
+        if (format == "npy" && !graph::npy_supports(t.dtype()))
+          fail("output '{}' is {}, which .npy cannot hold: use --format pb or auto", o.name, to_string(t.dtype()));
+        auto path = std::filesystem::path(out_dir) / (file + (pb ? ".pb" : ".npy"));
+        if (pb) graph::write_tensor_pb(t, path.string(), o.name);
+        else graph::write_npy(t, path.string());
+        if (pb && format == "auto")
+          fmt::print("  {} written as ONNX TensorProto {} (.npy has no {} dtype)\n", o.name, path.string(),
+                     to_string(t.dtype()));
       }
     }
     fmt::print("load {:.2f} ms, first run {:.3f} ms, steady state median {:.3f} ms over {} runs\n", lm.load_ms,
