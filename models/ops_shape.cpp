@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "layers/data.hpp"
 #include "models/onnx_import.hpp"
 #include "models/op_registry.hpp"
 #include "models/ops_cnn_common.hpp"
@@ -73,6 +74,51 @@ std::vector<HostTensor> fold_constant_of_shape(const InferCtx& c) {
   double fill = v ? to_doubles(*v)[0] : 0.0;
   Shape s(dims);
   return {from_doubles(dt, s, std::vector<double>(size_t(check_host_fold_size(c, dims)), fill))};
+}
+
+// ConstantOfShape: folded on the host up to kDeviceFillElements (the small values that decide shapes);
+// a larger one (a zero weight of an old classifier, [4096, 9216]) is filled on the device at run time,
+// as an Expand of its one value, instead of being held (or refused) on the host.
+constexpr int64_t kDeviceFillElements = int64_t(1) << 20;
+
+std::pair<DType, HostTensor> constant_of_shape_value(const Node& n) {
+  const HostTensor* v = n.attr_t("value");
+  if (v && v->numel() != 1) fail("{}: attribute 'value' must hold one element, got shape {}", n.describe(), v->shape().str());
+  HostTensor one(v ? v->dtype() : DType::f32, Shape{1});
+  if (v) std::memcpy(one.data(), v->data(), v->bytes());
+  return {one.dtype(), one};
+}
+
+void infer_constant_of_shape(InferCtx& c) {
+  auto dims = to_ints(c.constant(0, "shape"));
+  for (auto d : dims)
+    if (d < 0) c.error("shape {} has a negative dimension", Shape(dims).str());
+  const int64_t n = bounded_numel(dims, int64_t(1) << 40);
+  if (n >= 0 && n <= kDeviceFillElements) {
+    c.fold(0, fold_constant_of_shape(c)[0]);
+    return;
+  }
+  if (n < 0) c.error("shape {} has too many elements", Shape(dims).str());
+  c.set(0, constant_of_shape_value(c.node).first, Shape(dims));
+}
+
+class FillKernel : public NodeKernel {
+ public:
+  Tensor value;
+  std::unique_ptr<Expand> expand;
+  std::string algorithm() const override { return "device fill (Expand of the value)"; }
+  void enqueue(std::span<const Tensor>, std::span<const Tensor> out, ExecutionContext& ec) override {
+    Tensor in[] = {value};
+    expand->enqueue(in, out, nullptr, ec);
+  }
+};
+
+std::unique_ptr<NodeKernel> lower_constant_of_shape(LowerCtx& c) {
+  auto [dt, one] = constant_of_shape_value(c.node);
+  auto k = std::make_unique<FillKernel>();
+  k->value = c.ctx.upload(one, c.device);
+  k->expand = Expand::create(c.ctx, c.device, ExpandConfig{Shape{1}, dt, c.out[0].shape.to_shape().dims});
+  return k;
 }
 
 std::vector<HostTensor> fold_range(const InferCtx& c) {
@@ -269,12 +315,12 @@ const OpRegistration kShapeOps{
     {.type = "Size", .since = 1, .family = "shape", .infer = infer_size},
     {.type = "Constant", .since = 1, .family = "shape", .infer = infer_constant},
     // Their output shape depends on input values, so the inputs must be known at load; they fold.
-    {.type = "ConstantOfShape", .since = 9, .family = "shape", .const_inputs = {0}, .infer = fold_with(fold_constant_of_shape, 1)},
+    {.type = "ConstantOfShape", .since = 9, .family = "shape", .const_inputs = {0}, .infer = infer_constant_of_shape,
+     .lower = lower_constant_of_shape},
     {.type = "Range", .since = 11, .family = "shape", .const_inputs = {0, 1, 2}, .infer = fold_with(fold_range, 3)},
 };
 
 const FolderRegistration kFolders{
-    {"ConstantOfShape", fold_constant_of_shape},
     {"Range", fold_range},
     {"Gather", fold_gather},
     {"Slice", fold_slice},

@@ -11,6 +11,7 @@
 #include "layers/data.hpp"
 #include "reference/cnn_harness.hpp"
 #include "reference/cnn_ref.hpp"
+#include "tests/support/onnx_util.hpp"
 
 using namespace cldl;
 using namespace cldl::test;
@@ -365,3 +366,25 @@ TEST_CASE("bad data-movement configurations name the op, the argument and the va
 }
 
 }  // TEST_SUITE
+
+TEST_SUITE("data") {
+  TEST_CASE("ConstantOfShape: small ones fold, a large one is filled on the device, not refused") {
+    for (int64_t rows : {3, 1100}) {  // 3 x 1000 folds; 1100 x 1000 (> 2^20 elements) runs on the device
+      graph::GraphBuilder b("cos", 17);
+      HostTensor shape = HostTensor::from<int64_t>(Shape{2}, std::vector<int64_t>{rows, 1000});
+      HostTensor value = HostTensor::from<float>(Shape{1}, std::vector<float>{2.5f});
+      auto c = b.op1("ConstantOfShape", {b.constant("shape", shape)}, {{"value", value}});
+      auto x = b.input("x", DType::f32, Shape{1000});
+      b.output(b.op1("Mul", {c, x}), "y");
+      graph::Graph g = b.build();
+      graph::prepare(g);
+      int device_nodes = 0;
+      for (auto& n : g.nodes) device_nodes += n.op_type == "ConstantOfShape";
+      CHECK(device_nodes == (rows == 3 ? 0 : 1));
+      HostTensor xv = random_tensor(Shape{1000}, 4);
+      auto out = test::run_graph(b.build(), {{"x", xv}});
+      REQUIRE(out["y"].shape() == Shape{rows, 1000});
+      for (int64_t i = 0; i < rows * 1000; i += 997) CHECK(out["y"].as<float>()[i] == 2.5f * xv.as<float>()[i % 1000]);
+    }
+  }
+}
