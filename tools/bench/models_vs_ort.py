@@ -59,7 +59,7 @@ def ort_median(path, feed, runs, threads):
 
 
 def cldl_median(binary, path, files, runs):
-    cmd = [binary, "bench", path, "--runs", str(runs), "--warmup", "5", "--json"]
+    cmd = [binary, "bench", path, "--runs", str(runs), "--warmup", "5", "--json", "--no-compare"]
     for name, f in files.items():
         cmd += ["--input", f"{name}={f}"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout

@@ -180,7 +180,7 @@ void add_bench_command(CLI::App& app) {
       if (which.size() > 1) fail("cldl bench {}: one model at a time (got '{}' too)", which[0], which[1]);
       model.model = which[0];
       model.device = opts.device;
-      bench_model(model, opts.runs, opts.warmup, opts.json);
+      bench_model(model, opts.runs, opts.warmup, opts.json, opts.compare);
       return;
     }
     if (list) {

@@ -175,6 +175,9 @@ ModelLatency time_model(LoadedModel& lm, int runs, int warmup,
 // One JSON object (model, device, runs, min/median/max_ms, first_run_ms, load_ms) on stdout, or a line.
 void print_model_latency(const ModelOptions& mo, const LoadedModel& lm, const ModelLatency& t, bool json);
 // `cldl bench model.onnx ...` (tools/cldl/cmd_run.cpp).
-void bench_model(ModelOptions mo, int runs, int warmup, bool json);
+// With `compare`, ONNX Runtime (tools/bench/model_onnxruntime.py, the CPU's core count of intra-op threads)
+// runs the same inputs in alternating rounds: one timed run each per round, medians and the per-round
+// ratio ORT / cldl.
+void bench_model(ModelOptions mo, int runs, int warmup, bool json, bool compare = false);
 
 }  // namespace cldl::cli
