@@ -1,7 +1,10 @@
 // Softmax / LogSoftmax over one axis of a tensor viewed as (outer, len, inner); numerically stable
 // (max subtracted before exp). is_log is a runtime argument so both ops share one build.
 
-// inner == 1 (the last axis, the common case): one work-group per row, local-memory reductions.
+// inner == 1 (the last axis, the common case), two kernels (the layer picks and logs one):
+// - softmax_rows: one work-group per row, local-memory reductions; for long rows and for GPUs.
+// - softmax_rows_serial: each work-item walks `rows_per_item` whole rows with float8 loads and no barriers;
+//   for CPUs, where a work-group's barriers cost more than the short row's arithmetic.
 __kernel void softmax_rows(int is_log, long len, __global const float* x, long x_off, __global float* y,
                            long y_off, __local float* scratch) {
   const long row = get_group_id(0);
@@ -33,6 +36,45 @@ __kernel void softmax_rows(int is_log, long len, __global const float* x, long x
   } else {
     const float inv = 1.0f / s;
     for (long i = lid; i < len; i += ls) y[i] = exp(x[i] - m) * inv;
+  }
+}
+
+// Row max and sum of exp(x - max) without barriers: float8 accumulators, then the tail.
+#define SOFTMAX_VEC 8
+__kernel void softmax_rows_serial(int is_log, long len, long rows, long rows_per_item, __global const float* x,
+                                  long x_off, __global float* y, long y_off) {
+  const long first = (long)get_global_id(0) * rows_per_item;
+  const long last = min(first + rows_per_item, rows);
+  const long body = len - len % SOFTMAX_VEC;
+  for (long row = first; row < last; ++row) {
+    __global const float* xr = x + x_off + row * len;
+    __global float* yr = y + y_off + row * len;
+    float8 m8 = (float8)(-INFINITY);
+    for (long i = 0; i < body; i += SOFTMAX_VEC) m8 = fmax(m8, vload8(0, xr + i));
+    float m = fmax(fmax(fmax(m8.s0, m8.s1), fmax(m8.s2, m8.s3)), fmax(fmax(m8.s4, m8.s5), fmax(m8.s6, m8.s7)));
+    for (long i = body; i < len; ++i) m = fmax(m, xr[i]);
+    // Softmax stores exp(x - m) on this pass and scales it on the next, so exp runs once per element.
+    float8 s8 = (float8)(0.0f);
+    for (long i = 0; i < body; i += SOFTMAX_VEC) {
+      const float8 e = exp(vload8(0, xr + i) - m);
+      s8 += e;
+      if (!is_log) vstore8(e, 0, yr + i);
+    }
+    float s = ((s8.s0 + s8.s1) + (s8.s2 + s8.s3)) + ((s8.s4 + s8.s5) + (s8.s6 + s8.s7));
+    for (long i = body; i < len; ++i) {
+      const float e = exp(xr[i] - m);
+      s += e;
+      if (!is_log) yr[i] = e;
+    }
+    if (is_log) {
+      const float sub = m + log(s);
+      for (long i = 0; i < body; i += SOFTMAX_VEC) vstore8(vload8(0, xr + i) - sub, 0, yr + i);
+      for (long i = body; i < len; ++i) yr[i] = xr[i] - sub;
+    } else {
+      const float inv = 1.0f / s;
+      for (long i = 0; i < body; i += SOFTMAX_VEC) vstore8(vload8(0, yr + i) * inv, 0, yr + i);
+      for (long i = body; i < len; ++i) yr[i] *= inv;
+    }
   }
 }
 
