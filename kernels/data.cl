@@ -19,6 +19,62 @@ DEFINE_COPY(ushort, copy_strided_2)
 DEFINE_COPY(uint, copy_strided_4)
 DEFINE_COPY(ulong, copy_strided_8)
 
+// The CPU copies (layers/data.cpp StridedCopy picks one and logs it). A CPU runtime gains nothing from
+// one element per work-item with strides it cannot see at compile time: it gathers element by element.
+// - copy_rows: source and destination both contiguous along the innermost dim (Slice of rows, Concat,
+//   head transposes that keep the last dim): each work-item copies COPY_RUN elements with vector loads.
+// - copy_tiles: the destination is contiguous along the innermost dim and the source along the next one
+//   (a transpose of the last two dims, batched): each work-item copies a COPY_TILE x COPY_TILE tile, so
+//   the lines it reads and writes stay in its cache.
+// Both take (inner, mid) explicitly; the launch is padded to the work-group size, so items past the end
+// return.
+#ifndef COPY_RUN
+#define COPY_RUN 16
+#endif
+#ifndef COPY_TILE
+#define COPY_TILE 16
+#endif
+#define DEFINE_COPY_ROWS(T, NAME)                                                                      \
+  __kernel void NAME(int rank, long8 dims, long inner, long mid, __global const T* src, long s_off,    \
+                     long8 ss, long s_m, __global T* dst, long d_off, long8 ds, long d_m) {            \
+    const long x = get_global_id(0) * COPY_RUN, y = get_global_id(1), o = get_global_id(2);           \
+    if (x >= inner || y >= mid) return;                                                                \
+    __global const T* s = src + s_off + nd_offset(o, rank - 2, dims, ss) + y * s_m + x;               \
+    __global T* d = dst + d_off + nd_offset(o, rank - 2, dims, ds) + y * d_m + x;                     \
+    if (x + COPY_RUN <= inner) {                                                                       \
+      for (int i = 0; i < COPY_RUN; i += 16) vstore16(vload16(0, s + i), 0, d + i);                    \
+    } else {                                                                                           \
+      for (long i = 0; i < inner - x; ++i) d[i] = s[i];                                                \
+    }                                                                                                  \
+  }
+DEFINE_COPY_ROWS(uchar, copy_rows_1)
+DEFINE_COPY_ROWS(ushort, copy_rows_2)
+DEFINE_COPY_ROWS(uint, copy_rows_4)
+DEFINE_COPY_ROWS(ulong, copy_rows_8)
+
+#define DEFINE_COPY_TILES(T, NAME)                                                                     \
+  __kernel void NAME(int rank, long8 dims, long inner, long mid, __global const T* src, long s_off,    \
+                     long8 ss, long s_m, long s_in, __global T* dst, long d_off, long8 ds, long d_m,   \
+                     long d_in) {                                                                      \
+    const long x0 = get_global_id(0) * COPY_TILE, y0 = get_global_id(1) * COPY_TILE;                 \
+    const long o = get_global_id(2);                                                                   \
+    if (x0 >= inner || y0 >= mid) return;                                                              \
+    __global const T* s = src + s_off + nd_offset(o, rank - 2, dims, ss) + y0 * s_m + x0 * s_in;      \
+    __global T* d = dst + d_off + nd_offset(o, rank - 2, dims, ds) + y0 * d_m + x0 * d_in;            \
+    const long xn = min((long)COPY_TILE, inner - x0), yn = min((long)COPY_TILE, mid - y0);             \
+    if (xn == COPY_TILE && yn == COPY_TILE) {                                                          \
+      for (int y = 0; y < COPY_TILE; ++y)                                                              \
+        for (int x = 0; x < COPY_TILE; ++x) d[y * d_m + x * d_in] = s[y * s_m + x * s_in];             \
+    } else {                                                                                           \
+      for (long y = 0; y < yn; ++y)                                                                    \
+        for (long x = 0; x < xn; ++x) d[y * d_m + x * d_in] = s[y * s_m + x * s_in];                   \
+    }                                                                                                  \
+  }
+DEFINE_COPY_TILES(uchar, copy_tiles_1)
+DEFINE_COPY_TILES(ushort, copy_tiles_2)
+DEFINE_COPY_TILES(uint, copy_tiles_4)
+DEFINE_COPY_TILES(ulong, copy_tiles_8)
+
 // Pad: one work-item per output element. mode 0 constant (value), 1 reflect, 2 edge, 3 wrap (the input
 // repeated along the axis, any number of times).
 #define DEFINE_PAD(T, NAME)                                                                            \
