@@ -97,6 +97,66 @@ __kernel void pool2d(int is_max, int include_pad, int H, int W, int OH, int OW, 
   y[y_off + (nc * OH + oh) * OW + ow] = acc;
 }
 
+// pool2d with 8 outputs along OW per work-item (CPUs): a strip whose windows lie inside the row loads
+// each window column's 8 inputs as one vector (stride 1: vload8; stride 2: the even lanes of vload16,
+// undilated); edge strips take the checked scalar path. Same arguments and results as pool2d.
+// Global (ceil(OW / 8), OH, N*C), padded to the work-group size.
+__kernel void pool2d_rows(int is_max, int include_pad, int H, int W, int OH, int OW, int kh, int kw, int sh, int sw,
+                          int dh, int dw, int pt, int pl, int pb, int pr, __global const float* x, long x_off,
+                          __global float* y, long y_off) {
+  const int ow0 = get_global_id(0) * 8, oh = get_global_id(1);
+  const long nc = get_global_id(2);
+  if (ow0 >= OW || oh >= OH) return;
+  x += x_off + nc * H * W;
+  y += y_off + (nc * OH + oh) * OW + ow0;
+  const int h0 = oh * sh - pt, w0 = ow0 * sw - pl;
+  const int lanes = sw == 1 ? 8 : 16;
+  if ((sw == 1 || sw == 2) && w0 >= 0 && w0 + (kw - 1) * dw + lanes <= W && ow0 + 8 <= OW) {
+    // Every window of the strip has all kw columns inside; rows may still be clipped.
+    float8 acc = (float8)(is_max ? -INFINITY : 0.0f);
+    int rows = 0;
+    for (int i = 0; i < kh; ++i) {
+      const int h = h0 + i * dh;
+      if (h < 0 || h >= H) continue;
+      ++rows;
+      __global const float* row = x + (long)h * W + w0;
+      for (int j = 0; j < kw; ++j) {
+        const float8 v = sw == 1 ? vload8(0, row + j * dw) : vload16(0, row + j * dw).even;
+        acc = is_max ? fmax(acc, v) : acc + v;
+      }
+    }
+    if (!is_max) {
+      const int div = include_pad ? (min(h0 + kh, H + pb) - h0) * kw : rows * kw;
+      acc /= (float)div;
+    }
+    vstore8(acc, 0, y);
+    return;
+  }
+  const int n = min(8, OW - ow0);
+  for (int o = 0; o < n; ++o) {
+    const int ws = w0 + o * sw;
+    float acc = is_max ? -INFINITY : 0.0f;
+    int valid = 0;
+    for (int i = 0; i < kh; ++i) {
+      const int h = h0 + i * dh;
+      if (h < 0 || h >= H) continue;
+      for (int j = 0; j < kw; ++j) {
+        const int w = ws + j * dw;
+        if (w < 0 || w >= W) continue;
+        const float v = x[(long)h * W + w];
+        acc = is_max ? fmax(acc, v) : acc + v;
+        ++valid;
+      }
+    }
+    if (!is_max) {
+      int div = valid;
+      if (include_pad) div = (min(h0 + kh, H + pb) - h0) * (min(ws + kw, W + pr) - ws);
+      acc /= (float)div;
+    }
+    y[o] = acc;
+  }
+}
+
 // Global pools: one work-group of `get_local_size(0)` (a power of two) per (n, c) plane reduces it
 // in local memory.
 __kernel void global_pool(int is_max, long plane, __global const float* x, long x_off, __global float* y,
