@@ -312,3 +312,59 @@ __kernel void resize2d(int mode, int coord, int nearest, int H, int W, int OH, i
   }
   y[y_off + (p * OH + oh) * OW + ow] = v;
 }
+
+// Nearest and linear Resize through per-axis tables (CPUs; layers/data.cpp picks and logs it): every
+// output row and column needs the same source coordinate for every plane, but resize2d works it out
+// per output pixel (several divisions each). resize_axis_table writes, for the OH rows then the OW
+// columns, the first and second source index and the weight of the second (nearest: the index twice,
+// weight 0), with resize2d's own functions, so the results are the same. The three tables of n = OH + OW
+// entries lie one after the other from t_off (elements) in one buffer: i0, i1, w1. Range (n).
+__kernel void resize_axis_table(int linear, int coord, int nearest, int H, int W, int OH, int OW, float4 geo_h,
+                                float4 geo_w, __global int* ti, __global float* tf, long t_off) {
+  const int t = get_global_id(0), n = OH + OW;
+  __global int* i0 = ti + t_off;
+  __global int* i1 = i0 + n;
+  __global float* w1 = tf + t_off + 2 * n;
+  const int is_h = t < OH, o = is_h ? t : t - OH, in = is_h ? H : W;
+  const float f = resize_coord(coord, (float)o, is_h ? geo_h : geo_w, in, is_h ? OH : OW);
+  if (linear) {
+    const float c = clamp(f, 0.0f, (float)(in - 1));
+    const int a = (int)floor(c);
+    i0[t] = a;
+    i1[t] = min(a + 1, in - 1);
+    w1[t] = c - (float)a;
+  } else {
+    i0[t] = i1[t] = resize_nearest(nearest, f, in);
+    w1[t] = 0.0f;
+  }
+}
+
+// 8 outputs along OW per work-item from the tables (rows first, then columns at offset OH); linear
+// interpolates as resize2d does. Range (ceil(OW / 8), OH, planes), padded to the work-group size.
+__kernel void resize2d_table(int linear, int H, int W, int OH, int OW, __global const int* ti,
+                             __global const float* tf, long t_off, __global const float* x, long x_off,
+                             __global float* y, long y_off) {
+  const int ow0 = get_global_id(0) * 8, oh = get_global_id(1);
+  const long p = get_global_id(2);
+  if (ow0 >= OW || oh >= OH) return;
+  __global const int* i0 = ti + t_off;
+  __global const int* i1 = i0 + OH + OW;
+  __global const float* w1 = tf + t_off + 2 * (OH + OW);
+  x += x_off + p * H * W;
+  y += y_off + (p * OH + oh) * OW + ow0;
+  __global const float* r0 = x + (long)i0[oh] * W;
+  __global const float* r1 = x + (long)i1[oh] * W;
+  const float ly = w1[oh];
+  const int n = min(8, OW - ow0);
+  if (!linear) {
+    for (int j = 0; j < n; ++j) y[j] = r0[i0[OH + ow0 + j]];
+    return;
+  }
+  for (int j = 0; j < n; ++j) {
+    const int c = OH + ow0 + j, x0 = i0[c], x1 = i1[c];
+    const float lx = w1[c];
+    const float top = r0[x0] * (1.0f - lx) + r0[x1] * lx;
+    const float bot = r1[x0] * (1.0f - lx) + r1[x1] * lx;
+    y[j] = top * (1.0f - ly) + bot * ly;
+  }
+}

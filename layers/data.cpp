@@ -639,19 +639,60 @@ std::unique_ptr<Resize> Resize::create(Context& ctx, int device, const ResizeCon
   r->geo_h_ = d[0].geo;
   r->geo_w_ = d[1].geo;
   r->valid_ = {{d[0].lo, d[0].hi, d[1].lo, d[1].hi}};
-  r->kernel_ = make_kernel(ctx.program("data.cl", "", device), "resize2d");
+  cl::Program prog = ctx.program("data.cl", "", device);
+  // CPUs: per-pixel coordinates cost several divisions per output (PoCL, nearest 2x of [1,96,40,60]:
+  // ~6 ms); the row and column tables are computed once per run with the same functions.
+  const bool table_mode = cfg.mode == ResizeMode::nearest || (cfg.mode == ResizeMode::linear && !cfg.antialias);
+  r->table_ = table_mode && cfg.coord != ResizeCoord::tf_crop_and_resize &&
+              (cfg.table == ResizeTable::on ||
+               (cfg.table == ResizeTable::automatic && ctx.device(device).info.type == DeviceType::cpu));
+  if (cfg.table == ResizeTable::on && !r->table_)
+    invalid("Resize", "the table kernels need nearest or linear (no antialias) without tf_crop_and_resize");
+  const size_t rk = r->out_.rank();
+  const int64_t OH = r->out_[rk - 2], OW = r->out_[rk - 1];
+  if (r->table_) {
+    r->kernel_ = make_kernel(prog, "resize2d_table");
+    r->table_kernel_ = make_kernel(prog, "resize_axis_table");
+    const PaddedLaunch l = padded_launch((OW + 7) / 8, OH, r->out_.numel() / std::max<int64_t>(OH * OW, 1));
+    r->global_ = l.global;
+    r->local_ = l.local;
+  } else {
+    r->kernel_ = make_kernel(prog, "resize2d");
+  }
+  log::debug("Resize {} -> {}: {}", cfg.input.str(), r->out_.str(), r->algorithm());
   return r;
 }
 
-void Resize::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+size_t Resize::workspace_bytes() const {
+  const size_t r = out_.rank();
+  return table_ ? 3 * size_t(out_[r - 2] + out_[r - 1]) * 4 : 0;
+}
+
+void Resize::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* ws, ExecutionContext& ec) {
   check_io("Resize", in, 1, out, 1);
   check_tensor("Resize", "input X", in[0], cfg_.input, DType::f32);
   check_tensor("Resize", "output Y", out[0], out_, DType::f32);
   const size_t r = out_.rank();
   const int H = int(cfg_.input[r - 2]), W = int(cfg_.input[r - 1]);
   const int OH = int(out_[r - 2]), OW = int(out_[r - 1]);
+  if (out_.numel() == 0) return;
   const int64_t planes = cfg_.input.numel() / (int64_t(H) * W);
   std::lock_guard lock(launch_mutex_);
+  if (table_) {
+    if (!ws || ws->bytes() < workspace_bytes())
+      invalid("Resize", "the table kernels need a workspace of {} bytes, got {}", workspace_bytes(),
+              ws ? ws->bytes() : 0);
+    if (ws->offset_bytes % 4) invalid("Resize", "workspace offset {} is not a multiple of 4 bytes", ws->offset_bytes);
+    const cl_long t_off = cl_long(ws->offset_bytes / 4);
+    const cl_int linear = cfg_.mode == ResizeMode::linear;
+    set_args(table_kernel_, linear, cl_int(cfg_.coord), cl_int(cfg_.nearest), cl_int(H), cl_int(W), cl_int(OH),
+             cl_int(OW), geo_h_, geo_w_, ws->buffer, ws->buffer, t_off);
+    ec.enqueue_kernel(table_kernel_, cl::NDRange(size_t(OH + OW)), cl::NullRange, "resize_axis_table");
+    set_args(kernel_, linear, cl_int(H), cl_int(W), cl_int(OH), cl_int(OW), ws->buffer, ws->buffer, t_off, in[0].buffer,
+             cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+    ec.enqueue_kernel(kernel_, global_, local_, "resize2d_table");
+    return;
+  }
   set_args(kernel_, cl_int(cfg_.mode), cl_int(cfg_.coord), cl_int(cfg_.nearest), cl_int(H), cl_int(W), cl_int(OH),
            cl_int(OW), geo_h_, geo_w_, valid_, cfg_.extrapolation_value, cl_int(cfg_.antialias), cfg_.cubic_coeff_a,
            cl_int(cfg_.exclude_outside), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,

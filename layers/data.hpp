@@ -257,6 +257,7 @@ enum class ResizeCoord {
   tf_crop_and_resize
 };
 enum class ResizeNearest { round_prefer_floor, round_prefer_ceil, floor, ceil };
+enum class ResizeTable { automatic, on, off };
 
 struct ResizeConfig {
   Shape input;                  // rank >= 2; only the last two dims may change
@@ -276,6 +277,9 @@ struct ResizeConfig {
   // linear / cubic: when a dim is downscaled (scale < 1) the filter is stretched by 1 / scale so every
   // input under an output pixel contributes (ONNX antialias; nearest ignores it).
   bool antialias = false;
+  // Kernels: per-axis tables (nearest, or linear without antialias, not tf_crop_and_resize) or per-pixel
+  // coordinates. automatic: tables on CPUs where they apply; on: tables (an error where they do not apply).
+  ResizeTable table = ResizeTable::automatic;
 };
 
 class Resize : public Op {
@@ -283,6 +287,9 @@ class Resize : public Op {
   static Shape validate(const ResizeConfig& cfg);
   static std::unique_ptr<Resize> create(Context& ctx, int device, const ResizeConfig& cfg);
   std::string_view type() const override { return "Resize"; }
+  std::string algorithm() const override { return table_ ? "axis tables, 8 outputs per work-item" : "per pixel"; }
+  // The table kernels' index and weight tables (3 * (OH + OW) values); 0 for the per-pixel kernel.
+  size_t workspace_bytes() const override;
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
@@ -292,6 +299,11 @@ class Resize : public Op {
   cl_float4 geo_h_{}, geo_w_{};  // per resized dim: scale, in * scale, crop a, crop b (kernels/data.cl)
   cl_int4 valid_{};              // tf_crop_and_resize: first and last output row / column inside the input
   cl::Kernel kernel_;
+  // CPUs, nearest / linear without antialias or crop: resize_axis_table then resize2d_table
+  // (kernels/data.cl); resize2d per output pixel otherwise.
+  bool table_ = false;
+  cl::Kernel table_kernel_;
+  cl::NDRange global_, local_;
 };
 
 }  // namespace cldl

@@ -333,8 +333,14 @@ TEST_CASE("Resize nearest with every coordinate and nearest mode; linear") {
           double sw = sz.scales.empty() ? double(so[3]) / 13 : sz.scales[3];
           auto want = ref::resize2d(x, 6, 7, 13, int(so[2]), int(so[3]), sh, sw, mode, coord, mode == 0 ? nearest : 0, a,
                                     exclude);
-          auto got = down<float>(run_op(*Resize::create(ctx(), 0, cfg), {dx}, so));
-          CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mode ? 1e-5 : 0.0, mode ? 1e-5 : 0.0);
+          // Nearest and linear: the per-pixel and the table kernels on any device.
+          for (ResizeTable t : mode < 2 ? std::vector<ResizeTable>{ResizeTable::off, ResizeTable::on}
+                                        : std::vector<ResizeTable>{ResizeTable::automatic}) {
+            cfg.table = t;
+            CAPTURE(int(t));
+            auto got = down<float>(run_op(*Resize::create(ctx(), 0, cfg), {dx}, so));
+            CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mode ? 1e-5 : 0.0, mode ? 1e-5 : 0.0);
+          }
         }
 }
 
