@@ -134,57 +134,60 @@ __kernel void conv_depthwise(int16 g, __global const float* x, long x_off, __glo
   y[y_off + (long)nc * G_OH * G_OW + oh * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
 }
 
-// Depthwise, DW_BLOCK = 8 outputs along OW per work-item (CPUs, where the one-output kernel above
-// re-reads each input KW times from separate work-items and checks bounds per tap). A strip that lies
-// inside its input rows loads each tap's 8 inputs as one vector (stride 1: vload8; stride 2: the even
-// lanes of vload16); strips at the edges take the checked scalar path. Global (ceil(OW / 8), OH, N*C),
-// padded to the work-group size.
-__kernel void conv_depthwise_rows(int16 g, __global const float* x, long x_off, __global const float* w, long w_off,
-                                  __global const float* bias, long b_off, int has_bias, __global float* y,
+// Depthwise, a whole output row per work-item in strips of 8 outputs (CPUs, where the one-output kernel
+// above re-reads each input KW times from separate work-items and checks bounds per tap, and where a
+// work-item per strip pays the runtime's per-item cost for 9 vector operations). A strip whose taps lie
+// inside the input row loads each tap's 8 inputs as one vector (stride 1: vload8; stride 2: the even
+// lanes of vload16); strips at the edges take the checked scalar path. Global (OH, N*C), padded to the
+// work-group size.
+__kernel void conv_depthwise_rows(int16 g, int nc_total, __global const float* x, long x_off, __global const float* w,
+                                  long w_off, __global const float* bias, long b_off, int has_bias, __global float* y,
                                   long y_off, float act_a, float act_b) {
-  const int ow0 = get_global_id(0) * 8;
-  const int oh = get_global_id(1);
-  const int nc = get_global_id(2);
-  if (ow0 >= G_OW || oh >= G_OH) return;
+  const int oh = get_global_id(0);
+  const int nc = get_global_id(1);
+  if (oh >= G_OH || nc >= nc_total) return;
   const int c = nc % G_C;
   x += x_off + (long)nc * G_H * G_W;
   w += w_off + c * G_KH * G_KW;
-  y += y_off + (long)nc * G_OH * G_OW + oh * G_OW + ow0;
-  const int ih0 = oh * G_SH - G_PT, iw0 = ow0 * G_SW - G_PL;
+  y += y_off + (long)nc * G_OH * G_OW + oh * G_OW;
+  const int ih0 = oh * G_SH - G_PT;
   const float b = has_bias ? bias[b_off + c] : 0.0f;
   const int lanes = G_SW == 1 ? 8 : 16;  // inputs a vector load reads from each tap's start
-  if ((G_SW == 1 || G_SW == 2) && iw0 >= 0 && iw0 + (G_KW - 1) * G_DW + lanes <= G_W && ow0 + 8 <= G_OW) {
-    float8 acc = (float8)(0.0f);
+  for (int ow0 = 0; ow0 < G_OW; ow0 += 8) {
+    const int iw0 = ow0 * G_SW - G_PL;
+    if ((G_SW == 1 || G_SW == 2) && iw0 >= 0 && iw0 + (G_KW - 1) * G_DW + lanes <= G_W && ow0 + 8 <= G_OW) {
+      float8 acc = (float8)(0.0f);
+      for (int kh = 0; kh < G_KH; ++kh) {
+        const int ih = ih0 + kh * G_DH;
+        if (ih < 0 || ih >= G_H) continue;
+        __global const float* row = x + (long)ih * G_W + iw0;
+        for (int kw = 0; kw < G_KW; ++kw) {
+          const float8 v = G_SW == 1 ? vload8(0, row + kw * G_DW) : vload16(0, row + kw * G_DW).even;
+          acc = fma(v, (float8)(w[kh * G_KW + kw]), acc);
+        }
+      }
+      float o[8];
+      vstore8(acc, 0, o);
+      for (int j = 0; j < 8; ++j) o[j] = APPLY_ACT(o[j] + b, act_a, act_b);
+      vstore8(vload8(0, o), 0, y + ow0);
+      continue;
+    }
+    const int n = min(8, G_OW - ow0);
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     for (int kh = 0; kh < G_KH; ++kh) {
       const int ih = ih0 + kh * G_DH;
       if (ih < 0 || ih >= G_H) continue;
-      __global const float* row = x + (long)ih * G_W + iw0;
+      __global const float* row = x + (long)ih * G_W;
       for (int kw = 0; kw < G_KW; ++kw) {
-        const float8 v = G_SW == 1 ? vload8(0, row + kw * G_DW) : vload16(0, row + kw * G_DW).even;
-        acc = fma(v, (float8)(w[kh * G_KW + kw]), acc);
+        const float wt = w[kh * G_KW + kw];
+        for (int j = 0; j < n; ++j) {
+          const int iw = iw0 + j * G_SW + kw * G_DW;
+          if (iw >= 0 && iw < G_W) acc[j] = fma(row[iw], wt, acc[j]);
+        }
       }
     }
-    float o[8];
-    vstore8(acc, 0, o);
-    for (int j = 0; j < 8; ++j) o[j] = APPLY_ACT(o[j] + b, act_a, act_b);
-    vstore8(vload8(0, o), 0, y);
-    return;
+    for (int j = 0; j < n; ++j) y[ow0 + j] = APPLY_ACT(acc[j] + b, act_a, act_b);
   }
-  const int n = min(8, G_OW - ow0);
-  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  for (int kh = 0; kh < G_KH; ++kh) {
-    const int ih = ih0 + kh * G_DH;
-    if (ih < 0 || ih >= G_H) continue;
-    __global const float* row = x + (long)ih * G_W;
-    for (int kw = 0; kw < G_KW; ++kw) {
-      const float wt = w[kh * G_KW + kw];
-      for (int j = 0; j < n; ++j) {
-        const int iw = iw0 + j * G_SW + kw * G_DW;
-        if (iw >= 0 && iw < G_W) acc[j] = fma(row[iw], wt, acc[j]);
-      }
-    }
-  }
-  for (int j = 0; j < n; ++j) y[j] = APPLY_ACT(acc[j] + b, act_a, act_b);
 }
 
 // im2col: col[n][c*KH*KW + kh*KW + kw][oh*OW + ow] (zero where the tap falls in the padding).
@@ -393,4 +396,39 @@ __kernel void col2im_transpose(int16 g, __global const float* col, long col_off,
   }
   if (has_bias) acc += bias[b_off + k];
   y[y_off + (long)nk * G_OH * G_OW + oh * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
+}
+
+// col2im for CPUs: a whole output row per work-item, scattered from col's input columns into the row
+// (which only this work-item writes) instead of gathered per output pixel: no division or remainder per
+// tap, and the row stays in the cache. The row starts at the bias; the activation is a last pass.
+// Global (OH, N*K), padded to the work-group size.
+__kernel void col2im_transpose_rows(int16 g, int nk_total, __global const float* col, long col_off,
+                                    __global const float* bias, long b_off, int has_bias, __global float* y,
+                                    long y_off, float act_a, float act_b) {
+  const int oh = get_global_id(0);
+  const int nk = get_global_id(1);
+  if (oh >= G_OH || nk >= nk_total) return;
+  const int k = nk % G_K;
+  const long HW = (long)G_H * G_W;
+  __global const float* c = col + col_off + (long)nk * G_KH * G_KW * HW;
+  __global float* yr = y + y_off + (long)nk * G_OH * G_OW + (long)oh * G_OW;
+  const float b = has_bias ? bias[b_off + k] : 0.0f;
+  for (int ow = 0; ow < G_OW; ++ow) yr[ow] = b;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int hn = oh + G_PT - kh * G_DH;
+    if (hn < 0 || hn % G_SH) continue;
+    const int ih = hn / G_SH;
+    if (ih >= G_H) continue;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      // Input column iw lands on ow = iw * SW + off; keep 0 <= ow < OW.
+      const int off = kw * G_DW - G_PL;
+      const int lo = off >= 0 ? 0 : (-off + G_SW - 1) / G_SW;
+      const int hi = min(G_W, (G_OW - off + G_SW - 1) / G_SW);
+      __global const float* src = c + (kh * G_KW + kw) * HW + (long)ih * G_W;
+      for (int iw = lo; iw < hi; ++iw) yr[iw * G_SW + off] += src[iw];
+    }
+  }
+#if ACT != ACT_NONE
+  for (int ow = 0; ow < G_OW; ++ow) yr[ow] = APPLY_ACT(yr[ow], act_a, act_b);
+#endif
 }

@@ -291,15 +291,15 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       op->weight_ = ctx.upload(cfg.weight, device);
       if (cfg.depthwise_block != 0 && cfg.depthwise_block != 1 && cfg.depthwise_block != 8)
         invalid("Conv", "depthwise_block {} is not 0, 1 or 8", cfg.depthwise_block);
-      // CPUs: a strip of 8 outputs per work-item loads each tap's inputs as one vector (PoCL, 96x80x120
-      // 3x3: see `cldl bench kernels`); GPUs: one output per work-item, neighbours coalesce.
+      // CPUs: an output row per work-item in strips of 8 outputs, each tap's inputs loaded as one vector
+      // (PoCL, 96x80x120 3x3: see `cldl bench kernels`); GPUs: one output per work-item, neighbours coalesce.
       const int block = cfg.depthwise_block                               ? cfg.depthwise_block
                         : ctx.device(device).info.type == DeviceType::cpu ? 8
                                                                           : 1;
       op->depthwise_rows_ = block == 8;
       op->main_ = make_kernel(prog, op->depthwise_rows_ ? "conv_depthwise_rows" : "conv_depthwise");
       log::debug("Conv depthwise {}: {}", cfg.input.str(),
-                 op->depthwise_rows_ ? "8 outputs per work-item (conv_depthwise_rows)"
+                 op->depthwise_rows_ ? "an output row per work-item, strips of 8 (conv_depthwise_rows)"
                                      : "1 output per work-item (conv_depthwise)");
       break;
     }
@@ -372,7 +372,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       break;
     case ConvAlgo::depthwise:
       if (op->depthwise_rows_) {
-        const PaddedLaunch l = padded_launch(ceil_div(g.OW, 8), g.OH, g.N * g.K);
+        const PaddedLaunch l = padded_launch(g.OH, g.N * g.K, 1, 1);
         op->global_main_ = l.global;
         op->local_main_ = l.local;
       } else {
@@ -436,12 +436,16 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
       break;
     }
     case ConvAlgo::depthwise:
+      if (depthwise_rows_) {
+        set_args(main_, ga, cl_int(N * K), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
+                 cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,
+                 cl_long(y.offset_elems()), act_.alpha, act_.beta);
+        ec.enqueue_kernel(main_, global_main_, local_main_, "conv_depthwise_rows");
+        break;
+      }
       set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,
                cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
-      if (depthwise_rows_)
-        ec.enqueue_kernel(main_, global_main_, local_main_, "conv_depthwise_rows");
-      else
-        ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K), local_main_, "conv_depthwise");
+      ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K), local_main_, "conv_depthwise");
       break;
     case ConvAlgo::im2col_gemm:
     case ConvAlgo::gemm_1x1: {

@@ -43,8 +43,9 @@ struct ConvConfig {
   int64_t groups = 1;
   Activation act;  // fused after bias
   ConvAlgo algo = ConvAlgo::automatic;
-  // Outputs along OW per work-item of the depthwise algorithm: 1 (conv_depthwise) or 8
-  // (conv_depthwise_rows); 0 = by device: 8 on CPUs, 1 elsewhere (neighbouring items coalesce on GPUs).
+  // Depthwise kernel: 1 = conv_depthwise (an output per work-item), 8 = conv_depthwise_rows (an output
+  // row per work-item in vector strips of 8); 0 = by device: 8 on CPUs, 1 elsewhere (neighbouring items
+  // coalesce on GPUs).
   int depthwise_block = 0;
 };
 
@@ -105,7 +106,7 @@ class ConvOp : public Op {
   cl::Kernel main_, pre_, post_;                 // algorithm kernels (see create)
   cl::NDRange local_main_ = cl::NullRange, local_pre_ = cl::NullRange, local_post_ = cl::NullRange;
   cl::NDRange global_main_ = cl::NullRange;      // conv_depthwise_rows: padded to local_main_
-  bool depthwise_rows_ = false;                  // depthwise algorithm with 8 outputs per work-item
+  bool depthwise_rows_ = false;                  // depthwise: conv_depthwise_rows (a row per work-item)
   std::vector<std::unique_ptr<Gemm>> gemm_;      // one per group (GEMM-based) or one (Winograd)
   // FFT: plan handles (clfftPlanHandle), transform sizes.
   size_t fft_fwd_ = 0, fft_inv_ = 0, fft_inv_batch_ = 0;
@@ -129,7 +130,9 @@ struct ConvTransposeConfig {
 // ConvTranspose (ONNX, 1-D to 3-D), two algorithms:
 // - direct: a gather kernel, each output pixel sums its taps over the input channels (any rank);
 // - gemm_col2im (1-D, 2-D): per group, col = weight^T x input as one batched GEMM (the GEMM library's
-//   speed), then col2im_transpose gathers each output pixel's taps from col, adds bias, activation.
+//   speed), then col2im adds each output pixel's taps from col, bias and activation: on CPUs an output
+//   row per work-item scattered from col's rows (col2im_transpose_rows), elsewhere a gather per pixel
+//   (col2im_transpose).
 //   Needs a workspace of N * K * KH * KW * H * W floats.
 // automatic: gemm_col2im for 1-D / 2-D problems with at least 8 input channels per group (the GEMM's
 // reduction), direct otherwise (measurements in layers/conv_transpose.cpp). Logged at debug level.
@@ -157,6 +160,8 @@ class ConvTransposeOp : public Op {
   cl::Kernel kernel_;
   ConvTransposeAlgo algo_ = ConvTransposeAlgo::direct;
   std::unique_ptr<Gemm> gemm_;  // gemm_col2im: col = weight^T x input, one group (views select the group)
+  bool col2im_rows_ = false;    // col2im_transpose_rows (CPUs) instead of col2im_transpose
+  cl::NDRange col2im_global_, col2im_local_;
   size_t workspace_ = 0;
 };
 

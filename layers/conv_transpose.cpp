@@ -6,6 +6,7 @@
 #include "layers/conv_internal.hpp"
 #include "layers/gemm.hpp"
 #include "layers/norm.hpp"
+#include "layers/strided.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl {
@@ -129,7 +130,15 @@ std::unique_ptr<ConvTransposeOp> ConvTransposeOp::create(Context& ctx, int devic
   if (op->algo_ == ConvTransposeAlgo::direct) {
     op->kernel_ = make_kernel(prog, "conv_transpose_direct");
   } else {
-    op->kernel_ = make_kernel(prog, "col2im_transpose");
+    // CPUs: an output row per work-item, scattered from col without a division per tap; GPUs: a
+    // work-item per output pixel.
+    op->col2im_rows_ = ctx.device(device).info.type == DeviceType::cpu;
+    op->kernel_ = make_kernel(prog, op->col2im_rows_ ? "col2im_transpose_rows" : "col2im_transpose");
+    if (op->col2im_rows_) {
+      const PaddedLaunch l = padded_launch(g.OH, g.N * g.K, 1, 16);
+      op->col2im_global_ = l.global;
+      op->col2im_local_ = l.local;
+    }
     const int64_t M = KG * g.KH * g.KW, HW = g.H * g.W;
     GemmConfig gc;
     gc.M = M, gc.N = HW, gc.K = CG;
@@ -141,8 +150,11 @@ std::unique_ptr<ConvTransposeOp> ConvTransposeOp::create(Context& ctx, int devic
     op->gemm_ = Gemm::create(ctx, device, gc);
     op->workspace_ = size_t(g.N * g.K * g.KH * g.KW * HW) * sizeof(float) + op->gemm_->workspace_bytes();
   }
-  log::debug("ConvTranspose input {} weight {} -> {}: algorithm {} ({})", cfg.input.str(), cfg.weight.shape().str(),
-             op->out_shape_.str(), op->algorithm(), why);
+  log::debug("ConvTranspose input {} weight {} -> {}: algorithm {} ({}){}", cfg.input.str(), cfg.weight.shape().str(),
+             op->out_shape_.str(), op->algorithm(), why,
+             op->algo_ == ConvTransposeAlgo::direct ? ""
+             : op->col2im_rows_                     ? ", col2im by output rows"
+                                                    : ", col2im by output pixels");
   return op;
 }
 
@@ -187,6 +199,12 @@ void ConvTransposeOp::enqueue(std::span<const Tensor> inputs, std::span<const Te
                            f32_view(x, grp * CG * HW, x.numel() - grp * CG * HW)};
     Tensor out[1] = {f32_view(col, grp * M * HW, col_elems - grp * M * HW)};
     gemm_->enqueue(in, out, gemm_ws ? &gws : nullptr, ec);
+  }
+  if (col2im_rows_) {
+    set_args(kernel_, detail::geometry_arg(g_), cl_int(g_.N * g_.K), col.buffer, cl_long(col.offset_elems()), b.buffer,
+             cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+    ec.enqueue_kernel(kernel_, col2im_global_, col2im_local_, "col2im_transpose_rows");
+    return;
   }
   set_args(kernel_, detail::geometry_arg(g_), col.buffer, cl_long(col.offset_elems()), b.buffer,
            cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
