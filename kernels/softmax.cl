@@ -41,12 +41,45 @@ __kernel void softmax_rows(int is_log, long len, __global const float* x, long x
 
 // Row max and sum of exp(x - max) without barriers: float8 accumulators, then the tail.
 #define SOFTMAX_VEC 8
+// Element k of 8 consecutive rows of length len from p (lane j: row j), and its store.
+#define SOFTMAX_GATHER8(p, k, len)                                                                   \
+  (float8)((p)[k], (p)[(len) + (k)], (p)[2 * (len) + (k)], (p)[3 * (len) + (k)], (p)[4 * (len) + (k)], \
+           (p)[5 * (len) + (k)], (p)[6 * (len) + (k)], (p)[7 * (len) + (k)])
+#define SOFTMAX_SCATTER8(v, p, k, len) \
+  do {                                 \
+    (p)[k] = (v).s0;                   \
+    (p)[(len) + (k)] = (v).s1;         \
+    (p)[2 * (len) + (k)] = (v).s2;     \
+    (p)[3 * (len) + (k)] = (v).s3;     \
+    (p)[4 * (len) + (k)] = (v).s4;     \
+    (p)[5 * (len) + (k)] = (v).s5;     \
+    (p)[6 * (len) + (k)] = (v).s6;     \
+    (p)[7 * (len) + (k)] = (v).s7;     \
+  } while (0)
 __kernel void softmax_rows_serial(int is_log, long len, long rows, long rows_per_item, __global const float* x,
                                   long x_off, __global float* y, long y_off) {
   const long first = (long)get_global_id(0) * rows_per_item;
   const long last = min(first + rows_per_item, rows);
   const long body = len - len % SOFTMAX_VEC;
-  for (long row = first; row < last; ++row) {
+  long row = first;
+  if (len < SOFTMAX_VEC) {
+    // Rows shorter than a vector: 8 rows at a time, lane j holding row j, so exp runs on float8.
+    for (; row + 8 <= last; row += 8) {
+      __global const float* xr = x + x_off + row * len;
+      __global float* yr = y + y_off + row * len;
+      float8 m = (float8)(-INFINITY);
+      for (long k = 0; k < len; ++k) m = fmax(m, SOFTMAX_GATHER8(xr, k, len));
+      float8 s = (float8)(0.0f);
+      for (long k = 0; k < len; ++k) s += exp(SOFTMAX_GATHER8(xr, k, len) - m);
+      const float8 sub = m + log(s), inv = 1.0f / s;
+      for (long k = 0; k < len; ++k) {
+        const float8 v = SOFTMAX_GATHER8(xr, k, len);
+        const float8 o = is_log ? v - sub : exp(v - m) * inv;
+        SOFTMAX_SCATTER8(o, yr, k, len);
+      }
+    }
+  }
+  for (; row < last; ++row) {
     __global const float* xr = x + x_off + row * len;
     __global float* yr = y + y_off + row * len;
     float8 m8 = (float8)(-INFINITY);
