@@ -60,6 +60,26 @@ TEST_CASE("Softmax and LogSoftmax rows: serial and work-group kernels over short
   }
 }
 
+TEST_CASE("LogSoftmax of large numbers keeps x - max exact (ONNX test_logsoftmax_large_number)") {
+  // x - (max + log(sum)) rounds max + log(sum) at 1e4's float spacing; (x - max) - log(sum) does not.
+  const Shape s{2, 4};
+  const std::vector<float> x{0, 1, 2, 3, 10000, 10001, 10002, 10003};
+  for (SoftmaxRows rows : {SoftmaxRows::serial, SoftmaxRows::work_group}) {
+    auto op = Softmax::create(ctx(), 0, {s, -1, true, rows});
+    auto got = down<float>(run_op(*op, {up(x, s)}, s));
+    auto want = ref::softmax(x, s.dims, 1, true);
+    CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 1e-6, 1e-6);
+  }
+  // Rows shorter than 8, eight at a time (one per vector lane).
+  const Shape s8{16, 3};
+  std::vector<float> x8(48);
+  for (size_t i = 0; i < x8.size(); ++i) x8[i] = 10000.0f + float(i % 3) + float(i / 24);
+  auto op = Softmax::create(ctx(), 0, {s8, -1, true, SoftmaxRows::serial});
+  auto got = down<float>(run_op(*op, {up(x8, s8)}, s8));
+  auto want = ref::softmax(x8, s8.dims, 1, true);
+  CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 1e-6, 1e-6);
+}
+
 TEST_CASE("bad softmax configurations name the op, the argument and the value") {
   expect_invalid([] { Softmax::validate({Shape{3, 4}, 2}); }, {"Softmax", "axis", "2", "rank 2"});
   expect_invalid([] { Softmax::validate({Shape{3, 4}, -3, true}); }, {"LogSoftmax", "axis", "-3"});
