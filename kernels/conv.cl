@@ -134,12 +134,80 @@ __kernel void conv_depthwise(int16 g, __global const float* x, long x_off, __glo
   y[y_off + (long)nc * G_OH * G_OW + oh * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
 }
 
-// Depthwise, a whole output row per work-item in strips of 8 outputs (CPUs, where the one-output kernel
-// above re-reads each input KW times from separate work-items and checks bounds per tap, and where a
-// work-item per strip pays the runtime's per-item cost for 9 vector operations). A strip whose taps lie
-// inside the input row loads each tap's 8 inputs as one vector (stride 1: vload8; stride 2: the even
-// lanes of vload16); strips at the edges take the checked scalar path. Global (OH, N*C), padded to the
-// work-group size.
+// Depthwise, a whole output row per work-item (CPUs, where the one-output kernel above re-reads each
+// input KW times from separate work-items and checks bounds per tap). The outputs whose taps all lie
+// inside the input row go in vector strips of 8 (each tap's 8 inputs one vector load: stride 1 vload8,
+// stride 2 the even lanes of vload16; the last strip may overlap the one before, rewriting the same
+// values); the few outputs at the edges are computed one by one with bounds checks.
+// Global (OH, N*C), padded to the work-group size.
+inline void dw_strip(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow0,
+                     float b, float act_a, float act_b) {
+  const int iw0 = ow0 * G_SW - G_PL;
+  float8 acc = (float8)(0.0f);
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int ih = ih0 + kh * G_DH;
+    if (ih < 0 || ih >= G_H) continue;
+    __global const float* row = x + (long)ih * G_W + iw0;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      const float8 v = G_SW == 1 ? vload8(0, row + kw * G_DW) : vload16(0, row + kw * G_DW).even;
+      acc = fma(v, (float8)(w[kh * G_KW + kw]), acc);
+    }
+  }
+  float o[8];
+  vstore8(acc, 0, o);
+  for (int j = 0; j < 8; ++j) o[j] = APPLY_ACT(o[j] + b, act_a, act_b);
+  vstore8(vload8(0, o), 0, y + ow0);
+}
+
+// Four strips (32 outputs) at once: four independent accumulator chains instead of one, whose FMA
+// latency (KH*KW dependent FMAs) otherwise bounds a strip.
+inline void dw_strip4(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow0,
+                      float b, float act_a, float act_b) {
+  const int iw0 = ow0 * G_SW - G_PL, step = 8 * G_SW;
+  float8 a0 = (float8)(0.0f), a1 = a0, a2 = a0, a3 = a0;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int ih = ih0 + kh * G_DH;
+    if (ih < 0 || ih >= G_H) continue;
+    __global const float* row = x + (long)ih * G_W + iw0;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      __global const float* p = row + kw * G_DW;
+      const float8 wt = (float8)(w[kh * G_KW + kw]);
+      if (G_SW == 1) {
+        a0 = fma(vload8(0, p), wt, a0);
+        a1 = fma(vload8(0, p + step), wt, a1);
+        a2 = fma(vload8(0, p + 2 * step), wt, a2);
+        a3 = fma(vload8(0, p + 3 * step), wt, a3);
+      } else {
+        a0 = fma(vload16(0, p).even, wt, a0);
+        a1 = fma(vload16(0, p + step).even, wt, a1);
+        a2 = fma(vload16(0, p + 2 * step).even, wt, a2);
+        a3 = fma(vload16(0, p + 3 * step).even, wt, a3);
+      }
+    }
+  }
+  float o[32];
+  vstore8(a0, 0, o);
+  vstore8(a1, 1, o);
+  vstore8(a2, 2, o);
+  vstore8(a3, 3, o);
+  for (int j = 0; j < 32; ++j) y[ow0 + j] = APPLY_ACT(o[j] + b, act_a, act_b);
+}
+
+inline void dw_one(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow,
+                   float b, float act_a, float act_b) {
+  const int iw0 = ow * G_SW - G_PL;
+  float acc = 0.0f;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int ih = ih0 + kh * G_DH;
+    if (ih < 0 || ih >= G_H) continue;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      const int iw = iw0 + kw * G_DW;
+      if (iw >= 0 && iw < G_W) acc = fma(x[(long)ih * G_W + iw], w[kh * G_KW + kw], acc);
+    }
+  }
+  y[ow] = APPLY_ACT(acc + b, act_a, act_b);
+}
+
 __kernel void conv_depthwise_rows(int16 g, int nc_total, __global const float* x, long x_off, __global const float* w,
                                   long w_off, __global const float* bias, long b_off, int has_bias, __global float* y,
                                   long y_off, float act_a, float act_b) {
@@ -152,42 +220,21 @@ __kernel void conv_depthwise_rows(int16 g, int nc_total, __global const float* x
   y += y_off + (long)nc * G_OH * G_OW + oh * G_OW;
   const int ih0 = oh * G_SH - G_PT;
   const float b = has_bias ? bias[b_off + c] : 0.0f;
-  const int lanes = G_SW == 1 ? 8 : 16;  // inputs a vector load reads from each tap's start
-  for (int ow0 = 0; ow0 < G_OW; ow0 += 8) {
-    const int iw0 = ow0 * G_SW - G_PL;
-    if ((G_SW == 1 || G_SW == 2) && iw0 >= 0 && iw0 + (G_KW - 1) * G_DW + lanes <= G_W && ow0 + 8 <= G_OW) {
-      float8 acc = (float8)(0.0f);
-      for (int kh = 0; kh < G_KH; ++kh) {
-        const int ih = ih0 + kh * G_DH;
-        if (ih < 0 || ih >= G_H) continue;
-        __global const float* row = x + (long)ih * G_W + iw0;
-        for (int kw = 0; kw < G_KW; ++kw) {
-          const float8 v = G_SW == 1 ? vload8(0, row + kw * G_DW) : vload16(0, row + kw * G_DW).even;
-          acc = fma(v, (float8)(w[kh * G_KW + kw]), acc);
-        }
-      }
-      float o[8];
-      vstore8(acc, 0, o);
-      for (int j = 0; j < 8; ++j) o[j] = APPLY_ACT(o[j] + b, act_a, act_b);
-      vstore8(vload8(0, o), 0, y + ow0);
-      continue;
-    }
-    const int n = min(8, G_OW - ow0);
-    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    for (int kh = 0; kh < G_KH; ++kh) {
-      const int ih = ih0 + kh * G_DH;
-      if (ih < 0 || ih >= G_H) continue;
-      __global const float* row = x + (long)ih * G_W;
-      for (int kw = 0; kw < G_KW; ++kw) {
-        const float wt = w[kh * G_KW + kw];
-        for (int j = 0; j < n; ++j) {
-          const int iw = iw0 + j * G_SW + kw * G_DW;
-          if (iw >= 0 && iw < G_W) acc[j] = fma(row[iw], wt, acc[j]);
-        }
-      }
-    }
-    for (int j = 0; j < n; ++j) y[ow0 + j] = APPLY_ACT(acc[j] + b, act_a, act_b);
+  // Strip starts s in [lo, hi] read inputs s*SW - PL .. + (KW-1)*DW + lanes - 1, all inside the row.
+  const int lanes = G_SW == 1 ? 8 : 16;
+  const int lo = (G_PL + G_SW - 1) / G_SW;
+  const int room = G_W - lanes - (G_KW - 1) * G_DW + G_PL;
+  const int hi = (G_SW == 1 || G_SW == 2) && room >= 0 ? min(G_OW - 8, room / G_SW) : -1;
+  if (hi < lo) {
+    for (int ow = 0; ow < G_OW; ++ow) dw_one(g, x, w, y, ih0, ow, b, act_a, act_b);
+    return;
   }
+  for (int ow = 0; ow < lo; ++ow) dw_one(g, x, w, y, ih0, ow, b, act_a, act_b);
+  int s = lo;
+  for (; s + 24 < hi; s += 32) dw_strip4(g, x, w, y, ih0, s, b, act_a, act_b);
+  for (; s < hi; s += 8) dw_strip(g, x, w, y, ih0, s, b, act_a, act_b);
+  dw_strip(g, x, w, y, ih0, hi, b, act_a, act_b);
+  for (int ow = hi + 8; ow < G_OW; ++ow) dw_one(g, x, w, y, ih0, ow, b, act_a, act_b);
 }
 
 // im2col: col[n][c*KH*KW + kh*KW + kw][oh*OW + ow] (zero where the tap falls in the padding).
