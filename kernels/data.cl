@@ -62,7 +62,14 @@ DEFINE_COPY_ROWS(ulong, copy_rows_8)
     __global const T* s = src + s_off + nd_offset(o, rank - 2, dims, ss) + y0 * s_m + x0 * s_in;      \
     __global T* d = dst + d_off + nd_offset(o, rank - 2, dims, ds) + y0 * d_m + x0 * d_in;            \
     const long xn = min((long)COPY_TILE, inner - x0), yn = min((long)COPY_TILE, mid - y0);             \
-    if (xn == COPY_TILE && yn == COPY_TILE) {                                                          \
+    if (xn == COPY_TILE && yn == COPY_TILE && s_m == 1 && d_in == 1) {                                 \
+      /* the transpose proper: a whole tile of source columns, read down and written across */        \
+      T t[COPY_TILE][COPY_TILE];                                                                       \
+      for (int x = 0; x < COPY_TILE; ++x)                                                              \
+        for (int y = 0; y < COPY_TILE; ++y) t[y][x] = s[x * s_in + y];                                 \
+      for (int y = 0; y < COPY_TILE; ++y)                                                              \
+        for (int x = 0; x < COPY_TILE; ++x) d[y * d_m + x] = t[y][x];                                  \
+    } else if (xn == COPY_TILE && yn == COPY_TILE) {                                                   \
       for (int y = 0; y < COPY_TILE; ++y)                                                              \
         for (int x = 0; x < COPY_TILE; ++x) d[y * d_m + x * d_in] = s[y * s_m + x * s_in];             \
     } else {                                                                                           \
