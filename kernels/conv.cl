@@ -260,6 +260,34 @@ __kernel void im2col(int16 g, __global const float* x, long x_off, __global floa
   }
 }
 
+// im2col for CPUs, same layout: a work-item per (n, c, kh, kw, oh) writes one contiguous row of OW
+// outputs from one input row (a straight copy between the zero edges for stride 1), instead of KH*KW
+// values P apart per output pixel. Global (OH, KH*KW, N*C), padded to the work-group size.
+__kernel void im2col_rows(int16 g, __global const float* x, long x_off, __global float* col, long col_off) {
+  const int oh = get_global_id(0);
+  const int kk = get_global_id(1);
+  const long nc = get_global_id(2);
+  if (oh >= G_OH || kk >= G_KH * G_KW) return;
+  const int kh = kk / G_KW, kw = kk % G_KW;
+  __global float* out = col + col_off + (nc * G_KH * G_KW + kk) * ((long)G_OH * G_OW) + (long)oh * G_OW;
+  const int ih = oh * G_SH - G_PT + kh * G_DH;
+  if (ih < 0 || ih >= G_H) {
+    for (int ow = 0; ow < G_OW; ++ow) out[ow] = 0.0f;
+    return;
+  }
+  __global const float* row = x + x_off + nc * G_H * G_W + (long)ih * G_W;
+  const int off = kw * G_DW - G_PL;  // output ow reads input column ow * SW + off
+  const int lo = min(G_OW, off >= 0 ? 0 : (-off + G_SW - 1) / G_SW);
+  const int hi = max(lo, min(G_OW, G_W - off > 0 ? (G_W - off + G_SW - 1) / G_SW : 0));
+  for (int ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
+  if (G_SW == 1) {
+    for (int ow = lo; ow < hi; ++ow) out[ow] = row[ow + off];
+  } else {
+    for (int ow = lo; ow < hi; ++ow) out[ow] = row[ow * G_SW + off];
+  }
+  for (int ow = hi; ow < G_OW; ++ow) out[ow] = 0.0f;
+}
+
 // Winograd F(2x2,3x3) input transform V = B^T d B of each 4x4 input tile (stride 2 between tiles).
 // V layout [16][C][P] with P = N * tiles_h * tiles_w, so the 16 products are one strided-batch GEMM.
 // Global (tiles_h*tiles_w, C, N).

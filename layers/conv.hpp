@@ -47,6 +47,9 @@ struct ConvConfig {
   // row per work-item in vector strips of 8); 0 = by device: 8 on CPUs, 1 elsewhere (neighbouring items
   // coalesce on GPUs).
   int depthwise_block = 0;
+  // im2col kernel of im2col_gemm: 1 = im2col (KH*KW values per output pixel), 2 = im2col_rows (a
+  // contiguous output row per work-item); 0 = by device: 2 on CPUs, 1 elsewhere.
+  int im2col_kernel = 0;
 };
 
 // Resolved 2-D geometry (1-D problems have H = KH = 1).
@@ -107,6 +110,8 @@ class ConvOp : public Op {
   cl::NDRange local_main_ = cl::NullRange, local_pre_ = cl::NullRange, local_post_ = cl::NullRange;
   cl::NDRange global_main_ = cl::NullRange;      // conv_depthwise_rows: padded to local_main_
   bool depthwise_rows_ = false;                  // depthwise: conv_depthwise_rows (a row per work-item)
+  bool im2col_rows_ = false;                     // im2col_gemm: im2col_rows (a row per work-item)
+  cl::NDRange global_pre_ = cl::NullRange;       // im2col_rows: padded to local_pre_
   std::vector<std::unique_ptr<Gemm>> gemm_;      // one per group (GEMM-based) or one (Winograd)
   // FFT: plan handles (clfftPlanHandle), transform sizes.
   size_t fft_fwd_ = 0, fft_inv_ = 0, fft_inv_batch_ = 0;

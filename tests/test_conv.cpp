@@ -89,9 +89,11 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
   for (ConvAlgo a : kAlgos) {
     if (!ConvOp::applies(cfg, a) || (a == ConvAlgo::fft && !fft)) continue;
     cfg.algo = a;
-    // Depthwise: both kernels (1 and 8 outputs per work-item) on any device.
-    for (int block : a == ConvAlgo::depthwise ? std::vector<int>{1, 8} : std::vector<int>{0}) {
-      cfg.depthwise_block = block;
+    // Depthwise: both kernels (1 and 8 outputs per work-item); im2col: both (per pixel, per row).
+    for (int block :
+         a == ConvAlgo::depthwise || a == ConvAlgo::im2col_gemm ? std::vector<int>{1, 8} : std::vector<int>{0}) {
+      cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
+      cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
       auto op = ConvOp::create(ctx(), 0, cfg);
       CHECK(op->algorithm() == to_string(a));
       auto got = run(*op, x);
