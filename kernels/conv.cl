@@ -134,6 +134,109 @@ __kernel void conv_depthwise(int16 g, __global const float* x, long x_off, __glo
   y[y_off + (long)nc * G_OH * G_OW + oh * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
 }
 
+// Depthwise, a whole output row per work-item (CPUs, where the one-output kernel above re-reads each
+// input KW times from separate work-items and checks bounds per tap). The outputs whose taps all lie
+// inside the input row go in vector strips of 8 (each tap's 8 inputs one vector load: stride 1 vload8,
+// stride 2 the even lanes of vload16; the last strip may overlap the one before, rewriting the same
+// values); the few outputs at the edges are computed one by one with bounds checks.
+// Global (OH, N*C), padded to the work-group size.
+inline void dw_strip(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow0,
+                     float b, float act_a, float act_b) {
+  const int iw0 = ow0 * G_SW - G_PL;
+  float8 acc = (float8)(0.0f);
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int ih = ih0 + kh * G_DH;
+    if (ih < 0 || ih >= G_H) continue;
+    __global const float* row = x + (long)ih * G_W + iw0;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      const float8 v = G_SW == 1 ? vload8(0, row + kw * G_DW) : vload16(0, row + kw * G_DW).even;
+      acc = fma(v, (float8)(w[kh * G_KW + kw]), acc);
+    }
+  }
+  float o[8];
+  vstore8(acc, 0, o);
+  for (int j = 0; j < 8; ++j) o[j] = APPLY_ACT(o[j] + b, act_a, act_b);
+  vstore8(vload8(0, o), 0, y + ow0);
+}
+
+// Four strips (32 outputs) at once: four independent accumulator chains instead of one, whose FMA
+// latency (KH*KW dependent FMAs) otherwise bounds a strip.
+inline void dw_strip4(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow0,
+                      float b, float act_a, float act_b) {
+  const int iw0 = ow0 * G_SW - G_PL, step = 8 * G_SW;
+  float8 a0 = (float8)(0.0f), a1 = a0, a2 = a0, a3 = a0;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int ih = ih0 + kh * G_DH;
+    if (ih < 0 || ih >= G_H) continue;
+    __global const float* row = x + (long)ih * G_W + iw0;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      __global const float* p = row + kw * G_DW;
+      const float8 wt = (float8)(w[kh * G_KW + kw]);
+      if (G_SW == 1) {
+        a0 = fma(vload8(0, p), wt, a0);
+        a1 = fma(vload8(0, p + step), wt, a1);
+        a2 = fma(vload8(0, p + 2 * step), wt, a2);
+        a3 = fma(vload8(0, p + 3 * step), wt, a3);
+      } else {
+        a0 = fma(vload16(0, p).even, wt, a0);
+        a1 = fma(vload16(0, p + step).even, wt, a1);
+        a2 = fma(vload16(0, p + 2 * step).even, wt, a2);
+        a3 = fma(vload16(0, p + 3 * step).even, wt, a3);
+      }
+    }
+  }
+  float o[32];
+  vstore8(a0, 0, o);
+  vstore8(a1, 1, o);
+  vstore8(a2, 2, o);
+  vstore8(a3, 3, o);
+  for (int j = 0; j < 32; ++j) y[ow0 + j] = APPLY_ACT(o[j] + b, act_a, act_b);
+}
+
+inline void dw_one(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow,
+                   float b, float act_a, float act_b) {
+  const int iw0 = ow * G_SW - G_PL;
+  float acc = 0.0f;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int ih = ih0 + kh * G_DH;
+    if (ih < 0 || ih >= G_H) continue;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      const int iw = iw0 + kw * G_DW;
+      if (iw >= 0 && iw < G_W) acc = fma(x[(long)ih * G_W + iw], w[kh * G_KW + kw], acc);
+    }
+  }
+  y[ow] = APPLY_ACT(acc + b, act_a, act_b);
+}
+
+__kernel void conv_depthwise_rows(int16 g, int nc_total, __global const float* x, long x_off, __global const float* w,
+                                  long w_off, __global const float* bias, long b_off, int has_bias, __global float* y,
+                                  long y_off, float act_a, float act_b) {
+  const int oh = get_global_id(0);
+  const int nc = get_global_id(1);
+  if (oh >= G_OH || nc >= nc_total) return;
+  const int c = nc % G_C;
+  x += x_off + (long)nc * G_H * G_W;
+  w += w_off + c * G_KH * G_KW;
+  y += y_off + (long)nc * G_OH * G_OW + oh * G_OW;
+  const int ih0 = oh * G_SH - G_PT;
+  const float b = has_bias ? bias[b_off + c] : 0.0f;
+  // Strip starts s in [lo, hi] read inputs s*SW - PL .. + (KW-1)*DW + lanes - 1, all inside the row.
+  const int lanes = G_SW == 1 ? 8 : 16;
+  const int lo = (G_PL + G_SW - 1) / G_SW;
+  const int room = G_W - lanes - (G_KW - 1) * G_DW + G_PL;
+  const int hi = (G_SW == 1 || G_SW == 2) && room >= 0 ? min(G_OW - 8, room / G_SW) : -1;
+  if (hi < lo) {
+    for (int ow = 0; ow < G_OW; ++ow) dw_one(g, x, w, y, ih0, ow, b, act_a, act_b);
+    return;
+  }
+  for (int ow = 0; ow < lo; ++ow) dw_one(g, x, w, y, ih0, ow, b, act_a, act_b);
+  int s = lo;
+  for (; s + 24 < hi; s += 32) dw_strip4(g, x, w, y, ih0, s, b, act_a, act_b);
+  for (; s < hi; s += 8) dw_strip(g, x, w, y, ih0, s, b, act_a, act_b);
+  dw_strip(g, x, w, y, ih0, hi, b, act_a, act_b);
+  for (int ow = hi + 8; ow < G_OW; ++ow) dw_one(g, x, w, y, ih0, ow, b, act_a, act_b);
+}
+
 // im2col: col[n][c*KH*KW + kh*KW + kw][oh*OW + ow] (zero where the tap falls in the padding).
 // Rows of one group are contiguous, so a group's GEMM operand is a plain offset view. One work-item
 // writes the KH*KW taps of one (n, c, oh, ow): index arithmetic (integer division is slow on CPUs) is
@@ -155,6 +258,34 @@ __kernel void im2col(int16 g, __global const float* x, long x_off, __global floa
       out[(kh * G_KW + kw) * P] = (row_in && iw >= 0 && iw < G_W) ? xc[(long)ih * G_W + iw] : 0.0f;
     }
   }
+}
+
+// im2col for CPUs, same layout: a work-item per (n, c, kh, kw, oh) writes one contiguous row of OW
+// outputs from one input row (a straight copy between the zero edges for stride 1), instead of KH*KW
+// values P apart per output pixel. Global (OH, KH*KW, N*C), padded to the work-group size.
+__kernel void im2col_rows(int16 g, __global const float* x, long x_off, __global float* col, long col_off) {
+  const int oh = get_global_id(0);
+  const int kk = get_global_id(1);
+  const long nc = get_global_id(2);
+  if (oh >= G_OH || kk >= G_KH * G_KW) return;
+  const int kh = kk / G_KW, kw = kk % G_KW;
+  __global float* out = col + col_off + (nc * G_KH * G_KW + kk) * ((long)G_OH * G_OW) + (long)oh * G_OW;
+  const int ih = oh * G_SH - G_PT + kh * G_DH;
+  if (ih < 0 || ih >= G_H) {
+    for (int ow = 0; ow < G_OW; ++ow) out[ow] = 0.0f;
+    return;
+  }
+  __global const float* row = x + x_off + nc * G_H * G_W + (long)ih * G_W;
+  const int off = kw * G_DW - G_PL;  // output ow reads input column ow * SW + off
+  const int lo = min(G_OW, off >= 0 ? 0 : (-off + G_SW - 1) / G_SW);
+  const int hi = max(lo, min(G_OW, G_W - off > 0 ? (G_W - off + G_SW - 1) / G_SW : 0));
+  for (int ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
+  if (G_SW == 1) {
+    for (int ow = lo; ow < hi; ++ow) out[ow] = row[ow + off];
+  } else {
+    for (int ow = lo; ow < hi; ++ow) out[ow] = row[ow * G_SW + off];
+  }
+  for (int ow = hi; ow < G_OW; ++ow) out[ow] = 0.0f;
 }
 
 // Winograd F(2x2,3x3) input transform V = B^T d B of each 4x4 input tile (stride 2 between tiles).
@@ -309,4 +440,70 @@ __kernel void conv_transpose_direct(int16 g, int8 depth, __global const float* x
   }
   if (has_bias) acc += bias[b_off + k];
   y[y_off + (((long)nk * OD + od) * G_OH + oh) * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
+}
+
+// ConvTranspose as GEMM + col2im, second step: the GEMM wrote col[n][grp][(kl*KH + kh)*KW + kw][ih*W + iw]
+// (each group's weight^T times its input channels); each output pixel gathers the taps that land on it,
+// then bias and activation. Deterministic (no atomics). 2-D (and 1-D as H = 1). Global (OW, OH, N*K).
+__kernel void col2im_transpose(int16 g, __global const float* col, long col_off, __global const float* bias,
+                               long b_off, int has_bias, __global float* y, long y_off, float act_a, float act_b) {
+  const int ow = get_global_id(0);
+  const int oh = get_global_id(1);
+  const int nk = get_global_id(2);
+  if (ow >= G_OW || oh >= G_OH) return;
+  const int k = nk % G_K;
+  const long HW = (long)G_H * G_W;
+  // Channel k of image n is row block (n * K + k) * KH * KW: groups are contiguous in k.
+  __global const float* c = col + col_off + (long)nk * G_KH * G_KW * HW;
+  float acc = 0.0f;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int hn = oh + G_PT - kh * G_DH;
+    if (hn < 0 || hn % G_SH) continue;
+    const int ih = hn / G_SH;
+    if (ih >= G_H) continue;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      const int wn = ow + G_PL - kw * G_DW;
+      if (wn < 0 || wn % G_SW) continue;
+      const int iw = wn / G_SW;
+      if (iw >= G_W) continue;
+      acc += c[(kh * G_KW + kw) * HW + (long)ih * G_W + iw];
+    }
+  }
+  if (has_bias) acc += bias[b_off + k];
+  y[y_off + (long)nk * G_OH * G_OW + oh * G_OW + ow] = APPLY_ACT(acc, act_a, act_b);
+}
+
+// col2im for CPUs: a whole output row per work-item, scattered from col's input columns into the row
+// (which only this work-item writes) instead of gathered per output pixel: no division or remainder per
+// tap, and the row stays in the cache. The row starts at the bias; the activation is a last pass.
+// Global (OH, N*K), padded to the work-group size.
+__kernel void col2im_transpose_rows(int16 g, int nk_total, __global const float* col, long col_off,
+                                    __global const float* bias, long b_off, int has_bias, __global float* y,
+                                    long y_off, float act_a, float act_b) {
+  const int oh = get_global_id(0);
+  const int nk = get_global_id(1);
+  if (oh >= G_OH || nk >= nk_total) return;
+  const int k = nk % G_K;
+  const long HW = (long)G_H * G_W;
+  __global const float* c = col + col_off + (long)nk * G_KH * G_KW * HW;
+  __global float* yr = y + y_off + (long)nk * G_OH * G_OW + (long)oh * G_OW;
+  const float b = has_bias ? bias[b_off + k] : 0.0f;
+  for (int ow = 0; ow < G_OW; ++ow) yr[ow] = b;
+  for (int kh = 0; kh < G_KH; ++kh) {
+    const int hn = oh + G_PT - kh * G_DH;
+    if (hn < 0 || hn % G_SH) continue;
+    const int ih = hn / G_SH;
+    if (ih >= G_H) continue;
+    for (int kw = 0; kw < G_KW; ++kw) {
+      // Input column iw lands on ow = iw * SW + off; keep 0 <= ow < OW.
+      const int off = kw * G_DW - G_PL;
+      const int lo = off >= 0 ? 0 : (-off + G_SW - 1) / G_SW;
+      const int hi = min(G_W, (G_OW - off + G_SW - 1) / G_SW);
+      __global const float* src = c + (kh * G_KW + kw) * HW + (long)ih * G_W;
+      for (int iw = lo; iw < hi; ++iw) yr[iw * G_SW + off] += src[iw];
+    }
+  }
+#if ACT != ACT_NONE
+  for (int ow = 0; ow < G_OW; ++ow) yr[ow] = APPLY_ACT(yr[ow], act_a, act_b);
+#endif
 }

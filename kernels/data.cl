@@ -19,6 +19,69 @@ DEFINE_COPY(ushort, copy_strided_2)
 DEFINE_COPY(uint, copy_strided_4)
 DEFINE_COPY(ulong, copy_strided_8)
 
+// The CPU copies (layers/data.cpp StridedCopy picks one and logs it). A CPU runtime gains nothing from
+// one element per work-item with strides it cannot see at compile time: it gathers element by element.
+// - copy_rows: source and destination both contiguous along the innermost dim (Slice of rows, Concat,
+//   head transposes that keep the last dim): each work-item copies COPY_RUN elements with vector loads.
+// - copy_tiles: the destination is contiguous along the innermost dim and the source along the next one
+//   (a transpose of the last two dims, batched): each work-item copies a COPY_TILE x COPY_TILE tile, so
+//   the lines it reads and writes stay in its cache.
+// Both take (inner, mid) explicitly; the launch is padded to the work-group size, so items past the end
+// return.
+#ifndef COPY_RUN
+#define COPY_RUN 16
+#endif
+#ifndef COPY_TILE
+#define COPY_TILE 16
+#endif
+#define DEFINE_COPY_ROWS(T, NAME)                                                                      \
+  __kernel void NAME(int rank, long8 dims, long inner, long mid, __global const T* src, long s_off,    \
+                     long8 ss, long s_m, __global T* dst, long d_off, long8 ds, long d_m) {            \
+    const long x = get_global_id(0) * COPY_RUN, y = get_global_id(1), o = get_global_id(2);           \
+    if (x >= inner || y >= mid) return;                                                                \
+    __global const T* s = src + s_off + nd_offset(o, rank - 2, dims, ss) + y * s_m + x;               \
+    __global T* d = dst + d_off + nd_offset(o, rank - 2, dims, ds) + y * d_m + x;                     \
+    if (x + COPY_RUN <= inner) {                                                                       \
+      for (int i = 0; i < COPY_RUN; i += 16) vstore16(vload16(0, s + i), 0, d + i);                    \
+    } else {                                                                                           \
+      for (long i = 0; i < inner - x; ++i) d[i] = s[i];                                                \
+    }                                                                                                  \
+  }
+DEFINE_COPY_ROWS(uchar, copy_rows_1)
+DEFINE_COPY_ROWS(ushort, copy_rows_2)
+DEFINE_COPY_ROWS(uint, copy_rows_4)
+DEFINE_COPY_ROWS(ulong, copy_rows_8)
+
+#define DEFINE_COPY_TILES(T, NAME)                                                                     \
+  __kernel void NAME(int rank, long8 dims, long inner, long mid, __global const T* src, long s_off,    \
+                     long8 ss, long s_m, long s_in, __global T* dst, long d_off, long8 ds, long d_m,   \
+                     long d_in) {                                                                      \
+    const long x0 = get_global_id(0) * COPY_TILE, y0 = get_global_id(1) * COPY_TILE;                 \
+    const long o = get_global_id(2);                                                                   \
+    if (x0 >= inner || y0 >= mid) return;                                                              \
+    __global const T* s = src + s_off + nd_offset(o, rank - 2, dims, ss) + y0 * s_m + x0 * s_in;      \
+    __global T* d = dst + d_off + nd_offset(o, rank - 2, dims, ds) + y0 * d_m + x0 * d_in;            \
+    const long xn = min((long)COPY_TILE, inner - x0), yn = min((long)COPY_TILE, mid - y0);             \
+    if (xn == COPY_TILE && yn == COPY_TILE && s_m == 1 && d_in == 1) {                                 \
+      /* the transpose proper: a whole tile of source columns, read down and written across */        \
+      T t[COPY_TILE][COPY_TILE];                                                                       \
+      for (int x = 0; x < COPY_TILE; ++x)                                                              \
+        for (int y = 0; y < COPY_TILE; ++y) t[y][x] = s[x * s_in + y];                                 \
+      for (int y = 0; y < COPY_TILE; ++y)                                                              \
+        for (int x = 0; x < COPY_TILE; ++x) d[y * d_m + x] = t[y][x];                                  \
+    } else if (xn == COPY_TILE && yn == COPY_TILE) {                                                   \
+      for (int y = 0; y < COPY_TILE; ++y)                                                              \
+        for (int x = 0; x < COPY_TILE; ++x) d[y * d_m + x * d_in] = s[y * s_m + x * s_in];             \
+    } else {                                                                                           \
+      for (long y = 0; y < yn; ++y)                                                                    \
+        for (long x = 0; x < xn; ++x) d[y * d_m + x * d_in] = s[y * s_m + x * s_in];                   \
+    }                                                                                                  \
+  }
+DEFINE_COPY_TILES(uchar, copy_tiles_1)
+DEFINE_COPY_TILES(ushort, copy_tiles_2)
+DEFINE_COPY_TILES(uint, copy_tiles_4)
+DEFINE_COPY_TILES(ulong, copy_tiles_8)
+
 // Pad: one work-item per output element. mode 0 constant (value), 1 reflect, 2 edge, 3 wrap (the input
 // repeated along the axis, any number of times).
 #define DEFINE_PAD(T, NAME)                                                                            \
@@ -255,4 +318,60 @@ __kernel void resize2d(int mode, int coord, int nearest, int H, int W, int OH, i
     v = top * (1.0f - ly) + bot * ly;
   }
   y[y_off + (p * OH + oh) * OW + ow] = v;
+}
+
+// Nearest and linear Resize through per-axis tables (CPUs; layers/data.cpp picks and logs it): every
+// output row and column needs the same source coordinate for every plane, but resize2d works it out
+// per output pixel (several divisions each). resize_axis_table writes, for the OH rows then the OW
+// columns, the first and second source index and the weight of the second (nearest: the index twice,
+// weight 0), with resize2d's own functions, so the results are the same. The three tables of n = OH + OW
+// entries lie one after the other from t_off (elements) in one buffer: i0, i1, w1. Range (n).
+__kernel void resize_axis_table(int linear, int coord, int nearest, int H, int W, int OH, int OW, float4 geo_h,
+                                float4 geo_w, __global int* ti, __global float* tf, long t_off) {
+  const int t = get_global_id(0), n = OH + OW;
+  __global int* i0 = ti + t_off;
+  __global int* i1 = i0 + n;
+  __global float* w1 = tf + t_off + 2 * n;
+  const int is_h = t < OH, o = is_h ? t : t - OH, in = is_h ? H : W;
+  const float f = resize_coord(coord, (float)o, is_h ? geo_h : geo_w, in, is_h ? OH : OW);
+  if (linear) {
+    const float c = clamp(f, 0.0f, (float)(in - 1));
+    const int a = (int)floor(c);
+    i0[t] = a;
+    i1[t] = min(a + 1, in - 1);
+    w1[t] = c - (float)a;
+  } else {
+    i0[t] = i1[t] = resize_nearest(nearest, f, in);
+    w1[t] = 0.0f;
+  }
+}
+
+// 8 outputs along OW per work-item from the tables (rows first, then columns at offset OH); linear
+// interpolates as resize2d does. Range (ceil(OW / 8), OH, planes), padded to the work-group size.
+__kernel void resize2d_table(int linear, int H, int W, int OH, int OW, __global const int* ti,
+                             __global const float* tf, long t_off, __global const float* x, long x_off,
+                             __global float* y, long y_off) {
+  const int ow0 = get_global_id(0) * 8, oh = get_global_id(1);
+  const long p = get_global_id(2);
+  if (ow0 >= OW || oh >= OH) return;
+  __global const int* i0 = ti + t_off;
+  __global const int* i1 = i0 + OH + OW;
+  __global const float* w1 = tf + t_off + 2 * (OH + OW);
+  x += x_off + p * H * W;
+  y += y_off + (p * OH + oh) * OW + ow0;
+  __global const float* r0 = x + (long)i0[oh] * W;
+  __global const float* r1 = x + (long)i1[oh] * W;
+  const float ly = w1[oh];
+  const int n = min(8, OW - ow0);
+  if (!linear) {
+    for (int j = 0; j < n; ++j) y[j] = r0[i0[OH + ow0 + j]];
+    return;
+  }
+  for (int j = 0; j < n; ++j) {
+    const int c = OH + ow0 + j, x0 = i0[c], x1 = i1[c];
+    const float lx = w1[c];
+    const float top = r0[x0] * (1.0f - lx) + r0[x1] * lx;
+    const float bot = r1[x0] * (1.0f - lx) + r1[x1] * lx;
+    y[j] = top * (1.0f - ly) + bot * ly;
+  }
 }

@@ -97,6 +97,101 @@ __kernel void pool2d(int is_max, int include_pad, int H, int W, int OH, int OW, 
   y[y_off + (nc * OH + oh) * OW + ow] = acc;
 }
 
+// pool2d for CPUs: a whole output row per work-item. The outputs whose windows lie inside the row (all
+// kw columns) go in vector strips of 8, four strips at once where they fit (independent max / sum
+// chains); each window column's 8 inputs are one vector load (stride 1: vload8; stride 2: the even
+// lanes of vload16; undilated columns or any dilation with dw applied per column). The last strip may
+// overlap the one before it (rewriting the same values); edge outputs go one by one as in pool2d.
+// Same arguments as pool2d plus nc_total. Global (OH, N*C), padded to the work-group size.
+inline float pool_one(int is_max, int include_pad, __global const float* x, int H, int W, int kh, int kw, int dh,
+                      int dw, int pb, int pr, int h0, int ws) {
+  float acc = is_max ? -INFINITY : 0.0f;
+  int valid = 0;
+  for (int i = 0; i < kh; ++i) {
+    const int h = h0 + i * dh;
+    if (h < 0 || h >= H) continue;
+    for (int j = 0; j < kw; ++j) {
+      const int w = ws + j * dw;
+      if (w < 0 || w >= W) continue;
+      const float v = x[(long)h * W + w];
+      acc = is_max ? fmax(acc, v) : acc + v;
+      ++valid;
+    }
+  }
+  if (!is_max) {
+    int div = valid;
+    if (include_pad) div = (min(h0 + kh, H + pb) - h0) * (min(ws + kw, W + pr) - ws);
+    acc /= (float)div;
+  }
+  return acc;
+}
+
+#define POOL_LOAD8(p) (sw == 1 ? vload8(0, (p)) : vload16(0, (p)).even)
+#define POOL_ACC(a, v) a = is_max ? fmax(a, v) : a + v
+
+__kernel void pool2d_rows(int is_max, int include_pad, int H, int W, int OH, int OW, int kh, int kw, int sh, int sw,
+                          int dh, int dw, int pt, int pl, int pb, int pr, __global const float* x, long x_off,
+                          __global float* y, long y_off, int nc_total) {
+  const int oh = get_global_id(0), nc = get_global_id(1);
+  if (oh >= OH || nc >= nc_total) return;
+  x += x_off + (long)nc * H * W;
+  y += y_off + ((long)nc * OH + oh) * OW;
+  const int h0 = oh * sh - pt;
+  // Rows of the window inside the input (the vector strips' average divides by rows * kw).
+  int rows = 0;
+  for (int i = 0; i < kh; ++i) rows += (h0 + i * dh >= 0 && h0 + i * dh < H);
+  const float div = include_pad ? (float)((min(h0 + kh, H + pb) - h0) * kw) : (float)(rows * kw);
+  const int lanes = sw == 1 ? 8 : 16;
+  const int lo = (pl + sw - 1) / sw;
+  const int room = W - lanes - (kw - 1) * dw + pl;
+  const int hi = (sw == 1 || sw == 2) && room >= 0 ? min(OW - 8, room / sw) : -1;
+  if (hi < lo) {
+    for (int ow = 0; ow < OW; ++ow)
+      y[ow] = pool_one(is_max, include_pad, x, H, W, kh, kw, dh, dw, pb, pr, h0, ow * sw - pl);
+    return;
+  }
+  for (int ow = 0; ow < lo; ++ow)
+    y[ow] = pool_one(is_max, include_pad, x, H, W, kh, kw, dh, dw, pb, pr, h0, ow * sw - pl);
+  const float8 init = (float8)(is_max ? -INFINITY : 0.0f);
+  int s = lo;
+  for (; s + 24 < hi; s += 32) {
+    float8 a0 = init, a1 = init, a2 = init, a3 = init;
+    const int step = 8 * sw;
+    for (int i = 0; i < kh; ++i) {
+      const int h = h0 + i * dh;
+      if (h < 0 || h >= H) continue;
+      __global const float* row = x + (long)h * W + s * sw - pl;
+      for (int j = 0; j < kw; ++j) {
+        __global const float* p = row + j * dw;
+        POOL_ACC(a0, POOL_LOAD8(p));
+        POOL_ACC(a1, POOL_LOAD8(p + step));
+        POOL_ACC(a2, POOL_LOAD8(p + 2 * step));
+        POOL_ACC(a3, POOL_LOAD8(p + 3 * step));
+      }
+    }
+    if (!is_max) a0 /= div, a1 /= div, a2 /= div, a3 /= div;
+    vstore8(a0, 0, y + s);
+    vstore8(a1, 0, y + s + 8);
+    vstore8(a2, 0, y + s + 16);
+    vstore8(a3, 0, y + s + 24);
+  }
+  for (;; s += 8) {
+    if (s > hi) s = hi;  // the last strip ends at hi + 7, overlapping the one before
+    float8 a = init;
+    for (int i = 0; i < kh; ++i) {
+      const int h = h0 + i * dh;
+      if (h < 0 || h >= H) continue;
+      __global const float* row = x + (long)h * W + s * sw - pl;
+      for (int j = 0; j < kw; ++j) POOL_ACC(a, POOL_LOAD8(row + j * dw));
+    }
+    if (!is_max) a /= div;
+    vstore8(a, 0, y + s);
+    if (s == hi) break;
+  }
+  for (int ow = hi + 8; ow < OW; ++ow)
+    y[ow] = pool_one(is_max, include_pad, x, H, W, kh, kw, dh, dw, pb, pr, h0, ow * sw - pl);
+}
+
 // Global pools: one work-group of `get_local_size(0)` (a power of two) per (n, c) plane reduces it
 // in local memory.
 __kernel void global_pool(int is_max, long plane, __global const float* x, long x_off, __global float* y,

@@ -287,10 +287,22 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       op->weight_ = ctx.upload(cfg.weight, device);
       op->main_ = make_kernel(prog, g.three_d ? "conv_direct3d" : "conv_direct");
       break;
-    case ConvAlgo::depthwise:
+    case ConvAlgo::depthwise: {
       op->weight_ = ctx.upload(cfg.weight, device);
-      op->main_ = make_kernel(prog, "conv_depthwise");
+      if (cfg.depthwise_block != 0 && cfg.depthwise_block != 1 && cfg.depthwise_block != 8)
+        invalid("Conv", "depthwise_block {} is not 0, 1 or 8", cfg.depthwise_block);
+      // CPUs: an output row per work-item in strips of 8 outputs, each tap's inputs loaded as one vector
+      // (PoCL, 96x80x120 3x3: see `cldl bench kernels`); GPUs: one output per work-item, neighbours coalesce.
+      const int block = cfg.depthwise_block                               ? cfg.depthwise_block
+                        : ctx.device(device).info.type == DeviceType::cpu ? 8
+                                                                          : 1;
+      op->depthwise_rows_ = block == 8;
+      op->main_ = make_kernel(prog, op->depthwise_rows_ ? "conv_depthwise_rows" : "conv_depthwise");
+      log::debug("Conv depthwise {}: {}", cfg.input.str(),
+                 op->depthwise_rows_ ? "an output row per work-item, strips of 8 (conv_depthwise_rows)"
+                                     : "1 output per work-item (conv_depthwise)");
       break;
+    }
     case ConvAlgo::im2col_gemm:
     case ConvAlgo::gemm_1x1: {
       // Per group: Y[n][grp] (KG x P) = W[grp] (KG x R) * B[n][grp] (R x P), batched over images with
@@ -298,7 +310,15 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       op->weight_ = ctx.upload(cfg.weight, device);
       const bool is1x1 = op->algo_ == ConvAlgo::gemm_1x1;
       if (!is1x1) {
-        op->pre_ = make_kernel(prog, "im2col");
+        if (cfg.im2col_kernel < 0 || cfg.im2col_kernel > 2)
+          invalid("Conv", "im2col_kernel {} is not 0, 1 or 2", cfg.im2col_kernel);
+        // CPUs: a contiguous output row per work-item (PoCL, 3->8 channels 3x3 at 8x224x224: see the
+        // commit); GPUs: a work-item per output pixel, neighbours coalesce.
+        op->im2col_rows_ =
+            cfg.im2col_kernel == 2 || (cfg.im2col_kernel == 0 && ctx.device(device).info.type == DeviceType::cpu);
+        op->pre_ = make_kernel(prog, op->im2col_rows_ ? "im2col_rows" : "im2col");
+        log::debug("Conv im2col {}: {}", cfg.input.str(),
+                   op->im2col_rows_ ? "an output row per work-item (im2col_rows)" : "a pixel per work-item (im2col)");
         op->workspace_ = size_t(g.N * g.C * g.KH * g.KW * P) * sizeof(float);
       }
       GemmConfig gc;
@@ -358,8 +378,24 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
                                   : plane_batch_local_size(op->main_, dev, OW, OH,
                                                            N * size_t(g.groups) * size_t(ceil_div(g.K / g.groups, 8)));
       break;
-    case ConvAlgo::depthwise: op->local_main_ = plane_batch_local_size(op->main_, dev, OW, OH, N * size_t(g.K)); break;
-    case ConvAlgo::im2col_gemm: op->local_pre_ = plane_batch_local_size(op->pre_, dev, OW, OH, N * size_t(g.C)); break;
+    case ConvAlgo::depthwise:
+      if (op->depthwise_rows_) {
+        const PaddedLaunch l = padded_launch(g.OH, g.N * g.K, 1, 1);
+        op->global_main_ = l.global;
+        op->local_main_ = l.local;
+      } else {
+        op->local_main_ = plane_batch_local_size(op->main_, dev, OW, OH, N * size_t(g.K));
+      }
+      break;
+    case ConvAlgo::im2col_gemm:
+      if (op->im2col_rows_) {
+        const PaddedLaunch l = padded_launch(g.OH, g.KH * g.KW, g.N * g.C, 16);
+        op->global_pre_ = l.global;
+        op->local_pre_ = l.local;
+      } else {
+        op->local_pre_ = plane_batch_local_size(op->pre_, dev, OW, OH, N * size_t(g.C));
+      }
+      break;
     case ConvAlgo::winograd:
       op->local_pre_ = plane_batch_local_size(op->pre_, dev, th * tw, size_t(g.C), N);
       op->local_post_ = plane_batch_local_size(op->post_, dev, th * tw, size_t(g.K), N);
@@ -416,6 +452,13 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
       break;
     }
     case ConvAlgo::depthwise:
+      if (depthwise_rows_) {
+        set_args(main_, ga, cl_int(N * K), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
+                 cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,
+                 cl_long(y.offset_elems()), act_.alpha, act_.beta);
+        ec.enqueue_kernel(main_, global_main_, local_main_, "conv_depthwise_rows");
+        break;
+      }
       set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,
                cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
       ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K), local_main_, "conv_depthwise");
@@ -431,7 +474,10 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
         src.dtype = DType::f32;
         src.shape = Shape{int64_t(workspace->bytes() / sizeof(float))};
         set_args(pre_, ga, x.buffer, cl_long(x.offset_elems()), src.buffer, cl_long(src.offset_elems()));
-        ec.enqueue_kernel(pre_, cl::NDRange(OW, OH, N * size_t(g_.C)), local_pre_, "im2col");
+        if (im2col_rows_)
+          ec.enqueue_kernel(pre_, global_pre_, local_pre_, "im2col_rows");
+        else
+          ec.enqueue_kernel(pre_, cl::NDRange(OW, OH, N * size_t(g_.C)), local_pre_, "im2col");
       }
       for (int64_t grp = 0; grp < g_.groups; ++grp) {
         std::vector<Tensor> in{view(weight_, grp * KG * R), view(src, grp * R * P)};

@@ -43,6 +43,13 @@ struct ConvConfig {
   int64_t groups = 1;
   Activation act;  // fused after bias
   ConvAlgo algo = ConvAlgo::automatic;
+  // Depthwise kernel: 1 = conv_depthwise (an output per work-item), 8 = conv_depthwise_rows (an output
+  // row per work-item in vector strips of 8); 0 = by device: 8 on CPUs, 1 elsewhere (neighbouring items
+  // coalesce on GPUs).
+  int depthwise_block = 0;
+  // im2col kernel of im2col_gemm: 1 = im2col (KH*KW values per output pixel), 2 = im2col_rows (a
+  // contiguous output row per work-item); 0 = by device: 2 on CPUs, 1 elsewhere.
+  int im2col_kernel = 0;
 };
 
 // Resolved 2-D geometry (1-D problems have H = KH = 1).
@@ -101,12 +108,18 @@ class ConvOp : public Op {
   bool has_bias_ = false;
   cl::Kernel main_, pre_, post_;                 // algorithm kernels (see create)
   cl::NDRange local_main_ = cl::NullRange, local_pre_ = cl::NullRange, local_post_ = cl::NullRange;
+  cl::NDRange global_main_ = cl::NullRange;      // conv_depthwise_rows: padded to local_main_
+  bool depthwise_rows_ = false;                  // depthwise: conv_depthwise_rows (a row per work-item)
+  bool im2col_rows_ = false;                     // im2col_gemm: im2col_rows (a row per work-item)
+  cl::NDRange global_pre_ = cl::NullRange;       // im2col_rows: padded to local_pre_
   std::vector<std::unique_ptr<Gemm>> gemm_;      // one per group (GEMM-based) or one (Winograd)
   // FFT: plan handles (clfftPlanHandle), transform sizes.
   size_t fft_fwd_ = 0, fft_inv_ = 0, fft_inv_batch_ = 0;
   bool fft_plans_ = false;
   int64_t fh_ = 0, fw_ = 0;
 };
+
+enum class ConvTransposeAlgo { automatic, direct, gemm_col2im };
 
 struct ConvTransposeConfig {
   Shape input;                     // [N, C, H, W], [N, C, L] or [N, C, D, H, W]
@@ -116,16 +129,27 @@ struct ConvTransposeConfig {
   std::vector<int64_t> strides, dilations, pads, output_padding;
   int64_t groups = 1;
   Activation act;
+  ConvTransposeAlgo algo = ConvTransposeAlgo::automatic;
 };
 
-// ConvTranspose (ONNX, 1-D to 3-D): one algorithm, a direct gather kernel ("direct").
+// ConvTranspose (ONNX, 1-D to 3-D), two algorithms:
+// - direct: a gather kernel, each output pixel sums its taps over the input channels (any rank);
+// - gemm_col2im (1-D, 2-D): per group, col = weight^T x input as one batched GEMM (the GEMM library's
+//   speed), then col2im adds each output pixel's taps from col, bias and activation: on CPUs an output
+//   row per work-item scattered from col's rows (col2im_transpose_rows), elsewhere a gather per pixel
+//   (col2im_transpose).
+//   Needs a workspace of N * K * KH * KW * H * W floats.
+// automatic: gemm_col2im for 1-D / 2-D problems with at least 8 input channels per group (the GEMM's
+// reduction), direct otherwise (measurements in layers/conv_transpose.cpp). Logged at debug level.
 // Output H = SH*(H-1) + output_padding + (KH-1)*DH + 1 - PT - PB (and so for D and W).
 class ConvTransposeOp : public Op {
  public:
   static Shape validate(const ConvTransposeConfig& cfg);
   static std::unique_ptr<ConvTransposeOp> create(Context& ctx, int device, const ConvTransposeConfig& cfg);
   std::string_view type() const override { return "ConvTranspose"; }
-  std::string algorithm() const override { return "direct"; }
+  std::string algorithm() const override { return algo_ == ConvTransposeAlgo::direct ? "direct" : "gemm_col2im"; }
+  ConvTransposeAlgo algo() const { return algo_; }
+  size_t workspace_bytes() const override { return workspace_; }
   Shape output_shape() const { return out_shape_; }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
@@ -139,6 +163,11 @@ class ConvTransposeOp : public Op {
   Tensor weight_, bias_;
   bool has_bias_ = false;
   cl::Kernel kernel_;
+  ConvTransposeAlgo algo_ = ConvTransposeAlgo::direct;
+  std::unique_ptr<Gemm> gemm_;  // gemm_col2im: col = weight^T x input, one group (views select the group)
+  bool col2im_rows_ = false;    // col2im_transpose_rows (CPUs) instead of col2im_transpose
+  cl::NDRange col2im_global_, col2im_local_;
+  size_t workspace_ = 0;
 };
 
 // Folds an inference BatchNorm y = scale * (x - mean) / sqrt(var + epsilon) + b that follows a conv into

@@ -1,10 +1,12 @@
-// ConvTranspose op (ONNX semantics, 1-D to 3-D, direct gather kernel in kernels/conv.cl) and the host-side folding of
-// an inference BatchNorm into conv weights.
+// ConvTranspose op (ONNX semantics, 1-D to 3-D: a direct gather kernel, or GEMM + col2im for 1-D / 2-D; kernels in
+// kernels/conv.cl) and the host-side folding of an inference BatchNorm into conv weights.
 #include <cmath>
 
 #include "layers/conv.hpp"
-#include "layers/norm.hpp"
 #include "layers/conv_internal.hpp"
+#include "layers/gemm.hpp"
+#include "layers/norm.hpp"
+#include "layers/strided.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl {
@@ -108,14 +110,55 @@ std::unique_ptr<ConvTransposeOp> ConvTransposeOp::create(Context& ctx, int devic
   op->weight_ = ctx.upload(cfg.weight, device);
   op->has_bias_ = cfg.bias.has_value();
   if (op->has_bias_) op->bias_ = ctx.upload(*cfg.bias, device);
-  op->kernel_ = make_kernel(ctx.program("conv.cl", fmt::format("-DACT={}", int(cfg.act.kind)), device),
-                            "conv_transpose_direct");
-  log::debug("ConvTranspose input {} weight {} -> {}: algorithm direct", cfg.input.str(), cfg.weight.shape().str(),
-             op->out_shape_.str());
+  const ConvGeometry& g = op->g_;
+  const bool three_d = cfg.input.rank() == 5;
+  const int64_t CG = g.C / g.groups, KG = g.K / g.groups;
+  // The direct kernel does CG multiply-adds per tap with its input channels H * W apart, which a
+  // CPU runtime gathers; the GEMM streams them. PoCL, `cldl bench kernels --filter conv_transpose`:
+  // see the commit message for the figures behind the threshold of 8 channels per group.
+  std::string why;
+  if (cfg.algo == ConvTransposeAlgo::gemm_col2im && three_d)
+    invalid("ConvTranspose", "algorithm gemm_col2im does not apply to the 3-D input {}", cfg.input.str());
+  if (cfg.algo != ConvTransposeAlgo::automatic) {
+    op->algo_ = cfg.algo, why = "requested";
+  } else if (!three_d && CG >= 8) {
+    op->algo_ = ConvTransposeAlgo::gemm_col2im, why = "1-D / 2-D, >= 8 input channels per group";
+  } else {
+    op->algo_ = ConvTransposeAlgo::direct, why = three_d ? "3-D" : "< 8 input channels per group";
+  }
+  cl::Program prog = ctx.program("conv.cl", fmt::format("-DACT={}", int(cfg.act.kind)), device);
+  if (op->algo_ == ConvTransposeAlgo::direct) {
+    op->kernel_ = make_kernel(prog, "conv_transpose_direct");
+  } else {
+    // CPUs: an output row per work-item, scattered from col without a division per tap; GPUs: a
+    // work-item per output pixel.
+    op->col2im_rows_ = ctx.device(device).info.type == DeviceType::cpu;
+    op->kernel_ = make_kernel(prog, op->col2im_rows_ ? "col2im_transpose_rows" : "col2im_transpose");
+    if (op->col2im_rows_) {
+      const PaddedLaunch l = padded_launch(g.OH, g.N * g.K, 1, 16);
+      op->col2im_global_ = l.global;
+      op->col2im_local_ = l.local;
+    }
+    const int64_t M = KG * g.KH * g.KW, HW = g.H * g.W;
+    GemmConfig gc;
+    gc.M = M, gc.N = HW, gc.K = CG;
+    gc.trans_a = true;  // the group's weight rows [CG][KG*KH*KW] are A^T
+    gc.batch = g.N;
+    gc.stride_a = 0;
+    gc.stride_b = g.C * HW;
+    gc.stride_c = g.K * g.KH * g.KW * HW;
+    op->gemm_ = Gemm::create(ctx, device, gc);
+    op->workspace_ = size_t(g.N * g.K * g.KH * g.KW * HW) * sizeof(float) + op->gemm_->workspace_bytes();
+  }
+  log::debug("ConvTranspose input {} weight {} -> {}: algorithm {} ({}){}", cfg.input.str(), cfg.weight.shape().str(),
+             op->out_shape_.str(), op->algorithm(), why,
+             op->algo_ == ConvTransposeAlgo::direct ? ""
+             : op->col2im_rows_                     ? ", col2im by output rows"
+                                                    : ", col2im by output pixels");
   return op;
 }
 
-void ConvTransposeOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor*,
+void ConvTransposeOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                               ExecutionContext& ec) {
   if (inputs.size() != 1 || outputs.size() != 1)
     invalid("ConvTranspose", "expects 1 input and 1 output, got {} and {}", inputs.size(), outputs.size());
@@ -125,13 +168,48 @@ void ConvTransposeOp::enqueue(std::span<const Tensor> inputs, std::span<const Te
     invalid("ConvTranspose", "input shape {} does not match the configured problem", x.shape.str());
   if (y.shape != out_shape_)
     invalid("ConvTranspose", "output shape {} does not match the expected {}", y.shape.str(), out_shape_.str());
+  if (workspace_ && (!workspace || workspace->bytes() < workspace_))
+    invalid("ConvTranspose", "algorithm {} needs a workspace of {} bytes, got {}", algorithm(), workspace_,
+            workspace ? workspace->bytes() : 0);
   const Tensor& b = has_bias_ ? bias_ : y;
   std::lock_guard lock(launch_mutex_);
-  set_args(kernel_, detail::geometry_arg(g_), depth_, x.buffer, cl_long(x.offset_elems()), weight_.buffer,
-           cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,
-           cl_long(y.offset_elems()), act_.alpha, act_.beta);
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(g_.OW), size_t(g_.OH), size_t(g_.N * g_.K * depth_.s[1])),
-                    cl::NullRange, "conv_transpose_direct");
+  if (algo_ == ConvTransposeAlgo::direct) {
+    set_args(kernel_, detail::geometry_arg(g_), depth_, x.buffer, cl_long(x.offset_elems()), weight_.buffer,
+             cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,
+             cl_long(y.offset_elems()), act_.alpha, act_.beta);
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(g_.OW), size_t(g_.OH), size_t(g_.N * g_.K * depth_.s[1])),
+                      cl::NullRange, "conv_transpose_direct");
+    return;
+  }
+  const int64_t CG = g_.C / g_.groups, KG = g_.K / g_.groups, HW = g_.H * g_.W, M = KG * g_.KH * g_.KW;
+  const int64_t col_elems = g_.N * g_.K * g_.KH * g_.KW * HW;
+  auto f32_view = [](const Tensor& t, int64_t off_elems, int64_t n) {  // t's bytes as n floats
+    Tensor v = t;
+    v.dtype = DType::f32;
+    v.offset_bytes += size_t(off_elems) * sizeof(float);
+    v.shape = Shape{n};
+    return v;
+  };
+  const Tensor col = f32_view(*workspace, 0, col_elems);
+  const size_t gemm_ws = gemm_->workspace_bytes();
+  Tensor gws;
+  if (gemm_ws) gws = f32_view(*workspace, col_elems, int64_t(gemm_ws / sizeof(float)));
+  for (int64_t grp = 0; grp < g_.groups; ++grp) {
+    std::vector<Tensor> in{f32_view(weight_, grp * CG * M, CG * M),
+                           f32_view(x, grp * CG * HW, x.numel() - grp * CG * HW)};
+    Tensor out[1] = {f32_view(col, grp * M * HW, col_elems - grp * M * HW)};
+    gemm_->enqueue(in, out, gemm_ws ? &gws : nullptr, ec);
+  }
+  if (col2im_rows_) {
+    set_args(kernel_, detail::geometry_arg(g_), cl_int(g_.N * g_.K), col.buffer, cl_long(col.offset_elems()), b.buffer,
+             cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+    ec.enqueue_kernel(kernel_, col2im_global_, col2im_local_, "col2im_transpose_rows");
+    return;
+  }
+  set_args(kernel_, detail::geometry_arg(g_), col.buffer, cl_long(col.offset_elems()), b.buffer,
+           cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(g_.OW), size_t(g_.OH), size_t(g_.N * g_.K)), cl::NullRange,
+                    "col2im_transpose");
 }
 
 void fold_batch_norm(HostTensor& weight, std::optional<HostTensor>& bias, const HostTensor& scale,

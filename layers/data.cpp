@@ -46,15 +46,85 @@ Shape scalar_as_1(const Shape& s) { return s.rank() == 0 ? Shape{1} : s; }
 
 // ---------------------------------------------------------------- StridedCopy
 StridedCopy::StridedCopy(Context& ctx, int device, DType dtype)
-    : kernel_(sized_kernel(ctx, device, "copy_strided", dtype)) {}
+    : element_(sized_kernel(ctx, device, "copy_strided", dtype)),
+      rows_(sized_kernel(ctx, device, "copy_rows", dtype)),
+      tiles_(sized_kernel(ctx, device, "copy_tiles", dtype)),
+      cpu_(ctx.device(device).info.type == DeviceType::cpu) {}
 
-void StridedCopy::enqueue(const Iteration& it, const Tensor& src, int64_t so, const Tensor& dst, int64_t d_o,
+namespace {
+constexpr int64_t kCopyRun = 16, kCopyTile = 16;  // COPY_RUN and COPY_TILE of kernels/data.cl
+}  // namespace
+
+std::string CopyPlan::describe() const {
+  const char* k = kind == Kind::rows    ? "rows of 16 (contiguous runs)"
+                  : kind == Kind::tiles ? "tiles 16x16 (transposed inner dims)"
+                                        : "element-wise";
+  return fmt::format("strided copy: {}, rank {} after collapsing", k, it.rank);
+}
+
+CopyPlan StridedCopy::plan(const Iteration& it, std::optional<CopyPlan::Kind> force) const {
+  CopyPlan p;
+  p.it = it;
+  const int r = it.rank;
+  const bool rows = it.inner_stride(0) == 1 && it.inner_stride(1) == 1;
+  // A transpose: the destination walks the innermost dim contiguously, the source some other dim j.
+  int tile_dim = -1;
+  if (it.inner_stride(1) == 1 && it.inner_stride(0) != 1)
+    for (int j = r - 2; j >= 0 && tile_dim < 0; --j)
+      if (it.strides[0][j] == 1) tile_dim = j;
+  using Kind = CopyPlan::Kind;
+  p.kind = force ? *force : !cpu_ ? Kind::element : rows ? Kind::rows : tile_dim >= 0 ? Kind::tiles : Kind::element;
+  if (p.kind == Kind::rows && !rows)
+    invalid("StridedCopy", "the rows kernel needs both operands contiguous along the innermost dim");
+  if (p.kind == Kind::tiles && tile_dim < 0)
+    invalid("StridedCopy", "the tiles kernel needs a source dim of stride 1 besides the innermost");
+  if (p.kind == Kind::tiles && tile_dim != r - 2) {
+    // Any order of the outer dims walks the same elements: move j next to the innermost.
+    auto move = [&](auto& a) {
+      const auto v = a[tile_dim];
+      for (int i = tile_dim; i < r - 2; ++i) a[i] = a[i + 1];
+      a[r - 2] = v;
+    };
+    move(p.it.dims);
+    for (auto& st : p.it.strides) move(st);
+  }
+  if (p.kind == Kind::element) {
+    p.global = p.it.range3();
+    p.local = cl::NullRange;
+    return p;
+  }
+  const int64_t inner = p.it.inner(), mid = p.it.rank >= 2 ? p.it.dims[p.it.rank - 2] : 1;
+  const int64_t gx = p.kind == Kind::rows ? (inner + kCopyRun - 1) / kCopyRun : (inner + kCopyTile - 1) / kCopyTile;
+  const int64_t gy = p.kind == Kind::rows ? mid : (mid + kCopyTile - 1) / kCopyTile;
+  const PaddedLaunch l = padded_launch(gx, gy, p.it.outer() / std::max<int64_t>(mid, 1));
+  p.global = l.global;
+  p.local = l.local;
+  return p;
+}
+
+void StridedCopy::enqueue(const CopyPlan& p, const Tensor& src, int64_t so, const Tensor& dst, int64_t d_o,
                           ExecutionContext& ec) {
+  const Iteration& it = p.it;
   if (it.inner() * it.outer() == 0) return;
-  set_args(kernel_, cl_int(it.rank), it.dims8(), src.buffer, cl_long(int64_t(src.offset_elems()) + so), it.strides8(0),
-           it.mid_stride(0), it.inner_stride(0), dst.buffer, cl_long(int64_t(dst.offset_elems()) + d_o), it.strides8(1),
-           it.mid_stride(1), it.inner_stride(1));
-  ec.enqueue_kernel(kernel_, it.range3(), cl::NullRange, "copy_strided");
+  const cl_long s_off = int64_t(src.offset_elems()) + so, d_off = int64_t(dst.offset_elems()) + d_o;
+  const cl_long inner = it.inner(), mid = it.rank >= 2 ? it.dims[it.rank - 2] : 1;
+  switch (p.kind) {
+    case CopyPlan::Kind::rows:
+      set_args(rows_, cl_int(it.rank), it.dims8(), inner, mid, src.buffer, s_off, it.strides8(0), it.mid_stride(0),
+               dst.buffer, d_off, it.strides8(1), it.mid_stride(1));
+      ec.enqueue_kernel(rows_, p.global, p.local, "copy_rows");
+      break;
+    case CopyPlan::Kind::tiles:
+      set_args(tiles_, cl_int(it.rank), it.dims8(), inner, mid, src.buffer, s_off, it.strides8(0), it.mid_stride(0),
+               it.inner_stride(0), dst.buffer, d_off, it.strides8(1), it.mid_stride(1), it.inner_stride(1));
+      ec.enqueue_kernel(tiles_, p.global, p.local, "copy_tiles");
+      break;
+    case CopyPlan::Kind::element:
+      set_args(element_, cl_int(it.rank), it.dims8(), src.buffer, s_off, it.strides8(0), it.mid_stride(0),
+               it.inner_stride(0), dst.buffer, d_off, it.strides8(1), it.mid_stride(1), it.inner_stride(1));
+      ec.enqueue_kernel(element_, p.global, p.local, "copy_strided");
+      break;
+  }
 }
 
 // ---------------------------------------------------------------- Transpose
@@ -92,8 +162,9 @@ std::unique_ptr<Transpose> Transpose::create(Context& ctx, int device, const Tra
   for (size_t i = 0; i < r; ++i) src[i] = is[perm[i]];
   Shape o = scalar_as_1(t->out_);
   if (r == 0) src = {0};
-  t->it_ = collapse("Transpose", o.dims, {src, contiguous_strides(o)});
   t->copy_ = StridedCopy(ctx, device, cfg.dtype);
+  t->plan_ = t->copy_.plan(collapse("Transpose", o.dims, {src, contiguous_strides(o)}));
+  log::debug("Transpose {} -> {}: {}", cfg.input.str(), t->out_.str(), t->plan_.describe());
   return t;
 }
 
@@ -102,7 +173,7 @@ void Transpose::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
   check_tensor("Transpose", "input", in[0], cfg_.input, cfg_.dtype);
   check_tensor("Transpose", "output", out[0], out_, cfg_.dtype);
   std::lock_guard lock(launch_mutex_);
-  copy_.enqueue(it_, in[0], 0, out[0], 0, ec);
+  copy_.enqueue(plan_, in[0], 0, out[0], 0, ec);
 }
 
 // ---------------------------------------------------------------- Concat
@@ -130,13 +201,13 @@ std::unique_ptr<Concat> Concat::create(Context& ctx, int device, const ConcatCon
   c->out_ = validate(cfg);
   const int ax = normalize_axis("Concat", "axis", cfg.axis, c->out_.rank());
   auto os = contiguous_strides(c->out_);
+  c->copy_ = StridedCopy(ctx, device, cfg.dtype);
   int64_t pos = 0;
   for (const Shape& s : cfg.inputs) {
-    c->its_.push_back(collapse("Concat", s.dims, {contiguous_strides(s), os}));
+    c->plans_.push_back(c->copy_.plan(collapse("Concat", s.dims, {contiguous_strides(s), os})));
     c->dst_off_.push_back(pos * os[ax]);
     pos += s[ax];
   }
-  c->copy_ = StridedCopy(ctx, device, cfg.dtype);
   return c;
 }
 
@@ -146,7 +217,7 @@ void Concat::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
     check_tensor("Concat", fmt::format("input {}", k), in[k], cfg_.inputs[k], cfg_.dtype);
   check_tensor("Concat", "output", out[0], out_, cfg_.dtype);
   std::lock_guard lock(launch_mutex_);
-  for (size_t k = 0; k < in.size(); ++k) copy_.enqueue(its_[k], in[k], 0, out[0], dst_off_[k], ec);
+  for (size_t k = 0; k < in.size(); ++k) copy_.enqueue(plans_[k], in[k], 0, out[0], dst_off_[k], ec);
 }
 
 // ---------------------------------------------------------------- Split
@@ -182,13 +253,13 @@ std::unique_ptr<Split> Split::create(Context& ctx, int device, const SplitConfig
   s->outs_ = validate(cfg);
   const int ax = normalize_axis("Split", "axis", cfg.axis, cfg.input.rank());
   auto is = contiguous_strides(cfg.input);
+  s->copy_ = StridedCopy(ctx, device, cfg.dtype);
   int64_t pos = 0;
   for (const Shape& o : s->outs_) {
-    s->its_.push_back(collapse("Split", o.dims, {is, contiguous_strides(o)}));
+    s->plans_.push_back(s->copy_.plan(collapse("Split", o.dims, {is, contiguous_strides(o)})));
     s->src_off_.push_back(pos * is[ax]);
     pos += o[ax];
   }
-  s->copy_ = StridedCopy(ctx, device, cfg.dtype);
   return s;
 }
 
@@ -197,7 +268,7 @@ void Split::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, con
   check_tensor("Split", "input", in[0], cfg_.input, cfg_.dtype);
   for (size_t k = 0; k < out.size(); ++k) check_tensor("Split", fmt::format("output {}", k), out[k], outs_[k], cfg_.dtype);
   std::lock_guard lock(launch_mutex_);
-  for (size_t k = 0; k < out.size(); ++k) copy_.enqueue(its_[k], in[0], src_off_[k], out[k], 0, ec);
+  for (size_t k = 0; k < out.size(); ++k) copy_.enqueue(plans_[k], in[0], src_off_[k], out[k], 0, ec);
 }
 
 // ---------------------------------------------------------------- Slice
@@ -259,8 +330,8 @@ std::unique_ptr<Slice> Slice::create(Context& ctx, int device, const SliceConfig
   }
   Shape o = scalar_as_1(s->out_);
   if (is.empty()) src = {0};
-  s->it_ = collapse("Slice", o.dims, {src, contiguous_strides(o)});
   s->copy_ = StridedCopy(ctx, device, cfg.dtype);
+  s->plan_ = s->copy_.plan(collapse("Slice", o.dims, {src, contiguous_strides(o)}));
   return s;
 }
 
@@ -270,7 +341,7 @@ void Slice::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, con
   check_tensor("Slice", "output", out[0], out_, cfg_.dtype);
   if (out_.numel() == 0) return;
   std::lock_guard lock(launch_mutex_);
-  copy_.enqueue(it_, in[0], src_off_, out[0], 0, ec);
+  copy_.enqueue(plan_, in[0], src_off_, out[0], 0, ec);
 }
 
 // ---------------------------------------------------------------- Pad
@@ -356,8 +427,8 @@ std::unique_ptr<Expand> Expand::create(Context& ctx, int device, const ExpandCon
   e->cfg_ = cfg;
   e->out_ = validate(cfg);
   Shape o = scalar_as_1(e->out_);
-  e->it_ = collapse("Expand", o.dims, {broadcast_strides(cfg.input, o), contiguous_strides(o)});
   e->copy_ = StridedCopy(ctx, device, cfg.dtype);
+  e->plan_ = e->copy_.plan(collapse("Expand", o.dims, {broadcast_strides(cfg.input, o), contiguous_strides(o)}));
   return e;
 }
 
@@ -367,7 +438,7 @@ void Expand::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   check_tensor("Expand", "output", out[0], out_, cfg_.dtype);
   if (out_.numel() == 0) return;
   std::lock_guard lock(launch_mutex_);
-  copy_.enqueue(it_, in[0], 0, out[0], 0, ec);
+  copy_.enqueue(plan_, in[0], 0, out[0], 0, ec);
 }
 
 // ---------------------------------------------------------------- Tile
@@ -568,19 +639,60 @@ std::unique_ptr<Resize> Resize::create(Context& ctx, int device, const ResizeCon
   r->geo_h_ = d[0].geo;
   r->geo_w_ = d[1].geo;
   r->valid_ = {{d[0].lo, d[0].hi, d[1].lo, d[1].hi}};
-  r->kernel_ = make_kernel(ctx.program("data.cl", "", device), "resize2d");
+  cl::Program prog = ctx.program("data.cl", "", device);
+  // CPUs: per-pixel coordinates cost several divisions per output (PoCL, nearest 2x of [1,96,40,60]:
+  // ~6 ms); the row and column tables are computed once per run with the same functions.
+  const bool table_mode = cfg.mode == ResizeMode::nearest || (cfg.mode == ResizeMode::linear && !cfg.antialias);
+  r->table_ = table_mode && cfg.coord != ResizeCoord::tf_crop_and_resize &&
+              (cfg.table == ResizeTable::on ||
+               (cfg.table == ResizeTable::automatic && ctx.device(device).info.type == DeviceType::cpu));
+  if (cfg.table == ResizeTable::on && !r->table_)
+    invalid("Resize", "the table kernels need nearest or linear (no antialias) without tf_crop_and_resize");
+  const size_t rk = r->out_.rank();
+  const int64_t OH = r->out_[rk - 2], OW = r->out_[rk - 1];
+  if (r->table_) {
+    r->kernel_ = make_kernel(prog, "resize2d_table");
+    r->table_kernel_ = make_kernel(prog, "resize_axis_table");
+    const PaddedLaunch l = padded_launch((OW + 7) / 8, OH, r->out_.numel() / std::max<int64_t>(OH * OW, 1));
+    r->global_ = l.global;
+    r->local_ = l.local;
+  } else {
+    r->kernel_ = make_kernel(prog, "resize2d");
+  }
+  log::debug("Resize {} -> {}: {}", cfg.input.str(), r->out_.str(), r->algorithm());
   return r;
 }
 
-void Resize::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+size_t Resize::workspace_bytes() const {
+  const size_t r = out_.rank();
+  return table_ ? 3 * size_t(out_[r - 2] + out_[r - 1]) * 4 : 0;
+}
+
+void Resize::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* ws, ExecutionContext& ec) {
   check_io("Resize", in, 1, out, 1);
   check_tensor("Resize", "input X", in[0], cfg_.input, DType::f32);
   check_tensor("Resize", "output Y", out[0], out_, DType::f32);
   const size_t r = out_.rank();
   const int H = int(cfg_.input[r - 2]), W = int(cfg_.input[r - 1]);
   const int OH = int(out_[r - 2]), OW = int(out_[r - 1]);
+  if (out_.numel() == 0) return;
   const int64_t planes = cfg_.input.numel() / (int64_t(H) * W);
   std::lock_guard lock(launch_mutex_);
+  if (table_) {
+    if (!ws || ws->bytes() < workspace_bytes())
+      invalid("Resize", "the table kernels need a workspace of {} bytes, got {}", workspace_bytes(),
+              ws ? ws->bytes() : 0);
+    if (ws->offset_bytes % 4) invalid("Resize", "workspace offset {} is not a multiple of 4 bytes", ws->offset_bytes);
+    const cl_long t_off = cl_long(ws->offset_bytes / 4);
+    const cl_int linear = cfg_.mode == ResizeMode::linear;
+    set_args(table_kernel_, linear, cl_int(cfg_.coord), cl_int(cfg_.nearest), cl_int(H), cl_int(W), cl_int(OH),
+             cl_int(OW), geo_h_, geo_w_, ws->buffer, ws->buffer, t_off);
+    ec.enqueue_kernel(table_kernel_, cl::NDRange(size_t(OH + OW)), cl::NullRange, "resize_axis_table");
+    set_args(kernel_, linear, cl_int(H), cl_int(W), cl_int(OH), cl_int(OW), ws->buffer, ws->buffer, t_off, in[0].buffer,
+             cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+    ec.enqueue_kernel(kernel_, global_, local_, "resize2d_table");
+    return;
+  }
   set_args(kernel_, cl_int(cfg_.mode), cl_int(cfg_.coord), cl_int(cfg_.nearest), cl_int(H), cl_int(W), cl_int(OH),
            cl_int(OW), geo_h_, geo_w_, valid_, cfg_.extrapolation_value, cl_int(cfg_.antialias), cfg_.cubic_coeff_a,
            cl_int(cfg_.exclude_outside), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,

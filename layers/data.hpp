@@ -3,6 +3,7 @@
 // kernels/data.cl.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,17 +12,34 @@
 
 namespace cldl {
 
-// A strided copy (the kernel behind Transpose, Slice, Expand, Concat, Split): launches one
-// copy_strided_<size> over an Iteration whose operand 0 is the source and 1 the destination.
+// A strided copy (the kernel behind Transpose, Slice, Expand, Concat, Split) over an Iteration whose
+// operand 0 is the source and 1 the destination. plan() picks the kernel once per iteration:
+// - rows (CPUs): both operands contiguous along the innermost dim; vector runs per work-item;
+// - tiles (CPUs): the destination contiguous along the innermost dim and the source along another, which
+//   moves next to it; a 2-D tile per work-item (transposes);
+// - element: one element per work-item (GPUs, where neighbouring items already coalesce, and every
+//   other CPU case: broadcasts, strided slices).
+struct CopyPlan {
+  enum class Kind { element, rows, tiles };
+  Kind kind = Kind::element;
+  Iteration it;  // for tiles, the source-contiguous dim is moved to rank - 2
+  cl::NDRange global, local;
+  std::string describe() const;  // "tiles 16x16, rank 3 after collapsing"
+};
+
 class StridedCopy {
  public:
   StridedCopy() = default;
   StridedCopy(Context& ctx, int device, DType dtype);
-  void enqueue(const Iteration& it, const Tensor& src, int64_t src_elem_off, const Tensor& dst,
-               int64_t dst_elem_off, ExecutionContext& ec);
+  // `force` picks a kernel instead of the device's choice (tests run each on any device); a kernel that
+  // does not apply to `it` is refused with an error naming it.
+  CopyPlan plan(const Iteration& it, std::optional<CopyPlan::Kind> force = std::nullopt) const;
+  void enqueue(const CopyPlan& plan, const Tensor& src, int64_t src_elem_off, const Tensor& dst, int64_t dst_elem_off,
+               ExecutionContext& ec);
 
  private:
-  cl::Kernel kernel_;
+  cl::Kernel element_, rows_, tiles_;
+  bool cpu_ = false;
 };
 
 struct TransposeConfig {
@@ -35,14 +53,14 @@ class Transpose : public Op {
   static Shape validate(const TransposeConfig& cfg);
   static std::unique_ptr<Transpose> create(Context& ctx, int device, const TransposeConfig& cfg);
   std::string_view type() const override { return "Transpose"; }
-  std::string algorithm() const override { return fmt::format("strided copy, rank {} after collapsing", it_.rank); }
+  std::string algorithm() const override { return plan_.describe(); }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
  private:
   TransposeConfig cfg_;
   Shape out_;
-  Iteration it_;
+  CopyPlan plan_;
   StridedCopy copy_;
 };
 
@@ -63,7 +81,7 @@ class Concat : public Op {
  private:
   ConcatConfig cfg_;
   Shape out_;
-  std::vector<Iteration> its_;
+  std::vector<CopyPlan> plans_;
   std::vector<int64_t> dst_off_;
   StridedCopy copy_;
 };
@@ -87,7 +105,7 @@ class Split : public Op {
  private:
   SplitConfig cfg_;
   std::vector<Shape> outs_;
-  std::vector<Iteration> its_;
+  std::vector<CopyPlan> plans_;
   std::vector<int64_t> src_off_;
   StridedCopy copy_;
 };
@@ -109,7 +127,7 @@ class Slice : public Op {
  private:
   SliceConfig cfg_;
   Shape out_;
-  Iteration it_;
+  CopyPlan plan_;
   int64_t src_off_ = 0;
   StridedCopy copy_;
 };
@@ -157,7 +175,7 @@ class Expand : public Op {
  private:
   ExpandConfig cfg_;
   Shape out_;
-  Iteration it_;
+  CopyPlan plan_;
   StridedCopy copy_;
 };
 
@@ -239,6 +257,7 @@ enum class ResizeCoord {
   tf_crop_and_resize
 };
 enum class ResizeNearest { round_prefer_floor, round_prefer_ceil, floor, ceil };
+enum class ResizeTable { automatic, on, off };
 
 struct ResizeConfig {
   Shape input;                  // rank >= 2; only the last two dims may change
@@ -258,6 +277,9 @@ struct ResizeConfig {
   // linear / cubic: when a dim is downscaled (scale < 1) the filter is stretched by 1 / scale so every
   // input under an output pixel contributes (ONNX antialias; nearest ignores it).
   bool antialias = false;
+  // Kernels: per-axis tables (nearest, or linear without antialias, not tf_crop_and_resize) or per-pixel
+  // coordinates. automatic: tables on CPUs where they apply; on: tables (an error where they do not apply).
+  ResizeTable table = ResizeTable::automatic;
 };
 
 class Resize : public Op {
@@ -265,6 +287,9 @@ class Resize : public Op {
   static Shape validate(const ResizeConfig& cfg);
   static std::unique_ptr<Resize> create(Context& ctx, int device, const ResizeConfig& cfg);
   std::string_view type() const override { return "Resize"; }
+  std::string algorithm() const override { return table_ ? "axis tables, 8 outputs per work-item" : "per pixel"; }
+  // The table kernels' index and weight tables (3 * (OH + OW) values); 0 for the per-pixel kernel.
+  size_t workspace_bytes() const override;
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
@@ -274,6 +299,11 @@ class Resize : public Op {
   cl_float4 geo_h_{}, geo_w_{};  // per resized dim: scale, in * scale, crop a, crop b (kernels/data.cl)
   cl_int4 valid_{};              // tf_crop_and_resize: first and last output row / column inside the input
   cl::Kernel kernel_;
+  // CPUs, nearest / linear without antialias or crop: resize_axis_table then resize2d_table
+  // (kernels/data.cl); resize2d per output pixel otherwise.
+  bool table_ = false;
+  cl::Kernel table_kernel_;
+  cl::NDRange global_, local_;
 };
 
 }  // namespace cldl

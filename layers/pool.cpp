@@ -102,12 +102,24 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     bool dilated = false;
     for (auto d : cfg.dilations) dilated |= d != 1;
     p->use_2d_ = n <= 2 && !cfg.indices && !(cfg.kind == PoolKind::average && dilated) && cfg.kind != PoolKind::lp;
-    p->kernel_ = make_kernel(prog, p->use_2d_ ? "pool2d" : "pool3d");
-    p->algorithm_ = p->use_2d_ ? "direct 2-D" : "direct 3-D";
+    if (cfg.block != 0 && cfg.block != 1 && cfg.block != 8)
+      invalid(pool_name(cfg.kind), "block {} is not 0, 1 or 8", cfg.block);
+    // CPUs: an output row per work-item in vector strips of 8 (PoCL, max 2x2/2 on 8x8x224x224: see `cldl
+    // bench kernels --filter pool`); GPUs: one output per work-item, neighbours coalesce.
+    const int block = cfg.block ? cfg.block : ctx.device(device).info.type == DeviceType::cpu ? 8 : 1;
+    p->rows_ = p->use_2d_ && block == 8;
+    p->kernel_ = make_kernel(prog, p->rows_ ? "pool2d_rows" : p->use_2d_ ? "pool2d" : "pool3d");
+    p->algorithm_ = p->rows_ ? "direct 2-D, an output row per work-item" : p->use_2d_ ? "direct 2-D" : "direct 3-D";
     if (p->use_2d_) {
       const size_t ow = size_t(p->out_[p->out_.rank() - 1]), oh = n == 2 ? size_t(p->out_[p->out_.rank() - 2]) : 1;
-      p->local_ = plane_batch_local_size(p->kernel_, ctx.device(device), ow, oh,
-                                         size_t(cfg.input[0]) * size_t(cfg.input[1]));
+      const size_t nc = size_t(cfg.input[0]) * size_t(cfg.input[1]);
+      if (p->rows_) {
+        const PaddedLaunch l = padded_launch(int64_t(oh), int64_t(nc), 1, 1);
+        p->global_ = l.global;
+        p->local_ = l.local;
+      } else {
+        p->local_ = plane_batch_local_size(p->kernel_, ctx.device(device), ow, oh, nc);
+      }
     }
   }
   log::debug("{} {} -> {}: {}", pool_name(cfg.kind), cfg.input.str(), p->out_.str(), p->algorithm_);
@@ -153,7 +165,12 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), sp[1], sp[2], osp[1], osp[2], k[1], k[2], st[1],
              st[2], dl[1], dl[2], pb[1], pb[2], pe[1], pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
              cl_long(out[0].offset_elems()));
-    ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], nc), local_, "pool2d");
+    if (rows_) {
+      kernel_.setArg(20, cl_int(nc));
+      ec.enqueue_kernel(kernel_, global_, local_, "pool2d_rows");
+    } else {
+      ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], nc), local_, "pool2d");
+    }
     return;
   }
   const Tensor& idx = cfg_.indices ? out[1] : out[0];

@@ -30,6 +30,9 @@ struct PoolConfig {
   // fastest), after the N * C planes before it, as ONNX's reference and ONNX Runtime do.
   bool column_major_indices = false;
   int p = 2;  // LpPool only: the norm's (integer) order, >= 1
+  // Outputs along the last dim per work-item of the 2-D kernel: 1 (pool2d) or 8 (pool2d_rows);
+  // 0 = by device: 8 on CPUs, 1 elsewhere (neighbouring items coalesce on GPUs).
+  int block = 0;
 };
 
 // Input X; outputs Y [, Indices] of the shape validate() returns.
@@ -53,6 +56,8 @@ class Pool : public Op {
   size_t group_ = 1;
   bool use_2d_ = false;  // pool2d kernel (fast path) instead of pool3d
   cl::NDRange local_ = cl::NullRange;  // pool2d: whole output planes per work-group
+  cl::NDRange global_ = cl::NullRange;  // pool2d_rows: padded to local_
+  bool rows_ = false;                   // pool2d_rows: 8 outputs per work-item
 };
 
 }  // namespace cldl

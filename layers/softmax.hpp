@@ -8,10 +8,14 @@
 
 namespace cldl {
 
+// Kernel for the last axis (inner == 1). automatic: serial on CPUs, work_group elsewhere (see create).
+enum class SoftmaxRows { automatic, serial, work_group };
+
 struct SoftmaxConfig {
   Shape input;
   int64_t axis = -1;
   bool log = false;  // LogSoftmax
+  SoftmaxRows rows = SoftmaxRows::automatic;
 };
 
 // Input X (f32), output Y (shape of X).
@@ -30,6 +34,8 @@ class Softmax : public Op {
   std::string algorithm_;
   cl::Kernel kernel_;
   size_t group_ = 1;
+  bool serial_ = false;  // softmax_rows_serial: rows_per_item_ whole rows per work-item, items_ work-items
+  int64_t rows_per_item_ = 1, items_ = 1;
 };
 
 }  // namespace cldl

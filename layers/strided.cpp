@@ -147,3 +147,16 @@ cl::NDRange plane_batch_local_size(const cl::Kernel& k, const Device& dev, size_
   return cl::NDRange(w, h, g);
 }
 }  // namespace cldl
+
+namespace cldl {
+PaddedLaunch padded_launch(int64_t gx, int64_t gy, int64_t gz, size_t items) {
+  auto pow2_at_least = [](int64_t n) {
+    size_t p = 1;
+    while (int64_t(p) < n) p *= 2;
+    return p;
+  };
+  const size_t lx = std::min(pow2_at_least(gx), items);
+  const size_t ly = std::min(pow2_at_least(gy), std::max<size_t>(items / lx, 1));
+  return {cl::NDRange(round_up(size_t(gx), lx), round_up(size_t(gy), ly), size_t(gz)), cl::NDRange(lx, ly, 1)};
+}
+}  // namespace cldl

@@ -76,3 +76,14 @@ namespace cldl {
 cl::NDRange plane_batch_local_size(const cl::Kernel& k, const Device& dev, size_t w, size_t h, size_t planes,
                                    size_t target = 256);
 }  // namespace cldl
+
+namespace cldl {
+// A CPU launch of independent work-items over (gx, gy, gz) where each item does a block of work (a tile,
+// a run, a strip of outputs): local (lx, ly, 1) of about `items` items, and the global size padded up to
+// it (kernels return for items past (gx, gy)). A CPU runtime pays about a microsecond per work-group, so
+// one group per item is too many, and a NullRange lets it pick one group for everything.
+struct PaddedLaunch {
+  cl::NDRange global, local;
+};
+PaddedLaunch padded_launch(int64_t gx, int64_t gy, int64_t gz, size_t items = 64);
+}  // namespace cldl

@@ -9,6 +9,7 @@
 //    (about log2(FH*FW) * eps * norm), not to each output, so small outputs get an absolute bound.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "layers/conv.hpp"
 #include "tests/reference/conv_ref.hpp"
@@ -88,14 +89,20 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
   for (ConvAlgo a : kAlgos) {
     if (!ConvOp::applies(cfg, a) || (a == ConvAlgo::fft && !fft)) continue;
     cfg.algo = a;
-    auto op = ConvOp::create(ctx(), 0, cfg);
-    CHECK(op->algorithm() == to_string(a));
-    auto got = run(*op, x);
-    REQUIRE(got.size() == want.size());
-    double rtol, atol;
-    tolerance(a, rtol, atol);
-    INFO(std::string(p.name) << " with " << to_string(a));
-    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), rtol, atol);
+    // Depthwise: both kernels (1 and 8 outputs per work-item); im2col: both (per pixel, per row).
+    for (int block :
+         a == ConvAlgo::depthwise || a == ConvAlgo::im2col_gemm ? std::vector<int>{1, 8} : std::vector<int>{0}) {
+      cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
+      cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
+      auto op = ConvOp::create(ctx(), 0, cfg);
+      CHECK(op->algorithm() == to_string(a));
+      auto got = run(*op, x);
+      REQUIRE(got.size() == want.size());
+      double rtol, atol;
+      tolerance(a, rtol, atol);
+      INFO(std::string(p.name) << " with " << to_string(a) << " block " << block);
+      CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), rtol, atol);
+    }
     ++ran;
   }
   return ran;
@@ -126,6 +133,11 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
       {"2x3 groups 3 stride 2x1 dilation 1x2", 3, 6, 7, 13, 9, 2, 3, 2, 1, 1, 2, 1, 0, 0, 2, 3, true, leaky},
       {"depthwise 3x3", 3, 5, 7, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, true, relu},
       {"depthwise 5x5 stride 2 dilation 2", 1, 3, 7, 13, 3, 5, 5, 2, 2, 2, 2, 2, 2, 2, 2, 3, false, {}},
+      // Rows wide enough for the vector strips of the 8-output kernel, and their edges.
+      {"depthwise 3x3 wide", 2, 4, 9, 45, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true, leaky},
+      {"depthwise 3x3 stride 2 wide", 1, 3, 8, 67, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true, relu},
+      {"depthwise 5x5 stride 3 dilation 2 wide", 1, 2, 11, 70, 2, 5, 5, 3, 3, 2, 2, 3, 1, 0, 2, 2, false, {}},
+      {"depthwise 1x7 unpadded", 1, 3, 1, 41, 3, 1, 7, 1, 1, 1, 1, 0, 0, 0, 0, 3, true, {}},
       {"1x1 bias relu", 3, 5, 7, 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, true, relu},
       {"1x1 groups 2", 1, 6, 7, 13, 4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, true, {}},
       {"1x1 stride 2", 1, 5, 7, 13, 3, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, false, {}},
@@ -307,6 +319,8 @@ TEST_CASE("ConvTranspose matches the reference: stride, pads, output_padding, di
       {{"groups 3 dilation 1x2 stride 1x3", 1, 6, 7, 13, 9, 2, 3, 1, 3, 1, 2, 0, 1, 1, 0, 3, true, {}}, 0, 2},
       {{"plain 4x4", 1, 3, 7, 13, 5, 4, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, false, {}}, 0, 0},
       {{"1-D stride 2", 3, 5, 1, 29, 4, 1, 5, 1, 2, 1, 1, 0, 2, 0, 1, 1, true, {}, true}, 0, 1},
+      {{"2x2 stride 2 upsampler batch 2", 2, 16, 5, 9, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, true, Activation(Act::relu)}, 0, 0},
+      {{"4x4 stride 2 pad 1 groups 2", 1, 12, 6, 7, 10, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 2, true, {}}, 1, 1},
   };
   uint32_t seed = 300;
   for (const auto& tp : problems) {
@@ -330,12 +344,25 @@ TEST_CASE("ConvTranspose matches the reference: stride, pads, output_padding, di
     int64_t OH, OW;
     auto want = ref::conv_transpose2d(rp, x.as<float>(), c.weight.as<float>(), c.bias ? c.bias->as<float>() : nullptr,
                                       p.act, OH, OW);
-    auto op = ConvTransposeOp::create(ctx(), 0, c);
-    CHECK(op->output_shape() == (p.one_d ? Shape{p.N, p.K, OW} : Shape{p.N, p.K, OH, OW}));
-    auto got = run(*op, x);
-    INFO(std::string(p.name));
-    REQUIRE(got.size() == want.size());
-    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+    for (ConvTransposeAlgo a : {ConvTransposeAlgo::direct, ConvTransposeAlgo::gemm_col2im}) {
+      c.algo = a;
+      auto op = ConvTransposeOp::create(ctx(), 0, c);
+      CHECK(op->output_shape() == (p.one_d ? Shape{p.N, p.K, OW} : Shape{p.N, p.K, OH, OW}));
+      auto got = run(*op, x);
+      INFO(std::string(p.name) << " with " << op->algorithm());
+      REQUIRE(got.size() == want.size());
+      CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+    }
+  }
+  // The automatic choice: GEMM + col2im from 8 input channels per group, direct below.
+  {
+    ConvTransposeConfig c;
+    c.input = Shape{1, 16, 5, 6};
+    c.weight = test::random_tensor(Shape{16, 4, 2, 2}, 9);
+    c.strides = {2, 2};
+    CHECK(ConvTransposeOp::create(ctx(), 0, c)->algorithm() == "gemm_col2im");
+    c.groups = 4;
+    CHECK(ConvTransposeOp::create(ctx(), 0, c)->algorithm() == "direct");
   }
   // Bad configurations.
   ConvTransposeConfig c;

@@ -5,6 +5,7 @@
 // reversed and outside the input; antialias; align_corners with a non-integral in * scale). Tolerance:
 // exact, except Resize linear / cubic (1e-5 relative + 1e-5 absolute).
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -56,6 +57,68 @@ TEST_CASE("Transpose: every permutation of rank 3 and 4, and other dtypes") {
   for (int a = 0; a < 3; ++a)
     for (int b = 0; b < 5; ++b)
       for (int c = 0; c < 2; ++c) REQUIRE(gb[(b * 3 + a) * 2 + c] == xb[(a * 5 + b) * 2 + c]);
+}
+
+TEST_CASE("StridedCopy: element, rows and tiles kernels on transposes, slices and every element size") {
+  // Each kernel that applies to an iteration, forced on any device, against the reference transpose:
+  // odd sizes, partial tiles and runs, batch 1, rank 1 to 6.
+  struct Case {
+    Shape s;
+    std::vector<int64_t> perm;
+  };
+  using Kind = CopyPlan::Kind;
+  for (const Case& c :
+       {Case{Shape{37}, {0}}, Case{Shape{1, 1}, {1, 0}}, Case{Shape{3, 1}, {1, 0}}, Case{Shape{17, 33}, {1, 0}},
+        Case{Shape{1, 40, 3, 35}, {0, 2, 1, 3}}, Case{Shape{2, 19, 3, 21}, {0, 2, 3, 1}},
+        Case{Shape{2, 5, 33, 18}, {0, 3, 1, 2}}, Case{Shape{2, 3, 5, 7, 11, 13}, {5, 3, 1, 0, 2, 4}},
+        Case{Shape{3, 4, 5, 2, 7}, {1, 0, 2, 4, 3}}}) {
+    for (DType dt : {DType::f32, DType::u8, DType::f16, DType::i64}) {
+      CAPTURE(c.s.str());
+      CAPTURE(to_string(dt));
+      const size_t r = c.s.rank();
+      auto is = contiguous_strides(c.s);
+      Shape so;
+      std::vector<int64_t> src(r);
+      for (size_t i = 0; i < r; ++i) {
+        src[i] = is[c.perm[i]];
+        so.dims.push_back(c.s[c.perm[i]]);
+      }
+      StridedCopy copy(ctx(), 0, dt);
+      const Iteration it = collapse("test", so.dims, {src, contiguous_strides(so)});
+      // Byte patterns: the copies move elements of 1, 2, 4 and 8 bytes without looking at them.
+      const int64_t n = c.s.numel();
+      const size_t esz = dtype_size(dt);
+      std::vector<uint8_t> x(size_t(n) * esz);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t(i * 131 + i / 251);
+      HostTensor hx(dt, c.s);
+      std::memcpy(hx.data(), x.data(), x.size());
+      Tensor dx = ctx().upload(hx);
+      std::vector<uint8_t> want(x.size());
+      for (int64_t o = 0; o < n; ++o) {
+        int64_t rem = o, off = 0;
+        for (size_t i = r; i-- > 0;) {
+          off += (rem % so[i]) * src[i];
+          rem /= so[i];
+        }
+        std::memcpy(&want[size_t(o) * esz], &x[size_t(off) * esz], esz);
+      }
+      for (Kind k : {Kind::element, Kind::rows, Kind::tiles}) {
+        CAPTURE(int(k));
+        CopyPlan plan;
+        try {
+          plan = copy.plan(it, k);
+        } catch (const Error&) {
+          continue;  // the kernel does not apply to this iteration
+        }
+        Tensor y = ctx().alloc(so, dt);
+        auto ec = ctx().exec();
+        copy.enqueue(plan, dx, 0, y, 0, ec);
+        ctx().finish();
+        HostTensor hy = ctx().download(y);
+        CHECK(std::memcmp(hy.data(), want.data(), want.size()) == 0);
+      }
+    }
+  }
 }
 
 TEST_CASE("Concat of N inputs along every axis, and Split back") {
@@ -271,8 +334,14 @@ TEST_CASE("Resize nearest with every coordinate and nearest mode; linear") {
           double sw = sz.scales.empty() ? double(so[3]) / 13 : sz.scales[3];
           auto want = ref::resize2d(x, 6, 7, 13, int(so[2]), int(so[3]), sh, sw, mode, coord, mode == 0 ? nearest : 0, a,
                                     exclude);
-          auto got = down<float>(run_op(*Resize::create(ctx(), 0, cfg), {dx}, so));
-          CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mode ? 1e-5 : 0.0, mode ? 1e-5 : 0.0);
+          // Nearest and linear: the per-pixel and the table kernels on any device.
+          for (ResizeTable t : mode < 2 ? std::vector<ResizeTable>{ResizeTable::off, ResizeTable::on}
+                                        : std::vector<ResizeTable>{ResizeTable::automatic}) {
+            cfg.table = t;
+            CAPTURE(int(t));
+            auto got = down<float>(run_op(*Resize::create(ctx(), 0, cfg), {dx}, so));
+            CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), mode ? 1e-5 : 0.0, mode ? 1e-5 : 0.0);
+          }
         }
 }
 

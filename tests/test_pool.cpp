@@ -56,28 +56,35 @@ TEST_CASE("MaxPool and AveragePool 2-D over every attribute combination") {
       {1, 3, 7, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},  {2, 5, 7, 13, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
       {1, 3, 13, 7, 3, 2, 1, 3, 1, 1, 0, 1, 2, 0},  {3, 2, 9, 11, 3, 3, 2, 2, 2, 2, 1, 2, 1, 0},
       {1, 1, 5, 5, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {2, 3, 8, 6, 1, 1, 3, 2, 1, 1, 0, 0, 0, 0},
+      // Rows wide enough for the vector strips of the 8-output kernel (stride 1 and 2), and their edges.
+      {2, 3, 6, 53, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},  {1, 2, 7, 61, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+      {1, 2, 5, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {1, 2, 5, 47, 3, 2, 1, 1, 2, 2, 1, 0, 0, 1},
   };
   for (const auto& c : cases)
     for (bool mx : {true, false})
       for (bool ceil_mode : {false, true})
         for (bool cip : {false, true}) {
           if (mx && cip) continue;
-          PoolConfig cfg;
-          cfg.kind = mx ? PoolKind::max : PoolKind::average;
-          cfg.input = Shape{c.N, c.C, c.H, c.W};
-          cfg.kernel = {c.kh, c.kw};
-          cfg.strides = {c.sh, c.sw};
-          cfg.dilations = {c.dh, c.dw};
-          cfg.pads = {c.pt, c.pl, c.pb, c.pr};
-          cfg.ceil_mode = ceil_mode;
-          cfg.count_include_pad = cip;
-          cfg.indices = mx && ceil_mode;  // with Indices: pool3d kernel; without: the 2-D fast path
-          CAPTURE(cfg.input.str());
-          CAPTURE(c.kh);
-          CAPTURE(mx);
-          CAPTURE(ceil_mode);
-          CAPTURE(cip);
-          check_pool(cfg, random_floats(cfg.input.numel(), 7 + c.H), cfg.pads);
+          for (int block : {1, 8}) {
+            PoolConfig cfg;
+            cfg.kind = mx ? PoolKind::max : PoolKind::average;
+            cfg.input = Shape{c.N, c.C, c.H, c.W};
+            cfg.kernel = {c.kh, c.kw};
+            cfg.strides = {c.sh, c.sw};
+            cfg.dilations = {c.dh, c.dw};
+            cfg.pads = {c.pt, c.pl, c.pb, c.pr};
+            cfg.ceil_mode = ceil_mode;
+            cfg.count_include_pad = cip;
+            cfg.indices = mx && ceil_mode;  // with Indices: pool3d kernel; without: the 2-D fast path
+            cfg.block = block;              // pool2d or pool2d_rows
+            CAPTURE(cfg.input.str());
+            CAPTURE(block);
+            CAPTURE(c.kh);
+            CAPTURE(mx);
+            CAPTURE(ceil_mode);
+            CAPTURE(cip);
+            check_pool(cfg, random_floats(cfg.input.numel(), 7 + c.H), cfg.pads);
+          }
         }
 }
 

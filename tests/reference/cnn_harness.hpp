@@ -27,12 +27,15 @@ std::vector<T> down(const Tensor& t) {
   return v;
 }
 
-// Runs op on inputs into a freshly allocated output of shape `out` and dtype `dt`; waits.
+// Runs op on inputs into a freshly allocated output of shape `out` and dtype `dt` (with a workspace when
+// the op asks for one); waits.
 inline Tensor run_op(Op& op, const std::vector<Tensor>& in, const Shape& out, DType dt = DType::f32) {
   Tensor y = ctx().alloc(out, dt);
   auto ec = ctx().exec();
   Tensor outs[1] = {y};
-  op.enqueue(in, outs, nullptr, ec);
+  Tensor ws;
+  if (op.workspace_bytes()) ws = ctx().alloc(Shape{int64_t((op.workspace_bytes() + 3) / 4)}, DType::f32);
+  op.enqueue(in, outs, ws.valid() ? &ws : nullptr, ec);
   ctx().finish();
   return y;
 }
