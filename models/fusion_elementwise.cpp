@@ -255,6 +255,9 @@ size_t fuse_elementwise(Graph& g) {
   size_t fused = 0;
   for (auto& members : groups) {
     if (members.size() < 2 && !lone_worth_generating(g, g.nodes[members[0]], *shape[members[0]])) continue;
+    // Identity alone (chains of them after host folding) is a plain copy: nothing to generate.
+    if (std::all_of(members.begin(), members.end(), [&](size_t m) { return g.nodes[m].op_type == "Identity"; }))
+      continue;
     std::set<size_t> mset(members.begin(), members.end());
     Emitter e(g);
     std::vector<std::string> exports, names;

@@ -36,7 +36,17 @@ double max_abs_diff(const HostTensor& a, const HostTensor& b) {
 // devices), the last one through a tanh, b3 = tanh(relu(x W_3)); s = b0 + b1, t = b2 + b3; y = s * t;
 // z = reshape(b1, [6, 5]) V (a view crossing devices); b3 is an output too. Branches 1 and 3 and `s`
 // run on device 1 (rules_for(on_one)).
+// The rules name nodes that element-wise fusion would merge into one (Add, Add, Mul, Tanh): while a
+// Branchy lives, CLDL_FUSION=0 keeps them apart (fused nodes are placed by their own names, like any node).
+struct FusionOff {
+  FusionOff() { ::setenv("CLDL_FUSION", "0", 1); }
+  ~FusionOff() { ::unsetenv("CLDL_FUSION"); }
+  FusionOff(const FusionOff&) = delete;
+  FusionOff& operator=(const FusionOff&) = delete;
+};
+
 struct Branchy {
+  std::shared_ptr<FusionOff> fusion_off = std::make_shared<FusionOff>();
   Graph g;
   std::vector<std::string> on_one;  // node names (before the passes) placed on device 1
 };
