@@ -359,7 +359,9 @@ std::string export_onnx(const Graph& g, const std::string& external_data_path) {
     np->set_domain(n.domain);
     for (auto& i : n.inputs) np->add_input(i);
     for (auto& o : n.outputs) np->add_output(o);
-    for (auto& [k, v] : n.attrs) {
+    for (auto& attr : n.attrs) {  // not a structured binding: clang before 16 cannot capture one in a lambda
+      const std::string& k = attr.first;
+      const AttrValue& v = attr.second;
       auto* a = np->add_attribute();
       a->set_name(k);
       std::visit(
