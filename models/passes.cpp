@@ -83,6 +83,7 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
                                                                                   : std::move(work[k]));
     g.nodes = std::move(kept);
   };
+  std::vector<CountedValue> counted;  // outputs of counted ops kept without a boundary (a stage's own)
   while (next < work.size()) {
     Node n = std::move(work[next++]);
     if (unrolls.handles(n)) {
@@ -105,7 +106,7 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     const HostFold* folder = find_folder(n.op_type, n.domain);
     int64_t opset = checked_opset(g, n, def, folder);
     n.opset = opset;
-    InferCtx c{n, opset, {}, {}, {}, {}};
+    InferCtx c{n, opset, {}, {}, {}, {}, {}};
     for (auto& i : n.inputs) {
       if (i.empty()) {
         c.in.push_back(nullptr);
@@ -150,6 +151,10 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
                "inputs, and input '{}' is not constant",
                n.describe(), n.op_type, domain_name(n.domain), opset, n.inputs[i]);
     }
+    for (auto& [i, axis] : c.counted) {  // a stage's counted node carries its count outputs already
+      auto it = std::find(n.outputs.begin(), n.outputs.end(), counted_output_name(n.outputs[i]));
+      if (it != n.outputs.end()) c.out[size_t(it - n.outputs.begin())] = ValueInfo{*it, DType::i64, Shape{1}};
+    }
     bool all_folded = true;
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i].empty()) continue;
@@ -167,10 +172,45 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
         g.values[n.outputs[i]] = c.out[i];
       }
     }
+    if (!c.counted.empty()) {
+      // An output shape decided by data: its counts come with the node as extra outputs. With a boundary
+      // the plan stops after this node (a counted boundary: the rest is planned per count); without one,
+      // only a staged plan's first part, which placed the counts itself, may hold the node.
+      std::vector<CountedValue> cv;
+      for (auto& [i, axis] : c.counted) {
+        cv.push_back({n.outputs[i], counted_output_name(n.outputs[i]), c.out[i].shape.to_shape(), axis});
+        g.values[cv.back().count] = ValueInfo{cv.back().count, DType::i64, Shape{1}};
+        if (std::find(n.outputs.begin(), n.outputs.end(), cv.back().count) != n.outputs.end()) continue;
+        if (!boundary)
+          fail("{}: output '{}' has a shape decided by run-time data (at most {}); plan the graph as a Model "
+               "(models/model.hpp), which stops there and plans the rest per count",
+               n.describe(), n.outputs[i], c.out[i].shape.str());
+        n.outputs.push_back(cv.back().count);
+      }
+      kept.push_back(std::move(n));
+      if (boundary) {
+        boundary->hit = true;
+        boundary->reason = fmt::format("{}: output shape decided by run-time data", kept.back().describe());
+        boundary->counted = std::move(cv);
+        for (size_t k = next; k < work.size(); ++k)
+          boundary->rest.push_back(unrolls.handles(work[k]) && !work[k].domain.empty() ? unrolls.remaining_loop(g, work[k])
+                                                                                      : std::move(work[k]));
+        g.nodes = std::move(kept);
+        return folded;
+      }
+      counted.insert(counted.end(), cv.begin(), cv.end());
+      continue;
+    }
     if (all_folded) ++folded;
     else kept.push_back(std::move(n));
   }
   g.nodes = std::move(kept);
+  // A stage's counted outputs are its last word: nothing after them in the stage may read the bound shape.
+  for (auto& n : g.nodes)
+    for (auto& in : n.inputs)
+      for (auto& cv : counted)
+        if (in == cv.value)
+          fail("{}: input '{}' has a shape decided by run-time data; plan the graph as a Model", n.describe(), in);
   for (auto& o : g.outputs) {
     auto it = g.values.find(o.name);
     if (it == g.values.end()) fail("graph output '{}' is not produced", o.name);
