@@ -73,10 +73,21 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
   size_t next = 0;
   // A decision needs `value` from run-time data: g keeps the nodes inferred so far, `boundary` gets `first`
   // and the nodes not reached yet (Loops still expanding continue there as Loops of their own).
+  // Counted ops met with a boundary (their counts end this stage) and the nodes that read what they make,
+  // directly or not: deferred to the rest, in order, while inference goes on with the others (so
+  // independent counted ops share one stage, and one read of their counts).
+  std::vector<CountedValue> stage_counted;
+  std::set<std::string> tainted;
+  std::vector<Node> deferred;
+  auto move_deferred = [&] {
+    boundary->counted = std::move(stage_counted);
+    for (auto& d : deferred) boundary->rest.push_back(std::move(d));
+  };
   auto stop_at = [&](const std::string& value, const std::string& reason, Node first) {
     boundary->hit = true;
     boundary->value = value;
     boundary->reason = reason;
+    move_deferred();
     boundary->rest.push_back(std::move(first));
     for (size_t k = next; k < work.size(); ++k)
       boundary->rest.push_back(unrolls.handles(work[k]) && !work[k].domain.empty() ? unrolls.remaining_loop(g, work[k])
@@ -84,8 +95,21 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     g.nodes = std::move(kept);
   };
   std::vector<CountedValue> counted;  // outputs of counted ops kept without a boundary (a stage's own)
+  auto reads_tainted = [&](const Node& n) {
+    for (auto& in : n.inputs)
+      if (!in.empty() && tainted.count(in)) return true;
+    for (auto& in : n.outer_inputs())
+      if (tainted.count(in)) return true;
+    return false;
+  };
   while (next < work.size()) {
     Node n = std::move(work[next++]);
+    if (!tainted.empty() && reads_tainted(n)) {
+      for (auto& o : n.outputs)
+        if (!o.empty()) tainted.insert(o);
+      deferred.push_back(unrolls.handles(n) && !n.domain.empty() ? unrolls.remaining_loop(g, n) : std::move(n));
+      continue;
+    }
     if (unrolls.handles(n)) {
       // Control flow whose decisions are known when planning (control_flow.hpp): the nodes it stands
       // for replace it, and inference goes on through them.
@@ -189,20 +213,24 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
       }
       kept.push_back(std::move(n));
       if (boundary) {
-        boundary->hit = true;
-        boundary->reason = fmt::format("{}: output shape decided by run-time data", kept.back().describe());
-        boundary->counted = std::move(cv);
-        for (size_t k = next; k < work.size(); ++k)
-          boundary->rest.push_back(unrolls.handles(work[k]) && !work[k].domain.empty() ? unrolls.remaining_loop(g, work[k])
-                                                                                      : std::move(work[k]));
-        g.nodes = std::move(kept);
-        return folded;
+        for (auto& o : kept.back().outputs)
+          if (!o.empty()) tainted.insert(o);
+        stage_counted.insert(stage_counted.end(), cv.begin(), cv.end());
+        if (boundary->reason.empty())
+          boundary->reason = fmt::format("{}: output shape decided by run-time data", kept.back().describe());
+        continue;
       }
       counted.insert(counted.end(), cv.begin(), cv.end());
       continue;
     }
     if (all_folded) ++folded;
     else kept.push_back(std::move(n));
+  }
+  if (boundary && !stage_counted.empty()) {  // a counted boundary: the rest is what reads the counted outputs
+    boundary->hit = true;
+    move_deferred();
+    g.nodes = std::move(kept);
+    return folded;
   }
   g.nodes = std::move(kept);
   // A stage's counted outputs are its last word: nothing after them in the stage may read the bound shape.
