@@ -3,6 +3,7 @@
 // the op's bound-sized buffer (models/model.hpp, docs/dynamic-shapes.md). Checked against
 // tests/reference (index_ref's non_zero, vision_ref's nms) on inputs past kMaxDecidingElements, at counts
 // of 0 and of the full bound, with Gather / GatherND / Reshape downstream, and the rest's plan cache.
+#include <algorithm>
 #include <random>
 
 #include "models/model.hpp"
@@ -162,6 +163,61 @@ TEST_SUITE("dynamic shapes") {
     REQUIRE(plan != nullptr);
     REQUIRE(plan->counted.size() == 1);
     CHECK(plan->counted[0].bound == Shape{classes * 7, 3});  // max_per_class unknown when planning: every box
+  }
+
+  TEST_CASE("independent counted ops share one stage: one read of both counts") {
+    GraphBuilder b("two", 13);
+    auto x = b.input("x", DType::f32, sym({-1}, {"n"}));
+    auto y = b.input("y", DType::f32, sym({-1}, {"m"}));
+    auto nx = b.op1("NonZero", {x});
+    auto ny = b.op1("NonZero", {y});
+    // Each count reaches the other's tail: Concat of both index lists, then a Gather of x by x's.
+    auto zero = b.constant("zero", i64s(Shape{1}, {0}));
+    b.output(b.op1("Concat", {nx, ny}, {{"axis", int64_t(1)}}), "both");
+    b.output(b.op1("Gather", {x, b.op1("Squeeze", {nx, zero})}, {{"axis", int64_t(0)}}), "picked");
+    auto m = Model::create(test::shared_ctx(), b.build());
+    auto s = m->session();
+    for (auto [xs, ys] : {std::pair{std::vector<float>{0, 1, 0, 2}, std::vector<float>{3, 0, 0}},
+                          std::pair{std::vector<float>{0, 0, 0, 0}, std::vector<float>{1, 1, 1}}}) {
+      auto out = s->run({{"x", HostTensor::from<float>(Shape{4}, xs)}, {"y", HostTensor::from<float>(Shape{3}, ys)}});
+      std::vector<int64_t> want;
+      std::vector<float> picked;
+      for (size_t i = 0; i < xs.size(); ++i)
+        if (xs[i] != 0) want.push_back(int64_t(i)), picked.push_back(xs[i]);
+      for (size_t i = 0; i < ys.size(); ++i)
+        if (ys[i] != 0) want.push_back(int64_t(i));
+      CHECK(out.at("both").shape() == Shape{1, int64_t(want.size())});
+      CHECK(ints(out.at("both")) == want);
+      REQUIRE(out.at("picked").numel() == int64_t(picked.size()));
+      for (size_t i = 0; i < picked.size(); ++i) CHECK(out.at("picked").as<float>()[i] == picked[i]);
+    }
+    REQUIRE(s->last_plan() != nullptr);
+    CHECK(s->last_plan()->counted.size() == 2);  // both NonZeros in the first stage
+    CHECK(s->last_plan()->rest->graph().nodes.size() >= 2);
+  }
+
+  TEST_CASE("shape arithmetic over a count folds when the rest is planned: TopK of k = min(3, count)") {
+    // What torchvision's detection heads export: k = ReduceMin(Concat([topk], Shape(kept)[0])).
+    GraphBuilder b("topk", 13);
+    auto x = b.input("x", DType::f32, sym({-1}, {"n"}));
+    auto zero = b.constant("zero", i64s(Shape{1}, {0}));
+    auto kept = b.op1("Gather", {x, b.op1("Squeeze", {b.op1("NonZero", {x}), zero})}, {{"axis", int64_t(0)}});
+    auto count = b.op1("Gather", {b.op1("Shape", {kept}), zero}, {{"axis", int64_t(0)}});
+    auto k = b.op1("ReduceMin", {b.op1("Concat", {b.constant("three", i64s(Shape{1}, {3})), count}, {{"axis", int64_t(0)}})},
+                   {{"keepdims", int64_t(1)}});
+    b.output(b.op("TopK", {kept, k}, {{"axis", int64_t(0)}}, 2)[0], "top");
+    auto m = Model::create(test::shared_ctx(), b.build());
+    auto s = m->session();
+    for (std::vector<float> xs : {std::vector<float>{0, 5, 0, 2, 9, 1, 0}, std::vector<float>{0, 4, 0, 0, 0, 0, 0}}) {
+      auto top = s->run({{"x", HostTensor::from<float>(Shape{7}, xs)}}).at("top");
+      std::vector<float> want;
+      for (float v : xs)
+        if (v != 0) want.push_back(v);
+      std::sort(want.rbegin(), want.rend());
+      want.resize(std::min<size_t>(3, want.size()));
+      REQUIRE(top.numel() == int64_t(want.size()));
+      for (size_t i = 0; i < want.size(); ++i) CHECK(top.as<float>()[i] == want[i]);
+    }
   }
 
   TEST_CASE("a counted op's bad input is an error naming the node and the argument") {
