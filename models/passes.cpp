@@ -71,8 +71,6 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
   std::vector<Node> kept, work = std::move(g.nodes);
   ControlFlowExpander unrolls;
   size_t next = 0;
-  // A decision needs `value` from run-time data: g keeps the nodes inferred so far, `boundary` gets `first`
-  // and the nodes not reached yet (Loops still expanding continue there as Loops of their own).
   // Counted ops met with a boundary (their counts end this stage) and the nodes that read what they make,
   // directly or not: deferred to the rest, in order, while inference goes on with the others (so
   // independent counted ops share one stage, and one read of their counts).
@@ -83,6 +81,9 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     boundary->counted = std::move(stage_counted);
     for (auto& d : deferred) boundary->rest.push_back(std::move(d));
   };
+  // A decision needs `value` from run-time data: g keeps the nodes inferred so far, `boundary` gets the
+  // deferred nodes, `first` and the nodes not reached yet (Loops still expanding continue there as Loops of
+  // their own).
   auto stop_at = [&](const std::string& value, const std::string& reason, Node first) {
     boundary->hit = true;
     boundary->value = value;
@@ -198,8 +199,9 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     }
     if (!c.counted.empty()) {
       // An output shape decided by data: its counts come with the node as extra outputs. With a boundary
-      // the plan stops after this node (a counted boundary: the rest is planned per count); without one,
-      // only a staged plan's first part, which placed the counts itself, may hold the node.
+      // the stage ends with this node (a counted boundary: what reads its outputs is deferred to the rest,
+      // planned per count); without one, only a staged plan's first part, which placed the counts itself,
+      // may hold the node.
       std::vector<CountedValue> cv;
       for (auto& [i, axis] : c.counted) {
         cv.push_back({n.outputs[i], counted_output_name(n.outputs[i]), c.out[i].shape.to_shape(), axis});
