@@ -106,6 +106,10 @@ struct OpDef {
   // Device implementation; empty = host-only op that must fold at load.
   std::function<std::unique_ptr<NodeKernel>(LowerCtx&)> lower = {};
   int view_of = -1;  // >= 0: output 0 is a view (same bytes) of this input; no kernel runs
+  // When an input of const_inputs is not known when planning: nodes computing the same with device ops
+  // (Compress: a NonZero of the condition, a counted output, then a Gather), which replace the node where
+  // inference reaches it. Empty: such an input ends a staged plan by value, or is an error.
+  std::function<std::vector<Node>(Graph&, const Node&)> expand_runtime = {};
 
   bool implements(int64_t opset) const { return opset >= since && (until == 0 || opset <= until); }
   std::string opset_range() const;  // "opsets 7 to 12", "opsets 13 and later"

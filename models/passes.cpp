@@ -152,6 +152,14 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
       auto r = (*folder)(c);
       for (size_t i = 0; i < r.size() && i < c.out.size(); ++i) c.fold(i, std::move(r[i]));
     } else if (def) {
+      if (def->expand_runtime && std::any_of(def->const_inputs.begin(), def->const_inputs.end(), [&](size_t i) {
+            return i < c.in.size() && c.in[i] && !c.value[i];
+          })) {
+        std::vector<Node> nodes = def->expand_runtime(g, n);
+        work.insert(work.begin() + std::ptrdiff_t(next), std::make_move_iterator(nodes.begin()),
+                    std::make_move_iterator(nodes.end()));
+        continue;
+      }
       if (boundary)  // an argument that must be known, computed from run-time data: stop before this node
         for (size_t i : def->const_inputs)
           if (i < c.in.size() && c.in[i] && !c.value[i] && c.in[i]->shape.is_static() &&

@@ -220,6 +220,37 @@ TEST_SUITE("dynamic shapes") {
     }
   }
 
+  TEST_CASE("Compress on a run-time condition: a NonZero of it (counted) and a Gather") {
+    GraphBuilder b("compress", 11);
+    auto x = b.input("x", DType::f32, sym({-1, 3}, {"n", ""}));
+    auto cond = b.op1("Greater", {b.op1("ReduceSum", {x}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}),
+                                  b.constant("zero", HostTensor::from<float>(Shape{}, std::vector<float>{0}))});
+    b.output(b.op1("Compress", {x, cond}, {{"axis", int64_t(0)}}), "rows");
+    b.output(b.op1("Compress", {x, cond}), "flat");  // no axis: positions of the flattened input
+    auto m = Model::create(test::shared_ctx(), b.build());
+    auto s = m->session();
+    std::mt19937 rng(4);
+    for (int64_t n : {5000, 3, 5000}) {
+      CAPTURE(n);
+      HostTensor xv(DType::f32, Shape{n, 3});
+      std::uniform_real_distribution<float> u(-1.f, 1.f);
+      for (auto& v : xv.span<float>()) v = u(rng);
+      const float* xp = xv.as<float>();
+      std::vector<float> rows, flat;
+      for (int64_t i = 0; i < n; ++i) {
+        if (xp[i * 3] + xp[i * 3 + 1] + xp[i * 3 + 2] <= 0) continue;
+        rows.insert(rows.end(), xp + i * 3, xp + i * 3 + 3);
+        if (i < n * 3) flat.push_back(xp[i]);  // the condition's position i of the flattened x
+      }
+      auto out = s->run({{"x", xv}});
+      REQUIRE(out.at("rows").shape() == Shape{int64_t(rows.size() / 3), 3});
+      REQUIRE(out.at("flat").shape() == Shape{int64_t(flat.size())});
+      for (size_t i = 0; i < rows.size(); ++i) CHECK(out.at("rows").as<float>()[i] == rows[i]);
+      for (size_t i = 0; i < flat.size(); ++i) CHECK(out.at("flat").as<float>()[i] == flat[i]);
+    }
+    CHECK(s->last_plan()->counted.size() == 2);
+  }
+
   TEST_CASE("a counted op's bad input is an error naming the node and the argument") {
     GraphBuilder b("bad_nms", 11);
     auto boxes = b.input("boxes", DType::f32, sym({1, -1, 3}, {"", "n", ""}));
