@@ -352,7 +352,7 @@ graph::Session& prepare_run(SessionObj& s) {
     if (e.cl_code() != 0) throw;
     capi_fail(CLDL_ERROR_SHAPE, "{}", e.what());
   }
-  if (inner->model().rest)
+  if (inner->model().staged())
     capi_fail(CLDL_ERROR_MODEL,
               "the model decides at run time ({}); the C API's device path runs plans without run-time decisions "
               "only (the C++ and Python APIs run them)",

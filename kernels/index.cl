@@ -1,5 +1,4 @@
-// Index ops: ScatterElements, ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool, Trilu (NonZero folds
-// on the host). One build per element type, specialised by macros (set by layers/index.cpp):
+// Index ops: ScatterElements, ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool, Trilu, NonZero. One build per element type, specialised by macros (set by layers/index.cpp):
 //   T        storage type: float, double, char ... ulong; ushort for f16 and bf16; for types without
 //            arithmetic (bool, the float8s ...) the unsigned integer of their size (moved, never computed)
 //   T_CALC   arithmetic type (float for f16 / bf16, else T)
@@ -298,4 +297,45 @@ __kernel void unpool_write(__global const int* winner, long w_off, __global cons
   const long p = get_global_id(0);
   const int w = winner[w_off + p];
   y[y_off + p] = w < 0 ? (T)0 : x[x_off + w];
+}
+
+// NonZero in one work-group (up to NZ_LOCAL work-items): work-item w owns the contiguous segment
+// [w * seg, (w + 1) * seg) of x. Pass 1 counts each segment's non-zeros (NaN counts); an exclusive prefix
+// sum over the segments (one work-item, NZ_LOCAL values) gives each segment's first output position and
+// the total; pass 2 writes each hit's coordinates to y[d * total + pos]: the [rank, total] result, in
+// row-major order, at the start of y (whose bound is [rank, n]). count[0] gets the total.
+#define NZ_LOCAL 256
+__kernel void nonzero(long n, int rank, long8 dims, __global const T* x, long x_off, __global long* y, long y_off,
+                      __global long* count, long count_off) {
+  __local long part[NZ_LOCAL];
+  __local long total;
+  const long lid = get_local_id(0), ls = get_local_size(0);
+  const long seg = (n + ls - 1) / ls, lo = min(n, lid * seg), hi = min(n, lo + seg);
+  long mine = 0;
+  for (long i = lo; i < hi; ++i) mine += LOAD(x, x_off + i) != (T_CALC)0;
+  part[lid] = mine;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0) {
+    long run = 0;
+    for (long k = 0; k < ls; ++k) {
+      const long c = part[k];
+      part[k] = run;
+      run += c;
+    }
+    total = run;
+    count[count_off] = run;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const long t = total;
+  const long d[8] = {L8(dims)};
+  long pos = part[lid];
+  for (long i = lo; i < hi; ++i) {
+    if (!(LOAD(x, x_off + i) != (T_CALC)0)) continue;
+    long rem = i;
+    for (int k = rank - 1; k >= 0; --k) {
+      y[y_off + k * t + pos] = rem % d[k];
+      rem /= d[k];
+    }
+    ++pos;
+  }
 }

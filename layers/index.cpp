@@ -1,5 +1,5 @@
 // Index ops: shape rules, attribute checks and the kernel arguments of kernels/index.cl (ScatterElements,
-// ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool, Trilu).
+// ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool, Trilu, NonZero).
 #include "layers/index.hpp"
 
 #include <algorithm>
@@ -807,6 +807,46 @@ void MaxUnpool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
   set_args(write_, ws->buffer, ws_off, in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
            cl_long(out[0].offset_elems()));
   ec.enqueue_kernel(write_, cl::NDRange(size_t(out_.numel())), cl::NullRange, "unpool_write");
+}
+
+// ---------------------------------------------------------------- NonZero
+namespace {
+constexpr size_t kNonZeroLocal = 256;  // kernels/index.cl NZ_LOCAL
+}
+
+Shape NonZero::validate(const NonZeroConfig& c) {
+  check_rank("NonZero", "input", c.input);
+  return Shape{int64_t(std::max<size_t>(c.input.rank(), 1)), c.input.numel()};
+}
+
+std::unique_ptr<NonZero> NonZero::create(Context& ctx, int device, const NonZeroConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<NonZero> t(new NonZero());
+  t->cfg_ = cfg;
+  t->kernel_ = index_kernel(ctx, device, "NonZero", cfg.dtype, DType::i64, "nonzero");
+  const Device& dev = ctx.device(device);
+  size_t most = std::min(kNonZeroLocal, dev.info.max_work_group_size ? dev.info.max_work_group_size : 1);
+  most = std::min(most, t->kernel_.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.device));
+  t->local_ = std::max<size_t>(1, most);
+  return t;
+}
+
+std::string NonZero::algorithm() const { return fmt::format("one work-group of {}, segment prefix sum", local_); }
+
+void NonZero::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  if (in.size() != 1 || out.size() != 2)
+    invalid("NonZero", "expects 1 input and 2 outputs (coordinates, count), got {} and {}", in.size(), out.size());
+  const Shape bound = validate(cfg_);
+  check_tensor("NonZero", "input", in[0], cfg_.input, cfg_.dtype);
+  check_tensor("NonZero", "output", out[0], bound, DType::i64);
+  check_tensor("NonZero", "count", out[1], Shape{1}, DType::i64);
+  std::vector<int64_t> dims = cfg_.input.dims;
+  if (dims.empty()) dims = {1};
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_long(cfg_.input.numel()), cl_int(dims.size()), long8_of(dims), in[0].buffer,
+           cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()), out[1].buffer,
+           cl_long(out[1].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(local_), cl::NDRange(local_), "nonzero");
 }
 
 }  // namespace cldl

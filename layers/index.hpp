@@ -1,10 +1,11 @@
 // Index ops in ONNX semantics: ScatterElements, ScatterND, GatherND, OneHot, Hardmax, Einsum, MaxUnpool,
-// Trilu.
+// Trilu, NonZero.
 // Kernels: kernels/index.cl, one build per element type. Moves (scatter without reduction, gathers,
 // OneHot, MaxUnpool) work on any dtype; scatter reductions, Hardmax and Einsum compute on f32, f64
 // (cl_khr_fp64), f16 / bf16 (f32 arithmetic) and the integers. Negative indices count from the end;
 // out-of-range ones (an error in ONNX, which a kernel cannot raise) are skipped by scatters and read as
-// zeros by gathers. NonZero folds on the host (models/ops_index.cpp): its output shape is its values.
+// zeros by gathers. NonZero's output shape is its values: it writes into a buffer of the largest shape
+// it can have plus the count (a counted output, models/passes.hpp CountedValue).
 #pragma once
 #include <memory>
 #include <string>
@@ -230,6 +231,31 @@ class MaxUnpool : public Op {
   MaxUnpoolConfig cfg_;
   Shape out_, unpooled_;
   cl::Kernel init_, claim_, write_;
+};
+
+struct NonZeroConfig {
+  Shape input;  // any rank (a scalar counts as [1])
+  DType dtype = DType::f32;
+};
+
+// Inputs X; outputs Y (i64 [max(rank, 1), numel]: the upper bound) and count (i64 [1]). Writes the
+// coordinates of X's non-zero elements (NaN counts), in row-major order, as a [rank, count] tensor at the
+// start of Y (Y[d * count + i]: the real output is the first rank * count elements, no copy), and count.
+// One work-group: each work-item counts a contiguous segment, a prefix sum over the segments places each
+// segment's hits (no atomics, deterministic order).
+class NonZero : public Op {
+ public:
+  static Shape validate(const NonZeroConfig& cfg);  // the bound shape
+  static std::unique_ptr<NonZero> create(Context& ctx, int device, const NonZeroConfig& cfg);
+  std::string_view type() const override { return "NonZero"; }
+  std::string algorithm() const override;
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  NonZeroConfig cfg_;
+  cl::Kernel kernel_;
+  size_t local_ = 1;
 };
 
 }  // namespace cldl

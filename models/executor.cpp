@@ -300,6 +300,12 @@ Tensor Session::planned_tensor(int slot) const {
 cl::CommandQueue Session::queue(int d, int q) const { return model_->ctx_->queue(d, q, model_->opts_.profiling); }
 
 std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostTensor>& inputs, Profiler* profiler) {
+  return run(inputs, {}, nullptr, profiler);
+}
+
+std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostTensor>& inputs,
+                                               const std::map<std::string, Tensor>& device_inputs,
+                                               const std::set<std::string>* read, Profiler* profiler) {
   auto& cm = *model_;
   Context& cx = *cm.ctx_;
   const Graph& g = cm.graph_;
@@ -311,9 +317,24 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
 
   // slot -> event that makes its bytes ready (input uploads, producing steps).
   std::vector<cl::Event> slot_ready(cm.slots_.size());
+  for (auto& [name, t] : device_inputs)
+    if (!g.is_input(name)) fail("input '{}' is not an input of graph '{}'", name, g.name);
   for (auto& in : g.inputs) {
     auto it = inputs.find(in.name);
     Shape want = in.shape.to_shape();
+    const int slot = cm.slot_of_.at(in.name);
+    if (auto d = device_inputs.find(in.name); d != device_inputs.end()) {
+      if (d->second.dtype != in.dtype || d->second.shape != want)
+        fail("input '{}': expected {} {}, got a device tensor {} {}", in.name, to_string(in.dtype), want.str(),
+             to_string(d->second.dtype), d->second.shape.str());
+      lent_.try_emplace(slot, tensors_[size_t(slot)]);
+      set_slot_tensor(slot, d->second);
+      continue;
+    }
+    if (auto l = lent_.find(slot); l != lent_.end()) {  // back to its own buffer
+      set_slot_tensor(slot, l->second);
+      lent_.erase(l);
+    }
     if (it == inputs.end()) fail("input '{}' ({} {}) is missing", in.name, to_string(in.dtype), want.str());
     const HostTensor& h = it->second;
     if (h.dtype() != in.dtype || h.shape() != want)
@@ -336,6 +357,7 @@ std::map<std::string, HostTensor> Session::run(const std::map<std::string, HostT
   std::map<std::string, HostTensor> result;
   std::vector<cl::Event> reads;
   for (auto& o : g.outputs) {
+    if (read && !read->count(o.name)) continue;
     int s = cm.slot_of_.at(o.name);
     auto& sl = cm.slots_[size_t(s)];
     if (sl.kind == CompiledModel::Kind::constant) {

@@ -23,6 +23,7 @@
 #include <memory>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <string>
 #include <vector>
@@ -102,6 +103,11 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   // it with this plan's outputs `rest_inputs` and the graph inputs it reads; `rest_reason` is the decision.
   std::shared_ptr<class Model> rest;
   std::string rest_reason;
+  // A counted boundary (PlanBoundary::counted): outputs of this plan whose real shape is their count's
+  // value; the run reads only the counts back and hands the rest views of the first elements.
+  std::vector<CountedValue> counted;
+  // Whether this plan is the first part of a staged one (a run goes through ModelSession::run).
+  bool staged() const { return rest != nullptr || !counted.empty(); }
 
   // Internal to the executor.
   enum class Kind { input, constant, planned, view };
@@ -145,6 +151,12 @@ class Session {
   // Copies inputs to the device, runs every node, copies the outputs back; returns when they are on
   // the host. Errors name an input that is missing, unknown, or of the wrong dtype / shape.
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs, Profiler* profiler = nullptr);
+  // As run, with inputs given as device tensors (read in place: an earlier stage's buffers, ready before
+  // the call) besides host ones, and only the outputs named in `read` copied back (all when null); the
+  // others stay in device_tensor(name) until the next run.
+  std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs,
+                                        const std::map<std::string, Tensor>& device_inputs,
+                                        const std::set<std::string>* read, Profiler* profiler = nullptr);
   const CompiledModel& model() const { return *model_; }
   // Unique per Session of the process (never reused, unlike addresses).
   uint64_t serial() const { return serial_; }
@@ -182,6 +194,7 @@ class Session {
   std::vector<Tensor> tensors_;  // per slot
   std::map<int, Tensor> output_copies_;  // output slot -> app buffer it is copied to after each run
   std::map<int, cl::Event> input_ready_;  // input slot -> its last write_input
+  std::map<int, Tensor> lent_;  // input slot reading a device tensor of run()'s -> its own buffer
   cl::Event last_run_;
 };
 

@@ -1,6 +1,7 @@
 // Model (load once), plans per signature of input shapes (an LRU cache), ModelSession.
 #include "models/model.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -187,7 +188,9 @@ std::shared_ptr<CompiledModel> Model::make_staged(Graph g, PlanBoundary b) {
       if (!in.empty()) rest_reads.insert(in);
     for (auto& in : n.outer_inputs()) rest_reads.insert(in);
   }
-  rest_reads.insert(b.value);
+  if (!b.value.empty()) rest_reads.insert(b.value);
+  std::map<std::string, const CountedValue*> counted;
+  for (auto& cv : b.counted) counted[cv.value] = &cv;
   Graph rest;
   rest.name = graph_.name;
   rest.opsets = g.opsets;
@@ -197,10 +200,17 @@ std::shared_ptr<CompiledModel> Model::make_staged(Graph g, PlanBoundary b) {
   auto add_out = [&](const std::string& v) {
     if (out_names.insert(v).second) stage_out.push_back(g.values.at(v));
   };
+  for (auto& cv : b.counted) add_out(cv.count);
   for (auto& v : rest_reads) {
     if (produced.count(v)) {
       add_out(v);
       rest.inputs.push_back(g.values.at(v));
+      if (auto c = counted.find(v); c != counted.end()) {  // its extent is the count: symbolic in the rest
+        ValueShape& vs = rest.inputs.back().shape;
+        vs.symbols.resize(vs.dims.size());
+        vs.dims[c->second->axis] = -1;
+        vs.symbols[c->second->axis] = c->second->count;
+      }
     } else if (g.is_input(v)) {
       rest.inputs.push_back(*g.info(v));
     }
@@ -219,9 +229,10 @@ std::shared_ptr<CompiledModel> Model::make_staged(Graph g, PlanBoundary b) {
   ModelOptions ro;
   ro.compile = opts_.compile;
   ro.plan_cache = opts_.plan_cache;
-  ro.decide_by_value = {b.value};
-  p->rest = Model::create(ctx_, std::move(rest), ro);
+  if (!b.value.empty()) ro.decide_by_value = {b.value};
+  p->counted = std::move(b.counted);
   p->rest_reason = b.reason;
+  if (!rest.nodes.empty()) p->rest = Model::create(ctx_, std::move(rest), ro);
   log::debug("model '{}': staged plan, the rest after: {}", graph_.name, b.reason);
   return p;
 }
@@ -324,32 +335,92 @@ Session& ModelSession::session_for(const Signature& sig) {
 
 std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, HostTensor>& inputs,
                                                     Profiler* profiler) {
-  Signature sig = model_->signature(inputs);
-  Session& s = session_for(sig);
-  std::map<std::string, HostTensor> out;
-  if (sig.values.empty()) {
-    out = s.run(inputs, profiler);
+  return run(inputs, {}, profiler);
+}
+
+std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, HostTensor>& inputs,
+                                                    const std::map<std::string, Tensor>& device_inputs,
+                                                    Profiler* profiler) {
+  std::map<std::string, Shape> shapes;
+  for (auto& [name, t] : device_inputs) shapes[name] = t.shape;
+  Signature sig;
+  if (device_inputs.empty()) {
+    sig = model_->signature(inputs);
   } else {
-    std::map<std::string, HostTensor> feed;  // the plan has the shape-deciding inputs as constants
-    for (auto& [name, h] : inputs)
-      if (!sig.values.count(name)) feed[name] = h;
-    out = s.run(feed, profiler);
+    std::map<std::string, HostTensor> values;
+    for (auto& [name, h] : inputs) {
+      shapes[name] = h.shape();
+      if (std::count(model_->shape_inputs().begin(), model_->shape_inputs().end(), name)) values[name] = h;
+    }
+    sig = model_->signature(shapes, values);
   }
+  Session& s = session_for(sig);
   const CompiledModel& plan = s.model();
-  if (!plan.rest) return out;
-  // A staged plan: the rest runs on what this part computed (on the host now) and the run's inputs.
-  auto& rs = rest_[&s];
-  if (!rs) rs = plan.rest->session();
-  std::map<std::string, HostTensor> rest_in;
-  for (auto& in : plan.rest->graph().inputs) {
-    auto it = out.find(in.name);
-    rest_in[in.name] = it != out.end() ? it->second : inputs.at(in.name);
+    std::map<std::string, HostTensor> feed;  // the plan has the shape-deciding inputs as constants
+  for (auto& [name, h] : inputs)
+    if (!sig.values.count(name)) feed[name] = h;
+  if (!plan.staged()) return s.run(feed, device_inputs, nullptr, profiler);
+
+  // A staged plan. What crosses to the rest stays on the device, except what the rest needs on the host:
+  // the counts of counted outputs, and values that decide its shapes (an If's condition...); the model's
+  // outputs this part makes come back as well.
+  std::set<std::string> read;
+  for (auto& cv : plan.counted) read.insert(cv.count);
+  std::set<std::string> counted_outputs;
+  for (auto& cv : plan.counted) counted_outputs.insert(cv.value);
+  if (plan.rest)
+    for (auto& v : plan.rest->shape_inputs())
+      if (!counted_outputs.count(v)) read.insert(v);
+  for (auto& o : model_->graph().outputs)
+    if (!counted_outputs.count(o.name)) read.insert(o.name);
+  auto out = s.run(feed, device_inputs, &read, profiler);
+
+  // Counted outputs: their real shape from the count, a view of the first elements of the bound buffer.
+  std::map<std::string, Tensor> views;
+  for (auto& cv : plan.counted) {
+    const int64_t n = to_ints(out.at(cv.count))[0];
+    if (n < 0 || n > cv.bound[cv.axis])
+      fail("graph '{}': '{}' counts {} rows, outside [0, {}] (its bound {})", model_->graph().name, cv.value, n,
+           cv.bound[cv.axis], cv.bound.str());
+    Tensor t = s.device_tensor(cv.value);
+    t.shape = cv.real(n);
+    views[cv.value] = t;
   }
-  auto tail = rs->run(rest_in, profiler);
+  std::map<std::string, HostTensor> tail;
+  if (plan.rest) {
+    auto& rs = rest_[&s];
+    if (!rs) rs = plan.rest->session();
+    std::map<std::string, HostTensor> rest_host;
+    std::map<std::string, Tensor> rest_dev;
+    const Graph& pg = plan.graph();
+    for (auto& in : plan.rest->graph().inputs) {
+      const bool deciding = std::count(plan.rest->shape_inputs().begin(), plan.rest->shape_inputs().end(), in.name);
+      if (auto v = views.find(in.name); v != views.end()) {
+        if (!deciding) rest_dev[in.name] = v->second;
+        else rest_host[in.name] = v->second.numel() ? model_->context().download(v->second)
+                                                    : HostTensor(v->second.dtype, v->second.shape);
+      } else if (auto it = out.find(in.name); it != out.end()) {
+        rest_host[in.name] = it->second;
+      } else if (std::any_of(pg.outputs.begin(), pg.outputs.end(), [&](auto& o) { return o.name == in.name; })) {
+        rest_dev[in.name] = s.device_tensor(in.name);
+      } else if (auto h = inputs.find(in.name); h != inputs.end()) {
+        rest_host[in.name] = h->second;
+      } else {
+        rest_dev[in.name] = device_inputs.at(in.name);
+      }
+    }
+    tail = rs->run(rest_host, rest_dev, profiler);
+  }
   std::map<std::string, HostTensor> result;
   for (auto& o : model_->graph().outputs) {
-    auto it = tail.find(o.name);
-    result[o.name] = it != tail.end() ? it->second : out.at(o.name);
+    if (auto it = tail.find(o.name); it != tail.end()) {
+      result[o.name] = it->second;
+    } else if (auto v = views.find(o.name); v != views.end()) {  // the first elements of the bound buffer
+      result[o.name] =
+          v->second.numel() ? model_->context().download(v->second) : HostTensor(v->second.dtype, v->second.shape);
+    } else {
+      result[o.name] = out.at(o.name);
+    }
   }
   return result;
 }

@@ -109,6 +109,11 @@ class ModelSession {
  public:
   explicit ModelSession(std::shared_ptr<Model> m);
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs, Profiler* profiler = nullptr);
+  // As run, some inputs being device tensors read in place (a staged plan's rest reads the first part's
+  // buffers so: no copy, no host round trip).
+  std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs,
+                                        const std::map<std::string, Tensor>& device_inputs,
+                                        Profiler* profiler = nullptr);
   // The plan and Session of a signature (planned when new); they stay valid until the model evicts the
   // plan and a later call of this session drops them.
   Session& session_for(const Signature& sig);

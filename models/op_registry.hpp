@@ -16,6 +16,7 @@
 // Node attributes follow the ONNX defaults through node.attr_i / attr_f / attr_ints(name, default).
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -31,6 +32,9 @@ namespace cldl::graph {
 
 struct CompileOptions;
 
+// The extra output holding the run-time extent of a counted output (InferCtx::counted): i64 [1].
+inline std::string counted_output_name(const std::string& value) { return value + "#count"; }
+
 // What an op's shape inference sees at load time. Errors name the node and op.
 struct InferCtx {
   const Node& node;
@@ -39,6 +43,11 @@ struct InferCtx {
   std::vector<const HostTensor*> value;  // constant inputs' values (null when not constant)
   std::vector<ValueInfo> out;            // names preset; infer sets dtype and shape
   std::vector<std::optional<HostTensor>> folded;  // outputs computed on the host at load
+  // Outputs whose extent along one axis is decided by run-time data (NonZero, NonMaxSuppression on
+  // inputs not known when planning): output -> that axis. Their shape here is the upper bound; the
+  // kernel writes the real shape's elements (row-major) at the start of that buffer and the extent (i64
+  // [1]) to one more output, named counted_output_name(), which the node gets after its own.
+  std::map<size_t, size_t> counted = {};
 
   bool has_input(size_t i) const { return i < in.size() && in[i] != nullptr; }
   const ValueInfo& input(size_t i) const;
@@ -49,6 +58,11 @@ struct InferCtx {
   bool all_constant() const;
   void set(size_t i, DType t, ValueShape s);
   void fold(size_t i, HostTensor t);  // also sets dtype/shape
+  // Output i is `bound` at most, its extent along `axis` decided by the data (see `counted`).
+  void set_counted(size_t i, DType t, Shape bound, size_t axis) {
+    set(i, t, std::move(bound));
+    counted[i] = axis;
+  }
   template <typename... Args>
   [[noreturn]] void error(fmt::format_string<Args...> f, Args&&... args) const {
     fail("{}: {}", node.describe(), fmt::format(f, std::forward<Args>(args)...));
@@ -92,6 +106,10 @@ struct OpDef {
   // Device implementation; empty = host-only op that must fold at load.
   std::function<std::unique_ptr<NodeKernel>(LowerCtx&)> lower = {};
   int view_of = -1;  // >= 0: output 0 is a view (same bytes) of this input; no kernel runs
+  // When an input of const_inputs is not known when planning: nodes computing the same with device ops
+  // (Compress: a NonZero of the condition, a counted output, then a Gather), which replace the node where
+  // inference reaches it. Empty: such an input ends a staged plan by value, or is an error.
+  std::function<std::vector<Node>(Graph&, const Node&)> expand_runtime = {};
 
   bool implements(int64_t opset) const { return opset >= since && (until == 0 || opset <= until); }
   std::string opset_range() const;  // "opsets 7 to 12", "opsets 13 and later"

@@ -1,6 +1,6 @@
 // ONNX index ops mapped onto layers/index.hpp: ScatterElements, ScatterND, GatherND, OneHot, Hardmax,
-// Einsum, MaxUnpool, Trilu; and NonZero, folded on the host at load. Inputs that decide an output shape must be
-// known at load (OneHot's depth, MaxUnpool's output_shape, NonZero's data, whose values are the output);
+// Einsum, MaxUnpool, Trilu, NonZero (whose output shape is its data's values: a counted output, see below).
+// Other inputs that decide an output shape must be known at load (OneHot's depth, MaxUnpool's output_shape);
 // indices and updates are ordinary data. Indices known at load are range-checked then, so an
 // out-of-range one is an error naming the node rather than the kernels' skip / zero.
 #include "layers/index.hpp"
@@ -226,8 +226,10 @@ std::unique_ptr<NodeKernel> lower_max_unpool(LowerCtx& c) {
 }
 
 // ---------------------------------------------------------------- NonZero
-// The output's shape [rank, count] is the data's values, so the data must be known at load (an
-// initializer, a Constant, a folded subgraph or a bound input); it folds on the host. Row-major order.
+// The output's shape [rank, count] is the data's values. Data known when planning folds on the host;
+// run-time data runs on the device (layers/index.hpp NonZero) as a counted output: the plan stops after
+// the node, the run reads the count back and plans the rest for [rank, count] (docs/dynamic-shapes.md).
+// Row-major order.
 std::vector<HostTensor> fold_non_zero(const InferCtx& c) {
   const HostTensor& x = c.constant(0, "data: NonZero's output shape is decided by its values");
   const auto v = to_doubles(x);
@@ -248,7 +250,18 @@ std::vector<HostTensor> fold_non_zero(const InferCtx& c) {
   // A scalar input: ONNX's reference gives shape [1, count] of zeros (numpy's nonzero of a 1-element view).
   return {from_ints(Shape{int64_t(std::max<size_t>(r, 1)), int64_t(n)}, out)};
 }
-void infer_non_zero(InferCtx& c) { c.fold(0, fold_non_zero(c)[0]); }
+void infer_non_zero(InferCtx& c) {
+  if (c.value[0]) {
+    c.fold(0, fold_non_zero(c)[0]);
+    return;
+  }
+  const Shape bound = checked(c, [&] { return NonZero::validate({c.shape(0), c.input(0).dtype}); });
+  c.set_counted(0, DType::i64, bound, 1);
+}
+std::unique_ptr<NodeKernel> lower_non_zero(LowerCtx& c) {
+  if (c.out.size() != 2) c.error("output '{}' has a shape decided by run-time data: plan it as a Model", c.out[0].name);
+  return wrap(NonZero::create(c.ctx, c.device, {c.in[0].shape.to_shape(), c.in[0].dtype}), c);
+}
 
 const OpRegistration kIndexOps{
     {.type = "ScatterElements",
@@ -273,7 +286,7 @@ const OpRegistration kIndexOps{
      .infer = infer_max_unpool,
      .lower = lower_max_unpool},
     {.type = "Trilu", .since = 14, .family = "index", .const_inputs = {1}, .infer = infer_trilu, .lower = lower_trilu},
-    {.type = "NonZero", .since = 9, .family = "index", .const_inputs = {0}, .infer = infer_non_zero},
+    {.type = "NonZero", .since = 9, .family = "index", .infer = infer_non_zero, .lower = lower_non_zero},
 };
 
 const FolderRegistration kIndexFolders{{"NonZero", fold_non_zero}, {"Trilu", fold_trilu}};

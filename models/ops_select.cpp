@@ -1,5 +1,6 @@
 // ONNX selection ops: TopK and ReverseSequence on layers/select.hpp; Compress as a Gather of the indices its
-// condition selects (the condition decides the output shape, so it must be known at load); EyeLike, whose
+// condition selects (known when planning: uploaded; computed from run-time data: a NonZero of it, a counted
+// output, then a Gather; see expand_compress); EyeLike, whose
 // output depends only on its input's shape and dtype, always folds at load; Unique folds on the host and
 // needs its input known at load (its values decide every output shape). TopK's k and Compress's condition
 // are load-time inputs; with all inputs constant, TopK, ReverseSequence, Compress and CumProd (registered
@@ -312,6 +313,40 @@ std::unique_ptr<NodeKernel> lower_compress(LowerCtx& c) {
   return k;
 }
 
+// A condition computed from run-time data: NonZero of the condition (a counted output, on the device),
+// flattened to the [count] positions, and a Gather of them along the axis (of the flattened input without
+// one). A true past the input's extent is read as zeros by the Gather (a constant condition is an error).
+std::vector<Node> expand_compress(Graph& g, const Node& n) {
+  auto constant = [&](const std::string& base, std::vector<int64_t> v) {
+    const std::string name = g.unique_name(base);
+    HostTensor t = HostTensor::from<int64_t>(Shape{int64_t(v.size())}, v);
+    g.values[name] = ValueInfo{name, DType::i64, t.shape()};
+    g.initializers[name] = std::move(t);
+    return name;
+  };
+  const std::string flat_shape = constant(n.name + "/flat", {-1});
+  const std::string nz = g.unique_name(n.name + "/nonzero"), idx = g.unique_name(n.name + "/positions");
+  std::vector<Node> r;
+  auto add = [&](std::string name, std::string op, std::vector<std::string> in, std::string out) {
+    Node m;
+    m.name = std::move(name);
+    m.op_type = std::move(op);
+    m.inputs = std::move(in);
+    m.outputs = {std::move(out)};
+    r.push_back(std::move(m));
+  };
+  add(n.name + "/nonzero", "NonZero", {n.input(1)}, nz);
+  add(n.name + "/positions", "Reshape", {nz, flat_shape}, idx);
+  std::string data = n.input(0);
+  if (!n.has("axis")) {
+    data = g.unique_name(n.name + "/flat_input");
+    add(n.name + "/flat_input", "Reshape", {n.input(0), flat_shape}, data);
+  }
+  add(n.name, "Gather", {data, idx}, n.outputs.at(0));
+  r.back().attrs["axis"] = n.attr_i("axis", 0);
+  return r;
+}
+
 // ---------------------------------------------------------------- EyeLike
 void infer_eye_like(InferCtx& c) {
   const Shape s = c.shape(0);
@@ -399,7 +434,8 @@ const OpRegistration kSelectOps{
      .family = "select",
      .const_inputs = {1},
      .infer = infer_compress,
-     .lower = lower_compress},
+     .lower = lower_compress,
+     .expand_runtime = expand_compress},
     {.type = "EyeLike", .since = 9, .family = "select", .infer = infer_eye_like},
     {.type = "Unique", .since = 11, .family = "select", .const_inputs = {0}, .infer = infer_unique},
 };

@@ -224,6 +224,54 @@ std::vector<HostTensor> fold_concat(const InferCtx& c) {
   return {t};
 }
 
+// ReduceMin / ReduceMax / ReduceSum / ReduceProd of values known when planning: shape arithmetic such as
+// torchvision's k = min(topk_candidates, count) over the count of a data-dependent output, or a numel.
+enum class HostReduce { min, max, sum, prod };
+HostFold fold_reduce(HostReduce kind) {
+  return [kind](const InferCtx& c) -> std::vector<HostTensor> {
+    const HostTensor& x = c.constant(0, "folded input");
+    const Shape s = x.shape();
+    const int64_t r = int64_t(s.rank());
+    std::vector<int64_t> axes =
+        c.opset >= (kind == HostReduce::sum ? 13 : 18) ? (c.has_input(1) ? to_ints(c.constant(1, "axes")) : std::vector<int64_t>{}) : c.node.attr_ints("axes");
+    if (axes.empty() && c.node.attr_i("noop_with_empty_axes", 0)) return {x};
+    const bool keep = c.node.attr_i("keepdims", 1) != 0;
+    std::vector<bool> reduced(size_t(r), axes.empty());
+    for (int64_t a : axes) reduced[size_t(norm_axis(c, a, r))] = true;
+    Shape out;
+    std::vector<int64_t> out_stride(size_t(r), 0);  // per input axis: its stride in the output (0 if reduced)
+    for (int64_t i = 0; i < r; ++i)
+      if (!reduced[size_t(i)] || keep) out.dims.push_back(reduced[size_t(i)] ? 1 : s[i]);
+    for (int64_t i = r - 1, st = 1; i >= 0; --i)
+      if (!reduced[size_t(i)]) out_stride[size_t(i)] = st, st *= s[i];
+    if (x.numel() == 0 && (kind == HostReduce::min || kind == HostReduce::max))
+      c.error("cannot fold a {} of the empty tensor '{}'", kind == HostReduce::min ? "minimum" : "maximum",
+              c.input(0).name);
+    const auto v = to_doubles(x);
+    std::vector<double> y(size_t(out.numel()), std::nan(""));
+    std::vector<bool> seen(y.size(), false);
+    for (int64_t p = 0; p < x.numel(); ++p) {
+      int64_t rem = p, o = 0;
+      for (int64_t i = r - 1; i >= 0; --i) {
+        o += (rem % s[i]) * out_stride[size_t(i)];
+        rem /= s[i];
+      }
+      double& t = y[size_t(o)];
+      const double e = v[size_t(p)];
+      if (!seen[size_t(o)]) t = e;
+      else if (kind == HostReduce::sum) t += e;
+      else if (kind == HostReduce::prod) t *= e;
+      else if (std::isnan(e)) t = e;
+      else if (!std::isnan(t)) t = kind == HostReduce::max ? std::max(t, e) : std::min(t, e);
+      seen[size_t(o)] = true;
+    }
+    if (kind == HostReduce::sum || kind == HostReduce::prod)
+      for (size_t o = 0; o < y.size(); ++o)
+        if (!seen[o]) y[o] = kind == HostReduce::sum ? 0.0 : 1.0;
+    return {from_doubles(x.dtype(), out, y)};
+  };
+}
+
 std::vector<HostTensor> fold_cast(const InferCtx& c) {
   DType to;
   E8M0Rounding rounding;
@@ -339,6 +387,10 @@ const FolderRegistration kFolders{
     {"And", binary([](double x, double y, bool) { return double(x != 0 && y != 0); }, true)},
     {"Or", binary([](double x, double y, bool) { return double(x != 0 || y != 0); }, true)},
     {"Where", fold_where},
+    {"ReduceMin", fold_reduce(HostReduce::min)},
+    {"ReduceMax", fold_reduce(HostReduce::max)},
+    {"ReduceSum", fold_reduce(HostReduce::sum)},
+    {"ReduceProd", fold_reduce(HostReduce::prod)},
 };
 
 }  // namespace

@@ -1,17 +1,22 @@
 // ONNX vision ops of detection and spatial-transformer models: RoiAlign (opsets 10 and 16+:
 // coordinate_transformation_mode), GridSample (16: 4-D, bilinear / nearest / bicubic; 20+: 1 to 3 spatial
 // dims, linear / nearest / cubic), AffineGrid (20), CenterCropPad (18), Col2Im (18), DeformConv (19: 2-D) on
-// layers/vision.hpp; and NonMaxSuppression (10, 11), whose output shape is decided by its values: it folds
-// on the host, so its inputs must be known when planning. Inputs computed from run-time data (at most
-// kMaxDecidingElements elements each) end the plan there (a staged plan, docs/dynamic-shapes.md) and the rest is
-// planned with their values, as Unique and NonZero do.
+// layers/vision.hpp; and NonMaxSuppression (10, 11), whose output shape is decided by its values. Inputs
+// known when planning fold on the host. Otherwise NonMaxSuppression is a counted output (models/passes.hpp
+// CountedValue): a host step inside the run (NmsHostStep below, a choice: the greedy walk over score order
+// is sequential per class, and detection heads hand it a few thousand boxes) reads boxes, scores and the
+// scalars back when the node's turn comes, selects on the host and writes the rows at the start of a
+// bound-sized device buffer plus their count; the plan stops after the node and the rest is planned per
+// count (docs/dynamic-shapes.md).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 
 #include "layers/vision.hpp"
 #include "models/ops_cnn_common.hpp"
+#include "runtime/log.hpp"
 
 namespace cldl::graph {
 namespace {
@@ -102,7 +107,50 @@ std::vector<T> as_vector(const HostTensor& t) {
   return std::vector<T>(d.begin(), d.end());
 }
 
+// The checks that need only shapes and dtypes; returns {batches, boxes, classes}.
+std::array<int64_t, 3> check_nms_inputs(const InferCtx& c) {
+  require_dtype(c, 0, "boxes", {DType::f32, DType::f64, DType::f16});
+  if (c.input(1).dtype != c.input(0).dtype)
+    c.error("input '{}' (scores) has dtype {}, but boxes has {}", c.input(1).name, to_string(c.input(1).dtype),
+            to_string(c.input(0).dtype));
+  const Shape bs = c.shape(0), ss = c.shape(1);
+  if (bs.rank() != 3 || bs[2] != 4)
+    c.error("input '{}' (boxes) must have shape [batches, boxes, 4], got {}", c.input(0).name, bs.str());
+  if (ss.rank() != 3 || ss[0] != bs[0] || ss[2] != bs[1])
+    c.error("input '{}' (scores) must have shape [{}, classes, {}] for boxes of shape {}, got {}", c.input(1).name,
+            bs[0], bs[1], bs.str(), ss.str());
+  const int64_t center = c.node.attr_i("center_point_box", 0);
+  if (center != 0 && center != 1) c.error("attribute center_point_box must be 0 or 1, got {}", center);
+  const char* names[] = {"", "", "max_output_boxes_per_class", "iou_threshold", "score_threshold"};
+  for (size_t i = 2; i < 5; ++i) {
+    if (!c.has_input(i)) continue;
+    const Shape s = c.shape(i);
+    if (s.numel() > 1)
+      c.error("input '{}' ({}) must hold one value, got shape {}", c.input(i).name, names[i], s.str());
+    const DType t = c.input(i).dtype;
+    if (i == 2 && t != DType::i64)
+      c.error("input '{}' ({}) must be int64, got {}", c.input(i).name, names[i], to_string(t));
+    if (i > 2 && t != DType::f32 && t != DType::f64 && t != DType::f16)
+      c.error("input '{}' ({}) must be a float tensor, got {}", c.input(i).name, names[i], to_string(t));
+  }
+  return {bs[0], bs[1], ss[1]};
+}
+
 void infer_nms(InferCtx& c) {
+  bool known = true;
+  for (size_t i = 0; i < 5; ++i) known = known && (!c.has_input(i) || c.value[i]);
+  if (!known) {  // a counted output: the most rows it can select is the bound
+    auto [batches, n, classes] = check_nms_inputs(c);
+    int64_t per_class = n;
+    if (c.has_input(2) && c.value[2] && c.value[2]->numel() == 1)
+      per_class = std::clamp<int64_t>(to_ints(*c.value[2])[0], 0, n);
+    const int64_t bound = bounded_numel({batches, classes, per_class, 3}, kMaxHostFoldElements);
+    if (bound < 0)
+      c.error("it can select {} x {} x {} rows, past the {} elements a host step makes", batches, classes, per_class,
+              kMaxHostFoldElements);
+    c.set_counted(0, DType::i64, Shape{batches * classes * per_class, 3}, 0);
+    return;
+  }
   const HostTensor& boxes = c.constant(0, "boxes: its values decide NonMaxSuppression's output shape");
   const HostTensor& scores = c.constant(1, "scores: its values decide NonMaxSuppression's output shape");
   require_dtype(c, 0, "boxes", {DType::f32, DType::f64, DType::f16});
@@ -151,6 +199,72 @@ void infer_nms(InferCtx& c) {
                              float(iou.value_or(0.0)), score ? &st : nullptr, center == 1);
   }
   c.fold(0, from_ints(Shape{int64_t(rows.size() / 3), 3}, rows));
+}
+
+// NonMaxSuppression on run-time inputs, as a host step inside the run: when the node's turn comes it
+// waits for its inputs, reads them back (boxes and scores: 20 bytes per box and class for f32), selects
+// on the host as the folding above does, and writes the [count, 3] rows at the start of its bound-sized
+// output and count to its count output. The run blocks there (the one sync a counted op costs anyway,
+// moved from after the node into it); its inputs need not be known when planning.
+class NmsHostStep : public NodeKernel {
+ public:
+  NmsHostStep(Context& ctx, bool center) : ctx_(&ctx), center_(center) {}
+  std::string algorithm() const override { return "host step (inputs read back, greedy NMS on the host)"; }
+  void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
+    // Commands on other queues that the inputs wait for must be submitted before the host blocks.
+    for (auto& e : ec.wait_for) {
+      cl::CommandQueue q;
+      if (e.getInfo(CL_EVENT_COMMAND_QUEUE, &q) == CL_SUCCESS && q() != nullptr) check(q.flush(), "clFlush", ec.label);
+    }
+    if (!ec.wait_for.empty()) check(cl::Event::waitForEvents(ec.wait_for), "clWaitForEvents", ec.label);
+    ec.wait_for.clear();
+    auto host = [&](size_t i) -> std::optional<HostTensor> {
+      if (i >= in.size() || in[i].buffer() == nullptr || in[i].numel() == 0) return std::nullopt;
+      return ctx_->download(in[i]);
+    };
+    const HostTensor boxes = *host(0), scores = *host(1);
+    const auto max_t = host(2), iou_t = host(3), score_t = host(4);
+    const int64_t batches = boxes.shape()[0], n = boxes.shape()[1], classes = scores.shape()[1];
+    int64_t max_per_class = max_t ? std::max<int64_t>(to_ints(*max_t)[0], 0) : 0;
+    const int64_t bound = out[0].shape[0];
+    const double iou = iou_t ? to_doubles(*iou_t)[0] : 0.0;
+    const std::optional<double> score = score_t ? std::optional(to_doubles(*score_t)[0]) : std::nullopt;
+    std::vector<int64_t> rows;
+    if (boxes.dtype() == DType::f64) {
+      const double st = score.value_or(0.0);
+      rows = nms_select<double>(to_doubles(boxes), to_doubles(scores), batches, classes, n, max_per_class, iou,
+                                score ? &st : nullptr, center_);
+    } else {
+      const float st = float(score.value_or(0.0));
+      rows = nms_select<float>(as_vector<float>(boxes), as_vector<float>(scores), batches, classes, n, max_per_class,
+                               float(iou), score ? &st : nullptr, center_);
+    }
+    const int64_t count = int64_t(rows.size() / 3);
+    if (count > bound)  // a max_output_boxes_per_class larger at run time than when planning
+      fail("NonMaxSuppression selected {} rows, more than the {} planned for (max_output_boxes_per_class known "
+           "when planning)",
+           count, bound);
+    ExecutionContext wc(ec.queue);
+    cl::Event wrote;
+    wc.signal = &wrote;
+    if (count) {
+      ctx_->write_async(out[0], rows.data(), rows.size() * sizeof(int64_t), wc);
+      check(wrote.wait(), "clWaitForEvents", ec.label);
+    }
+    ctx_->write_async(out[1], &count, sizeof(count), ec);  // signals the step's event
+    if (ec.signal && (*ec.signal)() != nullptr) check(ec.signal->wait(), "clWaitForEvents", ec.label);
+  }
+
+ private:
+  Context* ctx_;
+  bool center_;
+};
+
+std::unique_ptr<NodeKernel> lower_nms(LowerCtx& c) {
+  if (c.out.size() != 2) c.error("output '{}' has a shape decided by run-time data: plan it as a Model", c.out[0].name);
+  log::info("{}: NonMaxSuppression runs as a host step inside the run (inputs read back when it runs)",
+            c.node.describe());
+  return std::make_unique<NmsHostStep>(c.ctx, c.node.attr_i("center_point_box", 0) == 1);
 }
 
 // ---------------------------------------------------------------- RoiAlign
@@ -358,7 +472,7 @@ std::unique_ptr<NodeKernel> lower_deform_conv(LowerCtx& c) {
 
 const OpRegistration kVisionOps{
     // NonMaxSuppression-10 and -11 differ only in the types they admit.
-    {.type = "NonMaxSuppression", .since = 10, .family = "vision", .const_inputs = {0, 1, 2, 3, 4}, .infer = infer_nms},
+    {.type = "NonMaxSuppression", .since = 10, .family = "vision", .infer = infer_nms, .lower = lower_nms},
     // RoiAlign-16 added coordinate_transformation_mode, -22 more types.
     {.type = "RoiAlign", .since = 10, .family = "vision", .infer = infer_roi_align, .lower = lower_roi_align},
     // GridSample-20 renamed the modes and allowed N-D input; -22 added types.

@@ -71,20 +71,46 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
   std::vector<Node> kept, work = std::move(g.nodes);
   ControlFlowExpander unrolls;
   size_t next = 0;
-  // A decision needs `value` from run-time data: g keeps the nodes inferred so far, `boundary` gets `first`
-  // and the nodes not reached yet (Loops still expanding continue there as Loops of their own).
+  // Counted ops met with a boundary (their counts end this stage) and the nodes that read what they make,
+  // directly or not: deferred to the rest, in order, while inference goes on with the others (so
+  // independent counted ops share one stage, and one read of their counts).
+  std::vector<CountedValue> stage_counted;
+  std::set<std::string> tainted;
+  std::vector<Node> deferred;
+  auto move_deferred = [&] {
+    boundary->counted = std::move(stage_counted);
+    for (auto& d : deferred) boundary->rest.push_back(std::move(d));
+  };
+  // A decision needs `value` from run-time data: g keeps the nodes inferred so far, `boundary` gets the
+  // deferred nodes, `first` and the nodes not reached yet (Loops still expanding continue there as Loops of
+  // their own).
   auto stop_at = [&](const std::string& value, const std::string& reason, Node first) {
     boundary->hit = true;
     boundary->value = value;
     boundary->reason = reason;
+    move_deferred();
     boundary->rest.push_back(std::move(first));
     for (size_t k = next; k < work.size(); ++k)
       boundary->rest.push_back(unrolls.handles(work[k]) && !work[k].domain.empty() ? unrolls.remaining_loop(g, work[k])
                                                                                   : std::move(work[k]));
     g.nodes = std::move(kept);
   };
+  std::vector<CountedValue> counted;  // outputs of counted ops kept without a boundary (a stage's own)
+  auto reads_tainted = [&](const Node& n) {
+    for (auto& in : n.inputs)
+      if (!in.empty() && tainted.count(in)) return true;
+    for (auto& in : n.outer_inputs())
+      if (tainted.count(in)) return true;
+    return false;
+  };
   while (next < work.size()) {
     Node n = std::move(work[next++]);
+    if (!tainted.empty() && reads_tainted(n)) {
+      for (auto& o : n.outputs)
+        if (!o.empty()) tainted.insert(o);
+      deferred.push_back(unrolls.handles(n) && !n.domain.empty() ? unrolls.remaining_loop(g, n) : std::move(n));
+      continue;
+    }
     if (unrolls.handles(n)) {
       // Control flow whose decisions are known when planning (control_flow.hpp): the nodes it stands
       // for replace it, and inference goes on through them.
@@ -105,7 +131,7 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     const HostFold* folder = find_folder(n.op_type, n.domain);
     int64_t opset = checked_opset(g, n, def, folder);
     n.opset = opset;
-    InferCtx c{n, opset, {}, {}, {}, {}};
+    InferCtx c{n, opset, {}, {}, {}, {}, {}};
     for (auto& i : n.inputs) {
       if (i.empty()) {
         c.in.push_back(nullptr);
@@ -126,6 +152,14 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
       auto r = (*folder)(c);
       for (size_t i = 0; i < r.size() && i < c.out.size(); ++i) c.fold(i, std::move(r[i]));
     } else if (def) {
+      if (def->expand_runtime && std::any_of(def->const_inputs.begin(), def->const_inputs.end(), [&](size_t i) {
+            return i < c.in.size() && c.in[i] && !c.value[i];
+          })) {
+        std::vector<Node> nodes = def->expand_runtime(g, n);
+        work.insert(work.begin() + std::ptrdiff_t(next), std::make_move_iterator(nodes.begin()),
+                    std::make_move_iterator(nodes.end()));
+        continue;
+      }
       if (boundary)  // an argument that must be known, computed from run-time data: stop before this node
         for (size_t i : def->const_inputs)
           if (i < c.in.size() && c.in[i] && !c.value[i] && c.in[i]->shape.is_static() &&
@@ -150,6 +184,10 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
                "inputs, and input '{}' is not constant",
                n.describe(), n.op_type, domain_name(n.domain), opset, n.inputs[i]);
     }
+    for (auto& [i, axis] : c.counted) {  // a stage's counted node carries its count outputs already
+      auto it = std::find(n.outputs.begin(), n.outputs.end(), counted_output_name(n.outputs[i]));
+      if (it != n.outputs.end()) c.out[size_t(it - n.outputs.begin())] = ValueInfo{*it, DType::i64, Shape{1}};
+    }
     bool all_folded = true;
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i].empty()) continue;
@@ -167,10 +205,50 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
         g.values[n.outputs[i]] = c.out[i];
       }
     }
+    if (!c.counted.empty()) {
+      // An output shape decided by data: its counts come with the node as extra outputs. With a boundary
+      // the stage ends with this node (a counted boundary: what reads its outputs is deferred to the rest,
+      // planned per count); without one, only a staged plan's first part, which placed the counts itself,
+      // may hold the node.
+      std::vector<CountedValue> cv;
+      for (auto& [i, axis] : c.counted) {
+        cv.push_back({n.outputs[i], counted_output_name(n.outputs[i]), c.out[i].shape.to_shape(), axis});
+        g.values[cv.back().count] = ValueInfo{cv.back().count, DType::i64, Shape{1}};
+        if (std::find(n.outputs.begin(), n.outputs.end(), cv.back().count) != n.outputs.end()) continue;
+        if (!boundary)
+          fail("{}: output '{}' has a shape decided by run-time data (at most {}); plan the graph as a Model "
+               "(models/model.hpp), which stops there and plans the rest per count",
+               n.describe(), n.outputs[i], c.out[i].shape.str());
+        n.outputs.push_back(cv.back().count);
+      }
+      kept.push_back(std::move(n));
+      if (boundary) {
+        for (auto& o : kept.back().outputs)
+          if (!o.empty()) tainted.insert(o);
+        stage_counted.insert(stage_counted.end(), cv.begin(), cv.end());
+        if (boundary->reason.empty())
+          boundary->reason = fmt::format("{}: output shape decided by run-time data", kept.back().describe());
+        continue;
+      }
+      counted.insert(counted.end(), cv.begin(), cv.end());
+      continue;
+    }
     if (all_folded) ++folded;
     else kept.push_back(std::move(n));
   }
+  if (boundary && !stage_counted.empty()) {  // a counted boundary: the rest is what reads the counted outputs
+    boundary->hit = true;
+    move_deferred();
+    g.nodes = std::move(kept);
+    return folded;
+  }
   g.nodes = std::move(kept);
+  // A stage's counted outputs are its last word: nothing after them in the stage may read the bound shape.
+  for (auto& n : g.nodes)
+    for (auto& in : n.inputs)
+      for (auto& cv : counted)
+        if (in == cv.value)
+          fail("{}: input '{}' has a shape decided by run-time data; plan the graph as a Model", n.describe(), in);
   for (auto& o : g.outputs) {
     auto it = g.values.find(o.name);
     if (it == g.values.end()) fail("graph output '{}' is not produced", o.name);

@@ -46,14 +46,30 @@ void check_supported(const Graph& g);
 // once per distinct value of these (they are part of its signature) and binds them as constants.
 std::vector<std::string> shape_deciding_inputs(const Graph& g);
 
+// An output whose extent along `axis` is decided by run-time data (InferCtx::counted): its buffer has the
+// `bound` shape, the real one is `bound` with `count`'s value (i64 [1], on the device) along `axis`.
+struct CountedValue {
+  std::string value, count;
+  Shape bound;
+  size_t axis = 0;
+  Shape real(int64_t n) const {
+    Shape s = bound;
+    s.dims[axis] = n;
+    return s;
+  }
+};
+
 // Where planning stops at a decision that needs a value computed from run-time data (a staged plan,
 // models/model.cpp): an If's or a Loop's condition, a Loop's trip count, or an argument that must be
-// known (Reshape's shape...) of at most kMaxDecidingElements elements.
+// known (Reshape's shape...) of at most kMaxDecidingElements elements (`value`, read back to the host);
+// or just after an op whose output shape is decided by its data (NonZero, NonMaxSuppression: `counted`,
+// whose counts alone are read back; the rest is planned per count, the outputs stay on the device).
 struct PlanBoundary {
   bool hit = false;
-  std::string value;       // the value the decision needs
+  std::string value;       // the value the decision needs (empty for a counted boundary)
   std::string reason;      // what the error would say without staging
-  std::vector<Node> rest;  // the nodes from the deciding one on, in order
+  std::vector<Node> rest;  // the nodes from the deciding one on (after the counted op), in order
+  std::vector<CountedValue> counted;
 };
 inline constexpr int64_t kMaxDecidingElements = 4096;
 

@@ -137,6 +137,11 @@ TEST_SUITE("dynamic shapes") {
     SUBCASE("scripted list append") { check_exported("list_append", {"x"}, {"stacked", "cat"}, 1e-6, 1e-6); }
     // A while on the data's sum: each condition is read back (a staged plan per iteration).
     SUBCASE("scripted while on data") { check_exported("while", {"x"}, {"acc"}, 1e-5, 1e-5); }
+    // torchvision.ops.nms (NonMaxSuppression) over up to 6000 boxes and torch.nonzero (NonZero, counts of 0
+    // too), gathered downstream: counted outputs, the rest planned per count.
+    SUBCASE("detection: nms and nonzero on run-time data") {
+      check_exported("detect", {"feats"}, {"boxes", "scores", "strong_sum"}, 1e-4, 1e-4);
+    }
   }
 
   TEST_CASE("one load runs any input shape: a plan per signature, cached and reused") {

@@ -146,7 +146,7 @@ void add_run_command(CLI::App& app) {
     }
     fmt::print("model {} on {}: {} nodes ({} folded at load, {} dead removed){}\n", mo.model, device,
                lm.model->graph().nodes.size(), lm.passes.folded_nodes, lm.passes.removed_dead,
-               lm.model->rest ? fmt::format("; staged: the rest is planned from run-time data ({})", lm.model->rest_reason)
+               lm.model->staged() ? fmt::format("; staged: the rest is planned from run-time data ({})", lm.model->rest_reason)
                               : std::string());
     if (!out_dir.empty()) std::filesystem::create_directories(out_dir);
     // The model's outputs (a staged plan's first stage has outputs of its own).

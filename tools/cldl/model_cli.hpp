@@ -99,7 +99,7 @@ struct LoadedModel {
 class ModelRunner {
  public:
   explicit ModelRunner(const LoadedModel& lm) : lm_(&lm) {
-    if (lm.model->rest) staged_ = lm.graph_model->session();
+    if (lm.model->staged()) staged_ = lm.graph_model->session();
     else plain_ = lm.model->session();
   }
   std::map<std::string, HostTensor> run(Profiler* profiler = nullptr) {

@@ -7,11 +7,13 @@ with). Run from the repository root with a Python that has torch (Debian's) and 
 Writes tests/data/dynamic/<model>.onnx and <model>/<k>_<name>.npy (inputs and ORT's outputs of case k)."""
 import math
 import os
+import sys
 from typing import List
 
 import numpy as np
 import onnxruntime as ort
 import torch
+import torchvision
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -116,6 +118,20 @@ class While(nn.Module):
         return acc
 
 
+class Detect(nn.Module):
+    """Boxes and scores computed from the input, torchvision's nms (NonMaxSuppression) and torch.nonzero
+    (NonZero): output shapes decided by the data, the results gathered downstream."""
+
+    def forward(self, feats):  # [n, 6]
+        xy = feats[:, :2] * 20.0
+        wh = torch.exp(feats[:, 2:4]) * 4.0
+        boxes = torch.cat([xy, xy + wh], 1)
+        scores = torch.sigmoid(feats[:, 4])
+        keep = torchvision.ops.nms(boxes, scores, 0.45)
+        strong = torch.nonzero(feats[:, 5] > 1.0).squeeze(1)
+        return boxes[keep], scores[keep] * 2.0, keep, feats[strong].sum(0)
+
+
 def export(model, args, names, outputs, dynamic, path, opset):
     model.eval()
     torch.onnx.export(model, args, path, input_names=names, output_names=outputs, dynamic_axes=dynamic,
@@ -138,7 +154,27 @@ def cases(name, path, make_inputs, count, seed):
             np.save(os.path.join(folder, f"{k}_{o.name}.npy"), v)
 
 
+def detection():
+    path = os.path.join(HERE, "detect.onnx")
+    export(Detect(), (torch.randn(50, 6),), ["feats"], ["boxes", "scores", "keep", "strong_sum"],
+           {"feats": {0: "n"}, "boxes": {0: "kept"}, "scores": {0: "kept"}, "keep": {0: "kept"}}, path, 11)
+
+    def detect_inputs(rng):
+        n = int(rng.choice([1, 37, 5000, 6000]))
+        f = rng.standard_normal((n, 6)).astype(np.float32)
+        # Scores apart by far more than an ulp (ties, or a sigmoid an ulp off, would reorder the kept boxes).
+        f[:, 4] = rng.permutation(np.linspace(-4.0, 4.0, n)).astype(np.float32)
+        if rng.integers(0, 3) == 0:
+            f[:, 5] = -5.0  # nothing strong: nonzero counts 0
+        return {"feats": f}
+
+    cases("detect", path, detect_inputs, 8, 31)
+
+
 def main():
+    if sys.argv[1:] == ["detect"]:  # only the detection export (keeps the others' bytes)
+        detection()
+        return
     torch.manual_seed(0)
     enc = Encoder()
     ids = torch.randint(0, 100, (2, 7))
