@@ -233,6 +233,18 @@ std::vector<int64_t> strip_leading_ones(std::vector<int64_t> d) {
   return d;
 }
 
+// A new f32 initializer of the normalised shape `dims` (`cols` elements) for a fused norm's scale / bias:
+// a copy of the constant `from`, or ones when `from` is empty. Returns its name; added to `inits`.
+std::string norm_param(Graph& g, std::vector<std::pair<std::string, HostTensor>>& inits, const std::string& from,
+                       const std::string& tag, const std::vector<int64_t>& dims, int64_t cols) {
+  std::string n = g.unique_name(from.empty() ? tag + "_ones" : from + "_" + tag);
+  HostTensor h(DType::f32, Shape{dims});
+  if (from.empty()) std::fill_n(h.as<float>(), cols, 1.0f);
+  else std::copy_n(g.initializers.at(from).as<float>(), cols, h.as<float>());
+  inits.emplace_back(n, std::move(h));
+  return n;
+}
+
 size_t fuse_layernorm(Graph& g) {
   if (g.opset() < 7) return 0;  // the patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis)
   Matcher m(g);
@@ -300,23 +312,10 @@ size_t fuse_layernorm(Graph& g) {
         }
       }
     }
-    auto flat = [&](const std::string& v) {  // gamma / beta as the normalised shape
-      std::string n = g.unique_name(v + "_ln");
-      HostTensor h(DType::f32, Shape{norm_dims});
-      std::copy_n(g.initializers.at(v).as<float>(), cols, h.as<float>());
-      new_inits.emplace_back(n, std::move(h));
-      return n;
-    };
-    if (scale.empty()) {
-      scale = g.unique_name(r1.name + "_ones");
-      HostTensor ones(DType::f32, Shape{norm_dims});
-      std::fill_n(ones.as<float>(), cols, 1.0f);
-      new_inits.emplace_back(scale, std::move(ones));
-    } else {
-      scale = flat(scale);
-    }
+    // gamma / beta as the normalised shape (gamma = ones when absent)
+    scale = norm_param(g, new_inits, scale, scale.empty() ? r1.name : std::string("ln"), norm_dims, cols);
     std::vector<std::string> in{x, scale};
-    if (!bias.empty()) in.push_back(flat(bias));
+    if (!bias.empty()) in.push_back(norm_param(g, new_inits, bias, "ln", norm_dims, cols));
     Node ln = fused_node(g, "LayerNormalization", r1.name, in, y);
     ln.attrs["axis"] = axis;
     ln.attrs["epsilon"] = float(*eps);
@@ -388,20 +387,12 @@ size_t fuse_rmsnorm(Graph& g) {
       if (!w.empty() && it != g.initializers.end() && it->second.dtype() == DType::f32 && it->second.numel() == cols &&
           it->second.shape().rank() <= xs.rank() &&
           strip_leading_ones(it->second.shape().dims) == strip_leading_ones(norm_dims)) {
-        scale = g.unique_name(w + "_rms");
-        HostTensor h(DType::f32, Shape{norm_dims});
-        std::copy_n(it->second.as<float>(), cols, h.as<float>());
-        new_inits.emplace_back(scale, std::move(h));
+        scale = norm_param(g, new_inits, w, "rms", norm_dims, cols);
         m.claim({wm});
         y = wm->outputs[0];
       }
     }
-    if (scale.empty()) {
-      scale = g.unique_name(r.name + "_ones");
-      HostTensor ones(DType::f32, Shape{norm_dims});
-      std::fill_n(ones.as<float>(), cols, 1.0f);
-      new_inits.emplace_back(scale, std::move(ones));
-    }
+    if (scale.empty()) scale = norm_param(g, new_inits, "", r.name, norm_dims, cols);
     Node rn = fused_node(g, "RMSNormalization", r.name, {x, scale}, y);
     rn.attrs["axis"] = axis;
     rn.attrs["epsilon"] = float(*eps);
