@@ -103,7 +103,7 @@ bool truth(const Node& n, const HostTensor& t, const char* what) {
 std::vector<const Graph*> control_flow_subgraphs(const Node& n) {
   std::vector<const char*> names;
   if (is(n, "If")) names = {"then_branch", "else_branch"};
-  else if (is(n, "Loop") || is(n, "Scan")) names = {"body"};
+  else if (is(n, "Loop") || is(n, "Scan") || is(n, "SequenceMap")) names = {"body"};
   std::vector<const Graph*> r;
   for (const char* a : names) {
     const Graph* g = n.attr_g(a);
@@ -122,19 +122,24 @@ std::vector<size_t> control_flow_deciding_inputs(const Node& n) {
 }
 
 bool expanded_when_planning(const Node& n) {
-  return is(n, "If") || is(n, "Loop") || is(n, "Scan") || is_sequence_op(n);
+  return is(n, "If") || is(n, "Loop") || is(n, "Scan") || is_sequence_op(n) || is_optional_op(n);
 }
 
 bool is_sequence_op(const Node& n) {
   static const std::set<std::string> ops{"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase",
                                          "SequenceAt",    "SequenceLength",    "ConcatFromSequence",
-                                         "SplitToSequence"};
+                                         "SplitToSequence", "SequenceMap"};
   return n.domain.empty() && ops.count(n.op_type);
+}
+
+bool is_optional_op(const Node& n) {
+  return is(n, "Optional") || is(n, "OptionalHasElement") || is(n, "OptionalGetElement");
 }
 
 bool ControlFlowExpander::handles(const Node& n) const {
   return is(n, "If") || is(n, "Loop") || is(n, "Scan") || (n.op_type == kStepOp && n.domain == kStepDomain) ||
-         is_sequence_op(n) || (is(n, "Identity") && !n.inputs.empty() && sequences_.count(n.inputs[0]));
+         is_sequence_op(n) || is_optional_op(n) ||
+         (is(n, "Identity") && !n.inputs.empty() && (sequences_.count(n.inputs[0]) || optionals_.count(n.inputs[0])));
 }
 
 const std::vector<std::string>& ControlFlowExpander::sequence(const Node& n, size_t input) const {
@@ -260,6 +265,8 @@ std::vector<Node> ControlFlowExpander::sequence_op(Graph& g, const Node& n) {
 
 std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
   if (n.op_type == kStepOp) return step(g, size_t(n.attr_i("unroll", 0)));
+  if (is_optional_op(n) || (is(n, "Identity") && optionals_.count(n.inputs[0]))) return optional_op(g, n);
+  if (is(n, "SequenceMap")) return sequence_map(g, n);
   if (is_sequence_op(n) || is(n, "Identity")) return sequence_op(g, n);
   if (is(n, "If")) {
     if (n.inputs.empty() || n.inputs[0].empty()) fail("{}: input 'cond' is missing", n.describe());
@@ -472,6 +479,86 @@ Node ControlFlowExpander::remaining_loop(Graph& g, const Node& marker) {
   body->nodes.insert(body->nodes.begin(), add);
   r.attrs["body"] = SubGraph(std::move(body));
   return r;
+}
+
+std::vector<Node> ControlFlowExpander::optional_op(Graph& g, const Node& n) {
+  if (n.outputs.empty() || n.outputs[0].empty()) fail("{}: output 0 is missing", n.describe());
+  const std::string& out = n.outputs[0];
+  const std::string in = n.inputs.empty() ? std::string() : n.inputs[0];
+  if (is(n, "Identity")) {
+    optionals_[out] = optionals_.at(in);
+    return {};
+  }
+  if (is(n, "Optional")) {  // without an input: an absent optional of the `type` attribute's type
+    if (!in.empty() && optionals_.count(in)) fail("{}: '{}' is already an optional", n.describe(), in);
+    optionals_[out] = in;
+    return {};
+  }
+  // What `in` holds ("" when absent): an optional's content; a tensor or a sequence is one that holds itself.
+  std::string held = in;
+  if (auto it = optionals_.find(in); it != optionals_.end()) held = it->second;
+  if (is(n, "OptionalHasElement")) {
+    HostTensor has(DType::boolean, Shape{});
+    *static_cast<uint8_t*>(has.data()) = held.empty() ? 0 : 1;
+    g.values[out] = ValueInfo{out, DType::boolean, Shape{}};
+    g.initializers[out] = std::move(has);
+    return {};
+  }
+  // OptionalGetElement
+  if (held.empty()) fail("{}: the optional '{}' is empty", n.describe(), in);
+  if (auto s = sequences_.find(held); s != sequences_.end()) {
+    sequences_[out] = s->second;
+    return {};
+  }
+  return {make_node(g, n.name, "Identity", {held}, {out})};
+}
+
+std::vector<Node> ControlFlowExpander::sequence_map(Graph& g, const Node& n) {
+  const Graph& body = *control_flow_subgraphs(n)[0];
+  if (body.inputs.size() != n.inputs.size())
+    fail("{}: the body has {} inputs, the node {}", n.describe(), body.inputs.size(), n.inputs.size());
+  if (body.outputs.size() != n.outputs.size())
+    fail("{}: the body has {} outputs, the node {}", n.describe(), body.outputs.size(), n.outputs.size());
+  const size_t len = sequence(n, 0).size();
+  for (size_t j = 1; j < n.inputs.size(); ++j)
+    if (sequences_.count(n.inputs[j]) && sequences_.at(n.inputs[j]).size() != len)
+      fail("{}: input {} ('{}') has {} tensors, input 0 has {}", n.describe(), j, n.inputs[j],
+           sequences_.at(n.inputs[j]).size(), len);
+  std::vector<std::vector<std::string>> lists(n.outputs.size());
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < len; ++i) {
+    std::map<std::string, std::string> bind;
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      auto s = sequences_.find(n.inputs[j]);
+      bind[body.inputs[j].name] = s != sequences_.end() ? s->second[i] : n.inputs[j];
+    }
+    std::vector<std::string> outs;
+    auto it = inline_body(g, body, fmt::format("{}/element_{}", n.name, i), bind, outs);
+    nodes.insert(nodes.end(), std::make_move_iterator(it.begin()), std::make_move_iterator(it.end()));
+    for (size_t k = 0; k < outs.size(); ++k) lists[k].push_back(outs[k]);
+  }
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    if (!n.outputs[k].empty()) sequences_[n.outputs[k]] = std::move(lists[k]);
+  return nodes;
+}
+
+bool ControlFlowExpander::unpack_output(const std::string& value, Graph::Unpacked& out) const {
+  std::string held = value;
+  if (auto o = optionals_.find(value); o != optionals_.end()) {
+    held = o->second;
+    if (held.empty()) {
+      out = {ModelValue::Kind::none, {}};
+      return true;
+    }
+    if (!sequences_.count(held)) {
+      out = {ModelValue::Kind::tensor, {held}};
+      return true;
+    }
+  }
+  auto s = sequences_.find(held);
+  if (s == sequences_.end()) return false;
+  out = {ModelValue::Kind::sequence, s->second};
+  return true;
 }
 
 }  // namespace cldl::graph

@@ -10,7 +10,11 @@
 // Sequence values (SequenceEmpty / Construct / Insert / Erase / At / Length, ConcatFromSequence,
 // SplitToSequence), which Loop bodies build (a scripted `list.append` in a for, then torch.stack), live only
 // while planning: a sequence is the list of its tensors' names, so the ops become Identity, Concat, Reshape
-// and Gather nodes on tensors, or nothing at all. A sequence cannot be a model input or output.
+// and Gather nodes on tensors, or nothing at all. SequenceMap expands its body once per element. Optional
+// values (Optional, OptionalHasElement, OptionalGetElement) are known when planning too: absent, or the
+// tensor / sequence they hold. A model's sequence or optional inputs come in as tensors (Model::make_plan
+// builds them with SequenceConstruct / Optional); its sequence or optional outputs go out as the lists of
+// tensors unpack_output names.
 #pragma once
 #include <map>
 #include <string>
@@ -29,6 +33,7 @@ std::vector<size_t> control_flow_deciding_inputs(const Node& n);
 // If, Loop, Scan and the sequence ops: nodes the expander replaces (they have no device implementation).
 bool expanded_when_planning(const Node& n);
 bool is_sequence_op(const Node& n);
+bool is_optional_op(const Node& n);  // Optional, OptionalHasElement, OptionalGetElement
 
 // Thrown while planning where a decision needs a value computed from run-time data (`value`): a plan
 // that may stop there (Model's staged plans) catches it; elsewhere it is the error it says.
@@ -50,6 +55,9 @@ class ControlFlowExpander {
   // iterations (its body reads the iteration number shifted by those done). Errors when the Loop has scan
   // outputs (their first part would need stacking with the rest's).
   Node remaining_loop(Graph& g, const Node& marker);
+  // A graph output that is a sequence or an optional here: its tensors (an absent optional: kind none).
+  // False for a tensor.
+  bool unpack_output(const std::string& value, Graph::Unpacked& out) const;
 
  private:
   struct Unroll {
@@ -67,7 +75,11 @@ class ControlFlowExpander {
   std::vector<Node> sequence_op(Graph& g, const Node& n);
   const std::vector<std::string>& sequence(const Node& n, size_t input) const;
   std::vector<Unroll> unrolls_;
+  std::vector<Node> optional_op(Graph& g, const Node& n);
+  std::vector<Node> sequence_map(Graph& g, const Node& n);
   std::map<std::string, std::vector<std::string>> sequences_;  // sequence value -> its tensors' names
+  // optional value -> what it holds: "" when absent, else a tensor's or a sequence's (in sequences_) name
+  std::map<std::string, std::string> optionals_;
 };
 
 }  // namespace cldl::graph

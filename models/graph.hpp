@@ -30,7 +30,21 @@ struct ValueInfo {
   std::string name;
   DType dtype = DType::f32;
   ValueShape shape;
-  bool sequence = false;  // a sequence of tensors of `dtype` (subgraph inputs / outputs only; shape unknown)
+  bool sequence = false;  // a sequence of tensors of `dtype` (shape unknown; a plan lists its tensors)
+  bool optional = false;  // an ONNX optional: of a tensor, or of a sequence with `sequence`; may be absent
+  bool composite() const { return sequence || optional; }
+};
+
+// A model input or output that a tensor map cannot hold: a sequence of tensors (ONNX sequence type) or an
+// absent optional (an optional that holds something is that tensor or sequence).
+struct ModelValue {
+  enum class Kind { tensor, sequence, none };
+  Kind kind = Kind::tensor;
+  HostTensor tensor;                 // kind == tensor
+  std::vector<HostTensor> items;     // kind == sequence
+  static ModelValue of(HostTensor t) { return {Kind::tensor, std::move(t), {}}; }
+  static ModelValue sequence_of(std::vector<HostTensor> v) { return {Kind::sequence, {}, std::move(v)}; }
+  static ModelValue none() { return {Kind::none, {}, {}}; }
 };
 
 class Graph;
@@ -76,6 +90,13 @@ class Graph {
   std::vector<Node> nodes;
   std::map<std::string, HostTensor> initializers;
   std::map<std::string, ValueInfo> values;  // every known value's type and shape (filled by inference)
+  // Graph outputs that are not one tensor once a plan is made (shape inference fills it): a sequence
+  // output's tensors, in order (each a graph output of its own), or an absent optional (kind none).
+  struct Unpacked {
+    ModelValue::Kind kind = ModelValue::Kind::sequence;
+    std::vector<std::string> items;
+  };
+  std::map<std::string, Unpacked> unpacked_outputs;
 
   int64_t opset(const std::string& domain = "") const;
   bool is_constant(const std::string& v) const { return initializers.count(v) != 0; }

@@ -81,8 +81,16 @@ std::shared_ptr<Model> Model::create(std::shared_ptr<Context> ctx, Graph g, cons
   return m;
 }
 
+std::string sequence_item_input(const std::string& name, size_t k) { return fmt::format("{}[{}]", name, k); }
+
 Signature Model::signature(const std::map<std::string, Shape>& shapes,
                            const std::map<std::string, HostTensor>& values) const {
+  return make_signature(shapes, values, {});
+}
+
+Signature Model::make_signature(const std::map<std::string, Shape>& shapes,
+                                const std::map<std::string, HostTensor>& values,
+                                const std::map<std::string, std::vector<Shape>>& sequences) const {
   const Graph& g = graph_;
   for (auto& [name, s] : shapes)
     if (!find_input(g, name))
@@ -90,7 +98,24 @@ Signature Model::signature(const std::map<std::string, Shape>& shapes,
   Signature sig;
   std::map<std::string, std::pair<int64_t, std::string>> symbol;  // symbol -> (value, the input that set it)
   for (auto& in : g.inputs) {
+    if (auto sq = sequences.find(in.name); sq != sequences.end()) {
+      sig.sequences[in.name] = sq->second;
+      sig.shapes.push_back(Shape{});
+      sig.key += in.name + ":seq(";
+      for (auto& s : sq->second) sig.key += s.str();
+      sig.key += ");";
+      continue;
+    }
     auto it = shapes.find(in.name);
+    if (it == shapes.end() && in.optional) {
+      sig.absent.insert(in.name);
+      sig.shapes.push_back(Shape{});
+      sig.key += in.name + ":none;";
+      continue;
+    }
+    if (in.sequence)
+      fail("input '{}' is a sequence of {} tensors: pass it as a ModelValue sequence (ModelSession::run_values)",
+           in.name, to_string(in.dtype));
     if (it == shapes.end()) fail("input '{}' ({} {}) is missing", in.name, to_string(in.dtype), in.shape.str());
     const Shape& got = it->second;
     if (in.shape.known) {
@@ -114,6 +139,7 @@ Signature Model::signature(const std::map<std::string, Shape>& shapes,
     sig.key += in.name + ":" + got.str() + ";";
   }
   for (auto& name : shape_inputs_) {
+    if (sig.absent.count(name) || sig.sequences.count(name)) continue;
     auto it = values.find(name);
     if (it == values.end()) fail("input '{}' decides shapes: its value is needed to plan the run", name);
     sig.values[name] = it->second;
@@ -141,11 +167,78 @@ Signature Model::signature(const std::map<std::string, HostTensor>& inputs) cons
   return signature(shapes, values);
 }
 
+Signature Model::signature(const std::map<std::string, ModelValue>& inputs) const {
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, HostTensor> values;
+  std::map<std::string, std::vector<Shape>> sequences;
+  for (auto& [name, v] : inputs) {
+    const ValueInfo* in = find_input(graph_, name);
+    if (!in) fail("input '{}' is not an input of graph '{}' (it has: {})", name, graph_.name, input_names(graph_));
+    if (v.kind == ModelValue::Kind::none) {
+      if (!in->optional) fail("input '{}' is not optional: it needs a value", name);
+      continue;
+    }
+    if ((v.kind == ModelValue::Kind::sequence) != in->sequence)
+      fail("input '{}': expected a {}, got a {}", name, in->sequence ? "sequence" : "tensor",
+           v.kind == ModelValue::Kind::sequence ? "sequence" : "tensor");
+    if (v.kind == ModelValue::Kind::sequence) {
+      auto& list = sequences[name];
+      for (size_t k = 0; k < v.items.size(); ++k) {
+        if (v.items[k].dtype() != in->dtype)
+          fail("input '{}' element {}: expected {}, got {} {}", name, k, to_string(in->dtype),
+               to_string(v.items[k].dtype()), v.items[k].shape().str());
+        list.push_back(v.items[k].shape());
+      }
+      continue;
+    }
+    if (v.tensor.dtype() != in->dtype)
+      fail("input '{}': expected {} {}, got {} {}", name, to_string(in->dtype), in->shape.str(),
+           to_string(v.tensor.dtype()), v.tensor.shape().str());
+    shapes[name] = v.tensor.shape();
+    if (std::count(shape_inputs_.begin(), shape_inputs_.end(), name)) values[name] = v.tensor;
+  }
+  return make_signature(shapes, values, sequences);
+}
+
 std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
   auto t0 = std::chrono::steady_clock::now();
   auto ms_since = [](auto t) { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count(); };
   Graph g = graph_;  // initializers share their bytes with the model's (copy on write)
-  for (size_t i = 0; i < g.inputs.size(); ++i) g.inputs[i].shape = ValueShape(sig.shapes[i]);
+  {
+    // Sequence inputs come in as their tensors and become sequences again through SequenceConstruct; an
+    // absent optional is Optional() (control_flow.hpp expands both).
+    std::vector<ValueInfo> inputs;
+    std::vector<Node> front;
+    auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+      Node n;
+      n.name = g.unique_name(out + "/" + op);
+      n.op_type = op;
+      n.inputs = std::move(in);
+      n.outputs = {out};
+      front.push_back(std::move(n));
+    };
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      const ValueInfo& in = g.inputs[i];
+      if (sig.absent.count(in.name)) {
+        node("Optional", {}, in.name);
+      } else if (auto sq = sig.sequences.find(in.name); sq != sig.sequences.end()) {
+        std::vector<std::string> items;
+        for (size_t k = 0; k < sq->second.size(); ++k) {
+          items.push_back(sequence_item_input(in.name, k));
+          if (g.values.count(items.back()) || g.initializers.count(items.back()) || g.is_input(items.back()))
+            fail("input '{}': the name '{}' for its element {} is taken in the graph", in.name, items.back(), k);
+          inputs.push_back(ValueInfo{items.back(), in.dtype, ValueShape(sq->second[k])});
+        }
+        node(items.empty() ? "SequenceEmpty" : "SequenceConstruct", items, in.name);
+      } else {
+        inputs.push_back(in);
+        inputs.back().shape = ValueShape(sig.shapes[i]);
+        inputs.back().optional = false;
+      }
+    }
+    g.inputs = std::move(inputs);
+    g.nodes.insert(g.nodes.begin(), std::make_move_iterator(front.begin()), std::make_move_iterator(front.end()));
+  }
   PrepareOptions po;
   po.bind = sig.values;
   try {
@@ -171,8 +264,17 @@ std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
     std::string values;
     for (auto& [name, v] : sig.values) values += fmt::format(", {} = {}", name, brief_value(v));
     std::string shapes;
-    for (size_t i = 0; i < graph_.inputs.size(); ++i)
-      shapes += fmt::format("{}{}: {}", i ? ", " : "", graph_.inputs[i].name, sig.shapes[i].str());
+    for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+      const std::string& name = graph_.inputs[i].name;
+      std::string what = sig.shapes[i].str();
+      if (sig.absent.count(name)) what = "none";
+      if (auto sq = sig.sequences.find(name); sq != sig.sequences.end()) {
+        what = "sequence(";
+        for (size_t k = 0; k < sq->second.size(); ++k) what += (k ? ", " : "") + sq->second[k].str();
+        what += ")";
+      }
+      shapes += fmt::format("{}{}: {}", i ? ", " : "", name, what);
+    }
     throw Error(fmt::format("graph '{}' with inputs {{{}{}}}: {}", graph_.name, shapes, values, e.what()), e.cl_code(),
                 e.call());
   }
@@ -338,9 +440,60 @@ std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, 
   return run(inputs, {}, profiler);
 }
 
+std::map<std::string, ModelValue> ModelSession::run_values(const std::map<std::string, ModelValue>& inputs,
+                                                           Profiler* profiler) {
+  Signature sig = model_->signature(inputs);
+  Session& s = session_for(sig);
+  const CompiledModel& plan = s.model();
+  bool composite = !sig.sequences.empty() || !sig.absent.empty();
+  for (auto& o : model_->graph().outputs) composite = composite || o.composite();
+  if (plan.staged() && composite)
+    fail("graph '{}': a plan that stops for run-time data ({}) with sequence or optional inputs or outputs is not "
+         "supported",
+         model_->graph().name, plan.rest_reason);
+  std::map<std::string, HostTensor> feed;  // the plan has the shape-deciding inputs as constants
+  for (auto& [name, v] : inputs) {
+    if (v.kind == ModelValue::Kind::sequence)
+      for (size_t k = 0; k < v.items.size(); ++k) feed[sequence_item_input(name, k)] = v.items[k];
+    else if (v.kind == ModelValue::Kind::tensor && !sig.values.count(name))
+      feed[name] = v.tensor;
+  }
+  std::map<std::string, HostTensor> out;
+  if (plan.staged()) {
+    std::map<std::string, HostTensor> tensors;
+    for (auto& [name, v] : inputs) tensors[name] = v.tensor;
+    out = run(tensors, profiler);
+  } else {
+    out = s.run(feed, {}, nullptr, profiler);
+  }
+  std::map<std::string, ModelValue> result;
+  const auto& unpacked = plan.graph().unpacked_outputs;
+  for (auto& o : model_->graph().outputs) {
+    auto u = unpacked.find(o.name);
+    if (u == unpacked.end()) {
+      result[o.name] = ModelValue::of(out.at(o.name));
+      continue;
+    }
+    if (u->second.kind == ModelValue::Kind::none) {
+      result[o.name] = ModelValue::none();
+    } else if (u->second.kind == ModelValue::Kind::tensor) {
+      result[o.name] = ModelValue::of(out.at(u->second.items.at(0)));
+    } else {
+      std::vector<HostTensor> items;
+      for (auto& v : u->second.items) items.push_back(out.at(v));
+      result[o.name] = ModelValue::sequence_of(std::move(items));
+    }
+  }
+  return result;
+}
+
 std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, HostTensor>& inputs,
                                                     const std::map<std::string, Tensor>& device_inputs,
                                                     Profiler* profiler) {
+  for (auto& o : model_->graph().outputs)
+    if (o.composite())
+      fail("graph '{}': output '{}' is a {}; run the model with ModelSession::run_values", model_->graph().name,
+           o.name, o.sequence ? "sequence of tensors" : "optional");
   std::map<std::string, Shape> shapes;
   for (auto& [name, t] : device_inputs) shapes[name] = t.shape;
   Signature sig;

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,13 @@ using LoadOptions = ModelOptions;
 struct Signature {
   std::vector<Shape> shapes;                  // per Model::graph().inputs
   std::map<std::string, HostTensor> values;   // shape-deciding input -> value
-  std::string key;                            // canonical text of both, the cache key
+  std::map<std::string, std::vector<Shape>> sequences;  // sequence input -> its tensors' shapes
+  std::set<std::string> absent;               // optional inputs left out
+  std::string key;                            // canonical text of all, the cache key
 };
+
+// The plan's input for element `k` of sequence input `name`: "name[k]".
+std::string sequence_item_input(const std::string& name, size_t k);
 
 struct PlanCacheStats {
   size_t plans = 0, capacity = 0;
@@ -71,6 +77,8 @@ class Model : public std::enable_shared_from_this<Model> {
   Signature signature(const std::map<std::string, Shape>& shapes,
                       const std::map<std::string, HostTensor>& values) const;
   Signature signature(const std::map<std::string, HostTensor>& inputs) const;
+  // With sequence inputs and absent optionals (an optional input left out of the map is absent too).
+  Signature signature(const std::map<std::string, ModelValue>& inputs) const;
   // The plan of a signature: cached, or made now (errors name the signature and the node at fault; a
   // failed plan is not cached, and the model stays usable).
   std::shared_ptr<CompiledModel> plan(const Signature& sig);
@@ -86,6 +94,8 @@ class Model : public std::enable_shared_from_this<Model> {
  private:
   Model() = default;
   std::shared_ptr<CompiledModel> make_plan(const Signature& sig);
+  Signature make_signature(const std::map<std::string, Shape>& shapes, const std::map<std::string, HostTensor>& values,
+                           const std::map<std::string, std::vector<Shape>>& sequences) const;
   // The plan of the nodes before a decision that needs run-time data, with a Model of the rest.
   std::shared_ptr<CompiledModel> make_staged(Graph g, PlanBoundary b);
   void evict_to(size_t capacity);  // under mu_
@@ -109,6 +119,10 @@ class ModelSession {
  public:
   explicit ModelSession(std::shared_ptr<Model> m);
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs, Profiler* profiler = nullptr);
+  // Any model, sequence and optional inputs and outputs included (ModelValue); run() takes and returns
+  // tensors only, and says so for a model with a sequence or optional output.
+  std::map<std::string, ModelValue> run_values(const std::map<std::string, ModelValue>& inputs,
+                                               Profiler* profiler = nullptr);
   // As run, some inputs being device tensors read in place (a staged plan's rest reads the first part's
   // buffers so: no copy, no host round trip).
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs,

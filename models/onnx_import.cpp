@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "models/onnx_proto.hpp"
+#include <onnx/onnx-data_pb.h>
 
 namespace cldl::graph {
 
@@ -175,22 +176,35 @@ void tensor_to_proto(const HostTensor& t, const std::string& name, onnx::TensorP
     tp.set_raw_data(std::string(static_cast<const char*>(t.data()), t.bytes()));
 }
 
-// `sequences`: a sequence of tensors is accepted (subgraphs: a Loop body's carried list).
-ValueInfo value_info(const onnx::ValueInfoProto& v, const char* role, bool sequences = false) {
+// A type as text: "float", "sequence(int64)", "optional(sequence(float))"; "?" for what cldl has no name of.
+std::string type_text(const onnx::TypeProto& t) {
+  if (t.has_tensor_type()) return onnx_type_name(t.tensor_type().elem_type());
+  if (t.has_sequence_type()) return "sequence(" + type_text(t.sequence_type().elem_type()) + ")";
+  if (t.has_optional_type()) return "optional(" + type_text(t.optional_type().elem_type()) + ")";
+  return "?";
+}
+
+// A graph input or output: a tensor, a sequence of tensors, or an optional of either.
+ValueInfo value_info(const onnx::ValueInfoProto& v, const char* role) {
   ValueInfo vi;
   vi.name = v.name();
-  if (sequences && v.type().has_sequence_type() && v.type().sequence_type().elem_type().has_tensor_type()) {
+  const onnx::TypeProto* type = &v.type();
+  if (type->has_optional_type()) {
+    vi.optional = true;
+    type = &type->optional_type().elem_type();
+  }
+  if (type->has_sequence_type() && type->sequence_type().elem_type().has_tensor_type()) {
     vi.sequence = true;
     vi.shape.known = false;
-    vi.dtype = dtype_from_onnx(v.type().sequence_type().elem_type().tensor_type().elem_type(),
+    vi.dtype = dtype_from_onnx(type->sequence_type().elem_type().tensor_type().elem_type(),
                                fmt::format("graph {} '{}'", role, v.name()));
     return vi;
   }
-  if (!v.type().has_tensor_type())
-    fail("graph {} '{}': unsupported type ({}; cldl takes and returns tensors, and sequences of tensors inside "
-         "subgraphs)",
-         role, v.name(), v.type().has_sequence_type() ? "a sequence" : "a map or optional");
-  auto& tt = v.type().tensor_type();
+  if (!type->has_tensor_type())
+    fail("graph {} '{}': unsupported type (a {}; cldl takes and returns tensors, sequences of tensors and optionals "
+         "of those)",
+         role, v.name(), type->has_map_type() ? "map" : type->has_sequence_type() ? "sequence of non-tensors" : "sparse tensor or opaque value");
+  auto& tt = type->tensor_type();
   vi.dtype = dtype_from_onnx(tt.elem_type(), fmt::format("graph {} '{}'", role, v.name()));
   if (!tt.has_shape()) {
     vi.shape.known = false;
@@ -205,7 +219,13 @@ ValueInfo value_info(const onnx::ValueInfoProto& v, const char* role, bool seque
 
 void set_value_info(onnx::ValueInfoProto& p, const ValueInfo& v) {
   p.set_name(v.name);
-  auto* tt = p.mutable_type()->mutable_tensor_type();
+  onnx::TypeProto* type = p.mutable_type();
+  if (v.optional) type = type->mutable_optional_type()->mutable_elem_type();
+  if (v.sequence) {
+    type->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(onnx_type_of(v.dtype));
+    return;
+  }
+  auto* tt = type->mutable_tensor_type();
   tt->set_elem_type(onnx_type_of(v.dtype));
   if (!v.shape.known) return;
   auto* sh = tt->mutable_shape();
@@ -242,8 +262,8 @@ void read_graph(const onnx::GraphProto& gp, Graph& g, const std::string& base_di
   }
   if (gp.sparse_initializer_size()) fail("{}: unsupported sparse initializers", what);
   for (auto& v : gp.input())
-    if (!g.initializers.count(v.name())) g.inputs.push_back(value_info(v, "input", depth > 0));
-  for (auto& v : gp.output()) g.outputs.push_back(value_info(v, "output", depth > 0));
+    if (!g.initializers.count(v.name())) g.inputs.push_back(value_info(v, "input"));
+  for (auto& v : gp.output()) g.outputs.push_back(value_info(v, "output"));
   for (auto& np : gp.node()) {
     Node n;
     n.name = np.name();
@@ -265,6 +285,9 @@ void read_graph(const onnx::GraphProto& gp, Graph& g, const std::string& base_di
           break;
         case onnx::AttributeProto::TENSOR:
           n.attrs[a.name()] = tensor_from_proto(a.t(), base_dir, fmt::format("{} attribute '{}'", n.describe(), a.name()));
+          break;
+        case onnx::AttributeProto::TYPE_PROTO:  // Optional's `type`: kept as text ("sequence(float)")
+          n.attrs[a.name()] = type_text(a.tp());
           break;
         case onnx::AttributeProto::GRAPH: {
           auto sub = std::make_shared<Graph>();
@@ -403,6 +426,35 @@ HostTensor read_tensor_pb(const std::string& path) {
   onnx::TensorProto tp;
   if (!tp.ParseFromString(bytes)) fail("tensor file '{}' is not a valid ONNX TensorProto", path);
   return tensor_from_proto(tp, std::filesystem::path(path).parent_path().string(), "tensor file '" + path + "'");
+}
+
+namespace {
+ModelValue sequence_from_proto(const onnx::SequenceProto& sp, const std::string& base_dir, const std::string& what) {
+  if (sp.elem_type() != onnx::SequenceProto::TENSOR && sp.tensor_values_size() == 0 &&
+      sp.elem_type() != onnx::SequenceProto::UNDEFINED)
+    fail("{}: a sequence of elem_type {}; cldl models sequences of tensors", what, sp.elem_type());
+  std::vector<HostTensor> items;
+  for (auto& t : sp.tensor_values()) items.push_back(tensor_from_proto(t, base_dir, what));
+  return ModelValue::sequence_of(std::move(items));
+}
+}  // namespace
+
+ModelValue read_value_pb(const std::string& path, const ValueInfo& as) {
+  const std::string what = "value file '" + path + "'";
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (!as.composite()) return ModelValue::of(read_tensor_pb(path));
+  std::string bytes = read_file(path, "value file");
+  if (as.optional) {
+    onnx::OptionalProto op;
+    if (!op.ParseFromString(bytes)) fail("{} is not a valid ONNX OptionalProto", what);
+    if (op.has_tensor_value()) return ModelValue::of(tensor_from_proto(op.tensor_value(), dir, what));
+    if (op.has_sequence_value()) return sequence_from_proto(op.sequence_value(), dir, what);
+    if (op.elem_type() == onnx::OptionalProto::UNDEFINED) return ModelValue::none();
+    fail("{}: an optional of elem_type {}; cldl models optionals of tensors and sequences", what, op.elem_type());
+  }
+  onnx::SequenceProto sp;
+  if (!sp.ParseFromString(bytes)) fail("{} is not a valid ONNX SequenceProto", what);
+  return sequence_from_proto(sp, dir, what);
 }
 
 void write_tensor_pb(const HostTensor& t, const std::string& path, const std::string& name) {

@@ -20,6 +20,9 @@ void export_onnx_file(const Graph& g, const std::string& path, bool external_dat
 
 // ONNX TensorProto (.pb) <-> host tensor.
 HostTensor read_tensor_pb(const std::string& path);
+// A value file of an input or output typed `as`: a TensorProto, or a SequenceProto / OptionalProto (ONNX's
+// onnx-data.proto, as the node tests store sequence and optional values).
+ModelValue read_value_pb(const std::string& path, const ValueInfo& as);
 void write_tensor_pb(const HostTensor& t, const std::string& path, const std::string& name = {});
 // ONNX data type number of a cldl dtype, and back (errors on the types cldl has none for).
 int onnx_type_of(DType t);

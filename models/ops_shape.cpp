@@ -327,6 +327,14 @@ HostFold binary(F f, bool to_bool) {
   };
 }
 
+// Not on the host: the negated conditions of If nodes (an OptionalHasElement, a shape test).
+std::vector<HostTensor> fold_not(const InferCtx& c) {
+  HostTensor r = c.constant(0, "folded input");
+  if (r.dtype() != DType::boolean) c.error("input has dtype {}, expected bool", to_string(r.dtype()));
+  for (auto& v : r.span<bool>()) v = !v;
+  return {r};
+}
+
 // Where on the host, byte for byte (int64 shape values such as INT64_MAX slice ends survive exactly):
 // torch's exports pick shape values with Where(Equal(shape, -1), ...).
 std::vector<HostTensor> fold_where(const InferCtx& c) {
@@ -386,6 +394,8 @@ const FolderRegistration kFolders{
     {"LessOrEqual", binary([](double x, double y, bool) { return double(x <= y); }, true)},
     {"And", binary([](double x, double y, bool) { return double(x != 0 && y != 0); }, true)},
     {"Or", binary([](double x, double y, bool) { return double(x != 0 || y != 0); }, true)},
+    {"Xor", binary([](double x, double y, bool) { return double((x != 0) != (y != 0)); }, true)},
+    {"Not", fold_not},
     {"Where", fold_where},
     {"ReduceMin", fold_reduce(HostReduce::min)},
     {"ReduceMax", fold_reduce(HostReduce::max)},

@@ -249,6 +249,23 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
       for (auto& cv : counted)
         if (in == cv.value)
           fail("{}: input '{}' has a shape decided by run-time data; plan the graph as a Model", n.describe(), in);
+  // Sequence and optional outputs go out as their tensors (Graph::unpacked_outputs), each a graph output.
+  std::vector<ValueInfo> outputs;
+  std::set<std::string> listed;
+  for (auto& o : g.outputs) {
+    Graph::Unpacked u;
+    if (!g.values.count(o.name) && unrolls.unpack_output(o.name, u)) {
+      for (auto& item : u.items) {
+        auto it = g.values.find(item);
+        if (it == g.values.end()) fail("graph output '{}': its tensor '{}' is not produced", o.name, item);
+        if (listed.insert(item).second) outputs.push_back(it->second);
+      }
+      g.unpacked_outputs[o.name] = std::move(u);
+      continue;
+    }
+    if (listed.insert(o.name).second) outputs.push_back(o);
+  }
+  g.outputs = std::move(outputs);
   for (auto& o : g.outputs) {
     auto it = g.values.find(o.name);
     if (it == g.values.end()) fail("graph output '{}' is not produced", o.name);

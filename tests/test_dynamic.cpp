@@ -506,3 +506,161 @@ TEST_SUITE("dynamic shapes") {
     std::filesystem::remove_all(out_dir);
   }
 }
+
+TEST_SUITE("dynamic shapes") {
+  TEST_CASE("sequence and optional inputs and outputs: a plan per length and presence") {
+    // xs: a sequence of [r_i, 3] tensors; bias: an optional [3]. Outputs: the concatenation of xs, xs with
+    // relu(bias) (or zeros, when bias is absent) appended, relu of every element (SequenceMap), whether
+    // bias came, and bias itself as an optional.
+    GraphBuilder b("seq_io", 17);
+    auto xs = b.input("xs", DType::f32, sym_shape({-1, 3}, {"r", ""}));
+    auto bias = b.input("bias", DType::f32, Shape{3});
+    auto zeros = b.constant("zeros", HostTensor::from<float>(Shape{1, 3}, std::vector<float>{0, 0, 0}));
+    auto one_by_three = b.constant("one_by_three", HostTensor::from<int64_t>(Shape{2}, std::vector<int64_t>{1, 3}));
+    auto has = b.op1("OptionalHasElement", {bias});
+    b.output(b.op1("ConcatFromSequence", {xs}, {{"axis", int64_t(0)}}), "cat");
+    auto body = std::make_shared<Graph>();
+    body->name = "relu_body";
+    body->inputs.push_back(ValueInfo{"e", DType::f32, ValueShape{}});
+    body->inputs.back().shape.known = false;
+    Node r;
+    r.name = "relu_e";
+    r.op_type = "Relu";
+    r.inputs = {"e"};
+    r.outputs = {"relu_e_out"};
+    body->nodes.push_back(r);
+    body->outputs.push_back(ValueInfo{"relu_e_out", DType::f32, ValueShape{}});
+    body->outputs.back().shape.known = false;
+    b.output(b.op1("SequenceMap", {xs}, {{"body", SubGraph(body)}}), "relus");
+    b.output(has, "has");
+    Graph g = b.build();
+    // The If picks bias or zeros by `has` (a plan-time constant), then the tail is appended.
+    auto then_g = std::make_shared<Graph>();
+    then_g->name = "then";
+    Node get;
+    get.name = "get_bias";
+    get.op_type = "OptionalGetElement";
+    get.inputs = {"bias"};
+    get.outputs = {"bias_t"};
+    then_g->nodes.push_back(get);
+    Node rs;
+    rs.name = "bias_row";
+    rs.op_type = "Reshape";
+    rs.inputs = {"bias_t", one_by_three.name};
+    rs.outputs = {"bias_row_out"};
+    then_g->nodes.push_back(rs);
+    Node rl;
+    rl.name = "bias_relu";
+    rl.op_type = "Relu";
+    rl.inputs = {"bias_row_out"};
+    rl.outputs = {"bias_relu_out"};
+    then_g->nodes.push_back(rl);
+    then_g->outputs.push_back(ValueInfo{"bias_relu_out", DType::f32, ValueShape{}});
+    then_g->outputs.back().shape.known = false;
+    auto else_g = std::make_shared<Graph>();
+    else_g->name = "else";
+    Node id;
+    id.name = "zeros_id";
+    id.op_type = "Identity";
+    id.inputs = {zeros.name};
+    id.outputs = {"zeros_out"};
+    else_g->nodes.push_back(id);
+    else_g->outputs.push_back(ValueInfo{"zeros_out", DType::f32, ValueShape{}});
+    else_g->outputs.back().shape.known = false;
+    Node iff;
+    iff.name = "pick";
+    iff.op_type = "If";
+    iff.inputs = {has.name};
+    iff.outputs = {"tail"};
+    iff.attrs["then_branch"] = SubGraph(then_g);
+    iff.attrs["else_branch"] = SubGraph(else_g);
+    g.nodes.push_back(iff);
+    Node ins;
+    ins.name = "append";
+    ins.op_type = "SequenceInsert";
+    ins.inputs = {"xs", "tail"};
+    ins.outputs = {"appended"};
+    g.nodes.push_back(ins);
+    g.outputs.push_back(ValueInfo{"appended", DType::f32, ValueShape{}});
+    g.outputs.back().sequence = true;
+    g.outputs.back().shape.known = false;
+    Node opt;
+    opt.name = "bias_opt";
+    opt.op_type = "Identity";
+    opt.inputs = {"bias"};
+    opt.outputs = {"bias_out"};
+    g.nodes.push_back(opt);
+    g.outputs.push_back(ValueInfo{"bias_out", DType::f32, ValueShape{}});
+    g.outputs.back().optional = true;
+    g.outputs.back().shape.known = false;
+    for (auto& in : g.inputs) {
+      if (in.name == "xs") in.sequence = true, in.shape.known = false;
+      if (in.name == "bias") in.optional = true;
+    }
+    for (auto& o : g.outputs)
+      if (o.name == "relus") o.sequence = true, o.shape.known = false;
+
+    auto m = Model::create(test::shared_ctx(), std::move(g));
+    auto s = m->session();
+    std::mt19937 rng(17);
+    int calls = 0;
+    for (std::vector<int64_t> rows : {std::vector<int64_t>{2}, {1, 4, 3}, {5, 1}, {1, 4, 3}}) {
+      for (bool with_bias : {true, false}) {
+        CAPTURE(rows.size());
+        CAPTURE(with_bias);
+        std::vector<HostTensor> items;
+        std::vector<float> cat;
+        for (int64_t r : rows) {
+          items.push_back(random_tensor(Shape{r, 3}, rng));
+          cat.insert(cat.end(), items.back().as<float>(), items.back().as<float>() + r * 3);
+        }
+        HostTensor bv = random_tensor(Shape{3}, rng);
+        std::map<std::string, ModelValue> in{{"xs", ModelValue::sequence_of(items)}};
+        in["bias"] = with_bias ? ModelValue::of(bv) : ModelValue::none();
+        auto out = s->run_values(in);
+        ++calls;
+        REQUIRE(out.at("cat").kind == ModelValue::Kind::tensor);
+        check_close(out.at("cat").tensor, cat, 0);
+        CHECK(out.at("has").tensor.as<bool>()[0] == with_bias);
+        const ModelValue& app = out.at("appended");
+        REQUIRE(app.kind == ModelValue::Kind::sequence);
+        REQUIRE(app.items.size() == rows.size() + 1);
+        for (size_t k = 0; k < rows.size(); ++k)
+          check_close(app.items[k], std::vector<float>(items[k].as<float>(), items[k].as<float>() + rows[k] * 3), 0);
+        std::vector<float> tail(3, 0.f);
+        if (with_bias)
+          for (int k = 0; k < 3; ++k) tail[size_t(k)] = std::max(bv.as<float>()[k], 0.f);
+        REQUIRE(app.items.back().shape() == Shape{1, 3});
+        check_close(app.items.back(), tail, 0);
+        const ModelValue& relus = out.at("relus");
+        REQUIRE(relus.kind == ModelValue::Kind::sequence);
+        REQUIRE(relus.items.size() == rows.size());
+        for (size_t k = 0; k < rows.size(); ++k) {
+          std::vector<float> want(items[k].as<float>(), items[k].as<float>() + rows[k] * 3);
+          for (auto& v : want) v = std::max(v, 0.f);
+          check_close(relus.items[k], want, 0);
+        }
+        const ModelValue& bo = out.at("bias_out");
+        if (with_bias) {
+          REQUIRE(bo.kind == ModelValue::Kind::tensor);
+          check_close(bo.tensor, std::vector<float>(bv.as<float>(), bv.as<float>() + 3), 0);
+        } else {
+          CHECK(bo.kind == ModelValue::Kind::none);
+        }
+      }
+    }
+    // One plan per (element shapes, bias present) signature: the repeated lengths hit the cache.
+    CHECK(m->plan_cache_stats().misses == 6);
+    CHECK(calls == 8);
+
+    // Errors name the input and what was expected; the session goes on.
+    HostTensor t = random_tensor(Shape{2, 3}, rng);
+    CHECK_THROWS_WITH(s->run_values({{"xs", ModelValue::of(t)}}), doctest::Contains("input 'xs': expected a sequence"));
+    CHECK_THROWS_WITH(s->run_values({{"xs", ModelValue::sequence_of({HostTensor::from<int64_t>(Shape{1, 3}, std::vector<int64_t>{1, 2, 3})})}}),
+                      doctest::Contains("input 'xs' element 0: expected f32"));
+    CHECK_THROWS_WITH(s->run_values({{"xs", ModelValue::sequence_of({})}}), doctest::Contains("empty sequence"));
+    CHECK_THROWS_WITH(s->run({{"bias", t}}), doctest::Contains("run_values"));
+    auto again = s->run_values({{"xs", ModelValue::sequence_of({t})}, {"bias", ModelValue::none()}});
+    CHECK(again.at("appended").items.size() == 2);
+  }
+}
