@@ -15,6 +15,8 @@ namespace {
 
 constexpr const char* kStepOp = "ControlFlowStep";
 constexpr const char* kStepDomain = "ai.cldl.control";
+// A Scan made from an opset-8 Scan for one batch element: opset 9's semantics whatever the model's opset.
+constexpr const char* kScan9 = "_cldl_scan9";
 
 bool is(const Node& n, const char* op) { return n.op_type == op && n.domain.empty(); }
 
@@ -320,9 +322,7 @@ std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
     u.out_axes.assign(u.scans.size(), 0);
     u.out_reverse.assign(u.scans.size(), 0);
   } else {
-    if (g.opset("") < 9)
-      fail("{}: Scan of opset {} (a batch axis and sequence_lens) is not supported; cldl implements Scan from opset 9",
-           n.describe(), g.opset(""));
+    if (g.opset("") < 9 && !n.has(kScan9)) return scan8(g, n);
     int64_t k = n.attr_i("num_scan_inputs", -1);
     if (k < 1 || size_t(k) > n.inputs.size())
       fail("{}: num_scan_inputs is {}, the node has {} inputs", n.describe(), k, n.inputs.size());
@@ -559,6 +559,74 @@ bool ControlFlowExpander::unpack_output(const std::string& value, Graph::Unpacke
   if (s == sequences_.end()) return false;
   out = {ModelValue::Kind::sequence, s->second};
   return true;
+}
+
+// Scan of opset 8: a batch axis 0 on every state and scan input (scan inputs are [batch, steps, ...]),
+// optional sequence_lens, `directions`. It becomes one opset-9 Scan per batch element (a Gather of that
+// element from each input), whose outputs are stacked back along axis 0. Sequence lengths shorter than
+// the scan inputs' steps are refused (the padding of their outputs is not modelled).
+std::vector<Node> ControlFlowExpander::scan8(Graph& g, const Node& n) {
+  const int64_t k = n.attr_i("num_scan_inputs", -1);
+  if (n.inputs.empty()) fail("{}: Scan (opset 8) needs its sequence_lens input (it may be empty)", n.describe());
+  if (k < 1 || size_t(k) + 1 > n.inputs.size())
+    fail("{}: num_scan_inputs is {}, the node has {} inputs after sequence_lens", n.describe(), k, n.inputs.size() - 1);
+  const size_t states = n.inputs.size() - 1 - size_t(k);
+  if (n.outputs.size() < states) fail("{}: {} outputs for {} states", n.describe(), n.outputs.size(), states);
+  int64_t batch = -1, steps = -1;
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    const ValueInfo* in = g.info(n.inputs[i]);
+    if (!in || !in->shape.is_static()) fail("{}: input '{}' has no static shape", n.describe(), n.inputs[i]);
+    Shape s = in->shape.to_shape();
+    const bool scan = i > states;
+    if (s.rank() < (scan ? 2u : 1u))
+      fail("{}: input '{}' has shape {}; opset 8 wants [batch, ...] states and [batch, steps, ...] scan inputs",
+           n.describe(), n.inputs[i], s.str());
+    if (batch >= 0 && s[0] != batch)
+      fail("{}: input '{}' has batch {}, an earlier input {}", n.describe(), n.inputs[i], s[0], batch);
+    batch = s[0];
+    if (scan) steps = s[1];
+  }
+  if (!n.inputs[0].empty()) {
+    const HostTensor* lens = known(g, n.inputs[0]);
+    if (!lens)
+      throw_decision(n.inputs[0], "{}: sequence_lens '{}' is computed from run-time data", n.describe(), n.inputs[0]);
+    for (int64_t len : to_ints(*lens))
+      if (len != steps)
+        fail("{}: sequence_lens holds {}, the scan inputs have {} steps; cldl runs opset-8 Scans whose sequences "
+             "are all full length",
+             n.describe(), len, steps);
+  }
+  std::vector<Node> nodes;
+  std::vector<std::vector<std::string>> per_batch(n.outputs.size());
+  for (int64_t b = 0; b < batch; ++b) {
+    const std::string prefix = fmt::format("{}/batch_{}", n.name, b);
+    std::string idx = add_constant(g, prefix + "/index", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{b}));
+    Node scan = make_node(g, prefix, "Scan", {}, {}, {{"body", n.attrs.at("body")}, {"num_scan_inputs", k}, {kScan9, int64_t(1)}});
+    if (n.has("directions")) scan.attrs["scan_input_directions"] = n.attr_ints("directions");
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      std::string part = g.unique_name(prefix + "/" + n.inputs[i]);
+      nodes.push_back(make_node(g, prefix + "/gather", "Gather", {n.inputs[i], idx}, {part}, {{"axis", int64_t(0)}}));
+      scan.inputs.push_back(part);
+    }
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      scan.outputs.push_back(n.outputs[o].empty() ? std::string() : g.unique_name(prefix + "/output"));
+      per_batch[o].push_back(scan.outputs.back());
+    }
+    nodes.push_back(std::move(scan));
+  }
+  // Each element's output gets the batch axis back (Unsqueeze at 0: an attribute before opset 13), then
+  // the elements are concatenated.
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    if (n.outputs[o].empty()) continue;
+    std::vector<std::string> parts;
+    for (auto& v : per_batch[o]) {
+      parts.push_back(g.unique_name(v + "/batched"));
+      nodes.push_back(make_node(g, n.name + "/unsqueeze", "Unsqueeze", {v}, {parts.back()},
+                                {{"axes", std::vector<int64_t>{0}}}));
+    }
+    nodes.push_back(make_node(g, n.name + "/concat", "Concat", parts, {n.outputs[o]}, {{"axis", int64_t(0)}}));
+  }
+  return nodes;
 }
 
 }  // namespace cldl::graph

@@ -77,6 +77,7 @@ class ControlFlowExpander {
   std::vector<Unroll> unrolls_;
   std::vector<Node> optional_op(Graph& g, const Node& n);
   std::vector<Node> sequence_map(Graph& g, const Node& n);
+  std::vector<Node> scan8(Graph& g, const Node& n);
   std::map<std::string, std::vector<std::string>> sequences_;  // sequence value -> its tensors' names
   // optional value -> what it holds: "" when absent, else a tensor's or a sequence's (in sequences_) name
   std::map<std::string, std::string> optionals_;

@@ -6,6 +6,7 @@
 #include <set>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include <filesystem>
 
@@ -662,5 +663,72 @@ TEST_SUITE("dynamic shapes") {
     CHECK_THROWS_WITH(s->run({{"bias", t}}), doctest::Contains("run_values"));
     auto again = s->run_values({{"xs", ModelValue::sequence_of({t})}, {"bias", ModelValue::none()}});
     CHECK(again.at("appended").items.size() == 2);
+  }
+}
+
+TEST_SUITE("dynamic shapes") {
+  TEST_CASE("Scan of opset 8: a batch axis, sequence_lens and directions") {
+    // Body: s' = s + x (the state), y = s' * x (a scan output). Opset 8: states [B, D], scan inputs
+    // [B, T, D]; the second scan input runs in reverse.
+    auto body = std::make_shared<Graph>();
+    body->name = "scan8_body";
+    for (const char* v : {"s", "x", "z"}) {
+      body->inputs.push_back(ValueInfo{v, DType::f32, ValueShape{}});
+      body->inputs.back().shape.known = false;
+    }
+    auto node = [&](const char* name, const char* op, std::vector<std::string> in, const char* out) {
+      Node n;
+      n.name = name;
+      n.op_type = op;
+      n.inputs = std::move(in);
+      n.outputs = {out};
+      body->nodes.push_back(n);
+    };
+    node("add", "Add", {"s", "x"}, "s_next");
+    node("mul", "Mul", {"s_next", "z"}, "y");
+    for (const char* v : {"s_next", "y"}) {
+      body->outputs.push_back(ValueInfo{v, DType::f32, ValueShape{}});
+      body->outputs.back().shape.known = false;
+    }
+    std::mt19937 rng(8);
+    for (auto [B, T, D] : {std::tuple<int64_t, int64_t, int64_t>{3, 5, 7}, {1, 1, 2}, {2, 9, 1}}) {
+      CAPTURE(B);
+      CAPTURE(T);
+      GraphBuilder b("scan8", 8);
+      auto lens = b.input("lens", DType::i64, Shape{B});
+      auto s0 = b.input("s0", DType::f32, Shape{B, D});
+      auto x = b.input("x", DType::f32, Shape{B, T, D});
+      auto z = b.input("z", DType::f32, Shape{B, T, D});
+      auto outs = b.op("Scan", {lens, s0, x, z},
+                       {{"body", SubGraph(body)}, {"num_scan_inputs", int64_t(2)},
+                        {"directions", std::vector<int64_t>{0, 1}}},
+                       2);
+      b.output(outs[0], "s_final");
+      b.output(outs[1], "ys");
+      auto m = Model::create(test::shared_ctx(), b.build());
+      HostTensor S = random_tensor(Shape{B, D}, rng), X = random_tensor(Shape{B, T, D}, rng),
+                 Z = random_tensor(Shape{B, T, D}, rng);
+      HostTensor L = HostTensor::from<int64_t>(Shape{B}, std::vector<int64_t>(size_t(B), T));
+      auto out = m->session()->run({{"lens", L}, {"s0", S}, {"x", X}, {"z", Z}});
+      std::vector<float> s_final, ys(size_t(B * T * D));
+      for (int64_t bi = 0; bi < B; ++bi) {
+        std::vector<float> s(S.as<float>() + bi * D, S.as<float>() + (bi + 1) * D);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < D; ++d) {
+            s[size_t(d)] += X.as<float>()[(bi * T + t) * D + d];
+            ys[size_t((bi * T + t) * D + d)] = s[size_t(d)] * Z.as<float>()[(bi * T + (T - 1 - t)) * D + d];
+          }
+        s_final.insert(s_final.end(), s.begin(), s.end());
+      }
+      REQUIRE(out.at("s_final").shape() == Shape{B, D});
+      check_close(out.at("s_final"), s_final);
+      REQUIRE(out.at("ys").shape() == Shape{B, T, D});
+      check_close(out.at("ys"), ys);
+      if (T > 1) {  // a shorter sequence is refused, naming the node
+        L.as<int64_t>()[0] = T - 1;
+        CHECK_THROWS_WITH(m->session()->run({{"lens", L}, {"s0", S}, {"x", X}, {"z", Z}}),
+                          doctest::Contains("sequence_lens holds"));
+      }
+    }
   }
 }
