@@ -315,8 +315,24 @@ std::unique_ptr<NodeKernel> lower_compress(LowerCtx& c) {
 
 // A condition computed from run-time data: NonZero of the condition (a counted output, on the device),
 // flattened to the [count] positions, and a Gather of them along the axis (of the flattened input without
-// one). A true past the input's extent is read as zeros by the Gather (a constant condition is an error).
+// one). A condition longer than the input's extent is refused when planning: a true past the extent
+// could not be reported from the device (a constant condition names the position).
 std::vector<Node> expand_compress(Graph& g, const Node& n) {
+  const ValueInfo *x = g.info(n.input(0)), *cond = g.info(n.input(1));
+  if (x && cond && x->shape.is_static() && cond->shape.is_static() && cond->shape.dims.size() == 1) {
+    const Shape xs = x->shape.to_shape();
+    int64_t extent = xs.numel();
+    if (n.has("axis")) {
+      int64_t a = n.attr_i("axis", 0);
+      if (a < 0) a += int64_t(xs.rank());
+      if (a < 0 || a >= int64_t(xs.rank())) fail("{}: axis {} is outside rank {}", n.describe(), n.attr_i("axis", 0), xs.rank());
+      extent = xs[size_t(a)];
+    }
+    if (cond->shape.dims[0] > extent)
+      fail("{}: the condition '{}' (computed at run time) has {} elements, the {} {}; cldl takes a run-time "
+           "condition no longer than that",
+           n.describe(), n.input(1), cond->shape.dims[0], n.has("axis") ? "axis has" : "flattened input has", extent);
+  }
   auto constant = [&](const std::string& base, std::vector<int64_t> v) {
     const std::string name = g.unique_name(base);
     HostTensor t = HostTensor::from<int64_t>(Shape{int64_t(v.size())}, v);

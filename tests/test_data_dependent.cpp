@@ -249,6 +249,21 @@ TEST_SUITE("dynamic shapes") {
       for (size_t i = 0; i < flat.size(); ++i) CHECK(out.at("flat").as<float>()[i] == flat[i]);
     }
     CHECK(s->last_plan()->counted.size() == 2);
+
+    // A run-time condition longer than the axis: refused when planning, naming the node (a true past the
+    // end could not be reported from the device).
+    GraphBuilder b2("compress_long", 11);
+    auto x2 = b2.input("x", DType::f32, sym({-1, 3}, {"n", ""}));
+    auto y2 = b2.input("y", DType::f32, sym({-1}, {"m"}));
+    auto c2 = b2.op1("Greater", {y2, b2.constant("zero", HostTensor::from<float>(Shape{}, std::vector<float>{0}))});
+    b2.output(b2.op1("Compress", {x2, c2}, {{"axis", int64_t(0)}}), "rows");
+    auto m2 = Model::create(test::shared_ctx(), b2.build());
+    HostTensor x4(DType::f32, Shape{4, 3}), y4(DType::f32, Shape{4}), y6(DType::f32, Shape{6});
+    for (auto* t : {&x4, &y4, &y6})
+      for (auto& v : t->span<float>()) v = 1.f;
+    CHECK(m2->session()->run({{"x", x4}, {"y", y4}}).at("rows").shape() == Shape{4, 3});
+    CHECK_THROWS_WITH(m2->session()->run({{"x", x4}, {"y", y6}}),
+                      doctest::Contains("has 6 elements, the axis has 4"));
   }
 
   TEST_CASE("a counted op's bad input is an error naming the node and the argument") {
