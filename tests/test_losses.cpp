@@ -316,28 +316,19 @@ TEST_SUITE("optimizers") {
       for (auto& o : outs) b.output(o);
       expect_invalid([&] { load(b.build()); }, {"Adam", "7 inputs", "X, G, V, H"});
     }
-    {
-      GraphBuilder b("opt_shape", 17);
+    // Adagrad with G of shape g and T of dtype t.
+    auto adagrad = [&](Shape g, DType t) {
+      GraphBuilder b("opt_adagrad", 17);
       b.graph().opsets[kTraining] = 1;
       auto outs = b.op("Adagrad",
-                       {b.input("R", DType::f32, Shape{}), b.input("T", DType::i64, Shape{}),
-                        b.input("X", DType::f32, Shape{4}), b.input("G", DType::f32, Shape{5}),
-                        b.input("H", DType::f32, Shape{4})},
+                       {b.input("R", DType::f32, Shape{}), b.input("T", t, Shape{}), b.input("X", DType::f32, Shape{4}),
+                        b.input("G", DType::f32, g), b.input("H", DType::f32, Shape{4})},
                        {}, 2, kTraining);
       for (auto& o : outs) b.output(o);
-      expect_invalid([&] { load(b.build()); }, {"Adagrad", "'G'", "[5]", "'X'"});
-    }
-    {
-      GraphBuilder b("opt_t", 17);
-      b.graph().opsets[kTraining] = 1;
-      auto outs = b.op("Adagrad",
-                       {b.input("R", DType::f32, Shape{}), b.input("T", DType::f32, Shape{}),
-                        b.input("X", DType::f32, Shape{4}), b.input("G", DType::f32, Shape{4}),
-                        b.input("H", DType::f32, Shape{4})},
-                       {}, 2, kTraining);
-      for (auto& o : outs) b.output(o);
-      expect_invalid([&] { load(b.build()); }, {"Adagrad", "'T'", "int64"});
-    }
+      return b.build();
+    };
+    expect_invalid([&] { load(adagrad(Shape{5}, DType::i64)); }, {"Adagrad", "'G'", "[5]", "'X'"});
+    expect_invalid([&] { load(adagrad(Shape{4}, DType::f32)); }, {"Adagrad", "'T'", "int64"});
   }
 }
 
