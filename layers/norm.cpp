@@ -195,7 +195,8 @@ std::unique_ptr<AxesNorm> AxesNorm::create(Context& ctx, int device, const AxesN
 
 void AxesNorm::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
   const std::string_view op = type();
-  if (in.size() != 1 || out.size() != 1) invalid(op, "expects 1 input and 1 output, got {} and {}", in.size(), out.size());
+  if (in.size() != 1 || out.size() != 1)
+    invalid(op, "expects 1 input and 1 output, got {} and {}", in.size(), out.size());
   for (const Tensor* t : {&in[0], &out[0]})
     if (t->shape != cfg_.input || t->dtype != DType::f32)
       invalid(op, "{} is {} {}, expected f32 {}", t == &in[0] ? "input X" : "output Y", to_string(t->dtype),

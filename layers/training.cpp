@@ -70,8 +70,7 @@ std::unique_ptr<Loss> Loss::create(Context& ctx, int device, const LossConfig& c
 Loss::~Loss() = default;
 
 std::string Loss::algorithm() const {
-  const char* how = cfg_.reduction == LossReduction::none ? "one work-item per position"
-                                                          : "one work-group reduction";
+  const char* how = cfg_.reduction == LossReduction::none ? "one work-item per position" : "one work-group reduction";
   return softmax_ ? fmt::format("log-softmax ({}), then {}", softmax_->algorithm(), how) : std::string(how);
 }
 
@@ -95,7 +94,8 @@ void Loss::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
   // The log-probabilities the loss reads: the input itself, or the log-softmax of it.
   Tensor lp = in[0];
   if (softmax_) {
-    if (cfg_.log_prob) lp = out[1];
+    if (cfg_.log_prob)
+      lp = out[1];
     else {
       if (!workspace || workspace->bytes() < workspace_bytes())
         invalid(op, "needs a workspace of {} bytes", workspace_bytes());
@@ -109,8 +109,8 @@ void Loss::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
   const cl_long ignore = cfg_.ignore_index.value_or(0);
   std::lock_guard lock(launch_mutex_);
   if (cfg_.reduction == LossReduction::none) {
-    set_args(kernel_, cl_long(classes_), cl_long(inner_), cl_int(has_ignore), ignore, cl_int(cfg_.weight),
-             lp.buffer, cl_long(lp.offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()), w.buffer,
+    set_args(kernel_, cl_long(classes_), cl_long(inner_), cl_int(has_ignore), ignore, cl_int(cfg_.weight), lp.buffer,
+             cl_long(lp.offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()), w.buffer,
              cl_long(w.offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
     ec.enqueue_kernel(kernel_, cl::NDRange(size_t(count_)), cl::NullRange, "loss_none");
     return;
@@ -143,8 +143,9 @@ std::unique_ptr<Optimizer> Optimizer::create(Context& ctx, int device, const Opt
   validate(cfg);
   std::unique_ptr<Optimizer> o(new Optimizer());
   o->cfg_ = cfg;
-  const char* name = cfg.kind == OptimizerKind::adagrad ? "adagrad" : cfg.kind == OptimizerKind::adam ? "adam"
-                                                                                                       : "momentum";
+  const char* name = cfg.kind == OptimizerKind::adagrad ? "adagrad"
+                     : cfg.kind == OptimizerKind::adam  ? "adam"
+                                                        : "momentum";
   o->kernel_ = make_kernel(ctx.program("training.cl", "-DTARGET_T=long", device), name);
   return o;
 }
@@ -165,8 +166,9 @@ void Optimizer::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
     check_tensor(op, fmt::format("input X_{}", i + 1), in[2 + i], sh, DType::f32);
     check_tensor(op, fmt::format("input G_{}", i + 1), in[2 + n + i], sh, DType::f32);
     for (size_t k = 0; k < s; ++k) {
-      const char* nm = cfg_.kind == OptimizerKind::adam ? state_names[1][k]
-                       : cfg_.kind == OptimizerKind::adagrad ? "H" : "V";
+      const char* nm = cfg_.kind == OptimizerKind::adam      ? state_names[1][k]
+                       : cfg_.kind == OptimizerKind::adagrad ? "H"
+                                                             : "V";
       check_tensor(op, fmt::format("input {}_{}", nm, i + 1), in[2 + (2 + k) * n + i], sh, DType::f32);
       check_tensor(op, fmt::format("output {}_{}_new", nm, i + 1), out[(1 + k) * n + i], sh, DType::f32);
     }
@@ -198,8 +200,8 @@ void Optimizer::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
         auto [s2, s2_off] = buf(in[2 + 3 * n + i]);
         auto [s2n, s2n_off] = buf(out[2 * n + i]);
         set_args(kernel_, cl_float(cfg_.alpha), cl_float(cfg_.beta), cl_float(cfg_.epsilon),
-                 cl_float(cfg_.norm_coefficient), cl_float(cfg_.norm_coefficient_post), r, r_off, t, t_off, x, x_off,
-                 g, g_off, s1, s1_off, s2, s2_off, xn, xn_off, s1n, s1n_off, s2n, s2n_off);
+                 cl_float(cfg_.norm_coefficient), cl_float(cfg_.norm_coefficient_post), r, r_off, t, t_off, x, x_off, g,
+                 g_off, s1, s1_off, s2, s2_off, xn, xn_off, s1n, s1n_off, s2n, s2n_off);
         break;
       }
     }

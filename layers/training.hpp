@@ -18,9 +18,9 @@ enum class LossReduction { none, sum, mean };
 LossReduction loss_reduction_from_onnx(std::string_view op, std::string_view name);  // "none", "sum", "mean"
 
 struct LossConfig {
-  Shape input;                  // [N, C] or [N, C, d1, ..., dk]: log-probabilities, or logits with softmax
-  DType target = DType::i64;    // targets [N] or [N, d1, ..., dk]: class ids, i64 or i32
-  bool weight = false;          // a weight input [C]
+  Shape input;                // [N, C] or [N, C, d1, ..., dk]: log-probabilities, or logits with softmax
+  DType target = DType::i64;  // targets [N] or [N, d1, ..., dk]: class ids, i64 or i32
+  bool weight = false;        // a weight input [C]
   std::optional<int64_t> ignore_index;
   LossReduction reduction = LossReduction::mean;
   bool softmax = false;   // SoftmaxCrossEntropyLoss: log-softmax over C first
@@ -58,7 +58,7 @@ enum class OptimizerKind { adagrad, momentum, nesterov, adam };
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::adam;
-  std::vector<Shape> tensors;  // the shape of each optimized tensor X_i (its G_i and states alike)
+  std::vector<Shape> tensors;         // the shape of each optimized tensor X_i (its G_i and states alike)
   float alpha = 0.9f, beta = 0.999f;  // Momentum: alpha, beta; Adam: the two decay rates
   float epsilon = 0.0f, norm_coefficient = 0.0f;
   float norm_coefficient_post = 0.0f;  // Adam

@@ -2,7 +2,8 @@
 // running_var; opsets 6 to 13 in test mode), InstanceNormalization and
 // GroupNormalization (opset 21: scale / bias per channel; opset 18-20: per group) mapped onto
 // layers/norm.hpp; LpNormalization (opsets 1 and 22: p = 1 or 2 along one axis) and MeanVarianceNormalization
-// (9 and 13: axes, default [0, 2, 3]) on its AxesNorm. BatchNorm after a Conv / Gemm with constant weights is folded away by the fusion pass.
+// (9 and 13: axes, default [0, 2, 3]) on its AxesNorm. BatchNorm after a Conv / Gemm with constant weights is folded
+// away by the fusion pass.
 #include "layers/norm.hpp"
 #include "models/ops_cnn_common.hpp"
 

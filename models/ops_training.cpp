@@ -97,7 +97,9 @@ OptimizerConfig optimizer_config(const Node& n, size_t inputs, const std::functi
   const size_t per = 2 + Optimizer::states(k.kind);  // X, G and the states of one tensor
   if (inputs < 2 + per || (inputs - 2) % per != 0)
     error(fmt::format("has {} inputs; expected R, T and then {} inputs per optimized tensor (X, G{})", inputs, per,
-                      k.kind == OptimizerKind::adam ? ", V, H" : k.kind == OptimizerKind::adagrad ? ", H" : ", V"));
+                      k.kind == OptimizerKind::adam      ? ", V, H"
+                      : k.kind == OptimizerKind::adagrad ? ", H"
+                                                         : ", V"));
   k.tensors.resize((inputs - 2) / per);
   return k;
 }
@@ -126,7 +128,10 @@ void infer_optimizer(InferCtx& c) {
                 c.shape(in).str(), c.input(2 + i).name, k.tensors[i].str());
     }
   }
-  checked(c, [&] { Optimizer::validate(k); return 0; });
+  checked(c, [&] {
+    Optimizer::validate(k);
+    return 0;
+  });
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < 1 + s; ++j) c.set(j * n + i, DType::f32, k.tensors[i]);
 }

@@ -128,7 +128,8 @@ void infer_dropout(InferCtx& c) {
 // packed 4- and 2-bit types are refused (their element is not a byte multiple).
 void infer_bitcast(InferCtx& c) {
   if (!c.node.has("to")) c.error("attribute to is required");
-  const DType from = c.input(0).dtype, to = dtype_from_onnx(int(c.node.attr_i("to", 0)), c.node.describe() + " attribute to");
+  const DType from = c.input(0).dtype,
+              to = dtype_from_onnx(int(c.node.attr_i("to", 0)), c.node.describe() + " attribute to");
   for (DType t : {from, to})
     if (t == DType::i4 || t == DType::u4 || t == DType::f4e2m1 || t == DType::i2 || t == DType::u2)
       c.error("unsupported: {} (a packed sub-byte type) cannot be bit-cast; input '{}' is {}, to is {}", to_string(t),

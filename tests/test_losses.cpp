@@ -163,11 +163,15 @@ TEST_SUITE("losses") {
     // Constant targets are checked when planning.
     GraphBuilder b("nll_const", 13);
     b.output(b.op1("NegativeLogLikelihoodLoss",
-                   {b.input("x", DType::f32, Shape{2, 3}), b.constant("t", HostTensor::from<int64_t>(Shape{2}, std::vector<int64_t>{0, 3}))},
+                   {b.input("x", DType::f32, Shape{2, 3}),
+                    b.constant("t", HostTensor::from<int64_t>(Shape{2}, std::vector<int64_t>{0, 3}))},
                    {{"reduction", std::string("sum")}}),
              "loss");
-    expect_invalid([&] { run_graph(b.build(), {{"x", f32(Shape{2, 3}, x)}}); },
-                   {"NegativeLogLikelihoodLoss", "target", "class 3", "[0, 3)"});
+    expect_invalid(
+        [&] {
+          run_graph(b.build(), {{"x", f32(Shape{2, 3}, x)}});
+        },
+        {"NegativeLogLikelihoodLoss", "target", "class 3", "[0, 3)"});
   }
 
   TEST_CASE("loss errors name the node and the argument") {
@@ -179,14 +183,26 @@ TEST_SUITE("losses") {
       return b.build();
     };
     auto load = [](graph::Graph g) { compile_graph(std::move(g)); };
-    expect_invalid([&] { load(build({3, 4}, DType::i64, {3}, std::nullopt, "avg")); },
-                   {"SoftmaxCrossEntropyLoss", "reduction", "'avg'"});
-    expect_invalid([&] { load(build({3, 4}, DType::f32, {3}, std::nullopt, "mean")); },
-                   {"SoftmaxCrossEntropyLoss", "target", "int64 or int32"});
-    expect_invalid([&] { load(build({3, 4, 2}, DType::i64, {3, 4}, std::nullopt, "mean")); },
-                   {"SoftmaxCrossEntropyLoss", "target", "[3, 2]"});
-    expect_invalid([&] { load(build({3, 4}, DType::i64, {3}, Shape{3}, "mean")); },
-                   {"SoftmaxCrossEntropyLoss", "weight", "[4]"});
+    expect_invalid(
+        [&] {
+          load(build({3, 4}, DType::i64, {3}, std::nullopt, "avg"));
+        },
+        {"SoftmaxCrossEntropyLoss", "reduction", "'avg'"});
+    expect_invalid(
+        [&] {
+          load(build({3, 4}, DType::f32, {3}, std::nullopt, "mean"));
+        },
+        {"SoftmaxCrossEntropyLoss", "target", "int64 or int32"});
+    expect_invalid(
+        [&] {
+          load(build({3, 4, 2}, DType::i64, {3, 4}, std::nullopt, "mean"));
+        },
+        {"SoftmaxCrossEntropyLoss", "target", "[3, 2]"});
+    expect_invalid(
+        [&] {
+          load(build({3, 4}, DType::i64, {3}, Shape{3}, "mean"));
+        },
+        {"SoftmaxCrossEntropyLoss", "weight", "[4]"});
     expect_invalid([&] { load(build({4}, DType::i64, {4}, std::nullopt, "mean")); },
                    {"SoftmaxCrossEntropyLoss", "[N, C]"});
   }
@@ -227,10 +243,15 @@ TEST_SUITE("optimizers") {
         std::map<std::string, graph::AttrValue> attrs;
         if (op == "Adagrad") attrs = {{"decay_factor", 0.1f}, {"epsilon", 1e-6f}, {"norm_coefficient", 0.01f}};
         if (op == "Momentum")
-          attrs = {{"alpha", 0.9f}, {"beta", 0.7f}, {"norm_coefficient", 0.02f},
+          attrs = {{"alpha", 0.9f},
+                   {"beta", 0.7f},
+                   {"norm_coefficient", 0.02f},
                    {"mode", std::string(op == which ? "standard" : "nesterov")}};
         if (op == "Adam")
-          attrs = {{"alpha", 0.85f}, {"beta", 0.95f}, {"epsilon", 1e-3f}, {"norm_coefficient", 0.01f},
+          attrs = {{"alpha", 0.85f},
+                   {"beta", 0.95f},
+                   {"epsilon", 1e-3f},
+                   {"norm_coefficient", 0.01f},
                    {"norm_coefficient_post", 0.001f}};
         std::map<std::string, HostTensor> feed{{"R", scalar_f32(0.05f)}, {"T", scalar_i64(step)}};
         std::vector<std::vector<std::vector<double>>> vals(2 + states);  // [input kind][tensor]
@@ -258,8 +279,8 @@ TEST_SUITE("optimizers") {
 
   TEST_CASE("40 Adam steps fed back through the graph match a double-precision run") {
     const std::vector<Shape> sh{Shape{13}, Shape{3, 7}};
-    auto m = graph::Model::create(shared_ctx(), optimizer_graph("Adam", sh, 2,
-                                                         {{"alpha", 0.9f}, {"beta", 0.999f}, {"epsilon", 1e-8f}}));
+    auto m = graph::Model::create(
+        shared_ctx(), optimizer_graph("Adam", sh, 2, {{"alpha", 0.9f}, {"beta", 0.999f}, {"epsilon", 1e-8f}}));
     auto s = m->session();
     std::vector<std::vector<double>> x, v, h;
     std::map<std::string, HostTensor> feed{{"R", scalar_f32(0.01f)}};
@@ -300,12 +321,18 @@ TEST_SUITE("optimizers") {
   TEST_CASE("optimizer errors name the node and the argument") {
     auto load = [](graph::Graph g) { compile_graph(std::move(g)); };
     // Momentum has no default for its attributes.
-    expect_invalid([&] { load(optimizer_graph("Momentum", {Shape{3}}, 1, {{"alpha", 0.9f}})); },
-                   {"Momentum", "attribute beta is required"});
-    expect_invalid([&] {
-      load(optimizer_graph("Momentum", {Shape{3}}, 1,
-                           {{"alpha", 0.9f}, {"beta", 0.9f}, {"norm_coefficient", 0.0f}, {"mode", std::string("nag")}}));
-    }, {"Momentum", "mode", "'nag'"});
+    expect_invalid(
+        [&] {
+          load(optimizer_graph("Momentum", {Shape{3}}, 1, {{"alpha", 0.9f}}));
+        },
+        {"Momentum", "attribute beta is required"});
+    expect_invalid(
+        [&] {
+          load(optimizer_graph(
+              "Momentum", {Shape{3}}, 1,
+              {{"alpha", 0.9f}, {"beta", 0.9f}, {"norm_coefficient", 0.0f}, {"mode", std::string("nag")}}));
+        },
+        {"Momentum", "mode", "'nag'"});
     // Adam's groups come in fours: five tensor inputs is no whole number of them.
     {
       GraphBuilder b("opt_bad", 17);
@@ -344,8 +371,9 @@ TEST_SUITE("axis normalizations") {
           for (size_t i = 0; i < x.size(); i += 5) x[i] = 0.0f;
           if (dims.size() == 2) std::fill(x.begin(), x.end(), 0.0f);  // the whole tensor zero
           GraphBuilder b("lp", 22);
-          b.output(b.op1("LpNormalization", {b.input("x", DType::f32, Shape(dims))}, {{"p", int64_t(p)}, {"axis", axis}}),
-                   "y");
+          b.output(
+              b.op1("LpNormalization", {b.input("x", DType::f32, Shape(dims))}, {{"p", int64_t(p)}, {"axis", axis}}),
+              "y");
           auto y = run_graph(b.build(), {{"x", f32(Shape(dims), x)}}).at("y");
           check_close(y, ref::lp_normalize(dbl(x), dims, axis, p));
         }
@@ -374,7 +402,8 @@ TEST_SUITE("axis normalizations") {
     }
     // A constant group: x - mean is 0, so 0 (never NaN).
     GraphBuilder b("mvn_const", 13);
-    b.output(b.op1("MeanVarianceNormalization", {b.input("x", DType::f32, Shape{2, 6})}, {{"axes", std::vector<int64_t>{1}}}),
+    b.output(b.op1("MeanVarianceNormalization", {b.input("x", DType::f32, Shape{2, 6})},
+                   {{"axes", std::vector<int64_t>{1}}}),
              "y");
     auto y = floats(run_graph(b.build(), {{"x", f32(Shape{2, 6}, std::vector<float>(12, 0.7f))}}).at("y"));
     CHECK(y == std::vector<float>(12, 0.0f));
@@ -402,7 +431,6 @@ TEST_SUITE("bitcast") {
     }
     GraphBuilder b("bitcast_bad", 26);
     b.output(b.op1("BitCast", {b.input("x", DType::f32, Shape{2})}, {{"to", int64_t(7)}}), "y");  // INT64
-    expect_invalid([&] { compile_graph(b.build()); },
-                   {"BitCast", "64 bits", "'x'", "32 bits"});
+    expect_invalid([&] { compile_graph(b.build()); }, {"BitCast", "64 bits", "'x'", "32 bits"});
   }
 }
