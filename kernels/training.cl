@@ -4,7 +4,7 @@
 // (onnx/reference/ops) step by step, accumulating in fp32.
 // Macros (set by layers/training.cpp, defaults correct everywhere):
 //   TARGET_T     the element type of the loss targets (long: int64, int: int32)
-//   LOSS_GROUP   the work-group size of loss_reduce (a power of two)
+//   LOSS_GROUP   the work-group size of loss_partial and loss_finish (a power of two)
 
 #ifndef TARGET_T
 #define TARGET_T long
@@ -35,26 +35,45 @@ __kernel void loss_none(long classes, long inner, int has_ignore, long ignore_in
   y[y_off + p] = nll_term(p, classes, inner, has_ignore, ignore_index, has_weight, x + x_off, target + t_off, w + w_off).x;
 }
 
-// reduction = sum / mean: one work-group of LOSS_GROUP work-items; each sums the loss terms and weights of every
-// LOSS_GROUP-th position, then a tree in local memory adds the partial sums (a fixed order: the same bits every
-// run). mean divides the loss sum by the weight sum (the count of non-ignored targets without weights), as the
-// ONNX reference does: NaN when every target is ignored.
-__kernel __attribute__((reqd_work_group_size(LOSS_GROUP, 1, 1))) void loss_reduce(
-    long count, long classes, long inner, int has_ignore, long ignore_index, int has_weight, int mean,
-    __global const float* x, long x_off, __global const TARGET_T* target, long t_off, __global const float* w,
-    long w_off, __global float* y, long y_off) {
-  __local float2 part[LOSS_GROUP];
+// reduction = sum / mean in two launches of LOSS_GROUP-wide work-groups. loss_partial: each work-item sums the loss
+// terms and weights of every global-size-th position, a tree in local memory adds a group's, and the group writes its
+// (loss, weight) pair to part[2g], part[2g + 1]. loss_finish: one work-group adds the pairs the same way and writes
+// the sum, or for mean the loss sum over the weight sum (the count of non-ignored targets without weights), as the
+// ONNX reference does: NaN when every target is ignored. A fixed order throughout: the same bits every run.
+inline float2 group_sum(float2 acc, __local float2* part) {
   const int lid = get_local_id(0);
-  float2 acc = (float2)(0.0f, 0.0f);
-  for (long p = lid; p < count; p += LOSS_GROUP)
-    acc += nll_term(p, classes, inner, has_ignore, ignore_index, has_weight, x + x_off, target + t_off, w + w_off);
   part[lid] = acc;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int s = LOSS_GROUP / 2; s > 0; s >>= 1) {
     if (lid < s) part[lid] += part[lid + s];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (lid == 0) y[y_off] = mean ? part[0].x / part[0].y : part[0].x;
+  return part[0];
+}
+
+__kernel __attribute__((reqd_work_group_size(LOSS_GROUP, 1, 1))) void loss_partial(
+    long count, long classes, long inner, int has_ignore, long ignore_index, int has_weight,
+    __global const float* x, long x_off, __global const TARGET_T* target, long t_off, __global const float* w,
+    long w_off, __global float* part, long part_off) {
+  __local float2 scratch[LOSS_GROUP];
+  float2 acc = (float2)(0.0f, 0.0f);
+  for (long p = get_global_id(0); p < count; p += get_global_size(0))
+    acc += nll_term(p, classes, inner, has_ignore, ignore_index, has_weight, x + x_off, target + t_off, w + w_off);
+  const float2 s = group_sum(acc, scratch);
+  if (get_local_id(0) == 0) {
+    part[part_off + 2 * get_group_id(0)] = s.x;
+    part[part_off + 2 * get_group_id(0) + 1] = s.y;
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(LOSS_GROUP, 1, 1))) void loss_finish(
+    int groups, int mean, __global const float* part, long part_off, __global float* y, long y_off) {
+  __local float2 scratch[LOSS_GROUP];
+  float2 acc = (float2)(0.0f, 0.0f);
+  for (int g = get_local_id(0); g < groups; g += LOSS_GROUP)
+    acc += (float2)(part[part_off + 2 * g], part[part_off + 2 * g + 1]);
+  const float2 s = group_sum(acc, scratch);
+  if (get_local_id(0) == 0) y[y_off] = mean ? s.x / s.y : s.x;
 }
 
 // ---------------------------------------------------------------- optimizers

@@ -3,6 +3,8 @@
 // kernels/training.cl.
 #include "layers/training.hpp"
 
+#include <algorithm>
+
 #include "layers/softmax.hpp"
 
 namespace cldl {
@@ -61,21 +63,34 @@ std::unique_ptr<Loss> Loss::create(Context& ctx, int device, const LossConfig& c
   l->count_ *= l->inner_;
   if (cfg.softmax) l->softmax_ = Softmax::create(ctx, device, SoftmaxConfig{cfg.input, 1, true});
   l->group_ = loss_group(ctx.device(device));
-  const bool none = cfg.reduction == LossReduction::none;
-  l->kernel_ = make_kernel(ctx.program("training.cl", loss_options(cfg.target, l->group_), device),
-                           none ? "loss_none" : "loss_reduce");
+  // Sums: enough work-groups that each work-item adds about 32 terms, at most 256 (their pairs then add in one).
+  const int64_t per_group = int64_t(l->group_) * 32;
+  l->groups_ = std::clamp<int64_t>((l->count_ + per_group - 1) / per_group, 1, 256);
+  const cl::Program program = ctx.program("training.cl", loss_options(cfg.target, l->group_), device);
+  if (cfg.reduction == LossReduction::none) {
+    l->kernel_ = make_kernel(program, "loss_none");
+  } else {
+    l->kernel_ = make_kernel(program, "loss_partial");
+    l->finish_ = make_kernel(program, "loss_finish");
+  }
   return l;
 }
 
 Loss::~Loss() = default;
 
 std::string Loss::algorithm() const {
-  const char* how = cfg_.reduction == LossReduction::none ? "one work-item per position" : "one work-group reduction";
-  return softmax_ ? fmt::format("log-softmax ({}), then {}", softmax_->algorithm(), how) : std::string(how);
+  const std::string how = cfg_.reduction == LossReduction::none
+                              ? std::string("one work-item per position")
+                              : fmt::format("{} work-groups of {}, then one adds their sums", groups_, group_);
+  return softmax_ ? fmt::format("log-softmax ({}), then {}", softmax_->algorithm(), how) : how;
 }
 
+// The log-probabilities (SoftmaxCrossEntropyLoss without its log_prob output), then the sums' (loss, weight) pairs.
+size_t Loss::log_prob_elems() const { return softmax_ && !cfg_.log_prob ? size_t(cfg_.input.numel()) : 0; }
+
 size_t Loss::workspace_bytes() const {
-  return softmax_ && !cfg_.log_prob ? size_t(cfg_.input.numel()) * sizeof(float) : 0;
+  const size_t pairs = cfg_.reduction == LossReduction::none ? 0 : 2 * size_t(groups_);
+  return (log_prob_elems() + pairs) * sizeof(float);
 }
 
 void Loss::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* workspace,
@@ -91,16 +106,12 @@ void Loss::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
   if (cfg_.weight) check_tensor(op, "weight", in[2], Shape{classes_}, DType::f32);
   check_tensor(op, "output loss", out[0], out_, DType::f32);
   if (cfg_.log_prob) check_tensor(op, "output log_prob", out[1], cfg_.input, DType::f32);
+  if (workspace_bytes() && (!workspace || workspace->bytes() < workspace_bytes()))
+    invalid(op, "needs a workspace of {} bytes", workspace_bytes());
   // The log-probabilities the loss reads: the input itself, or the log-softmax of it.
   Tensor lp = in[0];
   if (softmax_) {
-    if (cfg_.log_prob)
-      lp = out[1];
-    else {
-      if (!workspace || workspace->bytes() < workspace_bytes())
-        invalid(op, "needs a workspace of {} bytes", workspace_bytes());
-      lp = workspace->slice_elems(0, cfg_.input.numel(), cfg_.input);
-    }
+    lp = cfg_.log_prob ? out[1] : workspace->slice_elems(0, cfg_.input.numel(), cfg_.input);
     if (cfg_.input.numel() > 0) softmax_->enqueue({&in[0], 1}, {&lp, 1}, nullptr, ec);
   }
   if (out_.numel() == 0) return;
@@ -115,11 +126,14 @@ void Loss::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     ec.enqueue_kernel(kernel_, cl::NDRange(size_t(count_)), cl::NullRange, "loss_none");
     return;
   }
+  const cl_long part_off = cl_long(workspace->offset_elems() + log_prob_elems());
   set_args(kernel_, cl_long(count_), cl_long(classes_), cl_long(inner_), cl_int(has_ignore), ignore,
-           cl_int(cfg_.weight), cl_int(cfg_.reduction == LossReduction::mean), lp.buffer, cl_long(lp.offset_elems()),
-           in[1].buffer, cl_long(in[1].offset_elems()), w.buffer, cl_long(w.offset_elems()), out[0].buffer,
-           cl_long(out[0].offset_elems()));
-  ec.enqueue_kernel(kernel_, cl::NDRange(group_), cl::NDRange(group_), "loss_reduce");
+           cl_int(cfg_.weight), lp.buffer, cl_long(lp.offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()),
+           w.buffer, cl_long(w.offset_elems()), workspace->buffer, part_off);
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(groups_) * group_), cl::NDRange(group_), "loss_partial");
+  set_args(finish_, cl_int(groups_), cl_int(cfg_.reduction == LossReduction::mean), workspace->buffer, part_off,
+           out[0].buffer, cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(finish_, cl::NDRange(group_), cl::NDRange(group_), "loss_finish");
 }
 
 // ---------------------------------------------------------------- optimizers

@@ -40,17 +40,19 @@ class Loss : public Op {
     return cfg_.softmax ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss";
   }
   std::string algorithm() const override;
-  // SoftmaxCrossEntropyLoss without its log_prob output keeps the log-probabilities here.
+  // The log-probabilities of SoftmaxCrossEntropyLoss without its log_prob output; the partial sums of sum / mean.
   size_t workspace_bytes() const override;
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
  private:
+  size_t log_prob_elems() const;
   LossConfig cfg_;
   Shape out_;
   int64_t classes_ = 1, inner_ = 1, count_ = 0;
+  int64_t groups_ = 1;  // work-groups of the partial sums
   std::unique_ptr<Softmax> softmax_;
-  cl::Kernel kernel_;
+  cl::Kernel kernel_, finish_;
   size_t group_ = 64;
 };
 

@@ -114,10 +114,11 @@ TEST_SUITE("losses") {
           check_loss_case({dims, red, weight, std::nullopt}, seed++);
   }
 
-  TEST_CASE("C = 1000, N = 1 and a long reduction") {
+  TEST_CASE("C = 1000, N = 1 and long reductions") {
     check_loss_case({{2, 1000}, "mean", true, std::nullopt}, 7);
     check_loss_case({{1, 1000}, "sum", false, 3}, 8);
-    check_loss_case({{3, 11, 40, 41}, "mean", true, 5}, 9);  // 4920 terms in one work-group
+    check_loss_case({{3, 11, 40, 41}, "mean", true, 5}, 9);    // 4920 terms: 3 work-groups of partial sums
+    check_loss_case({{1, 2, 800, 701}, "sum", false, 1}, 10);  // 560800 terms: the 256 work-groups cap
   }
 
   TEST_CASE("ignore_index: positive, negative, out of the class range, int32 targets") {
