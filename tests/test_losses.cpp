@@ -430,6 +430,20 @@ TEST_SUITE("bitcast") {
       REQUIRE(y.dtype() == DType::i32);
       CHECK(std::vector<int32_t>(y.as<int32_t>(), y.as<int32_t>() + 5) == want);
     }
+    // Between two kernels: f32 Add -> BitCast to int32 -> int32 Add (the view's bytes are the first Add's output).
+    {
+      GraphBuilder g("bitcast_chain", 26);
+      auto sum = g.op1("Add", {g.input("x", DType::f32, Shape{5}), g.constant("zero", f32(Shape{5}, {0, 0, 0, 0, 0}))});
+      auto bits = g.op1("BitCast", {sum}, {{"to", int64_t(6)}});
+      g.output(g.op1("Add", {bits, g.constant("one", HostTensor::from<int32_t>(Shape{1}, std::vector<int32_t>{1}))}),
+               "y");
+      const std::vector<float> normal{1.0f, -2.5f, 0.0f, 3.0e-30f, INFINITY};  // no subnormal: an Add may flush it
+      std::vector<int32_t> bits_of(normal.size());
+      std::memcpy(bits_of.data(), normal.data(), normal.size() * 4);
+      auto y = run_graph(g.build(), {{"x", f32(Shape{5}, normal)}}).at("y");
+      REQUIRE(y.dtype() == DType::i32);
+      for (size_t i = 0; i < normal.size(); ++i) CHECK(y.as<int32_t>()[i] == bits_of[i] + 1);
+    }
     GraphBuilder b("bitcast_bad", 26);
     b.output(b.op1("BitCast", {b.input("x", DType::f32, Shape{2})}, {{"to", int64_t(7)}}), "y");  // INT64
     expect_invalid([&] { compile_graph(b.build()); }, {"BitCast", "64 bits", "'x'", "32 bits"});
