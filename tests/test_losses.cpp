@@ -231,6 +231,38 @@ HostTensor scalar_f32(float v) { return HostTensor::from<float>(Shape{}, std::ve
 HostTensor scalar_i64(int64_t v) { return HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{v}); }
 }  // namespace
 
+TEST_SUITE("losses") {
+  TEST_CASE("Loss as a layer: the workspace path and the enqueue checks name the op and the argument") {
+    LossConfig cfg;
+    cfg.input = Shape{3, 7, 2};
+    cfg.softmax = true;
+    cfg.reduction = LossReduction::sum;
+    auto op = Loss::create(ctx(), 0, cfg);
+    CHECK(op->workspace_bytes() >= 42 * sizeof(float));  // the log-probabilities, then the partial sums
+    auto x = random_floats(42, 70);
+    std::vector<int64_t> t{0, 6, 3, 3, 1, 5};
+    auto y = down<float>(run_op(*op, {up(x, cfg.input), up(t, Shape{3, 2})}, Shape{}));
+    const auto want = ref::nll_loss(ref::log_softmax_axis1(dbl(x), {3, 7, 2}), {3, 7, 2}, t, {}, std::nullopt, "sum");
+    CHECK(y[0] == doctest::Approx(want[0]).epsilon(1e-5));
+    std::vector<int32_t> t32(t.begin(), t.end());
+    expect_invalid(
+        [&] {
+          run_op(*op, {up(x, cfg.input), up(t32, Shape{3, 2})}, Shape{});
+        },
+        {"SoftmaxCrossEntropyLoss", "target", "i32", "i64"});
+    expect_invalid(
+        [&] {
+          run_op(*op, {up(x, Shape{3, 14}), up(t, Shape{3, 2})}, Shape{});
+        },
+        {"SoftmaxCrossEntropyLoss", "input", "[3, 14]"});
+    cfg.softmax = false;
+    cfg.log_prob = true;
+    expect_invalid([&] { Loss::create(ctx(), 0, cfg); }, {"NegativeLogLikelihoodLoss", "log_prob"});
+    cfg.input = Shape{5};
+    expect_invalid([&] { Loss::validate(cfg); }, {"NegativeLogLikelihoodLoss", "[N, C]", "[5]"});
+  }
+}
+
 TEST_SUITE("optimizers") {
   const std::vector<Shape> shapes{Shape{7}, Shape{3, 5}, Shape{1}, Shape{2, 1, 9}};
 
