@@ -9,12 +9,6 @@
 namespace cldl::bench {
 
 namespace {
-Tensor class_targets(Context& ctx, const Shape& s, int64_t classes) {
-  HostTensor t(DType::i64, s);
-  for (int64_t i = 0; i < s.numel(); ++i) t.as<int64_t>()[i] = (i * 7919) % classes;
-  return ctx.upload(t);
-}
-
 void run(Context& ctx, const Options& opts, Reporter& rep) {
   struct LossCase {
     const char* name;
@@ -30,7 +24,7 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     Shape ts{c.input[0]};
     for (size_t i = 2; i < c.input.rank(); ++i) ts.dims.push_back(c.input[i]);
     auto op = Loss::create(ctx, 0, cfg);
-    Tensor x = filled(ctx, c.input), t = class_targets(ctx, ts, c.input[1]), y = ctx.alloc(Shape{}, DType::f32);
+    Tensor x = filled(ctx, c.input), t = spread_indices(ctx, ts, c.input[1]), y = ctx.alloc(Shape{}, DType::f32);
     // The log-softmax reads and writes the input once; the loss reads a target and a log-probability per position.
     const double bytes = (c.softmax ? double(c.input.numel()) * 8 : 0.0) + double(ts.numel()) * 12;
     time_op(ctx, opts, rep, "training", c.name, *op, {x, t}, {y}, bytes);
