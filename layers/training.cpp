@@ -79,9 +79,10 @@ std::unique_ptr<Loss> Loss::create(Context& ctx, int device, const LossConfig& c
 Loss::~Loss() = default;
 
 std::string Loss::algorithm() const {
-  const std::string how = cfg_.reduction == LossReduction::none
-                              ? std::string("one work-item per position")
-                              : fmt::format("{} work-groups of {}, then one adds their sums", groups_, group_);
+  const std::string how =
+      cfg_.reduction == LossReduction::none
+          ? std::string("one work-item per position")
+          : fmt::format("{} work-group{} of {}, then one adds their sums", groups_, groups_ == 1 ? "" : "s", group_);
   return softmax_ ? fmt::format("log-softmax ({}), then {}", softmax_->algorithm(), how) : how;
 }
 
