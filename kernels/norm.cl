@@ -109,3 +109,36 @@ __kernel void lrn(int C, long spatial, int size, float alpha, float beta, float 
   }
   y[y_off + nc * spatial + i] = x[base + (long)c * spatial] / pow(bias + alpha / (float)size * s, beta);
 }
+
+// LpNormalization (mode 1: L1, 2: L2) and MeanVarianceNormalization (mode 0) over a set of axes: one work-item per
+// statistic. keep_* are the kept dims (input strides) in row-major order, red_* the reduced ones; nd_offset
+// (common.cl) turns a flat index into an element offset. Lp: y = x / ||x|| (0 where the norm is 0, as the ONNX
+// reference does); MVN: y = (x - mean) / (std + 1e-9), the population std from a second pass over x - mean.
+__kernel void normalize_axes(int mode, int keep_rank, long8 keep_dims, long8 keep_strides, int red_rank,
+                             long8 red_dims, long8 red_strides, long count, __global const float* x, long x_off,
+                             __global float* y, long y_off) {
+  const long base = nd_offset(get_global_id(0), keep_rank, keep_dims, keep_strides);
+  x += x_off + base;
+  y += y_off + base;
+  float acc = 0.0f;
+  for (long r = 0; r < count; ++r) {
+    const float v = x[nd_offset(r, red_rank, red_dims, red_strides)];
+    acc += mode == 1 ? fabs(v) : mode == 2 ? v * v : v;
+  }
+  float shift = 0.0f, denom;
+  if (mode == 0) {
+    shift = acc / (float)count;
+    float sq = 0.0f;
+    for (long r = 0; r < count; ++r) {
+      const float d = x[nd_offset(r, red_rank, red_dims, red_strides)] - shift;
+      sq += d * d;
+    }
+    denom = sqrt(sq / (float)count) + 1e-9f;
+  } else {
+    denom = mode == 2 ? sqrt(acc) : acc;
+  }
+  for (long r = 0; r < count; ++r) {
+    const long o = nd_offset(r, red_rank, red_dims, red_strides);
+    y[o] = denom == 0.0f ? 0.0f : (x[o] - shift) / denom;
+  }
+}

@@ -152,4 +152,62 @@ void fold_batch_norm(std::span<float> weight, std::span<float> bias, std::span<c
   }
 }
 
+// ---------------------------------------------------------------- LpNormalization, MeanVarianceNormalization
+Shape AxesNorm::validate(const AxesNormConfig& c) {
+  const char* op = c.kind == AxesNormKind::mean_variance ? "MeanVarianceNormalization" : "LpNormalization";
+  for (auto d : c.input.dims)
+    if (d < 0) invalid(op, "input X has a negative dimension in shape {}", c.input.str());
+  if (c.kind != AxesNormKind::mean_variance && c.axes.size() != 1)
+    invalid(op, "normalizes along one axis, got {}", c.axes.size());
+  std::vector<bool> seen(c.input.rank());
+  for (auto a : c.axes) {
+    const int ax = normalize_axis(op, "axes", a, c.input.rank());
+    if (seen[size_t(ax)]) invalid(op, "axis {} is listed twice", a);
+    seen[size_t(ax)] = true;
+  }
+  return c.input;
+}
+
+std::unique_ptr<AxesNorm> AxesNorm::create(Context& ctx, int device, const AxesNormConfig& cfg) {
+  std::unique_ptr<AxesNorm> a(new AxesNorm());
+  a->cfg_ = cfg;
+  validate(cfg);
+  std::vector<bool> red(cfg.input.rank());
+  for (auto ax : cfg.axes) red[size_t(normalize_axis(a->type(), "axes", ax, cfg.input.rank()))] = true;
+  const auto st = contiguous_strides(cfg.input);
+  std::vector<int64_t> kd, ks, rd, rs;
+  for (size_t i = 0; i < cfg.input.rank(); ++i) {
+    (red[i] ? rd : kd).push_back(cfg.input[i]);
+    (red[i] ? rs : ks).push_back(st[i]);
+  }
+  const Iteration keep = collapse(a->type(), kd, {ks}), reduce = collapse(a->type(), rd, {rs});
+  a->keep_rank_ = keep.rank;
+  a->keep_dims_ = keep.dims8();
+  a->keep_strides_ = keep.strides8(0);
+  a->red_rank_ = reduce.rank;
+  a->red_dims_ = reduce.dims8();
+  a->red_strides_ = reduce.strides8(0);
+  a->groups_ = keep.inner() * keep.outer();
+  a->count_ = reduce.inner() * reduce.outer();
+  a->kernel_ = make_kernel(ctx.program("norm.cl", "-DACT=0", device), "normalize_axes");
+  return a;
+}
+
+void AxesNorm::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  const std::string_view op = type();
+  if (in.size() != 1 || out.size() != 1)
+    invalid(op, "expects 1 input and 1 output, got {} and {}", in.size(), out.size());
+  for (const Tensor* t : {&in[0], &out[0]})
+    if (t->shape != cfg_.input || t->dtype != DType::f32)
+      invalid(op, "{} is {} {}, expected f32 {}", t == &in[0] ? "input X" : "output Y", to_string(t->dtype),
+              t->shape.str(), cfg_.input.str());
+  if (cfg_.input.numel() == 0) return;
+  const int mode = cfg_.kind == AxesNormKind::l1 ? 1 : cfg_.kind == AxesNormKind::l2 ? 2 : 0;
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_int(mode), cl_int(keep_rank_), keep_dims_, keep_strides_, cl_int(red_rank_), red_dims_,
+           red_strides_, cl_long(count_), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+           cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(groups_)), cl::NullRange, "normalize_axes");
+}
+
 }  // namespace cldl

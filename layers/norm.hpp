@@ -2,10 +2,11 @@
 // (inference: running mean/var; training mode: batch statistics, updated running mean/var as outputs),
 // InstanceNormalization, GroupNormalization (scale/bias per channel as in
 // opset 21, or per group as in opset 18). Optional fused activation. LRN (across channels).
-// Kernels: kernels/norm.cl.
+// LpNormalization and MeanVarianceNormalization (over any set of axes). Kernels: kernels/norm.cl.
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "layers/activation.hpp"
 #include "layers/op.hpp"
@@ -63,6 +64,37 @@ class Lrn : public Op {
 
  private:
   LrnConfig cfg_;
+  cl::Kernel kernel_;
+};
+
+enum class AxesNormKind { l1, l2, mean_variance };
+
+struct AxesNormConfig {
+  AxesNormKind kind = AxesNormKind::l2;
+  Shape input;
+  std::vector<int64_t> axes;  // the axes one statistic spans (negative count from the end); LpNormalization: one
+};
+
+// LpNormalization (p = 1 or 2: x / ||x|| along one axis; a zero norm gives 0, as the ONNX reference does) and
+// MeanVarianceNormalization ((x - mean) / (std + 1e-9) over `axes`, the population std of the ONNX function,
+// computed in two passes so that it is never the square root of a negative rounding error). Input X, output Y
+// (shape of X), f32. One work-item per statistic walks its elements.
+class AxesNorm : public Op {
+ public:
+  static Shape validate(const AxesNormConfig& cfg);
+  static std::unique_ptr<AxesNorm> create(Context& ctx, int device, const AxesNormConfig& cfg);
+  std::string_view type() const override {
+    return cfg_.kind == AxesNormKind::mean_variance ? "MeanVarianceNormalization" : "LpNormalization";
+  }
+  std::string algorithm() const override { return "one work-item per statistic"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  AxesNormConfig cfg_;
+  cl_long8 keep_dims_{}, keep_strides_{}, red_dims_{}, red_strides_{};
+  int keep_rank_ = 0, red_rank_ = 0;
+  int64_t groups_ = 1, count_ = 1;
   cl::Kernel kernel_;
 };
 

@@ -318,9 +318,12 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, c
   const auto& gp = m.graph();
   g.name = gp.name().empty() ? "graph" : gp.name();
   for (auto& o : m.opset_import()) g.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
-  if (!g.opsets.count("")) fail("{}: no ai.onnx opset import", what);
   for (auto& p : m.metadata_props()) g.metadata[p.key()] = p.value();
   read_graph(gp, g, base_dir, what, 0);
+  // A model of ops of other domains only (an optimizer step of ai.onnx.preview.training) needs no ai.onnx import.
+  if (!g.opsets.count(""))
+    for (auto& n : g.nodes)
+      if (n.domain.empty()) fail("{}: no ai.onnx opset import, but node {} is an ai.onnx op", what, n.describe());
   return g;
 }
 

@@ -269,6 +269,13 @@ const OpRegistration kIndexOps{
      .family = "index",
      .infer = infer_scatter_elements,
      .lower = lower_scatter_elements},
+    // Scatter (opsets 9 and 10) is ScatterElements under its old name, deprecated in opset 11.
+    {.type = "Scatter",
+     .since = 9,
+     .until = 10,
+     .family = "index",
+     .infer = infer_scatter_elements,
+     .lower = lower_scatter_elements},
     {.type = "ScatterND", .since = 11, .family = "index", .infer = infer_scatter_nd, .lower = lower_scatter_nd},
     {.type = "GatherND", .since = 11, .family = "index", .infer = infer_gather_nd, .lower = lower_gather_nd},
     {.type = "OneHot",

@@ -1,7 +1,9 @@
 // ONNX LRN, BatchNormalization (inference, and training_mode 1: batch statistics, outputs running_mean /
 // running_var; opsets 6 to 13 in test mode), InstanceNormalization and
 // GroupNormalization (opset 21: scale / bias per channel; opset 18-20: per group) mapped onto
-// layers/norm.hpp. BatchNorm after a Conv / Gemm with constant weights is folded away by the fusion pass.
+// layers/norm.hpp; LpNormalization (opsets 1 and 22: p = 1 or 2 along one axis) and MeanVarianceNormalization
+// (9 and 13: axes, default [0, 2, 3]) on its AxesNorm. BatchNorm after a Conv / Gemm with constant weights is folded
+// away by the fusion pass.
 #include "layers/norm.hpp"
 #include "models/ops_cnn_common.hpp"
 
@@ -88,11 +90,45 @@ std::unique_ptr<NodeKernel> lower_lrn(LowerCtx& c) {
   return wrap(Lrn::create(c.ctx, c.device, lrn_config(c.node, c.in[0].shape.to_shape())), c);
 }
 
+AxesNormConfig axes_norm_config(const Node& n, Shape s, const std::function<void(const std::string&)>& error) {
+  AxesNormConfig cfg;
+  cfg.input = std::move(s);
+  if (n.op_type == "MeanVarianceNormalization") {
+    cfg.kind = AxesNormKind::mean_variance;
+    cfg.axes = n.attr_ints("axes", {0, 2, 3});
+    return cfg;
+  }
+  const int64_t p = n.attr_i("p", 2);
+  if (p != 1 && p != 2) error(fmt::format("attribute p must be 1 or 2, got {}", p));
+  cfg.kind = p == 1 ? AxesNormKind::l1 : AxesNormKind::l2;
+  cfg.axes = {n.attr_i("axis", -1)};
+  return cfg;
+}
+
+void infer_axes_norm(InferCtx& c) {
+  if (c.input(0).dtype != DType::f32)
+    c.error("unsupported: input '{}' is {}, only f32 is implemented", c.input(0).name, to_string(c.input(0).dtype));
+  auto cfg = axes_norm_config(c.node, c.shape(0), [&](const std::string& m) { c.error("{}", m); });
+  c.set(0, DType::f32, checked(c, [&] { return AxesNorm::validate(cfg); }));
+}
+
+std::unique_ptr<NodeKernel> lower_axes_norm(LowerCtx& c) {
+  auto cfg = axes_norm_config(c.node, c.in[0].shape.to_shape(), [&](const std::string& m) { c.error("{}", m); });
+  return wrap(AxesNorm::create(c.ctx, c.device, cfg), c);
+}
+
 const OpRegistration kNormOps{
     {.type = "LRN", .since = 1, .family = "norm", .infer = infer_lrn, .lower = lower_lrn},
     {.type = "BatchNormalization", .since = 6, .family = "norm", .infer = infer_norm, .lower = lower_norm},
     {.type = "InstanceNormalization", .since = 6, .family = "norm", .infer = infer_norm, .lower = lower_norm},
     {.type = "GroupNormalization", .since = 18, .family = "norm", .infer = infer_norm, .lower = lower_norm},
+    // LpNormalization-22 and MeanVarianceNormalization-13 added types only.
+    {.type = "LpNormalization", .since = 1, .family = "norm", .infer = infer_axes_norm, .lower = lower_axes_norm},
+    {.type = "MeanVarianceNormalization",
+     .since = 9,
+     .family = "norm",
+     .infer = infer_axes_norm,
+     .lower = lower_axes_norm},
 };
 
 }  // namespace

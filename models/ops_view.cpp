@@ -1,5 +1,8 @@
-// View-only ops: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout (inference). Their output
+// View-only ops: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout (inference), BitCast. Their output
 // aliases the input's bytes, so no kernel runs; on constant inputs they fold at load.
+#include <cstring>
+
+#include "models/onnx_import.hpp"
 #include "models/op_registry.hpp"
 
 namespace cldl::graph {
@@ -121,6 +124,29 @@ void infer_dropout(InferCtx& c) {
   }
 }
 
+// BitCast (opset 26): the input's bytes read as dtype `to` of the same width (a view: no kernel runs). The
+// packed 4- and 2-bit types are refused (their element is not a byte multiple).
+void infer_bitcast(InferCtx& c) {
+  if (!c.node.has("to")) c.error("attribute to is required");
+  const DType from = c.input(0).dtype,
+              to = dtype_from_onnx(int(c.node.attr_i("to", 0)), c.node.describe() + " attribute to");
+  for (DType t : {from, to})
+    if (t == DType::i4 || t == DType::u4 || t == DType::f4e2m1 || t == DType::i2 || t == DType::u2)
+      c.error("unsupported: {} (a packed sub-byte type) cannot be bit-cast; input '{}' is {}, to is {}", to_string(t),
+              c.input(0).name, to_string(from), to_string(to));
+  if (dtype_size(from) != dtype_size(to))
+    c.error("attribute to = {} is {} bits wide, but input '{}' is {} ({} bits): BitCast needs types of one width",
+            to_string(to), dtype_size(to) * 8, c.input(0).name, to_string(from), dtype_size(from) * 8);
+  const Shape s = c.shape(0);
+  if (c.value[0]) {
+    HostTensor t(to, s);
+    if (t.bytes()) std::memcpy(t.data(), c.value[0]->data(), t.bytes());
+    c.fold(0, std::move(t));
+  } else {
+    c.set(0, to, s);
+  }
+}
+
 const OpRegistration kViewOps{
     {.type = "Reshape", .since = 5, .family = "view", .const_inputs = {1}, .infer = infer_reshape, .view_of = 0},
     {.type = "Flatten", .since = 1, .family = "view", .infer = infer_flatten, .view_of = 0},
@@ -128,6 +154,7 @@ const OpRegistration kViewOps{
     {.type = "Unsqueeze", .since = 1, .family = "view", .const_inputs = {1}, .infer = infer_unsqueeze, .view_of = 0},
     {.type = "Identity", .since = 1, .family = "view", .infer = infer_identity, .view_of = 0},
     {.type = "Dropout", .since = 6, .family = "view", .const_inputs = {2}, .infer = infer_dropout, .view_of = 0},
+    {.type = "BitCast", .since = 26, .family = "view", .infer = infer_bitcast, .view_of = 0},
 };
 
 }  // namespace

@@ -82,6 +82,8 @@ Stats summarize(std::vector<double> ms);
 
 // Deterministic bench data of any storage type: floats in [-0.5, 0.5) for f32, bytes otherwise.
 Tensor filled(Context& ctx, const Shape& s, DType t = DType::f32);
+// Deterministic int64 indices in [0, range), spread over it ((i * 7919) % range).
+Tensor spread_indices(Context& ctx, const Shape& s, int64_t range);
 // Times one op case of `family` (enqueue + finish per run, with a workspace when the op asks for one)
 // and reports `work` per run in `unit` (bytes for GB/s, operations for GOP/s); skipped unless selected.
 void time_op(Context& ctx, const Options& opts, Reporter& rep, const std::string& family, const std::string& name,

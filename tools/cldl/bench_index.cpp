@@ -9,45 +9,41 @@
 namespace cldl::bench {
 
 namespace {
-Tensor indices(Context& ctx, const Shape& s, int64_t range) {
-  HostTensor h(DType::i64, s);
-  for (int64_t i = 0; i < s.numel(); ++i) h.as<int64_t>()[i] = (i * 7919) % range;
-  return ctx.upload(h);
-}
-
 void run(Context& ctx, const Options& opts, Reporter& rep) {
   {  // [256, 1000] data, [256, 4000] updates along axis 1: four updates per element on average
     Shape s{256, 1000}, is{256, 4000};
     auto op = ScatterElements::create(ctx, 0, {s, DType::f32, is, DType::i64, 1, ScatterReduction::add});
-    Tensor x = filled(ctx, s), idx = indices(ctx, is, 1000), u = filled(ctx, is), y = ctx.alloc(s, DType::f32);
+    Tensor x = filled(ctx, s), idx = spread_indices(ctx, is, 1000), u = filled(ctx, is), y = ctx.alloc(s, DType::f32);
     time_op(ctx, opts, rep, "index", "scatter_elements add [256,1000] axis 1 by [256,4000]", *op, {x, idx, u}, {y},
             double(s.numel()) * 8 + double(is.numel()) * (8 + 4 + 8));
   }
   {  // 1-D: a single line; a CPU walks it, a GPU runs one work-item per update over a winner workspace
     Shape s{1 << 20}, is{1 << 17};
     auto op = ScatterElements::create(ctx, 0, {s, DType::f32, is, DType::i64, 0, ScatterReduction::none});
-    Tensor x = filled(ctx, s), idx = indices(ctx, is, 1 << 20), u = filled(ctx, is), y = ctx.alloc(s, DType::f32);
+    Tensor x = filled(ctx, s), idx = spread_indices(ctx, is, 1 << 20), u = filled(ctx, is),
+           y = ctx.alloc(s, DType::f32);
     time_op(ctx, opts, rep, "index", "scatter_elements none [1M] by [128K]", *op, {x, idx, u}, {y},
             double(s.numel()) * 8 + double(is.numel()) * (8 + 4 + 4));
   }
   {  // rows of 512 into [4096, 512]
     Shape s{4096, 512}, is{2048, 1}, us{2048, 512};
     auto op = ScatterND::create(ctx, 0, {s, DType::f32, is, DType::i64, ScatterReduction::none});
-    Tensor x = filled(ctx, s), idx = indices(ctx, is, 4096), u = filled(ctx, us), y = ctx.alloc(s, DType::f32);
+    Tensor x = filled(ctx, s), idx = spread_indices(ctx, is, 4096), u = filled(ctx, us), y = ctx.alloc(s, DType::f32);
     time_op(ctx, opts, rep, "index", "scatter_nd rows [4096,512] by [2048,1]", *op, {x, idx, u}, {y},
             double(s.numel()) * 8 + double(us.numel()) * 8);
   }
   {
     Shape s{4096, 512}, is{2048, 1}, os{2048, 512};
     auto op = GatherND::create(ctx, 0, {s, DType::f32, is, DType::i64, 0});
-    Tensor x = filled(ctx, s), idx = indices(ctx, is, 4096), y = ctx.alloc(os, DType::f32);
+    Tensor x = filled(ctx, s), idx = spread_indices(ctx, is, 4096), y = ctx.alloc(os, DType::f32);
     time_op(ctx, opts, rep, "index", "gather_nd rows [4096,512] by [2048,1]", *op, {x, idx}, {y},
             double(os.numel()) * 8);
   }
   {
     Shape is{64, 128};
     auto op = OneHot::create(ctx, 0, {is, DType::i64, 1000, DType::f32, -1});
-    Tensor idx = indices(ctx, is, 1000), v = filled(ctx, Shape{2}), y = ctx.alloc(Shape{64, 128, 1000}, DType::f32);
+    Tensor idx = spread_indices(ctx, is, 1000), v = filled(ctx, Shape{2}),
+           y = ctx.alloc(Shape{64, 128, 1000}, DType::f32);
     time_op(ctx, opts, rep, "index", "one_hot [64,128] depth 1000", *op, {idx, v}, {y}, 64.0 * 128 * 1000 * 4);
   }
   {
@@ -74,7 +70,7 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     MaxUnpoolConfig c{Shape{8, 64, 56, 56}, DType::f32, DType::i64, {2, 2}, {2, 2}, {}, {}};
     Shape so = MaxUnpool::validate(c);
     auto op = MaxUnpool::create(ctx, 0, c);
-    Tensor x = filled(ctx, c.input), idx = indices(ctx, c.input, so.numel()), y = ctx.alloc(so, DType::f32);
+    Tensor x = filled(ctx, c.input), idx = spread_indices(ctx, c.input, so.numel()), y = ctx.alloc(so, DType::f32);
     time_op(ctx, opts, rep, "index", "max_unpool 2x2/2 [8,64,56,56]", *op, {x, idx}, {y},
             double(c.input.numel()) * 12 + double(so.numel()) * 12);
   }

@@ -94,6 +94,12 @@ Tensor filled(Context& ctx, const Shape& s, DType t) {
   return ctx.upload(h);
 }
 
+Tensor spread_indices(Context& ctx, const Shape& s, int64_t range) {
+  HostTensor h(DType::i64, s);
+  for (int64_t i = 0; i < s.numel(); ++i) h.as<int64_t>()[i] = (i * 7919) % range;
+  return ctx.upload(h);
+}
+
 void time_op(Context& ctx, const Options& opts, Reporter& rep, const std::string& family, const std::string& name,
              Op& op, const std::vector<Tensor>& in, const std::vector<Tensor>& out, double work, const char* unit) {
   if (!opts.selected(name)) return;
