@@ -209,3 +209,18 @@ __kernel void global_pool(int is_max, long plane, __global const float* x, long 
   }
   if (lid == 0) y[y_off + nc] = is_max ? scratch[0] : scratch[0] / (float)plane;
 }
+
+// Global pools on CPUs: a plane per work-item (PoCL runs neighbouring items as vector lanes and needs no
+// barrier); work-group reductions cost more than the work on the small planes of CNN heads.
+__kernel void global_pool_planes(int is_max, long plane, long nc, __global const float* x, long x_off,
+                                 __global float* y, long y_off) {
+  const long p = get_global_id(0);
+  if (p >= nc) return;
+  x += x_off + p * plane;
+  float acc = is_max ? -INFINITY : 0.0f;
+  if (is_max)
+    for (long i = 0; i < plane; ++i) acc = fmax(acc, x[i]);
+  else
+    for (long i = 0; i < plane; ++i) acc += x[i];
+  y[y_off + p] = is_max ? acc : acc / (float)plane;
+}

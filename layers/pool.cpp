@@ -93,9 +93,19 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
   p->out_ = plan(cfg, p->pads_);
   cl::Program prog = ctx.program("pool.cl", "", device);
   if (is_global(cfg.kind)) {
-    p->kernel_ = make_kernel(prog, "global_pool");
-    p->group_ = reduction_group_size(p->kernel_, ctx.device(device));
-    p->algorithm_ = fmt::format("work-group reduction ({} items per plane)", p->group_);
+    // CPUs with enough planes to fill the cores: a plane per work-item (mobilenet_v3_small's squeeze-
+    // excite pools, [1, 576, 7, 7]: 0.2-0.5 ms each as work-group reductions on PoCL); else a work-group
+    // per plane.
+    const int64_t nc = cfg.input[0] * cfg.input[1];
+    p->rows_ = ctx.device(device).info.type == DeviceType::cpu && nc >= 16;
+    if (p->rows_) {
+      p->kernel_ = make_kernel(prog, "global_pool_planes");
+      p->algorithm_ = "a plane per work-item";
+    } else {
+      p->kernel_ = make_kernel(prog, "global_pool");
+      p->group_ = reduction_group_size(p->kernel_, ctx.device(device));
+      p->algorithm_ = fmt::format("work-group reduction ({} items per plane)", p->group_);
+    }
   } else {
     // The 2-D kernel is the fast path; pool3d covers 3-D, Indices, dilated averages and LpPool.
     const size_t n = cfg.input.rank() - 2;
@@ -147,6 +157,12 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
   const int is_max = cfg_.kind == PoolKind::max || cfg_.kind == PoolKind::global_max;
   if (is_global(cfg_.kind)) {
     const int64_t plane = cfg_.input.numel() / nc;
+    if (rows_) {
+      set_args(kernel_, cl_int(is_max), cl_long(plane), cl_long(nc), in[0].buffer, cl_long(in[0].offset_elems()),
+               out[0].buffer, cl_long(out[0].offset_elems()));
+      ec.enqueue_kernel(kernel_, cl::NDRange(size_t(nc)), cl::NullRange, "global_pool_planes");
+      return;
+    }
     set_args(kernel_, cl_int(is_max), cl_long(plane), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
              cl_long(out[0].offset_elems()), cl::Local(group_ * sizeof(float)));
     ec.enqueue_kernel(kernel_, cl::NDRange(size_t(nc) * group_), cl::NDRange(group_), "global_pool");

@@ -57,7 +57,7 @@ class Pool : public Op {
   bool use_2d_ = false;  // pool2d kernel (fast path) instead of pool3d
   cl::NDRange local_ = cl::NullRange;  // pool2d: whole output planes per work-group
   cl::NDRange global_ = cl::NullRange;  // pool2d_rows: padded to local_
-  bool rows_ = false;                   // pool2d_rows: 8 outputs per work-item
+  bool rows_ = false;                   // pool2d_rows: 8 outputs per work-item; global: a plane per item
 };
 
 }  // namespace cldl

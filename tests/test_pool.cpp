@@ -155,8 +155,8 @@ TEST_CASE("auto_pad SAME_UPPER / SAME_LOWER / VALID") {
   }
 }
 
-TEST_CASE("global pools over odd planes, batch 1 and larger") {
-  for (Shape s : {Shape{1, 3, 7, 13}, Shape{4, 5, 9, 1}, Shape{2, 3, 150}, Shape{1, 2, 3, 4, 5}}) {
+TEST_CASE("global pools over odd planes, batch 1 and larger (a plane per work-item on CPUs from 16 planes)") {
+  for (Shape s : {Shape{1, 3, 7, 13}, Shape{4, 5, 9, 1}, Shape{2, 3, 150}, Shape{1, 2, 3, 4, 5}, Shape{1, 37, 7, 7}, Shape{3, 17, 11, 5}}) {
     auto x = random_floats(s.numel(), 3);
     int64_t plane = s.numel() / (s[0] * s[1]);
     for (bool mx : {true, false}) {
