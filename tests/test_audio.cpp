@@ -6,12 +6,17 @@
 // opset 17's axis attribute against opset 20's input; errors that name the node and the argument.
 // Tolerance of the transforms: max abs error <= 1e-5 * sqrt(N) * max|x| (forward; the expected size of
 // a bin of a random signal is sqrt(N) rms), that over N for inverse ones (f32 accumulation, clFFT or
-// direct). Windows and mel weights: 1e-6 absolute (values in [0, 1]).
+// direct). Windows and mel weights: 1e-6 absolute (values in [0, 1]). The log-mel front end of
+// tests/data/audio (HannWindow, STFT, MelWeightMatrix, MatMul, Log at opset 17) against ONNX Runtime:
+// 2e-3 absolute on the log (a relative error of 0.2% on the mel power).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "layers/audio.hpp"
 #include "models/builder.hpp"
+#include "models/model.hpp"
+#include "models/npy.hpp"
 #include "models/op_registry.hpp"
 #include "reference/audio_ref.hpp"
 #include "reference/cnn_harness.hpp"
@@ -322,5 +327,22 @@ TEST_SUITE("audio") {
     auto op = Dft::create(ctx(), 0, {Shape{2, 7, 1}, 1, 0, false, false});
     e = error_of([&] { run_op(*op, {up(std::vector<float>(16), Shape{2, 8, 1})}, Shape{2, 7, 2}); });
     CHECK(e.find("DFT: input has shape [2, 8, 1], expected [2, 7, 1]") != std::string::npos);
+  }
+
+  TEST_CASE("A log-mel front end (HannWindow, STFT, MelWeightMatrix) against ONNX Runtime") {
+    const std::string dir = std::string(CLDL_SOURCE_DIR) + "/tests/data/audio/";
+    auto m = graph::load_model(test::shared_ctx(), dir + "logmel.onnx");
+    auto s = m->session();
+    int cases = 0;
+    for (int k = 0; std::filesystem::exists(fmt::format("{}logmel/{}_logmel.npy", dir, k)); ++k, ++cases) {
+      CAPTURE(k);
+      HostTensor audio = graph::read_npy(fmt::format("{}logmel/{}_audio.npy", dir, k));
+      HostTensor want = graph::read_npy(fmt::format("{}logmel/{}_logmel.npy", dir, k));
+      auto out = s->run({{"audio", audio}});
+      const HostTensor& got = out.at("logmel");
+      REQUIRE(got.shape() == want.shape());
+      CLDL_CHECK_CLOSE(got.as<float>(), want.as<float>(), size_t(got.numel()), 0.0, 2e-3);
+    }
+    CHECK(cases == 3);
   }
 }
