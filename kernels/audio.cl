@@ -1,5 +1,5 @@
 // Audio front-end ops on f32 (layers/audio.cpp): the gather / scatter steps around a batched complex
-// transform (DFT, STFT), the direct DFT for lengths clFFT does not support, the window generators and
+// transform (DFT, STFT), the direct DFT and Bluestein's steps for lengths clFFT does not support, the window generators and
 // MelWeightMatrix. Complex values are interleaved (re, im) float pairs; the transform works on a contiguous
 // [batch, N] buffer, batch = (outer, inner) of the input around the transformed axis.
 
@@ -42,6 +42,32 @@ __kernel void dft_direct(long n, int inverse, __global const float2* twiddle, __
   }
   if (inverse) re /= (float)n, im /= (float)n;
   out[b * n + k] = (float2)(re, im);
+}
+
+float2 cmul(float2 a, float2 b) { return (float2)(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
+
+// Bluestein's DFT of length n as a circular convolution of length m >= 2 n - 1 (a power of 2, through
+// clFFT): with the chirp w[t] = exp(-+i pi t^2 / n) (a table made in double on the host, t^2 mod 2 n exact),
+// X[k] = w[k] * sum_t (x[t] w[t]) conj(w[k - t]). Step 1: a[b][j] = x[b][j] w[j] for j < n, 0 up to m.
+__kernel void bluestein_pre(long n, long m, __global const float2* chirp, __global const float2* in,
+                            __global float2* a) {
+  const long j = get_global_id(0), b = get_global_id(1);
+  a[b * m + j] = j < n ? cmul(in[b * n + j], chirp[j]) : (float2)(0.0f, 0.0f);
+}
+
+// Step 2, between the forward and the backward transform: A[b][j] *= B[j], B the transform of the
+// conjugate chirp (made once at create).
+__kernel void bluestein_mul(long m, __global const float2* bf, __global float2* a) {
+  const long j = get_global_id(0), b = get_global_id(1);
+  a[b * m + j] = cmul(a[b * m + j], bf[j]);
+}
+
+// Step 3: X[b][k] = w[k] c[b][k] (c the circular convolution; clFFT's backward scaled it by 1 / m), times
+// `scale` (1 / n for ONNX's inverse).
+__kernel void bluestein_post(long n, long m, float scale, __global const float2* chirp, __global const float2* c,
+                             __global float2* out) {
+  const long k = get_global_id(0), b = get_global_id(1);
+  out[b * n + k] = cmul(c[b * m + k], chirp[k]) * scale;
 }
 
 // Scatters bins 0 .. m - 1 of work[b][k] (b = o * inner + i) to y[o][k][i][c]: cout 2 complex, cout 1 the

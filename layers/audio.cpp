@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <complex>
 #include <numbers>
 
 #include "layers/clfft_util.hpp"
@@ -37,99 +38,181 @@ int64_t largest_prime_factor(int64_t n) {
   return n > 1 ? n : p;
 }
 
-// The two complex [batch, n] buffers and clFFT's scratch, each a sub-buffer on a kClfftAlign boundary.
-struct FftRegions {
-  size_t work = 0, tmp = 0;
-  size_t total() const { return kClfftAlign + 2 * round_up(work, kClfftAlign) + tmp; }
-};
 }  // namespace
 
 FftAlgo fft_algo_for(int64_t n) {
   // clFFT 2.12 generates kernels for radices 2, 3, 5, 7, 11 and 13; a length of 1 needs no transform.
-  return n >= 2 && largest_prime_factor(n) <= 13 ? FftAlgo::clfft : FftAlgo::direct;
+  if (n < 2) return FftAlgo::direct;
+  if (largest_prime_factor(n) <= 13) return FftAlgo::clfft;
+  return n <= kDirectDftMax ? FftAlgo::direct : FftAlgo::bluestein;
 }
+
+namespace {
+// In-place radix-2 FFT in double (n a power of 2): Bluestein's chirp transform, once at create.
+void fft_pow2(std::vector<std::complex<double>>& a) {
+  const size_t n = a.size();
+  for (size_t i = 1, j = 0; i < n; ++i) {
+    size_t bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) std::swap(a[i], a[j]);
+  }
+  for (size_t len = 2; len <= n; len <<= 1) {
+    const double ang = -2.0 * std::numbers::pi / double(len);
+    for (size_t i = 0; i < n; i += len)
+      for (size_t k = 0; k < len / 2; ++k) {
+        const std::complex<double> w(std::cos(ang * double(k)), std::sin(ang * double(k)));
+        const auto u = a[i + k], v = a[i + k + len / 2] * w;
+        a[i + k] = u + v;
+        a[i + k + len / 2] = u - v;
+      }
+  }
+}
+
+HostTensor complex_table(const std::vector<std::complex<double>>& v) {
+  HostTensor t(DType::f32, Shape{int64_t(v.size()), 2});
+  for (size_t i = 0; i < v.size(); ++i) t.as<float>()[2 * i] = float(v[i].real()), t.as<float>()[2 * i + 1] = float(v[i].imag());
+  return t;
+}
+
+// A batched out-of-place complex-to-complex clFFT plan of `length` over contiguous rows.
+clfftPlanHandle make_c2c_plan(Context& ctx, int device, const std::string& op, int64_t length, int64_t batch) {
+  clfft_setup_once();
+  clfftPlanHandle plan = 0;
+  size_t lengths[1] = {size_t(length)};
+  check_clfft(clfftCreateDefaultPlan(&plan, ctx.cl()(), CLFFT_1D, lengths), op.c_str(), "clfftCreateDefaultPlan");
+  try {
+    check_clfft(clfftSetPlanPrecision(plan, CLFFT_SINGLE), op.c_str(), "clfftSetPlanPrecision");
+    check_clfft(clfftSetLayout(plan, CLFFT_COMPLEX_INTERLEAVED, CLFFT_COMPLEX_INTERLEAVED), op.c_str(),
+                "clfftSetLayout");
+    check_clfft(clfftSetResultLocation(plan, CLFFT_OUTOFPLACE), op.c_str(), "clfftSetResultLocation");
+    check_clfft(clfftSetPlanBatchSize(plan, size_t(std::max<int64_t>(batch, 1))), op.c_str(), "clfftSetPlanBatchSize");
+    check_clfft(clfftSetPlanDistance(plan, size_t(length), size_t(length)), op.c_str(), "clfftSetPlanDistance");
+    // clFFT's default backward scale is 1 / length: ONNX's inverse, and the convolution's normalisation.
+    cl_command_queue qq = ctx.queue(device, 0)();
+    check_clfft(clfftBakePlan(plan, 1, &qq, nullptr, nullptr), op.c_str(), "clfftBakePlan");
+  } catch (...) {
+    clfftDestroyPlan(&plan);
+    throw;
+  }
+  return plan;
+}
+}  // namespace
 
 // The batched complex-to-complex transform of contiguous [batch, n] interleaved complex values, out of
 // place; the inverse scales by 1 / n.
 struct Dft::Engine {
   std::string op;  // "DFT" / "STFT", for errors and logs
-  int64_t n = 0, batch = 0;
+  int64_t n = 0, batch = 0, m = 0;  // m: Bluestein's convolution length
   bool inverse = false;
   FftAlgo algo = FftAlgo::direct;
-  clfftPlanHandle plan = 0;
+  clfftPlanHandle plan = 0;  // clfft: length n; bluestein: length m
   bool has_plan = false;
-  cl::Kernel direct;
-  Tensor twiddle;  // direct: (cos, sin) of 2 pi j / n, j < n
-  FftRegions regions;
+  cl::Kernel direct, pre, mul, post;
+  Tensor twiddle;  // direct: (cos, sin) of 2 pi j / n, j < n; bluestein: the chirp w[j], j < n
+  Tensor chirp_fft;  // bluestein: the transform of the conjugate chirp, [m]
+  size_t work = 0, ext = 0, tmp = 0;  // bytes of each work region, each Bluestein region, clFFT's scratch
 
   Engine(Context& ctx, int device, std::string op_name, int64_t length, int64_t batches, bool inv)
       : op(std::move(op_name)), n(length), batch(batches), inverse(inv), algo(fft_algo_for(length)) {
-    regions.work = size_t(std::max<int64_t>(batch * n, 1)) * 2 * sizeof(float);
+    work = size_t(std::max<int64_t>(batch * n, 1)) * 2 * sizeof(float);
     if (algo == FftAlgo::clfft) {
-      clfft_setup_once();
-      cl::CommandQueue q = ctx.queue(device, 0);
-      size_t lengths[1] = {size_t(n)};
-      check_clfft(clfftCreateDefaultPlan(&plan, ctx.cl()(), CLFFT_1D, lengths), op.c_str(), "clfftCreateDefaultPlan");
+      plan = make_c2c_plan(ctx, device, op, n, batch);
       has_plan = true;
-      check_clfft(clfftSetPlanPrecision(plan, CLFFT_SINGLE), op.c_str(), "clfftSetPlanPrecision");
-      check_clfft(clfftSetLayout(plan, CLFFT_COMPLEX_INTERLEAVED, CLFFT_COMPLEX_INTERLEAVED), op.c_str(),
-                  "clfftSetLayout");
-      check_clfft(clfftSetResultLocation(plan, CLFFT_OUTOFPLACE), op.c_str(), "clfftSetResultLocation");
-      check_clfft(clfftSetPlanBatchSize(plan, size_t(std::max<int64_t>(batch, 1))), op.c_str(), "clfftSetPlanBatchSize");
-      check_clfft(clfftSetPlanDistance(plan, size_t(n), size_t(n)), op.c_str(), "clfftSetPlanDistance");
-      // clFFT's default backward scale is 1 / n, ONNX's inverse.
-      cl_command_queue qq = q();
-      check_clfft(clfftBakePlan(plan, 1, &qq, nullptr, nullptr), op.c_str(), "clfftBakePlan");
-      check_clfft(clfftGetTmpBufSize(plan, &regions.tmp), op.c_str(), "clfftGetTmpBufSize");
+    } else if (algo == FftAlgo::bluestein) {
+      m = 1;
+      while (m < 2 * n - 1) m *= 2;
+      log::info("{}: length {} has the prime factor {}, which clFFT does not support (2, 3, 5, 7, 11, 13): "
+                "Bluestein's algorithm, a convolution of length {} through clFFT",
+                op, n, largest_prime_factor(n), m);
+      plan = make_c2c_plan(ctx, device, op, m, batch);
+      has_plan = true;
+      ext = size_t(std::max<int64_t>(batch * m, 1)) * 2 * sizeof(float);
+      const double sign = inverse ? 1.0 : -1.0;
+      std::vector<std::complex<double>> w(static_cast<size_t>(n)), b(static_cast<size_t>(m));
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t q = int64_t((unsigned __int128)(t) * (unsigned __int128)(t) % (unsigned __int128)(2 * n));
+        const double a = sign * std::numbers::pi * double(q) / double(n);
+        w[size_t(t)] = {std::cos(a), std::sin(a)};
+      }
+      for (int64_t t = 0; t < n; ++t) {
+        b[size_t(t)] = std::conj(w[size_t(t)]);
+        if (t > 0) b[size_t(m - t)] = std::conj(w[size_t(t)]);
+      }
+      fft_pow2(b);
+      twiddle = ctx.upload(complex_table(w), device);
+      chirp_fft = ctx.upload(complex_table(b), device);
+      pre = audio_kernel(ctx, device, "bluestein_pre");
+      mul = audio_kernel(ctx, device, "bluestein_mul");
+      post = audio_kernel(ctx, device, "bluestein_post");
     } else {
       if (n > 1)
         log::info("{}: length {} has the prime factor {}, which clFFT does not support (2, 3, 5, 7, 11, 13): "
-                  "a direct O(N^2) DFT kernel instead",
+                  "a direct DFT kernel (short: O(N^2) is cheap)",
                   op, n, largest_prime_factor(n));
       direct = audio_kernel(ctx, device, "dft_direct");
-      HostTensor tw(DType::f32, Shape{std::max<int64_t>(n, 1), 2});
-      float* t = tw.as<float>();
-      for (int64_t j = 0; j < n; ++j) {
-        const double a = 2.0 * std::numbers::pi * double(j) / double(n);
-        t[2 * j] = float(std::cos(a));
-        t[2 * j + 1] = float(std::sin(a));
-      }
-      twiddle = ctx.upload(tw, device);
+      std::vector<std::complex<double>> w(size_t(std::max<int64_t>(n, 1)));
+      for (int64_t j = 0; j < n; ++j) w[size_t(j)] = std::polar(1.0, 2.0 * std::numbers::pi * double(j) / double(n));
+      twiddle = ctx.upload(complex_table(w), device);
     }
+    if (has_plan) check_clfft(clfftGetTmpBufSize(plan, &tmp), op.c_str(), "clfftGetTmpBufSize");
   }
   ~Engine() {
     if (has_plan && !clfft_torn_down()) clfftDestroyPlan(&plan);
   }
+  size_t total() const {
+    return kClfftAlign + 2 * round_up(work, kClfftAlign) + 2 * round_up(ext, kClfftAlign) + tmp;
+  }
   std::string describe() const {
     if (algo == FftAlgo::clfft) return fmt::format("clFFT, length {}", n);
-    return fmt::format("direct DFT, length {} (prime factor {} > 13)", n, largest_prime_factor(n));
+    if (algo == FftAlgo::bluestein)
+      return fmt::format("Bluestein, length {} (prime factor {} > 13) as a clFFT convolution of length {}", n,
+                         largest_prime_factor(n), m);
+    return fmt::format("direct DFT, length {}", n);
   }
-  // in -> out; the first command of `ec` is already enqueued (the gather), so its wait list is consumed.
-  void run(const cl::Buffer& in, const cl::Buffer& out, const cl::Buffer& tmp, ExecutionContext& ec) {
-    if (algo == FftAlgo::clfft) {
-      cl_command_queue q = ec.queue();
-      cl_mem i = in(), o = out();
-      cl_event ev = nullptr;
-      check_clfft(clfftEnqueueTransform(plan, inverse ? CLFFT_BACKWARD : CLFFT_FORWARD, 1, &q, 0, nullptr,
-                                        ec.wants_event() ? &ev : nullptr, &i, &o, regions.tmp ? tmp() : nullptr),
-                  op.c_str(), "clfftEnqueueTransform");
-      if (ev) ec.record(cl::Event(ev), "fft");
-      return;
-    }
-    set_args(direct, cl_long(n), cl_int(inverse ? 1 : 0), twiddle.buffer, in, out);
-    ec.enqueue_kernel(direct, cl::NDRange(size_t(n), size_t(batch)), cl::NullRange, "dft_direct");
+  void fft(const cl::Buffer& in, const cl::Buffer& out, const cl::Buffer& scratch, bool backward,
+           ExecutionContext& ec) {
+    cl_command_queue q = ec.queue();
+    cl_mem i = in(), o = out();
+    cl_event ev = nullptr;
+    check_clfft(clfftEnqueueTransform(plan, backward ? CLFFT_BACKWARD : CLFFT_FORWARD, 1, &q, 0, nullptr,
+                                      ec.wants_event() ? &ev : nullptr, &i, &o, tmp ? scratch() : nullptr),
+                op.c_str(), "clfftEnqueueTransform");
+    if (ev) ec.record(cl::Event(ev), "fft");
   }
-  // Sub-buffers of the workspace: work a, work b, scratch.
-  std::array<cl::Buffer, 3> split(const Tensor& ws) const {
+  // Workspace regions, each a sub-buffer on a kClfftAlign boundary.
+  struct Regions {
+    cl::Buffer a, b, ea, eb, tmp;  // work in / out; Bluestein's two convolution buffers; clFFT's scratch
+  };
+  Regions split(const Tensor& ws) const {
     size_t at = round_up(ws.offset_bytes, kClfftAlign);
     auto region = [&](size_t bytes) {
+      if (bytes == 0) return cl::Buffer();
       cl::Buffer b = clfft_region(ws.buffer, at, bytes, op.c_str());
       at += round_up(bytes, kClfftAlign);
       return b;
     };
-    cl::Buffer a = region(regions.work), b = region(regions.work);
-    cl::Buffer t = regions.tmp ? region(regions.tmp) : cl::Buffer();
-    return {a, b, t};
+    Regions r;
+    r.a = region(work), r.b = region(work), r.ea = region(ext), r.eb = region(ext), r.tmp = region(tmp);
+    return r;
+  }
+  // r.a -> r.b; the first command of `ec` is already enqueued (the gather), so its wait list is consumed.
+  void run(const Regions& r, ExecutionContext& ec) {
+    if (algo == FftAlgo::clfft) return fft(r.a, r.b, r.tmp, inverse, ec);
+    if (algo == FftAlgo::bluestein) {
+      const cl::NDRange conv{static_cast<size_t>(m), static_cast<size_t>(batch)};
+      set_args(pre, cl_long(n), cl_long(m), twiddle.buffer, r.a, r.ea);
+      ec.enqueue_kernel(pre, conv, cl::NullRange, "bluestein_pre");
+      fft(r.ea, r.eb, r.tmp, false, ec);
+      set_args(mul, cl_long(m), chirp_fft.buffer, r.eb);
+      ec.enqueue_kernel(mul, conv, cl::NullRange, "bluestein_mul");
+      fft(r.eb, r.ea, r.tmp, true, ec);
+      set_args(post, cl_long(n), cl_long(m), cl_float(inverse ? 1.0 / double(n) : 1.0), twiddle.buffer, r.ea, r.b);
+      ec.enqueue_kernel(post, cl::NDRange(size_t(n), size_t(batch)), cl::NullRange, "bluestein_post");
+      return;
+    }
+    set_args(direct, cl_long(n), cl_int(inverse ? 1 : 0), twiddle.buffer, r.a, r.b);
+    ec.enqueue_kernel(direct, cl::NDRange(size_t(n), size_t(batch)), cl::NullRange, "dft_direct");
   }
 };
 
@@ -178,7 +261,7 @@ Dft::~Dft() = default;
 
 std::string Dft::algorithm() const { return engine_->describe(); }
 
-size_t Dft::workspace_bytes() const { return engine_->regions.total(); }
+size_t Dft::workspace_bytes() const { return engine_->total(); }
 
 void Dft::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* ws, ExecutionContext& ec) {
   if (in.empty() || out.size() != 1) invalid("DFT", "expects the input and 1 output, got {} and {}", in.size(), out.size());
@@ -191,12 +274,12 @@ void Dft::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const
   const int64_t n_in = cfg_.input[size_t(cfg_.axis)], cin = cfg_.input[size_t(r - 1)];
   const int64_t m = out_[size_t(cfg_.axis)], cout = out_[size_t(r - 1)];
   std::lock_guard lock(launch_mutex_);
-  auto [a, b, tmp] = engine_->split(*ws);
+  const auto reg = engine_->split(*ws);
   set_args(gather_, cl_long(n_in), cl_long(inner_), cl_int(cin), cl_long(n_), cl_int(cfg_.inverse && cfg_.onesided),
-           in[0].buffer, cl_long(in[0].offset_elems()), a);
+           in[0].buffer, cl_long(in[0].offset_elems()), reg.a);
   ec.enqueue_kernel(gather_, cl::NDRange(size_t(n_), size_t(batch)), cl::NullRange, "dft_gather");
-  engine_->run(a, b, tmp, ec);
-  set_args(scatter_, cl_long(m), cl_long(inner_), cl_long(n_), cl_int(cout), b, out[0].buffer,
+  engine_->run(reg, ec);
+  set_args(scatter_, cl_long(m), cl_long(inner_), cl_long(n_), cl_int(cout), reg.b, out[0].buffer,
            cl_long(out[0].offset_elems()));
   ec.enqueue_kernel(scatter_, cl::NDRange(size_t(inner_), size_t(m), size_t(outer_)), cl::NullRange, "dft_scatter");
 }
@@ -235,7 +318,7 @@ Stft::~Stft() = default;
 
 std::string Stft::algorithm() const { return engine_->describe(); }
 
-size_t Stft::workspace_bytes() const { return engine_->regions.total(); }
+size_t Stft::workspace_bytes() const { return engine_->total(); }
 
 void Stft::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* ws, ExecutionContext& ec) {
   const bool has_window = cfg_.window >= 0;
@@ -250,14 +333,14 @@ void Stft::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     invalid("STFT", "needs a workspace of {} bytes, got {}", workspace_bytes(), ws ? ws->bytes() : 0);
   const int64_t batch = cfg_.signal[0];
   std::lock_guard lock(launch_mutex_);
-  auto [a, b, tmp] = engine_->split(*ws);
+  const auto r = engine_->split(*ws);
   const Tensor& w = has_window ? in[1] : in[0];
   set_args(frames_k_, cl_long(cfg_.signal[1]), cl_int(cfg_.signal[2]), cl_long(cfg_.frame_step), cl_long(n_),
            cl_long(frames_), cl_int(has_window ? 1 : 0), in[0].buffer, cl_long(in[0].offset_elems()), w.buffer,
-           cl_long(w.offset_elems()), a);
+           cl_long(w.offset_elems()), r.a);
   ec.enqueue_kernel(frames_k_, cl::NDRange(size_t(n_), size_t(frames_), size_t(batch)), cl::NullRange, "stft_frames");
-  engine_->run(a, b, tmp, ec);
-  set_args(scatter_, cl_long(out_[2]), cl_long(1), cl_long(n_), cl_int(2), b, out[0].buffer,
+  engine_->run(r, ec);
+  set_args(scatter_, cl_long(out_[2]), cl_long(1), cl_long(n_), cl_int(2), r.b, out[0].buffer,
            cl_long(out[0].offset_elems()));
   ec.enqueue_kernel(scatter_, cl::NDRange(1, size_t(out_[2]), size_t(batch * frames_)), cl::NullRange, "dft_scatter");
 }

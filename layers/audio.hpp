@@ -13,8 +13,11 @@
 namespace cldl {
 
 // How a transform of length N runs: clFFT where N's prime factors are all ones it supports (2, 3, 5, 7,
-// 11, 13), otherwise a direct O(N^2) DFT kernel over a twiddle table (a logged choice).
-enum class FftAlgo { clfft, direct };
+// 11, 13); otherwise (a logged choice) a direct O(N^2) DFT kernel over a twiddle table up to
+// kDirectDftMax points, and Bluestein's algorithm above (a chirp convolution of a power-of-2 length
+// >= 2 N - 1 through clFFT: three transforms' work instead of N^2).
+enum class FftAlgo { clfft, bluestein, direct };
+inline constexpr int64_t kDirectDftMax = 64;
 FftAlgo fft_algo_for(int64_t n);
 
 struct DftConfig {
@@ -28,8 +31,8 @@ struct DftConfig {
 };
 
 // Input f32; output [..., M, 2] along `axis` (M = N, or N / 2 + 1 one-sided forward), or [..., N, 1] for a
-// one-sided inverse. Inverse transforms scale by 1 / N. Workspace: two complex [batch, N] buffers and
-// clFFT's scratch.
+// one-sided inverse. Inverse transforms scale by 1 / N. Workspace: two complex [batch, N] buffers,
+// Bluestein's two [batch, M] ones and clFFT's scratch.
 class Dft : public Op {
  public:
   static Shape validate(const DftConfig& cfg);

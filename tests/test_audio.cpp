@@ -1,12 +1,13 @@
 // Audio front-end ops against tests/reference/audio_ref.cpp (double precision): DFT on odd lengths (1, 7,
-// 12, 97, 400, 401, 512, and 143 = 11 * 13, clFFT's largest radices) through clFFT and the direct kernel,
+// 12, 17, 97, 400, 401, 512, and 143 = 11 * 13, clFFT's largest radices) through clFFT, the direct kernel
+// (17) and Bluestein (97, 401, and 802 = 2 * 401 by dft_length),
 // real and complex input, batches around the axis (first, middle, with dims after it), inverse, one-sided,
 // irfft, dft_length shorter and longer; STFT with and without a window, odd frame steps, complex signals;
 // the window ops (folded and on the device), MelWeightMatrix (folded and with a run-time sample rate);
 // opset 17's axis attribute against opset 20's input; errors that name the node and the argument.
 // Tolerance of the transforms: max abs error <= 1e-5 * sqrt(N) * max|x| (forward; the expected size of
 // a bin of a random signal is sqrt(N) rms), that over N for inverse ones (f32 accumulation, clFFT or
-// direct). Windows and mel weights: 1e-6 absolute (values in [0, 1]). The log-mel front end of
+// direct / Bluestein). Windows and mel weights: 1e-6 absolute (values in [0, 1]). The log-mel front end of
 // tests/data/audio (HannWindow, STFT, MelWeightMatrix, MatMul, Log at opset 17) against ONNX Runtime:
 // 2e-3 absolute on the log (a relative error of 0.2% on the mel power).
 #include <algorithm>
@@ -86,14 +87,16 @@ TEST_SUITE("audio") {
     CHECK(fft_algo_for(512) == FftAlgo::clfft);
     CHECK(fft_algo_for(400) == FftAlgo::clfft);
     CHECK(fft_algo_for(143) == FftAlgo::clfft);
-    CHECK(fft_algo_for(97) == FftAlgo::direct);
-    CHECK(fft_algo_for(401) == FftAlgo::direct);
+    CHECK(fft_algo_for(17) == FftAlgo::direct);
     CHECK(fft_algo_for(2 * 17) == FftAlgo::direct);
+    CHECK(fft_algo_for(97) == FftAlgo::bluestein);
+    CHECK(fft_algo_for(401) == FftAlgo::bluestein);
+    CHECK(fft_algo_for(2 * 401) == FftAlgo::bluestein);
   }
 
   TEST_CASE("DFT forward and inverse, real and complex, odd lengths, axis first and in the middle") {
     uint32_t seed = 1;
-    for (int64_t n : {1, 7, 12, 97, 143, 400, 401, 512}) {
+    for (int64_t n : {1, 7, 12, 17, 97, 143, 400, 401, 512}) {
       for (int64_t c : {1, 2}) {
         run_dft_case({Shape{3, n, c}, 1, 0, false, false}, seed++);         // batch before the axis
         run_dft_case({Shape{n, 1, c}, 0, 0, false, false}, seed++);         // batch 1, axis 0
@@ -105,7 +108,7 @@ TEST_SUITE("audio") {
 
   TEST_CASE("DFT dft_length shorter and longer than the input, inverse, one-sided, irfft") {
     uint32_t seed = 100;
-    for (int64_t n : {7, 12, 97, 401}) {
+    for (int64_t n : {7, 12, 17, 97, 401}) {
       for (int64_t len : {std::max<int64_t>(n - 3, 1), n + 5, 2 * n}) {
         run_dft_case({Shape{2, n, 1}, 1, len, false, false}, seed++);
         run_dft_case({Shape{2, n, 2}, 1, len, true, false}, seed++);
@@ -139,7 +142,7 @@ TEST_SUITE("audio") {
     for (const Case& c : {Case{Shape{2, 301, 1}, 7, 25, true, true}, Case{Shape{1, 301, 1}, 7, 25, false, false},
                           Case{Shape{1, 128, 1}, 8, 16, true, true}, Case{Shape{3, 1000, 1}, 160, 400, true, true},
                           Case{Shape{1, 1000, 2}, 3, 401, true, false}, Case{Shape{2, 97, 2}, 1, 97, false, true},
-                          Case{Shape{1, 50, 1}, 13, 7, true, false}}) {
+                          Case{Shape{1, 50, 1}, 13, 7, true, false}, Case{Shape{2, 200, 1}, 11, 23, true, true}}) {
       CAPTURE(c.signal.str());
       CAPTURE(c.step);
       CAPTURE(c.frame_length);

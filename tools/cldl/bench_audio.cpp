@@ -1,7 +1,7 @@
 // `cldl bench audio`: the audio front-end transforms in GFLOP/s of an FFT (5 N log2 N per complex
-// transform of length N, the usual count, also for the direct kernel, whose real work is O(N^2)): a
-// speech model's STFT (16 kHz, n_fft 400 / hop 160 and n_fft 512, 30 s), DFT through clFFT (512, 400)
-// and through the direct kernel (401, a prime), and the log-mel filter bank's MelWeightMatrix kernel.
+// transform of length N, the usual count, also for Bluestein, whose real work is three transforms of
+// 2 N or more): a speech model's STFT (16 kHz, n_fft 400 / hop 160 and n_fft 512, 30 s), DFT through clFFT
+// (512, 400) and through Bluestein (401, a prime), and the log-mel filter bank's MelWeightMatrix kernel.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -46,7 +46,7 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
 }
 
 const Registration kAudioBench("audio",
-                               "audio front ends: stft (n_fft 400, 512) and dft (clFFT 512 / 400, direct 401) in "
+                               "audio front ends: stft (n_fft 400, 512) and dft (clFFT 512 / 400, Bluestein 401) in "
                                "GFLOP/s (5 N log2 N per transform); mel_weight_matrix in GB/s",
                                run);
 }  // namespace
