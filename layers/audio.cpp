@@ -1,5 +1,5 @@
-// DFT, STFT, the window generators and MelWeightMatrix: shape rules, the choice between clFFT and the
-// direct DFT kernel, workspace regions and the kernel arguments of kernels/audio.cl.
+// DFT, STFT, the window generators and MelWeightMatrix: shape rules, the choice between clFFT, Bluestein
+// and the direct DFT kernel, workspace regions and the kernel arguments of kernels/audio.cl.
 #include "layers/audio.hpp"
 
 #include <array>
@@ -8,6 +8,7 @@
 #include <numbers>
 
 #include "layers/clfft_util.hpp"
+#include "layers/tensor_checks.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl {
@@ -18,16 +19,6 @@ const ProgramVariants kAudioVariants("audio.cl", {""});
 
 cl::Kernel audio_kernel(Context& ctx, int device, const char* name) {
   return make_kernel(ctx.program("audio.cl", "", device), name);
-}
-
-void check_tensor(std::string_view op, std::string_view arg, const Tensor& t, const Shape& s, DType dt) {
-  if (t.shape != s) invalid(op, "{} has shape {}, expected {}", arg, t.shape.str(), s.str());
-  if (t.dtype != dt) invalid(op, "{} has dtype {}, expected {}", arg, to_string(t.dtype), to_string(dt));
-}
-
-void check_dims(std::string_view op, const Shape& s, std::string_view what) {
-  for (auto d : s.dims)
-    if (d < 0) invalid(op, "{} has a negative dimension in shape {}", what, s.str());
 }
 
 // The largest prime factor of n (1 for n <= 1).

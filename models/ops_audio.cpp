@@ -62,7 +62,11 @@ void infer_dft(InferCtx& c) {
   require_f32(c, 0, "input");
   std::optional<int64_t> length, axis;
   if (c.has_input(1)) length = int_scalar(c, 1, "dft_length: it decides the output shape");
-  if (c.opset >= 20 && c.has_input(2)) axis = int_scalar(c, 2, "axis: it decides the output shape");
+  if (c.has_input(2)) {
+    if (c.opset < 20) c.error("input '{}': DFT takes axis as an input from opset 20 (opset {}: attribute axis)",
+                              c.input(2).name, c.opset);
+    axis = int_scalar(c, 2, "axis: it decides the output shape");
+  }
   auto cfg = dft_config(c.node, c.opset, c.shape(0), length, axis, [&](const std::string& m) { c.error("{}", m); });
   c.set(0, DType::f32, checked(c, [&] { return Dft::validate(cfg); }));
 }
