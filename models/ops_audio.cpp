@@ -200,28 +200,22 @@ std::unique_ptr<NodeKernel> lower_mel(LowerCtx& c) {
   return wrap(MelWeightMatrix::create(c.ctx, c.device, cfg), c, {2, 3, 4});
 }
 
+OpDef window_def(const char* type, WindowKind kind) {
+  return {.type = type,
+          .since = 17,
+          .family = "audio",
+          .const_inputs = {0},
+          .infer = infer_window(kind),
+          .lower = lower_window(kind)};
+}
+
 const OpRegistration kAudioOps{
     // DFT-20 moved axis from an attribute to an optional input (default -2).
     {.type = "DFT", .since = 17, .family = "audio", .const_inputs = {1, 2}, .infer = infer_dft, .lower = lower_dft},
     {.type = "STFT", .since = 17, .family = "audio", .const_inputs = {1, 3}, .infer = infer_stft, .lower = lower_stft},
-    {.type = "HannWindow",
-     .since = 17,
-     .family = "audio",
-     .const_inputs = {0},
-     .infer = infer_window(WindowKind::hann),
-     .lower = lower_window(WindowKind::hann)},
-    {.type = "HammingWindow",
-     .since = 17,
-     .family = "audio",
-     .const_inputs = {0},
-     .infer = infer_window(WindowKind::hamming),
-     .lower = lower_window(WindowKind::hamming)},
-    {.type = "BlackmanWindow",
-     .since = 17,
-     .family = "audio",
-     .const_inputs = {0},
-     .infer = infer_window(WindowKind::blackman),
-     .lower = lower_window(WindowKind::blackman)},
+    window_def("HannWindow", WindowKind::hann),
+    window_def("HammingWindow", WindowKind::hamming),
+    window_def("BlackmanWindow", WindowKind::blackman),
     {.type = "MelWeightMatrix",
      .since = 17,
      .family = "audio",

@@ -113,6 +113,8 @@ TEST_SUITE("audio") {
         run_dft_case({Shape{2, n, 1}, 1, len, false, false}, seed++);
         run_dft_case({Shape{2, n, 2}, 1, len, true, false}, seed++);
         run_dft_case({Shape{n, 3, 1}, 0, len, false, true}, seed++);
+        run_dft_case({Shape{1, n, 1}, 1, len, true, false}, seed++);  // inverse of a real signal
+        run_dft_case({Shape{2, n, 2}, 1, len, false, true}, seed++);  // one-sided of a complex one: bins kept
       }
       // irfft: n one-sided bins -> 2 (n - 1) real samples, or an explicit odd / even length
       run_dft_case({Shape{3, n, 2}, 1, 0, true, true}, seed++);
