@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "layers/audio.hpp"
 #include "models/builder.hpp"
@@ -209,6 +210,38 @@ TEST_SUITE("audio") {
     auto& y = out.at("y");
     REQUIRE(y.shape() == rs);
     check_transform(std::vector<float>(y.as<float>(), y.as<float>() + y.numel()), want, 31, max_abs(x), false);
+  }
+
+  TEST_CASE("Lengths decided at run time: a Model plans per value (dft_length, frame_step, window size)") {
+    using namespace graph;
+    const Shape xs{1, 120, 1};
+    auto x = random_floats(size_t(xs.numel()), 400);
+    std::vector<double> xd(x.begin(), x.end());
+    GraphBuilder b("runtime_lengths", 17);
+    auto in = b.input("x", DType::f32, xs);
+    auto len = b.input("len", DType::i64, Shape{});
+    auto one = b.constant("one", i64({1}));
+    b.output(b.op1("DFT", {in, len}), "spectrum");
+    // frame_step and the window's size computed on the device (an Add): the plan stops there and reads them.
+    auto step = b.op1("Add", {b.input("step", DType::i64, Shape{}), one});
+    auto win = b.op1("HannWindow", {b.op1("Add", {b.input("n", DType::i64, Shape{}), one})});
+    b.output(b.op1("STFT", {in, step, win}), "stft");
+    auto m = Model::create(test::shared_ctx(), b.build());
+    auto s = m->session();
+    for (auto [l, st, n] : {std::tuple<int64_t, int64_t, int64_t>{5, 6, 15}, {131, 12, 32}, {97, 0, 96}}) {
+      CAPTURE(l);
+      CAPTURE(st);
+      CAPTURE(n);
+      auto out = s->run({{"x", f32(xs, x)}, {"len", i64({l})}, {"step", i64({st})}, {"n", i64({n})}});
+      auto& y = out.at("spectrum");
+      auto want = ref::dft(xd, xs, 1, l, false, false);
+      check_transform(std::vector<float>(y.as<float>(), y.as<float>() + y.numel()), want, l, max_abs(x), false);
+      Shape rs;
+      auto want_stft = ref::stft(xd, xs, st + 1, n + 1, ref::window(0, n + 1, true), true, &rs);
+      auto& z = out.at("stft");
+      REQUIRE(z.shape() == rs);
+      check_transform(std::vector<float>(z.as<float>(), z.as<float>() + z.numel()), want_stft, n + 1, max_abs(x), false);
+    }
   }
 
   TEST_CASE("Window ops: folded at load and on the device, periodic and symmetric") {
