@@ -2,7 +2,6 @@
 // and the direct DFT kernel, workspace regions and the kernel arguments of kernels/audio.cl.
 #include "layers/audio.hpp"
 
-#include <array>
 #include <cmath>
 #include <complex>
 #include <numbers>
@@ -28,7 +27,6 @@ int64_t largest_prime_factor(int64_t n) {
     while (n % f == 0) n /= f, p = f;
   return n > 1 ? n : p;
 }
-
 }  // namespace
 
 FftAlgo fft_algo_for(int64_t n) {
@@ -122,7 +120,8 @@ struct Dft::Engine {
       const double sign = inverse ? 1.0 : -1.0;
       std::vector<std::complex<double>> w(static_cast<size_t>(n)), b(static_cast<size_t>(m));
       for (int64_t t = 0; t < n; ++t) {
-        const int64_t q = int64_t((unsigned __int128)(t) * (unsigned __int128)(t) % (unsigned __int128)(2 * n));
+        // t^2 mod 2n exactly (t < n < 2^32, so t^2 fits in 64 bits): the phase stays exact for any t.
+        const int64_t q = int64_t(uint64_t(t) * uint64_t(t) % uint64_t(2 * n));
         const double a = sign * std::numbers::pi * double(q) / double(n);
         w[size_t(t)] = {std::cos(a), std::sin(a)};
       }
@@ -226,6 +225,7 @@ Shape Dft::validate(const DftConfig& c) {
     invalid("DFT", "the transform length is {} (input of shape {} along axis {}); pass dft_length >= 1", n,
             c.input.str(), c.axis);
   if (n_in == 0) invalid("DFT", "input has no elements along axis {} (shape {})", c.axis, c.input.str());
+  if (n > (int64_t(1) << 31)) invalid("DFT", "the transform length {} is past 2^31", n);
   Shape out = c.input;
   out.dims[size_t(c.axis)] = !c.inverse && c.onesided ? n / 2 + 1 : n;
   out.dims[size_t(r - 1)] = irfft ? 1 : 2;
