@@ -105,18 +105,27 @@ struct Dft::Engine {
   Engine(Context& ctx, int device, std::string op_name, int64_t length, int64_t batches, bool inv)
       : op(std::move(op_name)), n(length), batch(batches), inverse(inv), algo(fft_algo_for(length)) {
     work = size_t(std::max<int64_t>(batch * n, 1)) * 2 * sizeof(float);
+    if (algo == FftAlgo::bluestein) {
+      m = 1;
+      while (m < 2 * n - 1) m *= 2;
+      ext = size_t(std::max<int64_t>(batch * m, 1)) * 2 * sizeof(float);
+    }
+    // The workspace is one buffer: refused here, before any plan or table is made, when the device cannot
+    // hold it (clFFT's scratch, at most one more region, comes on top).
+    const uint64_t limit = ctx.device(device).info.max_alloc_bytes;
+    if (limit && total() > limit)
+      invalid(op, "a transform of length {} over a batch of {} needs {} bytes of workspace, more than the {} bytes "
+              "the device allocates at once",
+              n, batch, total(), limit);
     if (algo == FftAlgo::clfft) {
       plan = make_c2c_plan(ctx, device, op, n, batch);
       has_plan = true;
     } else if (algo == FftAlgo::bluestein) {
-      m = 1;
-      while (m < 2 * n - 1) m *= 2;
       log::info("{}: length {} has the prime factor {}, which clFFT does not support (2, 3, 5, 7, 11, 13): "
                 "Bluestein's algorithm, a convolution of length {} through clFFT",
                 op, n, largest_prime_factor(n), m);
       plan = make_c2c_plan(ctx, device, op, m, batch);
       has_plan = true;
-      ext = size_t(std::max<int64_t>(batch * m, 1)) * 2 * sizeof(float);
       const double sign = inverse ? 1.0 : -1.0;
       std::vector<std::complex<double>> w(static_cast<size_t>(n)), b(static_cast<size_t>(m));
       for (int64_t t = 0; t < n; ++t) {
