@@ -1,9 +1,10 @@
 // ONNX audio front-end ops on layers/audio.hpp: DFT (17: axis attribute; 20: axis an optional input),
 // STFT (17), HannWindow / HammingWindow / BlackmanWindow (17) and MelWeightMatrix (17). The lengths, axes
 // and frame steps decide output shapes, so they must be known when planning (a staged plan reads them back
-// when computed). The windows fold on the host then (their size is their only input); MelWeightMatrix
-// folds when its sample rate and edges are constant too, and otherwise runs its kernel. DFT and STFT on
-// constants fold through the general device folding (models/const_fold.hpp).
+// when computed). The windows fold on the host then (their size is their only input), unless past the
+// host folding limit; MelWeightMatrix folds when its sample rate and edges are constant too (within that
+// limit). Otherwise their kernels run. DFT and STFT on constants fold through the general device folding
+// (models/const_fold.hpp).
 #include <cmath>
 
 #include "layers/audio.hpp"
@@ -140,14 +141,18 @@ std::function<void(InferCtx&)> infer_window(WindowKind kind) {
   return [kind](InferCtx& c) {
     const WindowConfig cfg = window_config(c, kind);
     const DType dt = output_datatype(c);
-    check_host_fold_size(c, {cfg.size});
+    if (cfg.size > kMaxHostFoldElements) {  // past what host folding makes: the kernel writes it at run time
+      c.set(0, dt, Shape{cfg.size});
+      return;
+    }
     std::vector<double> v(size_t(cfg.size));
     for (int64_t i = 0; i < cfg.size; ++i) v[size_t(i)] = window_value(kind, cfg.size, i, cfg.periodic);
     c.fold(0, from_doubles(dt, Shape{cfg.size}, v));
   };
 }
 
-// Reached only when load-time folding is off (PrepareOptions::fold_constants = false).
+// Windows past kMaxHostFoldElements points, and any window when load-time folding is off
+// (PrepareOptions::fold_constants = false).
 std::function<std::unique_ptr<NodeKernel>(LowerCtx&)> lower_window(WindowKind kind) {
   return [kind](LowerCtx& c) -> std::unique_ptr<NodeKernel> {
     if (c.out[0].dtype != DType::f32)
@@ -177,8 +182,7 @@ void infer_mel(InferCtx& c) {
   }
   const MelWeightMatrixConfig cfg{mel, len, c.input(2).dtype};
   const Shape out = checked(c, [&] { return MelWeightMatrix::validate(cfg); });
-  if (c.value[2] && c.value[3] && c.value[4]) {
-    check_host_fold_size(c, out.dims);
+  if (c.value[2] && c.value[3] && c.value[4] && bounded_numel(out.dims, kMaxHostFoldElements) >= 0) {
     auto w = checked(c, [&] {
       return mel_weight_matrix(mel, len, to_doubles(*c.value[2])[0], to_doubles(*c.value[3])[0],
                                to_doubles(*c.value[4])[0]);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <numbers>
 #include <tuple>
 
 #include "layers/audio.hpp"
@@ -269,6 +270,21 @@ TEST_SUITE("audio") {
             std::vector<float> wf(want.begin(), want.end());
             CLDL_CHECK_CLOSE(y.as<float>(), wf.data(), wf.size(), 0.0, 1e-6);
           }
+    {  // past the host folding limit: made by the kernel at run time
+      const int64_t size = graph::kMaxHostFoldElements + 3;
+      GraphBuilder b("bigwin", 17);
+      b.output(b.op1("HannWindow", {b.constant("n", i64({size}))}), "y");
+      auto z = b.input("z", DType::f32, Shape{1});
+      b.output(b.op1("Identity", {z}), "zz");
+      auto out = run_graph(b.build(), {{"z", f32(Shape{1}, {0.0f})}});
+      auto& y = out.at("y");
+      REQUIRE(y.shape() == Shape{size});
+      for (int64_t i = 0; i < size; i += 99991) {
+        CAPTURE(i);
+        const double s = std::sin(std::numbers::pi * double(i) / double(size));
+        CHECK(std::fabs(y.as<float>()[i] - s * s) <= 2e-6);
+      }
+    }
     // output_datatype double (folded)
     GraphBuilder b("win64", 17);
     b.output(b.op1("HannWindow", {b.constant("n", i64({10}))}, {{"output_datatype", int64_t(11)}}), "y");
