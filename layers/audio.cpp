@@ -60,7 +60,8 @@ void fft_pow2(std::vector<std::complex<double>>& a) {
 
 HostTensor complex_table(const std::vector<std::complex<double>>& v) {
   HostTensor t(DType::f32, Shape{int64_t(v.size()), 2});
-  for (size_t i = 0; i < v.size(); ++i) t.as<float>()[2 * i] = float(v[i].real()), t.as<float>()[2 * i + 1] = float(v[i].imag());
+  for (size_t i = 0; i < v.size(); ++i)
+    t.as<float>()[2 * i] = float(v[i].real()), t.as<float>()[2 * i + 1] = float(v[i].imag());
   return t;
 }
 
@@ -91,15 +92,15 @@ clfftPlanHandle make_c2c_plan(Context& ctx, int device, const std::string& op, i
 // The batched complex-to-complex transform of contiguous [batch, n] interleaved complex values, out of
 // place; the inverse scales by 1 / n.
 struct Dft::Engine {
-  std::string op;  // "DFT" / "STFT", for errors and logs
+  std::string op;                   // "DFT" / "STFT", for errors and logs
   int64_t n = 0, batch = 0, m = 0;  // m: Bluestein's convolution length
   bool inverse = false;
   FftAlgo algo = FftAlgo::direct;
   clfftPlanHandle plan = 0;  // clfft: length n; bluestein: length m
   bool has_plan = false;
   cl::Kernel direct, pre, mul, post;
-  Tensor twiddle;  // direct: (cos, sin) of 2 pi j / n, j < n; bluestein: the chirp w[j], j < n
-  Tensor chirp_fft;  // bluestein: the transform of the conjugate chirp, [m]
+  Tensor twiddle;                     // direct: (cos, sin) of 2 pi j / n, j < n; bluestein: the chirp w[j], j < n
+  Tensor chirp_fft;                   // bluestein: the transform of the conjugate chirp, [m]
   size_t work = 0, ext = 0, tmp = 0;  // bytes of each work region, each Bluestein region, clFFT's scratch
 
   Engine(Context& ctx, int device, std::string op_name, int64_t length, int64_t batches, bool inv)
@@ -114,16 +115,18 @@ struct Dft::Engine {
     // hold it (clFFT's scratch, at most one more region, comes on top).
     const uint64_t limit = ctx.device(device).info.max_alloc_bytes;
     if (limit && total() > limit)
-      invalid(op, "a transform of length {} over a batch of {} needs {} bytes of workspace, more than the {} bytes "
+      invalid(op,
+              "a transform of length {} over a batch of {} needs {} bytes of workspace, more than the {} bytes "
               "the device allocates at once",
               n, batch, total(), limit);
     if (algo == FftAlgo::clfft) {
       plan = make_c2c_plan(ctx, device, op, n, batch);
       has_plan = true;
     } else if (algo == FftAlgo::bluestein) {
-      log::info("{}: length {} has the prime factor {}, which clFFT does not support (2, 3, 5, 7, 11, 13): "
-                "Bluestein's algorithm, a convolution of length {} through clFFT",
-                op, n, largest_prime_factor(n), m);
+      log::info(
+          "{}: length {} has the prime factor {}, which clFFT does not support (2, 3, 5, 7, 11, 13): "
+          "Bluestein's algorithm, a convolution of length {} through clFFT",
+          op, n, largest_prime_factor(n), m);
       plan = make_c2c_plan(ctx, device, op, m, batch);
       has_plan = true;
       const double sign = inverse ? 1.0 : -1.0;
@@ -146,9 +149,10 @@ struct Dft::Engine {
       post = audio_kernel(ctx, device, "bluestein_post");
     } else {
       if (n > 1)
-        log::info("{}: length {} has the prime factor {}, which clFFT does not support (2, 3, 5, 7, 11, 13): "
-                  "a direct DFT kernel (short: O(N^2) is cheap)",
-                  op, n, largest_prime_factor(n));
+        log::info(
+            "{}: length {} has the prime factor {}, which clFFT does not support (2, 3, 5, 7, 11, 13): "
+            "a direct DFT kernel (short: O(N^2) is cheap)",
+            op, n, largest_prime_factor(n));
       direct = audio_kernel(ctx, device, "dft_direct");
       std::vector<std::complex<double>> w(size_t(std::max<int64_t>(n, 1)));
       for (int64_t j = 0; j < n; ++j) w[size_t(j)] = std::polar(1.0, 2.0 * std::numbers::pi * double(j) / double(n));
@@ -156,12 +160,12 @@ struct Dft::Engine {
     }
     if (has_plan) check_clfft(clfftGetTmpBufSize(plan, &tmp), op.c_str(), "clfftGetTmpBufSize");
   }
+  Engine(const Engine&) = delete;  // owns its clFFT plan
+  Engine& operator=(const Engine&) = delete;
   ~Engine() {
     if (has_plan && !clfft_torn_down()) clfftDestroyPlan(&plan);
   }
-  size_t total() const {
-    return kClfftAlign + 2 * round_up(work, kClfftAlign) + 2 * round_up(ext, kClfftAlign) + tmp;
-  }
+  size_t total() const { return kClfftAlign + 2 * round_up(work, kClfftAlign) + 2 * round_up(ext, kClfftAlign) + tmp; }
   std::string describe() const {
     if (algo == FftAlgo::clfft) return fmt::format("clFFT, length {}", n);
     if (algo == FftAlgo::bluestein)
@@ -247,7 +251,9 @@ std::unique_ptr<Dft> Dft::create(Context& ctx, int device, const DftConfig& cfg)
   d->out_ = validate(cfg);
   const Shape& s = cfg.input;
   const size_t r = s.rank();
-  d->n_ = cfg.length > 0 ? cfg.length : cfg.inverse && cfg.onesided ? 2 * (s[size_t(cfg.axis)] - 1) : s[size_t(cfg.axis)];
+  d->n_ = cfg.length > 0                ? cfg.length
+          : cfg.inverse && cfg.onesided ? 2 * (s[size_t(cfg.axis)] - 1)
+                                        : s[size_t(cfg.axis)];
   for (size_t i = 0; i < size_t(cfg.axis); ++i) d->outer_ *= s[i];
   for (size_t i = size_t(cfg.axis) + 1; i + 1 < r; ++i) d->inner_ *= s[i];
   d->gather_ = audio_kernel(ctx, device, "dft_gather");
@@ -264,7 +270,8 @@ std::string Dft::algorithm() const { return engine_->describe(); }
 size_t Dft::workspace_bytes() const { return engine_->total(); }
 
 void Dft::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* ws, ExecutionContext& ec) {
-  if (in.empty() || out.size() != 1) invalid("DFT", "expects the input and 1 output, got {} and {}", in.size(), out.size());
+  if (in.empty() || out.size() != 1)
+    invalid("DFT", "expects the input and 1 output, got {} and {}", in.size(), out.size());
   check_tensor("DFT", "input", in[0], cfg_.input, DType::f32);
   check_tensor("DFT", "output", out[0], out_, DType::f32);
   if (out_.numel() == 0) return;
@@ -348,9 +355,12 @@ void Stft::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
 // ---------------------------------------------------------------- windows
 const char* window_op_name(WindowKind k) {
   switch (k) {
-    case WindowKind::hann: return "HannWindow";
-    case WindowKind::hamming: return "HammingWindow";
-    case WindowKind::blackman: return "BlackmanWindow";
+    case WindowKind::hann:
+      return "HannWindow";
+    case WindowKind::hamming:
+      return "HammingWindow";
+    case WindowKind::blackman:
+      return "BlackmanWindow";
   }
   return "Window";
 }
@@ -364,8 +374,10 @@ double window_value(WindowKind k, int64_t size, int64_t i, bool periodic) {
       const double s = std::sin(a / 2);
       return s * s;
     }
-    case WindowKind::hamming: return 25.0 / 46.0 - 21.0 / 46.0 * std::cos(a);
-    case WindowKind::blackman: return 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+    case WindowKind::hamming:
+      return 25.0 / 46.0 - 21.0 / 46.0 * std::cos(a);
+    case WindowKind::blackman:
+      return 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
   }
   return 0.0;
 }
@@ -424,7 +436,8 @@ std::vector<double> mel_weight_matrix(int64_t num_mel_bins, int64_t dft_length, 
   std::vector<double> w(size_t(bins * num_mel_bins), 0.0);
   for (int64_t i = 0; i < num_mel_bins; ++i) {
     const int64_t l = p[size_t(i)], c = p[size_t(i + 1)], h = p[size_t(i + 2)];
-    if (c == l) w[size_t(c * num_mel_bins + i)] = 1.0;
+    if (c == l)
+      w[size_t(c * num_mel_bins + i)] = 1.0;
     else
       for (int64_t j = l; j <= c; ++j) w[size_t(j * num_mel_bins + i)] = double(j - l) / double(c - l);
     for (int64_t j = c; j < h; ++j) w[size_t(j * num_mel_bins + i)] = double(h - j) / double(h - c);
@@ -455,7 +468,8 @@ void MelWeightMatrix::enqueue(std::span<const Tensor> in, std::span<const Tensor
             in.size(), out.size());
   const char* names[] = {"sample_rate", "lower_edge_hertz", "upper_edge_hertz"};
   for (size_t i = 0; i < 3; ++i) {
-    if (in[i].shape.numel() != 1) invalid("MelWeightMatrix", "{} must hold one value, got shape {}", names[i], in[i].shape.str());
+    if (in[i].shape.numel() != 1)
+      invalid("MelWeightMatrix", "{} must hold one value, got shape {}", names[i], in[i].shape.str());
     const DType want = i == 0 ? cfg_.sample_rate : DType::f32;
     if (in[i].dtype != want)
       invalid("MelWeightMatrix", "{} has dtype {}, expected {}", names[i], to_string(in[i].dtype), to_string(want));

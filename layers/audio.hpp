@@ -134,7 +134,7 @@ class MelWeightMatrix : public Op {
 };
 
 // MelWeightMatrix on the host, as the kernel computes it (load-time folding): [bins, num_mel_bins] row-major.
-std::vector<double> mel_weight_matrix(int64_t num_mel_bins, int64_t dft_length, double sample_rate,
-                                      double lower_hz, double upper_hz);
+std::vector<double> mel_weight_matrix(int64_t num_mel_bins, int64_t dft_length, double sample_rate, double lower_hz,
+                                      double upper_hz);
 
 }  // namespace cldl

@@ -25,7 +25,8 @@ int64_t int_scalar(const InferCtx& c, size_t i, const char* what) {
   const HostTensor& t = c.constant(i, what);
   if (t.dtype() != DType::i64 && t.dtype() != DType::i32)
     c.error("input '{}' ({}) must be int32 or int64, got {}", c.input(i).name, what, to_string(t.dtype()));
-  if (t.numel() != 1) c.error("input '{}' ({}) must hold one value, got shape {}", c.input(i).name, what, t.shape().str());
+  if (t.numel() != 1)
+    c.error("input '{}' ({}) must hold one value, got shape {}", c.input(i).name, what, t.shape().str());
   return to_ints(t)[0];
 }
 
@@ -64,8 +65,9 @@ void infer_dft(InferCtx& c) {
   std::optional<int64_t> length, axis;
   if (c.has_input(1)) length = int_scalar(c, 1, "dft_length: it decides the output shape");
   if (c.has_input(2)) {
-    if (c.opset < 20) c.error("input '{}': DFT takes axis as an input from opset 20 (opset {}: attribute axis)",
-                              c.input(2).name, c.opset);
+    if (c.opset < 20)
+      c.error("input '{}': DFT takes axis as an input from opset 20 (opset {}: attribute axis)", c.input(2).name,
+              c.opset);
     axis = int_scalar(c, 2, "axis: it decides the output shape");
   }
   auto cfg = dft_config(c.node, c.opset, c.shape(0), length, axis, [&](const std::string& m) { c.error("{}", m); });
@@ -102,7 +104,8 @@ void infer_stft(InferCtx& c) {
   }
   std::optional<int64_t> frame_length;
   if (c.has_input(3)) frame_length = int_scalar(c, 3, "frame_length: it decides the output shape");
-  auto cfg = stft_config(c.node, c.shape(0), step, frame_length, window, [&](const std::string& m) { c.error("{}", m); });
+  auto cfg =
+      stft_config(c.node, c.shape(0), step, frame_length, window, [&](const std::string& m) { c.error("{}", m); });
   c.set(0, DType::f32, checked(c, [&] { return Stft::validate(cfg); }));
 }
 
@@ -114,8 +117,9 @@ std::unique_ptr<NodeKernel> lower_stft(LowerCtx& c) {
     if (!c.value[3]) c.error("input frame_length must be known when planning");
     frame_length = to_ints(*c.value[3])[0];
   }
-  auto cfg = stft_config(c.node, c.in[0].shape.to_shape(), to_ints(*c.value[1])[0], frame_length,
-                         has_window ? c.in[2].shape.to_shape()[0] : -1, [&](const std::string& m) { c.error("{}", m); });
+  auto cfg =
+      stft_config(c.node, c.in[0].shape.to_shape(), to_ints(*c.value[1])[0], frame_length,
+                  has_window ? c.in[2].shape.to_shape()[0] : -1, [&](const std::string& m) { c.error("{}", m); });
   return wrap(Stft::create(c.ctx, c.device, cfg), c, has_window ? std::vector<int>{0, 2} : std::vector<int>{0});
 }
 
@@ -199,7 +203,8 @@ std::unique_ptr<NodeKernel> lower_mel(LowerCtx& c) {
             to_string(c.out[0].dtype));
   for (size_t i : {size_t(3), size_t(4)})
     if (c.in[i].dtype != DType::f32)
-      c.error("input '{}' has dtype {}: on the device the edges must be float32", c.in[i].name, to_string(c.in[i].dtype));
+      c.error("input '{}' has dtype {}: on the device the edges must be float32", c.in[i].name,
+              to_string(c.in[i].dtype));
   const MelWeightMatrixConfig cfg{to_ints(*c.value[0])[0], to_ints(*c.value[1])[0], c.in[2].dtype};
   return wrap(MelWeightMatrix::create(c.ctx, c.device, cfg), c, {2, 3, 4});
 }

@@ -50,8 +50,8 @@ void check_transform(const std::vector<float>& got, const std::vector<double>& w
     const double e = std::fabs(double(got[i]) - want[i]);
     if (!(e <= worst)) worst = e, at = i;
   }
-  INFO("worst error " << worst << " at " << at << " (got " << got[at] << ", want " << want[at] << "), "
-                      << worst / scale << " of sqrt(N) max|x|");
+  INFO("worst error " << worst << " at " << at << " (got " << got[at] << ", want " << want[at] << "), " << worst / scale
+                      << " of sqrt(N) max|x|");
   CHECK(worst <= 1e-5 * scale);
 }
 
@@ -71,14 +71,15 @@ void run_dft_case(const DftCase& c, uint32_t seed) {
   DftConfig cfg{c.shape, c.axis, c.length, c.inverse, c.onesided};
   const Shape out = Dft::validate(cfg);
   Shape ref_shape;
-  auto want = ref::dft(std::vector<double>(x.begin(), x.end()), c.shape, c.axis, c.length, c.inverse, c.onesided,
-                       &ref_shape);
+  auto want =
+      ref::dft(std::vector<double>(x.begin(), x.end()), c.shape, c.axis, c.length, c.inverse, c.onesided, &ref_shape);
   REQUIRE(out == ref_shape);
   auto op = Dft::create(ctx(), 0, cfg);
   CAPTURE(op->algorithm());
   auto y = down<float>(run_op(*op, {up(x, c.shape)}, out));
-  const int64_t n = c.length > 0 ? c.length : c.inverse && c.onesided ? 2 * (c.shape[size_t(c.axis)] - 1)
-                                                                       : c.shape[size_t(c.axis)];
+  const int64_t n = c.length > 0              ? c.length
+                    : c.inverse && c.onesided ? 2 * (c.shape[size_t(c.axis)] - 1)
+                                              : c.shape[size_t(c.axis)];
   check_transform(y, want, n, max_abs(x), c.inverse);
 }
 }  // namespace
@@ -100,10 +101,10 @@ TEST_SUITE("audio") {
     uint32_t seed = 1;
     for (int64_t n : {1, 7, 12, 17, 97, 143, 400, 401, 512}) {
       for (int64_t c : {1, 2}) {
-        run_dft_case({Shape{3, n, c}, 1, 0, false, false}, seed++);         // batch before the axis
-        run_dft_case({Shape{n, 1, c}, 0, 0, false, false}, seed++);         // batch 1, axis 0
-        run_dft_case({Shape{2, n, 5, c}, 1, 0, c == 2, false}, seed++);    // dims after the axis
-        run_dft_case({Shape{2, 3, n, c}, 2, 0, false, c == 1}, seed++);     // one-sided real
+        run_dft_case({Shape{3, n, c}, 1, 0, false, false}, seed++);      // batch before the axis
+        run_dft_case({Shape{n, 1, c}, 0, 0, false, false}, seed++);      // batch 1, axis 0
+        run_dft_case({Shape{2, n, 5, c}, 1, 0, c == 2, false}, seed++);  // dims after the axis
+        run_dft_case({Shape{2, 3, n, c}, 2, 0, false, c == 1}, seed++);  // one-sided real
       }
     }
   }
@@ -241,7 +242,8 @@ TEST_SUITE("audio") {
       auto want_stft = ref::stft(xd, xs, st + 1, n + 1, ref::window(0, n + 1, true), true, &rs);
       auto& z = out.at("stft");
       REQUIRE(z.shape() == rs);
-      check_transform(std::vector<float>(z.as<float>(), z.as<float>() + z.numel()), want_stft, n + 1, max_abs(x), false);
+      check_transform(std::vector<float>(z.as<float>(), z.as<float>() + z.numel()), want_stft, n + 1, max_abs(x),
+                      false);
     }
   }
 
@@ -256,7 +258,8 @@ TEST_SUITE("audio") {
             CAPTURE(periodic);
             CAPTURE(fold);
             GraphBuilder b("win", 17);
-            b.output(b.op1(ops[kind], {b.constant("n", HostTensor::from<int32_t>(Shape{}, std::vector<int32_t>{int32_t(size)}))},
+            b.output(b.op1(ops[kind],
+                           {b.constant("n", HostTensor::from<int32_t>(Shape{}, std::vector<int32_t>{int32_t(size)}))},
                            {{"periodic", periodic}}),
                      "y");
             auto z = b.input("z", DType::f32, Shape{1});
@@ -312,9 +315,10 @@ TEST_SUITE("audio") {
         CAPTURE(constant);
         GraphBuilder b("mel", 17);
         auto rate = constant ? b.constant("rate", i64({c.rate})) : b.input("rate", DType::i64, Shape{});
-        b.output(b.op1("MelWeightMatrix", {b.constant("m", i64({c.mel})), b.constant("d", i64({c.dft})), rate,
-                                           b.constant("lo", f32(Shape{}, {c.lo})), b.constant("hi", f32(Shape{}, {c.hi}))}),
-                 "y");
+        b.output(
+            b.op1("MelWeightMatrix", {b.constant("m", i64({c.mel})), b.constant("d", i64({c.dft})), rate,
+                                      b.constant("lo", f32(Shape{}, {c.lo})), b.constant("hi", f32(Shape{}, {c.hi}))}),
+            "y");
         auto z = b.input("z", DType::f32, Shape{1});
         b.output(b.op1("Identity", {z}), "zz");
         std::map<std::string, HostTensor> feed{{"z", f32(Shape{1}, {0.0f})}};
@@ -369,10 +373,10 @@ TEST_SUITE("audio") {
     }
     {  // mel points past the spectrum (upper edge above the Nyquist frequency)
       GraphBuilder b("bad", 17);
-      b.output(b.op1("MelWeightMatrix", {b.constant("m", i64({8})), b.constant("d", i64({16})),
-                                         b.constant("r", i64({1000})), b.constant("lo", f32(Shape{}, {0.0f})),
-                                         b.constant("hi", f32(Shape{}, {4000.0f}))}),
-               "y");
+      b.output(
+          b.op1("MelWeightMatrix", {b.constant("m", i64({8})), b.constant("d", i64({16})), b.constant("r", i64({1000})),
+                                    b.constant("lo", f32(Shape{}, {0.0f})), b.constant("hi", f32(Shape{}, {4000.0f}))}),
+          "y");
       e = error_of([&] { compile_graph(b.build()); });
       CHECK(e.find("MelWeightMatrix") != std::string::npos);
       CHECK(e.find("outside the 9 bins") != std::string::npos);

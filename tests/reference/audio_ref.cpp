@@ -91,9 +91,15 @@ std::vector<double> window(int kind, int64_t size, bool periodic) {
     }
     const double x = 2.0 * std::numbers::pi * double(i) / d;
     switch (kind) {
-      case 0: w[size_t(i)] = 0.5 - 0.5 * std::cos(x); break;  // sin^2(x / 2)
-      case 1: w[size_t(i)] = 0.54347826086956519 - 0.45652173913043481 * std::cos(x); break;  // 25/46, 21/46
-      default: w[size_t(i)] = 0.42 - 0.5 * std::cos(x) + 0.08 * std::cos(2.0 * x); break;
+      case 0:
+        w[size_t(i)] = 0.5 - 0.5 * std::cos(x);
+        break;  // sin^2(x / 2)
+      case 1:
+        w[size_t(i)] = 0.54347826086956519 - 0.45652173913043481 * std::cos(x);
+        break;  // 25/46, 21/46
+      default:
+        w[size_t(i)] = 0.42 - 0.5 * std::cos(x) + 0.08 * std::cos(2.0 * x);
+        break;
     }
   }
   return w;
@@ -116,9 +122,11 @@ std::vector<double> mel_weight_matrix(int64_t num_mel_bins, int64_t dft_length, 
     if (centre == left) {
       w[size_t(centre * num_mel_bins + i)] = 1.0;
     } else {
-      for (int64_t j = left; j <= centre; ++j) w[size_t(j * num_mel_bins + i)] = double(j - left) / double(centre - left);
+      for (int64_t j = left; j <= centre; ++j)
+        w[size_t(j * num_mel_bins + i)] = double(j - left) / double(centre - left);
     }
-    for (int64_t j = centre; j < right; ++j) w[size_t(j * num_mel_bins + i)] = double(right - j) / double(right - centre);
+    for (int64_t j = centre; j < right; ++j)
+      w[size_t(j * num_mel_bins + i)] = double(right - j) / double(right - centre);
   }
   return w;
 }

@@ -21,8 +21,8 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     auto op = Stft::create(ctx, 0, cfg);
     const Shape so = Stft::validate(cfg);
     Tensor x = filled(ctx, xs), w = filled(ctx, Shape{n_fft}), y = ctx.alloc(so, DType::f32);
-    time_op(ctx, opts, rep, "audio", fmt::format("stft 30 s n_fft {} hop 160", n_fft), *op,
-            {x, w}, {y}, fft_flops(n_fft, so[1]), "GFLOP/s");
+    time_op(ctx, opts, rep, "audio", fmt::format("stft 30 s n_fft {} hop 160", n_fft), *op, {x, w}, {y},
+            fft_flops(n_fft, so[1]), "GFLOP/s");
   }
   for (int64_t n : {512, 400, 401}) {
     const Shape xs{256, n, 2};
@@ -30,8 +30,7 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     auto op = Dft::create(ctx, 0, cfg);
     const Shape so = Dft::validate(cfg);
     Tensor x = filled(ctx, xs), y = ctx.alloc(so, DType::f32);
-    time_op(ctx, opts, rep, "audio", fmt::format("dft [256,{},2]", n), *op, {x}, {y},
-            fft_flops(n, 256), "GFLOP/s");
+    time_op(ctx, opts, rep, "audio", fmt::format("dft [256,{},2]", n), *op, {x}, {y}, fft_flops(n, 256), "GFLOP/s");
   }
   {
     MelWeightMatrixConfig cfg{128, 512, DType::i64};
