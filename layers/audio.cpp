@@ -9,6 +9,7 @@
 #include "layers/clfft_util.hpp"
 #include "layers/tensor_checks.hpp"
 #include "runtime/log.hpp"
+#include "runtime/program_cache.hpp"
 
 namespace cldl {
 
@@ -106,6 +107,14 @@ struct Dft::Engine {
   Engine(Context& ctx, int device, std::string op_name, int64_t length, int64_t batches, bool inv)
       : op(std::move(op_name)), n(length), batch(batches), inverse(inv), algo(fft_algo_for(length)) {
     work = size_t(std::max<int64_t>(batch * n, 1)) * 2 * sizeof(float);
+    if (algo != FftAlgo::direct && ProgramCache::global().binaries_only()) {
+      // clFFT compiles its kernels from source at run time, which an offline program bundle cannot hold.
+      log::info(
+          "{}: length {}: the direct DFT kernel, since an offline program bundle (--binaries) cannot hold "
+          "clFFT's kernels",
+          op, n);
+      algo = FftAlgo::direct;
+    }
     if (algo == FftAlgo::bluestein) {
       m = 1;
       while (m < 2 * n - 1) m *= 2;
@@ -148,7 +157,7 @@ struct Dft::Engine {
       mul = audio_kernel(ctx, device, "bluestein_mul");
       post = audio_kernel(ctx, device, "bluestein_post");
     } else {
-      if (n > 1)
+      if (n > 1 && fft_algo_for(n) == FftAlgo::direct)
         log::info(
             "{}: length {} has the prime factor {}, which clFFT does not support (2, 3, 5, 7, 11, 13): "
             "a direct DFT kernel (short: O(N^2) is cheap)",

@@ -15,7 +15,8 @@ namespace cldl {
 // How a transform of length N runs: clFFT where N's prime factors are all ones it supports (2, 3, 5, 7,
 // 11, 13); otherwise (a logged choice) a direct O(N^2) DFT kernel over a twiddle table up to
 // kDirectDftMax points, and Bluestein's algorithm above (a chirp convolution of a power-of-2 length
-// >= 2 N - 1 through clFFT: three transforms' work instead of N^2).
+// >= 2 N - 1 through clFFT: three transforms' work instead of N^2). While an offline program bundle is
+// recorded or used (ProgramCache::binaries_only), always the direct kernel: clFFT compiles from source.
 enum class FftAlgo { clfft, bluestein, direct };
 inline constexpr int64_t kDirectDftMax = 64;
 FftAlgo fft_algo_for(int64_t n);

@@ -23,6 +23,7 @@
 #include "models/op_registry.hpp"
 #include "reference/audio_ref.hpp"
 #include "reference/cnn_harness.hpp"
+#include "runtime/program_cache.hpp"
 #include "support/onnx_util.hpp"
 
 using namespace cldl;
@@ -124,6 +125,28 @@ TEST_SUITE("audio") {
       run_dft_case({Shape{n, 4, 2}, 0, 2 * n - 1, true, true}, seed++);
       run_dft_case({Shape{2, n, 2}, 1, n + 2, true, true}, seed++);
     }
+  }
+
+  TEST_CASE("DFT under an offline program bundle: the direct kernel, whose program the bundle records") {
+    auto& cache = ProgramCache::global();
+    cache.start_recording();
+    std::unique_ptr<Dft> op;
+    try {
+      op = Dft::create(ctx(), 0, {Shape{2, 400, 1}, 1, 0, false, false});
+    } catch (...) {
+      cache.stop_recording();
+      throw;
+    }
+    auto rec = cache.stop_recording();
+    CHECK(op->algorithm() == "direct DFT, length 400");
+    bool has_audio = false;
+    for (auto& r : rec) has_audio |= r.file == "audio.cl";
+    CHECK(has_audio);
+    run_dft_case({Shape{2, 400, 1}, 1, 0, false, false}, 77);  // clFFT again once recording stops
+    auto x = random_floats(800, 78);
+    auto y = down<float>(run_op(*op, {up(x, Shape{2, 400, 1})}, Shape{2, 400, 2}));
+    auto want = ref::dft(std::vector<double>(x.begin(), x.end()), Shape{2, 400, 1}, 1, 0, false, false);
+    check_transform(y, want, 400, max_abs(x), false);
   }
 
   TEST_CASE("DFT round trip: inverse of forward is the signal") {
