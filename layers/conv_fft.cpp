@@ -4,11 +4,7 @@
 // one complex-to-real inverse per output plane (clFFT scales the backward transform by 1/(FH*FW)), and a
 // crop of the valid corner with bias and activation. No wrap-around reaches the valid corner because
 // FH >= H + pads, so it equals the linear correlation.
-#include <clFFT.h>
-
-#include <cstdlib>
-#include <mutex>
-
+#include "layers/clfft_util.hpp"
 #include "layers/conv.hpp"
 #include "layers/conv_internal.hpp"
 #include "runtime/log.hpp"
@@ -17,29 +13,7 @@ namespace cldl {
 
 namespace {
 
-void check_fft(clfftStatus s, const char* call) {
-  if (s != CLFFT_SUCCESS) throw Error(fmt::format("Conv (fft): {} failed with status {}", call, int(s)), int(s), call);
-}
-
-bool& fft_torn_down() {
-  static bool done = false;
-  return done;
-}
-
-void fft_setup_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    clfftSetupData d;
-    check_fft(clfftInitSetupData(&d), "clfftInitSetupData");
-    check_fft(clfftSetup(&d), "clfftSetup");
-    // Registered after every earlier static (the OpenCL context of a process-wide Context included), so
-    // it runs before their destructors. Plans of ops still alive at exit are left to the teardown.
-    std::atexit([] {
-      fft_torn_down() = true;
-      clfftTeardown();
-    });
-  });
-}
+void check_fft(clfftStatus s, const char* call) { check_clfft(s, "Conv (fft)", call); }
 
 // Smallest even n' >= n whose prime factors are all in {2, 3, 5, 7} (1 stays 1: a 1-D problem). Even
 // lengths keep the real-to-complex transforms on clFFT's most exercised path.
@@ -94,9 +68,8 @@ size_t tmp_size(clfftPlanHandle p) {
   return n;
 }
 
-// Workspace regions start on 4 KiB boundaries: clFFT takes whole cl_mem objects, so each region is a
-// sub-buffer, whose origin must meet CL_DEVICE_MEM_BASE_ADDR_ALIGN (at most 4 KiB on known devices).
-constexpr size_t kAlign = 4096;
+// Workspace regions are sub-buffers on kClfftAlign boundaries (clFFT takes whole cl_mem objects).
+constexpr size_t kAlign = kClfftAlign;
 
 struct FftLayout {
   size_t real = 0, xc = 0, yc = 0, tmp = 0;  // bytes of each region
@@ -114,17 +87,13 @@ FftLayout fft_layout(const ConvGeometry& g, int64_t fh, int64_t fw, size_t tmp) 
 }
 
 cl::Buffer sub_buffer(cl::Buffer b, size_t origin, size_t size) {
-  cl_buffer_region r{origin, size};
-  cl_int err = CL_SUCCESS;
-  cl::Buffer s = b.createSubBuffer(CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
-  check(err, "clCreateSubBuffer", "Conv (fft) workspace region");
-  return s;
+  return clfft_region(b, origin, size, "Conv (fft) workspace region");
 }
 
 }  // namespace
 
 void ConvOp::prepare_fft(const ConvConfig& cfg) {
-  fft_setup_once();
+  clfft_setup_once();
   const ConvGeometry& g = g_;
   fh_ = fft_size(g.H + g.PT + g.PB);
   fw_ = fft_size(g.W + g.PL + g.PR);
@@ -167,7 +136,7 @@ void ConvOp::prepare_fft(const ConvConfig& cfg) {
 }
 
 void ConvOp::release_fft() {
-  if (!fft_plans_ || fft_torn_down()) return;
+  if (!fft_plans_ || clfft_torn_down()) return;
   clfftDestroyPlan(&fft_fwd_);
   clfftDestroyPlan(&fft_inv_);
   fft_plans_ = false;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "layers/gemm.hpp"
+#include "layers/tensor_checks.hpp"
 
 namespace cldl {
 
@@ -16,19 +17,9 @@ cl::Kernel vision_kernel(Context& ctx, int device, const char* name) {
   return make_kernel(ctx.program("vision.cl", "", device), name);
 }
 
-void check_tensor(std::string_view op, std::string_view arg, const Tensor& t, const Shape& s, DType dt) {
-  if (t.shape != s) invalid(op, "{} has shape {}, expected {}", arg, t.shape.str(), s.str());
-  if (t.dtype != dt) invalid(op, "{} has dtype {}, expected {}", arg, to_string(t.dtype), to_string(dt));
-}
-
 void check_io(std::string_view op, std::span<const Tensor> in, size_t n_in, std::span<const Tensor> out, size_t n_out) {
   if (in.size() != n_in || out.size() != n_out)
     invalid(op, "expects {} inputs and {} outputs, got {} and {}", n_in, n_out, in.size(), out.size());
-}
-
-void check_dims(std::string_view op, const Shape& s, std::string_view what) {
-  for (auto d : s.dims)
-    if (d < 0) invalid(op, "{} has a negative dimension in shape {}", what, s.str());
 }
 
 cl_long4 long4_of(const std::vector<int64_t>& v) {
