@@ -50,7 +50,13 @@ const std::map<std::string, std::string>& known_gaps() {
 }
 
 // Tolerance per op family (fp32 kernels); folded host results and views are compared to 1e-6.
-std::pair<double, double> tolerance(const std::string& op) {
+std::pair<double, double> tolerance(const std::string& op, DType out) {
+  // The language-model ops compute f16 in fp32 and round once; the ONNX reference rounds to f16 after each
+  // numpy step (SwiGLU: four roundings), so the two differ by a few f16 ulps (9.8e-4 relative each).
+  if (op == "SwiGLU" || op == "CausalConvWithState" || op == "LinearAttention") {
+    if (out == DType::f16) return {4e-3, 1e-3};
+    if (op == "LinearAttention") return {1e-4, 1e-5};  // fp32 sums over d_k per step, T steps
+  }
   if (op == "Gemm" || op == "MatMul") return {1e-4, 1e-5};
   if (op == "Conv" || op == "ConvTranspose" || op == "LSTM" || op == "GRU" || op == "RNN" || op == "Attention")
     return {1e-3, 1e-4};
@@ -111,12 +117,12 @@ Result run_one(const fs::path& dir, const std::string& op) {
   }
   try {
     auto out = m->session()->run(feed);
-    auto [rtol, atol] = tolerance(op);
     const auto& outs = m->graph().outputs;
     if (outs.size() != expected.size()) return {Outcome::fail, "output count differs"};
     for (size_t i = 0; i < outs.size(); ++i) {
       const HostTensor& got = out.at(outs[i].name);
       const HostTensor& want = expected[i];
+      auto [rtol, atol] = tolerance(op, want.dtype());
       if (got.dtype() != want.dtype() || got.shape() != want.shape())
         return {Outcome::fail, fmt::format("output '{}': got {} {}, want {} {}", outs[i].name, to_string(got.dtype()),
                                            got.shape().str(), to_string(want.dtype()), want.shape().str())};
