@@ -8,7 +8,10 @@
 // Tolerances: TensorScatter exact; SwiGLU and CausalConvWithState 1e-5 relative + 1e-6 absolute (f32) against the
 // double references; LinearAttention 1e-4 + 1e-5 (fp32 sums over d_k per step, T steps); f16 outputs 4e-3 + 1e-3
 // (one f16 rounding of an fp32 result, and the f16 inputs the reference reads too).
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <functional>
 
 #include "layers/llm.hpp"
 #include "models/builder.hpp"
@@ -369,4 +372,65 @@ TEST_CASE("LLM ops: bad inputs are errors naming the node and the argument") {
               .find("(past_state) has shape [1, 2, 3, 3], expected [1, 2, 3, 2]") != std::string::npos);
     CHECK(load_error(la("fast", 4, 2, false, {})).find("attribute update_rule must be") != std::string::npos);
   }
+}
+
+// The measurement behind LinearAttention's one-launch design (skipped by default; run with --no-skip -tc='*timing*'):
+// the op over all T steps in one launch against the naive step loop (the same kernel with T = 1 launched T times, the
+// state going through global memory between launches, ping-ponged), and the one-launch kernel with the state column
+// in the workspace instead of private memory. Prints median milliseconds; checks the step loop's result too.
+TEST_CASE("LinearAttention timing: one launch vs a step loop" * doctest::skip()) {
+  const int64_t B = 1, T = 256, H = 8, dk = 64, dv = 64;
+  LinearAttentionConfig cfg;
+  cfg.batch = B, cfg.seq = T, cfg.q_heads = H, cfg.kv_heads = H, cfg.head_dim_k = dk, cfg.head_dim_v = dv;
+  cfg.has_past = true, cfg.beta_heads = H;
+  const Shape xs{B, T, H * dk}, ds{B, T, H * dk}, bs{B, T, H}, ss{B, H, dk, dv};
+  Tensor q = up(random_floats(size_t(xs.numel()), 61), xs),
+         k = up(random_floats(size_t(xs.numel()), 62, -0.1f, 0.1f), xs),
+         v = up(random_floats(size_t(xs.numel()), 63), xs),
+         d = up(random_floats(size_t(ds.numel()), 64, -0.3f, -0.01f), ds),
+         b = up(random_floats(size_t(bs.numel()), 65, 0.1f, 0.9f), bs),
+         past = up(std::vector<float>(size_t(ss.numel())), ss);
+  Tensor o = ctx().alloc(xs, DType::f32), s = ctx().alloc(ss, DType::f32), s2 = ctx().alloc(ss, DType::f32);
+  auto median_ms = [](const std::function<void()>& f) {
+    std::vector<double> ms;
+    for (int r = 0; r < 7; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      f();
+      ctx().finish();
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  for (bool global : {false, true}) {
+    auto op = LinearAttention::create(ctx(), 0, cfg, global);
+    Tensor ws = ctx().alloc(Shape{int64_t(op->workspace_bytes() / 4 + 1)}, DType::f32);
+    const double t = median_ms([&] {
+      auto ec = ctx().exec();
+      Tensor outs[2] = {o, s};
+      op->enqueue(std::vector<Tensor>{q, k, v, past, d, b}, outs, &ws, ec);
+    });
+    MESSAGE("one launch, state " << std::string(global ? "in the workspace" : "private") << ": " << t << " ms");
+  }
+  auto one = down<float>(s);
+  LinearAttentionConfig step = cfg;
+  step.seq = 1;
+  auto op1 = LinearAttention::create(ctx(), 0, step);
+  const double t = median_ms([&] {
+    for (int64_t i = 0; i < T; ++i) {
+      auto ec = ctx().exec();
+      const Tensor& in_state = i == 0 ? past : (i % 2 ? s : s2);
+      const Tensor& out_state = i % 2 ? s2 : s;
+      Tensor outs[2] = {o.slice_elems(i * H * dv, H * dv, Shape{1, 1, H * dv}), out_state};
+      op1->enqueue(std::vector<Tensor>{q.slice_elems(i * H * dk, H * dk, Shape{1, 1, H * dk}),
+                                       k.slice_elems(i * H * dk, H * dk, Shape{1, 1, H * dk}),
+                                       v.slice_elems(i * H * dv, H * dv, Shape{1, 1, H * dv}), in_state,
+                                       d.slice_elems(i * H * dk, H * dk, Shape{1, 1, H * dk}),
+                                       b.slice_elems(i * H, H, Shape{1, 1, H})},
+                   outs, nullptr, ec);
+    }
+  });
+  MESSAGE("step loop (" << T << " launches): " << t << " ms");
+  auto stepped = down<float>(T % 2 ? s : s2);
+  CLDL_CHECK_CLOSE(stepped.data(), one.data(), one.size(), 1e-4, 1e-5);
 }
