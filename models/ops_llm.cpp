@@ -3,10 +3,16 @@
 // linear, gated, delta, gated_delta; GQA). f32 and f16 activations (fp32 arithmetic); TensorScatter moves
 // any dtype. Inputs known when planning still run on the device (the ops are cheap and run per token);
 // TensorScatter's write_indices, when known then, are checked against the cache length.
+// FlexAttention (ai.onnx.preview 1) is expanded when planning (expand_flex_attention below, called by the
+// control-flow expander) into device ops over the full score tensor: a QK^T MatMul, the score_mod subgraph
+// inlined, Softmax, the prob_mod subgraph inlined, a MatMul with V; no fused kernel yet.
 #include <algorithm>
+#include <cmath>
 
 #include "layers/llm.hpp"
+#include "models/control_flow.hpp"
 #include "models/ops_cnn_common.hpp"
+#include "runtime/log.hpp"
 
 namespace cldl::graph {
 namespace {
@@ -252,4 +258,101 @@ const OpRegistration kLlmOps{
 };
 
 }  // namespace
+
+// ---------------------------------------------------------------- FlexAttention
+// Q [B, Hq, L, E], K [B, Hkv, S, E], V [B, Hkv, S, Ev] -> Y [B, Hq, L, Ev], as the ONNX reference computes it:
+// scores = (Q * sqrt(scale)) (K * sqrt(scale))^T in the softmax precision (f32 for f16 / f32 inputs, f64 for
+// f64), score_mod, Softmax over the last axis, prob_mod, then the product with V, cast back to the input
+// type. GQA: each K / V head is repeated for its group of Hq / Hkv query heads (Reshape + Expand + Reshape).
+std::vector<Node> expand_flex_attention(Graph& g, const Node& n) {
+  if (n.inputs.size() != 3 || n.outputs.empty())
+    fail("{}: expects 3 inputs (Q, K, V) and 1 output, got {} and {}", n.describe(), n.inputs.size(), n.outputs.size());
+  const char* names[] = {"Q", "K", "V"};
+  Shape s[3];
+  DType t = DType::f32;
+  for (size_t i = 0; i < 3; ++i) {
+    const ValueInfo* info = n.inputs[i].empty() ? nullptr : g.info(n.inputs[i]);
+    if (!info) fail("{}: input {} ({}) is missing", n.describe(), i, names[i]);
+    if (!info->shape.is_static()) fail("{}: input '{}' ({}) has no static shape", n.describe(), n.inputs[i], names[i]);
+    s[i] = info->shape.to_shape();
+    if (s[i].rank() != 4)
+      fail("{}: input '{}' ({}) must be rank 4 [batch, heads, sequence, head size], got shape {}", n.describe(),
+           n.inputs[i], names[i], s[i].str());
+    if (i == 0)
+      t = info->dtype;
+    else if (info->dtype != t)
+      fail("{}: input '{}' ({}) has dtype {}, but Q has {}", n.describe(), n.inputs[i], names[i],
+           to_string(info->dtype), to_string(t));
+  }
+  if (t != DType::f32 && t != DType::f16 && t != DType::f64)
+    fail("{}: input Q has dtype {}; cldl runs FlexAttention on float32, float16 and float64", n.describe(),
+         to_string(t));
+  const Shape &q = s[0], &k = s[1], &v = s[2];
+  const int64_t B = q[0], Hq = q[1], E = q[3], Hkv = k[1], S = k[2];
+  if (k[0] != B || v[0] != B || v[1] != Hkv || v[2] != S || k[3] != E)
+    fail("{}: shapes Q {}, K {}, V {} do not agree (K [{}, kv_heads, S, {}], V [{}, kv_heads, S, Ev])", n.describe(),
+         q.str(), k.str(), v.str(), B, E, B);
+  if (Hkv <= 0 || Hq % Hkv) fail("{}: Q's {} heads are not a multiple of K's {} (GQA)", n.describe(), Hq, Hkv);
+  // The softmax precision: f32 for f16 / f32 inputs, f64 for f64 (the spec's default); another explicit one
+  // is refused by name rather than computed differently.
+  const DType ct = t == DType::f64 ? DType::f64 : DType::f32;
+  const int64_t ct_code = ct == DType::f64 ? 11 : 1;
+  if (n.has("softmax_precision") && n.attr_i("softmax_precision", ct_code) != ct_code)
+    fail("{}: attribute softmax_precision = {} is not supported for {} inputs (cldl computes in {}, code {})",
+         n.describe(), n.attr_i("softmax_precision", 0), to_string(t), to_string(ct), ct_code);
+  const double scale = n.has("scale") ? double(n.attr_f("scale", 0.0f)) : 1.0 / std::sqrt(double(E));
+  std::vector<Node> nodes;
+  const std::string& base = n.name;
+  auto value = [&](const char* what) { return g.unique_name(base + "/" + what); };
+  auto node = [&](const char* what, const char* op, std::vector<std::string> in,
+                  std::map<std::string, AttrValue> attrs = {}) {
+    std::string out = value(what);
+    nodes.push_back(make_node(g, base + "/" + what, op, std::move(in), {out}, std::move(attrs)));
+    return out;
+  };
+  auto ints = [&](const char* what, std::vector<int64_t> d) {
+    return add_constant(g, base + "/" + what, HostTensor::from<int64_t>(Shape{int64_t(d.size())}, d));
+  };
+  const HostTensor root = ct == DType::f64
+                              ? HostTensor::from<double>(Shape{}, std::vector<double>{std::sqrt(scale)})
+                              : HostTensor::from<float>(Shape{}, std::vector<float>{std::sqrt(float(scale))});
+  const std::string sqrt_scale = add_constant(g, base + "/sqrt_scale", root);
+  std::string x[3];
+  for (size_t i = 0; i < 3; ++i) {
+    x[i] = t == ct ? n.inputs[i] : node("cast", "Cast", {n.inputs[i]}, {{"to", ct_code}});
+    if (i < 2) x[i] = node("scaled", "Mul", {x[i], sqrt_scale});
+    if (i > 0 && Hq != Hkv) {  // repeat each K / V head for its query heads
+      const int64_t d = s[i][3];
+      x[i] = node("kv_split", "Reshape", {x[i], ints("kv_split_shape", {B, Hkv, 1, S, d})});
+      x[i] = node("kv_repeat", "Expand", {x[i], ints("kv_repeat_shape", {B, Hkv, Hq / Hkv, S, d})});
+      x[i] = node("kv_heads", "Reshape", {x[i], ints("kv_heads_shape", {B, Hq, S, d})});
+    }
+  }
+  std::string scores =
+      node("scores", "MatMul",
+           {x[0], node("k_transposed", "Transpose", {x[1]}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}})});
+  auto modify = [&](const char* attr, const std::string& in) {
+    const Graph* sub = n.attr_g(attr);
+    if (!sub) return in;
+    if (sub->inputs.size() != 1 || sub->outputs.size() != 1)
+      fail("{}: subgraph {} must have 1 input and 1 output, has {} and {}", n.describe(), attr, sub->inputs.size(),
+           sub->outputs.size());
+    std::vector<std::string> outs;
+    auto body = inline_body(g, *sub, base + "/" + attr, {{sub->inputs[0].name, in}}, outs);
+    nodes.insert(nodes.end(), std::make_move_iterator(body.begin()), std::make_move_iterator(body.end()));
+    return outs[0];
+  };
+  scores = modify("score_mod", scores);
+  std::string probs = modify("prob_mod", node("probs", "Softmax", {scores}, {{"axis", int64_t(-1)}}));
+  if (t == ct) {
+    nodes.push_back(make_node(g, base + "/output", "MatMul", {probs, x[2]}, {n.outputs[0]}));
+  } else {
+    nodes.push_back(make_node(g, base + "/output", "Cast", {node("y", "MatMul", {probs, x[2]})}, {n.outputs[0]},
+                              {{"to", int64_t(t == DType::f16 ? 10 : 1)}}));
+  }
+  log::debug("{}: expanded into {} device ops (QK^T MatMul, modifiers inlined, Softmax, MatMul)", n.describe(),
+             nodes.size());
+  return nodes;
+}
+
 }  // namespace cldl::graph

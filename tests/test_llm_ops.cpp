@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
 
 #include "layers/llm.hpp"
 #include "models/builder.hpp"
@@ -433,4 +434,96 @@ TEST_CASE("LinearAttention timing: one launch vs a step loop" * doctest::skip())
   MESSAGE("step loop (" << T << " launches): " << t << " ms");
   auto stepped = down<float>(T % 2 ? s : s2);
   CLDL_CHECK_CLOSE(stepped.data(), one.data(), one.size(), 1e-4, 1e-5);
+}
+
+namespace {
+// A one-input modifier subgraph: y = op(x, k).
+graph::SubGraph modifier(const std::string& name, const Shape& s, const std::string& op, const HostTensor& k) {
+  GraphBuilder g(name, 26);
+  g.output(g.op1(op, {g.input(name + "_in", DType::f32, s), g.constant(name + "_k", k)}));
+  return std::make_shared<graph::Graph>(g.build());
+}
+
+// A FlexAttention graph (ai.onnx.preview) on inputs q, k, v of dtype dt.
+graph::Graph flex_graph(const Shape& qs, const Shape& ks, const Shape& vs, DType dt,
+                        std::map<std::string, graph::AttrValue> attrs) {
+  GraphBuilder g("flex", 26);
+  g.output(g.op("FlexAttention", {g.input("q", dt, qs), g.input("k", dt, ks), g.input("v", dt, vs)}, std::move(attrs),
+                1, "ai.onnx.preview")[0],
+           "y");
+  return g.build();
+}
+}  // namespace
+
+TEST_CASE("FlexAttention against the reference: GQA, score_mod (soft cap, mask) and prob_mod subgraphs inlined, f16") {
+  struct Case {
+    int64_t B, Hq, Hkv, L, S, E, Ev;
+    std::string mods;  // "", "softcap", "mask+prob"
+    bool f16 = false;
+  };
+  const Case cases[] = {
+      {1, 6, 2, 5, 33, 17, 3, "softcap"}, {2, 3, 3, 1, 7, 64, 64, "mask+prob"},   {1, 1, 1, 4, 4, 1, 5, ""},
+      {2, 4, 1, 3, 5, 3, 2, "mask+prob"}, {1, 2, 2, 5, 6, 8, 4, "softcap", true},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.Hq);
+    CAPTURE(c.mods);
+    CAPTURE(c.f16);
+    const Shape qs{c.B, c.Hq, c.L, c.E}, ks{c.B, c.Hkv, c.S, c.E}, vs{c.B, c.Hkv, c.S, c.Ev},
+        scores{c.B, c.Hq, c.L, c.S};
+    auto q = random_floats(size_t(qs.numel()), 71, -2.0f, 2.0f), k = random_floats(size_t(ks.numel()), 72, -2.0f, 2.0f),
+         v = random_floats(size_t(vs.numel()), 73);
+    if (c.f16) q = through_half(q), k = through_half(k), v = through_half(v);
+    const double scale = c.mods == "mask+prob" ? 0.4 : 1.0 / std::sqrt(double(c.E));
+    std::map<std::string, graph::AttrValue> attrs;
+    if (c.mods == "mask+prob") attrs["scale"] = 0.4f;
+    ref::FlexMod score_mod, prob_mod;
+    const float cap = 1.5f;
+    std::vector<float> mask(size_t(c.L * c.S)), weight(size_t(c.Hq * c.S));
+    for (int64_t i = 0; i < c.L; ++i)  // causal, the query block at the end of the keys
+      for (int64_t j = 0; j < c.S; ++j) mask[size_t(i * c.S + j)] = j <= i + c.S - c.L ? 0.0f : -INFINITY;
+    for (size_t i = 0; i < weight.size(); ++i) weight[i] = 0.5f + 0.1f * float(i % 7);
+    if (c.mods == "softcap") {
+      GraphBuilder g("softcap", 26);
+      auto x = g.input("s", DType::f32, scores);
+      auto t = g.op1("Tanh",
+                     {g.op1("Div", {x, g.constant("cap", HostTensor::from<float>(Shape{}, std::vector<float>{cap}))})});
+      g.output(g.op1("Mul", {t, g.constant("cap2", HostTensor::from<float>(Shape{}, std::vector<float>{cap}))}));
+      attrs["score_mod"] = std::make_shared<graph::Graph>(g.build());
+      score_mod = [&](int64_t, int64_t, int64_t, int64_t, double s) { return cap * std::tanh(s / cap); };
+    } else if (c.mods == "mask+prob") {
+      attrs["score_mod"] = modifier("mask", scores, "Add", HostTensor::from<float>(Shape{1, 1, c.L, c.S}, mask));
+      attrs["prob_mod"] = modifier("prob", scores, "Mul", HostTensor::from<float>(Shape{1, c.Hq, 1, c.S}, weight));
+      score_mod = [&](int64_t, int64_t, int64_t i, int64_t j, double s) {
+        return s + double(mask[size_t(i * c.S + j)]);
+      };
+      prob_mod = [&](int64_t, int64_t h, int64_t, int64_t j, double p) {
+        return p * double(weight[size_t(h * c.S + j)]);
+      };
+    }
+    const DType dt = c.f16 ? DType::f16 : DType::f32;
+    auto feed = [&](const Shape& s, const std::vector<float>& x) {
+      return c.f16 ? half_tensor(s, x) : HostTensor::from<float>(s, x);
+    };
+    auto out =
+        run_graph(flex_graph(qs, ks, vs, dt, attrs), {{"q", feed(qs, q)}, {"k", feed(ks, k)}, {"v", feed(vs, v)}});
+    const HostTensor& got = out.at("y");
+    REQUIRE(got.dtype() == dt);
+    REQUIRE(got.shape() == Shape{c.B, c.Hq, c.L, c.Ev});
+    auto want =
+        ref::flex_attention(dbl(q), dbl(k), dbl(v), c.B, c.Hq, c.Hkv, c.L, c.S, c.E, c.Ev, scale, score_mod, prob_mod);
+    check_close(floats_of(got), want, 0, c.f16 ? 4e-3 : 1e-4, c.f16 ? 1e-3 : 1e-5);
+  }
+}
+
+TEST_CASE("FlexAttention: bad inputs are errors naming the node and the argument") {
+  auto flex = [](Shape q, Shape k, Shape v, std::map<std::string, graph::AttrValue> attrs = {}) {
+    return error_of([&] { compile_graph(flex_graph(q, k, v, DType::f32, std::move(attrs))); });
+  };
+  CHECK(flex({1, 2, 3}, {1, 2, 3, 4}, {1, 2, 3, 4}).find("input 'q' (Q) must be rank 4") != std::string::npos);
+  CHECK(flex({1, 3, 2, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}).find("Q's 3 heads are not a multiple of K's 2") !=
+        std::string::npos);
+  CHECK(flex({1, 2, 2, 4}, {1, 2, 5, 4}, {1, 2, 6, 4}).find("do not agree") != std::string::npos);
+  CHECK(flex({1, 2, 2, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}, {{"softmax_precision", int64_t(10)}})
+            .find("attribute softmax_precision = 10 is not supported") != std::string::npos);
 }

@@ -1,6 +1,7 @@
 // References for the language-model ops: see llm_ref.hpp.
 #include "llm_ref.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -96,6 +97,39 @@ std::vector<double> linear_attention(const LinearAttentionRef& p, const std::vec
     }
   out.insert(out.end(), state.begin(), state.end());
   return out;
+}
+
+std::vector<double> flex_attention(const std::vector<double>& q, const std::vector<double>& k,
+                                   const std::vector<double>& v, int64_t B, int64_t Hq, int64_t Hkv, int64_t L,
+                                   int64_t S, int64_t E, int64_t Ev, double scale, const FlexMod& score_mod,
+                                   const FlexMod& prob_mod) {
+  std::vector<double> y(size_t(B * Hq * L * Ev), 0.0);
+  std::vector<double> p(static_cast<size_t>(S));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t hk = h / (Hq / Hkv);  // GQA: contiguous groups of query heads share a KV head
+      for (int64_t i = 0; i < L; ++i) {
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < S; ++j) {
+          double s = 0;
+          for (int64_t e = 0; e < E; ++e)
+            s += q[size_t(((b * Hq + h) * L + i) * E + e)] * k[size_t(((b * Hkv + hk) * S + j) * E + e)];
+          s *= scale;
+          if (score_mod) s = score_mod(b, h, i, j, s);
+          p[size_t(j)] = s;
+          mx = std::max(mx, s);
+        }
+        double sum = 0;
+        for (auto& x : p) sum += (x = std::exp(x - mx));
+        for (int64_t j = 0; j < S; ++j) {
+          double pr = p[size_t(j)] / sum;
+          if (prob_mod) pr = prob_mod(b, h, i, j, pr);
+          for (int64_t e = 0; e < Ev; ++e)
+            y[size_t(((b * Hq + h) * L + i) * Ev + e)] += pr * v[size_t(((b * Hkv + hk) * S + j) * Ev + e)];
+        }
+      }
+    }
+  return y;
 }
 
 }  // namespace cldl::ref

@@ -4,6 +4,7 @@
 // recurrence on the whole state matrix with the GQA read by head repetition).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,13 @@ std::vector<double> linear_attention(const LinearAttentionRef& p, const std::vec
                                      const std::vector<double>& k, const std::vector<double>& v,
                                      const std::vector<double>& past, const std::vector<double>& decay,
                                      const std::vector<double>& beta);
+
+// FlexAttention: q [B, Hq, L, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev] -> [B, Hq, L, Ev]. score_mod / prob_mod
+// (empty: none) map (b, h, i, j, value) to the modified score / probability.
+using FlexMod = std::function<double(int64_t b, int64_t h, int64_t i, int64_t j, double x)>;
+std::vector<double> flex_attention(const std::vector<double>& q, const std::vector<double>& k,
+                                   const std::vector<double>& v, int64_t B, int64_t Hq, int64_t Hkv, int64_t L,
+                                   int64_t S, int64_t E, int64_t Ev, double scale, const FlexMod& score_mod,
+                                   const FlexMod& prob_mod);
 
 }  // namespace cldl::ref
