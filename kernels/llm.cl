@@ -59,24 +59,24 @@ typedef uint elem_t;
 #endif
 
 // TensorScatter: the cache viewed as [outer, L, inner] (L = max_sequence_length, the axis), the update as
-// [outer, S, inner]; outer rows per batch entry = outer / batch. One work-item per cache element, so the
-// copy and the scatter are one pass with no write conflict: cache position s takes update row
-// j = s - w (linear) or (s - w) mod L (circular) of its batch entry's write index w when 0 <= j < S, else
-// keeps the past value. A linear write past the end (w + S > L, which the spec forbids) writes nothing
-// there: the positions that exist are still exactly the spec's. Global (inner, L, outer).
-__kernel void tensor_scatter(long L, long S, long rows_per_batch, int circular, int has_indices,
-                             __global const elem_t* past, long past_off, __global const elem_t* update, long upd_off,
-                             __global const long* indices, long idx_off, __global elem_t* present, long pres_off) {
-  const long i = get_global_id(0), s = get_global_id(1), o = get_global_id(2);
-  const long inner = get_global_size(0);
-  const long w = has_indices ? indices[idx_off + o / rows_per_batch] : 0;
-  long j = s - w;
+// [outer, S, inner]; outer rows per batch entry = outer / batch. The op first copies past to present
+// (clEnqueueCopyBuffer), then this kernel writes update row j of each cache row to position w + j (linear)
+// or (w + j) mod L (circular), w the batch entry's write index. A linear write outside [0, L) (which the
+// spec forbids; checked when the indices are known at load) is not made, so no memory past the cache is
+// touched. Global (inner, S, outer).
+__kernel void tensor_scatter(long L, long rows_per_batch, int circular, int has_indices, __global const elem_t* update,
+                             long upd_off, __global const long* indices, long idx_off, __global elem_t* present,
+                             long pres_off) {
+  const long i = get_global_id(0), j = get_global_id(1), o = get_global_id(2);
+  const long inner = get_global_size(0), S = get_global_size(1);
+  long pos = (has_indices ? indices[idx_off + o / rows_per_batch] : 0) + j;
   if (circular) {
-    j %= L;
-    if (j < 0) j += L;
+    pos %= L;
+    if (pos < 0) pos += L;
+  } else if (pos < 0 || pos >= L) {
+    return;
   }
-  const long dst = (o * L + s) * inner + i;
-  present[pres_off + dst] = (j >= 0 && j < S) ? update[upd_off + (o * S + j) * inner + i] : past[past_off + dst];
+  present[pres_off + (o * L + pos) * inner + i] = update[upd_off + (o * S + j) * inner + i];
 }
 
 // SwiGLU of two inputs: y = a * sigmoid(alpha * a) * b, element for element. Global (n).
@@ -88,8 +88,9 @@ __kernel void swiglu_pair(float alpha, TSTORE* A, long a_off, TSTORE* B, long b_
 
 // CausalConvWithState: x [B, C, Lx], weight [C, 1, K], bias [C], past [B, C, K - 1]. The padded sequence
 // is past (or zeros) followed by x; output position l is the dot product of the weight with padded
-// [l, l + K), present_state the last K - 1 positions of padded. Global (Lx + K - 1, C, B): ids below Lx
-// compute the output, the others the state (present may be left out: has_present 0).
+// [l, l + K), present_state the last K - 1 positions of padded. Global (n0 >= Lx + K - 1, C, B), n0 rounded
+// up so that the driver can pick a work-group along it: ids below Lx compute the output, the next K - 1 the
+// state (present may be left out: has_present 0), the rest nothing.
 __kernel void causal_conv_with_state(int Lx, int K, int has_bias, int has_past, int has_present, TSTORE* X,
                                      long x_off, TSTORE* W, long w_off, TSTORE* bias, long bias_off, TSTORE* past,
                                      long past_off, TSTORE* Y, long y_off, TSTORE* present, long pres_off) {
@@ -100,16 +101,21 @@ __kernel void causal_conv_with_state(int Lx, int K, int has_bias, int has_past, 
   if (l < Lx) {
     W += w_off + (long)c * K;
     float acc = has_bias ? LOAD_T(bias + bias_off, c) : 0.0f;
-    for (int j = 0; j < K; ++j) {
-      const int p = l + j - (K - 1);  // position in x; negative: in the state
-      const float x = p >= 0 ? LOAD_T(X, p) : has_past ? LOAD_T(past, K - 1 + p) : 0.0f;
-      acc += LOAD_T(W, j) * x;
+    const int first = l - (K - 1);  // position in x of the first tap; negative: the taps start in the state
+    if (first >= 0) {
+      for (int j = 0; j < K; ++j) acc += LOAD_T(W, j) * LOAD_T(X, first + j);
+    } else {
+      for (int j = 0; j < K; ++j) {
+        const int p = first + j;
+        const float x = p >= 0 ? LOAD_T(X, p) : has_past ? LOAD_T(past, K - 1 + p) : 0.0f;
+        acc += LOAD_T(W, j) * x;
+      }
     }
 #if SILU
     acc = acc / (1.0f + exp(-acc));
 #endif
     STORE_T(Y + y_off + row * Lx, l, acc);
-  } else if (has_present) {
+  } else if (has_present && l < Lx + K - 1) {
     const int j = l - Lx;  // 0 .. K - 2
     const int p = Lx + j - (K - 1);
     const float v = p >= 0 ? LOAD_T(X, p) : has_past ? LOAD_T(past, K - 1 + p) : 0.0f;

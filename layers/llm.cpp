@@ -62,6 +62,7 @@ std::unique_ptr<TensorScatter> TensorScatter::create(Context& ctx, int device, c
   std::unique_ptr<TensorScatter> t(new TensorScatter());
   t->cfg_ = cfg;
   t->axis_ = validate(cfg);
+  t->ctx_ = &ctx;
   t->kernel_ = make_kernel(ctx.program("llm.cl", fmt::format("-DELEM_BYTES={}", dtype_size(cfg.dtype)), device),
                            "tensor_scatter");
   return t;
@@ -84,13 +85,15 @@ void TensorScatter::enqueue(std::span<const Tensor> in, std::span<const Tensor> 
     else if (i > axis_)
       inner *= cfg_.cache[size_t(i)];
   const int64_t L = cfg_.cache[size_t(axis_)], S = cfg_.update[size_t(axis_)];
-  const Tensor& idx = cfg_.has_indices ? in[2] : in[0];  // absent: past_cache stands in (never read)
+  const Tensor& idx = cfg_.has_indices ? in[2] : in[1];  // absent: update stands in (never read)
   std::lock_guard lock(launch_mutex_);
-  set_args(kernel_, cl_long(L), cl_long(S), cl_long(outer / cfg_.cache[0]), cl_int(cfg_.circular ? 1 : 0),
-           cl_int(cfg_.has_indices ? 1 : 0), in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer,
-           cl_long(in[1].offset_elems()), idx.buffer, cl_long(cfg_.has_indices ? idx.offset_elems() : 0), out[0].buffer,
-           cl_long(out[0].offset_elems()));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner), size_t(L), size_t(outer)), cl::NullRange, "tensor_scatter");
+  // The copy waits for the inputs; the kernel follows it on the same in-order queue.
+  ctx_->copy_async(in[0], out[0], ec);
+  if (cfg_.update.numel() == 0) return;
+  set_args(kernel_, cl_long(L), cl_long(outer / cfg_.cache[0]), cl_int(cfg_.circular ? 1 : 0),
+           cl_int(cfg_.has_indices ? 1 : 0), in[1].buffer, cl_long(in[1].offset_elems()), idx.buffer,
+           cl_long(cfg_.has_indices ? idx.offset_elems() : 0), out[0].buffer, cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner), size_t(S), size_t(outer)), cl::NullRange, "tensor_scatter");
 }
 
 // ---------------------------------------------------------------- SwiGLU (two inputs)
@@ -172,8 +175,9 @@ void CausalConvWithState::enqueue(std::span<const Tensor> in, std::span<const Te
            in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()), b.buffer,
            cl_long(b.offset_elems()), p.buffer, cl_long(p.offset_elems()), out[0].buffer,
            cl_long(out[0].offset_elems()), s.buffer, cl_long(s.offset_elems()));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(L + (has_present ? K - 1 : 0)), size_t(C), size_t(B)), cl::NullRange,
-                    "causal_conv_with_state");
+  // An odd extent along dim 0 would leave the driver only tiny work-groups (PoCL: 5 of 515): round it up.
+  ec.enqueue_kernel(kernel_, cl::NDRange(round_up(size_t(L + (has_present ? K - 1 : 0)), 16), size_t(C), size_t(B)),
+                    cl::NullRange, "causal_conv_with_state");
 }
 
 // ---------------------------------------------------------------- LinearAttention

@@ -20,7 +20,8 @@ struct TensorScatterConfig {
   bool has_indices = false;  // write_indices [batch] (i64); absent = zeros
 };
 
-// Inputs past_cache, update and, when has_indices, write_indices; output present_cache (the cache's shape).
+// Inputs past_cache, update and, when has_indices, write_indices; output present_cache (the cache's shape):
+// a copy of past_cache (clEnqueueCopyBuffer), then a kernel writing the update rows.
 class TensorScatter : public Op {
  public:
   // The axis as a non-negative index; errors name the argument.
@@ -33,6 +34,7 @@ class TensorScatter : public Op {
  private:
   TensorScatterConfig cfg_;
   int64_t axis_ = 0;
+  Context* ctx_ = nullptr;  // for the cache copy
   cl::Kernel kernel_;
 };
 

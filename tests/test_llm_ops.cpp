@@ -102,6 +102,18 @@ TEST_CASE("TensorScatter: linear and circular KV-cache writes against the refere
     auto got = down<float>(run_op(*op, in, c.cache));
     check_close(got, want, 0, 0, 0);
   }
+  SUBCASE("a linear write index known only at run time that runs past the cache writes only the rows that fit") {
+    // The spec forbids it (checked at load when the index is known then); at run time nothing outside the
+    // cache is touched: the rows at positions 5 (fits) are written, 6 and 7 are not, the rest is the past.
+    const Shape cs{1, 2, 6, 3}, us{1, 2, 3, 3};
+    auto cache = random_floats(size_t(cs.numel()), 13), upd = random_floats(size_t(us.numel()), 14, 2.0f, 3.0f);
+    auto op = TensorScatter::create(ctx(), 0, {cs, us, DType::f32, -2, false, true});
+    auto got = down<float>(run_op(*op, {up(cache, cs), up(upd, us), up(std::vector<int64_t>{5}, Shape{1})}, cs));
+    std::vector<float> want = cache;
+    for (int64_t o = 0; o < 2; ++o)
+      for (int64_t i = 0; i < 3; ++i) want[size_t((o * 6 + 5) * 3 + i)] = upd[size_t((o * 3 + 0) * 3 + i)];
+    CHECK(got == want);
+  }
   SUBCASE("other dtypes move bit for bit") {
     const Shape cs{2, 3, 5, 2}, us{2, 3, 2, 2};
     std::vector<int64_t> idx{3, 4};
