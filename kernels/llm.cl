@@ -125,32 +125,39 @@ __kernel void causal_conv_with_state(int Lx, int K, int has_bias, int has_past, 
 
 // LinearAttention: the recurrence over T steps for one column m of one KV head's state S [d_k, d_v].
 // Every update rule acts on the columns independently (the delta rule's retrieval S^T k is per column),
-// so each work-item owns one column and runs all T steps with no barrier and no other work-item's data:
-// one launch for the whole sequence. Per step t:
+// so each work-item owns one column and runs all T steps: one launch for the whole sequence. Per step t:
 //   S *= exp(g_t)                               (gated rules; g per key dim or per head)
 //   u = beta_t * (v_t[m] - S[:, m] . k_t)         (delta rules; else u = v_t[m])
 //   S[:, m] += k_t * u
 //   out[t, hq, m] = scale * q_t[hq] . S[:, m]     for the group_size query heads hq sharing this KV head
 // q [B, T, Hq * d_k], k [B, T, Hkv * d_k], v [B, T, Hkv * d_v], decay [B, T, Hkv * decay_w] (decay_w
-// d_k or 1), beta [B, T, beta_heads] (Hkv or 1), state [B, Hkv, d_k, d_v]. Global (d_v, Hkv, B).
+// d_k or 1), beta [B, T, beta_heads] (Hkv or 1), state [B, Hkv, d_k, d_v]. Global (n0 >= d_v, Hkv, B).
+// With DK > 0 the work-group (along dim 0, within one head) first stages k_t and exp(g_t) in local memory,
+// so each step takes d_k exps per work-group rather than per column; work-items past d_v only help load.
 __kernel void linear_attention(int T, int Hq, int Hkv, int d_k, int d_v, int gated, int decay_w, int delta,
                                int beta_heads, int has_past, int has_present, float scale, TSTORE* Q, long q_off,
                                TSTORE* Kt, long k_off, TSTORE* V, long v_off, TSTORE* decay, long decay_off,
                                TSTORE* beta, long beta_off, SSTORE* past, long past_off, TSTORE* O, long o_off,
                                SSTORE* present, long pres_off, __global float* ws, long ws_off) {
   const int m = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
+  const bool active = m < d_v;
   const int group = Hq / Hkv;
   const long state_base = ((long)b * Hkv + h) * d_k * d_v + m;  // element (d, m) at state_base + d * d_v
 #if DK > 0
   float S[DK];
+  __local float kl[DK], el[DK];
+  const int lid = get_local_id(0), lsize = get_local_size(0);
 #define SCOL(d) S[d]
+#define KT(d) kl[d]
   (void)ws;
   (void)ws_off;
 #else
   __global float* Sg = ws + ws_off + state_base;
 #define SCOL(d) Sg[(long)(d) * d_v]
+#define KT(d) LOAD_T(Kt, kb + (d))
 #endif
-  for (int d = 0; d < d_k; ++d) SCOL(d) = has_past ? LOAD_S(past + past_off + state_base, (long)d * d_v) : 0.0f;
+  if (active)
+    for (int d = 0; d < d_k; ++d) SCOL(d) = has_past ? LOAD_S(past + past_off + state_base, (long)d * d_v) : 0.0f;
   Q += q_off;
   Kt += k_off;
   V += v_off;
@@ -160,21 +167,35 @@ __kernel void linear_attention(int T, int Hq, int Hkv, int d_k, int d_v, int gat
   for (int t = 0; t < T; ++t) {
     const long bt = (long)b * T + t;
     const long kb = (bt * Hkv + h) * d_k;
+#if DK > 0
+    barrier(CLK_LOCAL_MEM_FENCE);  // the previous step's reads of kl / el are done
+    for (int d = lid; d < d_k; d += lsize) {
+      kl[d] = LOAD_T(Kt, kb + d);
+      if (gated && decay_w != 1) el[d] = exp(LOAD_T(decay, kb + d));
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    if (!active) continue;
     if (gated) {
       if (decay_w == 1) {
         const float f = exp(LOAD_T(decay, bt * Hkv + h));
         for (int d = 0; d < d_k; ++d) SCOL(d) *= f;
       } else {
-        for (int d = 0; d < d_k; ++d) SCOL(d) *= exp(LOAD_T(decay, kb + d));
+        for (int d = 0; d < d_k; ++d)
+#if DK > 0
+          SCOL(d) *= el[d];
+#else
+          SCOL(d) *= exp(LOAD_T(decay, kb + d));
+#endif
       }
     }
     float u = LOAD_T(V, (bt * Hkv + h) * d_v + m);
     if (delta) {
       float r = 0.0f;
-      for (int d = 0; d < d_k; ++d) r += SCOL(d) * LOAD_T(Kt, kb + d);
+      for (int d = 0; d < d_k; ++d) r += SCOL(d) * KT(d);
       u = LOAD_T(beta, bt * beta_heads + (beta_heads == 1 ? 0 : h)) * (u - r);
     }
-    for (int d = 0; d < d_k; ++d) SCOL(d) += LOAD_T(Kt, kb + d) * u;
+    for (int d = 0; d < d_k; ++d) SCOL(d) += KT(d) * u;
     for (int g = 0; g < group; ++g) {
       const int hq = h * group + g;
       const long qb = (bt * Hq + hq) * d_k;
@@ -183,7 +204,8 @@ __kernel void linear_attention(int T, int Hq, int Hkv, int d_k, int d_v, int gat
       STORE_T(O, (bt * Hq + hq) * d_v + m, scale * o);
     }
   }
-  if (has_present)
+  if (has_present && active)
     for (int d = 0; d < d_k; ++d) STORE_S(present + pres_off + state_base, (long)d * d_v, SCOL(d));
 #undef SCOL
+#undef KT
 }

@@ -2,6 +2,7 @@
 // arguments of kernels/llm.cl.
 #include "layers/llm.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace cldl {
@@ -214,6 +215,14 @@ std::unique_ptr<LinearAttention> LinearAttention::create(Context& ctx, int devic
                   fmt::format("-DT_HALF={} -DS_HALF={} -DDK={}", half_flag(cfg.dtype), half_flag(cfg.state_dtype), dk),
                   device),
       "linear_attention");
+  // The private-state kernel shares k_t / exp(g_t) across a work-group within one head (dim 0): up to 64
+  // columns per group, fewer where the device or the kernel allows less.
+  if (a->private_state_) {
+    const auto& dev = ctx.device(device);
+    size_t most = std::min<size_t>(64, std::max<size_t>(1, dev.info.max_work_group_size));
+    most = std::min(most, a->kernel_.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.device));
+    a->local_ = std::min(most, round_up(size_t(cfg.head_dim_v), 8));
+  }
   return a;
 }
 
@@ -271,7 +280,13 @@ void LinearAttention::enqueue(std::span<const Tensor> in, std::span<const Tensor
            cl_long(d.offset_elems()), bt.buffer, cl_long(bt.offset_elems()), p.buffer, cl_long(p.offset_elems()),
            out[0].buffer, cl_long(out[0].offset_elems()), s.buffer, cl_long(s.offset_elems()), ws.buffer,
            cl_long(private_state_ ? 0 : ws.offset_elems()));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(dv), size_t(c.kv_heads), size_t(B)), cl::NullRange, "linear_attention");
+  // The private-state kernel's work-groups stay within one head (its local memory holds that head's k_t).
+  if (private_state_)
+    ec.enqueue_kernel(kernel_, cl::NDRange(round_up(size_t(dv), local_), size_t(c.kv_heads), size_t(B)),
+                      cl::NDRange(local_, 1, 1), "linear_attention");
+  else
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(dv), size_t(c.kv_heads), size_t(B)), cl::NullRange,
+                      "linear_attention");
 }
 
 }  // namespace cldl

@@ -96,7 +96,8 @@ struct LinearAttentionConfig {
 // Inputs query, key, value, then past_state (when has_past), decay (gated rules), beta (delta rules), in that
 // order; outputs output [B, T, q_heads * d_v] and present_state [B, kv_heads, d_k, d_v] (may be left out).
 // One launch runs all T steps: a work-item per state column (batch, KV head, value dim), the column in
-// private memory for d_k up to LA_MAX_PRIVATE_DK, else in the workspace (workspace_bytes).
+// private memory for d_k up to LA_MAX_PRIVATE_DK (k_t and exp(decay) staged in local memory per
+// work-group), else in the workspace (workspace_bytes).
 class LinearAttention : public Op {
  public:
   static void validate(const LinearAttentionConfig& cfg);
@@ -111,6 +112,7 @@ class LinearAttention : public Op {
  private:
   LinearAttentionConfig cfg_;
   bool private_state_ = true;
+  size_t local_ = 1;  // work-items per group along the value dim (private-state kernel)
   cl::Kernel kernel_;
 };
 
