@@ -384,6 +384,25 @@ TEST_CASE("LLM ops: bad inputs are errors naming the node and the argument") {
     CHECK(load_error(la("linear", 4, 2, false, Shape{1, 2, 3, 3}))
               .find("(past_state) has shape [1, 2, 3, 3], expected [1, 2, 3, 2]") != std::string::npos);
     CHECK(load_error(la("fast", 4, 2, false, {})).find("attribute update_rule must be") != std::string::npos);
+    GraphBuilder g("la", 27);  // decay of neither allowed width, beta of the wrong width
+    g.output(
+        g.op("LinearAttention",
+             {g.input("q", DType::f32, Shape{1, 2, 12}), g.input("k", DType::f32, Shape{1, 2, 6}),
+              g.input("v", DType::f32, Shape{1, 2, 4}), graph::Value{}, g.input("d", DType::f32, Shape{1, 2, 5})},
+             {{"q_num_heads", int64_t(4)}, {"kv_num_heads", int64_t(2)}, {"update_rule", std::string("gated")}}, 2)[0],
+        "o");
+    CHECK(load_error(g.build()).find("(decay) has shape [1, 2, 5], expected [1, 2, 6] (per key dim) or [1, 2, 2]") !=
+          std::string::npos);
+    GraphBuilder h("la", 27);
+    h.output(
+        h.op("LinearAttention",
+             {h.input("q", DType::f32, Shape{1, 2, 12}), h.input("k", DType::f32, Shape{1, 2, 6}),
+              h.input("v", DType::f32, Shape{1, 2, 4}), graph::Value{}, graph::Value{},
+              h.input("b", DType::f32, Shape{1, 2, 3})},
+             {{"q_num_heads", int64_t(4)}, {"kv_num_heads", int64_t(2)}, {"update_rule", std::string("delta")}}, 2)[0],
+        "o");
+    CHECK(load_error(h.build()).find("(beta) has shape [1, 2, 3], expected [1, 2, 2] or [1, 2, 1]") !=
+          std::string::npos);
   }
 }
 
@@ -538,4 +557,35 @@ TEST_CASE("FlexAttention: bad inputs are errors naming the node and the argument
   CHECK(flex({1, 2, 2, 4}, {1, 2, 5, 4}, {1, 2, 6, 4}).find("do not agree") != std::string::npos);
   CHECK(flex({1, 2, 2, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}, {{"softmax_precision", int64_t(10)}})
             .find("attribute softmax_precision = 10 is not supported") != std::string::npos);
+}
+
+TEST_CASE("LLM ops: empty sequences carry the state through") {
+  SUBCASE("LinearAttention T = 0: present_state is past_state") {
+    LinearAttentionConfig cfg;
+    cfg.batch = 2, cfg.seq = 0, cfg.q_heads = 2, cfg.kv_heads = 1, cfg.head_dim_k = 3, cfg.head_dim_v = 5;
+    cfg.rule = LinearAttentionRule::linear, cfg.has_past = true;
+    const Shape ss{2, 1, 3, 5};
+    auto past = random_floats(30, 81);
+    auto op = LinearAttention::create(ctx(), 0, cfg);
+    auto y = run2(*op,
+                  {up(std::vector<float>{}, Shape{2, 0, 6}), up(std::vector<float>{}, Shape{2, 0, 3}),
+                   up(std::vector<float>{}, Shape{2, 0, 5}), up(past, ss)},
+                  {{Shape{2, 0, 10}, DType::f32}, {ss, DType::f32}});
+    CHECK(down<float>(y[1]) == past);
+  }
+  SUBCASE("CausalConvWithState L = 0: present_state is past_state") {
+    const Shape ss{1, 3, 2};
+    auto past = random_floats(6, 82);
+    auto op = CausalConvWithState::create(ctx(), 0, {Shape{1, 3, 0}, 3, DType::f32, false, true, false});
+    auto y =
+        run2(*op, {up(std::vector<float>{}, Shape{1, 3, 0}), up(random_floats(9, 83), Shape{3, 1, 3}), up(past, ss)},
+             {{Shape{1, 3, 0}, DType::f32}, {ss, DType::f32}});
+    CHECK(down<float>(y[1]) == past);
+  }
+  SUBCASE("TensorScatter with an empty update copies the cache") {
+    const Shape cs{2, 4, 3};
+    auto cache = random_floats(24, 84);
+    auto op = TensorScatter::create(ctx(), 0, {cs, Shape{2, 0, 3}, DType::f32, 1, true, false});
+    CHECK(down<float>(run_op(*op, {up(cache, cs), up(std::vector<float>{}, Shape{2, 0, 3})}, cs)) == cache);
+  }
 }
