@@ -4,8 +4,9 @@
 // any dtype. Inputs known when planning still run on the device (the ops are cheap and run per token);
 // TensorScatter's write_indices, when known then, are checked against the cache length.
 // FlexAttention (ai.onnx.preview 1) is expanded when planning (expand_flex_attention below, called by the
-// control-flow expander) into device ops over the full score tensor: a QK^T MatMul, the score_mod subgraph
-// inlined, Softmax, the prob_mod subgraph inlined, a MatMul with V; no fused kernel yet.
+// control-flow expander): without modifiers into ONNX Attention (the fused kernel), with them into device
+// ops over the full score tensor: a QK^T MatMul, the score_mod subgraph inlined, Softmax, the prob_mod
+// subgraph inlined, a MatMul with V.
 #include <algorithm>
 #include <cmath>
 
@@ -303,6 +304,16 @@ std::vector<Node> expand_flex_attention(Graph& g, const Node& n) {
   const double scale = n.has("scale") ? double(n.attr_f("scale", 0.0f)) : 1.0 / std::sqrt(double(E));
   std::vector<Node> nodes;
   const std::string& base = n.name;
+  // Without modifiers it is ONNX Attention (23+: 4-D inputs, GQA, scale), whose fused kernel never holds the
+  // score tensor: that op serves it where the model's ai.onnx opset has it.
+  const OpDef* attention = find_op("Attention", "");
+  if (!n.attr_g("score_mod") && !n.attr_g("prob_mod") && ct == DType::f32 && attention &&
+      attention->implements(g.opset(""))) {
+    nodes.push_back(make_node(g, base + "/attention", "Attention", {n.inputs[0], n.inputs[1], n.inputs[2]},
+                              {n.outputs[0]}, {{"scale", float(scale)}}));
+    log::debug("{}: no modifiers, expanded into the fused Attention op", n.describe());
+    return nodes;
+  }
   auto value = [&](const char* what) { return g.unique_name(base + "/" + what); };
   auto node = [&](const char* what, const char* op, std::vector<std::string> in,
                   std::map<std::string, AttrValue> attrs = {}) {
