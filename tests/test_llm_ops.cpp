@@ -477,8 +477,8 @@ graph::SubGraph modifier(const std::string& name, const Shape& s, const std::str
 
 // A FlexAttention graph (ai.onnx.preview) on inputs q, k, v of dtype dt.
 graph::Graph flex_graph(const Shape& qs, const Shape& ks, const Shape& vs, DType dt,
-                        std::map<std::string, graph::AttrValue> attrs) {
-  GraphBuilder g("flex", 26);
+                        std::map<std::string, graph::AttrValue> attrs, int64_t opset = 26) {
+  GraphBuilder g("flex", opset);
   g.output(g.op("FlexAttention", {g.input("q", dt, qs), g.input("k", dt, ks), g.input("v", dt, vs)}, std::move(attrs),
                 1, "ai.onnx.preview")[0],
            "y");
@@ -491,10 +491,12 @@ TEST_CASE("FlexAttention against the reference: GQA, score_mod (soft cap, mask) 
     int64_t B, Hq, Hkv, L, S, E, Ev;
     std::string mods;  // "", "softcap", "mask+prob"
     bool f16 = false;
+    int64_t opset = 26;  // below 23 (no ONNX Attention) no modifiers still expands into MatMul / Softmax
   };
   const Case cases[] = {
-      {1, 6, 2, 5, 33, 17, 3, "softcap"}, {2, 3, 3, 1, 7, 64, 64, "mask+prob"},   {1, 1, 1, 4, 4, 1, 5, ""},
-      {2, 4, 1, 3, 5, 3, 2, "mask+prob"}, {1, 2, 2, 5, 6, 8, 4, "softcap", true},
+      {1, 6, 2, 5, 33, 17, 3, "softcap"},  {2, 3, 3, 1, 7, 64, 64, "mask+prob"},   {1, 1, 1, 4, 4, 1, 5, ""},
+      {2, 4, 1, 3, 5, 3, 2, "mask+prob"},  {1, 2, 2, 5, 6, 8, 4, "softcap", true}, {2, 6, 3, 3, 7, 5, 4, "", false, 22},
+      {1, 2, 1, 3, 4, 8, 8, "", true, 22},
   };
   for (const auto& c : cases) {
     CAPTURE(c.Hq);
@@ -536,8 +538,8 @@ TEST_CASE("FlexAttention against the reference: GQA, score_mod (soft cap, mask) 
     auto feed = [&](const Shape& s, const std::vector<float>& x) {
       return c.f16 ? half_tensor(s, x) : HostTensor::from<float>(s, x);
     };
-    auto out =
-        run_graph(flex_graph(qs, ks, vs, dt, attrs), {{"q", feed(qs, q)}, {"k", feed(ks, k)}, {"v", feed(vs, v)}});
+    auto out = run_graph(flex_graph(qs, ks, vs, dt, attrs, c.opset),
+                         {{"q", feed(qs, q)}, {"k", feed(ks, k)}, {"v", feed(vs, v)}});
     const HostTensor& got = out.at("y");
     REQUIRE(got.dtype() == dt);
     REQUIRE(got.shape() == Shape{c.B, c.Hq, c.L, c.Ev});
