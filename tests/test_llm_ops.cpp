@@ -591,3 +591,75 @@ TEST_CASE("LLM ops: empty sequences carry the state through") {
     CHECK(down<float>(run_op(*op, {up(cache, cs), up(std::vector<float>{}, Shape{2, 0, 3})}, cs)) == cache);
   }
 }
+
+TEST_CASE("LLM ops: a prefill then decode steps, each step's present state fed back as past, equals one run") {
+  SUBCASE("LinearAttention gated_delta, GQA 2: T = 5 prefill + 3 decode steps vs T = 8") {
+    const int64_t B = 2, Hq = 4, Hkv = 2, dk = 17, dv = 6, T = 8;
+    auto q = random_floats(size_t(B * T * Hq * dk), 91), k = random_floats(size_t(B * T * Hkv * dk), 92, -0.3f, 0.3f),
+         v = random_floats(size_t(B * T * Hkv * dv), 93), d = random_floats(size_t(B * T * Hkv), 94, -0.4f, -0.01f),
+         beta = random_floats(size_t(B * T * Hkv), 95, 0.1f, 0.9f);
+    // Rows [t0, t1) of a [B, T, w] tensor.
+    auto rows = [&](const std::vector<float>& x, int64_t w, int64_t t0, int64_t t1) {
+      std::vector<float> r;
+      for (int64_t b = 0; b < B; ++b) r.insert(r.end(), x.begin() + (b * T + t0) * w, x.begin() + (b * T + t1) * w);
+      return r;
+    };
+    auto run = [&](int64_t t0, int64_t t1, const std::vector<float>* past) {
+      LinearAttentionConfig cfg;
+      cfg.batch = B, cfg.seq = t1 - t0, cfg.q_heads = Hq, cfg.kv_heads = Hkv, cfg.head_dim_k = dk, cfg.head_dim_v = dv;
+      cfg.decay_per_key = false, cfg.beta_heads = Hkv, cfg.has_past = past != nullptr;
+      const int64_t n = t1 - t0;
+      auto op = LinearAttention::create(ctx(), 0, cfg);
+      std::vector<Tensor> in{up(rows(q, Hq * dk, t0, t1), Shape{B, n, Hq * dk}),
+                             up(rows(k, Hkv * dk, t0, t1), Shape{B, n, Hkv * dk}),
+                             up(rows(v, Hkv * dv, t0, t1), Shape{B, n, Hkv * dv})};
+      if (past) in.push_back(up(*past, Shape{B, Hkv, dk, dv}));
+      in.push_back(up(rows(d, Hkv, t0, t1), Shape{B, n, Hkv}));
+      in.push_back(up(rows(beta, Hkv, t0, t1), Shape{B, n, Hkv}));
+      auto y = run2(*op, in, {{Shape{B, n, Hq * dv}, DType::f32}, {Shape{B, Hkv, dk, dv}, DType::f32}});
+      return std::pair{down<float>(y[0]), down<float>(y[1])};
+    };
+    auto [all_out, all_state] = run(0, T, nullptr);
+    auto [out, state] = run(0, 5, nullptr);
+    std::vector<std::vector<float>> pieces{out};  // [B, n, ...] per piece; joined in time order per batch entry
+    for (int64_t t = 5; t < T; ++t) {
+      auto [o, s] = run(t, t + 1, &state);
+      pieces.push_back(o);
+      state = s;
+    }
+    std::vector<float> joined;
+    for (int64_t b = 0; b < B; ++b)
+      for (size_t p = 0; p < pieces.size(); ++p) {
+        const int64_t n = p == 0 ? 5 : 1, w = Hq * dv;
+        joined.insert(joined.end(), pieces[p].begin() + b * n * w, pieces[p].begin() + (b + 1) * n * w);
+      }
+    CLDL_CHECK_CLOSE(joined.data(), all_out.data(), all_out.size(), 1e-5, 1e-6);
+    CLDL_CHECK_CLOSE(state.data(), all_state.data(), all_state.size(), 1e-5, 1e-6);
+  }
+  SUBCASE("CausalConvWithState k 4: chunks of 2, 1 and 4 vs the 7 positions at once") {
+    const int64_t B = 2, C = 3, K = 4, L = 7;
+    auto x = random_floats(size_t(B * C * L), 96), w = random_floats(size_t(C * K), 97), bias = random_floats(3, 98);
+    auto run = [&](int64_t l0, int64_t l1, const std::vector<float>* past) {
+      const int64_t n = l1 - l0;
+      std::vector<float> xs;
+      for (int64_t r = 0; r < B * C; ++r) xs.insert(xs.end(), x.begin() + r * L + l0, x.begin() + r * L + l1);
+      auto op = CausalConvWithState::create(ctx(), 0, {Shape{B, C, n}, K, DType::f32, true, past != nullptr, true});
+      std::vector<Tensor> in{up(xs, Shape{B, C, n}), up(w, Shape{C, 1, K}), up(bias, Shape{C})};
+      if (past) in.push_back(up(*past, Shape{B, C, K - 1}));
+      auto y = run2(*op, in, {{Shape{B, C, n}, DType::f32}, {Shape{B, C, K - 1}, DType::f32}});
+      return std::pair{down<float>(y[0]), down<float>(y[1])};
+    };
+    auto [all_out, all_state] = run(0, L, nullptr);
+    std::vector<float> joined(size_t(B * C * L)), state;
+    int64_t at = 0;
+    for (int64_t n : {2, 1, 4}) {
+      auto [o, s] = run(at, at + n, at == 0 ? nullptr : &state);
+      for (int64_t r = 0; r < B * C; ++r)
+        std::copy(o.begin() + r * n, o.begin() + (r + 1) * n, joined.begin() + r * L + at);
+      state = s;
+      at += n;
+    }
+    CLDL_CHECK_CLOSE(joined.data(), all_out.data(), all_out.size(), 1e-6, 1e-6);
+    CHECK(state == all_state);
+  }
+}
