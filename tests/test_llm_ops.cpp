@@ -1,13 +1,16 @@
 // Language-model ops against tests/reference/llm_ref.cpp: TensorScatter (linear and circular, write positions at
 // the end of the cache and wrapping past it, axis other than -2, several dtypes moved bit for bit, absent
-// write_indices), SwiGLU of two inputs (alpha, odd sizes, f16), CausalConvWithState (kernel sizes 1, 3, 4, 6 with
-// inputs shorter than the state, bias, past state, SiLU, f16) and LinearAttention (all four update rules; head dims
-// 1, 3, 17, 64 and one past the private-state limit; T = 1, 5, 33; batch 1 and 2; GQA ratios 1, 2, 3; decay per
-// head and per key dim; beta per head and shared; with and without past state; f16 activations with an f32 state),
-// plus the errors that name the node and the argument.
+// write_indices, a run-time linear index past the end), SwiGLU of two inputs (alpha, odd sizes, f16),
+// CausalConvWithState (kernel sizes 1, 3, 4, 6 with inputs shorter than the state, bias, past state, SiLU, f16),
+// LinearAttention (all four update rules; head dims 1, 3, 17, 64 and one past the private-state limit; T = 1, 5,
+// 33; batch 1 and 2; GQA ratios 1, 2, 3; decay per head and per key dim; beta per head and shared; with and
+// without past state; f16 activations with an f32 or f16 state) and FlexAttention (GQA, soft cap and -inf mask
+// score_mod subgraphs, prob_mod, no modifiers through ONNX Attention and through MatMul / Softmax, f16); state
+// carried across calls (prefill + decode steps = one run; empty sequences), and the errors that name the node
+// and the argument. A skipped case times LinearAttention's one launch against a step loop.
 // Tolerances: TensorScatter exact; SwiGLU and CausalConvWithState 1e-5 relative + 1e-6 absolute (f32) against the
-// double references; LinearAttention 1e-4 + 1e-5 (fp32 sums over d_k per step, T steps); f16 outputs 4e-3 + 1e-3
-// (one f16 rounding of an fp32 result, and the f16 inputs the reference reads too).
+// double references; LinearAttention and FlexAttention 1e-4 + 1e-5 (fp32 sums over d_k per step, T steps; over
+// keys); f16 outputs 4e-3 + 1e-3 (one f16 rounding of an fp32 result, and the f16 inputs the reference reads too).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
