@@ -11,16 +11,8 @@
 
 namespace cldl::graph {
 
-namespace {
-
-constexpr const char* kStepOp = "ControlFlowStep";
-constexpr const char* kStepDomain = "ai.cldl.control";
-// A Scan made from an opset-8 Scan for one batch element: opset 9's semantics whatever the model's opset.
-constexpr const char* kScan9 = "_cldl_scan9";
-
-bool is(const Node& n, const char* op) { return n.op_type == op && n.domain.empty(); }
-
-// A new initializer of g (an iteration number, a shape, an index).
+// A new initializer of g (an iteration number, a shape, an index); shared with other expansions, as are
+// make_node and inline_body (control_flow.hpp).
 std::string add_constant(Graph& g, const std::string& base, HostTensor t) {
   std::string name = g.unique_name(base);
   g.values[name] = ValueInfo{name, t.dtype(), t.shape()};
@@ -28,14 +20,8 @@ std::string add_constant(Graph& g, const std::string& base, HostTensor t) {
   return name;
 }
 
-// The value of `v` when g knows it (an initializer), else null.
-const HostTensor* known(const Graph& g, const std::string& v) {
-  auto it = g.initializers.find(v);
-  return it == g.initializers.end() ? nullptr : &it->second;
-}
-
 Node make_node(Graph& g, const std::string& base, const std::string& op, std::vector<std::string> in,
-               std::vector<std::string> out, std::map<std::string, AttrValue> attrs = {}) {
+               std::vector<std::string> out, std::map<std::string, AttrValue> attrs) {
   Node n;
   n.name = g.unique_name(base);
   n.op_type = op;
@@ -45,9 +31,6 @@ Node make_node(Graph& g, const std::string& base, const std::string& op, std::ve
   return n;
 }
 
-// `sub`'s nodes for g: its inputs read the outer values `bind` names, its own values and initializers are
-// renamed under `prefix` (unique in g), outer-scope names stay. Returns the nodes; `outs` gets the names
-// of sub's outputs in g.
 std::vector<Node> inline_body(Graph& g, const Graph& sub, const std::string& prefix,
                               std::map<std::string, std::string> bind, std::vector<std::string>& outs) {
   std::map<std::string, std::string>& rename = bind;
@@ -90,6 +73,21 @@ std::vector<Node> inline_body(Graph& g, const Graph& sub, const std::string& pre
   return out;
 }
 
+namespace {
+
+constexpr const char* kStepOp = "ControlFlowStep";
+constexpr const char* kStepDomain = "ai.cldl.control";
+// A Scan made from an opset-8 Scan for one batch element: opset 9's semantics whatever the model's opset.
+constexpr const char* kScan9 = "_cldl_scan9";
+
+bool is(const Node& n, const char* op) { return n.op_type == op && n.domain.empty(); }
+
+// The value of `v` when g knows it (an initializer), else null.
+const HostTensor* known(const Graph& g, const std::string& v) {
+  auto it = g.initializers.find(v);
+  return it == g.initializers.end() ? nullptr : &it->second;
+}
+
 template <typename... Args>
 [[noreturn]] void throw_decision(const std::string& value, fmt::format_string<Args...> f, Args&&... args) {
   throw RuntimeDecision(fmt::format(f, std::forward<Args>(args)...), value);
@@ -107,6 +105,11 @@ std::vector<const Graph*> control_flow_subgraphs(const Node& n) {
   if (is(n, "If")) names = {"then_branch", "else_branch"};
   else if (is(n, "Loop") || is(n, "Scan") || is(n, "SequenceMap")) names = {"body"};
   std::vector<const Graph*> r;
+  if (is_flex_attention(n)) {  // optional modifiers
+    for (const char* a : {"score_mod", "prob_mod"})
+      if (const Graph* g = n.attr_g(a)) r.push_back(g);
+    return r;
+  }
   for (const char* a : names) {
     const Graph* g = n.attr_g(a);
     if (!g) fail("{}: attribute '{}' (a graph) is missing", n.describe(), a);
@@ -124,8 +127,11 @@ std::vector<size_t> control_flow_deciding_inputs(const Node& n) {
 }
 
 bool expanded_when_planning(const Node& n) {
-  return is(n, "If") || is(n, "Loop") || is(n, "Scan") || is_sequence_op(n) || is_optional_op(n);
+  return is(n, "If") || is(n, "Loop") || is(n, "Scan") || is_sequence_op(n) || is_optional_op(n) ||
+         is_flex_attention(n);
 }
+
+bool is_flex_attention(const Node& n) { return n.op_type == "FlexAttention" && n.domain == "ai.onnx.preview"; }
 
 bool is_sequence_op(const Node& n) {
   static const std::set<std::string> ops{"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase",
@@ -141,7 +147,8 @@ bool is_optional_op(const Node& n) {
 bool ControlFlowExpander::handles(const Node& n) const {
   return is(n, "If") || is(n, "Loop") || is(n, "Scan") || (n.op_type == kStepOp && n.domain == kStepDomain) ||
          is_sequence_op(n) || is_optional_op(n) ||
-         (is(n, "Identity") && !n.inputs.empty() && (sequences_.count(n.inputs[0]) || optionals_.count(n.inputs[0])));
+         (is(n, "Identity") && !n.inputs.empty() && (sequences_.count(n.inputs[0]) || optionals_.count(n.inputs[0]))) ||
+         is_flex_attention(n);
 }
 
 const std::vector<std::string>& ControlFlowExpander::sequence(const Node& n, size_t input) const {
@@ -270,6 +277,7 @@ std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
   if (is_optional_op(n) || (is(n, "Identity") && optionals_.count(n.inputs[0]))) return optional_op(g, n);
   if (is(n, "SequenceMap")) return sequence_map(g, n);
   if (is_sequence_op(n) || is(n, "Identity")) return sequence_op(g, n);
+  if (is_flex_attention(n)) return expand_flex_attention(g, n);
   if (is(n, "If")) {
     if (n.inputs.empty() || n.inputs[0].empty()) fail("{}: input 'cond' is missing", n.describe());
     const HostTensor* cond = known(g, n.inputs[0]);

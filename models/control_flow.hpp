@@ -34,6 +34,20 @@ std::vector<size_t> control_flow_deciding_inputs(const Node& n);
 bool expanded_when_planning(const Node& n);
 bool is_sequence_op(const Node& n);
 bool is_optional_op(const Node& n);  // Optional, OptionalHasElement, OptionalGetElement
+// FlexAttention (ai.onnx.preview): expanded when planning into device ops with its score_mod / prob_mod
+// subgraphs inlined (expand_flex_attention, models/ops_llm.cpp).
+bool is_flex_attention(const Node& n);
+std::vector<Node> expand_flex_attention(Graph& g, const Node& n);
+
+// Helpers of the expansions: a new initializer of g named after `base`; a node named after `base` (unique in
+// g); and `sub`'s nodes for g, its inputs reading the outer values `bind` names, its own values and
+// initializers renamed under `prefix` (unique in g), outer-scope names kept (`outs` gets the names of
+// sub's outputs in g).
+std::string add_constant(Graph& g, const std::string& base, HostTensor t);
+Node make_node(Graph& g, const std::string& base, const std::string& op, std::vector<std::string> in,
+               std::vector<std::string> out, std::map<std::string, AttrValue> attrs = {});
+std::vector<Node> inline_body(Graph& g, const Graph& sub, const std::string& prefix,
+                              std::map<std::string, std::string> bind, std::vector<std::string>& outs);
 
 // Thrown while planning where a decision needs a value computed from run-time data (`value`): a plan
 // that may stop there (Model's staged plans) catches it; elsewhere it is the error it says.

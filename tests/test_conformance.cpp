@@ -54,7 +54,13 @@ const std::map<std::string, std::string>& known_gaps() {
 }
 
 // Tolerance per op family (fp32 kernels); folded host results and views are compared to 1e-6.
-std::pair<double, double> tolerance(const std::string& op) {
+std::pair<double, double> tolerance(const std::string& op, DType out) {
+  // The language-model ops compute f16 in fp32 and round once; the ONNX reference rounds to f16 after each
+  // numpy step (SwiGLU: four roundings), so the two differ by a few f16 ulps (9.8e-4 relative each).
+  if (op == "SwiGLU" || op == "CausalConvWithState" || op == "LinearAttention" || op == "FlexAttention") {
+    if (out == DType::f16) return {4e-3, 1e-3};
+    if (op == "LinearAttention" || op == "FlexAttention") return {1e-4, 1e-5};  // fp32 sums over steps / keys
+  }
   if (op == "Gemm" || op == "MatMul") return {1e-4, 1e-5};
   if (op == "Conv" || op == "ConvTranspose" || op == "LSTM" || op == "GRU" || op == "RNN" || op == "Attention")
     return {1e-3, 1e-4};
@@ -94,7 +100,7 @@ std::string compare(const std::string& name, const std::string& op, const HostTe
         return fmt::format("output '{}' element {}: got {} for probability {}", name, k, a[k], p[k]);
     return "";
   }
-  auto [rtol, atol] = tolerance(op);
+  auto [rtol, atol] = tolerance(op, want.dtype());
   for (size_t k = 0; k < a.size(); ++k) {
     bool same = a[k] == b[k] || (std::isnan(a[k]) && std::isnan(b[k]));  // also inf == inf
     if (!same && !(std::fabs(a[k] - b[k]) <= atol + rtol * std::fabs(b[k])))
