@@ -71,6 +71,31 @@ class GemmKernel : public NodeKernel {
   std::function<void(const Tensor&, const Tensor&, ExecutionContext&)> copy;
 };
 
+// On CPUs the GEMM packs B into panels on every call when its rows are a multiple of 1024 floats apart
+// (4 KiB strides alias in the caches; layers/gemm.hpp). A constant B is stored once with 16 more floats
+// per row instead, so the kernel reads it in place: BERT-base's 768 x 3072 MatMul weights, a Gemm's
+// transposed [576, 1024]. The padding in floats, 0 where none is needed.
+int64_t constant_b_padding(LowerCtx& c, int64_t K, int64_t N) {
+  return c.ctx.device(c.device).info.type == DeviceType::cpu && K >= 64 && N % 1024 == 0 ? 16 : 0;
+}
+
+// `b` ([K, N] row-major, or [N, K] when `transposed`) as [K, N + pad] on the device, once per model and
+// device (the ConstantCache), or uploaded for this plan alone.
+Tensor constant_b(LowerCtx& c, const HostTensor& b, bool transposed, int64_t pad, const char* kind) {
+  const int64_t K = transposed ? b.shape()[1] : b.shape()[0], N = transposed ? b.shape()[0] : b.shape()[1];
+  auto make = [&] {
+    HostTensor t(DType::f32, Shape{K, N + pad});
+    const float* src = b.as<float>();
+    float* dst = t.as<float>();
+    std::fill(dst, dst + t.numel(), 0.0f);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) dst[k * (N + pad) + n] = transposed ? src[n * K + k] : src[k * N + n];
+    return t;
+  };
+  return c.options && c.options->constants ? c.options->constants->derived(c.ctx, b, kind, c.device, make)
+                                           : c.ctx.upload(make(), c.device);
+}
+
 std::unique_ptr<NodeKernel> lower_gemm(LowerCtx& c) {
   auto k = std::make_unique<GemmKernel>();
   bool ta = c.node.attr_i("transA", 0), tb = c.node.attr_i("transB", 0);
@@ -119,21 +144,12 @@ std::unique_ptr<NodeKernel> lower_gemm(LowerCtx& c) {
   // reads [K, N] in place, where a transposed B would be packed into panels again on every call.
   const HostTensor* wb = c.value.size() > 1 ? c.value[1] : nullptr;
   if (tb && wb && wb->dtype() == DType::f32 && wb->shape().rank() == 2) {
-    const int64_t rows = wb->shape()[0], cols = wb->shape()[1];  // [N, K]
-    auto transpose = [&] {
-      HostTensor t(DType::f32, Shape{cols, rows});
-      const float* src = wb->as<float>();
-      float* dst = t.as<float>();
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t q = 0; q < cols; ++q) dst[q * rows + r] = src[r * cols + q];
-      return t;
-    };
-    // One transposed copy per model and device, shared by the model's plans (ConstantCache).
-    k->b_t = c.options && c.options->constants ? c.options->constants->derived(c.ctx, *wb, "Gemm B^T", c.device, transpose)
-                                               : c.ctx.upload(transpose(), c.device);
+    const int64_t pad = constant_b_padding(c, wb->shape()[1], wb->shape()[0]);
+    k->b_t = constant_b(c, *wb, true, pad, pad ? "Gemm B^T padded" : "Gemm B^T");
     main.trans_b = false;
+    main.ldb = pad ? wb->shape()[0] + pad : 0;
     s.b = -2;
-    parts.push_back("constant B transposed at load");
+    parts.push_back(pad ? "constant B transposed at load, rows padded" : "constant B transposed at load");
   }
   s.op = Gemm::create(c.ctx, c.device, main);
   k->algo = s.op->algorithm();
@@ -196,8 +212,9 @@ class MatMulKernel : public NodeKernel {
   std::string algo;
   std::string algorithm() const override { return algo; }
   bool bias = false;  // input 2: per-column bias in the epilogue
+  Tensor b_padded;    // a constant B stored with padded rows (constant_b_padding), read instead of input 1
   void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
-    if (calls.empty()) return op->run(in[0], in[1], out[0], ec, bias ? &in[2] : nullptr);
+    if (calls.empty()) return op->run(in[0], b_padded.valid() ? b_padded : in[1], out[0], ec, bias ? &in[2] : nullptr);
     for (auto& [oa, ob, oy] : calls)
       op->run(in[0].slice_elems(oa, a_elems, Shape{a_elems}), in[1].slice_elems(ob, b_elems, Shape{b_elems}),
               out[0].slice_elems(oy, y_elems, Shape{y_elems}), ec);
@@ -238,6 +255,13 @@ std::unique_ptr<NodeKernel> lower_matmul(LowerCtx& c) {
     }
     k->algo = fmt::format("{} GEMM calls (mixed batch broadcast)", nb);
   }
+  const HostTensor* wb = c.value.size() > 1 ? c.value[1] : nullptr;
+  if (k->calls.empty() && wb && wb->dtype() == DType::f32 && wb->shape().rank() == 2)
+    if (const int64_t pad = constant_b_padding(c, d.K, d.N)) {
+      k->b_padded = constant_b(c, *wb, false, pad, "MatMul B padded");
+      g.ldb = d.N + pad;
+      k->algo += ", constant B rows padded";
+    }
   k->op = Gemm::create(c.ctx, c.device, g);
   k->algo = k->op->algorithm() + ", " + k->algo;
   if (k->bias) k->algo += ", bias fused";
