@@ -1,14 +1,16 @@
 #!/usr/bin/python3
-"""Runs an ONNX model with cldl's Python module: example.py model.onnx (tests: the fixture's mlp.onnx)."""
+"""Runs an ONNX model with cldl's Python package, onnxruntime's API: example.py model.onnx (tests: the
+fixture's mlp.onnx, input x [batch, 5])."""
 import sys
 
 import numpy as np
 import cldl
 
 print([d["name"] for d in cldl.devices()])
-m = cldl.load(sys.argv[1], device=None)  # device: a spec as the CLI's --device
-print(m.inputs, m.outputs)
-out = m.run({"x": np.arange(10, dtype=np.float32).reshape(2, 5) - 4})
-print(out["y"])
-print(m.run({"x": np.ones((7, 5), np.float32)})["y"].shape)  # any batch
-print(m.bench(iters=10))
+sess = cldl.InferenceSession(sys.argv[1])  # device="gpu:0" (the CLI's --device spec) picks one
+print(sess.get_inputs(), sess.get_outputs())
+x_name = sess.get_inputs()[0].name
+(y,) = sess.run(["y"], {x_name: np.arange(10, dtype=np.float32).reshape(2, 5) - 4})
+print(y)
+print(sess.run(None, {x_name: np.ones((7, 5), np.float32)})[0].shape)  # any batch, per call
+print(sess.bench(iters=10))
