@@ -3,7 +3,7 @@
 installed package from another folder (no PYTHONPATH, no LD_LIBRARY_PATH: the wheel carries libcldl).
 
 Bounded time: the wheel is built against this build tree's libcldl, installed into a prefix
-(-C cmake.define.CLDL_PYTHON_PREBUILT=<prefix>), so only the binding compiles (about a minute on 2 cores)
+(--config-settings=cmake.define.CLDL_PYTHON_PREBUILT=<prefix>), so only the binding compiles (about a minute on 2 cores)
 instead of the whole library (about 15). A plain `pip install .` builds everything.
 
 The venv sees Debian's numpy and pytest (--system-site-packages; PyPI's where those lack them);
@@ -63,8 +63,8 @@ def main():
     env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2))
     env.pop("PYTHONPATH", None)
     if run(pip + ["wheel", "--no-build-isolation", "--no-deps", "-w", dist, a.source,
-                  "-C", f"cmake.define.CLDL_PYTHON_PREBUILT={prefix}",
-                  "-C", f"build-dir={os.path.join(a.work, 'skbuild')}"], env=env).returncode != 0:
+                  f"--config-settings=cmake.define.CLDL_PYTHON_PREBUILT={prefix}",
+                  f"--config-settings=build-dir={os.path.join(a.work, 'skbuild')}"], env=env).returncode != 0:
         print("FAILED: pip wheel")
         return 1
     wheels = glob.glob(os.path.join(dist, "cldl-*.whl"))
