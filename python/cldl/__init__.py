@@ -12,6 +12,7 @@ cached (LRU). Errors raise cldl.Error (a RuntimeError) carrying cldl's message.
 """
 import os as _os
 import struct as _struct
+import threading as _threading
 
 import numpy as _np
 
@@ -183,6 +184,9 @@ class InferenceSession:
         self._outputs = [_node_arg(o) for o in self._model.outputs]
         self._input_dtypes = {i.name: i.dtype for i in self._model.inputs}
         self._meta = _read_model_meta(path_or_bytes, self._model.graph_name, self._model.metadata)
+        # onnxruntime's sessions may run from several threads at once; cldl's session state (plans, device
+        # buffers) is per session, so calls take turns (each still releases the GIL while it runs).
+        self._lock = _threading.Lock()
 
     def get_inputs(self):
         return list(self._inputs)
@@ -234,13 +238,15 @@ class InferenceSession:
             if not isinstance(value, _np.ndarray) and name in self._input_dtypes:
                 value = _np.asarray(value, dtype=self._input_dtypes[name])  # lists, scalars: as onnxruntime
             feeds[name] = value
-        out = self._model.run(feeds)
+        with self._lock:
+            out = self._model.run(feeds)
         return [out[n] for n in names]
 
     def bench(self, input_feed=None, warmup=3, iters=20):
         """Times run() host to host (uploads, the model, downloads) in milliseconds; random inputs when
         none are given (symbolic dims 1)."""
-        return self._model.bench(input_feed, warmup, iters)
+        with self._lock:
+            return self._model.bench(input_feed, warmup, iters)
 
 
 def load(path_or_bytes, device=None, dims=None, queues=2):

@@ -145,3 +145,19 @@ def test_import_from_any_folder(tmp_path, mlp_path):
                          env=dict(os.environ), timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "x"
+
+
+def test_threads_share_a_session(mlp_path):
+    # onnxruntime allows run() from several threads on one session; cldl serialises them, results intact.
+    from concurrent.futures import ThreadPoolExecutor
+    s = cldl.InferenceSession(mlp_path, device=DEVICE)
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(10):
+            x = rng.standard_normal((int(rng.integers(1, 9)), 5)).astype(np.float32)
+            np.testing.assert_allclose(s.run(["y"], {"x": x})[0], mlp_reference(x), rtol=1e-5, atol=1e-5)
+        return True
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, range(4)))
