@@ -134,7 +134,7 @@ def _node_arg(info):
 
 def _device_from(device, providers, provider_options):
     """The device spec from device=, else a provider option 'device', else "" (the default device)."""
-    names, options = [], []
+    options = []
     for i, p in enumerate(providers or []):
         if isinstance(p, (tuple, list)):
             name, opts = p[0], dict(p[1])
@@ -145,7 +145,6 @@ def _device_from(device, providers, provider_options):
         if not isinstance(name, str) or not (name == PROVIDER or name.endswith("ExecutionProvider")):
             raise Error(f"InferenceSession: unknown provider {name!r} (cldl takes {PROVIDER!r}; onnxruntime's "
                         "provider names mean the default device)")
-        names.append(name)
         options.append(opts)
     if provider_options and not providers:
         options = [dict(o or {}) for o in provider_options]
@@ -168,8 +167,10 @@ class InferenceSession:
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, *, device=None,
                  dims=None, queues=2, **kwargs):
-        if kwargs:
-            raise TypeError(f"InferenceSession: unexpected keyword arguments {sorted(kwargs)}")
+        # onnxruntime's own keywords change its graph optimizer, which cldl does not have; others are typos.
+        unknown = sorted(set(kwargs) - {"disabled_optimizers", "read_config_from_model"})
+        if unknown:
+            raise TypeError(f"InferenceSession: unexpected keyword arguments {unknown}")
         if isinstance(path_or_bytes, _os.PathLike):
             path_or_bytes = _os.fspath(path_or_bytes)
         if not isinstance(path_or_bytes, (str, bytes, bytearray, memoryview)):
