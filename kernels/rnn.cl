@@ -286,17 +286,30 @@ inline tvec rnn_actt(int kind, tvec x, float a, float b) {
 inline tvec rnn_clipt(tvec x, float clip) { return clip > 0.0f ? fmin(fmax(x, -clip), clip) : x; }
 
 // acc[r][g0 + g] += sum_k rows[r][k] * Wt[k][g0 + g][0..TW) for NGP gates from g0, tile stride NGT*TW floats per k.
-// The k loop unrolled by 4: a pass is only ~14 instructions per k, the loop overhead was measurable (PoCL, AVX2).
-#define RNN_TILE_ACC_PASS(acc, MR, NGP, g0, NGT, K, wt, rows)                                  \
-  _Pragma("unroll 4") for (int k = 0; k < (K); ++k) {                                         \
+// The k loop unrolled by 4 by hand: a pass is only ~14 instructions per k, the loop overhead was measurable
+// (PoCL, AVX2), and `#pragma unroll 4` is not honoured on the larger instances (clang warns "loop not
+// unrolled" at every program build). Each element still accumulates over k in increasing order.
+#define RNN_TILE_ACC_K(acc, MR, NGP, g0, NGT, kk, wt, rows)                                  \
+  {                                                                                          \
     tvec w_[NGP];                                                                            \
     _Pragma("unroll") for (int g = 0; g < (NGP); ++g)                                          \
-      w_[g] = TVLOAD(0, (wt) + (long)k * ((NGT) * RNN_TW) + ((g0) + g) * RNN_TW);                        \
+      w_[g] = TVLOAD(0, (wt) + (long)(kk) * ((NGT) * RNN_TW) + ((g0) + g) * RNN_TW);                     \
     _Pragma("unroll") for (int r = 0; r < (MR); ++r) {                                         \
-      const tvec a_ = (tvec)(rows[r][k]);                                                  \
+      const tvec a_ = (tvec)(rows[r][kk]);                                                 \
       _Pragma("unroll") for (int g = 0; g < (NGP); ++g)                                        \
         acc[r][(g0) + g] = fma(a_, w_[g], acc[r][(g0) + g]);                                   \
     }                                                                                          \
+  }
+#define RNN_TILE_ACC_PASS(acc, MR, NGP, g0, NGT, K, wt, rows)                                  \
+  {                                                                                          \
+    int k_ = 0;                                                                              \
+    _Pragma("unroll 1") for (; k_ + 4 <= (K); k_ += 4) {                                      \
+      RNN_TILE_ACC_K(acc, MR, NGP, g0, NGT, k_, wt, rows)                                    \
+      RNN_TILE_ACC_K(acc, MR, NGP, g0, NGT, k_ + 1, wt, rows)                                \
+      RNN_TILE_ACC_K(acc, MR, NGP, g0, NGT, k_ + 2, wt, rows)                                \
+      RNN_TILE_ACC_K(acc, MR, NGP, g0, NGT, k_ + 3, wt, rows)                                \
+    }                                                                                        \
+    _Pragma("unroll 1") for (; k_ < (K); ++k_) RNN_TILE_ACC_K(acc, MR, NGP, g0, NGT, k_, wt, rows) \
   }
 
 // Gates per pass over k of a tile product of MR rows (1, 2, 4 or 8; NG a multiple of it): one pass's

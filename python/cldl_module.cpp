@@ -1,6 +1,7 @@
-// The Python module `cldl`: devices(), load(path, device=None, dims=None) -> Model with inputs, outputs,
-// run({name: ndarray}) -> {name: ndarray} (any input shapes; a plan per signature, cached) and bench(). cldl errors surface as cldl.Error (a RuntimeError)
-// carrying cldl's message.
+// The native half of the Python package `cldl` (python/cldl/__init__.py builds onnxruntime's API on it):
+// devices(), default_device(), Model(path or bytes, device, dims, queues) with inputs, outputs, graph_name,
+// metadata, run({name: ndarray}) -> {name: ndarray} (any input shapes; a plan per signature, cached) and
+// bench(). cldl errors surface as cldl.Error (a RuntimeError) carrying cldl's message.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -97,9 +98,14 @@ TensorInfo tensor_info(const graph::ValueInfo& v, const graph::ValueShape& shape
 
 class Model {
  public:
-  Model(const std::string& path, const std::optional<std::string>& device, const std::map<std::string, int64_t>& dims,
+  // `model`: a path (str) or the model file's bytes (external data then resolves from the working folder).
+  Model(const py::object& model, const std::optional<std::string>& device, const std::map<std::string, int64_t>& dims,
         int queues) {
-    graph::Graph g = graph::import_onnx_file(path);
+    graph::Graph g = py::isinstance<py::bytes>(model)
+                         ? graph::import_onnx_bytes(model.cast<std::string>(), ".", "model bytes")
+                         : graph::import_onnx_file(py::str(model).cast<std::string>());
+    graph_name_ = g.name;
+    metadata_ = g.metadata;
     auto declared_in = g.inputs, declared_out = g.outputs;
     graph::ModelOptions mo;
     mo.prepare.dims = dims;
@@ -119,9 +125,10 @@ class Model {
 
   const std::vector<TensorInfo>& inputs() const { return inputs_; }
   const std::vector<TensorInfo>& outputs() const { return outputs_; }
-  std::string device() const {
-    return model_->context_ptr()->device(model_->options().compile.device).info.name;
-  }
+  std::string device() const { return device_info().name; }
+  std::string device_type() const { return std::string(to_string(device_info().type)); }
+  const std::string& graph_name() const { return graph_name_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // Plans cached, their capacity, hits / misses / evictions and the last plan's time.
   py::dict plan_cache() const {
     auto st = model_->plan_cache_stats();
@@ -206,38 +213,47 @@ class Model {
     return in;
   }
 
+  const DeviceInfo& device_info() const { return model_->context_ptr()->device(model_->options().compile.device).info; }
+
   std::shared_ptr<graph::Model> model_;
   std::unique_ptr<graph::ModelSession> session_;
   std::vector<TensorInfo> inputs_, outputs_;
+  std::string graph_name_;
+  std::map<std::string, std::string> metadata_;
 };
+
+py::dict device_dict(const Device& d) {
+  py::dict x;
+  x["id"] = d.id();
+  x["name"] = d.info.name;
+  x["vendor"] = d.info.vendor;
+  x["type"] = std::string(to_string(d.info.type));
+  x["platform"] = d.info.platform_name;
+  x["driver_version"] = d.info.driver_version;
+  x["compute_units"] = d.info.compute_units;
+  x["global_mem_bytes"] = d.info.global_mem_bytes;
+  x["fp16"] = d.info.fp16;
+  return x;
+}
 
 py::list devices() {
   py::list r;
-  for (auto& d : all_devices()) {
-    py::dict x;
-    x["id"] = d.id();
-    x["name"] = d.info.name;
-    x["vendor"] = d.info.vendor;
-    x["type"] = std::string(to_string(d.info.type));
-    x["platform"] = d.info.platform_name;
-    x["driver_version"] = d.info.driver_version;
-    x["compute_units"] = d.info.compute_units;
-    x["global_mem_bytes"] = d.info.global_mem_bytes;
-    x["fp16"] = d.info.fp16;
-    r.append(x);
-  }
+  for (auto& d : all_devices()) r.append(device_dict(d));
   return r;
 }
 
 }  // namespace
 
-PYBIND11_MODULE(cldl, m) {
-  m.doc() = "cldl: run ONNX models on any OpenCL device";
+PYBIND11_MODULE(_cldl, m) {
+  m.doc() = "cldl's native module; use the package cldl (cldl.InferenceSession)";
   py::register_exception<cldl::Error>(m, "Error", PyExc_RuntimeError);
 #ifdef CLDL_VERSION
   m.attr("__version__") = CLDL_VERSION;
 #endif
   m.def("devices", &devices, "Every OpenCL device: list of dicts (id, name, vendor, type, platform, ...)");
+  m.def(
+      "default_device", [](const std::string& spec) { return device_dict(select_device(spec)); },
+      py::arg("spec") = "", "The device a spec picks (\"\": CLDL_DEVICE, else GPU > accelerator > CPU)");
   py::class_<TensorInfo>(m, "TensorInfo")
       .def_readonly("name", &TensorInfo::name)
       .def_readonly("dtype", &TensorInfo::dtype)
@@ -245,9 +261,17 @@ PYBIND11_MODULE(cldl, m) {
       .def_readonly("symbols", &TensorInfo::symbols)
       .def("__repr__", &TensorInfo::repr);
   py::class_<Model>(m, "Model")
+      .def(py::init<const py::object&, const std::optional<std::string>&, const std::map<std::string, int64_t>&, int>(),
+           py::arg("model"), py::arg("device") = py::none(), py::arg("dims") = std::map<std::string, int64_t>{},
+           py::arg("queues") = 2,
+           "Loads an ONNX model (path or bytes) for a device spec (as the CLI's --device); dims (optional) plans "
+           "one signature of symbolic input dimensions at load")
       .def_property_readonly("inputs", &Model::inputs)
       .def_property_readonly("outputs", &Model::outputs)
       .def_property_readonly("device", &Model::device)
+      .def_property_readonly("device_type", &Model::device_type)
+      .def_property_readonly("graph_name", &Model::graph_name)
+      .def_property_readonly("metadata", &Model::metadata)
       .def_property_readonly("plan_cache", &Model::plan_cache,
                              "Plans cached per input-shape signature: plans, capacity, hits, misses, evictions, "
                              "last_plan_ms")
@@ -255,13 +279,4 @@ PYBIND11_MODULE(cldl, m) {
       .def("run", &Model::run, py::arg("inputs"), "Runs the model: {name: ndarray} -> {name: ndarray}")
       .def("bench", &Model::bench, py::arg("inputs") = py::none(), py::arg("warmup") = 3, py::arg("iters") = 20,
            "Times run() (host to host); random inputs when none are given");
-  m.def(
-      "load",
-      [](const std::string& path, std::optional<std::string> device, std::map<std::string, int64_t> dims, int queues) {
-        return std::make_unique<Model>(path, device, dims, queues);
-      },
-      py::arg("path"), py::arg("device") = py::none(), py::arg("dims") = std::map<std::string, int64_t>{},
-      py::arg("queues") = 2,
-      "Loads an ONNX model for a device spec (as the CLI's --device). run() takes any input shape the model "
-      "allows; dims (optional) plans one signature of symbolic input dimensions at load");
 }

@@ -330,6 +330,10 @@ cl::Program ProgramCache::build(const cl::Context& ctx, const Device& device, st
   builds_++;
   log::debug("program {} '{}': built in {:.0f} ms", name, options,
              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  // A successful build's log (warnings, remarks) is for debugging only; failures carry it in the error.
+  if (log::level() >= log::Level::debug)
+    if (std::string blog = build_log(p, device.device); !blog.empty())
+      log::debug("program {} '{}' build log:\n{}", name, options, blog);
   if (disk_) {
     try {
       save_binary(p, device.device, path, key);

@@ -10,7 +10,7 @@ CLDL_PACKAGES=(
   doctest-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev
-  pybind11-dev python3-dev python3-numpy
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-venv
   clang-14 libclang-rt-14-dev
 )
 

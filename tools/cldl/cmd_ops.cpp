@@ -39,7 +39,7 @@ void run_ops(bool markdown, bool json) {
         "Every op cldl implements, with the opsets whose semantics it follows (`7+`: opset 7 and every later one;\n"
         "versions in between that changed the op are handled by its implementation) and its family. Generated\n"
         "from the op registry by `cldl ops --markdown`; the `opsets` test checks that this file is current.\n"
-        "Conformance results per op: README.md, \"ONNX conformance\".\n\n"
+        "Conformance results per op: docs/conformance.md.\n\n"
         "| op | domain | opsets | family |\n| --- | --- | --- | --- |\n";
     for (auto* d : ops) s += fmt::format("| {} | {} | {} | {} |\n", d->type, domain(d), opsets(*d), d->family);
     std::fputs(s.c_str(), stdout);
