@@ -508,6 +508,28 @@ TEST_SUITE("dynamic shapes") {
   }
 }
 
+namespace {
+// A value of unknown shape (subgraph inputs and outputs, sequence and optional graph values).
+ValueInfo unknown_value(const std::string& name, bool sequence = false, bool optional = false) {
+  ValueInfo v{name, DType::f32, ValueShape{}};
+  v.shape.known = false;
+  v.sequence = sequence;
+  v.optional = optional;
+  return v;
+}
+// Appends node `name` (op, inputs, one output) to g.
+void add_node(Graph& g, const std::string& name, const std::string& op, std::vector<std::string> in,
+              const std::string& out, std::map<std::string, AttrValue> attrs = {}) {
+  Node n;
+  n.name = name;
+  n.op_type = op;
+  n.inputs = std::move(in);
+  n.outputs = {out};
+  n.attrs = std::move(attrs);
+  g.nodes.push_back(std::move(n));
+}
+}  // namespace
+
 TEST_SUITE("dynamic shapes") {
   TEST_CASE("sequence and optional inputs and outputs: a plan per length and presence") {
     // xs: a sequence of [r_i, 3] tensors; bias: an optional [3]. Outputs: the concatenation of xs, xs with
@@ -522,78 +544,28 @@ TEST_SUITE("dynamic shapes") {
     b.output(b.op1("ConcatFromSequence", {xs}, {{"axis", int64_t(0)}}), "cat");
     auto body = std::make_shared<Graph>();
     body->name = "relu_body";
-    body->inputs.push_back(ValueInfo{"e", DType::f32, ValueShape{}});
-    body->inputs.back().shape.known = false;
-    Node r;
-    r.name = "relu_e";
-    r.op_type = "Relu";
-    r.inputs = {"e"};
-    r.outputs = {"relu_e_out"};
-    body->nodes.push_back(r);
-    body->outputs.push_back(ValueInfo{"relu_e_out", DType::f32, ValueShape{}});
-    body->outputs.back().shape.known = false;
+    body->inputs.push_back(unknown_value("e"));
+    add_node(*body, "relu_e", "Relu", {"e"}, "relu_e_out");
+    body->outputs.push_back(unknown_value("relu_e_out"));
     b.output(b.op1("SequenceMap", {xs}, {{"body", SubGraph(body)}}), "relus");
     b.output(has, "has");
     Graph g = b.build();
-    // The If picks bias or zeros by `has` (a plan-time constant), then the tail is appended.
+    // The If picks relu(bias) or zeros by `has` (a plan-time constant), then the tail is appended.
     auto then_g = std::make_shared<Graph>();
     then_g->name = "then";
-    Node get;
-    get.name = "get_bias";
-    get.op_type = "OptionalGetElement";
-    get.inputs = {"bias"};
-    get.outputs = {"bias_t"};
-    then_g->nodes.push_back(get);
-    Node rs;
-    rs.name = "bias_row";
-    rs.op_type = "Reshape";
-    rs.inputs = {"bias_t", one_by_three.name};
-    rs.outputs = {"bias_row_out"};
-    then_g->nodes.push_back(rs);
-    Node rl;
-    rl.name = "bias_relu";
-    rl.op_type = "Relu";
-    rl.inputs = {"bias_row_out"};
-    rl.outputs = {"bias_relu_out"};
-    then_g->nodes.push_back(rl);
-    then_g->outputs.push_back(ValueInfo{"bias_relu_out", DType::f32, ValueShape{}});
-    then_g->outputs.back().shape.known = false;
+    add_node(*then_g, "get_bias", "OptionalGetElement", {"bias"}, "bias_t");
+    add_node(*then_g, "bias_row", "Reshape", {"bias_t", one_by_three.name}, "bias_row_out");
+    add_node(*then_g, "bias_relu", "Relu", {"bias_row_out"}, "bias_relu_out");
+    then_g->outputs.push_back(unknown_value("bias_relu_out"));
     auto else_g = std::make_shared<Graph>();
     else_g->name = "else";
-    Node id;
-    id.name = "zeros_id";
-    id.op_type = "Identity";
-    id.inputs = {zeros.name};
-    id.outputs = {"zeros_out"};
-    else_g->nodes.push_back(id);
-    else_g->outputs.push_back(ValueInfo{"zeros_out", DType::f32, ValueShape{}});
-    else_g->outputs.back().shape.known = false;
-    Node iff;
-    iff.name = "pick";
-    iff.op_type = "If";
-    iff.inputs = {has.name};
-    iff.outputs = {"tail"};
-    iff.attrs["then_branch"] = SubGraph(then_g);
-    iff.attrs["else_branch"] = SubGraph(else_g);
-    g.nodes.push_back(iff);
-    Node ins;
-    ins.name = "append";
-    ins.op_type = "SequenceInsert";
-    ins.inputs = {"xs", "tail"};
-    ins.outputs = {"appended"};
-    g.nodes.push_back(ins);
-    g.outputs.push_back(ValueInfo{"appended", DType::f32, ValueShape{}});
-    g.outputs.back().sequence = true;
-    g.outputs.back().shape.known = false;
-    Node opt;
-    opt.name = "bias_opt";
-    opt.op_type = "Identity";
-    opt.inputs = {"bias"};
-    opt.outputs = {"bias_out"};
-    g.nodes.push_back(opt);
-    g.outputs.push_back(ValueInfo{"bias_out", DType::f32, ValueShape{}});
-    g.outputs.back().optional = true;
-    g.outputs.back().shape.known = false;
+    add_node(*else_g, "zeros_id", "Identity", {zeros.name}, "zeros_out");
+    else_g->outputs.push_back(unknown_value("zeros_out"));
+    add_node(g, "pick", "If", {has.name}, "tail", {{"then_branch", SubGraph(then_g)}, {"else_branch", SubGraph(else_g)}});
+    add_node(g, "append", "SequenceInsert", {"xs", "tail"}, "appended");
+    g.outputs.push_back(unknown_value("appended", true));
+    add_node(g, "bias_opt", "Identity", {"bias"}, "bias_out");
+    g.outputs.push_back(unknown_value("bias_out", false, true));
     for (auto& in : g.inputs) {
       if (in.name == "xs") in.sequence = true, in.shape.known = false;
       if (in.name == "bias") in.optional = true;
@@ -672,24 +644,10 @@ TEST_SUITE("dynamic shapes") {
     // [B, T, D]; the second scan input runs in reverse.
     auto body = std::make_shared<Graph>();
     body->name = "scan8_body";
-    for (const char* v : {"s", "x", "z"}) {
-      body->inputs.push_back(ValueInfo{v, DType::f32, ValueShape{}});
-      body->inputs.back().shape.known = false;
-    }
-    auto node = [&](const char* name, const char* op, std::vector<std::string> in, const char* out) {
-      Node n;
-      n.name = name;
-      n.op_type = op;
-      n.inputs = std::move(in);
-      n.outputs = {out};
-      body->nodes.push_back(n);
-    };
-    node("add", "Add", {"s", "x"}, "s_next");
-    node("mul", "Mul", {"s_next", "z"}, "y");
-    for (const char* v : {"s_next", "y"}) {
-      body->outputs.push_back(ValueInfo{v, DType::f32, ValueShape{}});
-      body->outputs.back().shape.known = false;
-    }
+    for (const char* v : {"s", "x", "z"}) body->inputs.push_back(unknown_value(v));
+    add_node(*body, "add", "Add", {"s", "x"}, "s_next");
+    add_node(*body, "mul", "Mul", {"s_next", "z"}, "y");
+    for (const char* v : {"s_next", "y"}) body->outputs.push_back(unknown_value(v));
     std::mt19937 rng(8);
     for (auto [B, T, D] : {std::tuple<int64_t, int64_t, int64_t>{3, 5, 7}, {1, 1, 2}, {2, 9, 1}}) {
       CAPTURE(B);
