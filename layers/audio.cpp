@@ -6,6 +6,9 @@
 #include <complex>
 #include <numbers>
 
+#include <map>
+#include <mutex>
+
 #include "layers/clfft_util.hpp"
 #include "layers/tensor_checks.hpp"
 #include "runtime/log.hpp"
@@ -88,6 +91,41 @@ clfftPlanHandle make_c2c_plan(Context& ctx, int device, const std::string& op, i
   }
   return plan;
 }
+// Whether clFFT's kernels for `length` build and run on the device: one transform of a batch-1 plan,
+// remembered per device and length. Some compilers reject the code clFFT generates for some lengths
+// (Intel's CPU runtime: "incompatible pointer types" float2* to float4*, found only at the first enqueue).
+bool clfft_runs(Context& ctx, int device, const std::string& op, int64_t length, std::string& why) {
+  static std::mutex mu;
+  static std::map<std::pair<cl_device_id, int64_t>, std::string> seen;  // "" = runs, else why not
+  const auto key = std::make_pair(ctx.device(device).device(), length);
+  std::lock_guard lock(mu);
+  if (auto it = seen.find(key); it != seen.end()) {
+    why = it->second;
+    return why.empty();
+  }
+  clfftPlanHandle plan = 0;
+  try {
+    plan = make_c2c_plan(ctx, device, op, length, 1);
+    const size_t bytes = size_t(length) * 2 * sizeof(float);
+    cl::Buffer in(ctx.cl(), CL_MEM_READ_WRITE, bytes), out(ctx.cl(), CL_MEM_READ_WRITE, bytes);
+    size_t tmp_bytes = 0;
+    check_clfft(clfftGetTmpBufSize(plan, &tmp_bytes), op.c_str(), "clfftGetTmpBufSize");
+    cl::Buffer tmp;
+    if (tmp_bytes) tmp = cl::Buffer(ctx.cl(), CL_MEM_READ_WRITE, tmp_bytes);
+    cl_command_queue q = ctx.queue(device, 0)();
+    cl_mem ins[1] = {in()}, outs[1] = {out()};
+    check_clfft(clfftEnqueueTransform(plan, CLFFT_FORWARD, 1, &q, 0, nullptr, nullptr, ins, outs,
+                                      tmp_bytes ? tmp() : nullptr),
+                op.c_str(), "clfftEnqueueTransform");
+    if (cl_int e = clFinish(q); e != CL_SUCCESS) throw Error(fmt::format("{}: clFinish failed ({})", op, e), e, "clFinish");
+    why.clear();
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  if (plan) clfftDestroyPlan(&plan);
+  seen[key] = why;
+  return why.empty();
+}
 }  // namespace
 
 // The batched complex-to-complex transform of contiguous [batch, n] interleaved complex values, out of
@@ -118,8 +156,18 @@ struct Dft::Engine {
     if (algo == FftAlgo::bluestein) {
       m = 1;
       while (m < 2 * n - 1) m *= 2;
-      ext = size_t(std::max<int64_t>(batch * m, 1)) * 2 * sizeof(float);
     }
+    std::string why;
+    const int64_t fft_len = algo == FftAlgo::clfft ? n : m;
+    const uint64_t max_alloc = ctx.device(device).info.max_alloc_bytes;
+    const bool probe = algo != FftAlgo::direct && (!max_alloc || uint64_t(fft_len) * 8 <= max_alloc);
+    if (probe && !clfft_runs(ctx, device, op, fft_len, why)) {
+      log::info("{}: length {}: the direct DFT kernel, since clFFT's length-{} transform fails on this device: {}",
+                op, n, fft_len, why);
+      algo = FftAlgo::direct;
+      m = 0;
+    }
+    if (algo == FftAlgo::bluestein) ext = size_t(std::max<int64_t>(batch * m, 1)) * 2 * sizeof(float);
     // The workspace is one buffer: refused here, before any plan or table is made, when the device cannot
     // hold it (clFFT's scratch, at most one more region, comes on top).
     const uint64_t limit = ctx.device(device).info.max_alloc_bytes;
