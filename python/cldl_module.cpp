@@ -69,8 +69,9 @@ struct TensorInfo {
   py::dtype dtype;
   py::tuple shape;    // ints; None where symbolic (unless load's dims fixed it)
   py::tuple symbols;  // per dim: None, or the symbol the model file declares for it
+  std::string kind = "tensor";  // "tensor", "sequence", "optional" (of a tensor), "optional_sequence"
   std::string repr() const {
-    return fmt::format("TensorInfo(name='{}', dtype={}, shape={}, symbols={})", name,
+    return fmt::format("TensorInfo(name='{}', kind='{}', dtype={}, shape={}, symbols={})", name, kind,
                        py::repr(dtype).cast<std::string>(), py::repr(shape).cast<std::string>(),
                        py::repr(symbols).cast<std::string>());
   }
@@ -79,6 +80,7 @@ struct TensorInfo {
 TensorInfo tensor_info(const graph::ValueInfo& v, const graph::ValueShape& shape,
                        const std::vector<graph::ValueInfo>& declared) {
   TensorInfo r{v.name, numpy_dtype(v.dtype), py::tuple(), py::tuple()};
+  r.kind = v.optional ? (v.sequence ? "optional_sequence" : "optional") : v.sequence ? "sequence" : "tensor";
   const graph::ValueInfo* d = nullptr;
   for (auto& x : declared)
     if (x.name == v.name) d = &x;
@@ -143,15 +145,40 @@ class Model {
   }
   void set_plan_cache(size_t n) { model_->set_plan_cache(n); }
 
+  // Tensors as ndarrays; a sequence input as a list of ndarrays, an absent optional as None (outputs the
+  // same way).
   py::dict run(const py::dict& feeds) {
-    std::map<std::string, HostTensor> in = convert(feeds);
-    std::map<std::string, HostTensor> out;
+    std::map<std::string, graph::ModelValue> in;
+    for (auto [k, v] : feeds) {
+      std::string name = py::str(k);
+      if (v.is_none()) {
+        in[name] = graph::ModelValue::none();
+      } else if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+        std::vector<HostTensor> items;
+        size_t i = 0;
+        for (auto item : v) items.push_back(from_numpy(fmt::format("{}[{}]", name, i++), item));
+        in[name] = graph::ModelValue::sequence_of(std::move(items));
+      } else {
+        in[name] = graph::ModelValue::of(from_numpy(name, v));
+      }
+    }
+    std::map<std::string, graph::ModelValue> out;
     {
       py::gil_scoped_release nogil;
-      out = session_->run(in);
+      out = session_->run_values(in);
     }
     py::dict r;
-    for (auto& [name, h] : out) r[py::str(name)] = to_numpy(h);
+    for (auto& [name, v] : out) {
+      if (v.kind == graph::ModelValue::Kind::tensor) {
+        r[py::str(name)] = to_numpy(v.tensor);
+      } else if (v.kind == graph::ModelValue::Kind::none) {
+        r[py::str(name)] = py::none();
+      } else {
+        py::list items;
+        for (auto& h : v.items) items.append(to_numpy(h));
+        r[py::str(name)] = items;
+      }
+    }
     return r;
   }
 
@@ -259,6 +286,7 @@ PYBIND11_MODULE(_cldl, m) {
       .def_readonly("dtype", &TensorInfo::dtype)
       .def_readonly("shape", &TensorInfo::shape)
       .def_readonly("symbols", &TensorInfo::symbols)
+      .def_readonly("kind", &TensorInfo::kind)
       .def("__repr__", &TensorInfo::repr);
   py::class_<Model>(m, "Model")
       .def(py::init<const py::object&, const std::optional<std::string>&, const std::map<std::string, int64_t>&, int>(),

@@ -129,7 +129,12 @@ def _node_arg(info):
     shape = []
     for dim, sym in zip(info.shape, info.symbols):
         shape.append(dim if dim is not None else (sym if sym not in (None, "?") else None))
-    return NodeArg(info.name, shape, _ORT_TYPES.get(info.dtype.name, f"tensor({info.dtype.name})"))
+    t = _ORT_TYPES.get(info.dtype.name, f"tensor({info.dtype.name})")
+    if info.kind in ("sequence", "optional_sequence"):
+        t, shape = f"seq({t})", None  # onnxruntime gives a sequence no shape
+    if info.kind.startswith("optional"):
+        t = f"optional({t})"
+    return NodeArg(info.name, shape, t)
 
 
 def _device_from(device, providers, provider_options):
@@ -184,6 +189,7 @@ class InferenceSession:
         self._inputs = [_node_arg(i) for i in self._model.inputs]
         self._outputs = [_node_arg(o) for o in self._model.outputs]
         self._input_dtypes = {i.name: i.dtype for i in self._model.inputs}
+        self._input_kinds = {i.name: i.kind for i in self._model.inputs}
         self._meta = _read_model_meta(path_or_bytes, self._model.graph_name, self._model.metadata)
         # onnxruntime's sessions may run from several threads at once; cldl's session state (plans, device
         # buffers) is per session, so calls take turns (each still releases the GIL while it runs).
@@ -226,7 +232,8 @@ class InferenceSession:
 
     def run(self, output_names, input_feed, run_options=None):
         """Runs the model on input_feed ({name: array}); returns the outputs named (all, in the model's
-        order, when None) as a list of numpy arrays in that order."""
+        order, when None) as a list of numpy arrays in that order. As onnxruntime: a sequence input or
+        output is a list of arrays, an absent optional is None."""
         if not isinstance(input_feed, dict):
             raise TypeError(f"run: input_feed must be a dict of name -> array, got {type(input_feed).__name__}")
         known = [o.name for o in self._outputs]
@@ -236,7 +243,12 @@ class InferenceSession:
                 raise Error(f"run: '{n}' is not an output of the model (it has: {', '.join(known)})")
         feeds = {}
         for name, value in input_feed.items():
-            if not isinstance(value, _np.ndarray) and name in self._input_dtypes:
+            kind = self._input_kinds.get(name, "tensor")
+            if kind in ("sequence", "optional_sequence") and isinstance(value, (list, tuple)):
+                value = [_np.asarray(v, dtype=self._input_dtypes[name]) for v in value]  # a sequence: a list
+            elif value is None and kind.startswith("optional"):
+                pass  # an absent optional
+            elif not isinstance(value, _np.ndarray) and name in self._input_dtypes:
                 value = _np.asarray(value, dtype=self._input_dtypes[name])  # lists, scalars: as onnxruntime
             feeds[name] = value
         with self._lock:

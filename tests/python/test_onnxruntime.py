@@ -203,3 +203,35 @@ def test_onnxruntime_snippet_with_only_the_import_changed():
         exec(compile(src.replace("import onnxruntime as rt\n", f"import {module} as rt\n"), SNIPPET, "exec"), env)
         results[module] = env["pred_onx"]
     np.testing.assert_allclose(results["cldl"], results["onnxruntime"], rtol=1e-4, atol=1e-4)
+
+
+def sequence_model():
+    """xs: a sequence of float tensors, t: a tensor, opt: an optional tensor. Outputs: xs with t appended
+    (a sequence), their concatenation along axis 0, whether opt came (OptionalHasElement)."""
+    seq_t = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    opt_t = helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [3]))
+    nodes = [helper.make_node("SequenceInsert", ["xs", "t"], ["ys"]),
+             helper.make_node("ConcatFromSequence", ["ys"], ["cat"], axis=0),
+             helper.make_node("OptionalHasElement", ["opt"], ["has"])]
+    inputs = [helper.make_value_info("xs", seq_t), vi("t", TensorProto.FLOAT, ["r", 3]),
+              helper.make_value_info("opt", opt_t)]
+    outputs = [helper.make_value_info("ys", seq_t), vi("cat", TensorProto.FLOAT, [None, 3]), vi("has", TensorProto.BOOL, [])]
+    return make(nodes, inputs, outputs, opset=18)
+
+
+@needs_onnx
+def test_sequence_and_optional_inputs_and_outputs():
+    a, b = both(sequence_model())
+    assert [v.type for v in a.get_inputs()] == [v.type for v in b.get_inputs()]
+    assert [v.type for v in a.get_outputs()] == [v.type for v in b.get_outputs()]
+    rng = np.random.default_rng(6)
+    for rows, with_opt in (((2, 1), True), ((4,), False), ((1, 3, 2), True)):
+        xs = [rng.standard_normal((r, 3)).astype(np.float32) for r in rows]
+        t = rng.standard_normal((2, 3)).astype(np.float32)
+        feeds = {"xs": xs, "t": t, "opt": rng.standard_normal(3).astype(np.float32) if with_opt else None}
+        got, want = a.run(None, feeds), b.run(None, feeds)
+        assert isinstance(got[0], list) and len(got[0]) == len(want[0]) == len(rows) + 1
+        for g, w in zip(got[0], want[0]):
+            np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(got[1], want[1])
+        assert bool(got[2]) == bool(want[2]) == with_opt
