@@ -1,6 +1,8 @@
 """cldl.InferenceSession against onnxruntime (from PyPI; these tests skip, saying so, where it is absent):
-the model zoo, a set of small models made here with the onnx package (symbolic dims, several shapes per
-session, output subsets and order, int64 / bool inputs and outputs, bytes), the errors, and an unmodified
+the model zoo, the small PyTorch exports of tests/data/dynamic (a BERT-style encoder at opsets 11 and 14 and
+a CNN, at random shapes), a set of small models made here with the onnx package (symbolic dims, several
+shapes per session, output subsets and order, int64 / bool inputs and outputs, bytes, sequence and optional
+values), the errors, and an unmodified
 onnxruntime usage snippet run with only its import changed. Tolerances: fp32 models with GEMM / conv /
 LSTM / attention, rtol = atol = 1e-4 (the zoo's logits are O(10)); element-wise models 1e-6; integer and
 bool outputs exact."""
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 import cldl
-from conftest import DEVICE, ZOO
+from conftest import DEVICE, ROOT, ZOO
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install onnxruntime)")
 
@@ -235,3 +237,34 @@ def test_sequence_and_optional_inputs_and_outputs():
             np.testing.assert_array_equal(g, w)
         np.testing.assert_array_equal(got[1], want[1])
         assert bool(got[2]) == bool(want[2]) == with_opt
+
+
+# ---- the small members of the model set (tests/data/dynamic: PyTorch exports with dynamic dims)
+
+def dynamic_model(name):
+    p = os.path.join(ROOT, "tests", "data", "dynamic", name + ".onnx")
+    if not os.path.exists(p):
+        pytest.skip(f"{p} is not in this checkout")
+    return p
+
+
+@pytest.mark.parametrize("name", ["bert_opset11", "bert_opset14"])
+def test_bert_style_encoder_at_random_shapes(name):
+    """A BERT-style encoder (Hugging Face layout, vocab 100, 64 positions) with dynamic batch and sequence:
+    one session, eight random shapes, padded attention masks."""
+    a, b = both(dynamic_model(name))
+    assert_same_io(a, b)
+    rng = np.random.default_rng(7)
+    for _ in range(8):
+        batch, seq = int(rng.integers(1, 5)), int(rng.integers(1, 65))
+        ids = rng.integers(0, 100, (batch, seq)).astype(np.int64)
+        mask = (np.arange(seq)[None, :] < rng.integers(1, seq + 1, (batch, 1))).astype(np.int64)
+        assert_runs_alike(a, b, {"input_ids": ids, "attention_mask": mask})
+
+
+def test_cnn_with_dynamic_image_size():
+    a, b = both(dynamic_model("cnn"))
+    assert_same_io(a, b)
+    rng = np.random.default_rng(8)
+    for shape in ((1, 3, 32, 32), (2, 3, 17, 45), (1, 3, 64, 23)):
+        assert_runs_alike(a, b, {"image": rng.standard_normal(shape).astype(np.float32)})
