@@ -188,14 +188,14 @@ __kernel void gather_nd(int k, long batch_inner, long batch_stride, long8 ddims,
 }
 
 // OneHot: range (inner, depth, outer) over the output; out = values[1] where the index (negative
-// counts from the end) equals the depth coordinate, else values[0]. Indices outside [-depth, depth)
-// give all off.
+// counts from the end where `wrap`, opset 11+) equals the depth coordinate, else values[0]. Indices
+// outside [-depth, depth) (outside [0, depth) without `wrap`: opsets 9-10) give all off.
 __kernel void one_hot(__global const IDX* idx, long i_off, __global const T* values, long v_off, __global T* dst,
-                      long d_off) {
+                      long d_off, int wrap) {
   const long in = get_global_id(0), d = get_global_id(1), outer = get_global_id(2);
   const long inner = get_global_size(0), depth = get_global_size(1);
   long k = (long)idx[i_off + outer * inner + in];
-  if (k < 0) k += depth;
+  if (k < 0 && wrap) k += depth;
   dst[d_off + (outer * depth + d) * inner + in] = values[v_off + (k == d ? 1 : 0)];
 }
 

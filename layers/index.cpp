@@ -435,7 +435,7 @@ void OneHot::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   for (size_t d = size_t(ax); d < cfg_.indices.rank(); ++d) inner *= cfg_.indices[d];
   std::lock_guard lock(launch_mutex_);
   set_args(kernel_, in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()),
-           out[0].buffer, cl_long(out[0].offset_elems()));
+           out[0].buffer, cl_long(out[0].offset_elems()), cl_int(cfg_.negative_wraps ? 1 : 0));
   const int64_t outer = out_.numel() / (cfg_.depth * inner);
   ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner), size_t(cfg_.depth), size_t(outer)), cl::NullRange, "one_hot");
 }

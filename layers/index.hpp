@@ -109,6 +109,7 @@ struct OneHotConfig {
   int64_t depth = 0;               // > 0, known at load (it decides the output shape)
   DType dtype = DType::f32;        // of values and the output
   int64_t axis = -1;               // where the depth dim goes, in [-(r+1), r]
+  bool negative_wraps = true;      // -1 is depth - 1 (opset 11+); false: a negative index gives all off (9-10)
 };
 
 // Inputs indices, values ([off, on]); output has `depth` inserted at `axis` of the indices' shape.

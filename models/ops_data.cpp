@@ -84,7 +84,11 @@ TileConfig tile_cfg(const Node&, const std::vector<Shape>& s, DType dt, const st
 GatherConfig gather_cfg(const Node& n, const std::vector<Shape>& s, DType dt, DType idx) {
   return {s[0], dt, s[1], idx, n.attr_i("axis", 0)};
 }
-ResizeConfig resize_cfg(const Node& n, const std::vector<Shape>& s, DType, const std::vector<const HostTensor*>& v) {
+ResizeConfig upsample_cfg(const Node& n, const std::vector<Shape>& s, DType, const std::vector<const HostTensor*>& v);
+// Resize 10 is Upsample 9 renamed (X, scales; asymmetric coordinates, floor for nearest: ONNX's 10 -> 11
+// version converter sets exactly those); 11 added roi, sizes and the coordinate / rounding modes.
+ResizeConfig resize_cfg(const Node& n, const std::vector<Shape>& s, DType dt, const std::vector<const HostTensor*>& v) {
+  if (n.opset == 10) return upsample_cfg(n, s, dt, v);
   ResizeConfig r;
   r.input = s[0];
   auto flag = [&](const char* name) {
@@ -343,7 +347,7 @@ const OpRegistration kDataOps{
     {.type = "GatherElements", .since = 11, .family = "data", .infer = infer_gather_elements,
      .lower = lower_gather_elements},
     upsample(single<Resize>("Upsample", 7, {1}, upsample_cfg, {0}, {"scales"})),
-    single<Resize>("Resize", 11, {1, 2, 3}, resize_cfg, {0}, {"roi", "scales", "sizes"}),
+    single<Resize>("Resize", 10, {1, 2, 3}, resize_cfg, {0}, {"roi", "scales", "sizes"}),
 };
 
 }  // namespace

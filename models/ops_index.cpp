@@ -109,7 +109,8 @@ OneHotConfig one_hot_cfg(const Node& n, const Shape& idx, DType it, const HostTe
   const double d = to_doubles(depth)[0];
   if (!(d >= 1.0 && d <= double(kMaxHostFoldElements)))  // NaN fails too
     fail("{}: input depth = {} must be in [1, {}]", n.describe(), d, kMaxHostFoldElements);
-  return {idx, it, int64_t(d), dt, n.attr_i("axis", -1)};
+  // Opsets 9-10 take indices in [0, depth); 11 made negative ones count from the end.
+  return {idx, it, int64_t(d), dt, n.attr_i("axis", -1), n.opset >= 11};
 }
 void infer_one_hot(InferCtx& c) {
   const HostTensor& depth = c.constant(1, "depth");
@@ -279,7 +280,7 @@ const OpRegistration kIndexOps{
     {.type = "ScatterND", .since = 11, .family = "index", .infer = infer_scatter_nd, .lower = lower_scatter_nd},
     {.type = "GatherND", .since = 11, .family = "index", .infer = infer_gather_nd, .lower = lower_gather_nd},
     {.type = "OneHot",
-     .since = 11,
+     .since = 9,
      .family = "index",
      .const_inputs = {1},
      .infer = infer_one_hot,

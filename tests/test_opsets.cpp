@@ -196,6 +196,59 @@ TEST_SUITE("opsets") {
       for (int64_t c = 0; c < 6; ++c) CHECK(out["y"].as<float>()[r * 6 + c] == x.as<float>()[(r / 2) * 3 + c / 2]);
   }
 
+  TEST_CASE("Resize of opset 10 is Upsample 9: scales input, asymmetric coordinates, floor for nearest") {
+    const int64_t H = 3, W = 5;
+    auto x = rnd({1, 2, H, W}, 9);
+    for (const char* mode : {"nearest", "linear"})
+      for (auto sc : {std::vector<float>{1, 1, 2, 3}, std::vector<float>{1, 1, 1.5f, 2.5f}}) {
+        CAPTURE(mode);
+        CAPTURE(sc[2]);
+        GraphBuilder b("resize10", 10);
+        b.output(b.op1("Resize", {b.input("x", DType::f32, Shape{1, 2, H, W}),
+                                  b.constant("scales", HostTensor::from<float>(Shape{4}, sc))},
+                       {{"mode", std::string(mode)}}),
+                 "y");
+        auto out = test::run_graph(b.build(), {{"x", x}});
+        const int64_t OH = int64_t(std::floor(H * sc[2])), OW = int64_t(std::floor(W * sc[3]));
+        REQUIRE(out["y"].shape() == Shape{1, 2, OH, OW});
+        std::vector<float> want;
+        for (int64_t ch = 0; ch < 2; ++ch)
+          for (int64_t r = 0; r < OH; ++r)
+            for (int64_t c = 0; c < OW; ++c) {
+              const float* p = x.as<float>() + ch * H * W;
+              const double yr = r / double(sc[2]), xc = c / double(sc[3]);
+              if (std::string(mode) == "nearest") {
+                want.push_back(p[int64_t(std::floor(yr)) * W + int64_t(std::floor(xc))]);
+                continue;
+              }
+              const int64_t r0 = std::min<int64_t>(int64_t(std::floor(yr)), H - 1), c0 = std::min<int64_t>(int64_t(std::floor(xc)), W - 1);
+              const int64_t r1 = std::min<int64_t>(r0 + 1, H - 1), c1 = std::min<int64_t>(c0 + 1, W - 1);
+              const double fr = std::min(yr - double(r0), 1.0), fc = std::min(xc - double(c0), 1.0);
+              const double top = p[r0 * W + c0] * (1 - fc) + p[r0 * W + c1] * fc;
+              const double bot = p[r1 * W + c0] * (1 - fc) + p[r1 * W + c1] * fc;
+              want.push_back(float(top * (1 - fr) + bot * fr));
+            }
+        CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), kRtol, kAtol);
+      }
+  }
+
+  TEST_CASE("OneHot before opset 11 gives all off for a negative index; from 11 it counts from the end") {
+    auto ids = HostTensor::from<int64_t>(Shape{5}, std::vector<int64_t>{-1, 0, 2, 3, -3});
+    for (int64_t opset : {9, 10, 11}) {
+      CAPTURE(opset);
+      GraphBuilder b("onehot", opset);
+      b.output(b.op1("OneHot", {b.input("ids", DType::i64, Shape{5}),
+                                b.constant("depth", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{3})),
+                                b.constant("values", HostTensor::from<float>(Shape{2}, std::vector<float>{0, 1}))}),
+               "y");
+      auto out = test::run_graph(b.build(), {{"ids", ids}});
+      REQUIRE(out["y"].shape() == Shape{5, 3});
+      std::vector<float> want = {0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+      if (opset >= 11) want[2] = 1, want[12] = 1;  // -1 -> 2, -3 -> 0
+      for (size_t i = 0; i < want.size(); ++i) CHECK(out["y"].as<float>()[i] == want[i]);
+    }
+  }
+
   TEST_CASE("3-D Conv (stride, padding, dilation, groups, bias) matches a direct reference") {
     const int64_t N = 2, C = 4, D = 5, H = 6, W = 7, K = 6, G = 2, KD = 2, KH = 3, KW = 2;
     const int64_t sd = 2, sh = 1, sw = 2, dd = 1, dh = 2, dw = 1, pf = 1, pt = 2, pl = 0, pk = 0, pb = 1, pr = 1;
