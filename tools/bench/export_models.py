@@ -37,7 +37,18 @@ MODELS = {
                      (1, 3, 256, 256)),
     "ssdlite320_mobilenet_v3_large": (
         lambda: torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights_backbone=None), (1, 3, 320, 320)),
+    # Two-stage and anchor-based detectors: TopK, NonMaxSuppression per class, RoiAlign (MultiScaleRoIAlign),
+    # shapes decided by data throughout. Their transforms resize to 320 so a CPU run stays short; with random
+    # weights no Faster R-CNN box passes the default score threshold, so it keeps every box (0.0).
+    "fasterrcnn_mobilenet_v3_large_320_fpn": (
+        lambda: torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(weights_backbone=None, box_score_thresh=0.0),
+        (1, 3, 320, 320)),
+    "retinanet_resnet50_fpn": (
+        lambda: torchvision.models.detection.retinanet_resnet50_fpn(weights_backbone=None, min_size=320, max_size=320),
+        (1, 3, 320, 320)),
 }
+
+DETECTORS = ("ssdlite", "fasterrcnn", "retinanet")
 
 
 class Plain(torch.nn.Module):
@@ -56,7 +67,7 @@ def export(name, opset, out_dir):
     make, shape = MODELS[name]
     torch.manual_seed(0)
     model = make().eval()
-    detection = name.startswith("ssd")
+    detection = name.startswith(DETECTORS)
     path = os.path.join(out_dir, f"{name}_opset{opset}.onnx")
     x = torch.randn(*shape)
     if detection:  # takes a list of images; the batch is that list
