@@ -41,22 +41,22 @@ def main():
     t0 = time.perf_counter()
     m = cldl.load(a.model, device=a.device)
     load_ms = (time.perf_counter() - t0) * 1e3
-    symbols = sorted({s for i in m.inputs for s in i.symbols if s is not None})
+    symbols = sorted({d for i in m.get_inputs() for d in i.shape if isinstance(d, str)})
     print(f"{a.model} on {m.device}: load {load_ms:.1f} ms, symbols {symbols}")
 
     def feed(dims):
         f = {}
-        for i in m.inputs:
-            shape = tuple(dims[s] if s is not None else d for d, s in zip(i.shape, i.symbols))
-            if i.dtype == np.int64:
+        for i in m.get_inputs():
+            shape = tuple(dims[d] if isinstance(d, str) else d for d in i.shape)
+            if i.type == "tensor(int64)":
                 f[i.name] = np.ones(shape, np.int64) if "mask" in i.name else rng.integers(0, a.vocab, shape).astype(np.int64)
             else:
-                f[i.name] = rng.standard_normal(shape).astype(i.dtype)
+                f[i.name] = rng.standard_normal(shape).astype(np.float32)
         return f
 
     def timed(model, f):
         t = time.perf_counter()
-        model.run(f)
+        model.run(None, f)
         return (time.perf_counter() - t) * 1e3
 
     sigs, seen = [], set()
@@ -68,7 +68,7 @@ def main():
             sigs.append((key, dims, feed(dims)))
     t0 = time.perf_counter()
     for _, _, f in sigs:
-        m.run(f)
+        m.run(None, f)
     print(f"warm-up: every signature once, {(time.perf_counter() - t0) * 1e3:.0f} ms")
     m = cldl.load(a.model, device=a.device)
     rows = []
