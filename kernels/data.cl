@@ -375,3 +375,19 @@ __kernel void resize2d_table(int linear, int H, int W, int OH, int OW, __global 
     y[j] = top * (1.0f - ly) + bot * ly;
   }
 }
+
+// Range made on the device (outputs too large to fold on the host): y[i] = start + i * delta. f32 splits i
+// into 4096 * hi + lo so both products are exact in float (i is exact only below 2^24), within 1.5 ulp of
+// the double-computed value.
+__kernel void range_f32(float start, float delta, __global float* y, long off) {
+  const long i = get_global_id(0);
+  y[off + i] = start + (float)(i >> 12) * (delta * 4096.0f) + (float)(i & 4095) * delta;
+}
+__kernel void range_i32(int start, int delta, __global int* y, long off) {
+  const long i = get_global_id(0);
+  y[off + i] = start + (int)i * delta;
+}
+__kernel void range_i64(long start, long delta, __global long* y, long off) {
+  const long i = get_global_id(0);
+  y[off + i] = start + i * delta;
+}

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 #include "layers/data.hpp"
 #include "models/onnx_import.hpp"
@@ -121,18 +122,66 @@ std::unique_ptr<NodeKernel> lower_constant_of_shape(LowerCtx& c) {
   return k;
 }
 
-std::vector<HostTensor> fold_range(const InferCtx& c) {
+// Range's element count ceil((limit - start) / delta), at least 0; errors name a zero delta or no finite count.
+int64_t range_count(const InferCtx& c, double& start, double& delta) {
   for (int i = 0; i < 3; ++i)
     if (c.constant(i, "folded input").numel() != 1) c.error("input {} must be a scalar, got shape {}", i, c.constant(i, "folded input").shape().str());
-  double start = to_doubles(c.constant(0, "folded input"))[0], limit = to_doubles(c.constant(1, "folded input"))[0], delta = to_doubles(c.constant(2, "folded input"))[0];
+  start = to_doubles(c.constant(0, "folded input"))[0];
+  const double limit = to_doubles(c.constant(1, "folded input"))[0];
+  delta = to_doubles(c.constant(2, "folded input"))[0];
   if (delta == 0) c.error("delta is 0");
   const double count = std::ceil((limit - start) / delta);
   if (!std::isfinite(count)) c.error("start {}, limit {}, delta {} give no finite element count", start, limit, delta);
-  int64_t n = count <= 0 ? 0 : count > double(kMaxHostFoldElements) ? -1 : int64_t(count);
-  if (n < 0) check_host_fold_size(c, {int64_t(std::min(count, 9e18))});
-  std::vector<double> v(static_cast<size_t>(n), 0.0);
-  for (int64_t i = 0; i < n; ++i) v[i] = start + double(i) * delta;
-  return {from_doubles(c.constant(0, "folded input").dtype(), Shape{n}, v)};
+  if (count > double(int64_t(1) << 40)) c.error("{} elements are too many", count);
+  return count <= 0 ? 0 : int64_t(count);
+}
+
+// Range with known start / limit / delta: folded on the host up to kMaxHostFoldElements, else made on the
+// device when the plan runs (f32, i32, i64: a long position-wise, `start + i * delta`).
+void infer_range(InferCtx& c) {
+  double start = 0, delta = 0;
+  const int64_t n = range_count(c, start, delta);
+  const DType dt = c.constant(0, "start").dtype();
+  if (n <= kMaxHostFoldElements) {
+    std::vector<double> v(static_cast<size_t>(n), 0.0);
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = start + double(i) * delta;
+    return c.fold(0, from_doubles(dt, Shape{n}, v));
+  }
+  if (dt != DType::f32 && dt != DType::i32 && dt != DType::i64)
+    c.error("{} elements of {} are too many to fold on the host, and the device fill takes f32, i32 and i64", n,
+            to_string(dt));
+  c.set(0, dt, Shape{n});
+}
+
+class RangeKernel : public NodeKernel {
+ public:
+  cl::Kernel kernel;
+  DType dtype = DType::f32;
+  double start = 0, delta = 0;
+  int64_t n = 0;
+  std::mutex mu;  // sessions on other threads share the kernel object
+  std::string algorithm() const override { return "device fill (start + i * delta)"; }
+  void enqueue(std::span<const Tensor>, std::span<const Tensor> out, ExecutionContext& ec) override {
+    std::lock_guard lock(mu);
+    if (dtype == DType::f32)
+      set_args(kernel, float(start), float(delta), out[0].buffer, cl_long(out[0].offset_elems()));
+    else if (dtype == DType::i32)
+      set_args(kernel, cl_int(start), cl_int(delta), out[0].buffer, cl_long(out[0].offset_elems()));
+    else
+      set_args(kernel, cl_long(start), cl_long(delta), out[0].buffer, cl_long(out[0].offset_elems()));
+    ec.enqueue_kernel(kernel, cl::NDRange(size_t(n)), cl::NullRange, "range_fill");
+  }
+};
+
+std::unique_ptr<NodeKernel> lower_range(LowerCtx& c) {
+  auto k = std::make_unique<RangeKernel>();
+  k->dtype = c.out[0].dtype;
+  k->n = c.out[0].shape.to_shape().numel();
+  k->start = to_doubles(*c.value[0])[0];
+  k->delta = to_doubles(*c.value[2])[0];
+  const char* name = k->dtype == DType::f32 ? "range_f32" : k->dtype == DType::i32 ? "range_i32" : "range_i64";
+  k->kernel = make_kernel(c.ctx.program("data.cl", "", c.device), name);
+  return k;
 }
 
 std::vector<HostTensor> fold_gather(const InferCtx& c) {
@@ -357,27 +406,18 @@ std::vector<HostTensor> fold_where(const InferCtx& c) {
   return {std::move(r)};
 }
 
- // An OpDef infer that requires its first `n` inputs constant and folds with `f`.
-std::function<void(InferCtx&)> fold_with(HostFold f, size_t n) {
-  return [f, n](InferCtx& c) {
-    for (size_t i = 0; i < n; ++i) c.constant(i, "shape argument");
-    auto r = f(c);
-    for (size_t i = 0; i < r.size(); ++i) c.fold(i, std::move(r[i]));
-  };
-}
-
-const OpRegistration kShapeOps{
+ const OpRegistration kShapeOps{
     {.type = "Shape", .since = 1, .family = "shape", .infer = infer_shape},
     {.type = "Size", .since = 1, .family = "shape", .infer = infer_size},
     {.type = "Constant", .since = 1, .family = "shape", .infer = infer_constant},
     // Their output shape depends on input values, so the inputs must be known at load; they fold.
     {.type = "ConstantOfShape", .since = 9, .family = "shape", .const_inputs = {0}, .infer = infer_constant_of_shape,
      .lower = lower_constant_of_shape},
-    {.type = "Range", .since = 11, .family = "shape", .const_inputs = {0, 1, 2}, .infer = fold_with(fold_range, 3)},
+    {.type = "Range", .since = 11, .family = "shape", .const_inputs = {0, 1, 2}, .infer = infer_range,
+     .lower = lower_range},
 };
 
 const FolderRegistration kFolders{
-    {"Range", fold_range},
     {"Gather", fold_gather},
     {"Slice", fold_slice},
     {"Concat", fold_concat},

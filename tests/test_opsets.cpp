@@ -249,6 +249,33 @@ TEST_SUITE("opsets") {
     }
   }
 
+  TEST_CASE("Range past the host-fold limit is made on the device (f32, i32), checked at sampled positions") {
+    const int64_t n = kMaxHostFoldElements + 5;
+    const std::vector<int64_t> at{0, 1, 4095, 4096, (int64_t(1) << 24) + 1, n - 1};
+    for (DType dt : {DType::f32, DType::i32}) {
+      CAPTURE(to_string(dt));
+      GraphBuilder b("range_big", 11);
+      auto scalar = [&](const char* name, double v) {
+        return b.constant(name, dt == DType::f32 ? HostTensor::from<float>(Shape{}, std::vector<float>{float(v)})
+                                                 : HostTensor::from<int32_t>(Shape{}, std::vector<int32_t>{int32_t(v)}));
+      };
+      const double start = dt == DType::f32 ? 0.5 : -7, delta = dt == DType::f32 ? 0.25 : 3;
+      auto r = b.op1("Range", {scalar("start", start), scalar("limit", start + delta * double(n)), scalar("delta", delta)});
+      b.output(b.op1("Gather", {r, b.constant("at", HostTensor::from<int64_t>(Shape{int64_t(at.size())}, at))}), "y");
+      auto m = test::compile_graph(b.build());
+      bool device = false;
+      for (auto& line : m->describe()) device |= line.find("device fill (start + i * delta)") != std::string::npos;
+      CHECK(device);
+      auto out = m->session()->run({}).at("y");
+      REQUIRE(out.shape() == Shape{int64_t(at.size())});
+      auto got = to_doubles(out);
+      for (size_t k = 0; k < at.size(); ++k) {
+        const double want = start + double(at[k]) * delta;
+        CHECK(std::fabs(got[k] - want) <= (dt == DType::f32 ? 2e-7 * std::fabs(want) : 0.0));
+      }
+    }
+  }
+
   TEST_CASE("3-D Conv (stride, padding, dilation, groups, bias) matches a direct reference") {
     const int64_t N = 2, C = 4, D = 5, H = 6, W = 7, K = 6, G = 2, KD = 2, KH = 3, KW = 2;
     const int64_t sd = 2, sh = 1, sw = 2, dd = 1, dh = 2, dw = 1, pf = 1, pt = 2, pl = 0, pk = 0, pb = 1, pr = 1;
