@@ -231,6 +231,13 @@ cldl_model load_graph(cldl_context ctx, graph::Graph g, const cldl_load_options*
   }
   lo.compile.queues = queues > 0 ? queues : c->wrapped ? 1 : lo.compile.queues;
   std::vector<graph::ValueInfo> declared_in = g.inputs, declared_out = g.outputs;
+  for (auto* list : {&declared_in, &declared_out})
+    for (auto& v : *list)
+      if (v.composite())
+        capi_fail(CLDL_ERROR_MODEL,
+                  "{} '{}' is a sequence or optional value: the C API takes and returns tensors (C++: "
+                  "ModelSession::run_values; Python: cldl.InferenceSession)",
+                  list == &declared_in ? "input" : "output", v.name);
   auto m = std::make_shared<ModelObj>();
   m->model = graph::Model::create(c->ctx, std::move(g), lo);
   auto find = [](const std::vector<graph::ValueInfo>& v, const std::string& n) -> const graph::ValueInfo* {

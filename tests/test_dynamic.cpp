@@ -10,7 +10,9 @@
 
 #include <filesystem>
 
+#include "capi/cldl.h"
 #include "models/model.hpp"
+#include "models/onnx_import.hpp"
 #include "models/npy.hpp"
 #include "tests/support/onnx_util.hpp"
 
@@ -635,6 +637,35 @@ TEST_SUITE("dynamic shapes") {
     CHECK_THROWS_WITH(s->run({{"bias", t}}), doctest::Contains("run_values"));
     auto again = s->run_values({{"xs", ModelValue::sequence_of({t})}, {"bias", ModelValue::none()}});
     CHECK(again.at("appended").items.size() == 2);
+
+    // The sequence and optional types survive an export and a re-import; the CLI and the C API, which
+    // take tensors only, refuse such a model naming the value.
+    Graph h;
+    h.name = "seq_export";
+    h.opsets[""] = 17;
+    h.inputs = {unknown_value("xs", true), ValueInfo{"t", DType::f32, ValueShape(Shape{1, 3})}, unknown_value("o", false, true)};
+    h.inputs.back().shape = ValueShape(Shape{3});
+    add_node(h, "append", "SequenceInsert", {"xs", "t"}, "ys");
+    add_node(h, "has", "OptionalHasElement", {"o"}, "has_o");
+    h.outputs = {unknown_value("ys", true), ValueInfo{"has_o", DType::boolean, ValueShape(Shape{})}};
+    const std::string path = test::temp_dir("seq_io") + "/seq_io.onnx";
+    export_onnx_file(h, path);
+    auto m2 = Model::create(test::shared_ctx(), import_onnx_file(path));
+    HostTensor row = random_tensor(Shape{1, 3}, rng);
+    auto o2 = m2->session()->run_values({{"xs", ModelValue::sequence_of({t, t})}, {"t", ModelValue::of(row)}});
+    REQUIRE(o2.at("ys").items.size() == 3);
+    check_close(o2.at("ys").items[1], std::vector<float>(t.as<float>(), t.as<float>() + 6), 0);
+    check_close(o2.at("ys").items[2], std::vector<float>(row.as<float>(), row.as<float>() + 3), 0);
+    CHECK(o2.at("has_o").tensor.as<bool>()[0] == false);
+    std::string output;
+    CHECK(test::run_command(std::string(CLDL_CLI_PATH) + " run " + path + " --random", output) != 0);
+    CHECK_MESSAGE(output.find("input 'xs' is a sequence of tensors") != std::string::npos, output);
+    cldl_context cctx = nullptr;
+    REQUIRE(cldl_context_create("", &cctx) == CLDL_OK);
+    cldl_model cm = nullptr;
+    CHECK(cldl_model_load(cctx, path.c_str(), nullptr, &cm) == CLDL_ERROR_MODEL);
+    CHECK(std::string(cldl_last_error()).find("is a sequence or optional value") != std::string::npos);
+    cldl_context_release(cctx);
   }
 }
 

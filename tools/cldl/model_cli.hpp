@@ -132,6 +132,14 @@ inline LoadedModel load_for_cli(const ModelOptions& o, bool profiling) {
     }
   }
   graph::Graph g = graph::import_onnx_file(o.model);
+  // The CLI reads and writes tensors: a sequence or optional model value is named here, not met later.
+  for (auto* list : {&g.inputs, &g.outputs})
+    for (auto& v : *list)
+      if (v.composite())
+        fail("{} '{}' is {}: the CLI takes and writes tensors; run the model from C++ (ModelSession::run_values) "
+             "or Python (cldl.InferenceSession: lists and None)",
+             list == &g.inputs ? "input" : "output", v.name,
+             v.optional ? (v.sequence ? "an optional sequence" : "an optional tensor") : "a sequence of tensors");
   for (auto& [name, t] : given)
     if (!g.is_input(name)) fail("--input {}: the model has no input of that name", name);
   graph::Graph shapes_of = g;  // the inputs' dims as the command line fixes them
