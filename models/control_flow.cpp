@@ -79,6 +79,9 @@ constexpr const char* kStepOp = "ControlFlowStep";
 constexpr const char* kStepDomain = "ai.cldl.control";
 // A Scan made from an opset-8 Scan for one batch element: opset 9's semantics whatever the model's opset.
 constexpr const char* kScan9 = "_cldl_scan9";
+// A Loop continued at run time (remaining_loop): per scan output, how many values of earlier iterations
+// its last inputs hold.
+constexpr const char* kScanPrefix = "_cldl_scan_prefix";
 
 bool is(const Node& n, const char* op) { return n.op_type == op && n.domain.empty(); }
 
@@ -319,7 +322,12 @@ std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
     }
     u.cond = n.inputs[1];
     if (u.trips < 0 && u.cond.empty()) fail("{}: a Loop with neither a trip count nor a condition never ends", n.describe());
-    u.carried.assign(n.inputs.begin() + 2, n.inputs.end());
+    // A continuation (remaining_loop) carries the scan values of the iterations before it as extra inputs.
+    const std::vector<int64_t> prefix = n.attr_ints(kScanPrefix);
+    size_t prefix_total = 0;
+    for (int64_t c : prefix) prefix_total += size_t(c);
+    if (prefix_total > n.inputs.size() - 2) fail("{}: {} scan values before it, {} inputs", n.describe(), prefix_total, n.inputs.size());
+    u.carried.assign(n.inputs.begin() + 2, n.inputs.end() - std::ptrdiff_t(prefix_total));
     if (body.inputs.size() != 2 + u.carried.size())
       fail("{}: the body has {} inputs, expected 2 + {} loop-carried", n.describe(), body.inputs.size(), u.carried.size());
     if (body.outputs.size() < 1 + u.carried.size() || n.outputs.size() != body.outputs.size() - 1)
@@ -327,6 +335,15 @@ std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
            "fewer",
            n.describe(), body.outputs.size(), n.outputs.size(), u.carried.size());
     u.scans.resize(body.outputs.size() - 1 - u.carried.size());
+    if (!prefix.empty()) {
+      if (prefix.size() != u.scans.size())
+        fail("{}: scan values before it for {} scan outputs, the body has {}", n.describe(), prefix.size(), u.scans.size());
+      auto at = n.inputs.end() - std::ptrdiff_t(prefix_total);
+      for (size_t k = 0; k < prefix.size(); ++k) {
+        u.scans[k].assign(at, at + prefix[k]);
+        at += prefix[k];
+      }
+    }
     u.out_axes.assign(u.scans.size(), 0);
     u.out_reverse.assign(u.scans.size(), 0);
   } else {
@@ -463,16 +480,21 @@ Node ControlFlowExpander::remaining_loop(Graph& g, const Node& marker) {
   const Unroll& u = unrolls_.at(size_t(marker.attr_i("unroll", 0)));
   const Node& n = u.node;
   if (u.t == 0 || !u.loop) return n;  // nothing expanded yet: the node itself
-  for (size_t k = 0; k < u.scans.size(); ++k)
-    if (!n.outputs[u.carried.size() + k].empty())
-      fail("{}: the condition after iteration {} is computed from run-time data, and the Loop has scan outputs; cldl "
-           "continues such a Loop at run time only without scan outputs",
-           n.describe(), u.t);
   Node r = n;
   r.name = g.unique_name(n.name + "/from_iteration_" + std::to_string(u.t));
   r.inputs = {u.trips < 0 ? std::string() : add_constant(g, r.name + "/M", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{u.trips - u.t})),
               u.cond};
   r.inputs.insert(r.inputs.end(), u.carried.begin(), u.carried.end());
+  // Scan outputs: the iterations done so far travel as extra inputs (kScanPrefix counts them per scan
+  // output), and the continuation stacks them before its own.
+  if (!u.scans.empty()) {
+    std::vector<int64_t> counts;
+    for (auto& vals : u.scans) {
+      counts.push_back(int64_t(vals.size()));
+      r.inputs.insert(r.inputs.end(), vals.begin(), vals.end());
+    }
+    r.attrs[kScanPrefix] = counts;
+  }
   // The body counts from 0 again: its iteration input becomes iteration + t.
   auto body = std::make_shared<Graph>(*u.body);
   const std::string iter = body->inputs[0].name, shifted = iter + "/from_0";

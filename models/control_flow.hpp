@@ -66,8 +66,8 @@ class ControlFlowExpander {
   // The nodes that replace `n` (for a Loop / Scan: one iteration and a step marker, or the final outputs).
   std::vector<Node> expand(Graph& g, const Node& n);
   // A step marker whose Loop stopped at a run-time condition, as a Loop node that runs the remaining
-  // iterations (its body reads the iteration number shifted by those done). Errors when the Loop has scan
-  // outputs (their first part would need stacking with the rest's).
+  // iterations (its body reads the iteration number shifted by those done). Scan values of the iterations
+  // done travel as its extra last inputs and are stacked before the rest's.
   Node remaining_loop(Graph& g, const Node& marker);
   // A graph output that is a sequence or an optional here: its tensors (an absent optional: kind none).
   // False for a tensor.

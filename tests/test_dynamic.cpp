@@ -721,3 +721,48 @@ TEST_SUITE("dynamic shapes") {
     }
   }
 }
+
+TEST_SUITE("dynamic shapes") {
+  TEST_CASE("a while Loop on run-time data with scan outputs: the iterations before each stop are stacked first") {
+    // while sum(x) > 1: x = x * 0.5, collecting each x (a scan output). Every condition is run-time data,
+    // so each iteration ends a stage and the rest continues the Loop, carrying the scan values so far.
+    auto body = std::make_shared<Graph>();
+    body->name = "halve";
+    body->inputs = {ValueInfo{"i", DType::i64, ValueShape(Shape{})}, ValueInfo{"c", DType::boolean, ValueShape(Shape{})},
+                    unknown_value("xi")};
+    body->initializers["half"] = HostTensor::from<float>(Shape{}, std::vector<float>{0.5f});
+    body->initializers["one"] = HostTensor::from<float>(Shape{}, std::vector<float>{1.0f});
+    add_node(*body, "mul", "Mul", {"xi", "half"}, "xn");
+    add_node(*body, "sum", "ReduceSum", {"xn"}, "s", {{"keepdims", int64_t(0)}});
+    add_node(*body, "more", "Greater", {"s", "one"}, "c_out");
+    add_node(*body, "collect", "Identity", {"xn"}, "scan_v");
+    body->outputs = {ValueInfo{"c_out", DType::boolean, ValueShape(Shape{})}, unknown_value("xn"), unknown_value("scan_v")};
+    GraphBuilder b("while_scan", 13);
+    auto x = b.input("x", DType::f32, sym_shape({-1}, {"n"}));
+    auto c0 = b.op1("Greater", {b.op1("ReduceSum", {x}, {{"keepdims", int64_t(0)}}),
+                                b.constant("one0", HostTensor::from<float>(Shape{}, std::vector<float>{1.0f}))});
+    Graph g = b.build();
+    add_node(g, "loop", "Loop", {"", c0.name, "x"}, "x_final", {{"body", SubGraph(body)}});
+    g.nodes.back().outputs.push_back("xs");
+    g.outputs = {ValueInfo{"x_final", DType::f32, sym_shape({-1}, {"n"})}, ValueInfo{"xs", DType::f32, ValueShape{}}};
+    g.outputs.back().shape.known = false;
+    auto m = Model::create(test::shared_ctx(), std::move(g));
+    auto s = m->session();
+    for (std::vector<float> xv : {std::vector<float>{1, 2, 3, 4, 5}, std::vector<float>{0.75f, 0.5f}, std::vector<float>{3, 0, 1}}) {
+      CAPTURE(xv.size());
+      std::vector<float> cur = xv, stacked;
+      int iterations = 0;
+      auto sum = [](const std::vector<float>& v) { double t = 0; for (float f : v) t += f; return t; };
+      while (sum(cur) > 1) {
+        for (auto& f : cur) f *= 0.5f;
+        stacked.insert(stacked.end(), cur.begin(), cur.end());
+        ++iterations;
+      }
+      const int64_t n = int64_t(xv.size());
+      auto out = s->run({{"x", HostTensor::from<float>(Shape{n}, xv)}});
+      REQUIRE(out.at("xs").shape() == Shape{iterations, n});
+      check_close(out.at("xs"), stacked, 0);
+      check_close(out.at("x_final"), cur, 0);
+    }
+  }
+}
