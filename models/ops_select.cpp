@@ -14,6 +14,7 @@
 #include "layers/select.hpp"
 #include "models/onnx_import.hpp"
 #include "models/ops_cnn_common.hpp"
+#include "runtime/log.hpp"
 
 namespace cldl::graph {
 namespace {
@@ -384,12 +385,15 @@ void infer_eye_like(InferCtx& c) {
 }
 
 // ---------------------------------------------------------------- Unique
-void infer_unique(InferCtx& c) {
-  const HostTensor& x = c.constant(0, "X: Unique's output shapes are decided by its values");
+struct UniqueResult {
+  HostTensor y;
+  std::vector<int64_t> indices, inverse, counts;
+};
+
+// numpy's unique of `x` (over `axis` when given): the distinct slices sorted or by first occurrence, the
+// first index of each, each input slice's output position, and the counts.
+UniqueResult unique_of(const HostTensor& x, bool has_axis, size_t axis, bool sorted) {
   const Shape& s = x.shape();
-  const bool has_axis = c.node.has("axis");
-  const bool sorted = c.node.attr_i("sorted", 1) != 0;
-  const size_t axis = has_axis ? size_t(norm_axis(c, c.node.attr_i("axis", 0), int64_t(s.rank()))) : 0;
   const AxisSplit a = has_axis ? AxisSplit(s, axis) : AxisSplit(Shape{s.numel()}, 0);
   const HostKeys keys(x);
   // Slices compare element by element in (outer, inner) order: numpy's unique over the axis moved first.
@@ -423,19 +427,115 @@ void infer_unique(InferCtx& c) {
   std::vector<int64_t> pos(first.size());  // group -> output position
   for (size_t r = 0; r < rank.size(); ++r) pos[size_t(rank[r])] = int64_t(r);
   const int64_t n = int64_t(first.size());
-  const size_t nu = static_cast<size_t>(n);
-  std::vector<int64_t> picks(nu), indices(nu), counts(nu), inverse(static_cast<size_t>(a.len));
+  UniqueResult u;
+  u.indices.resize(size_t(n));
+  u.counts.resize(size_t(n));
+  u.inverse.resize(size_t(a.len));
   for (int64_t r = 0; r < n; ++r) {
-    picks[size_t(r)] = indices[size_t(r)] = first[size_t(rank[size_t(r)])];
-    counts[size_t(r)] = count[size_t(rank[size_t(r)])];
+    u.indices[size_t(r)] = first[size_t(rank[size_t(r)])];
+    u.counts[size_t(r)] = count[size_t(rank[size_t(r)])];
   }
-  for (int64_t j = 0; j < a.len; ++j) inverse[size_t(j)] = pos[size_t(group_of[size_t(j)])];
+  for (int64_t j = 0; j < a.len; ++j) u.inverse[size_t(j)] = pos[size_t(group_of[size_t(j)])];
   Shape ys = has_axis ? s : Shape{n};
   if (has_axis) ys.dims[axis] = n;
-  c.fold(0, gather_slices(x, a, picks, ys));
-  c.fold(1, from_ints(Shape{n}, indices));
-  c.fold(2, from_ints(Shape{a.len}, inverse));
-  c.fold(3, from_ints(Shape{n}, counts));
+  u.y = gather_slices(x, a, u.indices, ys);
+  return u;
+}
+
+// Known input: folded. Run-time input: Y, indices and counts are counted outputs (their extent is the
+// number of distinct slices, at most the axis length), inverse_indices has the axis length; a host step
+// inside the run (UniqueHostStep) computes them when the node's turn comes.
+void infer_unique(InferCtx& c) {
+  const Shape s = c.shape(0);
+  const bool has_axis = c.node.has("axis");
+  const bool sorted = c.node.attr_i("sorted", 1) != 0;
+  const size_t axis = has_axis ? size_t(norm_axis(c, c.node.attr_i("axis", 0), int64_t(s.rank()))) : 0;
+  if (c.value[0]) {
+    UniqueResult u = unique_of(*c.value[0], has_axis, axis, sorted);
+    const int64_t n = int64_t(u.indices.size());
+    c.fold(0, std::move(u.y));
+    if (c.out.size() > 1) c.fold(1, from_ints(Shape{n}, u.indices));
+    if (c.out.size() > 2) c.fold(2, from_ints(Shape{int64_t(u.inverse.size())}, u.inverse));
+    if (c.out.size() > 3) c.fold(3, from_ints(Shape{n}, u.counts));
+    return;
+  }
+  const int64_t len = has_axis ? s[axis] : s.numel();
+  if (s.numel() > kMaxHostFoldElements)
+    c.error("input '{}' has {} elements, past the {} a host step reads back", c.input(0).name, s.numel(),
+            kMaxHostFoldElements);
+  c.set_counted(0, c.input(0).dtype, has_axis ? s : Shape{len}, has_axis ? axis : 0);
+  if (c.out.size() > 1 && !c.node.outputs[1].empty()) c.set_counted(1, DType::i64, Shape{len}, 0);
+  if (c.out.size() > 2 && !c.node.outputs[2].empty()) c.set(2, DType::i64, Shape{len});
+  if (c.out.size() > 3 && !c.node.outputs[3].empty()) c.set_counted(3, DType::i64, Shape{len}, 0);
+}
+
+// Unique on run-time data, as a host step inside the run (as NonMaxSuppression's): it waits for its
+// input, reads it back, computes on the host as the fold does, writes each counted output's first
+// elements and its count. A logged choice; a sort on the device is not built.
+class UniqueHostStep : public NodeKernel {
+ public:
+  Context* ctx = nullptr;
+  bool has_axis = false, sorted = true;
+  size_t axis = 0;
+  std::vector<int> count_of = std::vector<int>(4, -1);  // output i -> the index of its count output
+  std::string algorithm() const override { return "host step (input read back, unique on the host)"; }
+  void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
+    for (auto& e : ec.wait_for) {  // commands on other queues the input waits for must be submitted first
+      cl::CommandQueue q;
+      if (e.getInfo(CL_EVENT_COMMAND_QUEUE, &q) == CL_SUCCESS && q() != nullptr) check(q.flush(), "clFlush", ec.label);
+    }
+    if (!ec.wait_for.empty()) check(cl::Event::waitForEvents(ec.wait_for), "clWaitForEvents", ec.label);
+    ec.wait_for.clear();
+    const HostTensor x = in[0].numel() ? ctx->download(in[0]) : HostTensor(in[0].dtype, in[0].shape);
+    UniqueResult u = unique_of(x, has_axis, axis, sorted);
+    const int64_t n = int64_t(u.indices.size());
+    std::vector<std::pair<const Tensor*, std::vector<std::byte>>> writes;
+    auto bytes_of = [](const void* p, size_t size) {
+      const auto* b = static_cast<const std::byte*>(p);
+      return std::vector<std::byte>(b, b + size);
+    };
+    auto present = [&](size_t i) { return i < out.size() && out[i].buffer() != nullptr; };
+    if (present(0)) writes.emplace_back(&out[0], bytes_of(u.y.data(), u.y.bytes()));
+    if (present(1)) writes.emplace_back(&out[1], bytes_of(u.indices.data(), u.indices.size() * 8));
+    if (present(2)) writes.emplace_back(&out[2], bytes_of(u.inverse.data(), u.inverse.size() * 8));
+    if (present(3)) writes.emplace_back(&out[3], bytes_of(u.counts.data(), u.counts.size() * 8));
+    for (int idx : count_of)
+      if (idx >= 0 && present(size_t(idx))) writes.emplace_back(&out[size_t(idx)], bytes_of(&n, sizeof n));
+    // Each write completes before the next (the host bytes die with `writes`); a marker is the step's event.
+    for (auto& [dst, bytes] : writes) {
+      if (bytes.empty()) continue;
+      ExecutionContext wc(ec.queue);
+      cl::Event done;
+      wc.signal = &done;
+      ctx->write_async(*dst, bytes.data(), bytes.size(), wc);
+      check(done.wait(), "clWaitForEvents", ec.label);
+    }
+    cl::Event marker;
+    check(ec.queue.enqueueMarkerWithWaitList(nullptr, &marker), "clEnqueueMarkerWithWaitList", ec.label);
+    ec.record(marker, "unique");
+  }
+};
+
+std::unique_ptr<NodeKernel> lower_unique(LowerCtx& c) {
+  if (c.value[0]) c.error("a known input folds when planning");
+  auto k = std::make_unique<UniqueHostStep>();
+  k->ctx = &c.ctx;
+  const Shape s = c.in[0].shape.to_shape();
+  k->has_axis = c.node.has("axis");
+  k->sorted = c.node.attr_i("sorted", 1) != 0;
+  if (k->has_axis) {
+    int64_t a = c.node.attr_i("axis", 0);
+    k->axis = size_t(a < 0 ? a + int64_t(s.rank()) : a);
+  }
+  for (size_t i : {size_t(0), size_t(1), size_t(3)}) {
+    if (i >= c.node.outputs.size() || c.node.outputs[i].empty()) continue;
+    auto it = std::find(c.node.outputs.begin(), c.node.outputs.end(), counted_output_name(c.node.outputs[i]));
+    if (it == c.node.outputs.end())
+      c.error("output '{}' has a shape decided by run-time data: plan it as a Model", c.node.outputs[i]);
+    k->count_of[i] = int(it - c.node.outputs.begin());
+  }
+  log::info("{}: Unique runs as a host step inside the run (input read back when it runs)", c.node.describe());
+  return k;
 }
 
 const OpRegistration kSelectOps{
@@ -453,7 +553,7 @@ const OpRegistration kSelectOps{
      .lower = lower_compress,
      .expand_runtime = expand_compress},
     {.type = "EyeLike", .since = 9, .family = "select", .infer = infer_eye_like},
-    {.type = "Unique", .since = 11, .family = "select", .const_inputs = {0}, .infer = infer_unique},
+    {.type = "Unique", .since = 11, .family = "select", .infer = infer_unique, .lower = lower_unique},
 };
 
 const FolderRegistration kSelectFolders{

@@ -251,8 +251,15 @@ class NmsHostStep : public NodeKernel {
       ctx_->write_async(out[0], rows.data(), rows.size() * sizeof(int64_t), wc);
       check(wrote.wait(), "clWaitForEvents", ec.label);
     }
-    ctx_->write_async(out[1], &count, sizeof(count), ec);  // signals the step's event
-    if (ec.signal && (*ec.signal)() != nullptr) check(ec.signal->wait(), "clWaitForEvents", ec.label);
+    // The count is a local: its write completes here; a marker is the step's event.
+    ExecutionContext cc(ec.queue);
+    cl::Event counted;
+    cc.signal = &counted;
+    ctx_->write_async(out[1], &count, sizeof(count), cc);
+    check(counted.wait(), "clWaitForEvents", ec.label);
+    cl::Event marker;
+    check(ec.queue.enqueueMarkerWithWaitList(nullptr, &marker), "clEnqueueMarkerWithWaitList", ec.label);
+    ec.record(marker, "nms");
   }
 
  private:

@@ -11,6 +11,7 @@
 #include "layers/reduce.hpp"
 #include "layers/select.hpp"
 #include "models/builder.hpp"
+#include "models/model.hpp"
 #include "models/op_registry.hpp"
 #include "reference/cnn_harness.hpp"
 #include "reference/select_ref.hpp"
@@ -269,7 +270,7 @@ TEST_CASE("EyeLike folds at load: diagonals k, dtype attribute, non-square") {
   CHECK(m.find("2-D") != std::string::npos);
 }
 
-TEST_CASE("Unique folds a constant input: sorted and in order of appearance; a runtime input is an error") {
+TEST_CASE("Unique folds a constant input: sorted and in order of appearance; a runtime input needs a Model") {
   using namespace graph;
   auto xv = tied_floats(23, 16);
   for (bool sorted : {true, false}) {
@@ -300,7 +301,46 @@ TEST_CASE("Unique folds a constant input: sorted and in order of appearance; a r
   b.output(b.op("Unique", {x}, {}, 1)[0], "y");
   auto m = error_of([&] { compile_graph(b.build()); });
   CHECK(m.find("Unique") != std::string::npos);
-  CHECK(m.find("known at load") != std::string::npos);
+  CHECK(m.find("decided by run-time data") != std::string::npos);
+}
+
+TEST_CASE("Unique on run-time data: a host step with counted outputs, any size, one session over sizes and values") {
+  using namespace graph;
+  for (bool sorted : {true, false}) {
+    CAPTURE(sorted);
+    GraphBuilder b("unique_runtime", 11);
+    auto x = b.input("x", DType::f32, [] {
+      ValueShape v;
+      v.dims = {-1};
+      v.symbols = {"n"};
+      return v;
+    }());
+    auto outs = b.op("Unique", {b.op1("Relu", {x})}, {{"sorted", int64_t(sorted)}}, 4);  // run-time data
+    const char* names[] = {"y", "first", "inverse", "counts"};
+    for (int i = 0; i < 4; ++i) b.output(outs[size_t(i)], names[i]);
+    auto model = Model::create(test::shared_ctx(), b.build());
+    auto session = model->session();
+    // 5 000 and 9 001 elements (past the 4 096 a value-staged decision reads), one element, all equal.
+    for (size_t n : {size_t(5000), size_t(1), size_t(9001), size_t(7)}) {
+      CAPTURE(n);
+      std::vector<float> xv = n == 7 ? std::vector<float>(7, 2.0f) : tied_floats(n, uint32_t(n));
+      auto out = session->run({{"x", HostTensor::from<float>(Shape{int64_t(n)}, xv)}});
+      std::vector<double> relu;
+      for (float v : xv) relu.push_back(std::max(double(v), 0.0));
+      std::vector<double> y;
+      std::vector<int64_t> first, inverse, counts;
+      ref::unique(relu, sorted, y, first, inverse, counts);
+      auto ints = [&](const char* name) {
+        const HostTensor& t = out.at(name);
+        return std::vector<int64_t>(t.as<int64_t>(), t.as<int64_t>() + t.numel());
+      };
+      REQUIRE(out.at("y").shape() == Shape{int64_t(y.size())});
+      for (size_t i = 0; i < y.size(); ++i) CHECK(double(out.at("y").as<float>()[i]) == y[i]);
+      CHECK(ints("first") == first);
+      CHECK(ints("inverse") == inverse);
+      CHECK(ints("counts") == counts);
+    }
+  }
 }
 
 TEST_CASE("TopK in a graph: K an input known at load, host fold of constant data, opset-1 k attribute") {
