@@ -14,6 +14,7 @@
 #include "layers/select.hpp"
 #include "models/onnx_import.hpp"
 #include "models/ops_cnn_common.hpp"
+#include "runtime/host_step.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl::graph {
@@ -480,12 +481,7 @@ class UniqueHostStep : public NodeKernel {
   std::vector<int> count_of = std::vector<int>(4, -1);  // output i -> the index of its count output
   std::string algorithm() const override { return "host step (input read back, unique on the host)"; }
   void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
-    for (auto& e : ec.wait_for) {  // commands on other queues the input waits for must be submitted first
-      cl::CommandQueue q;
-      if (e.getInfo(CL_EVENT_COMMAND_QUEUE, &q) == CL_SUCCESS && q() != nullptr) check(q.flush(), "clFlush", ec.label);
-    }
-    if (!ec.wait_for.empty()) check(cl::Event::waitForEvents(ec.wait_for), "clWaitForEvents", ec.label);
-    ec.wait_for.clear();
+    host_step_wait(ec);
     const HostTensor x = in[0].numel() ? ctx->download(in[0]) : HostTensor(in[0].dtype, in[0].shape);
     UniqueResult u = unique_of(x, has_axis, axis, sorted);
     const int64_t n = int64_t(u.indices.size());
@@ -510,9 +506,7 @@ class UniqueHostStep : public NodeKernel {
       ctx->write_async(*dst, bytes.data(), bytes.size(), wc);
       check(done.wait(), "clWaitForEvents", ec.label);
     }
-    cl::Event marker;
-    check(ec.queue.enqueueMarkerWithWaitList(nullptr, &marker), "clEnqueueMarkerWithWaitList", ec.label);
-    ec.record(marker, "unique");
+    host_step_done(ec, "unique");
   }
 };
 

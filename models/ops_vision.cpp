@@ -16,6 +16,7 @@
 
 #include "layers/vision.hpp"
 #include "models/ops_cnn_common.hpp"
+#include "runtime/host_step.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl::graph {
@@ -211,13 +212,7 @@ class NmsHostStep : public NodeKernel {
   NmsHostStep(Context& ctx, bool center) : ctx_(&ctx), center_(center) {}
   std::string algorithm() const override { return "host step (inputs read back, greedy NMS on the host)"; }
   void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
-    // Commands on other queues that the inputs wait for must be submitted before the host blocks.
-    for (auto& e : ec.wait_for) {
-      cl::CommandQueue q;
-      if (e.getInfo(CL_EVENT_COMMAND_QUEUE, &q) == CL_SUCCESS && q() != nullptr) check(q.flush(), "clFlush", ec.label);
-    }
-    if (!ec.wait_for.empty()) check(cl::Event::waitForEvents(ec.wait_for), "clWaitForEvents", ec.label);
-    ec.wait_for.clear();
+    host_step_wait(ec);
     auto host = [&](size_t i) -> std::optional<HostTensor> {
       if (i >= in.size() || in[i].buffer() == nullptr || in[i].numel() == 0) return std::nullopt;
       return ctx_->download(in[i]);
@@ -257,9 +252,7 @@ class NmsHostStep : public NodeKernel {
     cc.signal = &counted;
     ctx_->write_async(out[1], &count, sizeof(count), cc);
     check(counted.wait(), "clWaitForEvents", ec.label);
-    cl::Event marker;
-    check(ec.queue.enqueueMarkerWithWaitList(nullptr, &marker), "clEnqueueMarkerWithWaitList", ec.label);
-    ec.record(marker, "nms");
+    host_step_done(ec, "nms");
   }
 
  private:
