@@ -267,6 +267,20 @@ __kernel void col2im(int nd, long8 image, long8 block, long8 dilation, long8 pad
   y[y_off + nc * get_global_size(0) + s] = acc;
 }
 
+// DeformConv's bilinear sample of plane `src` at (h, v), zero outside (the ONNX reference's).
+float deform_sample(__global const float* src, long in_h, long in_w, float h, float v) {
+  const float fh = floor(h), fw = floor(v), th = h - fh, tw = v - fw;
+  const long h0 = (long)fh, w0 = (long)fw;
+  float s = 0.0f;
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b) {
+      const long hh = h0 + a, ww = w0 + b;
+      if (hh >= 0 && hh < in_h && ww >= 0 && ww < in_w)
+        s += (a ? th : 1.0f - th) * (b ? tw : 1.0f - tw) * src[hh * in_w + ww];
+    }
+  return s;
+}
+
 // DeformConv (2-D): one work-item per output element (ow, oh, n * out_channels + oc). Each kernel tap
 // samples its input channel at the tap's position plus the learned offset (offset channels (h, w) per
 // offset group and tap), bilinearly with zeros outside the map (the ONNX reference: GridSample with
@@ -293,15 +307,7 @@ __kernel void deform_conv(long in_c, long in_h, long in_w, long out_c, long out_
                         offset[o_off + (n * offset_group * taps * 2 + tap * 2) * plane + at];
         const float v = (float)(ow * stride_w - pad_w + kw * dil_w) +
                         offset[o_off + (n * offset_group * taps * 2 + tap * 2 + 1) * plane + at];
-        const float fh = floor(h), fw = floor(v), th = h - fh, tw = v - fw;
-        const long h0 = (long)fh, w0 = (long)fw;
-        float s = 0.0f;
-        for (int a = 0; a < 2; ++a)
-          for (int b = 0; b < 2; ++b) {
-            const long hh = h0 + a, ww = w0 + b;
-            if (hh >= 0 && hh < in_h && ww >= 0 && ww < in_w)
-              s += (a ? th : 1.0f - th) * (b ? tw : 1.0f - tw) * src[hh * in_w + ww];
-          }
+        const float s = deform_sample(src, in_h, in_w, h, v);
         const float m = has_mask ? mask[m_off + (n * offset_group * taps + tap) * plane + at] : 1.0f;
         acc += w[w_off + ((oc * icpg + ci) * k_h + kh) * k_w + kw] * m * s;
       }
@@ -325,15 +331,7 @@ __kernel void deform_im2col(long n, long in_c, long in_h, long in_w, long out_h,
   const float v = (float)(ow * stride_w - pad_w + kw * dil_w) +
                   offset[o_off + (n * offset_group * taps * 2 + tap * 2 + 1) * plane + p];
   __global const float* src = x + x_off + (n * in_c + c) * in_h * in_w;
-  const float fh = floor(h), fw = floor(v), th = h - fh, tw = v - fw;
-  const long h0 = (long)fh, w0 = (long)fw;
-  float s = 0.0f;
-  for (int a = 0; a < 2; ++a)
-    for (int b = 0; b < 2; ++b) {
-      const long hh = h0 + a, ww = w0 + b;
-      if (hh >= 0 && hh < in_h && ww >= 0 && ww < in_w)
-        s += (a ? th : 1.0f - th) * (b ? tw : 1.0f - tw) * src[hh * in_w + ww];
-    }
+  const float s = deform_sample(src, in_h, in_w, h, v);
   const float m = has_mask ? mask[m_off + (n * offset_group * taps + tap) * plane + p] : 1.0f;
   cols[c_off + (c * taps + t) * plane + p] = m * s;
 }

@@ -442,12 +442,20 @@ std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, 
 
 std::map<std::string, ModelValue> ModelSession::run_values(const std::map<std::string, ModelValue>& inputs,
                                                            Profiler* profiler) {
+  bool composite_in = false, composite_out = false;
+  for (auto& [name, v] : inputs) composite_in = composite_in || v.kind != ModelValue::Kind::tensor;
+  for (auto& o : model_->graph().outputs) composite_out = composite_out || o.composite();
+  if (!composite_in && !composite_out) {  // tensors only: run() as it is, staged plans included
+    std::map<std::string, HostTensor> tensors;
+    for (auto& [name, v] : inputs) tensors[name] = v.tensor;
+    std::map<std::string, ModelValue> result;
+    for (auto& [name, t] : run(tensors, profiler)) result[name] = ModelValue::of(std::move(t));
+    return result;
+  }
   Signature sig = model_->signature(inputs);
   Session& s = session_for(sig);
   const CompiledModel& plan = s.model();
-  bool composite = !sig.sequences.empty() || !sig.absent.empty();
-  for (auto& o : model_->graph().outputs) composite = composite || o.composite();
-  if (plan.staged() && composite)
+  if (plan.staged())
     fail("graph '{}': a plan that stops for run-time data ({}) with sequence or optional inputs or outputs is not "
          "supported",
          model_->graph().name, plan.rest_reason);
@@ -458,14 +466,7 @@ std::map<std::string, ModelValue> ModelSession::run_values(const std::map<std::s
     else if (v.kind == ModelValue::Kind::tensor && !sig.values.count(name))
       feed[name] = v.tensor;
   }
-  std::map<std::string, HostTensor> out;
-  if (plan.staged()) {
-    std::map<std::string, HostTensor> tensors;
-    for (auto& [name, v] : inputs) tensors[name] = v.tensor;
-    out = run(tensors, profiler);
-  } else {
-    out = s.run(feed, {}, nullptr, profiler);
-  }
+  std::map<std::string, HostTensor> out = s.run(feed, {}, nullptr, profiler);
   std::map<std::string, ModelValue> result;
   const auto& unpacked = plan.graph().unpacked_outputs;
   for (auto& o : model_->graph().outputs) {

@@ -16,12 +16,6 @@ using namespace cldl::graph;
 
 namespace {
 
-ValueShape sym(std::vector<int64_t> dims, std::vector<std::string> symbols) {
-  ValueShape s;
-  s.dims = std::move(dims);
-  s.symbols = std::move(symbols);
-  return s;
-}
 
 HostTensor i64s(Shape s, std::vector<int64_t> v) { return HostTensor::from<int64_t>(std::move(s), v); }
 
@@ -31,7 +25,7 @@ std::vector<int64_t> ints(const HostTensor& t) { return to_ints(t); }
 // picked [count, c]; Reshape(idx, [-1]) -> flat [2 * count].
 Graph nonzero_graph() {
   GraphBuilder b("nonzero", 13);
-  auto x = b.input("x", DType::f32, sym({-1, -1}, {"r", "c"}));
+  auto x = b.input("x", DType::f32, test::sym_shape({-1, -1}, {"r", "c"}));
   auto idx = b.op1("NonZero", {x});
   b.output(idx, "idx");
   auto zero = b.constant("zero", i64s(Shape{}, {0}));
@@ -46,8 +40,8 @@ Graph nonzero_graph() {
 // Gather(selected, 2, axis 1) -> box indices, Gather(boxes[0], them) -> kept boxes [count, 4].
 Graph nms_graph(int64_t classes) {
   GraphBuilder b("nms", 11);
-  auto boxes = b.input("boxes", DType::f32, sym({1, -1, 4}, {"", "n", ""}));
-  auto scores = b.input("scores", DType::f32, sym({1, classes, -1}, {"", "", "n"}));
+  auto boxes = b.input("boxes", DType::f32, test::sym_shape({1, -1, 4}, {"", "n", ""}));
+  auto scores = b.input("scores", DType::f32, test::sym_shape({1, classes, -1}, {"", "", "n"}));
   auto max = b.input("max_per_class", DType::i64, Shape{1});
   auto iou = b.input("iou", DType::f32, Shape{1});
   auto score = b.input("score_threshold", DType::f32, Shape{1});
@@ -167,8 +161,8 @@ TEST_SUITE("dynamic shapes") {
 
   TEST_CASE("independent counted ops share one stage: one read of both counts") {
     GraphBuilder b("two", 13);
-    auto x = b.input("x", DType::f32, sym({-1}, {"n"}));
-    auto y = b.input("y", DType::f32, sym({-1}, {"m"}));
+    auto x = b.input("x", DType::f32, test::sym_shape({-1}, {"n"}));
+    auto y = b.input("y", DType::f32, test::sym_shape({-1}, {"m"}));
     auto nx = b.op1("NonZero", {x});
     auto ny = b.op1("NonZero", {y});
     // Each count reaches the other's tail: Concat of both index lists, then a Gather of x by x's.
@@ -199,7 +193,7 @@ TEST_SUITE("dynamic shapes") {
   TEST_CASE("shape arithmetic over a count folds when the rest is planned: TopK of k = min(3, count)") {
     // What torchvision's detection heads export: k = ReduceMin(Concat([topk], Shape(kept)[0])).
     GraphBuilder b("topk", 13);
-    auto x = b.input("x", DType::f32, sym({-1}, {"n"}));
+    auto x = b.input("x", DType::f32, test::sym_shape({-1}, {"n"}));
     auto zero = b.constant("zero", i64s(Shape{1}, {0}));
     auto kept = b.op1("Gather", {x, b.op1("Squeeze", {b.op1("NonZero", {x}), zero})}, {{"axis", int64_t(0)}});
     auto count = b.op1("Gather", {b.op1("Shape", {kept}), zero}, {{"axis", int64_t(0)}});
@@ -222,7 +216,7 @@ TEST_SUITE("dynamic shapes") {
 
   TEST_CASE("Compress on a run-time condition: a NonZero of it (counted) and a Gather") {
     GraphBuilder b("compress", 11);
-    auto x = b.input("x", DType::f32, sym({-1, 3}, {"n", ""}));
+    auto x = b.input("x", DType::f32, test::sym_shape({-1, 3}, {"n", ""}));
     auto cond = b.op1("Greater", {b.op1("ReduceSum", {x}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}),
                                   b.constant("zero", HostTensor::from<float>(Shape{}, std::vector<float>{0}))});
     b.output(b.op1("Compress", {x, cond}, {{"axis", int64_t(0)}}), "rows");
@@ -253,8 +247,8 @@ TEST_SUITE("dynamic shapes") {
     // A run-time condition longer than the axis: refused when planning, naming the node (a true past the
     // end could not be reported from the device).
     GraphBuilder b2("compress_long", 11);
-    auto x2 = b2.input("x", DType::f32, sym({-1, 3}, {"n", ""}));
-    auto y2 = b2.input("y", DType::f32, sym({-1}, {"m"}));
+    auto x2 = b2.input("x", DType::f32, test::sym_shape({-1, 3}, {"n", ""}));
+    auto y2 = b2.input("y", DType::f32, test::sym_shape({-1}, {"m"}));
     auto c2 = b2.op1("Greater", {y2, b2.constant("zero", HostTensor::from<float>(Shape{}, std::vector<float>{0}))});
     b2.output(b2.op1("Compress", {x2, c2}, {{"axis", int64_t(0)}}), "rows");
     auto m2 = Model::create(test::shared_ctx(), b2.build());
@@ -268,8 +262,8 @@ TEST_SUITE("dynamic shapes") {
 
   TEST_CASE("a counted op's bad input is an error naming the node and the argument") {
     GraphBuilder b("bad_nms", 11);
-    auto boxes = b.input("boxes", DType::f32, sym({1, -1, 3}, {"", "n", ""}));
-    auto scores = b.input("scores", DType::f32, sym({1, 1, -1}, {"", "", "n"}));
+    auto boxes = b.input("boxes", DType::f32, test::sym_shape({1, -1, 3}, {"", "n", ""}));
+    auto scores = b.input("scores", DType::f32, test::sym_shape({1, 1, -1}, {"", "", "n"}));
     b.output(b.op1("NonMaxSuppression", {boxes, scores}), "selected");
     auto m = Model::create(test::shared_ctx(), b.build());
     auto s = m->session();

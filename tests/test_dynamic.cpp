@@ -21,12 +21,7 @@ using namespace cldl::graph;
 
 namespace {
 
-ValueShape sym_shape(std::vector<int64_t> dims, std::vector<std::string> symbols) {
-  ValueShape s;
-  s.dims = std::move(dims);
-  s.symbols = std::move(symbols);
-  return s;
-}
+using test::sym_shape;
 
 HostTensor random_tensor(Shape s, std::mt19937& rng) {
   HostTensor t(DType::f32, std::move(s));

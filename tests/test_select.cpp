@@ -309,12 +309,7 @@ TEST_CASE("Unique on run-time data: a host step with counted outputs, any size, 
   for (bool sorted : {true, false}) {
     CAPTURE(sorted);
     GraphBuilder b("unique_runtime", 11);
-    auto x = b.input("x", DType::f32, [] {
-      ValueShape v;
-      v.dims = {-1};
-      v.symbols = {"n"};
-      return v;
-    }());
+    auto x = b.input("x", DType::f32, test::sym_shape({-1}, {"n"}));
     auto outs = b.op("Unique", {b.op1("Relu", {x})}, {{"sorted", int64_t(sorted)}}, 4);  // run-time data
     const char* names[] = {"y", "first", "inverse", "counts"};
     for (int i = 0; i < 4; ++i) b.output(outs[size_t(i)], names[i]);

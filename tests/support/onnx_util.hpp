@@ -14,6 +14,14 @@
 
 namespace cldl::test {
 
+// A graph value shape with symbolic dims: -1 where `symbols` names the dim.
+inline graph::ValueShape sym_shape(std::vector<int64_t> dims, std::vector<std::string> symbols) {
+  graph::ValueShape s;
+  s.dims = std::move(dims);
+  s.symbols = std::move(symbols);
+  return s;
+}
+
 // Shared process context as a shared_ptr (CompiledModel keeps its context alive).
 inline std::shared_ptr<Context> shared_ctx() {
   static std::shared_ptr<Context> c = Context::create();
