@@ -6,6 +6,7 @@
 // Distinct kernel builds are kept to about a dozen (each ~1 s on PoCL): shapes, ld, strides, alpha and
 // beta are runtime arguments; only transposes, bias, activation and tile parameters are build options.
 #include <algorithm>
+#include <limits>
 
 #include "support/test_util.hpp"
 #include "layers/gemm.hpp"
@@ -125,6 +126,31 @@ TEST_CASE("own kernel: leading dimensions above packed, strided and broadcast ba
     check_gemm(c, seed++);
     c.stride_b = c.eff_ldb() * (tb ? 23 : 29) + 7, c.stride_a = 19 * 31 + 3, c.stride_c = 19 * 27 + 11;
     check_gemm(c, seed++);
+  }
+}
+
+TEST_CASE("own kernel: columns past N are never summed, even where B's padding holds NaN and Inf") {
+  // B read in place with ldb > N: the strip that runs past N reads whole vectors of each row and clears
+  // the lanes past N. Any arithmetic masking (a multiply by 0) would turn the NaN / Inf there into NaN in C.
+  for (auto [N, nc] : {std::pair<int64_t, int>{49, 4}, {13, 1}, {45, 2}, {196, 4}}) {
+    CAPTURE(N);
+    CAPTURE(nc);
+    const int64_t M = 11, K = 23, ldb = N + 5;
+    GemmConfig c = make(M, N, K, false, false);
+    c.ldb = ldb, c.own.nc = nc, c.own.pack_b = 0, c.own.mr = 5;
+    HostTensor a = test::random_tensor(Shape{M * K}, 450), b = test::random_tensor(Shape{K * ldb}, 451);
+    float* pb = b.as<float>();
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = N; n < ldb; ++n) pb[k * ldb + n] = n % 2 ? std::numeric_limits<float>::quiet_NaN()
+                                                                 : std::numeric_limits<float>::infinity();
+    std::vector<float> want(size_t(M * N), 0.0f);
+    ref::gemm(c, a.as<float>(), pb, want.data(), nullptr);
+    auto g = Gemm::create(ctx(), 0, c);
+    Tensor da = ctx().upload(a), db = ctx().upload(b), dc = ctx().alloc(Shape{M, N}, DType::f32);
+    auto ec = ctx().exec();
+    g->run(da, db, dc, ec);
+    HostTensor got = ctx().download(dc);
+    CLDL_CHECK_CLOSE(got.as<float>(), want.data(), size_t(M * N), 1e-4, 1e-5 * double(K));
   }
 }
 

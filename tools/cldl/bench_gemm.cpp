@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <memory>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -40,8 +41,22 @@ int setting(const Options& o, const std::string& key, int def) {
 }
 
 void run_gemm(Context& ctx, const Options& opts, Reporter& rep) {
-  const Case cases[] = {{1024, 1024, 1024}, {512, 512, 512},  {256, 3136, 576},
-                        {4096, 64, 64},     {1000, 3, 257},   {1024, 1024, 1024, true}};
+  // The last three are convolutions as GEMM whose N (output pixels or Winograd tiles) is not a multiple of
+  // the kernel's column block: ResNet's 7x7 stage (512x49x4608), its 14x14 stage (256x196x2304), and one
+  // of the 16 products of Winograd F(2x2,3x3) there (256x49x256).
+  std::vector<Case> cases = {{1024, 1024, 1024}, {512, 512, 512},  {256, 3136, 576},  {4096, 64, 64},
+                             {1000, 3, 257},     {1024, 1024, 1024, true}, {512, 49, 4608}, {256, 196, 2304},
+                             {256, 49, 256}};
+  // --set shape=MxNxK[t] times that problem alone (t: B transposed).
+  for (const auto& a : opts.args)
+    if (a.rfind("shape=", 0) == 0) {
+      Case c{};
+      char t = 0;
+      if (std::sscanf(a.c_str() + 6, "%ldx%ldx%ld%c", &c.M, &c.N, &c.K, &t) < 3 || c.M <= 0 || c.N <= 0 || c.K <= 0)
+        fail("gemm bench: --set {}: expected shape=MxNxK or MxNxKt", a);
+      c.trans_b = t == 't';
+      cases = {c};
+    }
   const int blas_threads = setting(opts, "openblas_threads", int(std::max(1u, ctx.device().info.compute_units)));
 #ifdef CLDL_HAVE_OPENBLAS
   openblas_set_num_threads(blas_threads);
