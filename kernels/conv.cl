@@ -358,6 +358,126 @@ __kernel void winograd_output(int16 g, int tiles_h, int tiles_w, __global const 
   }
 }
 
+// Winograd input transform for CPUs, same V layout: a work-item per (n, c, tile row, strip of 8 tiles)
+// loads each of the strip's 4 input rows as two float16 (their even / odd lanes are the 8 tiles' 4
+// columns), transforms 8 tiles at once in float8 lanes and writes 8 adjacent tiles of each of the 16
+// planes as one float8; the one-tile kernel above made 16 scattered scalar stores and bounds checks per
+// tile. Global (ceil(tiles_w / 8), tiles_h, batch * C), padded to the work-group size.
+__kernel void winograd_input_rows(int16 g, int tiles_h, int tiles_w, int batch, __global const float* x,
+                                  long x_off, __global float* v, long v_off) {
+  const int j0 = get_global_id(0) * 8;
+  const int tr = get_global_id(1);
+  const int nc = get_global_id(2);
+  if (j0 >= tiles_w || tr >= tiles_h) return;
+  const int n = nc / G_C, c = nc % G_C;
+  const int T = tiles_h * tiles_w;
+  const long P = (long)batch * T, plane = (long)G_C * P;
+  const int row0 = tr * 2 - G_PT, col0 = j0 * 2 - G_PL;
+  __global const float* xc = x + x_off + (long)nc * G_H * G_W;
+  float8 d[4][4];
+  for (int i = 0; i < 4; ++i) {
+    const int ih = row0 + i;
+    float16 a, b;
+    if (ih >= 0 && ih < G_H && col0 >= 0 && col0 + 18 <= G_W) {
+      __global const float* r = xc + (long)ih * G_W + col0;
+      a = vload16(0, r);
+      b = vload16(0, r + 2);
+    } else {  // the padding edge: the same 18 columns, zero outside the image
+      float buf[18];
+      for (int q = 0; q < 18; ++q) {
+        const int iw = col0 + q;
+        buf[q] = ih >= 0 && ih < G_H && iw >= 0 && iw < G_W ? xc[(long)ih * G_W + iw] : 0.0f;
+      }
+      a = vload16(0, buf);
+      b = vload16(0, buf + 2);
+    }
+    d[i][0] = a.even;
+    d[i][1] = a.odd;
+    d[i][2] = b.even;
+    d[i][3] = b.odd;
+  }
+  float8 t[4][4];  // B^T d
+  for (int j = 0; j < 4; ++j) {
+    t[0][j] = d[0][j] - d[2][j];
+    t[1][j] = d[1][j] + d[2][j];
+    t[2][j] = d[2][j] - d[1][j];
+    t[3][j] = d[1][j] - d[3][j];
+  }
+  float8 o[16];  // (B^T d) B
+  for (int i = 0; i < 4; ++i) {
+    o[i * 4 + 0] = t[i][0] - t[i][2];
+    o[i * 4 + 1] = t[i][1] + t[i][2];
+    o[i * 4 + 2] = t[i][2] - t[i][1];
+    o[i * 4 + 3] = t[i][1] - t[i][3];
+  }
+  __global float* out = v + v_off + (long)c * P + (long)n * T + (long)tr * tiles_w + j0;
+  const int nt = min(8, tiles_w - j0);
+  if (nt == 8) {
+    for (int q = 0; q < 16; ++q) vstore8(o[q], 0, out + q * plane);
+  } else {
+    for (int q = 0; q < 16; ++q) {
+      float buf[8];
+      vstore8(o[q], 0, buf);
+      for (int k = 0; k < nt; ++k) out[q * plane + k] = buf[k];
+    }
+  }
+}
+
+// Winograd output transform for CPUs, same M layout: a work-item per (n, k, tile row, strip of 8 tiles)
+// reads 8 adjacent tiles of each of the 16 planes as one float8 and writes the strip's two output rows as
+// float16 (the tiles' two columns interleaved). Global (ceil(tiles_w / 8), tiles_h, batch * K), padded.
+__kernel void winograd_output_rows(int16 g, int tiles_h, int tiles_w, int batch, __global const float* m,
+                                   long m_off, __global const float* bias, long b_off, int has_bias,
+                                   __global float* y, long y_off, float act_a, float act_b) {
+  const int j0 = get_global_id(0) * 8;
+  const int tr = get_global_id(1);
+  const int nk = get_global_id(2);
+  if (j0 >= tiles_w || tr >= tiles_h) return;
+  const int n = nk / G_K, k = nk % G_K;
+  const int T = tiles_h * tiles_w;
+  const long P = (long)batch * T, plane = (long)G_K * P;
+  __global const float* src = m + m_off + (long)k * P + (long)n * T + (long)tr * tiles_w + j0;
+  const int nt = min(8, tiles_w - j0);
+  float8 a[16];
+  if (nt == 8) {
+    for (int q = 0; q < 16; ++q) a[q] = vload8(0, src + q * plane);
+  } else {
+    for (int q = 0; q < 16; ++q) {
+      float buf[8];
+      for (int i = 0; i < 8; ++i) buf[i] = i < nt ? src[q * plane + i] : 0.0f;
+      a[q] = vload8(0, buf);
+    }
+  }
+  float8 t[2][4];  // A^T m
+  for (int j = 0; j < 4; ++j) {
+    t[0][j] = a[j] + a[4 + j] + a[8 + j];
+    t[1][j] = a[4 + j] - a[8 + j] - a[12 + j];
+  }
+  const float b = has_bias ? bias[b_off + k] : 0.0f;
+  __global float* yk = y + y_off + (long)nk * G_OH * G_OW;
+  const int ow0 = j0 * 2, nw = min(16, G_OW - ow0);
+  for (int i = 0; i < 2; ++i) {
+    const int oh = tr * 2 + i;
+    if (oh >= G_OH) break;
+    float16 r;
+    r.even = t[i][0] + t[i][1] + t[i][2] + b;
+    r.odd = t[i][1] - t[i][2] - t[i][3] + b;
+#if ACT == ACT_RELU
+    r = fmax(r, 0.0f);
+#endif
+    __global float* yr = yk + (long)oh * G_OW + ow0;
+#if ACT == ACT_NONE || ACT == ACT_RELU
+    if (nw == 16) {
+      vstore16(r, 0, yr);
+      continue;
+    }
+#endif
+    float buf[16];
+    vstore16(r, 0, buf);
+    for (int q = 0; q < nw; ++q) yr[q] = ACT == ACT_NONE || ACT == ACT_RELU ? buf[q] : APPLY_ACT(buf[q], act_a, act_b);
+  }
+}
+
 // FFT convolution, step 1: each (n, c) plane zero-padded into an FH x FW real plane (FH >= H + pads).
 // Global (FW, FH, N*C).
 __kernel void fft_pad(int16 g, int fh, int fw, __global const float* x, long x_off, __global float* out) {

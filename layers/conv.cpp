@@ -350,8 +350,16 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
               U[((i * 4 + j) * g.K + k) * g.C + c] = float(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
         }
       op->weight_ = ctx.upload(u, device);
-      op->pre_ = make_kernel(prog, "winograd_input");
-      op->post_ = make_kernel(prog, "winograd_output");
+      if (cfg.winograd_kernel < 0 || cfg.winograd_kernel > 2)
+        invalid("Conv", "winograd_kernel {} is not 0, 1 or 2", cfg.winograd_kernel);
+      // CPUs: strips of 8 tiles per work-item in float8 lanes (PoCL, 64->64 3x3 56x56 b8: the two
+      // transforms 11.0 + 11.8 ms a tile per work-item; see `cldl bench conv`); GPUs: a tile per work-item.
+      op->winograd_rows_ = cfg.winograd_kernel == 2 ||
+                           (cfg.winograd_kernel == 0 && ctx.device(device).info.type == DeviceType::cpu);
+      op->pre_ = make_kernel(prog, op->winograd_rows_ ? "winograd_input_rows" : "winograd_input");
+      op->post_ = make_kernel(prog, op->winograd_rows_ ? "winograd_output_rows" : "winograd_output");
+      log::debug("Conv winograd {}: {}", cfg.input.str(),
+                 op->winograd_rows_ ? "strips of 8 tiles per work-item (winograd_*_rows)" : "a tile per work-item");
       const int64_t T = g.N * ceil_div(g.OH, 2) * ceil_div(g.OW, 2);
       op->workspace_ = size_t(16 * (g.C + g.K) * T) * sizeof(float);
       GemmConfig gc;
@@ -397,8 +405,16 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       }
       break;
     case ConvAlgo::winograd:
-      op->local_pre_ = plane_batch_local_size(op->pre_, dev, th * tw, size_t(g.C), N);
-      op->local_post_ = plane_batch_local_size(op->post_, dev, th * tw, size_t(g.K), N);
+      if (op->winograd_rows_) {
+        const int64_t strips = ceil_div(int64_t(tw), 8);
+        const PaddedLaunch in = padded_launch(strips, int64_t(th), g.N * g.C, 16);
+        const PaddedLaunch out = padded_launch(strips, int64_t(th), g.N * g.K, 16);
+        op->global_pre_ = in.global, op->local_pre_ = in.local;
+        op->global_post_ = out.global, op->local_post_ = out.local;
+      } else {
+        op->local_pre_ = plane_batch_local_size(op->pre_, dev, th * tw, size_t(g.C), N);
+        op->local_post_ = plane_batch_local_size(op->post_, dev, th * tw, size_t(g.K), N);
+      }
       break;
     default: break;
   }
@@ -495,15 +511,29 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
       Tensor m = view(v, 0);
       m.offset_bytes += size_t(16 * g_.C * T) * sizeof(float);
       m.shape = Shape{16 * g_.K * T};
-      set_args(pre_, ga, cl_int(th), cl_int(tw), x.buffer, cl_long(x.offset_elems()), v.buffer,
-               cl_long(v.offset_elems()));
-      ec.enqueue_kernel(pre_, cl::NDRange(size_t(th * tw), size_t(g_.C), N), local_pre_, "winograd_input");
+      if (winograd_rows_) {
+        set_args(pre_, ga, cl_int(th), cl_int(tw), cl_int(N), x.buffer, cl_long(x.offset_elems()), v.buffer,
+                 cl_long(v.offset_elems()));
+        ec.enqueue_kernel(pre_, global_pre_, local_pre_, "winograd_input_rows");
+      } else {
+        set_args(pre_, ga, cl_int(th), cl_int(tw), x.buffer, cl_long(x.offset_elems()), v.buffer,
+                 cl_long(v.offset_elems()));
+        ec.enqueue_kernel(pre_, cl::NDRange(size_t(th * tw), size_t(g_.C), N), local_pre_, "winograd_input");
+      }
       std::vector<Tensor> in{weight_, v};
       Tensor out[1] = {m};
       gemm_[0]->enqueue(in, out, nullptr, ec);
-      set_args(post_, ga, cl_int(th), cl_int(tw), m.buffer, cl_long(m.offset_elems()), b.buffer,
-               cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
-      ec.enqueue_kernel(post_, cl::NDRange(size_t(th * tw), K, N), local_post_, "winograd_output");
+      if (winograd_rows_) {
+        set_args(post_, ga, cl_int(th), cl_int(tw), cl_int(N), m.buffer, cl_long(m.offset_elems()), b.buffer,
+                 cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
+                 act_.beta);
+        ec.enqueue_kernel(post_, global_post_, local_post_, "winograd_output_rows");
+      } else {
+        set_args(post_, ga, cl_int(th), cl_int(tw), m.buffer, cl_long(m.offset_elems()), b.buffer,
+                 cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
+                 act_.beta);
+        ec.enqueue_kernel(post_, cl::NDRange(size_t(th * tw), K, N), local_post_, "winograd_output");
+      }
       break;
     }
     case ConvAlgo::fft: enqueue_fft(x, y, *workspace, ec); break;

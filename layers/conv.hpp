@@ -50,6 +50,9 @@ struct ConvConfig {
   // im2col kernel of im2col_gemm: 1 = im2col (KH*KW values per output pixel), 2 = im2col_rows (a
   // contiguous output row per work-item); 0 = by device: 2 on CPUs, 1 elsewhere.
   int im2col_kernel = 0;
+  // Winograd transforms: 1 = winograd_input / _output (a tile per work-item), 2 = the _rows kernels (strips
+  // of 8 tiles in float8 lanes); 0 = by device: 2 on CPUs, 1 elsewhere.
+  int winograd_kernel = 0;
 };
 
 // Resolved 2-D geometry (1-D problems have H = KH = 1).
@@ -111,6 +114,8 @@ class ConvOp : public Op {
   cl::NDRange global_main_ = cl::NullRange;      // conv_depthwise_rows: padded to local_main_
   bool depthwise_rows_ = false;                  // depthwise: conv_depthwise_rows (a row per work-item)
   bool im2col_rows_ = false;                     // im2col_gemm: im2col_rows (a row per work-item)
+  bool winograd_rows_ = false;                   // winograd: the _rows transforms (strips of 8 tiles)
+  cl::NDRange global_post_ = cl::NullRange;      // winograd_output_rows: padded to local_post_
   cl::NDRange global_pre_ = cl::NullRange;       // im2col_rows: padded to local_pre_
   std::vector<std::unique_ptr<Gemm>> gemm_;      // one per group (GEMM-based) or one (Winograd)
   // FFT: plan handles (clfftPlanHandle), transform sizes.

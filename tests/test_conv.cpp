@@ -90,10 +90,13 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
     if (!ConvOp::applies(cfg, a) || (a == ConvAlgo::fft && !fft)) continue;
     cfg.algo = a;
     // Depthwise: both kernels (1 and 8 outputs per work-item); im2col: both (per pixel, per row).
-    for (int block :
-         a == ConvAlgo::depthwise || a == ConvAlgo::im2col_gemm ? std::vector<int>{1, 8} : std::vector<int>{0}) {
+    // Winograd: both transforms (a tile per work-item, strips of 8 tiles).
+    for (int block : a == ConvAlgo::depthwise || a == ConvAlgo::im2col_gemm || a == ConvAlgo::winograd
+                         ? std::vector<int>{1, 8}
+                         : std::vector<int>{0}) {
       cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
       cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
+      cfg.winograd_kernel = a == ConvAlgo::winograd ? (block == 1 ? 1 : 2) : 0;
       auto op = ConvOp::create(ctx(), 0, cfg);
       CHECK(op->algorithm() == to_string(a));
       auto got = run(*op, x);
@@ -138,6 +141,11 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
       {"depthwise 3x3 stride 2 wide", 1, 3, 8, 67, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true, relu},
       {"depthwise 5x5 stride 3 dilation 2 wide", 1, 2, 11, 70, 2, 5, 5, 3, 3, 2, 2, 3, 1, 0, 2, 2, false, {}},
       {"depthwise 1x7 unpadded", 1, 3, 1, 41, 3, 1, 7, 1, 1, 1, 1, 0, 0, 0, 0, 3, true, {}},
+      // Rows of tiles wide enough for the Winograd strips of 8 tiles: a full strip read in place, strips at
+      // the padding edges, a partial last strip, an odd last tile column and row; an activation done per
+      // element (leaky) and one in vectors (ReLU).
+      {"3x3 pad 1 wide", 2, 3, 9, 37, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, leaky},
+      {"3x3 unpadded wide", 1, 2, 6, 40, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, false, relu},
       {"1x1 bias relu", 3, 5, 7, 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, true, relu},
       {"1x1 groups 2", 1, 6, 7, 13, 4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, true, {}},
       {"1x1 stride 2", 1, 5, 7, 13, 3, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, false, {}},
