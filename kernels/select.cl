@@ -93,6 +93,49 @@ __kernel void topk_line(long len, long k, int largest, __global const T* x, long
   }
 }
 
+// TopK, one work-item per line (inner i, outer o), for CPUs: a bottom-up merge sort of the line's indices
+// by value in the workspace (two int arrays of len per line), then the first k written out. Merging takes
+// the right run's element first only when it is strictly better, so the sort is stable and equal values
+// keep the lower index first (ONNX's tie rule). O(len log len) per line, against the rank count's
+// O(len^2) spread over len work-items: SSDlite's per-class top 300 of 3234 boxes took 3.2 ms ranked.
+__kernel void topk_sort(long len, long k, int largest, __global const T* x, long x_off, __global T* y, long y_off,
+                        __global long* yi, long yi_off, __global int* ws, long ws_off) {
+  const long i = get_global_id(0), o = get_global_id(1), inner = get_global_size(0);
+  const long base = x_off + o * len * inner + i, obase = o * k * inner + i;
+  __global int* a = ws + ws_off + (o * inner + i) * 2 * len;
+  __global int* b = a + len;
+  for (long t = 0; t < len; ++t) a[t] = (int)t;
+  for (long w = 1; w < len; w *= 2) {
+    for (long lo = 0; lo < len; lo += 2 * w) {
+      const long mid = min(lo + w, len), hi = min(lo + 2 * w, len);
+      long p = lo, q = mid, r = lo;
+      if (p < mid && q < hi) {
+        T_CALC u = LOAD(x, base + (long)a[p] * inner), v = LOAD(x, base + (long)a[q] * inner);
+        for (;;) {
+          if (largest ? GREATER(v, u) : GREATER(u, v)) {
+            b[r++] = a[q++];
+            if (q == hi) break;
+            v = LOAD(x, base + (long)a[q] * inner);
+          } else {
+            b[r++] = a[p++];
+            if (p == mid) break;
+            u = LOAD(x, base + (long)a[p] * inner);
+          }
+        }
+      }
+      while (p < mid) b[r++] = a[p++];
+      while (q < hi) b[r++] = a[q++];
+    }
+    __global int* t = a;
+    a = b;
+    b = t;
+  }
+  for (long r = 0; r < k; ++r) {
+    y[y_off + obase + r * inner] = x[base + (long)a[r] * inner];  // the stored bits, unrounded
+    yi[yi_off + obase + r * inner] = a[r];
+  }
+}
+
 // ReverseSequence: one work-item per element (inner i, batch entry b, time step t). The first lens[b]
 // steps of entry b are reversed, the rest copied. ts / bs: the strides of the time and batch axes (the
 // two leading axes in either order), inner: the product of the other dims. lens is clamped to

@@ -76,15 +76,30 @@ std::unique_ptr<TopK> TopK::create(Context& ctx, int device, const TopKConfig& c
   for (int i = 0; i < a; ++i) t->outer_ *= cfg.input[i];
   t->len_ = cfg.input[a];
   for (size_t i = a + 1; i < cfg.input.rank(); ++i) t->inner_ *= cfg.input[i];
-  // Counting ranks costs len^2 per line spread over len work-items; insertion at most len * k on one. Per
-  // line where k is at most 1/16 of the line (`cldl bench select` on PoCL: [64, 1000] k 5 20x faster,
-  // top-50 of a 50k vocabulary in 0.1 ms); ranks where k is a large part of it.
-  t->per_line_ = cfg.per_line >= 0 ? cfg.per_line == 1 : cfg.k * 16 <= t->len_;
-  t->kernel_ = make_kernel(select_program(ctx, device, "TopK", cfg.dtype), t->per_line_ ? "topk_line" : "topk");
+  // Counting ranks costs len^2 per line spread over len work-items; insertion at most len * k on one; a
+  // merge sort len log len on one. Insertion where k is at most 1/16 of the line (`cldl bench select` on
+  // PoCL: [64, 1000] k 5 20x faster, top-50 of a 50k vocabulary in 0.1 ms). Otherwise, on CPUs (a few
+  // threads, so len work-items per line buy little), the sort from 32 elements on (SSDlite's top 300 of
+  // 3234: 3.2 ms ranked); elsewhere ranks, whose work-items run in parallel.
+  if (cfg.kernel < -1 || cfg.kernel > 2) invalid("TopK", "kernel {} is not -1, 0, 1 or 2", cfg.kernel);
+  const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
+  t->kernel_id_ = cfg.kernel >= 0                ? cfg.kernel
+                  : cfg.k * 16 <= t->len_        ? 1
+                  : cpu && t->len_ >= 32         ? 2
+                                                 : 0;
+  if (t->kernel_id_ == 2 && t->len_ >= (int64_t(1) << 31))
+    invalid("TopK", "the merge-sort kernel takes lines of up to 2^31 - 1 elements, got {}", t->len_);
+  static const char* const names[] = {"topk", "topk_line", "topk_sort"};
+  t->kernel_ = make_kernel(select_program(ctx, device, "TopK", cfg.dtype), names[t->kernel_id_]);
   return t;
 }
 
-void TopK::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+size_t TopK::workspace_bytes() const {
+  return kernel_id_ == 2 ? size_t(outer_ * inner_ * 2 * len_) * sizeof(cl_int) : 0;
+}
+
+void TopK::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* workspace,
+                   ExecutionContext& ec) {
   if (in.size() != 1 || out.size() != 2)
     invalid("TopK", "expects 1 input and 2 outputs, got {} and {}", in.size(), out.size());
   check_tensor("TopK", "input X", in[0], cfg_.input, cfg_.dtype);
@@ -95,7 +110,17 @@ void TopK::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
   set_args(kernel_, cl_long(len_), cl_long(cfg_.k), cl_int(cfg_.largest ? 1 : 0), in[0].buffer,
            cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()), out[1].buffer,
            cl_long(out[1].offset_elems()));
-  if (per_line_)
+  if (kernel_id_ == 2) {
+    const size_t need = workspace_bytes();
+    if (!workspace || workspace->bytes() < need)
+      invalid("TopK", "the merge-sort kernel needs a workspace of {} bytes, got {}", need,
+              workspace ? workspace->bytes() : 0);
+    if (workspace->offset_bytes % sizeof(cl_int) != 0)
+      invalid("TopK", "workspace offset {} is not a multiple of 4 bytes", workspace->offset_bytes);
+    kernel_.setArg(9, workspace->buffer);
+    kernel_.setArg(10, cl_long(workspace->offset_bytes / sizeof(cl_int)));
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(outer_)), cl::NullRange, "topk_sort");
+  } else if (kernel_id_ == 1)
     ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(outer_)), cl::NullRange, "topk_line");
   else
     ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(len_), size_t(outer_)), cl::NullRange, "topk");

@@ -15,9 +15,9 @@ struct TopKConfig {
   int64_t axis = -1;
   bool largest = true;
   // ONNX's `sorted`: the outputs are always sorted (an order `sorted = 0` also allows).
-  // Kernel: -1 auto (per line where k is small against the line, see TopK::create), 0 one work-item per
-  // element counting its rank, 1 one work-item per line inserting into the k best.
-  int per_line = -1;
+  // Kernel: -1 auto (see TopK::create), 0 one work-item per element counting its rank, 1 one work-item per
+  // line inserting into the k best, 2 one work-item per line merge-sorting the line (a workspace).
+  int kernel = -1;
 };
 
 // Input x; outputs values (x's dtype) and indices (i64), of x's shape with the axis' extent k.
@@ -26,7 +26,10 @@ class TopK : public Op {
   static Shape validate(const TopKConfig& cfg);
   static std::unique_ptr<TopK> create(Context& ctx, int device, const TopKConfig& cfg);
   std::string_view type() const override { return "TopK"; }
-  std::string algorithm() const override { return per_line_ ? "insertion per line" : "rank count per element"; }
+  std::string algorithm() const override {
+    return kernel_id_ == 1 ? "insertion per line" : kernel_id_ == 2 ? "merge sort per line" : "rank count per element";
+  }
+  size_t workspace_bytes() const override;
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
@@ -34,7 +37,7 @@ class TopK : public Op {
   TopKConfig cfg_;
   Shape out_;
   int64_t outer_ = 1, len_ = 1, inner_ = 1;
-  bool per_line_ = false;
+  int kernel_id_ = 0;  // TopKConfig::kernel, resolved
   cl::Kernel kernel_;
 };
 

@@ -29,20 +29,22 @@ std::vector<float> tied_floats(size_t n, uint32_t seed) {
   return {v.begin(), v.end()};
 }
 
-void run_topk(const Shape& s, int64_t k, int axis, bool largest, const std::vector<float>& x, int per_line) {
+void run_topk(const Shape& s, int64_t k, int axis, bool largest, const std::vector<float>& x, int kernel) {
   CAPTURE(s.str());
   CAPTURE(k);
   CAPTURE(axis);
   CAPTURE(largest);
-  CAPTURE(per_line);
-  TopKConfig cfg{s, DType::f32, k, axis, largest, per_line};
+  CAPTURE(kernel);
+  TopKConfig cfg{s, DType::f32, k, axis, largest, kernel};
   auto op = TopK::create(ctx(), 0, cfg);
   const Shape os = TopK::validate(cfg);
   Tensor y = ctx().alloc(os, DType::f32), yi = ctx().alloc(os, DType::i64);
   auto ec = ctx().exec();
   Tensor outs[] = {y, yi};
   Tensor ins[] = {up(x, s)};
-  op->enqueue(ins, outs, nullptr, ec);
+  Tensor ws;
+  if (op->workspace_bytes()) ws = ctx().alloc(Shape{int64_t(op->workspace_bytes())}, DType::u8);
+  op->enqueue(ins, outs, op->workspace_bytes() ? &ws : nullptr, ec);
   ctx().finish();
   std::vector<double> want;
   std::vector<int64_t> want_i;
@@ -59,9 +61,9 @@ void run_topk(const Shape& s, int64_t k, int axis, bool largest, const std::vect
   }
 }
 
-// Both kernels (rank count per element, insertion per line) and the automatic choice.
+// Every kernel (rank count per element, insertion per line, merge sort per line) and the automatic choice.
 void run_topk(const Shape& s, int64_t k, int axis, bool largest, const std::vector<float>& x) {
-  for (int per_line : {-1, 0, 1}) run_topk(s, k, axis, largest, x, per_line);
+  for (int kernel : {-1, 0, 1, 2}) run_topk(s, k, axis, largest, x, kernel);
 }
 }  // namespace
 
@@ -84,24 +86,33 @@ TEST_CASE("TopK: largest and smallest on every axis, odd shapes, batch 1, ties t
   // A small k against the line: the automatic choice inserts per line.
   CHECK(TopK::create(ctx(), 0, {Shape{2, 3001}, DType::f32, 7, 1, true})->algorithm() == "insertion per line");
   CHECK(TopK::create(ctx(), 0, {Shape{2, 30}, DType::f32, 7, 1, true})->algorithm() == "rank count per element");
+  // A large k against a long line on a CPU: the merge sort (SSDlite's per-class top 300 of 3234 boxes).
+  CHECK(TopK::create(ctx(), 0, {Shape{1, 3234}, DType::f32, 300, 1, true})->algorithm() == "merge sort per line");
   run_topk(Shape{2, 3001}, 7, 1, true, tied_floats(6002, 10));
   run_topk(Shape{3001, 2}, 50, 0, false, random_floats(6002, 11));
+  // Long lines with many ties and a NaN, k a large part of the line, a run count that is not a power of 2.
+  auto t = tied_floats(2 * 1027, 12);
+  t[700] = std::numeric_limits<float>::quiet_NaN();
+  run_topk(Shape{1027, 2}, 600, 0, true, t);
+  run_topk(Shape{2, 1027}, 1027, 1, false, t);
 }
 
 TEST_CASE("TopK on integer types keeps every bit, and f64") {
   const Shape s{4, 9};
   std::vector<uint64_t> u = random_ints<uint64_t>(36, 0, std::numeric_limits<uint64_t>::max(), 9);
   u[5] = u[2];  // a tie
-  for (int per_line : {0, 1}) {
-    CAPTURE(per_line);
-    TopKConfig cfg{s, DType::u64, 4, 1, true, per_line};
+  for (int kernel : {0, 1, 2}) {
+    CAPTURE(kernel);
+    TopKConfig cfg{s, DType::u64, 4, 1, true, kernel};
     auto op = TopK::create(ctx(), 0, cfg);
     const Shape os{4, 4};
     Tensor y = ctx().alloc(os, DType::u64), yi = ctx().alloc(os, DType::i64);
     auto ec = ctx().exec();
     Tensor outs[] = {y, yi};
     Tensor ins[] = {up(u, s)};
-    op->enqueue(ins, outs, nullptr, ec);
+    Tensor ws;
+    if (op->workspace_bytes()) ws = ctx().alloc(Shape{int64_t(op->workspace_bytes())}, DType::u8);
+    op->enqueue(ins, outs, op->workspace_bytes() ? &ws : nullptr, ec);
     ctx().finish();
     auto got = down<uint64_t>(y);
     auto got_i = down<int64_t>(yi);
