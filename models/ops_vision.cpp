@@ -49,20 +49,78 @@ NmsBox<T> nms_box(const T* b, bool center) {
   return {std::min(b[1], b[3]), std::max(b[1], b[3]), std::min(b[0], b[2]), std::max(b[0], b[2])};
 }
 
-// The ONNX reference's suppress_by_iou: true when the IoU of the two boxes exceeds the threshold.
+// The boxes kept so far, for the test of each candidate against all of them (up to n^2 / 2 tests over n
+// candidates: torchvision's detectors run one NMS over every class's boxes, offset apart; 27,000 boxes in
+// SSDlite). A kept box suppresses the candidate when their IoU exceeds the threshold (the ONNX reference's
+// suppress_by_iou); the conditions (the boxes intersect; positive intersection, areas and union) are a
+// product of comparisons in the reference's arithmetic, so the decisions are the reference's, in a loop
+// without branches that the compiler vectorises over a structure of arrays.
+// Only boxes that can intersect the candidate are tested: the kept boxes sit in buckets by x_min (set per
+// batch from the candidates' range), and a box intersects the candidate only if its x_min lies in
+// (candidate x_min - the widest kept box, candidate x_max), a run of buckets (widened by a rounding
+// margin; the bucket of a coordinate never decreases with it). Boxes with a NaN coordinate intersect
+// nothing and are not stored; infinite ones widen the run to every bucket.
 template <typename T>
-bool nms_suppresses(const NmsBox<T>& a, const NmsBox<T>& b, T iou_threshold) {
-  const T ix_min = std::max(a.x_min, b.x_min), ix_max = std::min(a.x_max, b.x_max);
-  if (ix_max <= ix_min) return false;
-  const T iy_min = std::max(a.y_min, b.y_min), iy_max = std::min(a.y_max, b.y_max);
-  if (iy_max <= iy_min) return false;
-  const T inter = (ix_max - ix_min) * (iy_max - iy_min);
-  if (inter <= T(0)) return false;
-  const T area_a = (a.x_max - a.x_min) * (a.y_max - a.y_min), area_b = (b.x_max - b.x_min) * (b.y_max - b.y_min);
-  const T uni = area_a + area_b - inter;
-  if (area_a <= T(0) || area_b <= T(0) || uni <= T(0)) return false;
-  return inter / uni > iou_threshold;
-}
+class NmsKept {
+ public:
+  // Buckets over [lo, hi] of the candidates' x_min, about 32 boxes each.
+  void reset(T lo, T hi, int64_t boxes) {
+    count_ = 0;
+    max_width_ = T(0);
+    const size_t nb = size_t(std::clamp<int64_t>(boxes / 32, 1, 4096));
+    lo_ = lo;
+    scale_ = hi > lo && std::isfinite(hi - lo) ? T(double(nb) / double(hi - lo)) : T(0);
+    if (!std::isfinite(scale_)) scale_ = T(0);
+    buckets_.resize(nb);
+    for (auto& bk : buckets_) bk.clear();
+  }
+  size_t size() const { return count_; }
+  void push_back(const NmsBox<T>& b) {
+    ++count_;
+    if (std::isnan(b.x_min) || std::isnan(b.x_max) || std::isnan(b.y_min) || std::isnan(b.y_max)) return;
+    max_width_ = std::max(max_width_, b.x_max - b.x_min);
+    buckets_[bucket(b.x_min)].push_back(b);
+  }
+  bool suppresses(const NmsBox<T>& a, T iou_threshold) const {
+    const T area_a = (a.x_max - a.x_min) * (a.y_max - a.y_min);
+    if (!(area_a > T(0))) return false;  // also NaN coordinates
+    const T margin = (std::abs(a.x_min) + max_width_) * T(1e-5);
+    const size_t first = bucket(a.x_min - max_width_ - margin), last = bucket(a.x_max + margin);
+    for (size_t k = first; k <= last; ++k)
+      if (buckets_[k].suppresses(a, area_a, iou_threshold)) return true;
+    return false;
+  }
+
+ private:
+  struct Bucket {
+    std::vector<T> x0, x1, y0, y1, area;
+    void clear() { x0.clear(), x1.clear(), y0.clear(), y1.clear(), area.clear(); }
+    void push_back(const NmsBox<T>& b) {
+      x0.push_back(b.x_min), x1.push_back(b.x_max), y0.push_back(b.y_min), y1.push_back(b.y_max);
+      area.push_back((b.x_max - b.x_min) * (b.y_max - b.y_min));
+    }
+    bool suppresses(const NmsBox<T>& a, T area_a, T iou_threshold) const {
+      int hit = 0;
+      for (size_t q = 0; q < x0.size(); ++q) {
+        const T ix_min = std::max(a.x_min, x0[q]), ix_max = std::min(a.x_max, x1[q]);
+        const T iy_min = std::max(a.y_min, y0[q]), iy_max = std::min(a.y_max, y1[q]);
+        const T inter = (ix_max - ix_min) * (iy_max - iy_min);
+        const T uni = area_a + area[q] - inter;
+        hit |= int(ix_max > ix_min) & int(iy_max > iy_min) & int(inter > T(0)) & int(area[q] > T(0)) &
+               int(uni > T(0)) & int(inter / uni > iou_threshold);
+      }
+      return hit != 0;
+    }
+  };
+  size_t bucket(T x) const {
+    const T f = std::floor((x - lo_) * scale_);
+    if (!(f > T(0))) return 0;  // also NaN (-inf - -inf)
+    return f >= T(buckets_.size() - 1) ? buckets_.size() - 1 : size_t(f);
+  }
+  std::vector<Bucket> buckets_;
+  size_t count_ = 0;
+  T lo_ = T(0), scale_ = T(0), max_width_ = T(0);
+};
 
 // Per batch and class: candidates (above score_threshold when given) by score, highest first, equal scores
 // by the lower box index (NaN scores last); each is kept unless it overlaps a kept box of its class by more than
@@ -73,9 +131,14 @@ std::vector<int64_t> nms_select(const std::vector<T>& boxes, const std::vector<T
                                 const T* score_threshold, bool center) {
   std::vector<int64_t> rows;
   std::vector<NmsBox<T>> geo(static_cast<size_t>(n));
-  std::vector<int64_t> cand, kept;
+  std::vector<int64_t> cand;
+  NmsKept<T> kept;
   for (int64_t b = 0; b < batches; ++b) {
-    for (int64_t i = 0; i < n; ++i) geo[size_t(i)] = nms_box(&boxes[size_t((b * n + i) * 4)], center);
+    T lo = std::numeric_limits<T>::max(), hi = std::numeric_limits<T>::lowest();
+    for (int64_t i = 0; i < n; ++i) {
+      geo[size_t(i)] = nms_box(&boxes[size_t((b * n + i) * 4)], center);
+      if (std::isfinite(geo[size_t(i)].x_min)) lo = std::min(lo, geo[size_t(i)].x_min), hi = std::max(hi, geo[size_t(i)].x_min);
+    }
     for (int64_t k = 0; k < classes; ++k) {
       const T* s = &scores[size_t((b * classes + k) * n)];
       cand.clear();
@@ -84,17 +147,11 @@ std::vector<int64_t> nms_select(const std::vector<T>& boxes, const std::vector<T
       // A NaN score orders below every number (a strict weak order, so the sort stays defined).
       std::stable_sort(cand.begin(), cand.end(),
                        [&](int64_t p, int64_t q) { return !std::isnan(s[p]) && (std::isnan(s[q]) || s[p] > s[q]); });
-      kept.clear();
+      kept.reset(lo, hi, int64_t(cand.size()));
       for (size_t j = 0; j < cand.size() && int64_t(kept.size()) < max_per_class; ++j) {
         const int64_t i = cand[j];
-        bool keep = true;
-        for (int64_t q : kept)
-          if (nms_suppresses(geo[size_t(i)], geo[size_t(q)], iou_threshold)) {
-            keep = false;
-            break;
-          }
-        if (!keep) continue;
-        kept.push_back(i);
+        if (kept.suppresses(geo[size_t(i)], iou_threshold)) continue;
+        kept.push_back(geo[size_t(i)]);
         rows.insert(rows.end(), {b, k, i});
       }
     }

@@ -131,6 +131,40 @@ TEST_SUITE("vision") {
     CHECK(out.at("selected").shape() == Shape{0, 3});
   }
 
+  TEST_CASE("NonMaxSuppression over thousands of boxes in offset clusters (torchvision's batched NMS), with NaN and "
+            "infinite coordinates, decides as the reference") {
+    // 2,000 boxes in 37 clusters 100 apart in x (many buckets, overlaps within a cluster only), both box
+    // formats; a NaN box, a box reaching to +inf and one from -inf (they intersect every box of their rows).
+    for (bool center : {false, true}) {
+      CAPTURE(center);
+      const int64_t n = 2000;
+      auto r = random_floats(size_t(n * 4), center ? 41 : 42, 0.0f, 1.0f);
+      std::vector<float> boxes(size_t(n * 4));
+      for (int64_t i = 0; i < n; ++i) {
+        float* b = &boxes[size_t(i * 4)];
+        const float x = float(i % 37) * 100.0f + 40.0f * r[size_t(i * 4)], y = 40.0f * r[size_t(i * 4 + 1)];
+        const float w = 3.0f + 20.0f * r[size_t(i * 4 + 2)], h = 3.0f + 20.0f * r[size_t(i * 4 + 3)];
+        if (center) b[0] = x, b[1] = y, b[2] = w, b[3] = h;
+        else b[0] = y, b[1] = x, b[2] = y + h, b[3] = x + w;  // [y1, x1, y2, x2]
+      }
+      const float inf = std::numeric_limits<float>::infinity();
+      boxes[5 * 4 + 1] = std::nanf("");
+      if (!center) boxes[6 * 4 + 3] = inf, boxes[7 * 4 + 1] = -inf;
+      else boxes[6 * 4 + 2] = inf;
+      auto scores = random_floats(size_t(n), 43, 0.0f, 1.0f);
+      scores[6] = scores[7] = 0.999f;  // the infinite boxes come early and suppress across clusters
+      for (float iou : {0.5f, 0.2f}) {
+        CAPTURE(iou);
+        NmsCase c{1, 1, n, 100000, iou, std::nullopt, center};
+        auto want = ref::nms(boxes, scores, 1, 1, n, c.max_out, c.iou, c.score, c.center);
+        auto out = run_graph(nms_graph(c, boxes, scores, true), {{"u", random_tensor(Shape{1}, 1)}});
+        CHECK(want.size() / 3 > 100);
+        CHECK(want.size() / 3 < size_t(n));
+        CHECK(ints(out.at("selected")) == want);
+      }
+    }
+  }
+
   TEST_CASE("NonMaxSuppression on run-time inputs: a staged plan, re-planned per value, output shapes from the data") {
     using namespace graph;
     NmsCase c{2, 2, 15, 5, 0.4f, 0.2f, false};
