@@ -237,6 +237,50 @@ __kernel void conv_depthwise_rows(int16 g, int nc_total, __global const float* x
   for (int ow = hi + 8; ow < G_OW; ++ow) dw_one(g, x, w, y, ih0, ow, b, act_a, act_b);
 }
 
+// Depthwise on small planes, for CPUs (EfficientNet's and MobileNet's late stages: 7x7 to 28x28 planes,
+// hundreds of channels): a work-item per (n, c) plane copies the plane with its zero padding into private
+// memory once, then computes every output row in float8 strips with no bounds checks (the rows kernel's
+// edge outputs, one by one with a check per tap, were most of a 14x14 plane). pr x pc: the padded copy,
+// pc covering round_up(OW, 8) outputs (plus 8 columns for stride 2's float16 loads); at most
+// DW_PLANE_MAX floats (the host checks). Global (N*C), padded.
+#define DW_PLANE_MAX 2304
+__kernel void conv_depthwise_plane(int16 g, int nc_total, int pr, int pc, __global const float* x, long x_off,
+                                   __global const float* w, long w_off, __global const float* bias, long b_off,
+                                   int has_bias, __global float* y, long y_off, float act_a, float act_b) {
+  const int nc = get_global_id(0);
+  if (nc >= nc_total) return;
+  const int c = nc % G_C;
+  x += x_off + (long)nc * G_H * G_W;
+  w += w_off + c * G_KH * G_KW;
+  y += y_off + (long)nc * G_OH * G_OW;
+  float buf[DW_PLANE_MAX];
+  for (int r = 0; r < pr; ++r) {
+    const int ih = r - G_PT;
+    const bool in_row = ih >= 0 && ih < G_H;
+    for (int q = 0; q < pc; ++q) {
+      const int iw = q - G_PL;
+      buf[r * pc + q] = in_row && iw >= 0 && iw < G_W ? x[ih * G_W + iw] : 0.0f;
+    }
+  }
+  const float b = has_bias ? bias[b_off + c] : 0.0f;
+  for (int oh = 0; oh < G_OH; ++oh) {
+    for (int ow0 = 0; ow0 < G_OW; ow0 += 8) {
+      float8 acc = (float8)(0.0f);
+      for (int kh = 0; kh < G_KH; ++kh) {
+        const float* row = buf + (oh * G_SH + kh * G_DH) * pc + ow0 * G_SW;
+        for (int kw = 0; kw < G_KW; ++kw) {
+          const float8 v = G_SW == 1 ? vload8(0, row + kw * G_DW) : vload16(0, row + kw * G_DW).even;
+          acc = fma(v, (float8)(w[kh * G_KW + kw]), acc);
+        }
+      }
+      float o[8];
+      vstore8(acc, 0, o);
+      const int n = min(8, G_OW - ow0);
+      for (int j = 0; j < n; ++j) y[oh * G_OW + ow0 + j] = APPLY_ACT(o[j] + b, act_a, act_b);
+    }
+  }
+}
+
 // im2col: col[n][c*KH*KW + kh*KW + kw][oh*OW + ow] (zero where the tap falls in the padding).
 // Rows of one group are contiguous, so a group's GEMM operand is a plain offset view. One work-item
 // writes the KH*KW taps of one (n, c, oh, ow): index arithmetic (integer division is slow on CPUs) is
@@ -474,7 +518,11 @@ __kernel void winograd_output_rows(int16 g, int tiles_h, int tiles_w, int batch,
 #endif
     float buf[16];
     vstore16(r, 0, buf);
-    for (int q = 0; q < nw; ++q) yr[q] = ACT == ACT_NONE || ACT == ACT_RELU ? buf[q] : APPLY_ACT(buf[q], act_a, act_b);
+#if ACT == ACT_NONE || ACT == ACT_RELU
+    for (int q = 0; q < nw; ++q) yr[q] = buf[q];
+#else
+    for (int q = 0; q < nw; ++q) yr[q] = APPLY_ACT(buf[q], act_a, act_b);
+#endif
   }
 }
 

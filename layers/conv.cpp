@@ -289,18 +289,36 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       break;
     case ConvAlgo::depthwise: {
       op->weight_ = ctx.upload(cfg.weight, device);
-      if (cfg.depthwise_block != 0 && cfg.depthwise_block != 1 && cfg.depthwise_block != 8)
-        invalid("Conv", "depthwise_block {} is not 0, 1 or 8", cfg.depthwise_block);
-      // CPUs: an output row per work-item in strips of 8 outputs, each tap's inputs loaded as one vector
-      // (PoCL, 96x80x120 3x3: see `cldl bench kernels`); GPUs: one output per work-item, neighbours coalesce.
+      if (cfg.depthwise_block != 0 && cfg.depthwise_block != 1 && cfg.depthwise_block != 8 &&
+          cfg.depthwise_block != 64)
+        invalid("Conv", "depthwise_block {} is not 0, 1, 8 or 64", cfg.depthwise_block);
+      // The plane kernel's padded private copy: the rows the outputs read, and the columns of round_up(OW, 8)
+      // outputs (float16 loads at stride 2); DW_PLANE_MAX in conv.cl bounds it.
+      const int64_t owr = ceil_div(g.OW, 8) * 8;
+      const int64_t pr = (g.OH - 1) * g.SH + (g.KH - 1) * g.DH + 1;
+      const int64_t pc = (owr - 8) * g.SW + (g.KW - 1) * g.DW + (g.SW == 1 ? 8 : 16);
+      const bool plane_fits = (g.SW == 1 || g.SW == 2) && pr * pc <= 2304;
+      if (cfg.depthwise_block == 64 && !plane_fits)
+        invalid("Conv", "depthwise_block 64 needs stride 1 or 2 and a padded plane of at most 2,304 floats; "
+                "input {} weight {} needs {} x {}", cfg.input.str(), cfg.weight.shape().str(), pr, pc);
+      // CPUs: small planes (EfficientNet's 7x7 to 28x28 stages) a plane per work-item with no bounds checks;
+      // larger ones an output row per work-item in strips of 8 outputs, each tap's inputs loaded as one
+      // vector (PoCL, 96x80x120 3x3: see `cldl bench kernels`); GPUs: one output per work-item, neighbours
+      // coalesce.
       const int block = cfg.depthwise_block                               ? cfg.depthwise_block
-                        : ctx.device(device).info.type == DeviceType::cpu ? 8
-                                                                          : 1;
+                        : ctx.device(device).info.type != DeviceType::cpu ? 1
+                        : plane_fits                                      ? 64
+                                                                          : 8;
       op->depthwise_rows_ = block == 8;
-      op->main_ = make_kernel(prog, op->depthwise_rows_ ? "conv_depthwise_rows" : "conv_depthwise");
+      op->depthwise_plane_ = block == 64;
+      op->dw_pr_ = int(pr), op->dw_pc_ = int(pc);
+      op->main_ = make_kernel(prog, op->depthwise_plane_ ? "conv_depthwise_plane"
+                                    : op->depthwise_rows_ ? "conv_depthwise_rows"
+                                                          : "conv_depthwise");
       log::debug("Conv depthwise {}: {}", cfg.input.str(),
-                 op->depthwise_rows_ ? "an output row per work-item, strips of 8 (conv_depthwise_rows)"
-                                     : "1 output per work-item (conv_depthwise)");
+                 op->depthwise_plane_  ? "a plane per work-item (conv_depthwise_plane)"
+                 : op->depthwise_rows_ ? "an output row per work-item, strips of 8 (conv_depthwise_rows)"
+                                       : "1 output per work-item (conv_depthwise)");
       break;
     }
     case ConvAlgo::im2col_gemm:
@@ -387,7 +405,11 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
                                                            N * size_t(g.groups) * size_t(ceil_div(g.K / g.groups, 8)));
       break;
     case ConvAlgo::depthwise:
-      if (op->depthwise_rows_) {
+      if (op->depthwise_plane_) {
+        const PaddedLaunch l = padded_launch(g.N * g.K, 1, 1, 1);
+        op->global_main_ = l.global;
+        op->local_main_ = l.local;
+      } else if (op->depthwise_rows_) {
         const PaddedLaunch l = padded_launch(g.OH, g.N * g.K, 1, 1);
         op->global_main_ = l.global;
         op->local_main_ = l.local;
@@ -468,6 +490,13 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
       break;
     }
     case ConvAlgo::depthwise:
+      if (depthwise_plane_) {
+        set_args(main_, ga, cl_int(N * K), cl_int(dw_pr_), cl_int(dw_pc_), x.buffer, cl_long(x.offset_elems()),
+                 weight_.buffer, cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()),
+                 cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+        ec.enqueue_kernel(main_, global_main_, local_main_, "conv_depthwise_plane");
+        break;
+      }
       if (depthwise_rows_) {
         set_args(main_, ga, cl_int(N * K), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
                  cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,

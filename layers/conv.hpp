@@ -44,8 +44,9 @@ struct ConvConfig {
   Activation act;  // fused after bias
   ConvAlgo algo = ConvAlgo::automatic;
   // Depthwise kernel: 1 = conv_depthwise (an output per work-item), 8 = conv_depthwise_rows (an output
-  // row per work-item in vector strips of 8); 0 = by device: 8 on CPUs, 1 elsewhere (neighbouring items
-  // coalesce on GPUs).
+  // row per work-item in vector strips of 8), 64 = conv_depthwise_plane (a whole plane per work-item from
+  // a padded private copy; stride 1 or 2 and planes whose padded copy holds at most 2,304 floats); 0 = by
+  // device: on CPUs 64 where it applies, else 8; 1 elsewhere (neighbouring items coalesce on GPUs).
   int depthwise_block = 0;
   // im2col kernel of im2col_gemm: 1 = im2col (KH*KW values per output pixel), 2 = im2col_rows (a
   // contiguous output row per work-item); 0 = by device: 2 on CPUs, 1 elsewhere.
@@ -113,6 +114,8 @@ class ConvOp : public Op {
   cl::NDRange local_main_ = cl::NullRange, local_pre_ = cl::NullRange, local_post_ = cl::NullRange;
   cl::NDRange global_main_ = cl::NullRange;      // conv_depthwise_rows: padded to local_main_
   bool depthwise_rows_ = false;                  // depthwise: conv_depthwise_rows (a row per work-item)
+  bool depthwise_plane_ = false;                 // depthwise: conv_depthwise_plane (a plane per work-item)
+  int dw_pr_ = 0, dw_pc_ = 0;                    // conv_depthwise_plane: rows and columns of the padded copy
   bool im2col_rows_ = false;                     // im2col_gemm: im2col_rows (a row per work-item)
   bool winograd_rows_ = false;                   // winograd: the _rows transforms (strips of 8 tiles)
   cl::NDRange global_post_ = cl::NullRange;      // winograd_output_rows: padded to local_post_

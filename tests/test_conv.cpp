@@ -91,9 +91,15 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
     cfg.algo = a;
     // Depthwise: both kernels (1 and 8 outputs per work-item); im2col: both (per pixel, per row).
     // Winograd: both transforms (a tile per work-item, strips of 8 tiles).
-    for (int block : a == ConvAlgo::depthwise || a == ConvAlgo::im2col_gemm || a == ConvAlgo::winograd
-                         ? std::vector<int>{1, 8}
-                         : std::vector<int>{0}) {
+    // Depthwise: the plane kernel too, where its padded copy fits.
+    std::vector<int> blocks{0};
+    if (a == ConvAlgo::depthwise || a == ConvAlgo::im2col_gemm || a == ConvAlgo::winograd) blocks = {1, 8};
+    const bool plane = (p.SW == 1 || p.SW == 2) &&
+                       ((OH - 1) * p.SH + (p.KH - 1) * p.DH + 1) *
+                               (((OW + 7) / 8 * 8 - 8) * p.SW + (p.KW - 1) * p.DW + (p.SW == 1 ? 8 : 16)) <=
+                           2304;
+    if (a == ConvAlgo::depthwise && plane) blocks.push_back(64);
+    for (int block : blocks) {
       cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
       cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
       cfg.winograd_kernel = a == ConvAlgo::winograd ? (block == 1 ? 1 : 2) : 0;
@@ -140,6 +146,7 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
       {"depthwise 3x3 wide", 2, 4, 9, 45, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true, leaky},
       {"depthwise 3x3 stride 2 wide", 1, 3, 8, 67, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true, relu},
       {"depthwise 5x5 stride 3 dilation 2 wide", 1, 2, 11, 70, 2, 5, 5, 3, 3, 2, 2, 3, 1, 0, 2, 2, false, {}},
+      {"depthwise 5x5 stride 2 pad 2 (EfficientNet)", 2, 6, 14, 15, 6, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 6, true, leaky},
       {"depthwise 1x7 unpadded", 1, 3, 1, 41, 3, 1, 7, 1, 1, 1, 1, 0, 0, 0, 0, 3, true, {}},
       // Rows of tiles wide enough for the Winograd strips of 8 tiles: a full strip read in place, strips at
       // the padding edges, a partial last strip, an odd last tile column and row; an activation done per
