@@ -76,6 +76,32 @@ inline float cldl_act(int kind, float x, float a, float b) {
 // The build-time activation (-DACT, with runtime alpha/beta).
 #define APPLY_ACT(x, a, b) cldl_act(ACT, (x), (a), (b))
 
+// The build-time activation on a whole float vector, where its formula is the same on vectors (OpenCL's
+// built-ins are overloaded): epilogues then need no loop over the elements, whose scalar exp made a
+// GEMM with a fused SiLU slower than the GEMM and a separate element-wise kernel. ACT_VEC is 1 for those.
+#if ACT == ACT_NONE
+#define APPLY_ACT_V(v, a, b) (v)
+#elif ACT == ACT_RELU
+#define APPLY_ACT_V(v, a, b) fmax((v), 0.0f)
+#elif ACT == ACT_SIGMOID
+#define APPLY_ACT_V(v, a, b) (1.0f / (1.0f + exp(-(v))))
+#elif ACT == ACT_SILU
+#define APPLY_ACT_V(v, a, b) ((v) / (1.0f + exp(-(v))))
+#elif ACT == ACT_TANH
+#define APPLY_ACT_V(v, a, b) tanh(v)
+#elif ACT == ACT_HARD_SIGMOID
+#define APPLY_ACT_V(v, a, b) fmax(0.0f, fmin(1.0f, (a) * (v) + (b)))
+#elif ACT == ACT_HARD_SWISH
+#define APPLY_ACT_V(v, a, b) ((v) * fmax(0.0f, fmin(1.0f, (v) / 6.0f + 0.5f)))
+#elif ACT == ACT_CLIP
+#define APPLY_ACT_V(v, a, b) fmin(fmax((v), (a)), (b))
+#endif
+#ifdef APPLY_ACT_V
+#define ACT_VEC 1
+#else
+#define ACT_VEC 0
+#endif
+
 // Non-temporal (streaming) stores, for outputs far larger than the caches that are read back much later:
 // a plain store first reads each line for ownership and later writes it back, a streaming store only writes.
 // Only where the kernel compiler targets x86-64 itself (PoCL); elsewhere (GPUs, SPIR-based compilers) a

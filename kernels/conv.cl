@@ -153,10 +153,14 @@ inline void dw_strip(int16 g, __global const float* x, __global const float* w, 
       acc = fma(v, (float8)(w[kh * G_KW + kw]), acc);
     }
   }
+#if ACT_VEC
+  vstore8(APPLY_ACT_V(acc + b, act_a, act_b), 0, y + ow0);
+#else
   float o[8];
   vstore8(acc, 0, o);
   for (int j = 0; j < 8; ++j) o[j] = APPLY_ACT(o[j] + b, act_a, act_b);
   vstore8(vload8(0, o), 0, y + ow0);
+#endif
 }
 
 // Four strips (32 outputs) at once: four independent accumulator chains instead of one, whose FMA
@@ -185,12 +189,19 @@ inline void dw_strip4(int16 g, __global const float* x, __global const float* w,
       }
     }
   }
+#if ACT_VEC
+  vstore8(APPLY_ACT_V(a0 + b, act_a, act_b), 0, y + ow0);
+  vstore8(APPLY_ACT_V(a1 + b, act_a, act_b), 1, y + ow0);
+  vstore8(APPLY_ACT_V(a2 + b, act_a, act_b), 2, y + ow0);
+  vstore8(APPLY_ACT_V(a3 + b, act_a, act_b), 3, y + ow0);
+#else
   float o[32];
   vstore8(a0, 0, o);
   vstore8(a1, 1, o);
   vstore8(a2, 2, o);
   vstore8(a3, 3, o);
   for (int j = 0; j < 32; ++j) y[ow0 + j] = APPLY_ACT(o[j] + b, act_a, act_b);
+#endif
 }
 
 inline void dw_one(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow,
@@ -274,9 +285,18 @@ __kernel void conv_depthwise_plane(int16 g, int nc_total, int pr, int pc, __glob
         }
       }
       float o[8];
-      vstore8(acc, 0, o);
+#if ACT_VEC
+      vstore8(APPLY_ACT_V(acc + b, act_a, act_b), 0, o);
+      if (ow0 + 8 <= G_OW) {
+        vstore8(vload8(0, o), 0, y + oh * G_OW + ow0);
+        continue;
+      }
+#else
+      vstore8(acc + b, 0, o);
+      for (int j = 0; j < 8; ++j) o[j] = APPLY_ACT(o[j], act_a, act_b);
+#endif
       const int n = min(8, G_OW - ow0);
-      for (int j = 0; j < n; ++j) y[oh * G_OW + ow0 + j] = APPLY_ACT(o[j] + b, act_a, act_b);
+      for (int j = 0; j < n; ++j) y[oh * G_OW + ow0 + j] = o[j];
     }
   }
 }
@@ -506,11 +526,9 @@ __kernel void winograd_output_rows(int16 g, int tiles_h, int tiles_w, int batch,
     float16 r;
     r.even = t[i][0] + t[i][1] + t[i][2] + b;
     r.odd = t[i][1] - t[i][2] - t[i][3] + b;
-#if ACT == ACT_RELU
-    r = fmax(r, 0.0f);
-#endif
     __global float* yr = yk + (long)oh * G_OW + ow0;
-#if ACT == ACT_NONE || ACT == ACT_RELU
+#if ACT_VEC
+    r = APPLY_ACT_V(r, act_a, act_b);
     if (nw == 16) {
       vstore16(r, 0, yr);
       continue;
@@ -518,7 +536,7 @@ __kernel void winograd_output_rows(int16 g, int tiles_h, int tiles_w, int batch,
 #endif
     float buf[16];
     vstore16(r, 0, buf);
-#if ACT == ACT_NONE || ACT == ACT_RELU
+#if ACT_VEC
     for (int q = 0; q < nw; ++q) yr[q] = buf[q];
 #else
     for (int q = 0; q < nw; ++q) yr[q] = APPLY_ACT(buf[q], act_a, act_b);

@@ -269,9 +269,9 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
 #elif BIAS == 2
           v += (VEC)(bias[bias_off + m]);
 #endif
-#if ACT == ACT_RELU
-          v = fmax(v, 0.0f);
-#elif ACT != ACT_NONE
+#if ACT_VEC
+          v = APPLY_ACT_V(v, act_a, act_b);
+#else
           float t_[NR];
           VSTORE(v, 0, t_);
           for (int j = 0; j < NR; ++j) t_[j] = APPLY_ACT(t_[j], act_a, act_b);

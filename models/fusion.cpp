@@ -128,6 +128,45 @@ size_t fuse_activations(Graph& g) {
 // MatMul by a 2-D B followed by an Add of a per-column bias (shape [N], or [1, ..., 1, N]) that is its
 // only reader: the bias joins the GEMM's epilogue (input 2, attribute _cldl_bias), and an activation after
 // the Add can then join too (the structure passes run again after a typed pass rewrites).
+// SiLU as exporters write it, x * Sigmoid(x) (torch's nn.SiLU before opset 24's Swish; EfficientNet's
+// every conv), where x is a Gemm / MatMul / Conv output read only by the two: the producer's epilogue
+// applies SiLU (x / (1 + e^-x)) instead. Runs before activation fusion, which would take the Sigmoid alone.
+size_t fuse_silu(Graph& g) {
+  size_t n = 0;
+  auto rd = readers(g);
+  auto pr = g.producers();
+  std::set<size_t> drop;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& mul = g.nodes[i];
+    if (mul.op_type != "Mul" || !mul.domain.empty() || mul.input_count() != 2 || drop.count(i)) continue;
+    for (int side = 0; side < 2; ++side) {
+      const std::string &s = mul.input(side), &x = mul.input(1 - side);
+      auto ps = pr.find(s), px = pr.find(x);
+      if (ps == pr.end() || px == pr.end()) continue;
+      const Node& sig = g.nodes[ps->second];
+      if (sig.op_type != "Sigmoid" || !sig.domain.empty() || sig.input_count() != 1 || sig.input(0) != x) continue;
+      const std::vector<int> want_x = {int(std::min(ps->second, i)), int(std::max(ps->second, i))};
+      std::vector<int> rx = rd[x];
+      std::sort(rx.begin(), rx.end());
+      if (rd[s] != std::vector<int>{int(i)} || rx != want_x) continue;
+      Node& prod = g.nodes[px->second];
+      const bool epilogue = prod.op_type == "Gemm" || prod.op_type == "MatMul" || prod.op_type == "Conv";
+      if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act")) continue;
+      const Activation def = activation_from_onnx("Silu");
+      prod.attrs["_cldl_act"] = std::string("Silu");
+      prod.attrs["_cldl_act_alpha"] = def.alpha;
+      prod.attrs["_cldl_act_beta"] = def.beta;
+      prod.outputs[0] = mul.outputs[0];
+      drop.insert(ps->second);
+      drop.insert(i);
+      ++n;
+      break;
+    }
+  }
+  erase_nodes(g, drop);
+  return n;
+}
+
 size_t fuse_matmul_bias(Graph& g) {
   if (g.opset() < 7) return 0;
   size_t n = 0;
@@ -178,6 +217,7 @@ size_t fuse_matmul_bias(Graph& g) {
 struct Register {
   Register() {
     register_fusion_pass("batchnorm-folding", fold_batchnorm);
+    register_fusion_pass("silu-fusion", fuse_silu);
     register_fusion_pass("activation-fusion", fuse_activations);
     register_fusion_pass("matmul-bias", fuse_matmul_bias, FusionStage::typed);
   }

@@ -1,6 +1,7 @@
 // prepare(): binding, sort, shape inference + folding, dead-node removal, registered fusion passes.
 #include "models/passes.hpp"
 
+#include <cstdlib>
 #include <functional>
 #include <set>
 
@@ -313,9 +314,16 @@ std::vector<std::string> load_time_inputs(const Graph& g) {
 }
 
 size_t run_fusion_passes(Graph& g, FusionStage stage) {
+  // CLDL_SKIP_PASSES=name,name...: leave those fusion passes out, for A/B comparisons of what one buys.
+  const char* skip_env = std::getenv("CLDL_SKIP_PASSES");
+  const std::string skip = skip_env ? "," + std::string(skip_env) + "," : "";
   size_t total = 0;
   for (auto& [name, pass, st] : fusion_passes()) {
     if (st != stage) continue;
+    if (!skip.empty() && skip.find("," + name + ",") != std::string::npos) {
+      log::debug("fusion pass {}: skipped (CLDL_SKIP_PASSES)", name);
+      continue;
+    }
     size_t n = pass(g);
     if (n) log::debug("fusion pass {}: {} rewrites", name, n);
     total += n;

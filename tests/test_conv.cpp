@@ -132,7 +132,8 @@ std::string error_of(F&& f) {
 TEST_SUITE("conv") {
 
 TEST_CASE("every applicable algorithm matches the reference on the same problem") {
-  const Activation relu(Act::relu), leaky(Act::leaky_relu, 0.1f);
+  // relu and silu: activations epilogues apply to whole vectors; leaky: element by element.
+  const Activation relu(Act::relu), leaky(Act::leaky_relu, 0.1f), silu(Act::silu), hswish(Act::hard_swish);
   // name, N, C, H, W, K, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR, groups, bias, act, one_d
   const Problem problems[] = {
       {"3x3 pad 1 bias relu", 3, 5, 7, 13, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, relu},
@@ -153,6 +154,8 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
       // element (leaky) and one in vectors (ReLU).
       {"3x3 pad 1 wide", 2, 3, 9, 37, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, leaky},
       {"3x3 unpadded wide", 1, 2, 6, 40, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, false, relu},
+      {"3x3 pad 1 wide silu", 1, 17, 11, 38, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, silu},
+      {"depthwise 3x3 wide hard-swish", 1, 3, 6, 70, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true, hswish},
       {"1x1 bias relu", 3, 5, 7, 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, true, relu},
       {"1x1 groups 2", 1, 6, 7, 13, 4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, true, {}},
       {"1x1 stride 2", 1, 5, 7, 13, 3, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, false, {}},

@@ -164,6 +164,12 @@ TEST_CASE("own kernel: bias per column / per row with activations") {
   check_gemm(c, 401);
   c.M = 1000, c.N = 3, c.K = 257, c.batch = 1;
   check_gemm(c, 402);
+  // Activations the epilogue applies to whole vectors (SiLU, sigmoid), with full and partial vectors.
+  c = make(23, 45, 19, false, false);
+  c.bias = GemmBias::per_row, c.act = Activation(Act::silu);
+  check_gemm(c, 403);
+  c.act = Activation(Act::sigmoid), c.trans_b = true;
+  check_gemm(c, 404);
 }
 
 TEST_CASE("CLBlast provider: transposes, batches, beta, and the bias/activation epilogue") {

@@ -1,6 +1,6 @@
 // The typed fusion passes (models/fusion_patterns.cpp) on ONNX files exported by PyTorch 1.13
 // (tests/data/patterns/make_patterns.py): decomposed LayerNorm, GELU (erf in both Mul orders, tanh) and
-// hand-written attention (Div / Mul scale, causal Where, additive mask) must become the fused ops and
+// hand-written attention (Div / Mul scale, causal Where, additive mask) and SiLU must become the fused ops and
 // give PyTorch's outputs (.npy written by the same script). Patterns whose intermediates have another
 // reader must stay as they are and still be right.
 #include <cmath>
@@ -88,6 +88,18 @@ TEST_SUITE("onnx_patterns") {
       CHECK(l.g.nodes[0].attr_s("_cldl_act", "") == (std::string(form) == "tanh" ? "GeluTanh" : "Gelu"));
       CHECK(!l.g.nodes[1].has("_cldl_act"));
     }
+  }
+
+  TEST_CASE("SiLU (x * Sigmoid(x)) joins the epilogue of the Conv / MatMul before it, unless x has another reader") {
+    auto l = run_pattern("silu", {"x"});
+    // Conv -> SiLU fused; Conv -> SiLU + the Conv output again stays; Linear (MatMul + bias) -> SiLU fused.
+    // The unfused one is left to element-wise fusion: Sigmoid, Mul and the Add become one generated kernel.
+    CHECK(l.g.nodes.size() == 4);
+    CHECK(count_ops(l.g, "Conv") == 2);
+    int fused = 0;
+    for (const Node& n : l.g.nodes)
+      if (n.attr_s("_cldl_act", "") == "Silu") ++fused;
+    CHECK(fused == 2);
   }
 
   TEST_CASE("attention written out (Div / Mul scale, causal Where, additive mask) becomes Attention") {

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Makes the ONNX files of tests/test_onnx_patterns.cpp: small PyTorch modules whose ONNX export is the
 decomposed form of LayerNorm (opset 14), RMSNorm, GELU (erf form in both Mul orders, tanh form) and attention
-(MatMul(Q, K^T) -> Div / Mul scale -> optional additive mask / causal Where -> Softmax -> MatMul V),
-plus PyTorch's outputs on fixed inputs as .npy. Run with Debian's python3-torch (1.13):
+(MatMul(Q, K^T) -> Div / Mul scale -> optional additive mask / causal Where -> Softmax -> MatMul V), SiLU
+(x * Sigmoid(x)) after convolutions and a Linear, plus PyTorch's outputs on fixed inputs as .npy. Run with Debian's python3-torch (1.13):
     /usr/bin/python3 tests/data/patterns/make_patterns.py [NAME ...]   (only those files)
 """
 import math
@@ -94,6 +94,24 @@ class AttentionModel(nn.Module):
         return self.out(y)
 
 
+class SiluModel(nn.Module):
+    """nn.SiLU after a Conv (its epilogue takes it), after a Linear, and once where the Conv output has a
+    third reader (the pattern must stay)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 5, 3, padding=1)
+        self.c2 = nn.Conv2d(5, 5, 1)
+        self.fc = nn.Linear(7, 6)
+        self.act = nn.SiLU()
+
+    def forward(self, x):
+        h = self.act(self.c1(x))
+        z = self.c2(h)
+        h = self.act(z) + z
+        return self.act(self.fc(h))
+
+
 ONLY = sys.argv[1:]  # names to (re)make; all when empty
 
 
@@ -125,6 +143,7 @@ def main():
     export("attention_mask", AttentionModel(), [rnd(2, 6, 24), mask], 14, ["x", "mask"])
     export("rmsnorm", RMSNormModel(11), [rnd(2, 3, 11) * 2], 14, ["x"])
     export("rmsnorm_div", RMSNormModel(9, form="div"), [rnd(4, 9)], 17, ["x"])
+    export("silu", SiluModel(), [rnd(2, 3, 5, 7) * 2], 13, ["x"])
 
 
 if __name__ == "__main__":
