@@ -60,7 +60,8 @@ GemmConfig make(int64_t M, int64_t N, int64_t K, bool ta, bool tb, GemmProvider 
 struct Shape3 {
   int64_t M, N, K;
 };
-const Shape3 kShapes[] = {{1, 1, 1}, {7, 13, 5}, {33, 17, 65}, {1000, 3, 257}, {6, 16, 16}, {64, 100, 31}};
+// {1, 77, 300} and {3, 45, 70}: fewer rows than the 6-row block (a block of M rows then).
+const Shape3 kShapes[] = {{1, 1, 1}, {7, 13, 5}, {33, 17, 65}, {1000, 3, 257}, {6, 16, 16}, {64, 100, 31}, {1, 77, 300}, {3, 45, 70}};
 
 }  // namespace
 
