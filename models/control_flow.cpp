@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "models/autodiff.hpp"
 #include "models/op_registry.hpp"
 #include "models/passes.hpp"
 #include "runtime/log.hpp"
@@ -131,7 +132,7 @@ std::vector<size_t> control_flow_deciding_inputs(const Node& n) {
 
 bool expanded_when_planning(const Node& n) {
   return is(n, "If") || is(n, "Loop") || is(n, "Scan") || is_sequence_op(n) || is_optional_op(n) ||
-         is_flex_attention(n);
+         is_flex_attention(n) || is_gradient(n);
 }
 
 bool is_flex_attention(const Node& n) { return n.op_type == "FlexAttention" && n.domain == "ai.onnx.preview"; }
@@ -151,7 +152,7 @@ bool ControlFlowExpander::handles(const Node& n) const {
   return is(n, "If") || is(n, "Loop") || is(n, "Scan") || (n.op_type == kStepOp && n.domain == kStepDomain) ||
          is_sequence_op(n) || is_optional_op(n) ||
          (is(n, "Identity") && !n.inputs.empty() && (sequences_.count(n.inputs[0]) || optionals_.count(n.inputs[0]))) ||
-         is_flex_attention(n);
+         is_flex_attention(n) || is_gradient(n);
 }
 
 const std::vector<std::string>& ControlFlowExpander::sequence(const Node& n, size_t input) const {
@@ -281,6 +282,7 @@ std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
   if (is(n, "SequenceMap")) return sequence_map(g, n);
   if (is_sequence_op(n) || is(n, "Identity")) return sequence_op(g, n);
   if (is_flex_attention(n)) return expand_flex_attention(g, n);
+  if (is_gradient(n)) return expand_gradient(g, n);
   if (is(n, "If")) {
     if (n.inputs.empty() || n.inputs[0].empty()) fail("{}: input 'cond' is missing", n.describe());
     const HostTensor* cond = known(g, n.inputs[0]);
@@ -477,6 +479,8 @@ std::vector<Node> ControlFlowExpander::step(Graph& g, size_t index) {
 }
 
 Node ControlFlowExpander::remaining_loop(Graph& g, const Node& marker) {
+  // Other nodes this expander handles (FlexAttention, Gradient) are expanded in one go: still whole.
+  if (marker.op_type != kStepOp || marker.domain != kStepDomain) return marker;
   const Unroll& u = unrolls_.at(size_t(marker.attr_i("unroll", 0)));
   const Node& n = u.node;
   if (u.t == 0 || !u.loop) return n;  // nothing expanded yet: the node itself

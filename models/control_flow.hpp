@@ -30,7 +30,8 @@ std::vector<const Graph*> control_flow_subgraphs(const Node& n);
 // The inputs of a control-flow or sequence node that must be known when planning: If's cond, Loop's M and
 // cond, sequence positions and splits.
 std::vector<size_t> control_flow_deciding_inputs(const Node& n);
-// If, Loop, Scan and the sequence ops: nodes the expander replaces (they have no device implementation).
+// If, Loop, Scan, the sequence and optional ops, FlexAttention and Gradient (models/autodiff.hpp): nodes the
+// expander replaces (they have no device implementation).
 bool expanded_when_planning(const Node& n);
 bool is_sequence_op(const Node& n);
 bool is_optional_op(const Node& n);  // Optional, OptionalHasElement, OptionalGetElement
@@ -61,13 +62,14 @@ inline constexpr int64_t kMaxUnrolledIterations = 4096;
 
 class ControlFlowExpander {
  public:
-  // If, Loop, Scan, a sequence op, an Identity of a sequence, or a step marker this expander emitted.
+  // If, Loop, Scan, a sequence op, an Identity of a sequence, FlexAttention, Gradient, or a step marker this
+  // expander emitted.
   bool handles(const Node& n) const;
   // The nodes that replace `n` (for a Loop / Scan: one iteration and a step marker, or the final outputs).
   std::vector<Node> expand(Graph& g, const Node& n);
   // A step marker whose Loop stopped at a run-time condition, as a Loop node that runs the remaining
   // iterations (its body reads the iteration number shifted by those done). Scan values of the iterations
-  // done travel as its extra last inputs and are stacked before the rest's.
+  // done travel as its extra last inputs and are stacked before the rest's. Any other node: itself.
   Node remaining_loop(Graph& g, const Node& marker);
   // A graph output that is a sequence or an optional here: its tensors (an absent optional: kind none).
   // False for a tensor.

@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "models/autodiff.hpp"
 #include "models/control_flow.hpp"
 #include "models/op_registry.hpp"
 #include "runtime/log.hpp"
@@ -358,6 +359,8 @@ void bind_inputs(Graph& g, const PrepareOptions& opts, bool require_static) {
 
 PassStats prepare_structure(Graph& g) {
   g.sort();
+  // Before dead-node removal: a Gradient node keeps the forward nodes it differentiates alive.
+  if (prepare_gradients(g)) g.sort();
   PassStats s;
   s.removed_dead = remove_dead_nodes(g);  // first, so an unused unsupported node does not stop the load
   s.fused = run_fusion_passes(g);

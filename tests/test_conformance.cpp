@@ -2,7 +2,11 @@
 // output; prints pass / fail / unsupported per op with totals. Fails on any FAIL and on any unsupported
 // test of a claimed op. Inputs that a node needs at load (Reshape's shape, Range's bounds...) are bound
 // from the test data, as a user binds fixed shape tensors (cldl run --input binds them the same way).
-// CLDL_CONFORMANCE_VERBOSE=1 prints the reason of every unsupported test.
+// CLDL_CONFORMANCE_VERBOSE=1 prints the reason of every unsupported test. CLDL_CONFORMANCE_DIR (at run time)
+// reads the data from another folder.
+// The same run gives docs/ops.md its conformance column (tests/support/ops_table.hpp): the last test case
+// compares the table with the file, and CLDL_WRITE_OPS_TABLE=1 writes it.
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +17,7 @@
 #include "models/npy.hpp"
 #include "models/op_registry.hpp"
 #include "tests/support/onnx_util.hpp"
+#include "tests/support/ops_table.hpp"
 
 using namespace cldl;
 using namespace cldl::graph;
@@ -30,26 +35,42 @@ std::set<std::string> claimed_ops() {
     if (d->domain.empty() || d->domain == "ai.onnx.preview.training") s.insert(d->type);
   return s;
 }
-// Tests of claimed ops that use what cldl does not model, with the reason: one file per op family,
-// tests/conformance_gaps/<family>.txt, each line "test_name  reason" ('#' starts a comment).
-std::map<std::string, std::string> load_known_gaps() {
-  std::map<std::string, std::string> gaps;
+// The conformance data: CLDL_CONFORMANCE_DIR when set, else ../shared/conformance beside the checkout.
+fs::path conformance_dir() {
+  const char* dir = std::getenv("CLDL_CONFORMANCE_DIR");
+  return dir && *dir ? fs::path(dir) : fs::path(CLDL_CONFORMANCE_DIR);
+}
+
+// The suite folders, each with its INDEX.txt.
+const char* const kSuites[] = {"onnx-node", "onnx-node-more", "onnx-legacy/pytorch-converted",
+                               "onnx-legacy/pytorch-operator", "onnx-legacy/simple"};
+
+// Tests of claimed ops that use what cldl does not model, with a tag (one word, which docs/ops.md shows beside
+// the op's count) and the reason: one file per op family, tests/conformance_gaps/<family>.txt, each line
+// "test_name  tag  reason" ('#' starts a comment).
+struct Gap {
+  std::string tag, reason;
+};
+std::map<std::string, Gap> load_known_gaps() {
+  std::map<std::string, Gap> gaps;
   for (const auto& e : fs::directory_iterator(fs::path(CLDL_SOURCE_DIR) / "tests" / "conformance_gaps")) {
     std::ifstream f(e.path());
     std::string line;
     while (std::getline(f, line)) {
       if (line.empty() || line[0] == '#') continue;
-      auto sp = line.find_first_of(" \t");
-      std::string name = line.substr(0, sp);
-      std::string why = sp == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", sp));
-      if (why.empty()) throw std::runtime_error("conformance gap without a reason in " + e.path().string() + ": " + line);
-      gaps[name] = why;
+      std::istringstream ls(line);
+      std::string name, tag, why;
+      ls >> name >> tag >> std::ws;
+      std::getline(ls, why);
+      if (tag.empty() || why.empty())
+        throw std::runtime_error("conformance gap without a tag and a reason in " + e.path().string() + ": " + line);
+      gaps[name] = {tag, why};
     }
   }
   return gaps;
 }
-const std::map<std::string, std::string>& known_gaps() {
-  static const std::map<std::string, std::string> gaps = load_known_gaps();
+const std::map<std::string, Gap>& known_gaps() {
+  static const std::map<std::string, Gap> gaps = load_known_gaps();
   return gaps;
 }
 
@@ -172,12 +193,19 @@ Result run_one(const fs::path& dir, const std::string& op) {
   return {Outcome::pass, ""};
 }
 
-// One suite folder (INDEX.txt + test_x/ folders): runs every test and prints the per-op table. With
-// `all_must_pass` (the legacy model tests) every test must pass or be a listed gap; otherwise (the node
-// suites) every test of a claimed op must.
-void run_suite(const fs::path& root, bool all_must_pass) {
+// One test of a suite folder as it ran.
+struct TestRun {
+  std::string name, op;  // op: as INDEX.txt names it ("Add+Gradient+Mul" for a model of several ops)
+  Result result;
+};
+
+// Every test of one suite folder (INDEX.txt + test_x/ folders), run once per process: the suite's test case
+// and the op table's read the same runs.
+const std::vector<TestRun>& suite_runs(const fs::path& root) {
+  static std::map<fs::path, std::vector<TestRun>> runs;
+  if (auto it = runs.find(root); it != runs.end()) return it->second;
   REQUIRE_MESSAGE(fs::exists(root / "INDEX.txt"), "conformance data not found at " << root.string()
-                  << " (../shared/conformance beside the checkout)");
+                  << " (../shared/conformance beside the checkout, or CLDL_CONFORMANCE_DIR)");
   std::map<std::string, std::string> op_of;  // folder -> op (from INDEX.txt)
   {
     std::ifstream idx(root / "INDEX.txt");
@@ -190,33 +218,42 @@ void run_suite(const fs::path& root, bool all_must_pass) {
       op_of[folder] = op;
     }
   }
-  struct Count { int pass = 0, fail = 0, unsupported = 0; };
-  std::map<std::string, Count> by_op;
-  std::vector<std::string> failures, claimed_unsupported, stale_gaps;
-  int total = 0;
-  const std::set<std::string> kClaimed = claimed_ops();
   std::vector<fs::path> dirs;
   for (auto& e : fs::directory_iterator(root))
     if (e.is_directory() && fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
   std::sort(dirs.begin(), dirs.end());
+  std::vector<TestRun> r;
   for (auto& dir : dirs) {
     std::string name = dir.filename().string();
     std::string op = op_of.count(name) ? op_of[name] : "?";
-    Result r = run_one(dir, op);
-    ++total;
-    auto& c = by_op[op];
+    r.push_back({name, op, run_one(dir, op)});
+  }
+  return runs[root] = std::move(r);
+}
+
+// One suite folder's runs: prints the per-op table. With `all_must_pass` (the legacy model tests) every test
+// must pass or be a listed gap; otherwise (the node suites) every test of a claimed op must.
+void run_suite(const fs::path& root, bool all_must_pass) {
+  struct Count { int pass = 0, fail = 0, unsupported = 0; };
+  std::map<std::string, Count> by_op;
+  std::vector<std::string> failures, claimed_unsupported, stale_gaps;
+  const std::set<std::string> kClaimed = claimed_ops();
+  const auto& runs = suite_runs(root);
+  for (const TestRun& t : runs) {
+    const Result& r = t.result;
+    auto& c = by_op[t.op];
     if (r.outcome == Outcome::pass) {
       c.pass++;
-      if (known_gaps().count(name)) stale_gaps.push_back(name);
+      if (known_gaps().count(t.name)) stale_gaps.push_back(t.name);
     }
     else if (r.outcome == Outcome::fail) {
       c.fail++;
-      failures.push_back(name + ": " + r.message);
+      failures.push_back(t.name + ": " + r.message);
     } else {
       c.unsupported++;
-      if (std::getenv("CLDL_CONFORMANCE_VERBOSE")) MESSAGE("unsupported " << name << ": " << r.message);
-      if ((all_must_pass || kClaimed.count(op)) && !known_gaps().count(name))
-        claimed_unsupported.push_back(name + ": " + r.message);
+      if (std::getenv("CLDL_CONFORMANCE_VERBOSE")) MESSAGE("unsupported " << t.name << ": " << r.message);
+      if ((all_must_pass || kClaimed.count(t.op)) && !known_gaps().count(t.name))
+        claimed_unsupported.push_back(t.name + ": " + r.message);
     }
   }
   Count sum;
@@ -226,7 +263,8 @@ void run_suite(const fs::path& root, bool all_must_pass) {
                          kClaimed.count(op) ? "  (claimed)" : "");
     sum.pass += c.pass, sum.fail += c.fail, sum.unsupported += c.unsupported;
   }
-  table += fmt::format("{:<24} {:>5} {:>5} {:>12}   ({} tests)\n", "TOTAL", sum.pass, sum.fail, sum.unsupported, total);
+  table += fmt::format("{:<24} {:>5} {:>5} {:>12}   ({} tests)\n", "TOTAL", sum.pass, sum.fail, sum.unsupported,
+                       runs.size());
   MESSAGE("\n" << table);
   for (auto& f : failures) MESSAGE("FAIL " << f);
   for (auto& f : claimed_unsupported) MESSAGE((all_must_pass ? "UNSUPPORTED " : "UNSUPPORTED (claimed op) ") << f);
@@ -236,17 +274,77 @@ void run_suite(const fs::path& root, bool all_must_pass) {
   CHECK(stale_gaps.empty());
 }
 
+// Per op, the tests of every suite folder whose model uses it (each op of INDEX.txt's "A+B+C" once).
+std::map<std::string, test::OpConformance> per_op_results() {
+  std::map<std::string, test::OpConformance> r;
+  for (const char* suite : kSuites)
+    for (const TestRun& t : suite_runs(conformance_dir() / suite)) {
+      std::set<std::string> ops;
+      std::istringstream parts(t.op);
+      for (std::string op; std::getline(parts, op, '+');) ops.insert(op);
+      for (auto& op : ops) {
+        auto& c = r[op];
+        c.total++;
+        if (t.result.outcome == Outcome::pass) {
+          c.pass++;
+          continue;
+        }
+        auto gap = known_gaps().find(t.name);
+        c.not_passing[t.result.outcome == Outcome::fail ? "FAIL"
+                      : gap != known_gaps().end()       ? gap->second.tag
+                                                        : "unsupported"]++;
+      }
+    }
+  return r;
+}
+
+// Whether the data is there; without it the op table's test is skipped, and says so (once per run).
+bool conformance_absent() {
+  for (const char* suite : kSuites)
+    if (!fs::exists(conformance_dir() / suite / "INDEX.txt")) {
+      std::fprintf(stderr,
+                   "conformance data not found at %s: the test of docs/ops.md's conformance column is skipped\n",
+                   (conformance_dir() / suite).string().c_str());
+      return true;
+    }
+  return false;
+}
+
 }  // namespace
 
 // CLDL_CONFORMANCE_DIR is ../shared/conformance: onnx-node and onnx-node-more (ONNX 1.23 node tests),
 // onnx-legacy (model tests from older exporters, opsets 6-9). Each has its SOURCE.md.
 TEST_SUITE("conformance") {
-  TEST_CASE("ONNX backend node tests") { run_suite(fs::path(CLDL_CONFORMANCE_DIR) / "onnx-node", false); }
-  TEST_CASE("ONNX backend node tests, more") { run_suite(fs::path(CLDL_CONFORMANCE_DIR) / "onnx-node-more", false); }
+  TEST_CASE("ONNX backend node tests") { run_suite(conformance_dir() / "onnx-node", false); }
+  TEST_CASE("ONNX backend node tests, more") { run_suite(conformance_dir() / "onnx-node-more", false); }
   TEST_CASE("ONNX legacy model tests") {
     for (const char* sub : {"pytorch-converted", "pytorch-operator", "simple"}) {
       CAPTURE(sub);
-      run_suite(fs::path(CLDL_CONFORMANCE_DIR) / "onnx-legacy" / sub, true);
+      run_suite(conformance_dir() / "onnx-legacy" / sub, true);
     }
+  }
+  // After the suites, whose runs it reads (run alone, it runs them).
+  TEST_CASE("docs/ops.md is the op table with each op's conformance results" *
+            doctest::description("skipped where the conformance data is absent") *
+            doctest::skip(conformance_absent())) {
+    const std::string table = test::ops_table(per_op_results());
+    const fs::path file = fs::path(CLDL_SOURCE_DIR) / "docs" / "ops.md";
+    if (const char* w = std::getenv("CLDL_WRITE_OPS_TABLE"); w && *w && std::string(w) != "0") {
+      std::ofstream(file, std::ios::binary) << table;
+      MESSAGE("wrote " << file.string());
+    }
+    std::ifstream f(file, std::ios::binary);
+    std::stringstream committed;
+    committed << f.rdbuf();
+    INFO("regenerate it: " << std::string(test::kWriteOpsTable));
+    std::istringstream want(table), have(committed.str());
+    std::string w, h;
+    for (int line = 1; std::getline(want, w); ++line)
+      if (!std::getline(have, h) || h != w) {
+        CHECK_MESSAGE(false, "docs/ops.md line " << line << " is '" << h << "', the table's is '" << w << "'");
+        break;
+      }
+    CHECK(committed.str() == table);
+    CHECK(table.find("| Softmax | ai.onnx | 1+ | softmax | ") != std::string::npos);
   }
 }

@@ -1,5 +1,6 @@
 // `cldl ops`: the ops cldl implements, read from the op registry (models/ops_*.cpp register them): type,
-// domain, the opset range and the family. --markdown prints docs/ops.md, which a test keeps equal to it.
+// domain, the opset range and the family. docs/ops.md, the same with each op's conformance results, is
+// written by the conformance suite (tests/support/ops_table.hpp).
 #include <algorithm>
 #include <cstdio>
 #include <tuple>
@@ -18,7 +19,7 @@ std::string opsets(const graph::OpDef& d) {
   return d.until == 0 ? fmt::format("{}+", d.since) : fmt::format("{}-{}", d.since, d.until);
 }
 
-void run_ops(bool markdown, bool json) {
+void run_ops(bool json) {
   auto ops = graph::registered_ops();
   // Nodes only fusion passes make (FusedElementwise) are not ops a model can name.
   std::erase_if(ops, [](auto* d) { return d->domain == graph::kFusedDomain; });
@@ -33,18 +34,6 @@ void run_ops(bool markdown, bool json) {
     std::puts(nlohmann::json{{"ops", arr}}.dump(2).c_str());
     return;
   }
-  if (markdown) {
-    std::string s =
-        "# Ops\n\n"
-        "Every op cldl implements, with the opsets whose semantics it follows (`7+`: opset 7 and every later one;\n"
-        "versions in between that changed the op are handled by its implementation) and its family. Generated\n"
-        "from the op registry by `cldl ops --markdown`; the `opsets` test checks that this file is current.\n"
-        "Conformance results per op: docs/conformance.md.\n\n"
-        "| op | domain | opsets | family |\n| --- | --- | --- | --- |\n";
-    for (auto* d : ops) s += fmt::format("| {} | {} | {} | {} |\n", d->type, domain(d), opsets(*d), d->family);
-    std::fputs(s.c_str(), stdout);
-    return;
-  }
   std::printf("%-24s %-10s %-8s %s\n", "op", "domain", "opsets", "family");
   for (auto* d : ops)
     std::printf("%-24s %-10s %-8s %s\n", d->type.c_str(), domain(d).c_str(), opsets(*d).c_str(), d->family.c_str());
@@ -54,10 +43,9 @@ void run_ops(bool markdown, bool json) {
 
 void add_ops_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("ops", "List the ops cldl implements with their opset ranges (from the op registry)");
-  static bool markdown = false, json = false;
-  cmd->add_flag("--markdown", markdown, "Print the Markdown table of docs/ops.md");
+  static bool json = false;
   cmd->add_flag("--json", json, "Print JSON");
-  cmd->callback([] { run_ops(markdown, json); });
+  cmd->callback([] { run_ops(json); });
 }
 
 }  // namespace cldl::cli

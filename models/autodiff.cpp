@@ -1,0 +1,592 @@
+// Reverse-mode differentiation: the backward rule of each op, build_backward over a forward subgraph, and the
+// Gradient op's two steps (prepare_gradients at load, expand_gradient when planning). See autodiff.hpp.
+#include "models/autodiff.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "models/control_flow.hpp"
+#include "models/op_registry.hpp"
+#include "models/ops_cnn_common.hpp"
+#include "models/passes.hpp"
+#include "runtime/log.hpp"
+
+namespace cldl::graph {
+namespace {
+
+constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
+// The forward subgraph prepare_gradients gives a Gradient node: its nodes, and y (as computed for it) as output.
+constexpr const char* kForwardAttr = "_cldl_forward";
+
+bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::f64; }
+
+// Ops whose outputs carry no gradient: they read only their input's shape.
+bool no_gradient(const Node& n) { return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size"); }
+
+std::vector<std::string> reads_of(const Node& n) {
+  std::vector<std::string> r;
+  for (auto& in : n.inputs)
+    if (!in.empty()) r.push_back(in);
+  for (auto& in : n.outer_inputs()) r.push_back(in);
+  return r;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  const size_t r = std::max(a.rank(), b.rank());
+  Shape s(std::vector<int64_t>(r, 1));
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t x = i + a.rank() >= r ? a[i + a.rank() - r] : 1, y = i + b.rank() >= r ? b[i + b.rank() - r] : 1;
+    if (x != y && x != 1 && y != 1) fail("shapes {} and {} do not broadcast", a.str(), b.str());
+    s[i] = x == 1 ? y : x;
+  }
+  return s;
+}
+
+// Emits the backward nodes (kFusedDomain: the newest opset's semantics whatever the model's) and tracks the
+// shapes of the values it makes, which inference sees only once the nodes are in the graph.
+class Builder {
+ public:
+  Builder(Graph& g, std::string base) : g_(g), base_(std::move(base)) {}
+
+  std::vector<Node> nodes;
+  DType dtype = DType::f32;  // of the gradients: y's
+
+  Shape shape(const std::string& v) const {
+    if (auto it = made_.find(v); it != made_.end()) return it->second;
+    const ValueInfo* info = g_.info(v);
+    if (!info || !info->shape.is_static()) fail("value '{}' has no static shape", v);
+    return info->shape.to_shape();
+  }
+  void set_shape(const std::string& v, Shape s) { made_[v] = std::move(s); }
+  const HostTensor* constant(const std::string& v) const {
+    auto it = g_.initializers.find(v);
+    return it == g_.initializers.end() ? nullptr : &it->second;
+  }
+
+  std::string emit(const std::string& what, const std::string& op, std::vector<std::string> in, Shape out,
+                   std::map<std::string, AttrValue> attrs = {}) {
+    std::string v = g_.unique_name(base_ + "/" + what);
+    Node n = make_node(g_, base_ + "/" + what, op, std::move(in), {v}, std::move(attrs));
+    n.domain = kFusedDomain;
+    nodes.push_back(std::move(n));
+    made_[v] = std::move(out);
+    return v;
+  }
+  std::string scalar(double x, DType t) {
+    auto key = std::make_pair(x, int(t));
+    if (auto it = scalars_.find(key); it != scalars_.end()) return it->second;
+    return scalars_[key] = add_constant(g_, base_ + "/scalar", from_doubles(t, Shape{}, {x}));
+  }
+  std::string scalar(double x) { return scalar(x, dtype); }
+  std::string ints(const std::vector<int64_t>& v) {
+    return add_constant(g_, base_ + "/ints", HostTensor::from<int64_t>(Shape{int64_t(v.size())}, v));
+  }
+
+  std::string binary(const char* op, const std::string& a, const std::string& b) {
+    return emit(op, op, {a, b}, broadcast_shapes(shape(a), shape(b)));
+  }
+  std::string add(const std::string& a, const std::string& b) { return binary("Add", a, b); }
+  std::string sub(const std::string& a, const std::string& b) { return binary("Sub", a, b); }
+  std::string mul(const std::string& a, const std::string& b) { return binary("Mul", a, b); }
+  std::string div(const std::string& a, const std::string& b) { return binary("Div", a, b); }
+  std::string neg(const std::string& x) { return emit("Neg", "Neg", {x}, shape(x)); }
+
+  std::string reshape(const std::string& x, const Shape& s) {
+    if (shape(x) == s) return x;
+    return emit("Reshape", "Reshape", {x, ints(s.dims)}, s, {{"allowzero", int64_t(1)}});
+  }
+  std::string expand(const std::string& x, const Shape& s) {
+    if (shape(x) == s) return x;
+    return emit("Expand", "Expand", {x, ints(s.dims)}, s);
+  }
+  std::string fill(double x, const Shape& s, DType t) {
+    return emit("Fill", "Expand", {scalar(x, t), ints(s.dims)}, s);
+  }
+  std::string transpose(const std::string& x, const std::vector<int64_t>& perm) {
+    const Shape s = shape(x);
+    Shape out = s;
+    for (size_t i = 0; i < perm.size(); ++i) out[i] = s[size_t(perm[i])];
+    return emit("Transpose", "Transpose", {x}, out, {{"perm", perm}});
+  }
+  std::string transpose_last2(const std::string& x) {
+    std::vector<int64_t> perm(shape(x).rank());
+    for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(i);
+    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+    return transpose(x, perm);
+  }
+  // ReduceSum with keepdims over `axes` (non-negative).
+  std::string reduce_sum(const std::string& x, const std::vector<int64_t>& axes) {
+    Shape out = shape(x);
+    for (int64_t a : axes) out[size_t(a)] = 1;
+    return emit("ReduceSum", "ReduceSum", {x, ints(axes)}, out, {{"keepdims", int64_t(1)}});
+  }
+  // `grad` summed over the axes along which a value of shape `target` was broadcast to grad's shape (numpy: the
+  // leading axes it lacks, and its 1s), then given target's shape.
+  std::string sum_to(const std::string& grad, const Shape& target) {
+    const Shape s = shape(grad);
+    if (s == target) return grad;
+    if (target.rank() > s.rank()) fail("a gradient of shape {} cannot be summed to shape {}", s.str(), target.str());
+    const size_t lead = s.rank() - target.rank();
+    std::vector<int64_t> axes;
+    for (size_t i = 0; i < s.rank(); ++i) {
+      const int64_t t = i < lead ? 1 : target[i - lead];
+      if (t != s[i] && t != 1) fail("a gradient of shape {} cannot be summed to shape {}", s.str(), target.str());
+      if (t == 1 && s[i] != 1) axes.push_back(int64_t(i));
+    }
+    return reshape(axes.empty() ? grad : reduce_sum(grad, axes), target);
+  }
+  std::string matmul(const std::string& a, const std::string& b) {
+    const Shape sa = shape(a), sb = shape(b);
+    Shape out = broadcast_shapes(Shape(std::vector<int64_t>(sa.dims.begin(), sa.dims.end() - 2)),
+                                 Shape(std::vector<int64_t>(sb.dims.begin(), sb.dims.end() - 2)));
+    out.dims.push_back(sa[sa.rank() - 2]);
+    out.dims.push_back(sb[sb.rank() - 1]);
+    return emit("MatMul", "MatMul", {a, b}, out);
+  }
+  // alpha * op(a) op(b) for 2-D a, b.
+  std::string gemm(const std::string& a, const std::string& b, float alpha, bool ta, bool tb) {
+    const Shape sa = shape(a), sb = shape(b);
+    std::map<std::string, AttrValue> attrs{{"transA", int64_t(ta)}, {"transB", int64_t(tb)}};
+    if (alpha != 1.0f) attrs["alpha"] = alpha;
+    return emit("Gemm", "Gemm", {a, b}, Shape{sa[ta ? 1 : 0], sb[tb ? 0 : 1]}, std::move(attrs));
+  }
+  // The sum of gradient contributions of one value (all of its shape).
+  std::string sum(const std::vector<std::string>& parts, const Shape& s) {
+    return parts.size() == 1 ? parts[0] : emit("Sum", "Sum", parts, s);
+  }
+
+ private:
+  Graph& g_;
+  std::string base_;
+  std::map<std::string, Shape> made_;
+  std::map<std::pair<double, int>, std::string> scalars_;
+};
+
+// One forward node as its rule sees it: dy (the gradient of its output 0) in, dx (per input; "" = none) out.
+// A rule computes dx only for the inputs that carry a gradient (active).
+struct Step {
+  const Node& node;
+  int64_t opset;
+  std::string dy;
+  std::vector<bool> active;
+  std::vector<std::string> dx;
+  const std::string& in(size_t i) const { return node.input(i); }
+  const std::string& y() const { return node.outputs.at(0); }
+  bool wants(size_t i) const { return i < active.size() && active[i]; }
+};
+
+// Add, Sub, Mul, Div: numpy broadcasting (before opset 7, B read as legacy_broadcast says).
+void binary_rule(Builder& b, Step& s) {
+  const std::string &A = s.in(0), &B = s.in(1), &op = s.node.op_type;
+  const Shape sa = b.shape(A), sb = b.shape(B);
+  Shape sb_read = sb;
+  if (auto lb = legacy_broadcast(s.node, s.opset, sa, sb)) sb_read = *lb;
+  const std::string Bn = b.reshape(B, sb_read);
+  if (s.wants(0)) {
+    std::string d = op == "Mul" ? b.mul(s.dy, Bn) : op == "Div" ? b.div(s.dy, Bn) : s.dy;
+    s.dx[0] = b.sum_to(d, sa);
+  }
+  if (s.wants(1)) {
+    std::string d = op == "Add"   ? s.dy
+                    : op == "Sub" ? b.neg(s.dy)
+                    : op == "Mul" ? b.mul(s.dy, A)
+                                  : b.neg(b.div(b.mul(s.dy, s.y()), Bn));  // d(A / B) / dB = -(A / B) / B
+    s.dx[1] = b.reshape(b.sum_to(d, sb_read), sb);
+  }
+}
+
+void unary_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const std::string &op = s.node.op_type, &x = s.in(0), &y = s.y();
+  std::string d;
+  if (op == "Identity")
+    d = s.dy;
+  else if (op == "Neg")
+    d = b.neg(s.dy);
+  else if (op == "Relu") {  // 0 at x = 0
+    std::string pos = b.emit("Greater", "Greater", {x, b.scalar(0)}, b.shape(x));
+    d = b.emit("Where", "Where", {pos, s.dy, b.scalar(0)}, b.shape(x));
+  } else if (op == "Sigmoid")
+    d = b.mul(s.dy, b.mul(y, b.sub(b.scalar(1), y)));
+  else if (op == "Tanh")
+    d = b.mul(s.dy, b.sub(b.scalar(1), b.mul(y, y)));
+  else if (op == "Exp")
+    d = b.mul(s.dy, y);
+  else if (op == "Log")
+    d = b.div(s.dy, x);
+  else if (op == "Sqrt")
+    d = b.div(b.mul(s.dy, b.scalar(0.5)), y);
+  s.dx[0] = d;
+}
+
+// Reshape, Flatten, Squeeze, Unsqueeze: the same elements under x's shape.
+void view_rule(Builder& b, Step& s) {
+  if (s.wants(0)) s.dx[0] = b.reshape(s.dy, b.shape(s.in(0)));
+}
+
+void transpose_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const size_t r = b.shape(s.in(0)).rank();
+  std::vector<int64_t> perm = s.node.attr_ints("perm");
+  if (perm.empty())
+    for (size_t i = 0; i < r; ++i) perm.push_back(int64_t(r - 1 - i));
+  if (perm.size() != r) fail("{}: perm has {} entries for rank {}", s.node.describe(), perm.size(), r);
+  std::vector<int64_t> inverse(r);
+  for (size_t i = 0; i < r; ++i) inverse.at(size_t(perm[i])) = int64_t(i);
+  s.dx[0] = b.transpose(s.dy, inverse);
+}
+
+// ReduceSum, ReduceMean: dy (with the reduced axes kept as 1s) broadcast back to x's shape.
+void reduce_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Node& n = s.node;
+  const Shape sx = b.shape(s.in(0));
+  const size_t r = sx.rank();
+  std::vector<int64_t> axes;
+  if (n.has("axes")) {
+    axes = n.attr_ints("axes");
+  } else if (!n.input(1).empty()) {
+    const HostTensor* t = b.constant(n.input(1));
+    if (!t) fail("{}: axes '{}' are computed from run-time data", n.describe(), n.input(1));
+    axes = to_ints(*t);
+  }
+  std::vector<bool> reduced(r, axes.empty() && n.attr_i("noop_with_empty_axes", 0) == 0);
+  for (int64_t a : axes) {
+    const int64_t k = a < 0 ? a + int64_t(r) : a;
+    if (k < 0 || k >= int64_t(r)) fail("{}: axis {} is outside rank {}", n.describe(), a, r);
+    reduced[size_t(k)] = true;
+  }
+  Shape kept = sx;
+  int64_t count = 1;
+  for (size_t i = 0; i < r; ++i) {
+    if (!reduced[i]) continue;
+    count *= sx[i];
+    kept[i] = 1;
+  }
+  std::string d = b.reshape(s.dy, kept);
+  if (n.op_type == "ReduceMean" && count > 1) d = b.mul(d, b.scalar(1.0 / double(count)));
+  s.dx[0] = b.expand(d, sx);
+}
+
+// dx = y * (dy - sum(dy * y)) over the softmax axes: the last from `axis` before opset 13 (the 2-D coercion).
+void softmax_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const int64_t r = int64_t(b.shape(s.in(0)).rank());
+  const bool legacy = s.opset < 13;
+  int64_t axis = s.node.attr_i("axis", legacy ? 1 : -1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) fail("{}: axis {} is outside rank {}", s.node.describe(), s.node.attr_i("axis", 0), r);
+  std::vector<int64_t> axes;
+  for (int64_t a = axis; a < (legacy ? r : axis + 1) && a < r; ++a) axes.push_back(a);
+  const std::string& y = s.y();
+  std::string dot = b.mul(s.dy, y);
+  if (!axes.empty()) dot = b.reduce_sum(dot, axes);
+  s.dx[0] = b.mul(y, b.sub(s.dy, dot));
+}
+
+// numpy matmul: a 1-D A is [1, K] and a 1-D B [K, 1] with that axis dropped from Y; batch dims broadcast.
+void matmul_rule(Builder& b, Step& s) {
+  const Shape sa = b.shape(s.in(0)), sb = b.shape(s.in(1));
+  const Shape sa2 = sa.rank() == 1 ? Shape{1, sa[0]} : sa, sb2 = sb.rank() == 1 ? Shape{sb[0], 1} : sb;
+  const std::string A = b.reshape(s.in(0), sa2), B = b.reshape(s.in(1), sb2);
+  Shape batch = broadcast_shapes(Shape(std::vector<int64_t>(sa2.dims.begin(), sa2.dims.end() - 2)),
+                                 Shape(std::vector<int64_t>(sb2.dims.begin(), sb2.dims.end() - 2)));
+  const int64_t M = sa2[sa2.rank() - 2], K = sa2[sa2.rank() - 1], N = sb2[sb2.rank() - 1];
+  Shape sy2 = batch;
+  sy2.dims.push_back(M);
+  sy2.dims.push_back(N);
+  const std::string dy = b.reshape(s.dy, sy2);
+  // With a 2-D B, the batch rows of A and dY are the rows of one GEMM (no transposes).
+  const int64_t rows = batch.numel() * M;
+  if (s.wants(0)) {  // dA = dY B^T
+    Shape sd = batch;
+    sd.dims.push_back(M);
+    sd.dims.push_back(K);
+    std::string d = sb2.rank() == 2 ? b.reshape(b.gemm(b.reshape(dy, Shape{rows, N}), B, 1.0f, false, true), sd)
+                                    : b.matmul(dy, b.transpose_last2(B));
+    s.dx[0] = b.reshape(b.sum_to(d, sa2), sa);
+  }
+  if (s.wants(1)) {  // dB = A^T dY
+    std::string d = sb2.rank() == 2
+                        ? b.gemm(b.reshape(A, Shape{rows, K}), b.reshape(dy, Shape{rows, N}), 1.0f, true, false)
+                        : b.matmul(b.transpose_last2(A), dy);
+    s.dx[1] = b.reshape(b.sum_to(d, sb2), sb);
+  }
+}
+
+// Y = alpha op(A) op(B) + beta C.
+void gemm_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  const float alpha = n.attr_f("alpha", 1.0f), beta = n.attr_f("beta", 1.0f);
+  const bool ta = n.attr_i("transA", 0) != 0, tb = n.attr_i("transB", 0) != 0;
+  const std::string &A = s.in(0), &B = s.in(1), &dy = s.dy;
+  if (s.wants(0))  // d op(A) = alpha dY op(B)^T
+    s.dx[0] = ta ? b.gemm(B, dy, alpha, tb, true) : b.gemm(dy, B, alpha, false, !tb);
+  if (s.wants(1))  // d op(B) = alpha op(A)^T dY
+    s.dx[1] = tb ? b.gemm(dy, A, alpha, true, ta) : b.gemm(A, dy, alpha, !ta, false);
+  if (s.wants(2)) s.dx[2] = b.sum_to(beta == 1.0f ? dy : b.mul(dy, b.scalar(beta)), b.shape(s.in(2)));
+}
+
+using Rule = void (*)(Builder&, Step&);
+const std::map<std::string, Rule>& rules() {
+  static const std::map<std::string, Rule> r = {
+      {"Add", binary_rule},          {"Sub", binary_rule},       {"Mul", binary_rule},        {"Div", binary_rule},
+      {"Neg", unary_rule},           {"Identity", unary_rule},   {"Relu", unary_rule},        {"Sigmoid", unary_rule},
+      {"Tanh", unary_rule},          {"Exp", unary_rule},        {"Log", unary_rule},         {"Sqrt", unary_rule},
+      {"Reshape", view_rule},        {"Flatten", view_rule},     {"Squeeze", view_rule},      {"Unsqueeze", view_rule},
+      {"Transpose", transpose_rule}, {"ReduceSum", reduce_rule}, {"ReduceMean", reduce_rule}, {"Softmax", softmax_rule},
+      {"MatMul", matmul_rule},       {"Gemm", gemm_rule},
+  };
+  return r;
+}
+
+std::string op_list() {
+  std::string s;
+  for (auto& op : differentiable_ops()) s += (s.empty() ? "" : ", ") + op;
+  return s;
+}
+
+std::vector<std::string> strings_attr(const Node& n, const char* a, bool required) {
+  if (!n.has(a)) {
+    if (required) fail("{}: attribute '{}' is missing", n.describe(), a);
+    return {};
+  }
+  const auto* v = std::get_if<std::vector<std::string>>(&n.attrs.at(a));
+  if (!v) fail("{}: attribute '{}' should be a list of strings", n.describe(), a);
+  return *v;
+}
+
+}  // namespace
+
+const std::vector<std::string>& differentiable_ops() {
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> v;
+    for (auto& [op, rule] : rules()) v.push_back(op);
+    return v;
+  }();
+  return ops;
+}
+
+bool has_backward_rule(const Node& n) { return n.domain.empty() && rules().count(n.op_type); }
+
+bool is_gradient(const Node& n) { return n.op_type == "Gradient" && n.domain == kTrainingDomain; }
+
+Backward build_backward(Graph& g, const std::vector<Node>& forward, const std::string& y, const std::string& dy,
+                        const std::vector<std::string>& wrt, const std::string& base) {
+  Builder b(g, base);
+  const ValueInfo* yi = g.info(y);
+  if (!yi || !yi->shape.is_static()) fail("y '{}' has no static shape", y);
+  if (!is_float(yi->dtype))
+    fail("y '{}' is {}: gradients are of float16, float and double tensors", y, to_string(yi->dtype));
+  b.dtype = yi->dtype;
+  b.set_shape(dy, yi->shape.to_shape());
+  std::set<std::string> active(wrt.begin(), wrt.end());
+  std::vector<bool> differentiated(forward.size(), false);
+  for (size_t i = 0; i < forward.size(); ++i) {
+    const Node& n = forward[i];
+    auto reads = reads_of(n);
+    if (no_gradient(n) || std::none_of(reads.begin(), reads.end(), [&](auto& v) { return active.count(v) > 0; }))
+      continue;
+    differentiated[i] = true;
+    for (auto& o : n.outputs)
+      if (!o.empty()) active.insert(o);
+  }
+  std::map<std::string, std::vector<std::string>> parts;  // value -> its gradient's contributions
+  parts[y].push_back(dy);
+  auto total = [&](const std::string& v) -> std::string {
+    auto it = parts.find(v);
+    if (it == parts.end() || it->second.empty()) return "";
+    if (it->second.size() > 1) it->second = {b.sum(it->second, b.shape(v))};
+    return it->second[0];
+  };
+  for (size_t i = forward.size(); i-- > 0;) {
+    if (!differentiated[i]) continue;
+    const Node& n = forward[i];
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      if (parts.count(n.outputs[k]))
+        fail("{}: y depends on its output {} ('{}'), through which cldl does not differentiate", n.describe(), k,
+             n.outputs[k]);
+    std::string d = n.outputs.empty() ? "" : total(n.outputs[0]);
+    if (d.empty()) continue;  // y does not depend on it
+    auto rule = rules().find(n.op_type);
+    if (!n.domain.empty() || rule == rules().end())
+      fail("{}: no backward rule for op '{}' (cldl differentiates {})", n.describe(), n.op_type, op_list());
+    Step s{n, node_opset(g, n), d, std::vector<bool>(n.inputs.size(), false),
+           std::vector<std::string>(n.inputs.size())};
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const ValueInfo* info = n.inputs[k].empty() ? nullptr : g.info(n.inputs[k]);
+      s.active[k] = info && active.count(n.inputs[k]) && is_float(info->dtype);
+    }
+    try {
+      rule->second(b, s);
+    } catch (const Error& e) {
+      fail("{}: backward: {}", n.describe(), e.what());
+    }
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (!s.dx[k].empty()) parts[n.inputs[k]].push_back(s.dx[k]);
+  }
+  Backward r;
+  for (auto& w : wrt) {
+    std::string t = total(w);
+    if (t.empty()) {
+      const ValueInfo* wi = g.info(w);
+      if (!wi) fail("value '{}' is not known", w);
+      t = b.fill(0.0, b.shape(w), wi->dtype);
+    }
+    r.grads.push_back(t);
+  }
+  r.nodes = std::move(b.nodes);
+  return r;
+}
+
+size_t prepare_gradients(Graph& g) {
+  size_t count = 0;
+  std::vector<Node> clones;
+  const auto producers = g.producers();
+  for (auto& n : g.nodes) {
+    if (!is_gradient(n) || n.has(kForwardAttr)) continue;
+    const auto xs = strings_attr(n, "xs", true), zs = strings_attr(n, "zs", false);
+    if (xs.empty()) fail("{}: attribute 'xs' is empty", n.describe());
+    if (!n.has("y")) fail("{}: attribute 'y' is missing", n.describe());
+    const std::string y = n.attr_s("y", "");
+    if (n.input_count() != xs.size() + zs.size())
+      fail("{}: {} inputs, expected {} (one per name of xs, then of zs)", n.describe(), n.input_count(),
+           xs.size() + zs.size());
+    if (n.outputs.size() > xs.size())
+      fail("{}: {} outputs, but xs names {} values", n.describe(), n.outputs.size(), xs.size());
+    auto exists = [&](const std::string& v) { return g.is_input(v) || g.is_constant(v) || producers.count(v) > 0; };
+    // The names of xs and zs -> the node's inputs, the values the forward subgraph computes on.
+    std::map<std::string, std::string> bind;
+    for (size_t k = 0; k < xs.size() + zs.size(); ++k) {
+      const bool x = k < xs.size();
+      const std::string& name = x ? xs[k] : zs[k - xs.size()];
+      if (!exists(name))
+        fail("{}: {} names '{}', which is not a value of the graph", n.describe(), x ? "xs" : "zs", name);
+      if (n.inputs[k].empty()) fail("{}: input {} (the value of '{}') is missing", n.describe(), k, name);
+      if (!bind.emplace(name, n.inputs[k]).second) fail("{}: '{}' is named twice in xs and zs", n.describe(), name);
+    }
+    if (!exists(y)) fail("{}: y names '{}', which is not a value of the graph", n.describe(), y);
+    // The nodes between xs / zs and y: back from y, stopping at the names of xs and zs.
+    std::set<size_t> path;  // indices into the sorted g.nodes: topological order
+    std::set<std::string> seen;
+    std::vector<std::string> todo{y};
+    while (!todo.empty()) {
+      std::string v = std::move(todo.back());
+      todo.pop_back();
+      if (!seen.insert(v).second || bind.count(v)) continue;
+      auto p = producers.find(v);
+      if (p == producers.end() || !path.insert(p->second).second) continue;
+      const Node& f = g.nodes[p->second];
+      if (&f == &n) fail("{}: y '{}' is an output of the node itself", n.describe(), y);
+      for (auto& in : reads_of(f)) todo.push_back(in);
+    }
+    // Differentiated: the path's nodes that depend on xs. Cloned: those that depend on a name whose value the
+    // node's input replaces (xs / zs given other values than their own).
+    std::set<std::string> active(xs.begin(), xs.end()), replaced;
+    std::map<std::string, std::string> rename;
+    for (auto& [name, v] : bind)
+      if (name != v) replaced.insert(name), rename[name] = v;
+    std::vector<Node> forward;
+    const size_t clones_before = clones.size();
+    for (size_t i : path) {
+      const Node& f = g.nodes[i];
+      const auto reads = reads_of(f);
+      auto any_in = [&](const std::set<std::string>& s) {
+        return std::any_of(reads.begin(), reads.end(), [&](auto& v) { return s.count(v) > 0; });
+      };
+      Node c = f;
+      if (any_in(replaced)) {
+        if (!f.outer_inputs().empty())
+          fail("{}: {} would be computed on the node's inputs, but it has subgraphs, which cldl does not clone",
+               n.describe(), f.describe());
+        c.name = g.unique_name(n.name + "/" + f.name);
+        for (auto& in : c.inputs)
+          if (auto r = rename.find(in); r != rename.end()) in = r->second;
+        for (auto& o : c.outputs) {
+          if (o.empty()) continue;
+          replaced.insert(o);
+          o = rename[o] = g.unique_name(n.name + "/" + o);
+        }
+        clones.push_back(c);
+      }
+      if (no_gradient(f) || !any_in(active)) continue;
+      if (!has_backward_rule(f))
+        fail("{}: y '{}' depends on xs through {}, and op '{}' has no backward rule (cldl differentiates {})",
+             n.describe(), y, f.describe(), f.op_type, op_list());
+      for (auto& o : f.outputs)
+        if (!o.empty()) active.insert(o);
+      forward.push_back(std::move(c));
+    }
+    const std::string y_here = rename.count(y) ? rename[y] : y;
+    // Every value the forward nodes read or write (and y) becomes an input too.
+    std::vector<std::string> inputs(n.inputs.begin(), n.inputs.begin() + std::ptrdiff_t(xs.size() + zs.size()));
+    auto add_input = [&](const std::string& v) {
+      if (!v.empty() && std::find(inputs.begin(), inputs.end(), v) == inputs.end()) inputs.push_back(v);
+    };
+    for (auto& f : forward) {
+      for (auto& v : reads_of(f)) add_input(v);
+      for (auto& v : f.outputs) add_input(v);
+    }
+    add_input(y_here);
+    auto sub = std::make_shared<Graph>();
+    sub->name = n.name + "/forward";
+    sub->opsets = g.opsets;
+    sub->nodes = std::move(forward);
+    ValueInfo out;
+    out.name = y_here;
+    out.shape.known = false;
+    sub->outputs.push_back(std::move(out));
+    log::debug("{}: forward subgraph of {} nodes ({} cloned on its inputs)", n.describe(), sub->nodes.size(),
+               clones.size() - clones_before);
+    n.inputs = std::move(inputs);
+    n.attrs[kForwardAttr] = SubGraph(std::move(sub));
+    ++count;
+  }
+  g.nodes.insert(g.nodes.end(), std::make_move_iterator(clones.begin()), std::make_move_iterator(clones.end()));
+  return count;
+}
+
+std::vector<Node> expand_gradient(Graph& g, const Node& n) {
+  const Graph* forward = n.attr_g(kForwardAttr);
+  if (!forward || forward->outputs.size() != 1)
+    fail("{}: no forward subgraph (prepare_gradients prepares Gradient nodes at load)", n.describe());
+  const auto xs = strings_attr(n, "xs", true);
+  const std::vector<std::string> wrt(n.inputs.begin(), n.inputs.begin() + std::ptrdiff_t(xs.size()));
+  const std::string& y = forward->outputs[0].name;
+  std::vector<Node> nodes;
+  try {
+    for (size_t k = 0; k < wrt.size(); ++k) {
+      const ValueInfo* info = g.info(wrt[k]);
+      if (!info) fail("input '{}' (xs '{}') is not known", wrt[k], xs[k]);
+      if (!is_float(info->dtype))
+        fail("input '{}' (xs '{}') is {}: gradients are of float16, float and double tensors", wrt[k], xs[k],
+             to_string(info->dtype));
+    }
+    const ValueInfo* yi = g.info(y);
+    if (!yi || !yi->shape.is_static()) fail("y '{}' has no static shape", y);
+    if (!is_float(yi->dtype))
+      fail("y '{}' is {}: gradients are of float16, float and double tensors", y, to_string(yi->dtype));
+    // The seed: ones of y's shape (the gradient of the sum of y's elements).
+    const Shape ys = yi->shape.to_shape();
+    const std::string one = add_constant(g, n.name + "/one", from_doubles(yi->dtype, Shape{}, {1.0}));
+    const std::string shape =
+        add_constant(g, n.name + "/y_shape", HostTensor::from<int64_t>(Shape{int64_t(ys.rank())}, ys.dims));
+    Node seed = make_node(g, n.name + "/dy", "Expand", {one, shape}, {g.unique_name(n.name + "/dy")});
+    seed.domain = kFusedDomain;
+    Backward bw = build_backward(g, forward->nodes, y, seed.outputs[0], wrt, n.name);
+    nodes.push_back(std::move(seed));
+    for (auto& b : bw.nodes) nodes.push_back(std::move(b));
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (n.outputs[i].empty()) continue;
+      nodes.push_back(make_node(g, n.name + "/" + xs[i], "Identity", {bw.grads[i]}, {n.outputs[i]}));
+      nodes.back().domain = kFusedDomain;
+    }
+  } catch (const Error& e) {
+    fail("{} (y '{}'): {}", n.describe(), forward->outputs[0].name, e.what());
+  }
+  log::debug("{}: {} backward nodes", n.describe(), nodes.size());
+  return nodes;
+}
+
+}  // namespace cldl::graph

@@ -1,0 +1,388 @@
+// Reverse-mode differentiation (models/autodiff.hpp) through the ONNX Gradient op: every backward rule against
+// central finite differences, on odd shapes with broadcasting, values read twice, legacy opsets, Gradient
+// inputs other than the values xs names, and the errors.
+//
+// How a rule is checked: y = forward(x...) on the device; the Gradient graph differentiates sum(R * y) for a
+// random R of y's shape (a random cotangent: with ones, a wrong rule could still sum right). The reference is
+// (f(x + h e_k) - f(x - h e_k)) / (2h) per element k of every differentiated input, f = sum(R * y) summed in
+// double on the host from the f32 forward, h = 1e-2 (divided by the f32 step actually taken). Tolerance:
+// |analytic - numeric| <= 1e-3 + 1e-3 |numeric|; the largest difference seen is 3.1e-4 (opset-6 Div), each
+// check prints its own. The rules' inputs stay where the third derivative is small (denominators, Log and Sqrt
+// in [0.7, 2]) and Relu's away from its kink (|x| >= 0.1). A wrong rule is off by far more (a dropped term or a
+// transposed operand: 1e-1 and up on these sizes).
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "models/autodiff.hpp"
+#include "models/model.hpp"
+#include "models/op_registry.hpp"
+#include "tests/support/onnx_util.hpp"
+
+using namespace cldl;
+using namespace cldl::graph;
+
+namespace {
+
+const char* const kTraining = "ai.onnx.preview.training";
+const double kStep = 1e-2, kAtol = 1e-3, kRtol = 1e-3;
+
+struct Input {
+  std::string name;
+  Shape shape;
+  float lo = -1.0f, hi = 1.0f;
+  bool differentiate = true;
+  bool away_from_zero = false;  // |x| >= 0.1 (Relu's kink)
+};
+using Forward = std::function<Value(GraphBuilder&, std::map<std::string, Value>&)>;
+
+HostTensor make_input(const Input& in, uint32_t seed) {
+  HostTensor t = test::random_tensor(in.shape, seed, in.lo, in.hi);
+  if (in.away_from_zero)
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      float& v = t.as<float>()[k];
+      v = std::copysign(0.1f + 0.9f * std::fabs(v), v);
+    }
+  return t;
+}
+
+Graph build(const std::vector<Input>& inputs, const Forward& fwd, int64_t opset, const HostTensor* cotangent) {
+  GraphBuilder b("autodiff", opset);
+  std::map<std::string, Value> in;
+  for (auto& i : inputs) in[i.name] = b.input(i.name, DType::f32, i.shape);
+  Value y = fwd(b, in);
+  if (!cotangent) {
+    b.output(y, "y");
+    return b.build();
+  }
+  Value r = b.op1("Mul", {y, b.constant("R", *cotangent)});
+  std::vector<std::string> xs;
+  std::vector<Value> xv;
+  for (auto& i : inputs)
+    if (i.differentiate) xs.push_back(i.name), xv.push_back(in[i.name]);
+  auto grads = b.op("Gradient", xv, {{"xs", xs}, {"y", r.name}}, int(xs.size()), kTraining);
+  b.graph().opsets[kTraining] = 1;
+  for (size_t k = 0; k < xs.size(); ++k) b.output(grads[k], "d_" + xs[k]);
+  return b.build();
+}
+
+double weighted_sum(const HostTensor& y, const HostTensor& r) {
+  double s = 0;
+  for (int64_t k = 0; k < y.numel(); ++k) s += double(y.as<float>()[k]) * double(r.as<float>()[k]);
+  return s;
+}
+
+// The check described at the top of the file; returns the largest |analytic - numeric| seen.
+double check_gradients(const std::vector<Input>& inputs, const Forward& fwd, int64_t opset = 17) {
+  std::map<std::string, HostTensor> feed;
+  uint32_t seed = 11;
+  for (auto& i : inputs) feed[i.name] = make_input(i, seed++);
+  auto forward = test::compile_graph(build(inputs, fwd, opset, nullptr));
+  auto fs = forward->session();
+  const HostTensor y = fs->run(feed).at("y");
+  const HostTensor r = test::random_tensor(y.shape(), 97);
+  auto grads = test::run_graph(build(inputs, fwd, opset, &r), feed);
+  double worst = 0;
+  for (auto& i : inputs) {
+    if (!i.differentiate) continue;
+    CAPTURE(i.name);
+    const HostTensor& g = grads.at("d_" + i.name);
+    REQUIRE(g.dtype() == DType::f32);
+    REQUIRE(g.shape() == i.shape);
+    std::map<std::string, HostTensor> moved = feed;
+    HostTensor& x = moved[i.name];  // copy on write: feed keeps its bytes
+    const HostTensor& x_at = feed.at(i.name);
+    for (int64_t k = 0; k < x.numel(); ++k) {
+      const float x0 = x_at.as<float>()[k];
+      const float up = float(x0 + kStep), down = float(x0 - kStep);
+      x.as<float>()[k] = up;
+      const double f_up = weighted_sum(fs->run(moved).at("y"), r);
+      x.as<float>()[k] = down;
+      const double f_down = weighted_sum(fs->run(moved).at("y"), r);
+      x.as<float>()[k] = x0;
+      const double numeric = (f_up - f_down) / (double(up) - double(down)), analytic = g.as<float>()[k];
+      const double err = std::fabs(analytic - numeric);
+      worst = std::max(worst, err);
+      if (err > kAtol + kRtol * std::fabs(numeric)) {
+        FAIL_CHECK("d_" << i.name << "[" << k << "]: Gradient gives " << analytic << ", finite differences "
+                        << numeric);
+        return worst;
+      }
+    }
+  }
+  MESSAGE("largest |analytic - numeric|: " << worst);  // the figures the tolerance is set from
+  return worst;
+}
+
+Value ints(GraphBuilder& b, const std::string& name, std::vector<int64_t> v) {
+  return b.constant(name, HostTensor::from<int64_t>(Shape{int64_t(v.size())}, v));
+}
+
+}  // namespace
+
+TEST_SUITE("autodiff") {
+  TEST_CASE("Add, Sub, Mul, Div with numpy broadcasting") {
+    auto binary = [](const char* op) {
+      return [op](GraphBuilder& b, std::map<std::string, Value>& in) { return b.op1(op, {in["a"], in["b"]}); };
+    };
+    SUBCASE("Add [3,1,5] + [4,5]") { check_gradients({{"a", {3, 1, 5}}, {"b", {4, 5}}}, binary("Add")); }
+    SUBCASE("Sub [5] - [2,3,5]") { check_gradients({{"a", {5}}, {"b", {2, 3, 5}}}, binary("Sub")); }
+    SUBCASE("Mul [3,4,5] * [3,1,1]") { check_gradients({{"a", {3, 4, 5}}, {"b", {3, 1, 1}}}, binary("Mul")); }
+    SUBCASE("Div [3,5] / [5]") { check_gradients({{"a", {3, 5}}, {"b", {5}, 0.7f, 2.0f}}, binary("Div")); }
+    SUBCASE("Div [] / [3,5]: a scalar numerator") {
+      check_gradients({{"a", Shape{}}, {"b", {3, 5}, 0.7f, 2.0f}}, binary("Div"));
+    }
+  }
+
+  TEST_CASE("opset 6 broadcasting: B lines up with A from axis") {
+    for (std::string op : {"Add", "Sub", "Mul", "Div"}) {
+      CAPTURE(op);
+      check_gradients(
+          {{"a", {2, 3, 5}}, {"b", {3, 1}, 0.7f, 2.0f}},
+          [&](GraphBuilder& b, std::map<std::string, Value>& in) {
+            return b.op1(op, {in["a"], in["b"]}, {{"broadcast", int64_t(1)}, {"axis", int64_t(1)}});
+          },
+          6);
+    }
+  }
+
+  TEST_CASE("unary ops") {
+    auto unary = [](std::string op) {
+      return [op](GraphBuilder& b, std::map<std::string, Value>& in) { return b.op1(op, {in["x"]}); };
+    };
+    for (std::string op : {"Neg", "Identity", "Sigmoid", "Tanh", "Exp"}) {
+      CAPTURE(op);
+      check_gradients({{"x", {3, 7}}}, unary(op));
+    }
+    for (std::string op : {"Log", "Sqrt"}) {
+      CAPTURE(op);
+      check_gradients({{"x", {3, 7}, 0.7f, 2.0f}}, unary(op));
+    }
+    Input relu{"x", {5, 7}};
+    relu.away_from_zero = true;
+    check_gradients({relu}, unary("Relu"));
+  }
+
+  TEST_CASE("MatMul: 2-D, batched, broadcast batches, 1-D operands") {
+    auto matmul = [](GraphBuilder& b, std::map<std::string, Value>& in) { return b.matmul(in["a"], in["b"]); };
+    const std::vector<std::pair<Shape, Shape>> cases = {
+        {{3, 5}, {5, 7}}, {{2, 3, 5}, {5, 7}}, {{3, 5}, {2, 5, 7}}, {{2, 1, 3, 5}, {3, 5, 4}},
+        {{5}, {2, 5, 3}}, {{2, 3, 5}, {5}},    {{5}, {5}},
+    };
+    for (auto& [sa, sb] : cases) {
+      CAPTURE(sa.str());
+      CAPTURE(sb.str());
+      check_gradients({{"a", sa}, {"b", sb}}, matmul);
+    }
+  }
+
+  TEST_CASE("Gemm: transposes, alpha, beta, C broadcast") {
+    struct Case {
+      Shape a, b, c;
+      bool ta, tb;
+      bool has_c;
+    };
+    const Case cases[] = {
+        {{5, 3}, {5, 7}, {7}, true, false, true},    {{3, 5}, {7, 5}, {3, 1}, false, true, true},
+        {{5, 3}, {7, 5}, Shape{}, true, true, true}, {{3, 5}, {5, 7}, {3, 7}, false, false, true},
+        {{3, 5}, {5, 7}, {}, false, false, false},
+    };
+    for (auto& c : cases) {
+      CAPTURE(c.a.str());
+      CAPTURE(c.b.str());
+      CAPTURE(c.ta);
+      CAPTURE(c.tb);
+      std::vector<Input> in = {{"a", c.a}, {"b", c.b}};
+      if (c.has_c) in.push_back({"c", c.c});
+      check_gradients(in, [&](GraphBuilder& b, std::map<std::string, Value>& v) {
+        std::vector<Value> args = {v["a"], v["b"]};
+        if (c.has_c) args.push_back(v["c"]);
+        return b.op1("Gemm", args,
+                     {{"alpha", 0.7f}, {"beta", 1.3f}, {"transA", int64_t(c.ta)}, {"transB", int64_t(c.tb)}});
+      });
+    }
+  }
+
+  TEST_CASE("views: Reshape, Flatten, Squeeze, Unsqueeze, Transpose") {
+    check_gradients({{"x", {3, 5}}}, [](GraphBuilder& b, auto& in) {
+      return b.reshape(b.op1("Tanh", {in["x"]}), {5, 3});
+    });
+    check_gradients({{"x", {2, 3, 5}}}, [](GraphBuilder& b, auto& in) {
+      return b.op1("Flatten", {b.op1("Sigmoid", {in["x"]})}, {{"axis", int64_t(2)}});
+    });
+    check_gradients({{"x", {3, 1, 5}}}, [](GraphBuilder& b, auto& in) {
+      return b.op1("Squeeze", {b.op1("Exp", {in["x"]}), ints(b, "axes", {1})});
+    });
+    check_gradients({{"x", {3, 5}}}, [](GraphBuilder& b, auto& in) {
+      return b.op1("Unsqueeze", {b.op1("Tanh", {in["x"]}), ints(b, "axes", {0, 2})});
+    });
+    check_gradients({{"x", {2, 3, 5}}}, [](GraphBuilder& b, auto& in) {
+      return b.op1("Transpose", {b.op1("Tanh", {in["x"]})}, {{"perm", std::vector<int64_t>{2, 0, 1}}});
+    });
+    check_gradients({{"x", {2, 3, 5}}},
+                    [](GraphBuilder& b, auto& in) { return b.op1("Transpose", {b.op1("Tanh", {in["x"]})}); });
+  }
+
+  TEST_CASE("ReduceSum, ReduceMean") {
+    check_gradients({{"x", {3, 5, 7}}}, [](GraphBuilder& b, auto& in) {
+      return b.op1("ReduceSum", {b.op1("Tanh", {in["x"]}), ints(b, "axes", {1})}, {{"keepdims", int64_t(0)}});
+    });
+    check_gradients({{"x", {3, 5, 7}}},
+                    [](GraphBuilder& b, auto& in) { return b.op1("ReduceSum", {b.op1("Tanh", {in["x"]})}); });
+    check_gradients({{"x", {3, 5, 7}}}, [](GraphBuilder& b, auto& in) {
+      return b.op1("ReduceMean", {b.op1("Sigmoid", {in["x"]})}, {{"axes", std::vector<int64_t>{0, -1}}});
+    });
+    check_gradients(  // opset 11: ReduceSum's axes an attribute
+        {{"x", {3, 5, 7}}},
+        [](GraphBuilder& b, auto& in) {
+          return b.op1("ReduceSum", {b.op1("Exp", {in["x"]})},
+                       {{"axes", std::vector<int64_t>{2}}, {"keepdims", int64_t(0)}});
+        },
+        11);
+  }
+
+  TEST_CASE("Softmax: opset 13 along one axis, opset 11 coerced to 2-D") {
+    check_gradients({{"x", {3, 5, 7}}}, [](GraphBuilder& b, auto& in) { return b.softmax(in["x"], 1); });
+    check_gradients(
+        {{"x", {3, 5, 7}}}, [](GraphBuilder& b, auto& in) { return b.softmax(in["x"], 1); }, 11);
+  }
+
+  TEST_CASE("a value read twice sums its gradients") {
+    check_gradients({{"x", {3, 5}}}, [](GraphBuilder& b, auto& in) { return b.op1("Mul", {in["x"], in["x"]}); });
+    // h = tanh(x); y = h * (h + x): x reaches y three ways.
+    check_gradients({{"x", {3, 5}}}, [](GraphBuilder& b, auto& in) {
+      Value h = b.op1("Tanh", {in["x"]});
+      return b.op1("Mul", {h, b.add(h, in["x"])});
+    });
+  }
+
+  TEST_CASE("an MLP: Gemm, Relu, MatMul with a broadcast bias, Softmax, Log, ReduceMean") {
+    Input x{"x", {5, 7}};
+    x.differentiate = false;
+    check_gradients({x, {"w1", {9, 7}}, {"b1", {9}}, {"w2", {9, 3}}, {"b2", {3}}}, [](GraphBuilder& b, auto& in) {
+      Value h = b.relu(b.gemm(in["x"], in["w1"], in["b1"], 1.0f, 1.0f, false, true));
+      Value z = b.add(b.matmul(h, in["w2"]), in["b2"]);
+      return b.op1("ReduceMean", {b.op1("Log", {b.softmax(z, -1)})}, {{"axes", std::vector<int64_t>{1}}});
+    });
+  }
+
+  TEST_CASE("the backward runs as device ops; y not a scalar is seeded with ones") {
+    // d sum(x * w) / dx = w: exact.
+    GraphBuilder b("seed", 17);
+    Value x = b.input("x", DType::f32, Shape{3, 5});
+    Value w = b.input("w", DType::f32, Shape{5});
+    Value y = b.op1("Mul", {x, w});
+    auto d = b.op("Gradient", {x, w}, {{"xs", std::vector<std::string>{x.name, w.name}}, {"y", y.name}}, 2, kTraining);
+    b.graph().opsets[kTraining] = 1;
+    b.output(d[0], "dx");
+    b.output(d[1], "dw");
+    Graph g = b.build();
+    Graph planned = g;
+    prepare(planned);
+    for (auto& n : planned.nodes) {
+      CAPTURE(n.describe());
+      CHECK(n.op_type != "Gradient");
+      const OpDef* def = find_op(n.op_type, n.domain);
+      REQUIRE(def != nullptr);
+      const bool on_device = def->lower || def->view_of >= 0;
+      CHECK(on_device);
+    }
+    HostTensor xv = test::random_tensor(Shape{3, 5}, 1), wv = test::random_tensor(Shape{5}, 2);
+    auto out = test::run_graph(g, {{"x", xv}, {"w", wv}});
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 5; ++j) CHECK(out.at("dx").as<float>()[i * 5 + j] == wv.as<float>()[j]);
+    for (int j = 0; j < 5; ++j) {
+      double s = 0;
+      for (int i = 0; i < 3; ++i) s += xv.as<float>()[i * 5 + j];
+      CHECK(out.at("dw").as<float>()[j] == doctest::Approx(s).epsilon(1e-6));
+    }
+  }
+
+  TEST_CASE("Gradient inputs other than the values xs and zs name: the forward is computed on them") {
+    // c = sigmoid(a) * b, differentiated at (a2, b2) while the graph's own c stays at (a, b).
+    auto graph = [](bool at_other) {
+      GraphBuilder b("clone", 17);
+      Value a = b.input("a", DType::f32, Shape{3, 5}), bb = b.input("b", DType::f32, Shape{5});
+      Value a2 = b.input("a2", DType::f32, Shape{3, 5}), b2 = b.input("b2", DType::f32, Shape{5});
+      Value c = b.op1("Mul", {b.op1("Sigmoid", {a}), bb});
+      auto d = b.op("Gradient", {at_other ? a2 : a, at_other ? b2 : bb},
+                    {{"xs", std::vector<std::string>{"a"}}, {"zs", std::vector<std::string>{"b"}}, {"y", c.name}}, 1,
+                    kTraining);
+      b.graph().opsets[kTraining] = 1;
+      b.output(c, "c");
+      b.output(d[0], "da");
+      return b.build();
+    };
+    HostTensor a = test::random_tensor(Shape{3, 5}, 1), bv = test::random_tensor(Shape{5}, 2);
+    HostTensor a2 = test::random_tensor(Shape{3, 5}, 3), b2 = test::random_tensor(Shape{5}, 4);
+    auto other = test::run_graph(graph(true), {{"a", a}, {"b", bv}, {"a2", a2}, {"b2", b2}});
+    auto there = test::run_graph(graph(false), {{"a", a2}, {"b", b2}, {"a2", a}, {"b2", bv}});
+    auto here = test::run_graph(graph(false), {{"a", a}, {"b", bv}, {"a2", a2}, {"b2", b2}});
+    CLDL_CHECK_CLOSE(other.at("da").as<float>(), there.at("da").as<float>(), 15, 1e-6, 1e-7);
+    CLDL_CHECK_CLOSE(other.at("c").as<float>(), here.at("c").as<float>(), 15, 1e-6, 1e-7);
+    // da = sigmoid'(a2) * b2, not at (a, b).
+    for (int k = 0; k < 15; ++k) {
+      const double s = 1.0 / (1.0 + std::exp(-double(a2.as<float>()[k])));
+      CHECK(other.at("da").as<float>()[k] == doctest::Approx(s * (1 - s) * b2.as<float>()[k % 5]).epsilon(1e-5));
+    }
+  }
+
+  TEST_CASE("an xs value y does not depend on gets zeros; an output left out is not made") {
+    GraphBuilder b("zeros", 17);
+    Value x = b.input("x", DType::f32, Shape{3, 5}), u = b.input("u", DType::f32, Shape{7});
+    Value y = b.op1("Exp", {x});
+    auto d = b.op("Gradient", {x, u}, {{"xs", std::vector<std::string>{"x", "u"}}, {"y", y.name}}, 2, kTraining);
+    b.graph().opsets[kTraining] = 1;
+    b.graph().nodes.back().outputs[0] = "";
+    b.output(d[1], "du");
+    auto out = test::run_graph(b.build(),
+                               {{"x", test::random_tensor(Shape{3, 5}, 1)}, {"u", test::random_tensor(Shape{7}, 2)}});
+    REQUIRE(out.at("du").shape() == Shape{7});
+    for (int k = 0; k < 7; ++k) CHECK(out.at("du").as<float>()[k] == 0.0f);
+  }
+
+  TEST_CASE("after a stage boundary: the Gradient node is planned with the rest") {
+    // y = x * sum(m[nonzero(m)]): the sum's shape is decided by the data, so the Gradient node reading it is
+    // planned after the count is read back.
+    GraphBuilder b("staged", 17);
+    Value x = b.input("x", DType::f32, Shape{3, 5}), m = b.input("m", DType::f32, Shape{7});
+    Value idx = b.op1("Reshape", {b.op1("NonZero", {m}), ints(b, "flat", {-1})});
+    Value s = b.op1("ReduceSum", {b.op1("Gather", {m, idx})}, {{"keepdims", int64_t(0)}});
+    Value y = b.op1("Mul", {b.op1("Tanh", {x}), s});
+    auto d = b.op("Gradient", {x}, {{"xs", std::vector<std::string>{"x"}}, {"y", y.name}}, 1, kTraining);
+    b.graph().opsets[kTraining] = 1;
+    b.output(d[0], "dx");
+    auto model = Model::create(test::shared_ctx(), b.build());
+    HostTensor xv = test::random_tensor(Shape{3, 5}, 1);
+    HostTensor mv = HostTensor::from<float>(Shape{7}, std::vector<float>{0, 2, 0, 0.5f, 0, 0, -1});
+    auto out = model->session()->run({{"x", xv}, {"m", mv}});
+    for (int k = 0; k < 15; ++k) {
+      const double t = std::tanh(double(xv.as<float>()[k]));
+      CHECK(out.at("dx").as<float>()[k] == doctest::Approx((1 - t * t) * 1.5).epsilon(1e-5));
+    }
+  }
+
+  TEST_CASE("errors name the op, its node and the Gradient node") {
+    auto load = [](const char* op, std::vector<std::string> xs) {
+      GraphBuilder b("errors", 17);
+      Value x = b.input("x", DType::f32, Shape{3, 5});
+      Value y = b.op1("Tanh", {b.op1(op, {x})});
+      auto d = b.op("Gradient", {x}, {{"xs", xs}, {"y", y.name}}, 1, kTraining);
+      b.graph().nodes.back().name = "grad";
+      b.graph().opsets[kTraining] = 1;
+      b.output(d[0], "dx");
+      return test::error_of([&] { Model::create(test::shared_ctx(), b.build()); });
+    };
+    std::string e = load("Erf", {"x"});
+    CHECK(e.find("node 'grad' (ai.onnx.preview.training.Gradient)") != std::string::npos);
+    CHECK(e.find("node 'Erf_0' (Erf)") != std::string::npos);
+    CHECK(e.find("op 'Erf' has no backward rule") != std::string::npos);
+    CHECK(e.find("MatMul") != std::string::npos);  // the list of ops it differentiates
+    e = load("Neg", {"nope"});
+    CHECK(
+        e.find("node 'grad' (ai.onnx.preview.training.Gradient): xs names 'nope', which is not a value of the graph") !=
+        std::string::npos);
+    // Every rule the header lists has a test above.
+    CHECK(differentiable_ops().size() == 22);
+  }
+}
