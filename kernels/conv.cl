@@ -324,14 +324,9 @@ __kernel void im2col(int16 g, __global const float* x, long x_off, __global floa
   }
 }
 
-// im2col for CPUs, same layout: a work-item per (n, c, kh, kw, oh) writes one contiguous row of OW
-// outputs from one input row (a straight copy between the zero edges for stride 1), instead of KH*KW
-// values P apart per output pixel. Global (OH, KH*KW, N*C), padded to the work-group size.
-__kernel void im2col_rows(int16 g, __global const float* x, long x_off, __global float* col, long col_off) {
-  const int oh = get_global_id(0);
-  const int kk = get_global_id(1);
-  const long nc = get_global_id(2);
-  if (oh >= G_OH || kk >= G_KH * G_KW) return;
+// One output row oh of im2col for tap kk = kh * KW + kw of plane nc (im2col_rows).
+inline void im2col_row(int16 g, __global const float* x, long x_off, __global float* col, long col_off, long nc,
+                       int kk, int oh) {
   const int kh = kk / G_KW, kw = kk % G_KW;
   __global float* out = col + col_off + (nc * G_KH * G_KW + kk) * ((long)G_OH * G_OW) + (long)oh * G_OW;
   const int ih = oh * G_SH - G_PT + kh * G_DH;
@@ -350,6 +345,19 @@ __kernel void im2col_rows(int16 g, __global const float* x, long x_off, __global
     for (int ow = lo; ow < hi; ++ow) out[ow] = row[ow * G_SW + off];
   }
   for (int ow = hi; ow < G_OW; ++ow) out[ow] = 0.0f;
+}
+
+// im2col for CPUs, same layout: a work-item per (n, c, kh, kw, `rows` output rows) writes contiguous rows
+// of OW outputs, each from one input row (a straight copy between the zero edges for stride 1), instead
+// of KH*KW values P apart per output pixel. Global (ceil(OH / rows), KH*KW, N*C), padded to the
+// work-group size.
+__kernel void im2col_rows(int16 g, int rows, __global const float* x, long x_off, __global float* col, long col_off) {
+  const int oh0 = get_global_id(0) * rows;
+  const int kk = get_global_id(1);
+  const long nc = get_global_id(2);
+  if (oh0 >= G_OH || kk >= G_KH * G_KW) return;
+  const int oh1 = min(oh0 + rows, G_OH);
+  for (int oh = oh0; oh < oh1; ++oh) im2col_row(g, x, x_off, col, col_off, nc, kk, oh);
 }
 
 // Winograd F(2x2,3x3) input transform V = B^T d B of each 4x4 input tile (stride 2 between tiles).

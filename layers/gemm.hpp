@@ -92,6 +92,10 @@ class Gemm : public Op {
   cl::Kernel pack_kernel_;    // gemm_pack_b when B is packed
   cl::Kernel pack_a_kernel_;  // gemm_pack_a when A is packed
   size_t tile_m_ = 1, tile_n_ = 1, nc_ = 1, local_ = 1, mt_ = 1;
+  // K split into chunks of k_chunk_ (0: none), one launch each: all but the last with kernel_partial_
+  // (no bias, no activation), the later ones adding into C (see Gemm::create).
+  int64_t k_chunk_ = 0;
+  cl::Kernel kernel_partial_;
   bool clblast_ = false, pack_b_ = false, pack_a_ = false;
   size_t workspace_bytes_ = 0, ws_b_offset_ = 0;  // workspace: [packed A][packed B] (floats)
   Tensor scratch_;          // workspace used when enqueue gets none

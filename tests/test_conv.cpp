@@ -8,11 +8,14 @@
 //  - FFT: rtol 1e-3, atol 2e-3: the error of a float FFT is relative to the whole plane's energy
 //    (about log2(FH*FW) * eps * norm), not to each output, so small outputs get an absolute bound.
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "layers/conv.hpp"
 #include "tests/reference/conv_ref.hpp"
+#include <limits>
+
 #include "support/test_util.hpp"
 
 using namespace cldl;
@@ -173,6 +176,43 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
     total += ran;
   }
   CHECK(total >= 35);
+}
+
+TEST_CASE("taps that read only padding are dropped under the automatic choice, with the same output") {
+  const Activation relu(Act::relu);
+  struct Case {
+    Problem p;
+    const char* algo;  // what the automatic choice runs after the trim
+  };
+  // DeepLab's ASPP at a small map: dilation beyond the map, only the centre tap reads the image (1x1).
+  // Dilation 3 on a 7x2 map: the columns' outer taps read padding only, the rows' do not (a 3x1 kernel).
+  // Stride 2 with asymmetric pads; a pad smaller than the dilation keeps a dead tap so pads stay >= 0.
+  const Case cases[] = {
+      {{"3x3 dilation 24 on 16x16", 1, 19, 16, 16, 8, 3, 3, 1, 1, 24, 24, 24, 24, 24, 24, 1, true, relu}, "gemm_1x1"},
+      {{"3x3 dilation 3 on 7x2", 2, 6, 7, 2, 3, 3, 3, 1, 1, 3, 3, 3, 3, 3, 3, 1, true, {}}, "im2col_gemm"},
+      {{"5x5 dilation 4 stride 2 on 3x9", 1, 4, 3, 9, 6, 5, 5, 2, 2, 4, 4, 8, 5, 7, 8, 1, false, {}}, ""},
+      {{"3x3 dilation 5 pad 4 on 3x3", 1, 3, 3, 3, 2, 3, 3, 1, 1, 5, 5, 4, 4, 4, 4, 1, true, {}}, ""},
+  };
+  uint32_t seed = 900;
+  for (const Case& c : cases) {
+    INFO(c.p.name);
+    ConvConfig cfg = make_config(c.p, seed);
+    HostTensor x = test::random_tensor(cfg.input, seed + 7);
+    seed += 10;
+    int64_t OH = 0, OW = 0;
+    auto want = ref::conv2d(ref_params(c.p), x.as<float>(), cfg.weight.as<float>(),
+                            cfg.bias ? cfg.bias->as<float>() : nullptr, c.p.act, OH, OW);
+    auto op = ConvOp::create(ctx(), 0, cfg);
+    CHECK(op->output_shape() == Shape{c.p.N, c.p.K, OH, OW});
+    if (*c.algo) CHECK(op->algorithm() == c.algo);
+    auto got = run(*op, x);
+    REQUIRE(got.size() == want.size());
+    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+  }
+  // A non-finite weight on a dead tap keeps it (0 * inf is NaN, as the full convolution computes).
+  ConvConfig cfg = make_config(cases[0].p, 950);
+  cfg.weight.as<float>()[0] = std::numeric_limits<float>::infinity();
+  CHECK(ConvOp::create(ctx(), 0, cfg)->algorithm() != "gemm_1x1");
 }
 
 TEST_CASE("tensor views with offsets: input, output and an unaligned workspace") {

@@ -156,6 +156,18 @@ TEST_CASE("own kernel: columns past N are never summed, even where B's padding h
   }
 }
 
+TEST_CASE("own kernel: a long K in chunks (B's strip past the L2 cache), with beta, bias, activation and batches") {
+  // K = 6500 with 64 columns per work-item: strips of 1.6 MiB, so K runs in 7 chunks of 944 (the last 836),
+  // each adding into C; the first keeps the caller's beta, the last applies bias and activation. Odd M and
+  // N (a partial strip), A transposed or not, a strided batch.
+  for (int ta = 0; ta < 2; ++ta) {
+    GemmConfig c = make(13, 70, 6500, ta, false);
+    c.own.nc = 4, c.beta = 0.5f, c.alpha = -1.25f, c.batch = 2;
+    c.bias = GemmBias::per_row, c.act = Activation(Act::leaky_relu, 0.2f);
+    check_gemm(c, 460 + uint32_t(ta), "kchunk=944");
+  }
+}
+
 TEST_CASE("own kernel: bias per column / per row with activations") {
   GemmConfig c = make(37, 29, 41, false, true);
   c.bias = GemmBias::per_col, c.act = Activation(Act::relu), c.batch = 2, c.beta = 0.25f;
