@@ -167,6 +167,31 @@ size_t fuse_silu(Graph& g) {
   return n;
 }
 
+// A Pad whose pads are all zero copies its input (torchvision exports AvgPool2d as Pad [0...] -> AveragePool
+// at opset 11+: before each of DenseNet's transition pools, 6 ms for [1, 128, 56, 56] on PoCL): it becomes
+// Identity, a view of its input, so no kernel runs. Typed stage: the pads input is a folded constant then.
+size_t drop_zero_pads(Graph& g) {
+  size_t n = 0;
+  for (Node& node : g.nodes) {
+    if (node.op_type != "Pad" || !node.domain.empty() || node.input_count() < 1) continue;
+    std::vector<double> pads;
+    if (node.opset < 11) {
+      for (int64_t p : node.attr_ints("pads")) pads.push_back(double(p));
+    } else {
+      if (node.input_count() < 2) continue;
+      auto it = g.initializers.find(node.input(1));
+      if (it == g.initializers.end()) continue;
+      pads = to_doubles(it->second);
+    }
+    if (pads.empty() || std::any_of(pads.begin(), pads.end(), [](double p) { return p != 0.0; })) continue;
+    node.op_type = "Identity";
+    node.inputs.resize(1);
+    node.attrs.clear();
+    ++n;
+  }
+  return n;
+}
+
 size_t fuse_matmul_bias(Graph& g) {
   if (g.opset() < 7) return 0;
   size_t n = 0;
@@ -220,6 +245,7 @@ struct Register {
     register_fusion_pass("silu-fusion", fuse_silu);
     register_fusion_pass("activation-fusion", fuse_activations);
     register_fusion_pass("matmul-bias", fuse_matmul_bias, FusionStage::typed);
+    register_fusion_pass("zero-pad", drop_zero_pads, FusionStage::typed);
   }
 } const kRegister;
 

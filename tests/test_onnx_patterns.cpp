@@ -1,6 +1,6 @@
 // The typed fusion passes (models/fusion_patterns.cpp) on ONNX files exported by PyTorch 1.13
 // (tests/data/patterns/make_patterns.py): decomposed LayerNorm, GELU (erf in both Mul orders, tanh) and
-// hand-written attention (Div / Mul scale, causal Where, additive mask) and SiLU must become the fused ops and
+// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU and zero Pads must become the fused ops and
 // give PyTorch's outputs (.npy written by the same script). Patterns whose intermediates have another
 // reader must stay as they are and still be right.
 #include <cmath>
@@ -100,6 +100,12 @@ TEST_SUITE("onnx_patterns") {
     for (const Node& n : l.g.nodes)
       if (n.attr_s("_cldl_act", "") == "Silu") ++fused;
     CHECK(fused == 2);
+  }
+
+  TEST_CASE("a Pad of all-zero pads (AvgPool2d's export) becomes a view: no kernel runs for it") {
+    auto l = run_pattern("avgpool_pad", {"x"});
+    CHECK(count_ops(l.g, "Pad") == 0);
+    CHECK(count_ops(l.g, "AveragePool") == 1);
   }
 
   TEST_CASE("attention written out (Div / Mul scale, causal Where, additive mask) becomes Attention") {

@@ -2,7 +2,7 @@
 """Makes the ONNX files of tests/test_onnx_patterns.cpp: small PyTorch modules whose ONNX export is the
 decomposed form of LayerNorm (opset 14), RMSNorm, GELU (erf form in both Mul orders, tanh form) and attention
 (MatMul(Q, K^T) -> Div / Mul scale -> optional additive mask / causal Where -> Softmax -> MatMul V), SiLU
-(x * Sigmoid(x)) after convolutions and a Linear, plus PyTorch's outputs on fixed inputs as .npy. Run with Debian's python3-torch (1.13):
+(x * Sigmoid(x)) after convolutions and a Linear, AvgPool2d's zero Pad, plus PyTorch's outputs on fixed inputs as .npy. Run with Debian's python3-torch (1.13):
     /usr/bin/python3 tests/data/patterns/make_patterns.py [NAME ...]   (only those files)
 """
 import math
@@ -112,6 +112,18 @@ class SiluModel(nn.Module):
         return self.act(self.fc(h))
 
 
+class AvgPoolModel(nn.Module):
+    """nn.AvgPool2d(2, 2), which torch 1.13 exports at opset 11+ as Pad (all pads 0) -> AveragePool (DenseNet's
+    transition pools)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.AvgPool2d(2, stride=2)
+
+    def forward(self, x):
+        return self.pool(x * 2.0)
+
+
 ONLY = sys.argv[1:]  # names to (re)make; all when empty
 
 
@@ -144,6 +156,7 @@ def main():
     export("rmsnorm", RMSNormModel(11), [rnd(2, 3, 11) * 2], 14, ["x"])
     export("rmsnorm_div", RMSNormModel(9, form="div"), [rnd(4, 9)], 17, ["x"])
     export("silu", SiluModel(), [rnd(2, 3, 5, 7) * 2], 13, ["x"])
+    export("avgpool_pad", AvgPoolModel(), [rnd(1, 3, 6, 9)], 13, ["x"])
 
 
 if __name__ == "__main__":
