@@ -386,7 +386,10 @@ std::unique_ptr<Pad> Pad::create(Context& ctx, int device, const PadConfig& cfg)
   p->out_ = validate(cfg);
   std::vector<int64_t> end;
   p->begin_ = pad_begin_end(cfg, end);
-  p->kernel_ = sized_kernel(ctx, device, "pad", cfg.dtype);
+  // CPUs: an output row per work-item (pad_rows); elsewhere an element per work-item, neighbours coalescing.
+  if (cfg.kernel < 0 || cfg.kernel > 2) invalid("Pad", "kernel {} is not 0, 1 or 2", cfg.kernel);
+  p->rows_ = cfg.kernel == 2 || (cfg.kernel == 0 && ctx.device(device).info.type == DeviceType::cpu);
+  p->kernel_ = sized_kernel(ctx, device, p->rows_ ? "pad_rows" : "pad", cfg.dtype);
   return p;
 }
 
@@ -411,7 +414,10 @@ void Pad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const
     case DType::f16: set(cl_ushort(0)); break;
     default: set(cl_uchar(uint8_t(cfg_.value))); break;
   }
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(out_.numel())), cl::NullRange, "pad");
+  if (rows_)
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(out_.numel() / os[size_t(rank - 1)])), cl::NullRange, "pad_rows");
+  else
+    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(out_.numel())), cl::NullRange, "pad");
 }
 
 // ---------------------------------------------------------------- Expand

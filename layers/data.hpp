@@ -141,6 +141,7 @@ struct PadConfig {
   std::vector<int64_t> axes;  // empty = all
   PadMode mode = PadMode::constant;
   double value = 0.0;         // constant mode, converted to dtype
+  int kernel = 0;             // 0 by device (rows on CPUs), 1 an element per work-item, 2 an output row per work-item
 };
 
 class Pad : public Op {
@@ -148,6 +149,7 @@ class Pad : public Op {
   static Shape validate(const PadConfig& cfg);
   static std::unique_ptr<Pad> create(Context& ctx, int device, const PadConfig& cfg);
   std::string_view type() const override { return "Pad"; }
+  std::string algorithm() const override { return rows_ ? "an output row per work-item" : "an element per work-item"; }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
@@ -155,6 +157,7 @@ class Pad : public Op {
   PadConfig cfg_;
   Shape out_;
   std::vector<int64_t> begin_;
+  bool rows_ = false;  // pad_rows (CPUs) or pad
   cl::Kernel kernel_;
 };
 

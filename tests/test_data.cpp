@@ -199,27 +199,29 @@ TEST_CASE("Slice with negative starts, ends, axes and steps, and clamping") {
   }
 }
 
-TEST_CASE("Pad in constant, reflect, edge and wrap modes, with axes") {
+TEST_CASE("Pad in constant, reflect, edge and wrap modes, with axes; both kernels (an element, an output row per work-item)") {
+  for (int kernel : {1, 2}) {
+  CAPTURE(kernel);
   const Shape s{2, 3, 7, 5};
   auto x = random_floats(s.numel(), 6);
   Tensor dx = up(x, s);
   for (PadMode m : {PadMode::constant, PadMode::reflect, PadMode::edge, PadMode::wrap}) {
     ref::Dims pads{0, 1, 2, 3, 1, 0, 4, 2};
-    PadConfig cfg{s, DType::f32, pads, {}, m, 1.5};
+    PadConfig cfg{s, DType::f32, pads, {}, m, 1.5, kernel};
     Shape so = Pad::validate(cfg);
     ref::Dims od;
     auto want = ref::pad(x, s.dims, pads, int(m), 1.5f, od);
     REQUIRE(so == Shape(od));
     check_exact(down<float>(run_op(*Pad::create(ctx(), 0, cfg), {dx}, so)), want);
     // The same padding of the last two axes only, given with negative axes.
-    PadConfig ax{s, DType::f32, {2, 3, 4, 2}, {-2, -1}, m, -2.0};
+    PadConfig ax{s, DType::f32, {2, 3, 4, 2}, {-2, -1}, m, -2.0, kernel};
     ref::Dims od2;
     auto want2 = ref::pad(x, s.dims, {0, 0, 2, 3, 0, 0, 4, 2}, int(m), -2.0f, od2);
     check_exact(down<float>(run_op(*Pad::create(ctx(), 0, ax), {dx}, Shape(od2))), want2);
   }
   // Integer constant padding.
   std::vector<int32_t> xi(6, 9);
-  auto got = down<int32_t>(run_op(*Pad::create(ctx(), 0, {Shape{2, 3}, DType::i32, {1, 0, 0, 2}, {}, PadMode::constant, -4}),
+  auto got = down<int32_t>(run_op(*Pad::create(ctx(), 0, {Shape{2, 3}, DType::i32, {1, 0, 0, 2}, {}, PadMode::constant, -4, kernel}),
                                   {up(xi, Shape{2, 3})}, Shape{3, 5}, DType::i32));
   std::vector<int32_t> wi{-4, -4, -4, -4, -4, 9, 9, 9, -4, -4, 9, 9, 9, -4, -4};
   CHECK(got == wi);
@@ -231,9 +233,10 @@ TEST_CASE("Pad in constant, reflect, edge and wrap modes, with axes") {
   std::vector<float> xf(xw.begin(), xw.end());
   auto want = ref::pad(xf, sw.dims, pw, 3, 0.0f, odw);
   auto gw = down<int64_t>(
-      run_op(*Pad::create(ctx(), 0, {sw, DType::i64, pw, {}, PadMode::wrap}), {up(xw, sw)}, Shape(odw), DType::i64));
+      run_op(*Pad::create(ctx(), 0, {sw, DType::i64, pw, {}, PadMode::wrap, 0.0, kernel}), {up(xw, sw)}, Shape(odw), DType::i64));
   REQUIRE(gw.size() == want.size());
   for (size_t i = 0; i < want.size(); ++i) REQUIRE(float(gw[i]) == want[i]);
+}
 }
 
 TEST_CASE("Expand and Tile") {

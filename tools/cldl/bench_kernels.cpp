@@ -3,7 +3,7 @@
 // run: a plain clEnqueueCopyBuffer of the same number of bytes ("copy N MB" rows, and "x of copy" in each
 // note). Cases come from model profiles: attention softmax (BERT / MiniLM shapes), classifier and short
 // rows, the head and layout transposes, depthwise and transposed convolutions (PP-OCR / MobileNet
-// shapes, GFLOP in the note), Resize, pooling, LayerNorm and last-axis reductions. Where an op has
+// shapes, GFLOP in the note), Resize, Pad, pooling, LayerNorm and last-axis reductions. Where an op has
 // several kernels, each is a row of its own (the name ends with the kernel), so the device's choice can
 // be read against the others in the same run.
 #include <algorithm>
@@ -220,6 +220,19 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
            *op, {x}, {y}, double(c.input.numel() + so.numel()) * 4);
     }
   }
+  // Pad by 1 on both spatial axes (Inception's avg_pool2d(padding=1) export), both kernels.
+  for (PadMode m : {PadMode::constant, PadMode::reflect}) {
+    PadConfig c{Shape{1, 288, 35, 35}, DType::f32, {0, 0, 1, 1, 0, 0, 1, 1}, {}, m};
+    const Shape so = Pad::validate(c);
+    Tensor x = filled(ctx, c.input), y = ctx.alloc(so, DType::f32);
+    for (int kernel : {1, 2}) {
+      c.kernel = kernel;
+      auto op = Pad::create(ctx, 0, c);
+      b.op(fmt::format("pad {} {} +1 {}", m == PadMode::constant ? "constant" : "reflect", c.input.str(),
+                       kernel == 1 ? "element" : "rows"),
+           *op, {x}, {y}, double(c.input.numel() + so.numel()) * 4);
+    }
+  }
   struct P {
     PoolKind kind;
     Shape in;
@@ -264,7 +277,7 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
 
 const Registration kKernels("kernels",
                             "generic memory-bound kernels in GB/s against the copy bandwidth measured in the same run: "
-                            "softmax, transpose, depthwise / transposed conv, resize, pooling, layernorm, reduce",
+                            "softmax, transpose, depthwise / transposed conv, resize, pad, pooling, layernorm, reduce",
                             run);
 }  // namespace
 
