@@ -137,9 +137,12 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
     // Packing A: row-major A with a 4 KiB-multiple stride puts the MR rows read together into the same
     // cache sets (1024^3 runs ~2x faster packed); otherwise reading in place wins (measured on PoCL:
     // the extra pass over A costs more than it saves), and A^T already gives MR contiguous values.
-    // A single row block reads each row of A once either way: packing it is a launch for nothing.
+    // A single row block reads each row of A once either way: packing it is a launch for nothing. The packing
+    // pass pays off only over many column strips (each strip reads all of A): with N below 512 it cost more
+    // than it saved (ratio to OpenBLAS in one run, packed / in place: 320x64x2048 0.44x / 1.31x, 128x196x1024
+    // 0.69x / 4.1x; Inception's and DenseNet's 1x1 convolutions on 2048 / 1024 channels).
     if (o.pack_a < 0)
-      o.pack_a = !cfg.trans_a && cfg.eff_lda() % 1024 == 0 && cfg.K >= 64 && cfg.N >= 4 * o.nr && cfg.M > o.mr ? 1 : 0;
+      o.pack_a = !cfg.trans_a && cfg.eff_lda() % 1024 == 0 && cfg.K >= 64 && cfg.N >= 512 && cfg.M > o.mr ? 1 : 0;
     // About 64K multiply-adds per work-item at least: PoCL starts each work-group on a thread, which
     // costs about as much as a 6x16x64 block.
     if (o.mt == 0) o.mt = cpu ? int(std::clamp<int64_t>(65536 / (int64_t(o.mr) * o.nr * o.nc * cfg.K), 1, 8)) : 1;

@@ -215,19 +215,21 @@ TEST_CASE("automatic provider: own kernel on CPUs, named with its parameters, pa
   const bool nc4 = std::max(info.preferred_vector_float, info.native_vector_float) >= 16;
   const std::string blk = nc4 ? "nc=4 mt=4" : "nc=1 mt=8", blk70 = nc4 ? "nc=4 mt=2" : "nc=1 mt=8";
   CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 " + blk + " local=1");
-  // Row-major A with a 4 KiB-multiple lda, reused by 7 B panels: packed into 11 panels of 6 rows
-  // (66 x 70 floats); B read in place.
+  // Row-major A with a 4 KiB-multiple lda: read in place under 512 columns (few strips reuse it); from 512
+  // columns (33 B panels) packed into 11 panels of 6 rows (66 x 70 floats); B read in place.
   c.K = 70, c.lda = 1024;
+  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 " + blk70 + " local=1");
+  c.N = 520;
   auto g = Gemm::create(ctx(), 0, c);
   CHECK(g->algorithm() == "own:tile mr=6 nr=16 " + blk70 + " local=1 packA");
   CHECK(g->workspace_bytes() == 66 * 70 * sizeof(float));
   c.beta = 0.5f, c.batch = 2;
   check_gemm(c, 600, "packA");
-  // trans_b packs B too: 7 panels of 16 columns (112 x 70 floats) after packed A, per batch item.
+  // trans_b packs B too: 33 panels of 16 columns (528 x 70 floats) after packed A, per batch item.
   c.trans_b = true;
   auto gt = Gemm::create(ctx(), 0, c);
   CHECK(gt->algorithm() == "own:tile mr=6 nr=16 " + blk70 + " local=1 packA packB");
-  CHECK(gt->workspace_bytes() == 2 * (66 + 112) * 70 * sizeof(float));
+  CHECK(gt->workspace_bytes() == 2 * (66 + 528) * 70 * sizeof(float));
   check_gemm(c, 601, "packA packB");
   // Packed A with a broadcast A (packed once) and explicit pack_a on an odd shape.
   c = make(45, 70, 33, true, false);
