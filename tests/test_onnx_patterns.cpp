@@ -1,6 +1,6 @@
 // The typed fusion passes (models/fusion_patterns.cpp) on ONNX files exported by PyTorch 1.13
 // (tests/data/patterns/make_patterns.py): decomposed LayerNorm, GELU (erf in both Mul orders, tanh) and
-// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU and zero Pads must become the fused ops and
+// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU, zero Pads and lone BatchNorms must become the fused ops and
 // give PyTorch's outputs (.npy written by the same script). Patterns whose intermediates have another
 // reader must stay as they are and still be right.
 #include <cmath>
@@ -106,6 +106,12 @@ TEST_SUITE("onnx_patterns") {
     auto l = run_pattern("avgpool_pad", {"x"});
     CHECK(count_ops(l.g, "Pad") == 0);
     CHECK(count_ops(l.g, "AveragePool") == 1);
+  }
+
+  TEST_CASE("a BatchNormalization no convolution takes in becomes Mul and Add, fused with the ReLU after it") {
+    auto l = run_pattern("bn_concat", {"x"});
+    CHECK(count_ops(l.g, "BatchNormalization") == 0);
+    CHECK(count_ops(l.g, "FusedElementwise") == 1);
   }
 
   TEST_CASE("attention written out (Div / Mul scale, causal Where, additive mask) becomes Attention") {

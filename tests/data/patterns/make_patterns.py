@@ -2,7 +2,7 @@
 """Makes the ONNX files of tests/test_onnx_patterns.cpp: small PyTorch modules whose ONNX export is the
 decomposed form of LayerNorm (opset 14), RMSNorm, GELU (erf form in both Mul orders, tanh form) and attention
 (MatMul(Q, K^T) -> Div / Mul scale -> optional additive mask / causal Where -> Softmax -> MatMul V), SiLU
-(x * Sigmoid(x)) after convolutions and a Linear, AvgPool2d's zero Pad, plus PyTorch's outputs on fixed inputs as .npy. Run with Debian's python3-torch (1.13):
+(x * Sigmoid(x)) after convolutions and a Linear, AvgPool2d's zero Pad, BatchNorm after a concatenation, plus PyTorch's outputs on fixed inputs as .npy. Run with Debian's python3-torch (1.13):
     /usr/bin/python3 tests/data/patterns/make_patterns.py [NAME ...]   (only those files)
 """
 import math
@@ -124,6 +124,24 @@ class AvgPoolModel(nn.Module):
         return self.pool(x * 2.0)
 
 
+class BnAfterConcatModel(nn.Module):
+    """DenseNet's pre-activation: BatchNorm (eval, random statistics) -> ReLU after a concatenation, which no
+    convolution can take in."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(7)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+            self.bn.weight.uniform_(0.5, 1.5)
+            self.bn.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return torch.relu(self.bn(torch.cat([x, self.conv(x)], 1)))
+
+
 ONLY = sys.argv[1:]  # names to (re)make; all when empty
 
 
@@ -157,6 +175,7 @@ def main():
     export("rmsnorm_div", RMSNormModel(9, form="div"), [rnd(4, 9)], 17, ["x"])
     export("silu", SiluModel(), [rnd(2, 3, 5, 7) * 2], 13, ["x"])
     export("avgpool_pad", AvgPoolModel(), [rnd(1, 3, 6, 9)], 13, ["x"])
+    export("bn_concat", BnAfterConcatModel(), [rnd(2, 3, 5, 6)], 13, ["x"])
 
 
 if __name__ == "__main__":
