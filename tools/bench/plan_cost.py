@@ -99,11 +99,12 @@ def main():
     print(f"warm-up: {len(warm)} {'other' if a.warm == 'other' else 'measured'} signatures once, "
           f"{(time.perf_counter() - t0) * 1e3:.0f} ms; PoCL cache: {os.environ.get('POCL_CACHE_DIR', 'default')}")
     m = cldl.load(a.model, device=a.device)
-    rows = []
+    rows, phases = [], []
     print(f"{'signature':<28} {'first run':>10} {'of it: plan':>12} {'cached run':>11} {'new sig.':>10} {'fixed load':>11}")
     for key, dims, f in sigs:
         first = timed(m, f)
         plan = m.plan_cache["last_plan_ms"]
+        phases.append(m.plan_cache.get("last_plan_phases", {}))
         cached = statistics.median(timed(m, f) for _ in range(a.runs))
         fixed = cldl.load(a.model, device=a.device, dims=dims)
         timed(fixed, f)
@@ -112,9 +113,15 @@ def main():
         sig = ",".join(f"{k}={v}" for k, v in key)
         print(f"{sig:<28} {first:>8.2f}ms {plan:>10.2f}ms {cached:>9.3f}ms {first - cached:>8.2f}ms {fixed_ms:>9.3f}ms")
     med = [statistics.median(c) for c in zip(*rows)]
+    new_sig = statistics.median(r[0] - r[1] for r in rows)
+    ratio = statistics.median(r[1] / r[2] for r in rows)
+    stats = {k: v for k, v in m.plan_cache.items() if k != "last_plan_phases"}
     print(f"median: first run {med[0]:.2f} ms (plan {med[3]:.2f} ms), cached run {med[1]:.3f} ms, "
-          f"new signature {med[0] - med[1]:.2f} ms, "
-          f"fixed-shape run {med[2]:.3f} ms (cached / fixed {med[1] / med[2]:.3f}x); cache {m.plan_cache}")
+          f"new signature {new_sig:.2f} ms, fixed-shape run {med[2]:.3f} ms (cached / fixed {ratio:.3f}x); "
+          f"cache {stats}")
+    if phases and phases[0]:
+        print("plan phases, median ms: " + ", ".join(
+            f"{k} {statistics.median(p[k] for p in phases):.2f}" for k in phases[0]))
 
 
 if __name__ == "__main__":
