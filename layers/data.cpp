@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "layers/launch.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl {
@@ -502,6 +503,7 @@ std::unique_ptr<Gather> Gather::create(Context& ctx, int device, const GatherCon
   for (int i = 0; i < ax; ++i) g->outer_ *= cfg.input[i];
   for (size_t i = ax + 1; i < cfg.input.rank(); ++i) g->inner_ *= cfg.input[i];
   g->kernel_ = sized_kernel(ctx, device, "gather", cfg.dtype);
+  g->items_ = fixed_group_items(g->kernel_, ctx.device(device));
   return g;
 }
 
@@ -513,11 +515,14 @@ void Gather::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   if (out_.numel() == 0) return;
   const int ax = normalize_axis("Gather", "axis", cfg_.axis, cfg_.input.rank());
   std::lock_guard lock(launch_mutex_);
-  set_args(kernel_, cl_long(cfg_.input[ax]), cl_int(cfg_.index_dtype == DType::i64), in[0].buffer,
-           cl_long(in[0].offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()), out[0].buffer,
+  const int64_t n_idx = cfg_.indices.numel();
+  set_args(kernel_, cl_long(cfg_.input[ax]), cl_long(inner_), cl_long(n_idx), cl_int(cfg_.index_dtype == DType::i64),
+           in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()), out[0].buffer,
            cl_long(out[0].offset_elems()));
-  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(inner_), size_t(cfg_.indices.numel()), size_t(outer_)), cl::NullRange,
-                    "gather");
+  // The local size follows the data's inner dims (a table's width), not the number of indices (launch.hpp).
+  const size_t lx = pow2_divisor(inner_, 64);
+  const FixedLaunch l = fixed_launch(inner_, n_idx, outer_, lx, items_ / lx);
+  ec.enqueue_kernel(kernel_, l.global, l.local, "gather");
 }
 
 // ---------------------------------------------------------------- GatherElements

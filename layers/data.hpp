@@ -223,6 +223,7 @@ class Gather : public Op {
   GatherConfig cfg_;
   Shape out_;
   int64_t outer_ = 1, inner_ = 1;
+  size_t items_ = 1;  // work-items per group (launch.hpp)
   cl::Kernel kernel_;
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "layers/elementwise.hpp"
+#include "layers/launch.hpp"
 #include "layers/strided.hpp"
 #include "runtime/kernel_sources.hpp"
 #include "runtime/log.hpp"
@@ -194,6 +195,12 @@ std::string generate(const FusedConfig& c, const Pattern& p, const std::vector<K
     }
     for (int j = 0; j <= r - 3; ++j) idx[size_t(j)] = fmt::format("i{}", j);
   }
+  // The launch is padded to a work-group size that does not follow the shape (launch.hpp): items past
+  // the innermost dim or the next one return.
+  if (r == 1)
+    s += "  if (x >= d0) return;\n";
+  else
+    s += fmt::format("  if (x >= d{} || i{} >= d{}) return;\n", r - 1, r - 2, r - 2);
   s += fmt::format("  const long lin = {};\n", lin);
   for (size_t k = 0; k < c.in_dtypes.size(); ++k) {
     const auto& w = p.walks[k];
@@ -288,6 +295,7 @@ std::unique_ptr<FusedElementwise> FusedElementwise::create(Context& ctx, int dev
   cl::Program prog = ProgramCache::global().get_source(ctx.cl(), dev, "fused_elementwise", source,
                                                        elementwise_options(DType::f32));
   f->kernel_ = make_kernel(prog, "fused_elementwise");
+  f->items_ = fixed_group_items(f->kernel_, dev);
   f->algorithm_ = fmt::format("generated kernel, {} steps, {} inputs, {} outputs, rank {} after collapsing",
                               cfg.steps.size(), cfg.in_dtypes.size(), cfg.outputs.size(), p.dims.size());
   log::debug("FusedElementwise {}: {}\n{}", cfg.shape.str(), f->algorithm_, gen);
@@ -318,12 +326,20 @@ void FusedElementwise::enqueue(std::span<const Tensor> in, std::span<const Tenso
   for (int64_t d : dims_) arg(cl_long(d));
   for (const Tensor& t : in) arg(t.buffer), arg(cl_long(t.offset_elems()));
   for (const Tensor& t : out) arg(t.buffer), arg(cl_long(t.offset_elems()));
+  if (r == 1) {
+    ec.enqueue_kernel(kernel_, cl::NDRange(round_up(size_t(dims_[0]), items_)), cl::NDRange(items_),
+                      "fused_elementwise");
+    return;
+  }
   size_t rest = 1;
   for (int j = 0; j < r - 2; ++j) rest *= size_t(dims_[size_t(j)]);
-  cl::NDRange global = r == 1   ? cl::NDRange(size_t(dims_[0]))
-                       : r == 2 ? cl::NDRange(size_t(dims_[1]), size_t(dims_[0]))
-                                : cl::NDRange(size_t(dims_[size_t(r - 1)]), size_t(dims_[size_t(r - 2)]), rest);
-  ec.enqueue_kernel(kernel_, global, cl::NullRange, "fused_elementwise");
+  // Rows of up to 64 items along the innermost dim, the rest of the group along the next dim; each covers
+  // its dim up to a power of two, so a short dim is not padded far (launch.hpp: a few local sizes per
+  // kernel, whatever the shapes).
+  const int64_t inner = dims_[size_t(r - 1)], mid = dims_[size_t(r - 2)];
+  const size_t lx = pow2_cover(inner, 64);
+  const FixedLaunch l = fixed_launch(inner, mid, int64_t(rest), lx, pow2_cover(mid, items_ / lx));
+  ec.enqueue_kernel(kernel_, l.global, l.local, "fused_elementwise");
 }
 
 }  // namespace cldl

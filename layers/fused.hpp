@@ -64,6 +64,7 @@ class FusedElementwise : public Op {
   std::vector<int64_t> dims_;  // collapsed iteration dims, innermost last
   std::string algorithm_;
   cl::Kernel kernel_;
+  size_t items_ = 1;  // work-items per group (launch.hpp): the local size does not follow the shape
 };
 
 }  // namespace cldl

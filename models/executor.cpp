@@ -6,6 +6,7 @@
 #include <set>
 #include <string_view>
 
+#include "models/plan_phases.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl::graph {
@@ -134,7 +135,10 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
     defs.push_back(d);
     view_of[i] = d->view_of;
   }
-  m->plan_ = plan_memory(gr, view_of, 256, node_dev);
+  {
+    PhaseTimer t(&PlanPhases::memory_plan_ms);
+    m->plan_ = plan_memory(gr, view_of, 256, node_dev);
+  }
 
   auto add_slot = [&](Slot s) {
     m->slot_of_.emplace(s.name, int(m->slots_.size()));  // a constant's first copy keeps the name
@@ -225,6 +229,7 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
       }
       for (auto& v : n.outputs) lc.out.push_back(v.empty() ? ValueInfo{} : *gr.info(v));
       try {
+        PhaseTimer t(&PlanPhases::lowering_ms);
         st.kernel = defs[i]->lower(lc);
       } catch (const Error& e) {  // name the node, unless the lowering already did
         if (std::string_view(e.what()).starts_with(n.describe())) throw;

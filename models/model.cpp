@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
 #include "models/const_fold.hpp"
@@ -201,8 +202,7 @@ Signature Model::signature(const std::map<std::string, ModelValue>& inputs) cons
 }
 
 std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
-  auto t0 = std::chrono::steady_clock::now();
-  auto ms_since = [](auto t) { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count(); };
+  std::optional<PhaseTimer> copying(std::in_place, &PlanPhases::copy_ms);
   Graph g = graph_;  // initializers share their bytes with the model's (copy on write)
   {
     // Sequence inputs come in as their tensors and become sequences again through SequenceConstruct; an
@@ -242,20 +242,23 @@ std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
   PrepareOptions po;
   po.bind = sig.values;
   try {
-    double copy_ms = ms_since(t0);
-    auto t1 = std::chrono::steady_clock::now();
     bind_inputs(g, po, true);
+    copying.reset();
     PlanBoundary boundary;
     PassStats ps = prepare_shapes(g, opts_.prepare.fold_constants, &boundary);
     if (boundary.hit) return make_staged(std::move(g), std::move(boundary));
     CompileOptions co = opts_.compile;
     co.constants = constants_;
-    if (opts_.prepare.fold_constants) ps.folded_nodes += fold_constants_on_device(ctx_, g, co);
-    double shapes_ms = ms_since(t1);
-    auto t2 = std::chrono::steady_clock::now();
-    auto p = CompiledModel::compile(ctx_, std::move(g), co);
-    log::debug("model '{}': plan: graph copy {:.2f} ms, shapes and passes {:.2f} ms, lowering {:.2f} ms",
-               graph_.name, copy_ms, shapes_ms, ms_since(t2));
+    if (opts_.prepare.fold_constants) {
+      PhaseTimer t(&PlanPhases::device_fold_ms);
+      PlanPhaseScope untimed(nullptr);  // its own small compile is not the plan's lowering
+      ps.folded_nodes += fold_constants_on_device(ctx_, g, co);
+    }
+    std::shared_ptr<CompiledModel> p;
+    {
+      PhaseTimer t(&PlanPhases::compile_ms);
+      p = CompiledModel::compile(ctx_, std::move(g), co);
+    }
     p->passes = ps;
     p->passes.removed_dead += structure_.removed_dead;
     p->passes.fused += structure_.fused;
@@ -359,13 +362,20 @@ std::shared_ptr<CompiledModel> Model::plan(const Signature& sig) {
     if (auto p = lookup()) return p;
   }
   auto t0 = std::chrono::steady_clock::now();
-  auto p = make_plan(sig);
+  PlanPhases phases;
+  std::shared_ptr<CompiledModel> p;
+  {
+    PlanPhaseScope timing(&phases);
+    p = make_plan(sig);
+  }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  log::debug("model '{}': planned {} in {:.2f} ms", graph_.name, sig.key, ms);
+  phases.total_ms = ms;
+  log::debug("model '{}': planned {}: {}", graph_.name, sig.key, phases.str());
   std::lock_guard lock(mu_);
   lru_.emplace_front(sig.key, p);
   ++stats_.misses;
   stats_.last_plan_ms = ms;
+  stats_.last_plan_phases = phases;
   evict_to(opts_.plan_cache);
   return p;
 }

@@ -23,6 +23,7 @@
 
 #include "models/executor.hpp"
 #include "models/passes.hpp"
+#include "models/plan_phases.hpp"
 
 namespace cldl::graph {
 
@@ -55,7 +56,8 @@ std::string sequence_item_input(const std::string& name, size_t k);
 struct PlanCacheStats {
   size_t plans = 0, capacity = 0;
   uint64_t hits = 0, misses = 0, evictions = 0;
-  double last_plan_ms = 0;  // wall time of the last plan made
+  double last_plan_ms = 0;      // wall time of the last plan made
+  PlanPhases last_plan_phases;  // where it went (plan_phases.hpp)
 };
 
 class ModelSession;

@@ -8,6 +8,7 @@
 #include "models/autodiff.hpp"
 #include "models/control_flow.hpp"
 #include "models/op_registry.hpp"
+#include "models/plan_phases.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl::graph {
@@ -370,14 +371,29 @@ PassStats prepare_structure(Graph& g) {
 
 PassStats prepare_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
   PassStats s;
-  s.folded_nodes = infer_shapes(g, fold, boundary);
+  {
+    PhaseTimer t(&PlanPhases::infer_ms);
+    s.folded_nodes = infer_shapes(g, fold, boundary);
+  }
   if (boundary && boundary->hit) return s;
-  if (size_t typed = run_fusion_passes(g, FusionStage::typed)) {
-    s.fused += typed + run_fusion_passes(g);
-    g.sort();
+  size_t typed = 0;
+  {
+    PhaseTimer t(&PlanPhases::fusion_ms);
+    typed = run_fusion_passes(g, FusionStage::typed);
+    if (typed) {
+      s.fused += typed + run_fusion_passes(g);
+      g.sort();
+    }
+  }
+  if (typed) {
+    PhaseTimer t(&PlanPhases::infer_ms);
     s.folded_nodes += infer_shapes(g, fold);
   }
-  s.removed_dead += remove_dead_nodes(g);
+  {
+    PhaseTimer t(&PlanPhases::dead_ms);
+    s.removed_dead += remove_dead_nodes(g);
+  }
+  PhaseTimer t(&PlanPhases::fusion_ms);
   s.fused += run_fusion_passes(g, FusionStage::late);
   return s;
 }

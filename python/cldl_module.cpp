@@ -131,7 +131,7 @@ class Model {
   std::string device_type() const { return std::string(to_string(device_info().type)); }
   const std::string& graph_name() const { return graph_name_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  // Plans cached, their capacity, hits / misses / evictions and the last plan's time.
+  // Plans cached, their capacity, hits / misses / evictions and the last plan's time, phase by phase.
   py::dict plan_cache() const {
     auto st = model_->plan_cache_stats();
     py::dict r;
@@ -141,6 +141,17 @@ class Model {
     r["misses"] = st.misses;
     r["evictions"] = st.evictions;
     r["last_plan_ms"] = st.last_plan_ms;
+    const auto& ph = st.last_plan_phases;  // ms per phase (models/plan_phases.hpp)
+    py::dict phases;
+    phases["copy"] = ph.copy_ms;
+    phases["infer"] = ph.infer_ms;
+    phases["fusion"] = ph.fusion_ms;
+    phases["dead"] = ph.dead_ms;
+    phases["device_fold"] = ph.device_fold_ms;
+    phases["lowering"] = ph.lowering_ms;
+    phases["memory_plan"] = ph.memory_plan_ms;
+    phases["compile"] = ph.compile_ms;
+    r["last_plan_phases"] = phases;
     return r;
   }
   void set_plan_cache(size_t n) { model_->set_plan_cache(n); }
@@ -302,7 +313,8 @@ PYBIND11_MODULE(_cldl, m) {
       .def_property_readonly("metadata", &Model::metadata)
       .def_property_readonly("plan_cache", &Model::plan_cache,
                              "Plans cached per input-shape signature: plans, capacity, hits, misses, evictions, "
-                             "last_plan_ms")
+                             "last_plan_ms, last_plan_phases (ms: copy, infer, fusion, dead, device_fold, "
+                             "lowering, memory_plan, compile)")
       .def("set_plan_cache", &Model::set_plan_cache, py::arg("capacity"), "Most plans kept (LRU); at least 1")
       .def("run", &Model::run, py::arg("inputs"), "Runs the model: {name: ndarray} -> {name: ndarray}")
       .def("bench", &Model::bench, py::arg("inputs") = py::none(), py::arg("warmup") = 3, py::arg("iters") = 20,

@@ -228,6 +228,37 @@ TEST_SUITE("fusion_elementwise") {
     CHECK_THROWS_AS(FusedElementwise::validate(bad), Error);
   }
 
+  TEST_CASE("the launch is padded to a local size that does not follow the shape: nothing written past the end") {
+    // Rank 1 (groups of 1024 or 256 items), rank 2 and 3 (rows of up to 64 along the innermost dim);
+    // sizes that are multiples of no group.
+    Context& cx = *test::shared_ctx();
+    for (auto [xs, ys] : {std::pair<Shape, Shape>{Shape{2053}, Shape{2053}},
+                          {Shape{37, 101}, Shape{101}},
+                          {Shape{5, 3, 70}, Shape{3, 1}},
+                          {Shape{7, 384}, Shape{7, 384}}}) {
+      FusedConfig c;
+      c.in_dtypes = {DType::f32, DType::f32};
+      c.in_shapes = {xs, ys};
+      c.shape = xs;
+      c.steps = {FusedStep{FusedKind::binary, int(BinaryOp::sub), 0, 0, {0, 1}}};
+      c.outputs = {2};
+      HostTensor x = test::random_tensor(xs, 31), y = test::random_tensor(ys, 32);
+      const int64_t n = xs.numel(), total = n + 4096;
+      Tensor buf = cx.upload(HostTensor::from<float>(Shape{total}, std::vector<float>(size_t(total), -7.0f)));
+      Tensor out = buf;
+      out.shape = xs;
+      auto op = FusedElementwise::create(cx, 0, c);
+      Tensor ins[2] = {cx.upload(x), cx.upload(y)}, outs[1] = {out};
+      auto ec = cx.exec();
+      op->enqueue(ins, outs, nullptr, ec);
+      cx.finish();
+      HostTensor got = cx.download(buf);
+      for (int64_t i = 0; i < n; ++i)
+        REQUIRE(got.as<float>()[i] == x.as<float>()[i] - y.as<float>()[bcast_index(ys, xs, i)]);
+      for (int64_t i = n; i < total; ++i) REQUIRE(got.as<float>()[i] == -7.0f);
+    }
+  }
+
   TEST_CASE("CLDL_FUSION=0 leaves the nodes alone and gives the same numbers") {
     Shape s{6, 11};
     HostTensor x = test::random_tensor(s, 15, -3, 3);

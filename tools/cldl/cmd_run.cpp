@@ -1,5 +1,5 @@
 // `cldl run model.onnx`: runs a model on given or random inputs, writes every output as DIR/<name>.npy,
-// prints shapes, checksums and first-run / steady-state times; --stats adds the memory plan and the
+// prints shapes, checksums and first-run / steady-state times; --stats adds the memory plan, the plan's phases and the
 // algorithm of each node; --bench times --runs runs (min / median / max, --json for scripts).
 #include <algorithm>
 #include <cmath>
@@ -178,6 +178,8 @@ void add_run_command(CLI::App& app) {
       auto& p = lm.model->plan();
       fmt::print("memory plan: peak {} bytes for intermediates (sum of all intermediates {} bytes, {} tensors)\n",
                  p.arena_bytes, p.total_bytes, p.slots.size());
+      const auto pc = lm.graph_model->plan_cache_stats();
+      if (pc.misses) fmt::print("plan of the last signature, ms: {}\n", pc.last_plan_phases.str());
       if (lm.ctx->device_count() > 1)
         for (size_t d = 0; d < lm.ctx->device_count(); ++d)
           fmt::print("device {}: {} ({})\n", d, lm.ctx->device(int(d)).info.name,
