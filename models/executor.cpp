@@ -178,7 +178,10 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
     Step st;
     st.node = i;
     st.device = node_dev[i];
-    for (auto& v : n.inputs) st.in.push_back(slot_for(v, st.device));
+    // A view reads only its source on the device; its other inputs (Reshape's shape...) were read when
+    // planning, so they get no slot and no upload (24 uploads of a MiniLM plan, each a blocking write).
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      st.in.push_back(view_of[i] < 0 || int(k) == view_of[i] ? slot_for(n.inputs[k], st.device) : -1);
     int queue = -1;
     for (int s : st.in) {
       if (s < 0) continue;
@@ -235,7 +238,8 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
         if (std::string_view(e.what()).starts_with(n.describe())) throw;
         fail("{}: {}", n.describe(), e.what());
       }
-      log::debug("{}: {} on device {} queue {}", n.describe(), st.kernel->algorithm(), st.device, st.queue);
+      if (log::level() >= log::Level::debug)  // describe() and algorithm() build strings
+        log::debug("{}: {} on device {} queue {}", n.describe(), st.kernel->algorithm(), st.device, st.queue);
     }
     m->steps_.push_back(std::move(st));
     continued.push_back(false);

@@ -234,13 +234,20 @@ std::vector<int64_t> strip_leading_ones(std::vector<int64_t> d) {
 }
 
 // A new f32 initializer of the normalised shape `dims` (`cols` elements) for a fused norm's scale / bias:
-// a copy of the constant `from`, or ones when `from` is empty. Returns its name; added to `inits`.
+// the constant `from` reshaped, or ones when `from` is empty. Returns its name; added to `inits`. The
+// reshape shares `from`'s bytes, so a plan finds a model weight already on the device (ConstantCache)
+// instead of uploading a copy per signature (26 uploads, 2.7 ms of a MiniLM plan, with copies).
 std::string norm_param(Graph& g, std::vector<std::pair<std::string, HostTensor>>& inits, const std::string& from,
                        const std::string& tag, const std::vector<int64_t>& dims, int64_t cols) {
   std::string n = g.unique_name(from.empty() ? tag + "_ones" : from + "_" + tag);
-  HostTensor h(DType::f32, Shape{dims});
-  if (from.empty()) std::fill_n(h.as<float>(), cols, 1.0f);
-  else std::copy_n(g.initializers.at(from).as<float>(), cols, h.as<float>());
+  HostTensor h;
+  if (from.empty()) {
+    h = HostTensor(DType::f32, Shape{dims});
+    std::fill_n(h.as<float>(), cols, 1.0f);
+  } else {
+    h = g.initializers.at(from);
+    h.reshape(Shape{dims});
+  }
   inits.emplace_back(n, std::move(h));
   return n;
 }
