@@ -306,22 +306,22 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
   // K in chunks (k_chunk_): every chunk but the last without bias and activation; the first with the
   // caller's beta, the later ones adding into C (beta 1). Chunk k0 starts at column k0 of op(A) and row
   // k0 of op(B).
+  // One launch of `kern` over K columns [k0, k0 + klen).
+  auto set_chunk = [&](cl::Kernel& kern, int64_t k0, int64_t klen) {
+    const cl_long ao = a_off + (c.trans_a ? k0 * c.eff_lda() : k0), bo = b_off + (c.trans_b ? k0 : k0 * c.eff_ldb());
+    set_args(kern, cl_int(c.M), cl_int(c.N), cl_int(klen), *abuf, ao, cl_int(c.eff_lda()), a_stride, *bbuf, bo,
+             cl_int(c.eff_ldb()), b_stride, C.buffer, cl_long(C.offset_elems()), cl_int(c.eff_ldc()),
+             cl_long(c.eff_stride_c()), c.alpha, k0 == 0 ? c.beta : 1.0f, bias.buffer, cl_long(bias.offset_elems()),
+             c.act.alpha, c.act.beta, cl_int(mt_));
+  };
   int64_t k0 = 0;
   if (k_chunk_)
     for (; k0 + k_chunk_ < c.K; k0 += k_chunk_) {
-      const cl_long ao = a_off + (c.trans_a ? k0 * c.eff_lda() : k0), bo = b_off + (c.trans_b ? k0 : k0 * c.eff_ldb());
-      set_args(kernel_partial_, cl_int(c.M), cl_int(c.N), cl_int(k_chunk_), *abuf, ao, cl_int(c.eff_lda()), a_stride,
-               *bbuf, bo, cl_int(c.eff_ldb()), b_stride, C.buffer, cl_long(C.offset_elems()), cl_int(c.eff_ldc()),
-               cl_long(c.eff_stride_c()), c.alpha, k0 == 0 ? c.beta : 1.0f, bias.buffer, cl_long(bias.offset_elems()),
-               c.act.alpha, c.act.beta, cl_int(mt_));
+      set_chunk(kernel_partial_, k0, k_chunk_);
       ec.enqueue_kernel(kernel_partial_, cl::NDRange(gm, gn, c.batch), cl::NDRange(local_, 1, 1), "gemm_tile");
     }
   cl::Kernel& k = kernel_;
-  const cl_long ao = a_off + (c.trans_a ? k0 * c.eff_lda() : k0), bo = b_off + (c.trans_b ? k0 : k0 * c.eff_ldb());
-  set_args(k, cl_int(c.M), cl_int(c.N), cl_int(c.K - k0), *abuf, ao, cl_int(c.eff_lda()), a_stride, *bbuf, bo,
-           cl_int(c.eff_ldb()), b_stride, C.buffer, cl_long(C.offset_elems()), cl_int(c.eff_ldc()),
-           cl_long(c.eff_stride_c()), c.alpha, k0 == 0 ? c.beta : 1.0f, bias.buffer, cl_long(bias.offset_elems()),
-           c.act.alpha, c.act.beta, cl_int(mt_));
+  set_chunk(k, k0, c.K - k0);
   cl::Event done;
   cl::Event* caller_signal = ec.signal;
   if (own_scratch && !caller_signal) ec.signal = &done;  // we need the event even if the caller does not

@@ -95,6 +95,14 @@ const std::map<std::string, std::pair<const char*, const char*>> kActs = {
     {"Celu", {"alpha", ""}},      {"Gelu", {"", ""}},
 };
 
+// The producer `prod` (Gemm / MatMul / Conv) applies activation `name` in its epilogue and now writes `out`.
+void set_epilogue_act(Node& prod, const std::string& name, float alpha, float beta, const std::string& out) {
+  prod.attrs["_cldl_act"] = name;
+  prod.attrs["_cldl_act_alpha"] = alpha;
+  prod.attrs["_cldl_act_beta"] = beta;
+  prod.outputs[0] = out;
+}
+
 size_t fuse_activations(Graph& g) {
   size_t n = 0;
   auto rd = readers(g);
@@ -114,10 +122,8 @@ size_t fuse_activations(Graph& g) {
     const std::string name =
         act.op_type == "Gelu" && act.attr_s("approximate", "none") == "tanh" ? "GeluTanh" : act.op_type;
     Activation def = activation_from_onnx(name);
-    prod.attrs["_cldl_act"] = name;
-    prod.attrs["_cldl_act_alpha"] = *a->second.first ? act.attr_f(a->second.first, def.alpha) : def.alpha;
-    prod.attrs["_cldl_act_beta"] = *a->second.second ? act.attr_f(a->second.second, def.beta) : def.beta;
-    prod.outputs[0] = act.outputs[0];
+    set_epilogue_act(prod, name, *a->second.first ? act.attr_f(a->second.first, def.alpha) : def.alpha,
+                     *a->second.second ? act.attr_f(a->second.second, def.beta) : def.beta, act.outputs[0]);
     drop.insert(i);
     ++n;
   }
@@ -153,10 +159,7 @@ size_t fuse_silu(Graph& g) {
       const bool epilogue = prod.op_type == "Gemm" || prod.op_type == "MatMul" || prod.op_type == "Conv";
       if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act")) continue;
       const Activation def = activation_from_onnx("Silu");
-      prod.attrs["_cldl_act"] = std::string("Silu");
-      prod.attrs["_cldl_act_alpha"] = def.alpha;
-      prod.attrs["_cldl_act_beta"] = def.beta;
-      prod.outputs[0] = mul.outputs[0];
+      set_epilogue_act(prod, "Silu", def.alpha, def.beta, mul.outputs[0]);
       drop.insert(ps->second);
       drop.insert(i);
       ++n;
