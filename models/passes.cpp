@@ -1,6 +1,7 @@
 // prepare(): binding, sort, shape inference + folding, dead-node removal, registered fusion passes.
 #include "models/passes.hpp"
 
+#include <chrono>
 #include <functional>
 #include <set>
 
@@ -315,10 +316,14 @@ std::vector<std::string> load_time_inputs(const Graph& g) {
 
 size_t run_fusion_passes(Graph& g, FusionStage stage) {
   size_t total = 0;
+  const bool debug = log::level() >= log::Level::debug;
   for (auto& [name, pass, st] : fusion_passes()) {
     if (st != stage) continue;
+    auto t0 = std::chrono::steady_clock::now();
     size_t n = pass(g);
-    if (n) log::debug("fusion pass {}: {} rewrites", name, n);
+    if (debug)  // each pass's time too: the passes run again for every plan
+      log::debug("fusion pass {}: {} rewrites, {:.3f} ms", name, n,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     total += n;
   }
   return total;
