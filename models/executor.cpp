@@ -155,6 +155,7 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
   std::vector<cl::Event> uploads;
   std::set<int> upload_queues;
   auto wait_uploads = [&] {
+    PhaseTimer t(&PlanPhases::constants_ms);
     for (int d : upload_queues) check(cx.queue(d).flush(), "clFlush", "plan constants");
     if (!uploads.empty()) check(cl::Event::waitForEvents(uploads), "clWaitForEvents", "plan constants");
     uploads.clear();
@@ -187,6 +188,7 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
       const HostTensor& h = ci->second;
       shared = cx.alloc(h.shape(), h.dtype(), device);
       if (h.bytes()) {
+        PhaseTimer t(&PlanPhases::constants_ms);
         ExecutionContext ec(cx.queue(device));
         ec.label = "constant " + v;
         ec.signal = &uploads.emplace_back();
