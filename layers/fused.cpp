@@ -2,6 +2,9 @@
 #include "layers/fused.hpp"
 
 #include <cmath>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "layers/elementwise.hpp"
 #include "layers/launch.hpp"
@@ -242,6 +245,22 @@ std::string generate(const FusedConfig& c, const Pattern& p, const std::vector<K
   return s;
 }
 
+// hash_hex of a generated program's source, remembered per generated part: the library sources before it
+// are the same for every expression, and hashing them again for each fused node of each plan was 4% of a
+// MiniLM plan's instructions. With CLDL_KERNEL_DIR the library sources may change between calls: no memo.
+std::string source_hash(const std::string& gen, const std::string& source) {
+  if (const char* dir = std::getenv("CLDL_KERNEL_DIR"); dir && *dir) return hash_hex(source);
+  static std::mutex m;
+  static std::map<std::string, std::string> memo;  // generated part -> hash; a few hundred bytes each
+  {
+    std::lock_guard lock(m);
+    if (auto it = memo.find(gen); it != memo.end()) return it->second;
+  }
+  std::string h = hash_hex(source);
+  std::lock_guard lock(m);
+  return memo.emplace(gen, std::move(h)).first->second;
+}
+
 }  // namespace
 
 std::vector<DType> FusedElementwise::validate(const FusedConfig& cfg) {
@@ -292,8 +311,12 @@ std::unique_ptr<FusedElementwise> FusedElementwise::create(Context& ctx, int dev
   std::string source = kernel_source("common.cl") + "\n#line 1\n" + kernel_source("elementwise.cl") + "\n" + gen;
   const Device& dev = ctx.device(device);
   check_dtype_support(dev, DType::f32, kOp);
-  cl::Program prog = ProgramCache::global().get_source(ctx.cl(), dev, "fused_elementwise", source,
-                                                       elementwise_options(DType::f32));
+  ProgramCache& cache = ProgramCache::global();
+  // Recording for a bundle (or loading from a strict one) goes through get_source, which records.
+  cl::Program prog = cache.binaries_only()
+                         ? cache.get_source(ctx.cl(), dev, "fused_elementwise", source, elementwise_options(DType::f32))
+                         : cache.get_hashed(ctx.cl(), dev, "fused_elementwise", source, source_hash(gen, source),
+                                            elementwise_options(DType::f32));
   f->kernel_ = make_kernel(prog, "fused_elementwise");
   f->items_ = fixed_group_items(f->kernel_, dev);
   f->algorithm_ = fmt::format("generated kernel, {} steps, {} inputs, {} outputs, rank {} after collapsing",

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <set>
 #include <string_view>
 
@@ -151,6 +152,23 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
     add_slot(std::move(s));
   }
   // A constant gets one slot (and one upload) per device that reads it.
+  std::vector<cl::Event> uploads;
+  std::set<int> upload_queues;
+  auto wait_uploads = [&] {
+    PhaseTimer t(&PlanPhases::constants_ms);
+    for (int d : upload_queues) check(cx.queue(d).flush(), "clFlush", "plan constants");
+    if (!uploads.empty()) check(cl::Event::waitForEvents(uploads), "clWaitForEvents", "plan constants");
+    uploads.clear();
+  };
+  struct UploadsDone {  // a lowering that throws still lets the writes finish before the graph goes
+    std::function<void()> wait;
+    ~UploadsDone() {
+      try {
+        wait();
+      } catch (...) {
+      }
+    }
+  } uploads_done{wait_uploads};
   auto slot_for = [&](const std::string& v, int device) -> int {
     if (v.empty()) return -1;
     auto it = m->slot_of_.find(v);
@@ -163,7 +181,22 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
     cs.device = device;
     int s = add_slot(std::move(cs));
     Tensor shared = opts.constants ? opts.constants->find_or_upload(cx, ci->second, device) : Tensor{};
-    m->constants_[s] = shared.valid() ? shared : cx.upload(ci->second, device);
+    if (!shared.valid()) {
+      // The plan's own constant: written without blocking, all of them waited for once at the end (each
+      // blocking write waits for a driver thread, up to a ms on a busy CPU). The bytes stay in the plan's
+      // graph meanwhile.
+      const HostTensor& h = ci->second;
+      shared = cx.alloc(h.shape(), h.dtype(), device);
+      if (h.bytes()) {
+        PhaseTimer t(&PlanPhases::constants_ms);
+        ExecutionContext ec(cx.queue(device));
+        ec.label = "constant " + v;
+        ec.signal = &uploads.emplace_back();
+        cx.write_async(shared, h.data(), h.bytes(), ec);
+        upload_queues.insert(device);
+      }
+    }
+    m->constants_[s] = shared;
     m->constant_slot_[key] = s;
     return s;
   };
@@ -245,6 +278,7 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
     continued.push_back(false);
   }
   for (auto& o : gr.outputs) slot_for(o.name, opts.device);
+  wait_uploads();
   return m;
 }
 

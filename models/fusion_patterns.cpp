@@ -16,6 +16,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "models/op_registry.hpp"
 #include "models/passes.hpp"
@@ -52,7 +53,7 @@ class Matcher {
   std::optional<double> scalar(const std::string& v) const {
     auto it = g_.initializers.find(v);
     if (it == g_.initializers.end() || it->second.numel() != 1 || it->second.dtype() != DType::f32) return {};
-    return double(it->second.as<float>()[0]);
+    return double(std::as_const(it->second).as<float>()[0]);  // const: no copy of shared bytes
   }
   bool scalar_is(const std::string& v, double want, double rel = 1e-5) const {
     auto s = scalar(v);

@@ -54,25 +54,26 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
   for (auto& o : g.outputs)
     if (p.slots.count(root(o.name))) p.slots[root(o.name)].last = end;
 
-  std::vector<std::string> order;
+  // Pointers into p.slots (a map: they stay valid), in its key order: the placement looks at every pair
+  // of slots, and looking each up by name again was most of this function's time.
+  std::vector<MemoryPlan::Slot*> order;
   for (auto& [v, s] : p.slots) {
-    order.push_back(v);
+    order.push_back(&s);
     p.total_bytes += s.bytes;
   }
-  std::stable_sort(order.begin(), order.end(), [&](auto& a, auto& b) { return p.slots[a].bytes > p.slots[b].bytes; });
-  std::vector<std::string> placed;
+  std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });
+  std::vector<const MemoryPlan::Slot*> placed;
   size_t dedicated_bytes = 0;
-  for (auto& v : order) {
-    auto& s = p.slots[v];
+  for (MemoryPlan::Slot* sp : order) {
+    auto& s = *sp;
     if (s.dedicated) {
       dedicated_bytes += s.bytes;
       continue;
     }
     std::vector<std::pair<size_t, size_t>> busy;
-    for (auto& u : placed) {
-      auto& t = p.slots[u];
-      if (t.device == s.device && t.last >= s.first && s.last >= t.first)
-        busy.emplace_back(t.offset, t.offset + t.bytes);
+    for (const MemoryPlan::Slot* t : placed) {
+      if (t->device == s.device && t->last >= s.first && s.last >= t->first)
+        busy.emplace_back(t->offset, t->offset + t->bytes);
     }
     std::sort(busy.begin(), busy.end());
     size_t off = 0;
@@ -83,14 +84,14 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
     s.offset = off;
     if (p.device_arena_bytes.size() <= size_t(s.device)) p.device_arena_bytes.resize(size_t(s.device) + 1, 0);
     p.device_arena_bytes[size_t(s.device)] = std::max(p.device_arena_bytes[size_t(s.device)], off + s.bytes);
-    placed.push_back(v);
+    placed.push_back(&s);
   }
   for (auto b : p.device_arena_bytes) p.arena_bytes += b;
   p.arena_bytes += dedicated_bytes;
   // Earlier occupants of overlapping bytes: their readers must finish before the new producer writes.
   for (auto& [v, s] : p.slots)
     for (auto& [u, t] : p.slots) {
-      if (u == v || s.dedicated || t.dedicated || t.device != s.device || t.last >= s.first ||
+      if (&t == &s || s.dedicated || t.dedicated || t.device != s.device || t.last >= s.first ||
           t.offset >= s.offset + s.bytes || s.offset >= t.offset + t.bytes)
         continue;
       s.wait_nodes.push_back(t.first);

@@ -1,6 +1,7 @@
 // prepare(): binding, sort, shape inference + folding, dead-node removal, registered fusion passes.
 #include "models/passes.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <set>
@@ -320,14 +321,18 @@ size_t run_fusion_passes(Graph& g, FusionStage stage) {
   const char* skip_env = std::getenv("CLDL_SKIP_PASSES");
   const std::string skip = skip_env ? "," + std::string(skip_env) + "," : "";
   size_t total = 0;
+  const bool debug = log::level() >= log::Level::debug;
   for (auto& [name, pass, st] : fusion_passes()) {
     if (st != stage) continue;
     if (!skip.empty() && skip.find("," + name + ",") != std::string::npos) {
       log::debug("fusion pass {}: skipped (CLDL_SKIP_PASSES)", name);
       continue;
     }
+    auto t0 = std::chrono::steady_clock::now();
     size_t n = pass(g);
-    if (n) log::debug("fusion pass {}: {} rewrites", name, n);
+    if (debug)  // each pass's time too: the passes run again for every plan
+      log::debug("fusion pass {}: {} rewrites, {:.3f} ms", name, n,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     total += n;
   }
   return total;

@@ -18,6 +18,7 @@ struct PlanPhases {
   double device_fold_ms = 0;  // constant subgraphs folded on the device
   double lowering_ms = 0;     // ops created: algorithm choice, programs from the cache, weights prepared
   double memory_plan_ms = 0;  // liveness and offsets
+  double constants_ms = 0;    // the plan's own constants written to the device and waited for
   double compile_ms = 0;      // all of CompiledModel::compile (lowering and memory plan included)
   double total_ms = 0;        // the plan, as last_plan_ms
   std::string str() const;    // "copy 0.10, infer 3.10, ...; total 9.80 ms"

@@ -150,6 +150,7 @@ class Model {
     phases["device_fold"] = ph.device_fold_ms;
     phases["lowering"] = ph.lowering_ms;
     phases["memory_plan"] = ph.memory_plan_ms;
+    phases["constants"] = ph.constants_ms;
     phases["compile"] = ph.compile_ms;
     r["last_plan_phases"] = phases;
     return r;
@@ -314,7 +315,7 @@ PYBIND11_MODULE(_cldl, m) {
       .def_property_readonly("plan_cache", &Model::plan_cache,
                              "Plans cached per input-shape signature: plans, capacity, hits, misses, evictions, "
                              "last_plan_ms, last_plan_phases (ms: copy, infer, fusion, dead, device_fold, "
-                             "lowering, memory_plan, compile)")
+                             "lowering, memory_plan, constants, compile)")
       .def("set_plan_cache", &Model::set_plan_cache, py::arg("capacity"), "Most plans kept (LRU); at least 1")
       .def("run", &Model::run, py::arg("inputs"), "Runs the model: {name: ndarray} -> {name: ndarray}")
       .def("bench", &Model::bench, py::arg("inputs") = py::none(), py::arg("warmup") = 3, py::arg("iters") = 20,

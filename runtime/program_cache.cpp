@@ -227,7 +227,10 @@ cl::Program ProgramCache::get_hashed(const cl::Context& ctx, const Device& devic
                                      const std::string& source, std::string_view source_hash,
                                      std::string_view options) {
   std::string key = disk_key(device, name, source.size(), source_hash, options);
-  std::string mem_key = fmt::format("{}|{}|{}", static_cast<const void*>(ctx()), static_cast<const void*>(device.device()), key);
+  // What tells programs apart first (the source hash, the options): the map compares keys from the front,
+  // and the disk key's long common prefix made every lookup a memcmp of it.
+  std::string mem_key = fmt::format("{}|{}|{}|{}|{}", source_hash, options, static_cast<const void*>(ctx()),
+                                    static_cast<const void*>(device.device()), key);
   std::promise<cl::Program> promise;
   std::shared_future<cl::Program> fut;
   bool owner = false;
