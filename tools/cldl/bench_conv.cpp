@@ -1,6 +1,7 @@
 // `cldl bench conv`: GFLOP/s of every applicable Conv algorithm on ResNet/MobileNet-style shapes
 // (direct-convolution FLOPs, 2 * N*K*OH*OW * C/group*KH*KW, for every algorithm so rates compare).
-// Settings: --set batch=N overrides every case's batch; --set algos=winograd,direct limits algorithms.
+// Settings: --set batch=N overrides every case's batch; --set algos=winograd,direct limits algorithms;
+// --set shape=N,C,H,W,K,k,stride,pad[,groups] times that one shape.
 // --tuning compare adds the automatic choice with heuristics only ("cldl:auto") and with the tuning
 // database ("cldl:auto+db": tuned algorithm and GEMM parameters), and their ratio.
 // After the timed runs, one profiled run splits the time by kernel (the note's stage list, device ms;
@@ -20,7 +21,7 @@ namespace cldl::bench {
 namespace {
 
 struct ConvCase {
-  const char* name;
+  std::string name;
   int64_t N, C, H, W, K, k, stride, pad, groups;
 };
 
@@ -38,12 +39,30 @@ HostTensor filled(Shape s, float seed) {
 }
 
 void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
-  const ConvCase cases[] = {
+  std::vector<ConvCase> cases = {
       {"3x3 64->64 56x56", 8, 64, 56, 56, 64, 3, 1, 1, 1},
       {"1x1 256->64 56x56", 8, 256, 56, 56, 64, 1, 1, 0, 1},
       {"7x7/2 3->64 224x224", 1, 3, 224, 224, 64, 7, 2, 3, 1},
       {"depthwise 3x3 32x112x112", 1, 32, 112, 112, 32, 3, 1, 1, 32},
+      {"3x3/2 3->16 224x224", 1, 3, 224, 224, 16, 3, 2, 1, 1},     // MobileNet v2 / v3's stem
+      {"3x3 1->16 8x8", 450, 1, 8, 8, 16, 3, 1, 1, 1},              // the zoo's digits CNN at batch 450
+      {"3x3 16->32 4x4", 450, 16, 4, 4, 32, 3, 1, 1, 1},
   };
+  // --set shape=N,C,H,W,K,k,stride,pad[,groups]: one case of that shape instead of the list.
+  const std::string shape = setting(opts, "shape", "");
+  if (!shape.empty()) {
+    std::vector<int64_t> v;
+    for (size_t at = 0; at <= shape.size();) {
+      size_t comma = shape.find(',', at);
+      if (comma == std::string::npos) comma = shape.size();
+      v.push_back(std::stoll(shape.substr(at, comma - at)));
+      at = comma + 1;
+    }
+    if (v.size() != 8 && v.size() != 9) fail("bench conv: --set shape=N,C,H,W,K,k,stride,pad[,groups], got '{}'", shape);
+    std::string name = fmt::format("{}x{} {}->{} {}x{} /{} pad {} groups {}", v[5], v[5], v[1], v[4], v[2], v[3], v[6], v[7],
+                             v.size() == 9 ? v[8] : 1);
+    cases = {{name, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v.size() == 9 ? v[8] : 1}};
+  }
   const std::string batch = setting(opts, "batch", "");
   const std::string algos = setting(opts, "algos", "");
   for (const auto& cs : cases) {
@@ -121,7 +140,7 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
   }
 }
 
-const Registration kConvBench("conv", "Conv algorithms on ResNet/MobileNet shapes (GFLOP/s, --set batch=N algos=...)",
+const Registration kConvBench("conv", "Conv algorithms on ResNet/MobileNet shapes (GFLOP/s, --set batch=N algos=... shape=N,C,H,W,K,k,stride,pad[,groups])",
                               run_conv);
 
 }  // namespace
