@@ -72,6 +72,95 @@ __kernel void conv_direct(int16 g, __global const float* x, long x_off, __global
   }
 }
 
+// Grouped convolution for CPUs (RegNet's and ResNeXt's groups of 8 to 64 channels; small dense ones too): a
+// work-item per (output row, n, group, block of 8 output channels of the group) computes the row in strips
+// of 8 outputs, the 8 channels' accumulators in registers, so each tap's 8 inputs (one vector load inside
+// the row, a gather with zeros at its edges) serve 8 FMAs. Channels past the group's end repeat its last one
+// (computed, not stored). im2col + a GEMM per group made 28-56 launches of 8-row GEMMs per RegNet layer.
+// Global (OH, N * groups * ceil(KG / 8)), padded.
+inline float8 gr_taps(int16 g, __global const float* row, int iw) {
+  // Inputs iw, iw + SW, ... iw + 7 * SW of a row: a vector load where all 8 (16 at stride 2) are inside.
+  if (iw >= 0) {
+    if (G_SW == 1 && iw + 8 <= G_W) return vload8(0, row + iw);
+    if (G_SW == 2 && iw + 16 <= G_W) return vload16(0, row + iw).even;
+  }
+  float v[8];
+  for (int j = 0; j < 8; ++j) {
+    const int c = iw + j * G_SW;
+    v[j] = c >= 0 && c < G_W ? row[c] : 0.0f;
+  }
+  return vload8(0, v);
+}
+
+__kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, long x_off, __global const float* w,
+                                long w_off, __global const float* bias, long b_off, int has_bias, __global float* y,
+                                long y_off, float act_a, float act_b) {
+  const int oh = get_global_id(0);
+  const int z = get_global_id(1);
+  if (oh >= G_OH || z >= z_total) return;
+  const int groups = G_C / G_CG, kbs = (G_KG + 7) / 8;
+  const int n = z / (groups * kbs), grp = (z / kbs) % groups, kb = z % kbs;
+  const int k0 = grp * G_KG + kb * 8;
+  const int nk = min(8, G_KG - kb * 8);
+  const int wk = G_CG * G_KH * G_KW;  // weight stride between output channels
+  x += x_off + ((long)n * G_C + (long)grp * G_CG) * G_H * G_W;
+  w += w_off + (long)k0 * wk;
+  y += y_off + ((long)n * G_K + k0) * G_OH * G_OW + (long)oh * G_OW;
+  int woff[8];
+  float8 b[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    woff[i] = min(i, nk - 1) * wk;
+    b[i] = (float8)(has_bias ? bias[b_off + k0 + min(i, nk - 1)] : 0.0f);
+  }
+  const int ih0 = oh * G_SH - G_PT;
+  for (int s = 0; s < G_OW; s += 8) {
+    // The last strip ends at the row's end (overlapping the one before) when the row has 8 outputs or more.
+    const int ow0 = G_OW >= 8 ? min(s, G_OW - 8) : 0;
+    const int iw0 = ow0 * G_SW - G_PL;
+    float8 acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = (float8)(0.0f);
+    for (int c = 0; c < G_CG; ++c) {
+      for (int kh = 0; kh < G_KH; ++kh) {
+        const int ih = ih0 + kh * G_DH;
+        if (ih < 0 || ih >= G_H) continue;
+        __global const float* row = x + ((long)c * G_H + ih) * G_W;
+        __global const float* wt = w + (c * G_KH + kh) * G_KW;
+        for (int kw = 0; kw < G_KW; ++kw) {
+          const float8 v = gr_taps(g, row, iw0 + kw * G_DW);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[i] = fma(v, (float8)(wt[woff[i] + kw]), acc[i]);
+        }
+      }
+    }
+    const int cols = min(8, G_OW);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if (i >= nk) break;
+      __global float* out = y + (long)i * G_OH * G_OW + ow0;
+#if ACT_VEC
+      const float8 o = APPLY_ACT_V(acc[i] + b[i], act_a, act_b);
+#else
+      float8 o = acc[i] + b[i];
+#endif
+      if (cols == 8) {
+#if ACT_VEC
+        vstore8(o, 0, out);
+#else
+        float t[8];
+        vstore8(o, 0, t);
+        for (int j = 0; j < 8; ++j) out[j] = APPLY_ACT(t[j], act_a, act_b);
+#endif
+      } else {
+        float t[8];
+        vstore8(o, 0, t);
+        for (int j = 0; j < cols; ++j) out[j] = ACT_VEC ? t[j] : APPLY_ACT(t[j], act_a, act_b);
+      }
+    }
+  }
+}
+
 // Direct 3-D convolution, any stride/pad/dilation/groups: weight [K, C/groups, KD, KH, KW], one output
 // per work-item. depth = (D, OD, KD, SD, DD, PF): input depth, output depth, kernel depth, its stride,
 // dilation and front padding (the 2-D geometry `g` covers H and W). Global (OW, OH, N * K * OD).

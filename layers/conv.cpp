@@ -262,7 +262,17 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::stri
       log::warn("Conv input {} weight {}: ignoring tuning entry algo={} (not an applicable algorithm)",
                 cfg.input.str(), cfg.weight.shape().str(), a);
     }
-  return choose(cfg, why);
+  const ConvAlgo a = choose(cfg, why);
+  // CPUs: a grouped convolution that is not depthwise (RegNet, ResNeXt) runs conv_grouped_rows, 8 output
+  // channels of a row per work-item, instead of im2col and a GEMM of KG rows per group.
+  if (cfg.algo == ConvAlgo::automatic && a == ConvAlgo::im2col_gemm && info.type == DeviceType::cpu) {
+    const ConvGeometry g = geometry(cfg);
+    if (g.groups > 1 && !g.three_d && g.SW <= 2 && applies(cfg, ConvAlgo::direct)) {
+      if (why) *why = "grouped, CPU: output rows per work-item";
+      return ConvAlgo::direct;
+    }
+  }
+  return a;
 }
 
 namespace {
@@ -342,7 +352,10 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   switch (op->algo_) {
     case ConvAlgo::direct:
       op->weight_ = ctx.upload(cfg.weight, device);
-      op->main_ = make_kernel(prog, g.three_d ? "conv_direct3d" : "conv_direct");
+      if (cfg.direct_kernel < 0 || cfg.direct_kernel > 2) invalid("Conv", "direct_kernel {} is not 0, 1 or 2", cfg.direct_kernel);
+      op->direct_rows_ = !g.three_d && (cfg.direct_kernel == 2 || (cfg.direct_kernel == 0 &&
+                                                                    ctx.device(device).info.type == DeviceType::cpu));
+      op->main_ = make_kernel(prog, g.three_d ? "conv_direct3d" : op->direct_rows_ ? "conv_grouped_rows" : "conv_direct");
       break;
     case ConvAlgo::depthwise: {
       op->weight_ = ctx.upload(cfg.weight, device);
@@ -457,6 +470,12 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   const size_t th = size_t(ceil_div(g.OH, 2)), tw = size_t(ceil_div(g.OW, 2));
   switch (op->algo_) {
     case ConvAlgo::direct:
+      if (op->direct_rows_) {
+        const PaddedLaunch l = padded_launch(g.OH, g.N * g.groups * ceil_div(g.K / g.groups, 8), 1, 1);
+        op->global_main_ = l.global;
+        op->local_main_ = l.local;
+        break;
+      }
       op->local_main_ = g.three_d ? plane_batch_local_size(op->main_, dev, OW, OH, N * size_t(g.K) * size_t(g.OD))
                                   : plane_batch_local_size(op->main_, dev, OW, OH,
                                                            N * size_t(g.groups) * size_t(ceil_div(g.K / g.groups, 8)));
@@ -537,6 +556,14 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
                  b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()),
                  act_.alpha, act_.beta);
         ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K * size_t(g_.OD)), local_main_, "conv_direct3d");
+        break;
+      }
+      if (direct_rows_) {
+        set_args(main_, ga, cl_int(g_.N * g_.groups * ceil_div(g_.K / g_.groups, 8)), x.buffer,
+                 cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,
+                 cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
+                 act_.beta);
+        ec.enqueue_kernel(main_, global_main_, local_main_, "conv_grouped_rows");
         break;
       }
       set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,

@@ -54,6 +54,9 @@ struct ConvConfig {
   // Winograd transforms: 1 = winograd_input / _output (a tile per work-item), 2 = the _rows kernels (strips
   // of 8 tiles in float8 lanes); 0 = by device: 2 on CPUs, 1 elsewhere.
   int winograd_kernel = 0;
+  // Direct kernel (2-D): 1 = conv_direct (an output pixel per work-item, 8 channels), 2 = conv_grouped_rows
+  // (an output row per work-item in float8 strips, 8 channels); 0 = by device: 2 on CPUs, 1 elsewhere.
+  int direct_kernel = 0;
 };
 
 // Resolved 2-D geometry (1-D problems have H = KH = 1).
@@ -118,6 +121,7 @@ class ConvOp : public Op {
   int dw_pr_ = 0, dw_pc_ = 0;                    // conv_depthwise_plane: rows and columns of the padded copy
   bool im2col_rows_ = false;                     // im2col_gemm: im2col_rows (a row per work-item)
   bool winograd_rows_ = false;                   // winograd: the _rows transforms (strips of 8 tiles)
+  bool direct_rows_ = false;                     // direct: conv_grouped_rows (a row per work-item)
   cl::NDRange global_post_ = cl::NullRange;      // winograd_output_rows: padded to local_post_
   cl::NDRange global_pre_ = cl::NullRange;       // im2col_rows: padded to local_pre_
   std::vector<std::unique_ptr<Gemm>> gemm_;      // one per group (GEMM-based) or one (Winograd)

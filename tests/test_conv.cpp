@@ -96,7 +96,9 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
     // Winograd: both transforms (a tile per work-item, strips of 8 tiles).
     // Depthwise: the plane kernel too, where its padded copy fits.
     std::vector<int> blocks{0};
+    // Direct: both kernels (a pixel per work-item, rows in strips of 8; 2-D only).
     if (a == ConvAlgo::depthwise || a == ConvAlgo::im2col_gemm || a == ConvAlgo::winograd) blocks = {1, 8};
+    if (a == ConvAlgo::direct && !p.one_d) blocks = {1, 8};
     const bool plane = (p.SW == 1 || p.SW == 2) &&
                        ((OH - 1) * p.SH + (p.KH - 1) * p.DH + 1) *
                                (((OW + 7) / 8 * 8 - 8) * p.SW + (p.KW - 1) * p.DW + (p.SW == 1 ? 8 : 16)) <=
@@ -106,6 +108,7 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
       cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
       cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
       cfg.winograd_kernel = a == ConvAlgo::winograd ? (block == 1 ? 1 : 2) : 0;
+      cfg.direct_kernel = a == ConvAlgo::direct ? (block == 1 ? 1 : 2) : 0;
       auto op = ConvOp::create(ctx(), 0, cfg);
       CHECK(op->algorithm() == to_string(a));
       auto got = run(*op, x);
@@ -164,6 +167,13 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
       {"1x1 stride 2", 1, 5, 7, 13, 3, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, false, {}},
       {"7x7 pad 3", 3, 3, 7, 13, 4, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 1, true, {}},
       {"5x4 asymmetric pads", 1, 3, 7, 13, 5, 5, 4, 1, 1, 1, 1, 2, 0, 1, 3, 1, true, relu},
+      // Grouped, not depthwise (RegNet's groups of 8): the rows kernel's 8-channel blocks with a partial last
+      // block (12 per group), strips read in place and at the edges, an overlapping last strip, rows
+      // shorter than a strip, stride 2 and dilation.
+      {"3x3 groups 4 pad 1 wide", 2, 20, 9, 37, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true, relu},
+      {"3x3 groups 3 stride 2 wide silu", 1, 24, 8, 45, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true, silu},
+      {"3x3 groups 2 narrow leaky", 3, 6, 5, 6, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true, leaky},
+      {"3x3 groups 2 dilation 2 stride 2", 1, 16, 11, 29, 16, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, false, {}},
       {"1-D k5 stride 2 dilation 2", 3, 5, 1, 29, 4, 1, 5, 1, 2, 1, 2, 0, 3, 0, 1, 1, true, {}, true},
       {"1-D k7 stride 1", 1, 3, 1, 31, 5, 1, 7, 1, 1, 1, 1, 0, 2, 0, 4, 1, false, relu, true},
   };
@@ -310,6 +320,13 @@ TEST_CASE("automatic choice follows the documented heuristic") {
   CHECK(algo_for(3, 4, 7, 2, 1, 3) == ConvAlgo::im2col_gemm);
   CHECK(algo_for(16, 8, 1, 2, 1, 0) == ConvAlgo::im2col_gemm);  // strided 1x1
   CHECK(algo_for(1, 4, 3, 1, 1, 1) == ConvAlgo::direct);
+  CHECK(algo_for(16, 16, 3, 1, 2, 1) == ConvAlgo::im2col_gemm);  // grouped: im2col + GEMM per group ...
+  // ... except on CPUs, where an output row per work-item serves 8 channels of a group (conv_grouped_rows).
+  {
+    Problem g{"grouped", 1, 48, 20, 20, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 6, true, {}};
+    auto op = ConvOp::create(ctx(), 0, make_config(g, 3));
+    CHECK(op->algorithm() == (ctx().device(0).info.type == DeviceType::cpu ? "direct" : "im2col_gemm"));
+  }
   // create uses the same choice and reports it.
   Problem p{"auto", 1, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, {}};
   auto op = ConvOp::create(ctx(), 0, make_config(p, 2));

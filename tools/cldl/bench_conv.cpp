@@ -78,7 +78,7 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
     cfg.groups = cs.groups;
     cfg.act = Activation(Act::relu);
     Tensor x = ctx.upload(filled(cfg.input, 3));
-    const std::string automatic(to_string(ConvOp::choose(cfg)));
+    const std::string automatic(to_string(ConvOp::choose(cfg, ctx.device(0).info)));
     // (algorithm, tuning database on); --tuning compare adds the automatic choice without and with it.
     std::vector<std::pair<ConvAlgo, bool>> runs;
     const bool db = opts.tuning != "default";
