@@ -15,6 +15,14 @@ namespace cldl::graph {
 namespace {
 
 // Glob over a node name: '*' any run of characters (also none), '?' one character.
+// A Concat of the memory plan's in-place concatenations: its inputs' producers wrote them into its output.
+// The step stays, with no command, so what waits for the output waits for every input's producer.
+class InPlaceConcat : public NodeKernel {
+ public:
+  std::string algorithm() const override { return "in place (inputs written into the output)"; }
+  void enqueue(std::span<const Tensor>, std::span<const Tensor>, ExecutionContext&) override {}
+};
+
 bool glob_match(std::string_view pat, std::string_view s) {
   size_t p = 0, i = 0, star = std::string_view::npos, mark = 0;
   while (i < s.size()) {
@@ -256,7 +264,12 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
       }
       st.out.push_back(add_slot(std::move(s)));
     }
-    if (view_of[i] < 0) {
+    if (m->plan_.in_place_concats.count(i)) {
+      st.kernel = std::make_unique<InPlaceConcat>();
+      if (log::level() >= log::Level::debug)
+        log::debug("{}: in place (its inputs are written into its output) on device {} queue {}", n.describe(),
+                   st.device, st.queue);
+    } else if (view_of[i] < 0) {
       LowerCtx lc{cx, st.device, n, {}, {}, {}, &opts};
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         lc.in.push_back(n.inputs[k].empty() ? ValueInfo{} : *gr.info(n.inputs[k]));
@@ -536,10 +549,14 @@ std::vector<cl::Event> Session::enqueue_steps(std::vector<cl::Event>& slot_ready
     } catch (const Error& e) {
       fail("{}: {}", n.describe(), e.what());
     }
-    if (wants_event[i] && step_done[i]() == nullptr) {  // nothing enqueued (empty tensors): a marker keeps the chain
+    // Nothing enqueued (empty tensors, an in-place Concat): a barrier keeps the chain, and holds its queue
+    // until the step's waits on other queues are met (later commands of this queue wait for none of them).
+    if (step_done[i]() == nullptr && (wants_event[i] || !ec.wait_for.empty())) {
       cl::Event ev;
-      check(ec.queue.enqueueMarkerWithWaitList(ec.waits(), &ev), "clEnqueueMarkerWithWaitList", n.name);
-      step_done[i] = ev;
+      check(ec.queue.enqueueBarrierWithWaitList(ec.waits(), wants_event[i] ? &ev : nullptr),
+            "clEnqueueBarrierWithWaitList", n.name);
+      ec.wait_for.clear();
+      if (wants_event[i]) step_done[i] = ev;
     }
     for (int s : st.out)
       if (s >= 0) {

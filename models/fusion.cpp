@@ -8,7 +8,9 @@
 //    one the GELU pattern pass (fusion_patterns.cpp) makes from PyTorch's erf / tanh spelling.
 //  - MatMul bias (typed): MatMul by a 2-D weight, then Add of a per-column bias, becomes one MatMul
 //    whose GEMM epilogue adds the bias (attribute _cldl_bias, bias as input 2).
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "layers/activation.hpp"
@@ -255,6 +257,33 @@ size_t drop_zero_pads(Graph& g) {
   return n;
 }
 
+// Concat(x0 .. xk) where an earlier Concat along the same axis made Concat(x0 .. xj) of a strict prefix:
+// Concat(that, xj+1 .. xk), from the longest such prefix. DenseNet concatenates every earlier layer's
+// features again at each layer (597 copies for DenseNet-121); chained, each concatenation adds its new
+// input, and the memory plan's in-place concatenation then writes every layer's features once.
+size_t chain_concats(Graph& g) {
+  size_t n = 0;
+  std::map<std::pair<int64_t, std::vector<std::string>>, std::string> made;  // (axis, inputs) -> output
+  for (Node& node : g.nodes) {
+    if (node.op_type != "Concat" || !node.domain.empty() || node.outputs.size() != 1 || node.input_count() < 2)
+      continue;
+    if (std::any_of(node.inputs.begin(), node.inputs.end(), [](auto& v) { return v.empty(); })) continue;
+    const int64_t axis = node.attr_i("axis", 0);
+    std::vector<std::string> original = node.inputs;
+    for (size_t len = original.size() - 1; len >= 1; --len) {
+      auto it = made.find({axis, std::vector<std::string>(original.begin(), original.begin() + long(len))});
+      if (it == made.end()) continue;
+      std::vector<std::string> in{it->second};
+      in.insert(in.end(), original.begin() + long(len), original.end());
+      node.inputs = std::move(in);
+      ++n;
+      break;
+    }
+    made.emplace(std::make_pair(axis, std::move(original)), node.outputs[0]);
+  }
+  return n;
+}
+
 size_t fuse_matmul_bias(Graph& g) {
   if (g.opset() < 7) return 0;
   size_t n = 0;
@@ -310,6 +339,7 @@ struct Register {
     register_fusion_pass("matmul-bias", fuse_matmul_bias, FusionStage::typed);
     register_fusion_pass("zero-pad", drop_zero_pads, FusionStage::typed);
     register_fusion_pass("batchnorm-affine", batchnorm_to_affine, FusionStage::typed);
+    register_fusion_pass("concat-chain", chain_concats);
   }
 } const kRegister;
 

@@ -10,6 +10,75 @@
 
 namespace cldl::graph {
 
+namespace {
+
+// Which Concat nodes copy nothing (MemoryPlan::in_place_concats): one device; not a graph output; the
+// output's dims before the axis are all 1 (each input is then one contiguous block of it); every input is written by a kernel of
+// its own (not a view, input, constant or graph output), is read by no other Concat and sits at an offset
+// that keeps the plan's alignment. A Concat whose output is such a part of a later one nests in it.
+void plan_in_place_concats(const Graph& g, const std::vector<int>& view_of, const std::vector<int>& device_of,
+                           size_t alignment, MemoryPlan& p) {
+  if (std::any_of(device_of.begin(), device_of.end(), [&](int d) { return d != device_of.front(); })) return;
+  std::map<std::string, size_t> producer, concat_reads;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (auto& o : g.nodes[i].outputs)
+      if (!o.empty()) producer[o] = i;
+    if (g.nodes[i].op_type == "Concat")
+      for (auto& in : g.nodes[i].inputs) ++concat_reads[in];
+  }
+  // Graph outputs and the values they are views of (an Identity or Reshape at the end).
+  std::map<std::string, std::string> view_src;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (view_of[i] >= 0 && !g.nodes[i].outputs.empty())
+      view_src[g.nodes[i].outputs[0]] = g.nodes[i].inputs.at(size_t(view_of[i]));
+  std::set<std::string> outputs;
+  for (auto& o : g.outputs)
+    for (std::string v = o.name; outputs.insert(v).second && view_src.count(v);) v = view_src.at(v);
+  std::map<std::string, std::pair<std::string, size_t>> parent;  // part -> (concat output, offset)
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& node = g.nodes[i];
+    // Not a graph output: a session may bind an output to a buffer of the app's (Session::bind_output).
+    if (node.op_type != "Concat" || !node.domain.empty() || node.outputs.size() != 1 || node.inputs.empty() ||
+        outputs.count(node.outputs[0]))
+      continue;
+    const ValueInfo* out = g.info(node.outputs[0]);
+    if (!out || !out->shape.is_static()) continue;
+    const Shape ys = out->shape.to_shape();
+    int64_t axis = node.attr_i("axis", 0);
+    if (axis < 0) axis += int64_t(ys.rank());
+    if (axis < 0 || axis >= int64_t(ys.rank())) continue;
+    bool ok = true;
+    for (int64_t d = 0; d < axis; ++d) ok = ok && ys[size_t(d)] == 1;
+    std::vector<std::pair<std::string, size_t>> parts;
+    size_t offset = 0;
+    std::set<std::string> seen;
+    for (auto& in : node.inputs) {
+      const ValueInfo* info = in.empty() ? nullptr : g.info(in);
+      auto pr = producer.find(in);
+      ok = ok && info && info->shape.is_static() && pr != producer.end() && !g.initializers.count(in) &&
+           !g.is_input(in) && !outputs.count(in) && concat_reads[in] == 1 && seen.insert(in).second &&
+           (view_of[pr->second] < 0) && offset % alignment == 0;
+      if (!ok) break;
+      parts.emplace_back(in, offset);
+      offset += size_t(info->shape.to_shape().numel()) * dtype_size(info->dtype);
+    }
+    if (!ok) continue;
+    p.in_place_concats.insert(i);
+    for (auto& [in, off] : parts) parent[in] = {node.outputs[0], off};
+  }
+  // Each part's outermost holder and its offset there (nested concats add up).
+  for (auto& [v, where] : parent) {
+    auto [holder, off] = where;
+    for (auto it = parent.find(holder); it != parent.end(); it = parent.find(holder)) {
+      off += it->second.second;
+      holder = it->second.first;
+    }
+    p.concat_parts[v] = {holder, off};
+  }
+}
+
+}  // namespace
+
 MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignment, std::vector<int> device_of) {
   MemoryPlan p;
   if (device_of.empty()) device_of.assign(g.nodes.size(), 0);
@@ -21,10 +90,13 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
       view_of.push_back(d ? d->view_of : -1);
     }
   const size_t n = g.nodes.size(), end = n + 1;  // graph outputs live past the last node
+  plan_in_place_concats(g, view_of, device_of, alignment, p);
   auto root = [&](const std::string& v) {
     auto it = p.view_root.find(v);
     return it == p.view_root.end() ? v : it->second;
   };
+  std::map<std::string, size_t> first_part;  // outermost concat output -> its earliest part's producer
+  std::map<std::string, size_t> part_producer;
   std::map<std::string, std::set<size_t>> readers;  // root -> nodes reading it or a view of it
   for (size_t i = 0; i < n; ++i) {
     const Node& node = g.nodes[i];
@@ -35,6 +107,12 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
       if (v.empty()) continue;
       if (o == 0 && view_of[i] >= 0) {
         p.view_root[v] = root(node.inputs[size_t(view_of[i])]);
+        continue;
+      }
+      if (auto part = p.concat_parts.find(v); part != p.concat_parts.end()) {  // placed with its concat output
+        p.view_root[v] = part->second.first;
+        first_part.try_emplace(part->second.first, i);
+        part_producer[v] = i;
         continue;
       }
       const ValueInfo* info = g.info(v);
@@ -53,6 +131,7 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
   }
   for (auto& o : g.outputs)
     if (p.slots.count(root(o.name))) p.slots[root(o.name)].last = end;
+  for (auto& [v, i] : first_part) p.slots.at(v).first = std::min(p.slots.at(v).first, i);
 
   // Pointers into p.slots (a map: they stay valid), in its key order: the placement looks at every pair
   // of slots, and looking each up by name again was most of this function's time.
@@ -88,6 +167,17 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
   }
   for (auto b : p.device_arena_bytes) p.arena_bytes += b;
   p.arena_bytes += dedicated_bytes;
+  // The parts of in-place concatenations: slots inside their outermost output's, from their producer on.
+  for (auto& [v, where] : p.concat_parts) {
+    const MemoryPlan::Slot& outer = p.slots.at(where.first);
+    const ValueInfo* info = g.info(v);
+    MemoryPlan::Slot s = outer;
+    s.offset = outer.offset + where.second;
+    s.bytes = round_up(size_t(info->shape.to_shape().numel()) * dtype_size(info->dtype), alignment);
+    s.wait_nodes.clear();
+    s.first = part_producer.at(v);
+    p.slots[v] = s;
+  }
   // Earlier occupants of overlapping bytes: their readers must finish before the new producer writes.
   for (auto& [v, s] : p.slots)
     for (auto& [u, t] : p.slots) {

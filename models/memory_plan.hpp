@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,11 @@ struct MemoryPlan {
   };
   std::map<std::string, Slot> slots;  // planned values (roots; views alias their root)
   std::map<std::string, std::string> view_root;  // view value -> the value whose bytes it uses
+  // In-place concatenation: Concat nodes that copy nothing. Each input is written by its producer straight
+  // into its place in the output (its slot lies inside the output's, at that offset; the output's lifetime
+  // covers the inputs'). `concat_parts` maps such an input to (the outermost output holding it, offset).
+  std::set<size_t> in_place_concats;
+  std::map<std::string, std::pair<std::string, size_t>> concat_parts;
   size_t arena_bytes = 0;  // planned peak (all devices' arenas and the dedicated buffers together)
   size_t total_bytes = 0;  // sum of all planned intermediates without reuse
   std::vector<size_t> device_arena_bytes;  // arena size per device index (0 where none)
