@@ -493,7 +493,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
         op->global_main_ = l.global;
         op->local_main_ = l.local;
       } else if (op->depthwise_rows_) {
-        const PaddedLaunch l = padded_launch(g.OH, g.N * g.K, 1, 1);
+        const PaddedLaunch l = padded_launch(g.OH, g.N * g.K, 1, 64);
         op->global_main_ = l.global;
         op->local_main_ = l.local;
       } else {
