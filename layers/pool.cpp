@@ -129,7 +129,7 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
       const size_t ow = size_t(p->out_[p->out_.rank() - 1]), oh = n == 2 ? size_t(p->out_[p->out_.rank() - 2]) : 1;
       const size_t nc = size_t(cfg.input[0]) * size_t(cfg.input[1]);
       if (p->rows_) {
-        const PaddedLaunch l = padded_launch(int64_t(oh), int64_t(nc), 1, 1);
+        const PaddedLaunch l = padded_launch(int64_t(oh), int64_t(nc), 1, 64);
         p->global_ = l.global;
         p->local_ = l.local;
       } else {
