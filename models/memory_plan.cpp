@@ -15,9 +15,12 @@ namespace {
 // Which Concat nodes copy nothing (MemoryPlan::in_place_concats): one device; not a graph output; the
 // output's dims before the axis are all 1 (each input is then one contiguous block of it); every input is written by a kernel of
 // its own (not a view, input, constant or graph output), is read by no other Concat and sits at an offset
-// that keeps the plan's alignment. A Concat whose output is such a part of a later one nests in it.
+// that is a multiple of 16 bytes. A Concat whose output is such a part of a later one nests in it. (Kernels
+// take any element offset; clFFT's sub-buffers, which need the device's base-address alignment, are made
+// only in workspaces. The plan's 256 bytes would leave out ShuffleNet's halves of 58 x 28 x 28 floats.)
 void plan_in_place_concats(const Graph& g, const std::vector<int>& view_of, const std::vector<int>& device_of,
-                           size_t alignment, MemoryPlan& p) {
+                           MemoryPlan& p) {
+  constexpr size_t kPartAlign = 16;
   if (std::any_of(device_of.begin(), device_of.end(), [&](int d) { return d != device_of.front(); })) return;
   std::map<std::string, size_t> producer, concat_reads;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -57,7 +60,7 @@ void plan_in_place_concats(const Graph& g, const std::vector<int>& view_of, cons
       auto pr = producer.find(in);
       ok = ok && info && info->shape.is_static() && pr != producer.end() && !g.initializers.count(in) &&
            !g.is_input(in) && !outputs.count(in) && concat_reads[in] == 1 && seen.insert(in).second &&
-           (view_of[pr->second] < 0) && offset % alignment == 0;
+           (view_of[pr->second] < 0) && offset % kPartAlign == 0;
       if (!ok) break;
       parts.emplace_back(in, offset);
       offset += size_t(info->shape.to_shape().numel()) * dtype_size(info->dtype);
@@ -90,7 +93,7 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
       view_of.push_back(d ? d->view_of : -1);
     }
   const size_t n = g.nodes.size(), end = n + 1;  // graph outputs live past the last node
-  plan_in_place_concats(g, view_of, device_of, alignment, p);
+  plan_in_place_concats(g, view_of, device_of, p);
   auto root = [&](const std::string& v) {
     auto it = p.view_root.find(v);
     return it == p.view_root.end() ? v : it->second;
@@ -173,7 +176,7 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
     const ValueInfo* info = g.info(v);
     MemoryPlan::Slot s = outer;
     s.offset = outer.offset + where.second;
-    s.bytes = round_up(size_t(info->shape.to_shape().numel()) * dtype_size(info->dtype), alignment);
+    s.bytes = size_t(info->shape.to_shape().numel()) * dtype_size(info->dtype);
     s.wait_nodes.clear();
     s.first = part_producer.at(v);
     p.slots[v] = s;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "models/memory_plan.hpp"
+#include "tests/reference/conv_ref.hpp"
 #include "runtime/profiler.hpp"
 #include "tests/support/onnx_util.hpp"
 
@@ -258,16 +259,39 @@ TEST_SUITE("graph") {
         CLDL_CHECK_CLOSE(out["z"].as<float>(), z.data(), z.size(), 1e-5, 1e-6);
       }
     }
-    // Parts not at the plan's alignment (3 channels of 5x5 floats: 300 bytes, then 7 channels) are copied.
+    // Parts at offsets that are not a multiple of 16 bytes (3 channels of 1x5 floats: 60 bytes, then 7
+    // channels) are copied.
     GraphBuilder b;
-    auto x = b.input("x", DType::f32, Shape{1, 3, 5, 5});
-    auto w = b.input("w", DType::f32, Shape{1, 7, 5, 5});
+    auto x = b.input("x", DType::f32, Shape{1, 3, 1, 5});
+    auto w = b.input("w", DType::f32, Shape{1, 7, 1, 5});
     b.output(b.op1("Neg", {b.op1("Concat", {b.relu(x), b.relu(w)}, {{"axis", int64_t(1)}})}), "y");
     // Nor is a Concat that is a graph output (a session may bind it to a buffer of the app's).
     auto x2 = b.input("x2", DType::f32, Shape{1, 4, 8, 8});
     b.output(b.op1("Concat", {b.relu(x2), b.op1("Sigmoid", {x2})}, {{"axis", int64_t(1)}}), "z");
     auto m = test::compile_graph(b.build());
     for (auto& line : m->describe()) CHECK_MESSAGE(line.find("in place") == std::string::npos, line);
+
+    // Parts 16 bytes apart but not 256 (3 channels of 4x4 floats: 192 bytes), written by a generated
+    // element-wise kernel and by a convolution's vector epilogue.
+    GraphBuilder b2;
+    auto x3 = b2.input("x", DType::f32, Shape{1, 3, 4, 4});
+    auto wc = b2.constant("w", rnd({3, 3, 3, 3}, 9));
+    auto conv = b2.conv(x3, wc, {}, {1, 1}, {1, 1, 1, 1});
+    b2.output(b2.op1("Neg", {b2.op1("Concat", {b2.op1("Sigmoid", {x3}), conv}, {{"axis", int64_t(1)}})}), "y");
+    auto m2 = test::compile_graph(b2.build());
+    int in_place = 0;
+    for (auto& line : m2->describe()) in_place += line.find("in place") != std::string::npos;
+    CHECK(in_place == 1);
+    auto xv = rnd({1, 3, 4, 4}, 10);
+    auto out = m2->session()->run({{"x", xv}});
+    ref::ConvParams cp;
+    cp.N = 1, cp.C = 3, cp.H = 4, cp.W = 4, cp.K = 3, cp.KH = 3, cp.KW = 3, cp.PT = cp.PL = cp.PB = cp.PR = 1;
+    int64_t OH = 0, OW = 0;
+    auto cv = ref::conv2d(cp, xv.as<float>(), m2->graph().initializers.at("w").as<float>(), nullptr, Activation{}, OH, OW);
+    std::vector<float> want(96);
+    for (int i = 0; i < 48; ++i) want[size_t(i)] = -1.0f / (1.0f + std::exp(-xv.as<float>()[i]));
+    for (int i = 0; i < 48; ++i) want[size_t(48 + i)] = -cv[size_t(i)];
+    CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), 1e-4, 1e-5);
   }
 
   TEST_CASE("profiling records every kernel and writes a Chrome trace") {
