@@ -15,12 +15,28 @@ namespace cldl::graph {
 namespace {
 
 // Glob over a node name: '*' any run of characters (also none), '?' one character.
-// A Concat of the memory plan's in-place concatenations: its inputs' producers wrote them into its output.
-// The step stays, with no command, so what waits for the output waits for every input's producer.
+// A Concat of the memory plan's in-place concatenations: its parts' producers wrote them into its output,
+// and it copies the other inputs in. The step stays (with no command when there is nothing to copy), so
+// what waits for the output waits for every input's producer.
 class InPlaceConcat : public NodeKernel {
  public:
-  std::string algorithm() const override { return "in place (inputs written into the output)"; }
-  void enqueue(std::span<const Tensor>, std::span<const Tensor>, ExecutionContext&) override {}
+  InPlaceConcat(Context& cx, std::vector<std::pair<size_t, size_t>> copies) : cx_(&cx), copies_(std::move(copies)) {}
+  std::string algorithm() const override {
+    return copies_.empty() ? "in place (inputs written into the output)"
+                           : fmt::format("in place, {} input(s) copied in", copies_.size());
+  }
+  void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
+    for (auto [k, off] : copies_) {  // inputs that are not parts: one contiguous block each
+      Tensor dst = out[0];
+      dst.offset_bytes += off;
+      dst.shape = in[k].shape;
+      cx_->copy_async(in[k], dst, ec);
+    }
+  }
+
+ private:
+  Context* cx_;
+  std::vector<std::pair<size_t, size_t>> copies_;
 };
 
 bool glob_match(std::string_view pat, std::string_view s) {
@@ -221,8 +237,11 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
     st.device = node_dev[i];
     // A view reads only its source on the device; its other inputs (Reshape's shape...) were read when
     // planning, so they get no slot and no upload (24 uploads of a MiniLM plan, each a blocking write).
+    // An in-place Slice / Split (MemoryPlan::in_place_slices) is a view of its input 0 too.
+    const bool slice_view = m->plan_.in_place_slices.count(i) > 0;
+    const int viewed = slice_view ? 0 : view_of[i];
     for (size_t k = 0; k < n.inputs.size(); ++k)
-      st.in.push_back(view_of[i] < 0 || int(k) == view_of[i] ? slot_for(n.inputs[k], st.device) : -1);
+      st.in.push_back(viewed < 0 || int(k) == viewed ? slot_for(n.inputs[k], st.device) : -1);
     int queue = -1;
     for (int s : st.in) {
       if (s < 0) continue;
@@ -250,10 +269,12 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
       Slot s{Kind::planned, v, info->shape.to_shape(), info->dtype};
       s.producer = int(i);
       s.device = st.device;
-      if (o == 0 && view_of[i] >= 0) {
+      if ((o == 0 && view_of[i] >= 0) || slice_view) {
         s.kind = Kind::view;
-        int src = st.in.at(size_t(view_of[i]));
-        s.root = m->slots_[src].kind == Kind::view ? m->slots_[src].root : src;
+        int src = st.in.at(size_t(viewed));
+        const bool nested = m->slots_[src].kind == Kind::view;
+        s.root = nested ? m->slots_[src].root : src;
+        s.offset = (nested ? m->slots_[src].offset : 0) + (slice_view ? m->plan_.view_offset.at(v) : 0);
         s.producer = -1;
         s.device = m->slots_[s.root].device;
       } else {
@@ -264,8 +285,13 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
       }
       st.out.push_back(add_slot(std::move(s)));
     }
-    if (m->plan_.in_place_concats.count(i)) {
-      st.kernel = std::make_unique<InPlaceConcat>();
+    if (slice_view) {
+      if (log::level() >= log::Level::debug)
+        log::debug("{}: in place (views of its input)", n.describe());
+    } else if (m->plan_.in_place_concats.count(i)) {
+      auto cp = m->plan_.concat_copies.find(i);
+      st.kernel = std::make_unique<InPlaceConcat>(
+          cx, cp == m->plan_.concat_copies.end() ? std::vector<std::pair<size_t, size_t>>{} : cp->second);
       if (log::level() >= log::Level::debug)
         log::debug("{}: in place (its inputs are written into its output) on device {} queue {}", n.describe(),
                    st.device, st.queue);
@@ -300,7 +326,9 @@ std::vector<std::string> CompiledModel::describe() const {
   for (auto& s : steps_) {
     const Node& n = graph_.nodes[s.node];
     r.push_back(fmt::format("{:<32} {:<12} device {} queue {}  {}", n.name, n.op_type, s.device, s.queue,
-                            s.kernel ? s.kernel->algorithm() : "view (no kernel)"));
+                            s.kernel                             ? s.kernel->algorithm()
+                            : plan_.in_place_slices.count(s.node) ? "in place (views of its input)"
+                                                                   : "view (no kernel)"));
   }
   return r;
 }
@@ -334,6 +362,7 @@ Session::Session(std::shared_ptr<CompiledModel> m) : model_(std::move(m)) {
         break;
       case CompiledModel::Kind::view: {
         Tensor t = tensors_[size_t(s.root)];
+        t.offset_bytes += s.offset;
         t.shape = s.shape;
         t.dtype = s.dtype;
         tensors_[i] = t;

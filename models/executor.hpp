@@ -117,7 +117,7 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
     Shape shape;
     DType dtype;
     int root = -1;      // views: slot whose bytes they use
-    size_t offset = 0;  // planned: arena offset
+    size_t offset = 0;  // planned: arena offset; views: byte offset in their root (in-place Slice / Split)
     int producer = -1;  // step that writes it (-1: input / constant)
     int device = 0;     // where its bytes live (views: their root's)
     bool dedicated = false;  // planned, but in a buffer of its own: read on another device

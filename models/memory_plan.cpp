@@ -3,6 +3,7 @@
 #include "models/memory_plan.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "models/op_registry.hpp"
@@ -12,15 +13,109 @@ namespace cldl::graph {
 
 namespace {
 
-// Which Concat nodes copy nothing (MemoryPlan::in_place_concats): one device; not a graph output; the
-// output's dims before the axis are all 1 (each input is then one contiguous block of it); every input is written by a kernel of
-// its own (not a view, input, constant or graph output), is read by no other Concat and sits at an offset
-// that is a multiple of 16 bytes. A Concat whose output is such a part of a later one nests in it. (Kernels
+constexpr size_t kPartAlign = 16;
+
+// Graph outputs and the values they are views of (an Identity or Reshape at the end).
+std::set<std::string> output_sources(const Graph& g, const std::vector<int>& view_of) {
+  std::map<std::string, std::string> view_src;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (view_of[i] >= 0 && !g.nodes[i].outputs.empty())
+      view_src[g.nodes[i].outputs[0]] = g.nodes[i].inputs.at(size_t(view_of[i]));
+  std::set<std::string> outputs;
+  for (auto& o : g.outputs)
+    for (std::string v = o.name; outputs.insert(v).second && view_src.count(v);) v = view_src.at(v);
+  return outputs;
+}
+
+// The start along the one sliced axis of a Slice whose other axes are whole and whose step is 1, or -1.
+int64_t slice_start(const Graph& g, const Node& node, const Shape& in, const Shape& out, int64_t& axis) {
+  std::vector<int64_t> starts, axes, steps;
+  if (node.opset < 10) {
+    starts = node.attr_ints("starts");
+    axes = node.attr_ints("axes");
+  } else {
+    auto ints = [&](size_t k) -> std::optional<std::vector<int64_t>> {
+      if (node.input_count() <= k || node.input(k).empty()) return std::vector<int64_t>{};
+      auto it = g.initializers.find(node.input(k));
+      if (it == g.initializers.end()) return std::nullopt;
+      return to_ints(it->second);
+    };
+    auto st = ints(1), ax = ints(3), sp = ints(4);
+    if (!st || !ax || !sp) return -1;
+    starts = *st, axes = *ax, steps = *sp;
+  }
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(int64_t(k));
+  if (axes.size() != starts.size() || (!steps.empty() && steps.size() != starts.size())) return -1;
+  axis = -1;
+  int64_t start = 0;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k] < 0 ? axes[k] + int64_t(in.rank()) : axes[k];
+    if (a < 0 || a >= int64_t(in.rank()) || (!steps.empty() && steps[k] != 1)) return -1;
+    const int64_t dim = in[size_t(a)];
+    const int64_t s0 = std::clamp(starts[k] < 0 ? starts[k] + dim : starts[k], int64_t(0), dim);
+    if (out[size_t(a)] == dim && s0 == 0) continue;  // whole
+    if (axis >= 0) return -1;                         // a second sliced axis
+    axis = a, start = s0;
+  }
+  return axis < 0 ? -1 : start;
+}
+
+// Which Slice / Split nodes are views (MemoryPlan::in_place_slices, view_offset).
+void plan_in_place_slices(const Graph& g, const std::vector<int>& view_of, const std::vector<int>& device_of,
+                          MemoryPlan& p) {
+  if (std::any_of(device_of.begin(), device_of.end(), [&](int d) { return d != device_of.front(); })) return;
+  const std::set<std::string> outputs = output_sources(g, view_of);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& node = g.nodes[i];
+    if ((node.op_type != "Slice" && node.op_type != "Split") || !node.domain.empty() || node.inputs.empty()) continue;
+    const ValueInfo* in = g.info(node.input(0));
+    if (!in || !in->shape.is_static() || g.initializers.count(node.input(0))) continue;
+    const Shape is = in->shape.to_shape();
+    const size_t es = dtype_size(in->dtype);
+    std::vector<std::pair<std::string, size_t>> views;
+    bool ok = true;
+    int64_t along = 0;  // Split: the axis position of the next output
+    for (auto& o : node.outputs) {
+      const ValueInfo* info = o.empty() ? nullptr : g.info(o);
+      ok = ok && info && info->shape.is_static() && !outputs.count(o) && info->shape.to_shape().rank() == is.rank();
+      if (!ok) break;
+      const Shape os = info->shape.to_shape();
+      int64_t axis = -1, start = -1;
+      if (node.op_type == "Slice") {
+        start = slice_start(g, node, is, os, axis);
+      } else {
+        axis = node.attr_i("axis", 0);
+        if (axis < 0) axis += int64_t(is.rank());
+        start = along;
+        along += axis >= 0 && axis < int64_t(is.rank()) ? os[size_t(axis)] : 0;
+      }
+      ok = start >= 0 && axis >= 0 && axis < int64_t(is.rank());
+      for (int64_t d = 0; ok && d < int64_t(is.rank()); ++d)
+        ok = d < axis ? is[size_t(d)] == 1 : d == axis || os[size_t(d)] == is[size_t(d)];
+      if (!ok) break;
+      size_t inner = es;
+      for (size_t d = size_t(axis) + 1; d < is.rank(); ++d) inner *= size_t(is[d]);
+      const size_t off = size_t(start) * inner;
+      ok = off % kPartAlign == 0 && off + size_t(os.numel()) * es <= size_t(is.numel()) * es;
+      if (ok) views.emplace_back(o, off);
+    }
+    if (!ok || views.empty()) continue;
+    p.in_place_slices.insert(i);
+    for (auto& [o, off] : views) p.view_offset[o] = off;
+  }
+}
+
+// Which Concat nodes write their inputs in place (MemoryPlan::in_place_concats): one device; not a graph
+// output; the output's dims before the axis all 1 (each input is then one contiguous block of it). An input
+// is a part, written by its producer straight into the output, where a kernel of its own writes it (not a
+// view, input, constant or graph output), no other Concat reads it and it sits at an offset that is a
+// multiple of 16 bytes; the others are copied there (concat_copies). A Concat whose output is a part of a
+// later one nests in it. (Kernels
 // take any element offset; clFFT's sub-buffers, which need the device's base-address alignment, are made
 // only in workspaces. The plan's 256 bytes would leave out ShuffleNet's halves of 58 x 28 x 28 floats.)
 void plan_in_place_concats(const Graph& g, const std::vector<int>& view_of, const std::vector<int>& device_of,
                            MemoryPlan& p) {
-  constexpr size_t kPartAlign = 16;
   if (std::any_of(device_of.begin(), device_of.end(), [&](int d) { return d != device_of.front(); })) return;
   std::map<std::string, size_t> producer, concat_reads;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -29,14 +124,7 @@ void plan_in_place_concats(const Graph& g, const std::vector<int>& view_of, cons
     if (g.nodes[i].op_type == "Concat")
       for (auto& in : g.nodes[i].inputs) ++concat_reads[in];
   }
-  // Graph outputs and the values they are views of (an Identity or Reshape at the end).
-  std::map<std::string, std::string> view_src;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (view_of[i] >= 0 && !g.nodes[i].outputs.empty())
-      view_src[g.nodes[i].outputs[0]] = g.nodes[i].inputs.at(size_t(view_of[i]));
-  std::set<std::string> outputs;
-  for (auto& o : g.outputs)
-    for (std::string v = o.name; outputs.insert(v).second && view_src.count(v);) v = view_src.at(v);
+  const std::set<std::string> outputs = output_sources(g, view_of);
   std::map<std::string, std::pair<std::string, size_t>> parent;  // part -> (concat output, offset)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& node = g.nodes[i];
@@ -53,20 +141,26 @@ void plan_in_place_concats(const Graph& g, const std::vector<int>& view_of, cons
     bool ok = true;
     for (int64_t d = 0; d < axis; ++d) ok = ok && ys[size_t(d)] == 1;
     std::vector<std::pair<std::string, size_t>> parts;
+    std::vector<std::pair<size_t, size_t>> copies;
     size_t offset = 0;
-    std::set<std::string> seen;
-    for (auto& in : node.inputs) {
+    for (size_t k = 0; ok && k < node.inputs.size(); ++k) {
+      const std::string& in = node.inputs[k];
       const ValueInfo* info = in.empty() ? nullptr : g.info(in);
-      auto pr = producer.find(in);
-      ok = ok && info && info->shape.is_static() && pr != producer.end() && !g.initializers.count(in) &&
-           !g.is_input(in) && !outputs.count(in) && concat_reads[in] == 1 && seen.insert(in).second &&
-           (view_of[pr->second] < 0) && offset % kPartAlign == 0;
+      if (!info || !info->shape.is_static()) ok = false;
       if (!ok) break;
-      parts.emplace_back(in, offset);
+      auto pr = producer.find(in);
+      const bool part = pr != producer.end() && !g.initializers.count(in) && !g.is_input(in) && !outputs.count(in) &&
+                        concat_reads[in] == 1 && view_of[pr->second] < 0 && !p.in_place_slices.count(pr->second) &&
+                        offset % kPartAlign == 0;
+      if (part)
+        parts.emplace_back(in, offset);
+      else
+        copies.emplace_back(k, offset);
       offset += size_t(info->shape.to_shape().numel()) * dtype_size(info->dtype);
     }
-    if (!ok) continue;
+    if (!ok || parts.empty()) continue;
     p.in_place_concats.insert(i);
+    if (!copies.empty()) p.concat_copies[i] = std::move(copies);
     for (auto& [in, off] : parts) parent[in] = {node.outputs[0], off};
   }
   // Each part's outermost holder and its offset there (nested concats add up).
@@ -93,6 +187,7 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
       view_of.push_back(d ? d->view_of : -1);
     }
   const size_t n = g.nodes.size(), end = n + 1;  // graph outputs live past the last node
+  plan_in_place_slices(g, view_of, device_of, p);
   plan_in_place_concats(g, view_of, device_of, p);
   auto root = [&](const std::string& v) {
     auto it = p.view_root.find(v);
@@ -110,6 +205,10 @@ MemoryPlan plan_memory(const Graph& g, std::vector<int> view_of, size_t alignmen
       if (v.empty()) continue;
       if (o == 0 && view_of[i] >= 0) {
         p.view_root[v] = root(node.inputs[size_t(view_of[i])]);
+        continue;
+      }
+      if (p.view_offset.count(v)) {  // an in-place Slice / Split: a view of its input at an offset
+        p.view_root[v] = root(node.inputs[0]);
         continue;
       }
       if (auto part = p.concat_parts.find(v); part != p.concat_parts.end()) {  // placed with its concat output

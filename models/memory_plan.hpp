@@ -25,11 +25,18 @@ struct MemoryPlan {
   };
   std::map<std::string, Slot> slots;  // planned values (roots; views alias their root)
   std::map<std::string, std::string> view_root;  // view value -> the value whose bytes it uses
-  // In-place concatenation: Concat nodes that copy nothing. Each input is written by its producer straight
-  // into its place in the output (its slot lies inside the output's, at that offset; the output's lifetime
-  // covers the inputs'). `concat_parts` maps such an input to (the outermost output holding it, offset).
+  // In-place concatenation: Concat nodes whose inputs (its parts) are written by their producers straight
+  // into their place in the output (a part's slot lies inside the output's, at that offset; the output's
+  // lifetime covers the parts'); the other inputs are copied there. `concat_parts` maps a part to (the
+  // outermost output holding it, offset).
   std::set<size_t> in_place_concats;
   std::map<std::string, std::pair<std::string, size_t>> concat_parts;
+  std::map<size_t, std::vector<std::pair<size_t, size_t>>> concat_copies;  // node -> (input, byte offset) to copy
+  // In-place Slice and Split: outputs that are one contiguous block of their input (one device, the dims
+  // before the axis all 1, step 1, a 16-byte aligned offset, not a graph output) are views of it at that
+  // byte offset, and the node runs no kernel.
+  std::set<size_t> in_place_slices;
+  std::map<std::string, size_t> view_offset;  // such an output -> its byte offset in its input
   size_t arena_bytes = 0;  // planned peak (all devices' arenas and the dedicated buffers together)
   size_t total_bytes = 0;  // sum of all planned intermediates without reuse
   std::vector<size_t> device_arena_bytes;  // arena size per device index (0 where none)

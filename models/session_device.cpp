@@ -20,6 +20,7 @@ void Session::set_slot_tensor(int slot, const Tensor& t) {
   for (size_t i = 0; i < slots.size(); ++i) {
     if (slots[i].kind != CompiledModel::Kind::view || slots[i].root != slot) continue;
     Tensor v = t;
+    v.offset_bytes += slots[i].offset;
     v.shape = slots[i].shape;
     v.dtype = slots[i].dtype;
     tensors_[i] = v;

@@ -259,8 +259,8 @@ TEST_SUITE("graph") {
         CLDL_CHECK_CLOSE(out["z"].as<float>(), z.data(), z.size(), 1e-5, 1e-6);
       }
     }
-    // Parts at offsets that are not a multiple of 16 bytes (3 channels of 1x5 floats: 60 bytes, then 7
-    // channels) are copied.
+    // An input at an offset that is not a multiple of 16 bytes (3 channels of 1x5 floats: 60 bytes, then 7
+    // channels) is copied in.
     GraphBuilder b;
     auto x = b.input("x", DType::f32, Shape{1, 3, 1, 5});
     auto w = b.input("w", DType::f32, Shape{1, 7, 1, 5});
@@ -269,7 +269,13 @@ TEST_SUITE("graph") {
     auto x2 = b.input("x2", DType::f32, Shape{1, 4, 8, 8});
     b.output(b.op1("Concat", {b.relu(x2), b.op1("Sigmoid", {x2})}, {{"axis", int64_t(1)}}), "z");
     auto m = test::compile_graph(b.build());
-    for (auto& line : m->describe()) CHECK_MESSAGE(line.find("in place") == std::string::npos, line);
+    int copied = 0, whole = 0;
+    for (auto& line : m->describe()) {
+      copied += line.find("in place, 1 input(s) copied in") != std::string::npos;
+      whole += line.find("in place (inputs written") != std::string::npos;
+    }
+    CHECK(copied == 1);
+    CHECK(whole == 0);
 
     // Parts 16 bytes apart but not 256 (3 channels of 4x4 floats: 192 bytes), written by a generated
     // element-wise kernel and by a convolution's vector epilogue.
@@ -292,6 +298,69 @@ TEST_SUITE("graph") {
     for (int i = 0; i < 48; ++i) want[size_t(i)] = -1.0f / (1.0f + std::exp(-xv.as<float>()[i]));
     for (int i = 0; i < 48; ++i) want[size_t(48 + i)] = -cv[size_t(i)];
     CLDL_CHECK_CLOSE(out["y"].as<float>(), want.data(), want.size(), 1e-4, 1e-5);
+  }
+
+  TEST_CASE("in-place Slice and Split: views of their input at batch 1; a Concat copies in the inputs that are views") {
+    // a = Relu(x) [N,6,4,4]; s = a[:, 2:5] (Slice); p0, p1, p2 = Split(a, [1, 2, 3]); y = Concat(-s, exp(p0),
+    // tanh(p1), -p2); z = -Concat(p1, Sigmoid(x)): p1 is a view, so that Concat copies it in. Not in place:
+    // a Slice with step 2, a Slice of the inner axis (not one block), and everything at batch 2.
+    auto i64 = [](std::vector<int64_t> v) { return HostTensor::from<int64_t>(Shape{int64_t(v.size())}, v); };
+    auto build = [&](int64_t N) {
+      GraphBuilder b;
+      auto x = b.input("x", DType::f32, Shape{N, 6, 4, 4});
+      auto a = b.relu(x);
+      auto s = b.op1("Slice", {a, b.constant("st", i64({2})), b.constant("en", i64({5})), b.constant("ax", i64({1}))});
+      auto p = b.op("Split", {a, b.constant("sp", i64({1, 2, 3}))}, {{"axis", int64_t(1)}}, 3);
+      auto one = int64_t(1);
+      b.output(b.op1("Concat", {b.op1("Neg", {s}), b.op1("Exp", {p[0]}), b.op1("Tanh", {p[1]}), b.op1("Neg", {p[2]})},
+                     {{"axis", one}}),
+               "y");
+      b.output(b.op1("Neg", {b.op1("Concat", {p[1], b.op1("Sigmoid", {x})}, {{"axis", one}})}), "z");
+      auto step2 = b.op1("Slice", {a, b.constant("st2", i64({0})), b.constant("en2", i64({6})), b.constant("ax2", i64({1})),
+                                   b.constant("sp2", i64({2}))});
+      auto inner = b.op1("Slice", {a, b.constant("st3", i64({1})), b.constant("en3", i64({3})), b.constant("ax3", i64({2}))});
+      b.output(b.op1("Neg", {step2}), "u");
+      b.output(b.op1("Neg", {inner}), "v");
+      return b.build();
+    };
+    for (int64_t N : {1, 2}) {
+      INFO("batch " << N);
+      auto m = test::compile_graph(build(N), {}, CompileOptions{.queues = 2});
+      int views = 0, copied = 0;
+      for (auto& line : m->describe()) {
+        views += line.find("views of its input") != std::string::npos;
+        copied += line.find("copied in") != std::string::npos;
+      }
+      CHECK(views == (N == 1 ? 2 : 0));   // the Slice [2:5] and the Split
+      CHECK(copied == (N == 1 ? 1 : 0));  // z's Concat copies p1 in
+      auto x = rnd({N, 6, 4, 4}, 31);
+      auto out = m->session()->run({{"x", x}});
+      const float* xv = x.as<float>();
+      auto A = [&](int64_t n, int64_t c, int64_t i) { return std::max(xv[(n * 6 + c) * 16 + i], 0.0f); };
+      std::vector<float> y, z, u, v;
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t c = 2; c < 5; ++c)
+          for (int i = 0; i < 16; ++i) y.push_back(-A(n, c, i));
+        for (int i = 0; i < 16; ++i) y.push_back(std::exp(A(n, 0, i)));
+        for (int64_t c = 1; c < 3; ++c)
+          for (int i = 0; i < 16; ++i) y.push_back(std::tanh(A(n, c, i)));
+        for (int64_t c = 3; c < 6; ++c)
+          for (int i = 0; i < 16; ++i) y.push_back(-A(n, c, i));
+        for (int64_t c = 1; c < 3; ++c)
+          for (int i = 0; i < 16; ++i) z.push_back(-A(n, c, i));
+        for (int64_t c = 0; c < 6; ++c)
+          for (int i = 0; i < 16; ++i) z.push_back(-1.0f / (1.0f + std::exp(-xv[(n * 6 + c) * 16 + i])));
+        for (int64_t c = 0; c < 6; c += 2)
+          for (int i = 0; i < 16; ++i) u.push_back(-A(n, c, i));
+        for (int64_t c = 0; c < 6; ++c)
+          for (int h = 1; h < 3; ++h)
+            for (int w = 0; w < 4; ++w) v.push_back(-A(n, c, h * 4 + w));
+      }
+      CLDL_CHECK_CLOSE(out["y"].as<float>(), y.data(), y.size(), 1e-5, 1e-6);
+      CLDL_CHECK_CLOSE(out["z"].as<float>(), z.data(), z.size(), 1e-5, 1e-6);
+      CLDL_CHECK_CLOSE(out["u"].as<float>(), u.data(), u.size(), 1e-5, 1e-6);
+      CLDL_CHECK_CLOSE(out["v"].as<float>(), v.data(), v.size(), 1e-5, 1e-6);
+    }
   }
 
   TEST_CASE("profiling records every kernel and writes a Chrome trace") {
