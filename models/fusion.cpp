@@ -284,6 +284,44 @@ size_t chain_concats(Graph& g) {
   return n;
 }
 
+// A Transpose that moves only dims of size 1 keeps every element where it was: a Reshape, which is a view
+// (PyTorch's MultiheadAttention exports [S, 1, E] <-> [1, S, E] twice per layer; ViT-B/16 ran 24 such
+// copies).
+size_t transposes_as_reshapes(Graph& g) {
+  size_t n = 0;
+  for (Node& node : g.nodes) {
+    if (node.op_type != "Transpose" || !node.domain.empty() || node.input_count() != 1 || node.outputs.size() != 1)
+      continue;
+    auto in = g.values.find(node.input(0)), out = g.values.find(node.outputs[0]);
+    if (in == g.values.end() || out == g.values.end() || !in->second.shape.is_static() ||
+        !out->second.shape.is_static())
+      continue;
+    const Shape is = in->second.shape.to_shape(), os = out->second.shape.to_shape();
+    std::vector<int64_t> perm = node.attr_ints("perm");
+    if (perm.empty())
+      for (int64_t d = int64_t(is.rank()) - 1; d >= 0; --d) perm.push_back(d);
+    if (perm.size() != is.rank() || os.numel() == 0) continue;
+    int64_t last = -1;
+    bool keeps_order = true;
+    for (int64_t a : perm) {
+      if (a < 0 || a >= int64_t(is.rank())) keeps_order = false;
+      if (!keeps_order || is[size_t(a)] == 1) continue;
+      keeps_order = a > last;
+      last = a;
+    }
+    if (!keeps_order) continue;
+    const std::string shape = g.unique_name(node.outputs[0] + "_shape");
+    g.initializers[shape] = HostTensor::from<int64_t>(Shape{int64_t(os.rank())}, os.dims);
+    g.values[shape] = ValueInfo{shape, DType::i64, ValueShape(Shape{int64_t(os.rank())})};
+    node.op_type = "Reshape";
+    node.inputs = {node.input(0), shape};
+    node.attrs.clear();
+    node.opset = std::max<int64_t>(node.opset, 14);
+    ++n;
+  }
+  return n;
+}
+
 size_t fuse_matmul_bias(Graph& g) {
   if (g.opset() < 7) return 0;
   size_t n = 0;
@@ -340,6 +378,7 @@ struct Register {
     register_fusion_pass("zero-pad", drop_zero_pads, FusionStage::typed);
     register_fusion_pass("batchnorm-affine", batchnorm_to_affine, FusionStage::typed);
     register_fusion_pass("concat-chain", chain_concats);
+    register_fusion_pass("transpose-view", transposes_as_reshapes, FusionStage::typed);
   }
 } const kRegister;
 

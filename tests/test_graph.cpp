@@ -363,6 +363,38 @@ TEST_SUITE("graph") {
     }
   }
 
+  TEST_CASE("a Transpose that moves only dims of size 1 becomes a Reshape (a view); others stay copies") {
+    // [7, 1, 5] -> perm (1, 0, 2) -> [1, 7, 5]: a view. [1, 7, 5] -> perm (0, 2, 1) -> [1, 5, 7]: a copy.
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, Shape{7, 1, 5});
+    auto r = b.relu(x);
+    auto t1 = b.op1("Transpose", {r}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+    auto t2 = b.op1("Transpose", {t1}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+    b.output(b.op1("Neg", {t2}), "y");
+    b.output(b.op1("Neg", {t1}), "z");
+    auto m = test::compile_graph(b.build());
+    int transposes = 0, reshapes = 0;
+    for (auto& line : m->describe()) {
+      transposes += line.find(" Transpose ") != std::string::npos;
+      reshapes += line.find(" Reshape ") != std::string::npos && line.find("view") != std::string::npos;
+    }
+    CHECK(transposes == 1);
+    CHECK(reshapes == 1);
+    auto xv = rnd({7, 1, 5}, 41);
+    auto out = m->session()->run({{"x", xv}});
+    std::vector<float> y(35), z(35);
+    for (int i = 0; i < 7; ++i)
+      for (int j = 0; j < 5; ++j) {
+        const float a = std::max(xv.as<float>()[i * 5 + j], 0.0f);
+        z[size_t(i * 5 + j)] = -a;  // [1, 7, 5]
+        y[size_t(j * 7 + i)] = -a;  // [1, 5, 7]
+      }
+    CHECK(out["y"].shape() == Shape{1, 5, 7});
+    CHECK(out["z"].shape() == Shape{1, 7, 5});
+    CLDL_CHECK_CLOSE(out["y"].as<float>(), y.data(), y.size(), 1e-6, 1e-7);
+    CLDL_CHECK_CLOSE(out["z"].as<float>(), z.data(), z.size(), 1e-6, 1e-7);
+  }
+
   TEST_CASE("profiling records every kernel and writes a Chrome trace") {
     auto w1 = rnd({7, 13}, 1), b1 = rnd({7}, 2), w2 = rnd({7, 3}, 3);
     auto m = test::compile_graph(mlp(w1, b1, w2), {}, CompileOptions{.profiling = true});
