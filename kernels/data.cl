@@ -192,9 +192,10 @@ DEFINE_TILE(ulong, tile_8)
 // and store nothing: an early return there, before the index load that idx64 picks, cost PoCL its
 // vectorisation (512 rows of 384 floats: 20 us -> 300 us).
 #define DEFINE_GATHER(T, NAME)                                                                         \
-  __kernel void NAME(long axis_len, long inner, long n_idx, int idx64, __global const T* src,          \
+  __kernel void NAME(long axis_len, long inner, long n_idx, long n_outer, int idx64, __global const T* src, \
                      long s_off, __global const uchar* idx, long i_off, __global T* dst, long d_off) { \
     const long i = get_global_id(0), j = get_global_id(1), o = get_global_id(2);                      \
+    if (o >= n_outer) return;                                                                          \
     const long jr = min(j, n_idx - 1);                                                                 \
     long k = idx64 ? ((__global const long*)idx)[i_off + jr] : (long)((__global const int*)idx)[i_off + jr]; \
     if (k < 0) k += axis_len;                                                                          \
