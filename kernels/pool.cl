@@ -210,17 +210,36 @@ __kernel void global_pool(int is_max, long plane, __global const float* x, long 
   if (lid == 0) y[y_off + nc] = is_max ? scratch[0] : scratch[0] / (float)plane;
 }
 
-// Global pools on CPUs: a plane per work-item (PoCL runs neighbouring items as vector lanes and needs no
-// barrier); work-group reductions cost more than the work on the small planes of CNN heads.
+// Global pools on CPUs: a plane per work-item, no barrier; work-group reductions cost more than the work on
+// the small planes of CNN heads. Global (nc), padded; one item per work-group.
 __kernel void global_pool_planes(int is_max, long plane, long nc, __global const float* x, long x_off,
                                  __global float* y, long y_off) {
   const long p = get_global_id(0);
   if (p >= nc) return;
   x += x_off + p * plane;
-  float acc = is_max ? -INFINITY : 0.0f;
+  // Two float16 accumulators over the plane, then the tail: a work-item reads its plane as vectors (one
+  // item per work-group, so PoCL does not spread planes over lanes and gather).
+  float16 a0 = (float16)(is_max ? -INFINITY : 0.0f), a1 = a0;
+  long i = 0;
+  if (is_max) {
+    for (; i + 32 <= plane; i += 32) {
+      a0 = fmax(a0, vload16(0, x + i));
+      a1 = fmax(a1, vload16(0, x + i + 16));
+    }
+  } else {
+    for (; i + 32 <= plane; i += 32) {
+      a0 += vload16(0, x + i);
+      a1 += vload16(0, x + i + 16);
+    }
+  }
+  const float16 a = is_max ? fmax(a0, a1) : a0 + a1;
+  const float8 h8 = is_max ? fmax(a.lo, a.hi) : a.lo + a.hi;
+  const float4 h4 = is_max ? fmax(h8.lo, h8.hi) : h8.lo + h8.hi;
+  const float2 h2 = is_max ? fmax(h4.lo, h4.hi) : h4.lo + h4.hi;
+  float acc = is_max ? fmax(h2.x, h2.y) : h2.x + h2.y;
   if (is_max)
-    for (long i = 0; i < plane; ++i) acc = fmax(acc, x[i]);
+    for (; i < plane; ++i) acc = fmax(acc, x[i]);
   else
-    for (long i = 0; i < plane; ++i) acc += x[i];
+    for (; i < plane; ++i) acc += x[i];
   y[y_off + p] = is_max ? acc : acc / (float)plane;
 }

@@ -160,7 +160,7 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     if (rows_) {
       set_args(kernel_, cl_int(is_max), cl_long(plane), cl_long(nc), in[0].buffer, cl_long(in[0].offset_elems()),
                out[0].buffer, cl_long(out[0].offset_elems()));
-      ec.enqueue_kernel(kernel_, cl::NDRange(size_t(nc)), cl::NullRange, "global_pool_planes");
+      ec.enqueue_kernel(kernel_, cl::NDRange(size_t(nc)), cl::NDRange(1), "global_pool_planes");
       return;
     }
     set_args(kernel_, cl_int(is_max), cl_long(plane), in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,

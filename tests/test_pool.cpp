@@ -156,7 +156,8 @@ TEST_CASE("auto_pad SAME_UPPER / SAME_LOWER / VALID") {
 }
 
 TEST_CASE("global pools over odd planes, batch 1 and larger (a plane per work-item on CPUs from 16 planes)") {
-  for (Shape s : {Shape{1, 3, 7, 13}, Shape{4, 5, 9, 1}, Shape{2, 3, 150}, Shape{1, 2, 3, 4, 5}, Shape{1, 37, 7, 7}, Shape{3, 17, 11, 5}}) {
+  for (Shape s : {Shape{1, 3, 7, 13}, Shape{4, 5, 9, 1}, Shape{2, 3, 150}, Shape{1, 2, 3, 4, 5}, Shape{1, 37, 7, 7}, Shape{3, 17, 11, 5},
+                  Shape{1, 16, 37, 29}, Shape{2, 9, 41, 23}}) {  // planes of many float16 vectors and a tail
     auto x = random_floats(s.numel(), 3);
     int64_t plane = s.numel() / (s[0] * s[1]);
     for (bool mx : {true, false}) {
