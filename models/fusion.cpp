@@ -20,7 +20,7 @@
 namespace cldl::graph {
 namespace {
 
-std::map<std::string, std::vector<int>> readers(const Graph& g) { return value_readers(g); }
+ValueReaders readers(const Graph& g) { return value_readers(g); }
 
 const HostTensor* f32_const(const Graph& g, const std::string& v) {
   auto it = g.initializers.find(v);
@@ -28,6 +28,7 @@ const HostTensor* f32_const(const Graph& g, const std::string& v) {
 }
 
 size_t fold_batchnorm(Graph& g) {
+  if (!has_op(g, {"BatchNormalization"})) return 0;
   size_t n = 0;
   auto rd = readers(g);
   std::set<size_t> drop;
@@ -106,6 +107,7 @@ void set_epilogue_act(Node& prod, const std::string& name, float alpha, float be
 }
 
 size_t fuse_activations(Graph& g) {
+  if (!has_op(g, {"Gemm", "MatMul", "Conv"})) return 0;  // the epilogues that take an activation
   size_t n = 0;
   auto rd = readers(g);
   auto pr = g.producers();
@@ -140,6 +142,7 @@ size_t fuse_activations(Graph& g) {
 // every conv), where x is a Gemm / MatMul / Conv output read only by the two: the producer's epilogue
 // applies SiLU (x / (1 + e^-x)) instead. Runs before activation fusion, which would take the Sigmoid alone.
 size_t fuse_silu(Graph& g) {
+  if (!has_op(g, {"Sigmoid"})) return 0;
   size_t n = 0;
   auto rd = readers(g);
   auto pr = g.producers();
@@ -179,6 +182,7 @@ size_t fuse_silu(Graph& g) {
 // 62 BatchNormalization kernels and 58 ReLU kernels become 58 fused ones). Typed stage (X's rank known);
 // what BatchNorm folding can take it takes first.
 size_t batchnorm_to_affine(Graph& g) {
+  if (!has_op(g, {"BatchNormalization"})) return 0;
   size_t n = fold_batchnorm(g);
   if (g.opset() < 7) return n;  // Mul / Add broadcast the numpy way from opset 7 on
   std::vector<Node> out;
@@ -236,6 +240,7 @@ size_t batchnorm_to_affine(Graph& g) {
 // at opset 11+: before each of DenseNet's transition pools, 6 ms for [1, 128, 56, 56] on PoCL): it becomes
 // Identity, a view of its input, so no kernel runs. Typed stage: the pads input is a folded constant then.
 size_t drop_zero_pads(Graph& g) {
+  if (!has_op(g, {"Pad"})) return 0;
   size_t n = 0;
   for (Node& node : g.nodes) {
     if (node.op_type != "Pad" || !node.domain.empty() || node.input_count() < 1) continue;
@@ -323,7 +328,7 @@ size_t transposes_as_reshapes(Graph& g) {
 }
 
 size_t fuse_matmul_bias(Graph& g) {
-  if (g.opset() < 7) return 0;
+  if (g.opset() < 7 || !has_op(g, {"MatMul"})) return 0;
   size_t n = 0;
   auto rd = readers(g);
   auto pr = g.producers();

@@ -93,7 +93,7 @@ class Matcher {
  private:
   std::set<size_t> drop_, pending_;
   Graph& g_;
-  std::map<std::string, std::vector<int>> rd_;
+  ValueReaders rd_;
   std::map<std::string, size_t> pr_;
 };
 
@@ -133,7 +133,8 @@ std::optional<std::string> times_half_x(Matcher& m, const std::string& t, const 
 }
 
 size_t fuse_gelu(Graph& g) {
-  if (g.opset() < 7) return 0;  // the patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis)
+  // The patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis) and start at an Erf or a Tanh.
+  if (g.opset() < 7 || !has_op(g, {"Erf", "Tanh"})) return 0;
   Matcher m(g);
   std::vector<Node> added;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -254,7 +255,8 @@ std::string norm_param(Graph& g, std::vector<std::pair<std::string, HostTensor>>
 }
 
 size_t fuse_layernorm(Graph& g) {
-  if (g.opset() < 7) return 0;  // the patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis)
+  // The patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis) and start at a ReduceMean.
+  if (g.opset() < 7 || !has_op(g, {"ReduceMean"})) return 0;
   Matcher m(g);
   std::vector<Node> added;
   std::vector<std::pair<std::string, HostTensor>> new_inits;
@@ -340,7 +342,7 @@ size_t fuse_layernorm(Graph& g) {
 // x * (1 / sqrt) with 1 / sqrt as Reciprocal or Div(1, sqrt) (torch.rsqrt's export), in either Mul order;
 // then an optional Mul by a weight of the normalised shape: RMSNormalization (LLaMA / T5 code).
 size_t fuse_rmsnorm(Graph& g) {
-  if (g.opset() < 7) return 0;
+  if (g.opset() < 7 || !has_op(g, {"ReduceMean"})) return 0;
   Matcher m(g);
   std::vector<Node> added;
   std::vector<std::pair<std::string, HostTensor>> new_inits;
@@ -416,7 +418,8 @@ size_t fuse_rmsnorm(Graph& g) {
 bool is_minus_inf(std::optional<double> v) { return v && (std::isinf(*v) ? *v < 0 : *v <= -1e30); }
 
 size_t fuse_attention(Graph& g) {
-  if (g.opset() < 7) return 0;  // the patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis)
+  // The patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis) and start at a Softmax.
+  if (g.opset() < 7 || !has_op(g, {"Softmax"})) return 0;
   Matcher m(g);
   std::vector<Node> added;
   std::vector<std::pair<std::string, HostTensor>> new_inits;

@@ -160,7 +160,7 @@ void Graph::sort() {
     size_t i = *ready.begin();
     ready.erase(ready.begin());
     done[i] = true;
-    order.push_back(nodes[i]);
+    order.push_back(std::move(nodes[i]));  // a cycle's error below names only nodes not taken
     for (auto u : users[i])
       if (--pending[u] == 0) ready.insert(u);
   }

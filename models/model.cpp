@@ -55,6 +55,8 @@ std::shared_ptr<Model> Model::create(std::shared_ptr<Context> ctx, Graph g, cons
   bind_inputs(g, bind_only, false);
   m->structure_ = prepare_structure(g);
   m->shape_inputs_ = shape_deciding_inputs(g);
+  // What reads constants only folds the same for every signature: once here, not in each plan.
+  if (opts.prepare.fold_constants) m->structure_.folded_nodes += fold_constants_at_load(g);
   for (auto& v : opts.decide_by_value)
     if (std::find(m->shape_inputs_.begin(), m->shape_inputs_.end(), v) == m->shape_inputs_.end())
       m->shape_inputs_.push_back(v);
@@ -260,6 +262,7 @@ std::shared_ptr<CompiledModel> Model::make_plan(const Signature& sig) {
       p = CompiledModel::compile(ctx_, std::move(g), co);
     }
     p->passes = ps;
+    p->passes.folded_nodes += structure_.folded_nodes;
     p->passes.removed_dead += structure_.removed_dead;
     p->passes.fused += structure_.fused;
     return p;

@@ -43,8 +43,9 @@ void register_fusion_pass(std::string name, FusionPass p, FusionStage stage) {
   fusion_passes().push_back({std::move(name), std::move(p), stage});
 }
 
-std::map<std::string, std::vector<int>> value_readers(const Graph& g) {
-  std::map<std::string, std::vector<int>> r;
+ValueReaders value_readers(const Graph& g) {
+  ValueReaders r;
+  r.reserve(g.nodes.size() * 2 + g.outputs.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     for (auto& in : g.nodes[i].inputs)
       if (!in.empty()) r[in].push_back(int(i));
@@ -55,10 +56,20 @@ std::map<std::string, std::vector<int>> value_readers(const Graph& g) {
 }
 
 void erase_nodes(Graph& g, const std::set<size_t>& drop) {
+  if (drop.empty()) return;  // a pass that matched nothing: no copy of every node
   std::vector<Node> kept;
+  kept.reserve(g.nodes.size() - std::min(drop.size(), g.nodes.size()));
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!drop.count(i)) kept.push_back(std::move(g.nodes[i]));
   g.nodes = std::move(kept);
+}
+
+bool has_op(const Graph& g, std::initializer_list<std::string_view> ops) {
+  for (auto& n : g.nodes)
+    if (n.domain.empty())
+      for (std::string_view op : ops)
+        if (n.op_type == op) return true;
+  return false;
 }
 
 size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
@@ -279,6 +290,53 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     o.shape = it->second.shape;
   }
   return folded;
+}
+
+size_t fold_constants_at_load(Graph& g) {
+  // The nodes that read constants only (initializers, and outputs of such nodes), in order: ai.onnx ops,
+  // no control flow, no random draws (each plan draws anew), no outer-scope reads.
+  static const std::set<std::string> kRandom = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                                "RandomUniformLike", "Bernoulli", "Multinomial"};
+  std::set<std::string> constant;
+  for (auto& [name, t] : g.initializers) constant.insert(name);
+  Graph c;
+  c.name = g.name;
+  c.opsets = g.opsets;
+  std::vector<size_t> taken;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!n.domain.empty() || kRandom.count(n.op_type) || (n.op_type == "Dropout" && n.input_count() > 2) ||
+        expanded_when_planning(n) || !n.outer_inputs().empty())
+      continue;
+    if (!std::all_of(n.inputs.begin(), n.inputs.end(), [&](auto& in) { return in.empty() || constant.count(in); }))
+      continue;
+    for (auto& in : n.inputs)
+      if (!in.empty() && !c.initializers.count(in) && g.initializers.count(in)) c.initializers[in] = g.initializers.at(in);
+    for (auto& o : n.outputs)
+      if (!o.empty()) constant.insert(o);
+    c.nodes.push_back(n);
+    taken.push_back(i);
+  }
+  if (taken.empty()) return 0;
+  try {
+    infer_shapes(c, true);  // what every plan's inference would fold of them, the same way
+  } catch (const Error& e) {
+    // Left to the plans, whose error names the signature too.
+    log::debug("graph '{}': no constants folded at load: {}", g.name, e.what());
+    return 0;
+  }
+  // A node is folded when each of its outputs is a constant now; one folded in part stays for the plans.
+  std::set<size_t> drop;
+  for (size_t i : taken) {
+    const Node& n = g.nodes[i];
+    if (std::all_of(n.outputs.begin(), n.outputs.end(), [&](auto& o) { return o.empty() || c.initializers.count(o); }))
+      drop.insert(i);
+  }
+  for (size_t i : drop)
+    for (auto& o : g.nodes[i].outputs)
+      if (!o.empty()) g.initializers[o] = c.initializers.at(o);
+  erase_nodes(g, drop);
+  return drop.size();
 }
 
 size_t remove_dead_nodes(Graph& g) {

@@ -3,9 +3,12 @@
 // passes that need the conv / norm / activation ops (BatchNorm folding, activation fusion).
 #pragma once
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "layers/activation.hpp"
@@ -77,6 +80,11 @@ inline constexpr int64_t kMaxDecidingElements = 4096;
 // `boundary`, a decision that needs run-time data stops it there: g keeps the nodes before it (inferred),
 // `boundary` gets the rest, and graph outputs are not checked.
 size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary = nullptr);
+// Folds, once, what every plan would fold the same way whatever the input shapes: the nodes that read
+// only constants (Constant nodes, arithmetic on initializers), through the same inference as a plan's
+// (infer_shapes on them alone). Their outputs become initializers; a node that would not fold (a device op,
+// a fill too large for the host, an error) stays for the plans. A Model runs it at load. Returns how many.
+size_t fold_constants_at_load(Graph& g);
 // Removes nodes none of whose outputs reach a graph output. Returns how many.
 size_t remove_dead_nodes(Graph& g);
 // Graph inputs that some node needs as a load-time constant (Reshape's shape, a host-only op...): a
@@ -104,8 +112,14 @@ inline constexpr const char* kFusedDomain = "ai.cldl.fused";
 
 // Helpers for passes: readers of each value (graph outputs count as reader -1), and removal of the
 // nodes at the given indices keeping the order of the rest.
-std::map<std::string, std::vector<int>> value_readers(const Graph& g);
+// (Hashed: the passes build it once each, for every plan, and only look names up in it.)
+using ValueReaders = std::unordered_map<std::string, std::vector<int>>;
+ValueReaders value_readers(const Graph& g);
 void erase_nodes(Graph& g, const std::set<size_t>& drop);
+// Whether some ai.onnx node of `g` is one of `ops`: a pass whose every match starts at such a node returns
+// at once without one, before it indexes the graph (readers, producers). It depends on the op types alone,
+// never on shapes, so a plan skips exactly the passes that could not rewrite anything.
+bool has_op(const Graph& g, std::initializer_list<std::string_view> ops);
 
 // The activation a fusion pass folded into a Gemm / MatMul node (Act::none when none).
 Activation fused_activation(const Node& n);
