@@ -315,45 +315,14 @@ TEST_CASE("Gather along every axis with i32 / i64 and negative indices") {
 }
 
 TEST_CASE("Gather with a launch padded past the last index or outer row: every row right, nothing written past the end") {
-  // The local size follows the inner dims (launch.hpp), so the rows are padded up to the group: inner 3
-  // (groups of one column), 96 and 384, index counts that are not a multiple of any group.
-  for (auto [rows, inner, n] : {std::tuple<int64_t, int64_t, int64_t>{50, 3, 1500}, {40, 96, 77}, {30, 384, 513}}) {
-    const Shape s{rows, inner}, is{n};
-    auto x = random_floats(s.numel(), 11);
-    std::vector<int64_t> idx(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) idx[size_t(j)] = (j * 7) % rows - (j % 3 == 0 ? rows : 0);
-    GatherConfig cfg{s, DType::f32, is, DType::i64, 0};
+  // Gathers `idx` along `axis` of data `s` into a view of a larger buffer whose tail holds a sentinel.
+  auto check = [](const Shape& s, const std::vector<int64_t>& idx, int64_t axis, uint32_t seed) {
+    const Shape is{int64_t(idx.size())};
+    auto x = random_floats(s.numel(), seed);
+    GatherConfig cfg{s, DType::f32, is, DType::i64, axis};
     const Shape so = Gather::validate(cfg);
     ref::Dims od;
-    auto want = ref::gather(x, s.dims, idx, is.dims, 0, od);
-    // The output is a view into a larger buffer whose tail holds a sentinel.
-    const int64_t total = so.numel() + 4096;
-    Tensor buf = up(std::vector<float>(size_t(total), -7.0f), Shape{total});
-    Tensor out = buf;
-    out.shape = so;
-    auto op = Gather::create(ctx(), 0, cfg);
-    Tensor dx = up(x, s), di = up(idx, is);
-    auto ec = ctx().exec();
-    op->enqueue(std::vector<Tensor>{dx, di}, std::vector<Tensor>{out}, nullptr, ec);
-    ctx().finish();
-    std::vector<float> got = down<float>(buf);
-    got.resize(size_t(so.numel()));
-    check_exact(got, want);
-    std::vector<float> tail = down<float>(buf);
-    for (int64_t i = so.numel(); i < total; ++i) REQUIRE(tail[size_t(i)] == -7.0f);
-  }
-  // Along axis 1 of [outer, len, inner] with few indices: the outer dim fills the group and is padded (a
-  // score column of SSDlite's [3234, 91] is one index over 3,234 rows).
-  for (auto [outer, len, inner, n] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{3234, 91, 1, 1}, {1000, 7, 1, 3},
-                                      {37, 11, 3, 2}}) {
-    const Shape s{outer, len, inner}, is{n};
-    auto x = random_floats(s.numel(), 12);
-    std::vector<int64_t> idx(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) idx[size_t(j)] = (j * 5 + 2) % len;
-    GatherConfig cfg{s, DType::f32, is, DType::i64, 1};
-    const Shape so = Gather::validate(cfg);
-    ref::Dims od;
-    auto want = ref::gather(x, s.dims, idx, is.dims, 1, od);
+    auto want = ref::gather(x, s.dims, idx, is.dims, int(axis), od);
     const int64_t total = so.numel() + 4096;
     Tensor buf = up(std::vector<float>(size_t(total), -7.0f), Shape{total});
     Tensor out = buf;
@@ -367,6 +336,21 @@ TEST_CASE("Gather with a launch padded past the last index or outer row: every r
     for (int64_t i = so.numel(); i < total; ++i) REQUIRE(got[size_t(i)] == -7.0f);
     got.resize(size_t(so.numel()));
     check_exact(got, want);
+  };
+  // The local size follows the inner dims (launch.hpp), so the rows are padded up to the group: inner 3
+  // (groups of one column), 96 and 384, index counts that are not a multiple of any group.
+  for (auto [rows, inner, n] : {std::tuple<int64_t, int64_t, int64_t>{50, 3, 1500}, {40, 96, 77}, {30, 384, 513}}) {
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) idx[size_t(j)] = (j * 7) % rows - (j % 3 == 0 ? rows : 0);
+    check(Shape{rows, inner}, idx, 0, 11);
+  }
+  // Along axis 1 of [outer, len, inner] with few indices: the outer dim fills the group and is padded (a
+  // score column of SSDlite's [3234, 91] is one index over 3,234 rows).
+  for (auto [outer, len, inner, n] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{3234, 91, 1, 1}, {1000, 7, 1, 3},
+                                      {37, 11, 3, 2}}) {
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) idx[size_t(j)] = (j * 5 + 2) % len;
+    check(Shape{outer, len, inner}, idx, 1, 12);
   }
 }
 
