@@ -135,9 +135,6 @@ size_t fuse_activations(Graph& g) {
   return n;
 }
 
-// MatMul by a 2-D B followed by an Add of a per-column bias (shape [N], or [1, ..., 1, N]) that is its
-// only reader: the bias joins the GEMM's epilogue (input 2, attribute _cldl_bias), and an activation after
-// the Add can then join too (the structure passes run again after a typed pass rewrites).
 // SiLU as exporters write it, x * Sigmoid(x) (torch's nn.SiLU before opset 24's Swish; EfficientNet's
 // every conv), where x is a Gemm / MatMul / Conv output read only by the two: the producer's epilogue
 // applies SiLU (x / (1 + e^-x)) instead. Runs before activation fusion, which would take the Sigmoid alone.
@@ -327,6 +324,9 @@ size_t transposes_as_reshapes(Graph& g) {
   return n;
 }
 
+// MatMul by a 2-D B followed by an Add of a per-column bias (shape [N], or [1, ..., 1, N]) that is its
+// only reader: the bias joins the GEMM's epilogue (input 2, attribute _cldl_bias), and an activation after
+// the Add can then join too (the structure passes run again after a typed pass rewrites).
 size_t fuse_matmul_bias(Graph& g) {
   if (g.opset() < 7 || !has_op(g, {"MatMul"})) return 0;
   size_t n = 0;

@@ -15,6 +15,11 @@ namespace {
 
 constexpr size_t kPartAlign = 16;
 
+// In-place pieces need every node on one device (a part read on another device would need its own buffer).
+bool one_device(const std::vector<int>& device_of) {
+  return std::all_of(device_of.begin(), device_of.end(), [&](int d) { return d == device_of.front(); });
+}
+
 // Graph outputs and the values they are views of (an Identity or Reshape at the end).
 std::set<std::string> output_sources(const Graph& g, const std::vector<int>& view_of) {
   std::map<std::string, std::string> view_src;
@@ -64,7 +69,7 @@ int64_t slice_start(const Graph& g, const Node& node, const Shape& in, const Sha
 // Which Slice / Split nodes are views (MemoryPlan::in_place_slices, view_offset).
 void plan_in_place_slices(const Graph& g, const std::vector<int>& view_of, const std::vector<int>& device_of,
                           MemoryPlan& p) {
-  if (std::any_of(device_of.begin(), device_of.end(), [&](int d) { return d != device_of.front(); })) return;
+  if (!one_device(device_of)) return;
   const std::set<std::string> outputs = output_sources(g, view_of);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& node = g.nodes[i];
@@ -116,7 +121,7 @@ void plan_in_place_slices(const Graph& g, const std::vector<int>& view_of, const
 // only in workspaces. The plan's 256 bytes would leave out ShuffleNet's halves of 58 x 28 x 28 floats.)
 void plan_in_place_concats(const Graph& g, const std::vector<int>& view_of, const std::vector<int>& device_of,
                            MemoryPlan& p) {
-  if (std::any_of(device_of.begin(), device_of.end(), [&](int d) { return d != device_of.front(); })) return;
+  if (!one_device(device_of)) return;
   std::map<std::string, size_t> producer, concat_reads;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     for (auto& o : g.nodes[i].outputs)
