@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Exports a set of models from the wild with Debian's python3-torch / python3-torchvision (random
 weights, nothing downloaded): torchvision classifiers, segmenters and detectors, at several opsets, with
-a dynamic batch dim. Each model is written as NAME_opsetN.onnx with NAME_opsetN.json beside it (the input
+a dynamic batch dim. BatchNorm statistics come from a few random batches and a zero-initialised
+classifier gets random weights, so outputs compared with a peer's carry signal (--raw keeps the
+constructors' initialisation). Each model is written as NAME_opsetN.onnx with NAME_opsetN.json beside it (the input
 shape to bench with); a model torch cannot export at an opset is listed in FAILED.txt with the reason.
 
     /usr/bin/python3 tools/bench/export_models.py [--out DIR] [--opsets 11,13,17] [--only resnet18,...]
@@ -63,11 +65,36 @@ class Plain(torch.nn.Module):
         return y["out"] if isinstance(y, dict) else y
 
 
-def export(name, opset, out_dir):
+def calibrate(model, shape, detection):
+    """Random weights with the default BatchNorm statistics shrink activations layer by layer (SSDlite's
+    last features are about 1e-13, every score the same), and torchvision zero-initialises ViT's
+    classifier: outputs compared with a peer's would then agree trivially. So the BatchNorm statistics
+    are set from a few random batches (as training would) and a zero classifier gets random weights."""
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if bns:
+        net = model.backbone if detection else model
+        for bn in bns:
+            bn.reset_running_stats()
+            bn.momentum = None  # a cumulative average over the batches below
+        net.train()
+        with torch.no_grad():
+            for _ in range(3):
+                x = torch.randn(2, *shape[1:])
+                net(model.transform([x[0], x[1]])[0].tensors if detection else x)
+        model.eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear) and not m.weight.any():
+                torch.nn.init.normal_(m.weight, std=0.02)
+
+
+def export(name, opset, out_dir, calibrated=True):
     make, shape = MODELS[name]
     torch.manual_seed(0)
     model = make().eval()
     detection = name.startswith(DETECTORS)
+    if calibrated:
+        calibrate(model, shape, detection)
     path = os.path.join(out_dir, f"{name}_opset{opset}.onnx")
     x = torch.randn(*shape)
     if detection:  # takes a list of images; the batch is that list
@@ -88,6 +115,8 @@ def main():
     ap.add_argument("--out", default="/tmp/cldl-models")
     ap.add_argument("--opsets", default="11,13,17")
     ap.add_argument("--only", default="")
+    ap.add_argument("--raw", action="store_true",
+                    help="keep the constructors' initialisation (no BatchNorm statistics, zero ViT head)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     names = a.only.split(",") if a.only else list(MODELS)
@@ -95,7 +124,7 @@ def main():
     for name in names:
         for opset in [int(o) for o in a.opsets.split(",")]:
             try:
-                print("exported", export(name, opset, a.out), flush=True)
+                print("exported", export(name, opset, a.out, not a.raw), flush=True)
             except Exception as e:  # noqa: BLE001 - the reason is the result
                 reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 failed.append(f"{name} opset {opset}: {reason}")
