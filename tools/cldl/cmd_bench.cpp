@@ -159,12 +159,12 @@ void Reporter::add(const Result& r) {
 namespace cldl::cli {
 
 void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Benchmark op families (gemm, conv, ...) or a model.onnx: min / median / max");
+  auto* cmd = app.add_subcommand("bench", "Benchmark op families (gemm, conv, ...), a model.onnx or a folder of models: min / median / max");
   static bench::Options opts;
   static std::vector<std::string> which;
   static bool list = false;
   static ModelOptions model;  // `cldl bench model.onnx`: inputs, symbolic dims, --random
-  cmd->add_option("families", which, "Families to run (default: all; see --list), or one model.onnx");
+  cmd->add_option("families", which, "Families to run (default: all; see --list), one model.onnx, or a folder of models");
   cmd->add_option("-d,--device", opts.device, "Device spec")->envname("CLDL_DEVICE");
   cmd->add_option("--runs", opts.runs, "Timed runs per case")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", opts.warmup, "Untimed runs first")->check(CLI::NonNegativeNumber);
@@ -182,6 +182,12 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--tuning", opts.tuning, "Tuning database: db (use it), default (heuristics only), compare (both)")
       ->check(CLI::IsMember({"db", "default", "compare"}));
   cmd->callback([] {
+    if (!which.empty() && std::filesystem::is_directory(which[0])) {
+      if (which.size() > 1) fail("cldl bench {}: one folder at a time (got '{}' too)", which[0], which[1]);
+      model.device = opts.device;
+      bench_folder(which[0], model, opts.runs, opts.warmup, opts.json, opts.compare);
+      return;
+    }
     if (!which.empty() && std::filesystem::path(which[0]).extension() == ".onnx") {
       if (which.size() > 1) fail("cldl bench {}: one model at a time (got '{}' too)", which[0], which[1]);
       model.model = which[0];

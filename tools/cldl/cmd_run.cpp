@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -26,7 +25,6 @@ ModelLatency time_model(LoadedModel& lm, int runs, int warmup, std::map<std::str
   return r;
 }
 
-namespace {
 nlohmann::json latency_json(const ModelOptions& mo, const LoadedModel& lm, const ModelLatency& t) {
   return nlohmann::json{{"model", mo.model},  {"device", lm.ctx->device().info.name},
                         {"runs", t.runs},     {"warmup", t.warmup},
@@ -34,7 +32,6 @@ nlohmann::json latency_json(const ModelOptions& mo, const LoadedModel& lm, const
                         {"max_ms", t.max_ms}, {"first_run_ms", t.first_ms},
                         {"load_ms", lm.load_ms}};
 }
-}  // namespace
 
 void print_model_latency(const ModelOptions& mo, const LoadedModel& lm, const ModelLatency& t, bool json) {
   const std::string device = lm.ctx->device().info.name;
@@ -45,77 +42,6 @@ void print_model_latency(const ModelOptions& mo, const LoadedModel& lm, const Mo
   fmt::print("latency min {:.3f} ms  median {:.3f} ms  max {:.3f} ms  ({} runs after {} warm-up on {}, inputs and "
              "outputs copied)\n",
              t.min_ms, t.median_ms, t.max_ms, t.runs, t.warmup + 1, device);
-}
-
-// `cldl bench model.onnx`: the model's latency (bench options --runs / --warmup / --json / --device).
-void bench_model(ModelOptions mo, int runs, int warmup, bool json, bool compare) {
-  LoadedModel lm = load_for_cli(mo, false);
-  if (!json)
-    fmt::print("model {} on {}: {} nodes, load {:.2f} ms\n", mo.model, lm.ctx->device().info.name,
-               lm.model->graph().nodes.size(), lm.load_ms);
-  if (!compare) {
-    ModelLatency t = time_model(lm, runs, warmup);
-    print_model_latency(mo, lm, t, json);
-    return;
-  }
-  // The peer reads the very inputs cldl runs (random ones included), written as .npy.
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           fmt::format("cldl-bench-{}-{}", ::getpid(), std::hash<std::string>{}(mo.model)))
-                              .string();
-  std::filesystem::create_directories(dir);
-  const int threads = int(std::max<uint32_t>(lm.ctx->device().info.compute_units, 1));
-  std::vector<std::string> args{mo.model, "--threads", std::to_string(threads), "--warmup", std::to_string(warmup)};
-  int k = 0;
-  for (auto& [name, t] : lm.all_inputs) {
-    std::string f = fmt::format("{}/in{}.npy", dir, k++);
-    graph::write_npy(t, f);
-    args.push_back("--input");
-    args.push_back(name + "=" + f);
-  }
-  bench::ServePeer peer(bench::peer_script("model_onnxruntime.py"), args);
-  ModelRunner session(lm);
-  ModelLatency t;
-  auto t_first = std::chrono::steady_clock::now();
-  session.run();
-  t.first_ms = elapsed_ms(t_first);
-  for (int i = 0; i < warmup; ++i) session.run();
-  const bool have_peer = peer.ready() && peer.has("model");
-  std::vector<double> ours;
-  bench::PeerRounds theirs;
-  for (int r = 0; r < runs; ++r) {
-    session.run();  // untimed, right before, as the peer does
-    auto t0 = std::chrono::steady_clock::now();
-    session.run();
-    ours.push_back(elapsed_ms(t0));
-    if (have_peer) theirs.add(peer.run("model"));
-  }
-  std::filesystem::remove_all(dir);
-  std::vector<double> sorted = ours;
-  std::sort(sorted.begin(), sorted.end());
-  t.min_ms = sorted.front(), t.median_ms = sorted[sorted.size() / 2], t.max_ms = sorted.back();
-  t.runs = runs, t.warmup = warmup;
-  auto ratio = bench::round_ratio(theirs.ms, ours, "onnxruntime / cldl");
-  std::vector<double> tms;
-  for (double v : theirs.ms)
-    if (v > 0) tms.push_back(v);
-  std::sort(tms.begin(), tms.end());
-  const double peer_median = tms.empty() ? 0.0 : tms[tms.size() / 2];
-  if (json) {
-    nlohmann::json j = latency_json(mo, lm, t);
-    if (!tms.empty()) {
-      j["onnxruntime_median_ms"] = peer_median;
-      j["onnxruntime_threads"] = threads;
-      j["ratio_median"] = ratio.median;
-    }
-    fmt::print("{}\n", j.dump());
-    return;
-  }
-  print_model_latency(mo, lm, t, false);
-  if (tms.empty()) {
-    fmt::print("onnxruntime: no peer (needs python3 with onnxruntime and numpy; see tools/bench/model_onnxruntime.py)\n");
-    return;
-  }
-  fmt::print("onnxruntime median {:.3f} ms ({})\n{}\n", peer_median, peer.note("model"), ratio.describe());
 }
 
 void add_run_command(CLI::App& app) {

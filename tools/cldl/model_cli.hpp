@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "models/executor.hpp"
 #include "models/model.hpp"
@@ -181,11 +182,17 @@ struct ModelLatency {
 ModelLatency time_model(LoadedModel& lm, int runs, int warmup,
                         std::map<std::string, HostTensor>* first_outputs = nullptr);
 // One JSON object (model, device, runs, min/median/max_ms, first_run_ms, load_ms) on stdout, or a line.
+nlohmann::json latency_json(const ModelOptions& mo, const LoadedModel& lm, const ModelLatency& t);
 void print_model_latency(const ModelOptions& mo, const LoadedModel& lm, const ModelLatency& t, bool json);
-// `cldl bench model.onnx ...` (tools/cldl/cmd_run.cpp).
+// `cldl bench model.onnx ...` (tools/cldl/bench_models.cpp).
 // With `compare`, ONNX Runtime (tools/bench/model_onnxruntime.py, the CPU's core count of intra-op threads)
-// runs the same inputs in alternating rounds: one timed run each per round, medians and the per-round
-// ratio ORT / cldl.
+// and, where installed, OpenVINO's CPU plugin run the same inputs in alternating rounds: one timed run
+// each per round, medians and the per-round ratio peer / cldl.
 void bench_model(ModelOptions mo, int runs, int warmup, bool json, bool compare = false);
+// `cldl bench FOLDER`: bench_model over every FOLDER/*.onnx, inputs from NAME.json beside it
+// ({"inputs": {name: [dtype, shape]}}, as tools/bench/export_models.py writes) or random ones with the
+// dims of `base`; then per-model ratios and their geometric mean. A model that fails is listed with its
+// error, and the command fails after the summary.
+void bench_folder(const std::string& dir, const ModelOptions& base, int runs, int warmup, bool json, bool compare);
 
 }  // namespace cldl::cli
