@@ -242,6 +242,43 @@ TEST_SUITE("onnx_import") {
     rc = test::run_command(cli() + " bench " + dir + "/sym.onnx --random --json --runs 2", out);
     CHECK(rc == 0);
     CHECK(out.find("T=1 (unbound, --random)") != std::string::npos);
+
+    // A folder: sym.onnx takes its shape from sym.json ([7, 13], so no "--random" binding), m.onnx (fixed
+    // shapes, no spec) runs on random inputs, a truncated model and a malformed spec are listed with their
+    // errors while the others still run, and the command fails at the end.
+    std::string folder = dir + "/set";
+    fs::create_directories(folder);
+    fs::copy_file(dir + "/sym.onnx", folder + "/sym.onnx");
+    fs::copy_file(dir + "/m.onnx", folder + "/m.onnx");
+    fs::copy_file(dir + "/m.onnx", folder + "/spec_bad.onnx");
+    test::write_bytes(folder + "/sym.json", R"({"inputs": {"x": ["float32", [7, 13]]}})");
+    test::write_bytes(folder + "/spec_bad.json", R"({"inputs": {"x": "float32"}})");
+    const std::string bytes = export_onnx(small_model(w, bias));
+    test::write_bytes(folder + "/trunc.onnx", bytes.substr(0, bytes.size() / 3));
+    rc = test::run_command(cli() + " bench " + folder + " --no-compare --json --runs 2 --warmup 0", out);
+    CHECK(rc != 0);
+    CHECK(out.find("unbound") == std::string::npos);
+    std::map<std::string, nlohmann::json> rows;
+    nlohmann::json summary;
+    for (size_t at = 0; at < out.size();) {
+      size_t end = out.find('\n', at);
+      if (end == std::string::npos) end = out.size();
+      const std::string line = out.substr(at, end - at);
+      at = end + 1;
+      if (line.empty() || line[0] != '{') continue;
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("summary")) summary = j["summary"];
+      else rows[fs::path(j["model"].get<std::string>()).filename().string()] = j;
+    }
+    REQUIRE(rows.size() == 4);
+    CHECK(rows["m.onnx"]["median_ms"].get<double>() > 0);
+    CHECK(rows["sym.onnx"]["median_ms"].get<double>() > 0);
+    CHECK(rows["trunc.onnx"]["error"].get<std::string>().find("trunc.onnx") != std::string::npos);
+    CHECK(rows["spec_bad.onnx"]["error"].get<std::string>().find("spec_bad.json: input 'x' should be [DTYPE, SHAPE]") !=
+          std::string::npos);
+    CHECK(summary["models"] == 4);
+    CHECK(summary["failed"] == 2);
+    CHECK(out.find("2 of 4 models failed") != std::string::npos);
     fs::remove_all(dir);
   }
 }
