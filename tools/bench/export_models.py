@@ -41,12 +41,13 @@ MODELS = {
         lambda: torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights_backbone=None), (1, 3, 320, 320)),
     # Two-stage and anchor-based detectors: TopK, NonMaxSuppression per class, RoiAlign (MultiScaleRoIAlign),
     # shapes decided by data throughout. Their transforms resize to 320 so a CPU run stays short; with random
-    # weights no Faster R-CNN box passes the default score threshold, so it keeps every box (0.0).
+    # weights no Faster R-CNN or RetinaNet box passes the default score threshold, so they keep every box (0.0).
     "fasterrcnn_mobilenet_v3_large_320_fpn": (
         lambda: torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(weights_backbone=None, box_score_thresh=0.0),
         (1, 3, 320, 320)),
     "retinanet_resnet50_fpn": (
-        lambda: torchvision.models.detection.retinanet_resnet50_fpn(weights_backbone=None, min_size=320, max_size=320),
+        lambda: torchvision.models.detection.retinanet_resnet50_fpn(weights_backbone=None, min_size=320, max_size=320,
+                                                                   score_thresh=0.0),
         (1, 3, 320, 320)),
 }
 
