@@ -84,6 +84,42 @@ static cl_mem app_buffer(cl_context clctx, cl_command_queue q, size_t bytes, int
   return m;
 }
 
+/* An app buffer holding `bytes` of `data`. */
+static cl_mem app_input(cl_context clctx, cl_command_queue q, const void* data, size_t bytes) {
+  cl_mem m = app_buffer(clctx, q, bytes, 0);
+  CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, bytes, data, 0, NULL, NULL) == CL_SUCCESS);
+  return m;
+}
+
+/* MODEL_DIR/name loaded (no load options) and a session on it. */
+static void open_model(cldl_context ctx, const char* dir, const char* name, cldl_model* model, cldl_session* s) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  OK(cldl_model_load(ctx, path, NULL, model));
+  OK(cldl_session_create(*model, s));
+}
+
+/* Input "x" (f32 [n]) from host memory, or when `bound` from an app buffer (*xb) with output `out` bound
+ * to an app buffer of `out_bytes` (*ob); both NULL when not bound. */
+static void set_x(cldl_session s, cl_context clctx, cl_command_queue q, int bound, const float* x, int64_t n,
+                  const char* out, size_t out_bytes, cl_mem* xb, cl_mem* ob) {
+  *xb = *ob = NULL;
+  if (!bound) {
+    OK(cldl_session_set_input(s, "x", CLDL_F32, &n, 1, x, (size_t)n * sizeof(float)));
+    return;
+  }
+  *xb = app_input(clctx, q, x, (size_t)n * sizeof(float));
+  *ob = app_buffer(clctx, q, out_bytes, 0);
+  OK(cldl_session_bind_input(s, "x", *xb, 0));
+  OK(cldl_session_set_input_shape(s, "x", &n, 1));
+  OK(cldl_session_bind_output(s, out, *ob, 0));
+}
+
+static void close_model(cldl_model model, cldl_session s) {
+  OK(cldl_session_release(s));
+  OK(cldl_model_release(model));
+}
+
 static void read_app_buffer(cl_command_queue q, cl_mem m, size_t bytes, void* out) {
   CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, bytes, out, 0, NULL, NULL) == CL_SUCCESS);
 }
@@ -122,7 +158,6 @@ static size_t nonzero_reference(const float* x, int64_t r, int64_t c, float w, i
 }
 
 static void staged_nonzero(cldl_context ctx, cl_context clctx, cl_command_queue q, const char* dir) {
-  char path[4096];
   cldl_model model;
   cldl_session s;
   /* Shapes and zero patterns: odd sizes, a 1 x 1, a count of 0 and the full count. */
@@ -130,9 +165,7 @@ static void staged_nonzero(cldl_context ctx, cl_context clctx, cl_command_queue 
   int run, bound;
   float x[NZ_MAX], vals[NZ_MAX], want_vals[NZ_MAX], w = 1.5f;
   int64_t nz[2 * NZ_MAX], want_nz[2 * NZ_MAX], one[1] = {1};
-  snprintf(path, sizeof path, "%s/nonzero.onnx", dir);
-  OK(cldl_model_load(ctx, path, NULL, &model));
-  OK(cldl_session_create(model, &s));
+  open_model(ctx, dir, "nonzero.onnx", &model, &s);
   OK(cldl_session_set_input(s, "w", CLDL_F32, one, 1, &w, sizeof w));
   FAILS(cldl_session_enqueue(s, 0, NULL, NULL), CLDL_ERROR_SHAPE, "input 'x'"); /* no x yet */
   for (bound = 0; bound < 2; ++bound)
@@ -148,8 +181,7 @@ static void staged_nonzero(cldl_context ctx, cl_context clctx, cl_command_queue 
       }
       count = nonzero_reference(x, r, c, w, want_nz, want_vals);
       if (bound) { /* x from the app's buffer, nz and vals into the app's buffers (room for every element) */
-        xb = app_buffer(clctx, q, n * sizeof(float), 0);
-        CHECK(clEnqueueWriteBuffer(q, xb, CL_TRUE, 0, n * sizeof(float), x, 0, NULL, NULL) == CL_SUCCESS);
+        xb = app_input(clctx, q, x, n * sizeof(float));
         nzb = app_buffer(clctx, q, 2 * n * sizeof(int64_t), 0x7f);
         vb = app_buffer(clctx, q, n * sizeof(float), 0x7f);
         OK(cldl_session_bind_input(s, "x", xb, 0));
@@ -227,43 +259,30 @@ static void staged_nonzero(cldl_context ctx, cl_context clctx, cl_command_queue 
   /* Enqueued and asynchronous runs return before the run ends: they refuse a staged plan, naming it. */
   FAILS(cldl_session_enqueue(s, 0, NULL, NULL), CLDL_ERROR_MODEL, "cldl_session_run");
   FAILS(cldl_session_run_async(s, on_done, NULL), CLDL_ERROR_MODEL, "cldl_session_run");
-  OK(cldl_session_release(s));
-  OK(cldl_model_release(model));
+  close_model(model, s);
 }
 
 /* if_data.onnx: sum(x) > 0 ? x as [n/2, 2] : -x as [2, n/2]. */
 static void staged_if(cldl_context ctx, cl_context clctx, cl_command_queue q, const char* dir) {
-  char path[4096];
   cldl_model model;
   cldl_session s;
   static const int64_t sizes[] = {6, 4, 10, 2, 6, 12};
   int run, bound;
   float x[16], y[16], want[16];
-  snprintf(path, sizeof path, "%s/if_data.onnx", dir);
-  OK(cldl_model_load(ctx, path, NULL, &model));
-  OK(cldl_session_create(model, &s));
+  open_model(ctx, dir, "if_data.onnx", &model, &s);
   for (bound = 0; bound < 2; ++bound)
     for (run = 0; run < (int)(sizeof sizes / sizeof sizes[0]); ++run) {
       int64_t n = sizes[run];
       size_t i;
       float sum = 0.f;
       unsigned char positive = 0;
-      cl_mem xb = NULL, yb = NULL;
+      cl_mem xb, yb;
       for (i = 0; i < (size_t)n; ++i) {
         x[i] = (float)((int)((i * 5 + (size_t)run) % 7) - 3) * 0.5f + (run % 2 ? -1.f : 0.25f);
         sum += x[i];
       }
       for (i = 0; i < (size_t)n; ++i) want[i] = sum > 0.f ? x[i] : -x[i];
-      if (bound) {
-        xb = app_buffer(clctx, q, (size_t)n * sizeof(float), 0);
-        CHECK(clEnqueueWriteBuffer(q, xb, CL_TRUE, 0, (size_t)n * sizeof(float), x, 0, NULL, NULL) == CL_SUCCESS);
-        yb = app_buffer(clctx, q, (size_t)n * sizeof(float), 0);
-        OK(cldl_session_bind_input(s, "x", xb, 0));
-        OK(cldl_session_set_input_shape(s, "x", &n, 1));
-        OK(cldl_session_bind_output(s, "y", yb, 0));
-      } else {
-        OK(cldl_session_set_input(s, "x", CLDL_F32, &n, 1, x, (size_t)n * sizeof(float)));
-      }
+      set_x(s, clctx, q, bound, x, n, "y", (size_t)n * sizeof(float), &xb, &yb);
       OK(cldl_session_run(s));
       if (sum > 0.f)
         CHECK(output_is(s, "y", 2, n / 2, 2, (size_t)n * sizeof(float)));
@@ -296,27 +315,23 @@ static void staged_if(cldl_context ctx, cl_context clctx, cl_command_queue q, co
     OK(cldl_session_get_output(s, "y", y, 4 * sizeof(float)));
     CHECK(close_all(y, x5, 4, 0.f));
   }
-  OK(cldl_session_release(s));
-  OK(cldl_model_release(model));
+  close_model(model, s);
 }
 
 /* loop_data.onnx: trips = (int64)max(x); acc = x, then trips times acc = acc * 0.5 + x, stacked in accs. */
 static void staged_loop(cldl_context ctx, cl_context clctx, cl_command_queue q, const char* dir) {
-  char path[4096];
   cldl_model model;
   cldl_session s;
   static const int64_t sizes[] = {3, 1, 7, 5, 3};
   static const float peaks[] = {2.5f, 1.f, 4.75f, 1.9f, 3.2f}; /* max(x): 2, 1, 4, 1, 3 trips */
   int run, bound;
   float x[8], acc[8], accs[64], want_acc[8], want_accs[64];
-  snprintf(path, sizeof path, "%s/loop_data.onnx", dir);
-  OK(cldl_model_load(ctx, path, NULL, &model));
-  OK(cldl_session_create(model, &s));
+  open_model(ctx, dir, "loop_data.onnx", &model, &s);
   for (bound = 0; bound < 2; ++bound)
     for (run = 0; run < (int)(sizeof sizes / sizeof sizes[0]); ++run) {
       int64_t n = sizes[run], trips = (int64_t)peaks[run], t;
       size_t i;
-      cl_mem xb = NULL, accsb = NULL;
+      cl_mem xb, accsb;
       for (i = 0; i < (size_t)n; ++i) x[i] = (float)((int)((i * 3 + (size_t)run) % 5) - 2) * 0.25f;
       x[(size_t)run % (size_t)n] = peaks[run];
       for (i = 0; i < (size_t)n; ++i) want_acc[i] = x[i];
@@ -325,16 +340,7 @@ static void staged_loop(cldl_context ctx, cl_context clctx, cl_command_queue q, 
           want_acc[i] = want_acc[i] * 0.5f + x[i];
           want_accs[(size_t)t * (size_t)n + i] = want_acc[i];
         }
-      if (bound) {
-        xb = app_buffer(clctx, q, (size_t)n * sizeof(float), 0);
-        CHECK(clEnqueueWriteBuffer(q, xb, CL_TRUE, 0, (size_t)n * sizeof(float), x, 0, NULL, NULL) == CL_SUCCESS);
-        accsb = app_buffer(clctx, q, sizeof accs, 0);
-        OK(cldl_session_bind_input(s, "x", xb, 0));
-        OK(cldl_session_set_input_shape(s, "x", &n, 1));
-        OK(cldl_session_bind_output(s, "accs", accsb, 0));
-      } else {
-        OK(cldl_session_set_input(s, "x", CLDL_F32, &n, 1, x, (size_t)n * sizeof(float)));
-      }
+      set_x(s, clctx, q, bound, x, n, "accs", sizeof accs, &xb, &accsb);
       OK(cldl_session_run(s));
       CHECK(output_is(s, "acc", 1, n, 0, (size_t)n * sizeof(float)));
       CHECK(output_is(s, "accs", 2, trips, n, (size_t)(trips * n) * sizeof(float)));
@@ -351,8 +357,7 @@ static void staged_loop(cldl_context ctx, cl_context clctx, cl_command_queue q, 
         clReleaseMemObject(accsb);
       }
     }
-  OK(cldl_session_release(s));
-  OK(cldl_model_release(model));
+  close_model(model, s);
 }
 
 static void staged_models(cldl_context ctx, const char* dir) {
