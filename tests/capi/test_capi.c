@@ -235,10 +235,23 @@ static void staged_nonzero(cldl_context ctx, cl_context clctx, cl_command_queue 
     OK(cldl_session_get_output(s, "vals", vals, sizeof vals));
     CHECK(close_all(vals, want_vals, count, 0.f));
     OK(cldl_session_bind_output(s, "vals", NULL, 0));
-    clReleaseMemObject(small);
     OK(cldl_session_run(s));
     OK(cldl_session_get_output(s, "vals", vals, sizeof vals));
     CHECK(close_all(vals, want_vals, count, 0.f));
+    /* A device copy of the staged run's output into an app buffer: too small, then at an offset. */
+    FAILS(cldl_session_copy_output(s, "vals", small, 0, 0, NULL, NULL), CLDL_ERROR_SHAPE, "20 bytes");
+    clReleaseMemObject(small);
+    {
+      cl_mem big = app_buffer(clctx, q, 8 * sizeof(float), 0);
+      cl_event copied = NULL;
+      float got[8];
+      OK(cldl_session_copy_output(s, "vals", big, 2 * sizeof(float), 0, NULL, &copied));
+      CHECK(clWaitForEvents(1, &copied) == CL_SUCCESS);
+      clReleaseEvent(copied);
+      read_app_buffer(q, big, sizeof got, got);
+      CHECK(close_all(got + 2, want_vals, count, 0.f));
+      clReleaseMemObject(big);
+    }
     /* A shape the graph cannot take, known only from the data: w of 3 elements against a count of 5 (a
      * broadcast mismatch in the plan of the rest); the session goes on. */
     {
