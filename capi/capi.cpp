@@ -67,7 +67,11 @@ struct SessionObj {
     std::set<std::string> written, app_bound;
   };
   std::map<uint64_t, InnerState> inner;
-  graph::Session* last = nullptr;  // the last run's
+  graph::Session* last = nullptr;  // the last run's (a plan without run-time decisions)
+  // The last run of a staged plan (run-time decisions, ModelSession::run_on_device): its outputs on the
+  // device, in their real shapes, until the next run.
+  std::map<std::string, Tensor> staged_out;
+  bool ran_staged = false;
   std::vector<IoInfo> last_outputs;  // output shapes of the last run
   std::mutex m;  // one call at a time per session
 };
@@ -335,9 +339,13 @@ const graph::ValueInfo& declared_input(const ModelObj& m, const std::string& nam
   capi_fail(CLDL_ERROR_NOT_FOUND, "'{}' is not an input of the model", name);
 }
 
-// Everything a run needs, under the session's lock: the plan of the staged shapes, the app's bindings
-// and the staged host inputs applied to that plan's Session. Returns that Session.
-graph::Session& prepare_run(SessionObj& s) {
+cl::CommandQueue run_queue(const ModelObj& m) {
+  auto& o = m.model->options().compile;
+  return m.model->context().queue(o.device, 0, o.profiling);
+}
+
+// The plan Session of the signature of the inputs set (planned on first sight), under the session's lock.
+graph::Session& plan_run(SessionObj& s) {
   graph::Model& model = *s.model->model;
   std::map<std::string, HostTensor> values;
   for (auto& name : model.shape_inputs()) {
@@ -359,11 +367,14 @@ graph::Session& prepare_run(SessionObj& s) {
     if (e.cl_code() != 0) throw;
     capi_fail(CLDL_ERROR_SHAPE, "{}", e.what());
   }
-  if (inner->model().staged())
-    capi_fail(CLDL_ERROR_MODEL,
-              "the model decides at run time ({}); the C API's device path runs plans without run-time decisions "
-              "only (the C++ and Python APIs run them)",
-              inner->model().rest_reason);
+  return *inner;
+}
+
+// A plan without run-time decisions: the app's bindings and the host inputs set applied to its Session
+// (inputs written once per value), ready to enqueue.
+void bind_run(SessionObj& s, graph::Session& session) {
+  graph::Model& model = *s.model->model;
+  graph::Session* inner = &session;
   const graph::Graph& pg = inner->model().graph();
   // State of sessions the model session dropped goes with them (serials are never reused).
   std::set<uint64_t> live;
@@ -394,6 +405,10 @@ graph::Session& prepare_run(SessionObj& s) {
     inner->bind_output(out.name, t);
   }
   s.last = inner;
+  if (s.ran_staged) {
+    s.ran_staged = false;
+    s.staged_out.clear();
+  }
   s.last_outputs.clear();
   for (auto& out : pg.outputs) {
     const graph::ValueInfo* declared = nullptr;
@@ -401,26 +416,93 @@ graph::Session& prepare_run(SessionObj& s) {
       if (o.name == out.name) declared = &o;
     s.last_outputs.push_back(io_info(out, out.shape, declared));
   }
-  return *inner;
 }
 
-graph::Session& last_run(SessionObj& s, const char* what) {
-  if (!s.last) capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "{}: the session has not run yet", what);
-  return *s.last;
+// cldl_session_enqueue / _run_async: the Session to enqueue. They return before the run ends, so they take
+// plans without run-time decisions only: a staged plan waits for its first part and reads values back.
+graph::Session& prepare_enqueue(SessionObj& s) {
+  graph::Session& inner = plan_run(s);
+  if (inner.model().staged())
+    capi_fail(CLDL_ERROR_MODEL,
+              "the model decides at run time ({}): the run waits on the host for that value, so it cannot be "
+              "enqueued; run it with cldl_session_run (the app's bound buffers are read and written in place)",
+              inner.model().rest_reason);
+  bind_run(s, inner);
+  return inner;
+}
+
+// A staged plan (run-time decisions: an If on computed data, a Loop's computed trip count or condition,
+// NonZero / NonMaxSuppression / Unique outputs) through ModelSession's staged path, synchronously: host
+// inputs uploaded, the app's bound inputs read in place, only the deciding values read back; the outputs
+// stay on the device in their real shapes, and bound outputs get a device copy of them.
+void run_staged(SessionObj& s) {
+  graph::Model& model = *s.model->model;
+  std::map<std::string, HostTensor> host;
+  std::map<std::string, Tensor> dev;
+  for (auto& in : model.graph().inputs) {
+    const Shape& shape = s.shapes.at(in.name);  // plan_run's signature had every input's shape
+    if (auto b = s.bound_in.find(in.name); b != s.bound_in.end()) {
+      dev[in.name] = app_tensor(*s.model, in.name, in.dtype, shape, b->second.first, b->second.second);
+      continue;
+    }
+    auto h = s.staged.find(in.name);
+    if (h == s.staged.end())
+      capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "input '{}' has a shape but no data: set it or bind a buffer", in.name);
+    if (h->second.shape() != shape)
+      capi_fail(CLDL_ERROR_SHAPE, "input '{}': its shape is {} (cldl_session_set_input_shape) but its data is {}",
+                in.name, shape.str(), h->second.shape().str());
+    host[in.name] = h->second;
+  }
+  s.last = nullptr;
+  s.ran_staged = false;
+  s.last_outputs.clear();
+  try {
+    s.session->run_on_device(host, dev, s.staged_out);
+  } catch (const Error& e) {
+    s.staged_out.clear();
+    // Beside OpenCL failures, what a staged run raises is a stage's plan (the shapes data decided).
+    if (e.cl_code() != 0) throw;
+    capi_fail(CLDL_ERROR_SHAPE, "{}", e.what());
+  }
+  s.ran_staged = true;
+  for (auto& out : model.graph().outputs) {
+    graph::ValueInfo got = out;  // what the run made: dtype and shape
+    got.dtype = s.staged_out.at(out.name).dtype;
+    s.last_outputs.push_back(io_info(got, graph::ValueShape(s.staged_out.at(out.name).shape), &out));
+  }
+  // Bound outputs: a device copy each (their sizes are known only now; one too small fails, naming both
+  // sizes, and leaves the outputs readable).
+  std::vector<cl::Event> copies;
+  for (auto& [name, b] : s.bound_out) {
+    const Tensor& src = s.staged_out.at(name);
+    Tensor dst = app_tensor(*s.model, name, src.dtype, src.shape, b.first, b.second);
+    ExecutionContext ec(run_queue(*s.model));
+    cl::Event ev;
+    ec.signal = &ev;
+    ec.label = fmt::format("output {}", name);
+    model.context().copy_async(src, dst, ec);
+    if (ev() != nullptr) copies.push_back(ev);
+  }
+  if (!copies.empty()) check(cl::Event::waitForEvents(copies), "clWaitForEvents", "bound outputs");
+}
+
+void need_last_run(SessionObj& s, const char* what) {
+  if (!s.last && !s.ran_staged)
+    capi_fail(CLDL_ERROR_INVALID_ARGUMENT, "{}: the session has not run yet (or its last run failed)", what);
+}
+
+// Output `name` of the last run on the device (its real shape).
+Tensor last_tensor(SessionObj& s, const std::string& name) {
+  return s.ran_staged ? s.staged_out.at(name) : s.last->device_tensor(name);
 }
 
 const IoInfo& last_output(SessionObj& s, const char* name) {
   need(name, "name");
   find_io(*s.model, name, false);  // NOT_FOUND naming the model's outputs
-  last_run(s, fmt::format("output '{}'", name).c_str());
+  need_last_run(s, fmt::format("output '{}'", name).c_str());
   for (auto& io : s.last_outputs)
     if (io.name == name) return io;
   capi_fail(CLDL_ERROR_NOT_FOUND, "output '{}' was not produced by the last run", name);
-}
-
-cl::CommandQueue run_queue(const ModelObj& m) {
-  auto& o = m.model->options().compile;
-  return m.model->context().queue(o.device, 0, o.profiling);
 }
 
 struct CallbackData {
@@ -727,7 +809,10 @@ cldl_status cldl_session_run(cldl_session s) {
     cl::Event e;
     {
       std::lock_guard lock(obj->m);
-      e = prepare_run(*obj).enqueue();
+      graph::Session& inner = plan_run(*obj);
+      if (inner.model().staged()) return run_staged(*obj);
+      bind_run(*obj, inner);
+      e = inner.enqueue();
     }
     check(e.wait(), "clWaitForEvents", "model run");
   });
@@ -744,7 +829,7 @@ cldl_status cldl_session_enqueue(cldl_session s, cl_uint num_events, const cl_ev
       waits.emplace_back(wait_list[i], true);
     }
     std::lock_guard lock(obj->m);
-    cl::Event e = prepare_run(*obj).enqueue(waits);
+    cl::Event e = prepare_enqueue(*obj).enqueue(waits);
     if (event) {
       check(clRetainEvent(e()), "clRetainEvent", "run event");
       *event = e();
@@ -759,7 +844,7 @@ cldl_status cldl_session_run_async(cldl_session s, cldl_callback callback, void*
     cl::Event e;
     {
       std::lock_guard lock(obj->m);
-      e = prepare_run(*obj).enqueue();
+      e = prepare_enqueue(*obj).enqueue();
     }
     // Outside the lock: a driver may call back at once, and the callback may call into this session.
     auto d = std::make_unique<CallbackData>(CallbackData{s, callback, user_data});
@@ -799,6 +884,15 @@ cldl_status cldl_session_get_output(cldl_session s, const char* name, void* data
       capi_fail(CLDL_ERROR_SHAPE, "output '{}' is {} bytes ({} {}); the buffer has {}", name, io.bytes,
                 to_string(DType(int(io.dtype))), Shape(io.dims).str(), bytes);
     if (io.bytes) need(data, "data");
+    if (obj->ran_staged) {  // the run is complete: read its bytes straight into the app's memory
+      ExecutionContext ec(run_queue(*obj->model));
+      cl::Event ev;
+      ec.signal = &ev;
+      ec.label = fmt::format("output {}", name);
+      if (io.bytes) obj->model->model->context().read_async(obj->staged_out.at(name), data, io.bytes, ec);
+      if (ev() != nullptr) check(ev.wait(), "clWaitForEvents", ec.label);
+      return;
+    }
     HostTensor h = obj->last->read_output(name);
     if (h.bytes()) std::memcpy(data, h.data(), h.bytes());
   });
@@ -817,12 +911,11 @@ cldl_status cldl_session_copy_output(cldl_session s, const char* name, cl_mem bu
     Tensor dst = app_tensor(*obj->model, name, DType(int(io.dtype)), Shape(io.dims), cl::Buffer(buffer, true), offset);
     ExecutionContext ec(run_queue(*obj->model));
     for (cl_uint i = 0; i < num_events; ++i) ec.wait_for.emplace_back(wait_list[i], true);
-    const cl::Event& last = obj->last->last_run();
-    if (last() != nullptr) ec.wait_for.push_back(last);
+    if (obj->last && obj->last->last_run()() != nullptr) ec.wait_for.push_back(obj->last->last_run());
     cl::Event ev;
     ec.signal = &ev;
     ec.label = fmt::format("output {}", name);
-    obj->model->model->context().copy_async(obj->last->device_tensor(name), dst, ec);
+    obj->model->model->context().copy_async(last_tensor(*obj, name), dst, ec);
     if (ev() == nullptr)  // nothing to copy: a marker keeps the event contract
       check(ec.queue.enqueueMarkerWithWaitList(ec.waits(), &ev), "clEnqueueMarkerWithWaitList", ec.label);
     if (event) {

@@ -171,10 +171,15 @@ CLDL_API cldl_status cldl_session_set_input_shape(cldl_session s, const char* na
 CLDL_API cldl_status cldl_session_bind_input(cldl_session s, const char* name, cl_mem buffer, size_t offset);
 CLDL_API cldl_status cldl_session_bind_output(cldl_session s, const char* name, cl_mem buffer, size_t offset);
 
-/* Runs the model and waits for it. */
+/* Runs the model and waits for it. A model whose plan decides at run time (NonZero, NonMaxSuppression,
+ * an If or a Loop on computed data: a staged plan) runs here too: only the deciding values come back to
+ * the host, outputs have the shapes the data decided (cldl_session_output_info), and bound outputs get a
+ * device copy once their size is known (a buffer too small is CLDL_ERROR_SHAPE naming both sizes; the
+ * outputs stay readable). */
 CLDL_API cldl_status cldl_session_run(cldl_session s);
 /* Enqueues a run whose first commands wait for `wait_list`; `*event` (may be NULL) receives an event,
- * retained for the caller, that completes when every output is written. Returns without waiting. */
+ * retained for the caller, that completes when every output is written. Returns without waiting, so a
+ * staged plan (see cldl_session_run) is refused with CLDL_ERROR_MODEL, as by cldl_session_run_async. */
 CLDL_API cldl_status cldl_session_enqueue(cldl_session s, cl_uint num_events, const cl_event* wait_list,
                                           cl_event* event);
 /* Enqueues a run and calls `callback(session, status, user_data)` from a driver thread when it

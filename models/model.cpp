@@ -504,6 +504,20 @@ std::map<std::string, ModelValue> ModelSession::run_values(const std::map<std::s
 std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, HostTensor>& inputs,
                                                     const std::map<std::string, Tensor>& device_inputs,
                                                     Profiler* profiler) {
+  return run_stages(inputs, device_inputs, profiler, nullptr);
+}
+
+void ModelSession::run_on_device(const std::map<std::string, HostTensor>& inputs,
+                                 const std::map<std::string, Tensor>& device_inputs,
+                                 std::map<std::string, Tensor>& outputs) {
+  outputs.clear();
+  run_stages(inputs, device_inputs, nullptr, &outputs);
+}
+
+std::map<std::string, HostTensor> ModelSession::run_stages(const std::map<std::string, HostTensor>& inputs,
+                                                           const std::map<std::string, Tensor>& device_inputs,
+                                                           Profiler* profiler,
+                                                           std::map<std::string, Tensor>* on_device) {
   for (auto& o : model_->graph().outputs)
     if (o.composite())
       fail("graph '{}': output '{}' is a {}; run the model with ModelSession::run_values", model_->graph().name,
@@ -526,7 +540,13 @@ std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, 
     std::map<std::string, HostTensor> feed;  // the plan has the shape-deciding inputs as constants
   for (auto& [name, h] : inputs)
     if (!sig.values.count(name)) feed[name] = h;
-  if (!plan.staged()) return s.run(feed, device_inputs, nullptr, profiler);
+  if (!plan.staged() && !on_device) return s.run(feed, device_inputs, nullptr, profiler);
+  if (!plan.staged()) {
+    const std::set<std::string> none;
+    s.run(feed, device_inputs, &none, profiler);
+    for (auto& o : model_->graph().outputs) (*on_device)[o.name] = s.device_tensor(o.name);
+    return {};
+  }
 
   // A staged plan. What crosses to the rest stays on the device, except what the rest needs on the host:
   // the counts of counted outputs, and values that decide its shapes (an If's condition...); the model's
@@ -538,8 +558,9 @@ std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, 
   if (plan.rest)
     for (auto& v : plan.rest->shape_inputs())
       if (!counted_outputs.count(v)) read.insert(v);
-  for (auto& o : model_->graph().outputs)
-    if (!counted_outputs.count(o.name)) read.insert(o.name);
+  if (!on_device)
+    for (auto& o : model_->graph().outputs)
+      if (!counted_outputs.count(o.name)) read.insert(o.name);
   auto out = s.run(feed, device_inputs, &read, profiler);
 
   // Counted outputs: their real shape from the count, a view of the first elements of the bound buffer.
@@ -572,11 +593,22 @@ std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, 
         rest_dev[in.name] = s.device_tensor(in.name);
       } else if (auto h = inputs.find(in.name); h != inputs.end()) {
         rest_host[in.name] = h->second;
+      } else if (deciding) {  // an app's device input the rest decides on: read back
+        const Tensor& t = device_inputs.at(in.name);
+        rest_host[in.name] = t.numel() ? model_->context().download(t) : HostTensor(t.dtype, t.shape);
       } else {
         rest_dev[in.name] = device_inputs.at(in.name);
       }
     }
-    tail = rs->run(rest_host, rest_dev, profiler);
+    tail = rs->run_stages(rest_host, rest_dev, profiler, on_device);
+  }
+  if (on_device) {  // the rest's outputs are in place already; this part's are its buffers (or views)
+    for (auto& o : model_->graph().outputs) {
+      if (on_device->count(o.name)) continue;
+      auto v = views.find(o.name);
+      (*on_device)[o.name] = v != views.end() ? v->second : s.device_tensor(o.name);
+    }
+    return {};
   }
   std::map<std::string, HostTensor> result;
   for (auto& o : model_->graph().outputs) {

@@ -130,6 +130,11 @@ class ModelSession {
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs,
                                         const std::map<std::string, Tensor>& device_inputs,
                                         Profiler* profiler = nullptr);
+  // As run with device inputs, the outputs left on the device (the C API's path for staged plans): only
+  // what a stage decides on comes back to the host; `outputs` gets each model output as a device tensor of
+  // its real shape, valid until this session's next call.
+  void run_on_device(const std::map<std::string, HostTensor>& inputs,
+                     const std::map<std::string, Tensor>& device_inputs, std::map<std::string, Tensor>& outputs);
   // The plan and Session of a signature (planned when new); they stay valid until the model evicts the
   // plan and a later call of this session drops them.
   Session& session_for(const Signature& sig);
@@ -142,6 +147,10 @@ class ModelSession {
 
  private:
   void prune();  // drops sessions of plans the model evicted
+  // run() with device inputs; with `on_device`, the outputs stay there (run_on_device) and none is returned.
+  std::map<std::string, HostTensor> run_stages(const std::map<std::string, HostTensor>& inputs,
+                                               const std::map<std::string, Tensor>& device_inputs, Profiler* profiler,
+                                               std::map<std::string, Tensor>* on_device);
   std::shared_ptr<Model> model_;
   std::list<std::unique_ptr<Session>> sessions_;  // most recent first
   std::map<const Session*, std::unique_ptr<ModelSession>> rest_;  // staged plans: the rest's session

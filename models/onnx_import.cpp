@@ -332,6 +332,57 @@ Graph import_onnx_file(const std::string& path) {
   return import_onnx_bytes(bytes, std::filesystem::path(path).parent_path().string(), "model '" + path + "'");
 }
 
+namespace {
+// The nodes of `g` into `gp`, subgraph attributes included.
+void export_nodes(const Graph& g, onnx::GraphProto& gp) {
+  for (auto& n : g.nodes) {
+    auto* np = gp.add_node();
+    np->set_name(n.name);
+    np->set_op_type(n.op_type);
+    np->set_domain(n.domain);
+    for (auto& i : n.inputs) np->add_input(i);
+    for (auto& o : n.outputs) np->add_output(o);
+    for (auto& attr : n.attrs) {  // not a structured binding: clang before 16 cannot capture one in a lambda
+      const std::string& k = attr.first;
+      const AttrValue& v = attr.second;
+      auto* a = np->add_attribute();
+      a->set_name(k);
+      std::visit(
+          [&](auto&& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, int64_t>) { a->set_type(onnx::AttributeProto::INT); a->set_i(x); }
+            else if constexpr (std::is_same_v<T, float>) { a->set_type(onnx::AttributeProto::FLOAT); a->set_f(x); }
+            else if constexpr (std::is_same_v<T, std::string>) { a->set_type(onnx::AttributeProto::STRING); a->set_s(x); }
+            else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+              a->set_type(onnx::AttributeProto::INTS);
+              for (auto e : x) a->add_ints(e);
+            } else if constexpr (std::is_same_v<T, std::vector<float>>) {
+              a->set_type(onnx::AttributeProto::FLOATS);
+              for (auto e : x) a->add_floats(e);
+            } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+              a->set_type(onnx::AttributeProto::STRINGS);
+              for (auto& e : x) a->add_strings(e);
+            } else if constexpr (std::is_same_v<T, HostTensor>) {
+              a->set_type(onnx::AttributeProto::TENSOR);
+              tensor_to_proto(x, "", *a->mutable_t());
+            } else {  // a subgraph (If, Loop, Scan): its values, initializers and nodes inline
+              static_assert(std::is_same_v<T, SubGraph>);
+              a->set_type(onnx::AttributeProto::GRAPH);
+              onnx::GraphProto& sp = *a->mutable_g();
+              sp.set_name(x->name);
+              for (auto& v : x->inputs) set_value_info(*sp.add_input(), v);
+              for (auto& v : x->outputs) set_value_info(*sp.add_output(), v);
+              for (auto& [name, t] : x->initializers) tensor_to_proto(t, name, *sp.add_initializer());
+              export_nodes(*x, sp);
+            }
+          },
+          v);
+    }
+  }
+}
+
+}  // namespace
+
 std::string export_onnx(const Graph& g, const std::string& external_data_path) {
   onnx::ModelProto m;
   m.set_ir_version(8);
@@ -378,43 +429,7 @@ std::string export_onnx(const Graph& g, const std::string& external_data_path) {
     kv("length", std::to_string(t.bytes()));
     offset += int64_t(t.bytes());
   }
-  for (auto& n : g.nodes) {
-    auto* np = gp->add_node();
-    np->set_name(n.name);
-    np->set_op_type(n.op_type);
-    np->set_domain(n.domain);
-    for (auto& i : n.inputs) np->add_input(i);
-    for (auto& o : n.outputs) np->add_output(o);
-    for (auto& attr : n.attrs) {  // not a structured binding: clang before 16 cannot capture one in a lambda
-      const std::string& k = attr.first;
-      const AttrValue& v = attr.second;
-      auto* a = np->add_attribute();
-      a->set_name(k);
-      std::visit(
-          [&](auto&& x) {
-            using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, int64_t>) { a->set_type(onnx::AttributeProto::INT); a->set_i(x); }
-            else if constexpr (std::is_same_v<T, float>) { a->set_type(onnx::AttributeProto::FLOAT); a->set_f(x); }
-            else if constexpr (std::is_same_v<T, std::string>) { a->set_type(onnx::AttributeProto::STRING); a->set_s(x); }
-            else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-              a->set_type(onnx::AttributeProto::INTS);
-              for (auto e : x) a->add_ints(e);
-            } else if constexpr (std::is_same_v<T, std::vector<float>>) {
-              a->set_type(onnx::AttributeProto::FLOATS);
-              for (auto e : x) a->add_floats(e);
-            } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-              a->set_type(onnx::AttributeProto::STRINGS);
-              for (auto& e : x) a->add_strings(e);
-            } else if constexpr (std::is_same_v<T, HostTensor>) {
-              a->set_type(onnx::AttributeProto::TENSOR);
-              tensor_to_proto(x, "", *a->mutable_t());
-            } else {
-              fail("export: {} attribute '{}': subgraph attributes are not exported", n.describe(), k);
-            }
-          },
-          v);
-    }
-  }
+  export_nodes(g, *gp);
   return m.SerializeAsString();
 }
 

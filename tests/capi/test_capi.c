@@ -1,5 +1,6 @@
 /* The C API from C: devices, loading (file and memory, symbolic dims), tensor info, host runs checked
- * against a C reference, asynchronous runs, and the error paths (codes and messages).
+ * against a C reference, asynchronous runs, and the error paths (codes and messages); staged plans
+ * (NonZero, an If and a Loop trip count on run-time data) with host and bound buffers.
  * Usage: cldl_test_capi MODEL_DIR */
 #define _POSIX_C_SOURCE 200112L
 #include <pthread.h>
@@ -66,6 +67,319 @@ static cldl_load_options batch_options(const char* const* names, const int64_t* 
   o.dim_names = names;
   o.dim_values = values;
   return o;
+}
+
+/* ---- Staged plans: decisions from run-time data (docs/dynamic-shapes.md), models by make_models.cpp ---- */
+
+/* An app buffer of `bytes` filled with the byte `fill` (a sentinel that a run must not overwrite past its
+ * output). */
+static cl_mem app_buffer(cl_context clctx, cl_command_queue q, size_t bytes, int fill) {
+  cl_int err = CL_SUCCESS;
+  cl_mem m = clCreateBuffer(clctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+  unsigned char* init = malloc(bytes);
+  CHECK(err == CL_SUCCESS && m != NULL && init != NULL);
+  memset(init, fill, bytes);
+  CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, bytes, init, 0, NULL, NULL) == CL_SUCCESS);
+  free(init);
+  return m;
+}
+
+/* An app buffer holding `bytes` of `data`. */
+static cl_mem app_input(cl_context clctx, cl_command_queue q, const void* data, size_t bytes) {
+  cl_mem m = app_buffer(clctx, q, bytes, 0);
+  CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, bytes, data, 0, NULL, NULL) == CL_SUCCESS);
+  return m;
+}
+
+/* MODEL_DIR/name loaded (no load options) and a session on it. */
+static void open_model(cldl_context ctx, const char* dir, const char* name, cldl_model* model, cldl_session* s) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  OK(cldl_model_load(ctx, path, NULL, model));
+  OK(cldl_session_create(*model, s));
+}
+
+/* Input "x" (f32 [n]) from host memory, or when `bound` from an app buffer (*xb) with output `out` bound
+ * to an app buffer of `out_bytes` (*ob); both NULL when not bound. */
+static void set_x(cldl_session s, cl_context clctx, cl_command_queue q, int bound, const float* x, int64_t n,
+                  const char* out, size_t out_bytes, cl_mem* xb, cl_mem* ob) {
+  *xb = *ob = NULL;
+  if (!bound) {
+    OK(cldl_session_set_input(s, "x", CLDL_F32, &n, 1, x, (size_t)n * sizeof(float)));
+    return;
+  }
+  *xb = app_input(clctx, q, x, (size_t)n * sizeof(float));
+  *ob = app_buffer(clctx, q, out_bytes, 0);
+  OK(cldl_session_bind_input(s, "x", *xb, 0));
+  OK(cldl_session_set_input_shape(s, "x", &n, 1));
+  OK(cldl_session_bind_output(s, out, *ob, 0));
+}
+
+static void close_model(cldl_model model, cldl_session s) {
+  OK(cldl_session_release(s));
+  OK(cldl_model_release(model));
+}
+
+static void read_app_buffer(cl_command_queue q, cl_mem m, size_t bytes, void* out) {
+  CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, bytes, out, 0, NULL, NULL) == CL_SUCCESS);
+}
+
+/* The session's last output `name`: its rank and dims as `rank`, `d0`, `d1`, and bytes. */
+static int output_is(cldl_session s, const char* name, size_t rank, int64_t d0, int64_t d1, size_t bytes) {
+  cldl_tensor_info info;
+  info.struct_size = sizeof info;
+  if (cldl_session_output_info(s, name, &info) != CLDL_OK) return 0;
+  if (info.rank != rank || info.bytes != bytes || (rank > 0 && info.dims[0] != d0) ||
+      (rank > 1 && info.dims[1] != d1)) {
+    fprintf(stderr, "output '%s': rank %zu, dims %lld %lld, %zu bytes; want rank %zu, %lld %lld, %zu bytes\n", name,
+            info.rank, info.rank > 0 ? (long long)info.dims[0] : -1LL, info.rank > 1 ? (long long)info.dims[1] : -1LL,
+            info.bytes, rank, (long long)d0, (long long)d1, bytes);
+    return 0;
+  }
+  return 1;
+}
+
+#define NZ_MAX 64
+
+/* nonzero.onnx: nz = NonZero(x) [2, count] in row-major order, vals = x[nz] * w (w of 1 element). */
+static size_t nonzero_reference(const float* x, int64_t r, int64_t c, float w, int64_t* nz, float* vals) {
+  size_t count = 0, k;
+  int64_t i, j;
+  for (i = 0; i < r; ++i)
+    for (j = 0; j < c; ++j)
+      if (x[i * c + j] != 0.f) {
+        vals[count] = x[i * c + j] * w;
+        nz[count] = i; /* row 0 of nz for now: rows 0 and 1 are laid out below */
+        nz[NZ_MAX + count] = j;
+        ++count;
+      }
+  for (k = 0; k < count; ++k) nz[count + k] = nz[NZ_MAX + k];
+  return count;
+}
+
+static void staged_nonzero(cldl_context ctx, cl_context clctx, cl_command_queue q, const char* dir) {
+  cldl_model model;
+  cldl_session s;
+  /* Shapes and zero patterns: odd sizes, a 1 x 1, a count of 0 and the full count. */
+  static const int64_t shapes[][2] = {{3, 5}, {1, 1}, {4, 7}, {2, 3}, {6, 9}, {3, 5}};
+  int run, bound;
+  float x[NZ_MAX], vals[NZ_MAX], want_vals[NZ_MAX], w = 1.5f;
+  int64_t nz[2 * NZ_MAX], want_nz[2 * NZ_MAX], one[1] = {1};
+  open_model(ctx, dir, "nonzero.onnx", &model, &s);
+  OK(cldl_session_set_input(s, "w", CLDL_F32, one, 1, &w, sizeof w));
+  FAILS(cldl_session_enqueue(s, 0, NULL, NULL), CLDL_ERROR_SHAPE, "input 'x'"); /* no x yet */
+  for (bound = 0; bound < 2; ++bound)
+    for (run = 0; run < (int)(sizeof shapes / sizeof shapes[0]); ++run) {
+      int64_t r = shapes[run][0], c = shapes[run][1], dims[2];
+      size_t n = (size_t)(r * c), count, i;
+      cl_mem xb = NULL, nzb = NULL, vb = NULL;
+      dims[0] = r;
+      dims[1] = c;
+      for (i = 0; i < n; ++i) {
+        int v = (int)((i * 7 + (size_t)run * 3 + (size_t)bound) % 5) - 2; /* about 1 in 5 zeros */
+        x[i] = run == 1 && bound == 0 ? 0.f : run == 3 ? (float)(i + 1) : (float)v * 0.75f;
+      }
+      count = nonzero_reference(x, r, c, w, want_nz, want_vals);
+      if (bound) { /* x from the app's buffer, nz and vals into the app's buffers (room for every element) */
+        xb = app_input(clctx, q, x, n * sizeof(float));
+        nzb = app_buffer(clctx, q, 2 * n * sizeof(int64_t), 0x7f);
+        vb = app_buffer(clctx, q, n * sizeof(float), 0x7f);
+        OK(cldl_session_bind_input(s, "x", xb, 0));
+        OK(cldl_session_set_input_shape(s, "x", dims, 2));
+        OK(cldl_session_bind_output(s, "nz", nzb, 0));
+        OK(cldl_session_bind_output(s, "vals", vb, 0));
+      } else {
+        OK(cldl_session_set_input(s, "x", CLDL_F32, dims, 2, x, n * sizeof(float)));
+      }
+      OK(cldl_session_run(s));
+      CHECK(output_is(s, "nz", 2, 2, (int64_t)count, 2 * count * sizeof(int64_t)));
+      CHECK(output_is(s, "vals", 1, (int64_t)count, 0, count * sizeof(float)));
+      memset(nz, 0, sizeof nz);
+      OK(cldl_session_get_output(s, "nz", nz, sizeof nz));
+      CHECK(memcmp(nz, want_nz, 2 * count * sizeof(int64_t)) == 0);
+      OK(cldl_session_get_output(s, "vals", vals, sizeof vals));
+      CHECK(close_all(vals, want_vals, count, 0.f));
+      if (bound) {
+        unsigned char tail[sizeof(float)];
+        memset(nz, 0, sizeof nz);
+        read_app_buffer(q, nzb, 2 * n * sizeof(int64_t), nz);
+        CHECK(memcmp(nz, want_nz, 2 * count * sizeof(int64_t)) == 0);
+        read_app_buffer(q, vb, n * sizeof(float), vals);
+        CHECK(close_all(vals, want_vals, count, 0.f));
+        if (count < n) { /* past the real output: untouched */
+          memcpy(tail, (unsigned char*)vals + count * sizeof(float), sizeof tail);
+          CHECK(tail[0] == 0x7f && tail[3] == 0x7f);
+        }
+        OK(cldl_session_bind_input(s, "x", NULL, 0));
+        OK(cldl_session_bind_output(s, "nz", NULL, 0));
+        OK(cldl_session_bind_output(s, "vals", NULL, 0));
+        clReleaseMemObject(xb);
+        clReleaseMemObject(nzb);
+        clReleaseMemObject(vb);
+      }
+    }
+  /* A bound output too small for the count the data decided: CLDL_ERROR_SHAPE naming both sizes; the
+   * outputs stay readable in their real shape, and the next call succeeds. */
+  {
+    int64_t dims[2] = {2, 3};
+    size_t count, i;
+    cl_mem small = app_buffer(clctx, q, 2 * sizeof(float), 0);
+    for (i = 0; i < 6; ++i) x[i] = (float)i - 1.f; /* one zero: count 5 */
+    count = nonzero_reference(x, 2, 3, w, want_nz, want_vals);
+    CHECK(count == 5);
+    OK(cldl_session_set_input(s, "x", CLDL_F32, dims, 2, x, 6 * sizeof(float)));
+    OK(cldl_session_bind_output(s, "vals", small, 0));
+    FAILS(cldl_session_run(s), CLDL_ERROR_SHAPE,
+          "'vals': the run's f32 [5] is 20 bytes; at offset 0 the app's buffer of 8 bytes");
+    CHECK(output_is(s, "vals", 1, 5, 0, 5 * sizeof(float)));
+    OK(cldl_session_get_output(s, "vals", vals, sizeof vals));
+    CHECK(close_all(vals, want_vals, count, 0.f));
+    OK(cldl_session_bind_output(s, "vals", NULL, 0));
+    OK(cldl_session_run(s));
+    OK(cldl_session_get_output(s, "vals", vals, sizeof vals));
+    CHECK(close_all(vals, want_vals, count, 0.f));
+    /* A device copy of the staged run's output into an app buffer: too small, then at an offset. */
+    FAILS(cldl_session_copy_output(s, "vals", small, 0, 0, NULL, NULL), CLDL_ERROR_SHAPE, "20 bytes");
+    clReleaseMemObject(small);
+    {
+      cl_mem big = app_buffer(clctx, q, 8 * sizeof(float), 0);
+      cl_event copied = NULL;
+      float got[8];
+      OK(cldl_session_copy_output(s, "vals", big, 2 * sizeof(float), 0, NULL, &copied));
+      CHECK(clWaitForEvents(1, &copied) == CL_SUCCESS);
+      clReleaseEvent(copied);
+      read_app_buffer(q, big, sizeof got, got);
+      CHECK(close_all(got + 2, want_vals, count, 0.f));
+      clReleaseMemObject(big);
+    }
+    /* A shape the graph cannot take, known only from the data: w of 3 elements against a count of 5 (a
+     * broadcast mismatch in the plan of the rest); the session goes on. */
+    {
+      float w3[3] = {1.f, 2.f, 3.f};
+      int64_t three[1] = {3};
+      OK(cldl_session_set_input(s, "w", CLDL_F32, three, 1, w3, sizeof w3));
+      FAILS(cldl_session_run(s), CLDL_ERROR_SHAPE, "Mul");
+      CHECK(strstr(cldl_last_error(), "w: [3]") != NULL);
+      CHECK(strstr(cldl_last_error(), "x: [2, 3]") != NULL);
+      FAILS(cldl_session_output_info(s, "vals", NULL), CLDL_ERROR_INVALID_ARGUMENT, "failed");
+    }
+    OK(cldl_session_set_input(s, "w", CLDL_F32, one, 1, &w, sizeof w));
+    OK(cldl_session_run(s));
+    CHECK(output_is(s, "vals", 1, 5, 0, 5 * sizeof(float)));
+    OK(cldl_session_get_output(s, "vals", vals, sizeof vals));
+    CHECK(close_all(vals, want_vals, count, 0.f));
+  }
+  /* Enqueued and asynchronous runs return before the run ends: they refuse a staged plan, naming it. */
+  FAILS(cldl_session_enqueue(s, 0, NULL, NULL), CLDL_ERROR_MODEL, "cldl_session_run");
+  FAILS(cldl_session_run_async(s, on_done, NULL), CLDL_ERROR_MODEL, "cldl_session_run");
+  close_model(model, s);
+}
+
+/* if_data.onnx: sum(x) > 0 ? x as [n/2, 2] : -x as [2, n/2]. */
+static void staged_if(cldl_context ctx, cl_context clctx, cl_command_queue q, const char* dir) {
+  cldl_model model;
+  cldl_session s;
+  static const int64_t sizes[] = {6, 4, 10, 2, 6, 12};
+  int run, bound;
+  float x[16], y[16], want[16];
+  open_model(ctx, dir, "if_data.onnx", &model, &s);
+  for (bound = 0; bound < 2; ++bound)
+    for (run = 0; run < (int)(sizeof sizes / sizeof sizes[0]); ++run) {
+      int64_t n = sizes[run];
+      size_t i;
+      float sum = 0.f;
+      unsigned char positive = 0;
+      cl_mem xb, yb;
+      for (i = 0; i < (size_t)n; ++i) {
+        x[i] = (float)((int)((i * 5 + (size_t)run) % 7) - 3) * 0.5f + (run % 2 ? -1.f : 0.25f);
+        sum += x[i];
+      }
+      for (i = 0; i < (size_t)n; ++i) want[i] = sum > 0.f ? x[i] : -x[i];
+      set_x(s, clctx, q, bound, x, n, "y", (size_t)n * sizeof(float), &xb, &yb);
+      OK(cldl_session_run(s));
+      if (sum > 0.f)
+        CHECK(output_is(s, "y", 2, n / 2, 2, (size_t)n * sizeof(float)));
+      else
+        CHECK(output_is(s, "y", 2, 2, n / 2, (size_t)n * sizeof(float)));
+      OK(cldl_session_get_output(s, "positive", &positive, 1));
+      CHECK(positive == (sum > 0.f));
+      OK(cldl_session_get_output(s, "y", y, (size_t)n * sizeof(float)));
+      CHECK(close_all(y, want, (size_t)n, 0.f));
+      if (bound) {
+        read_app_buffer(q, yb, (size_t)n * sizeof(float), y);
+        CHECK(close_all(y, want, (size_t)n, 0.f));
+        OK(cldl_session_bind_input(s, "x", NULL, 0));
+        OK(cldl_session_bind_output(s, "y", NULL, 0));
+        clReleaseMemObject(xb);
+        clReleaseMemObject(yb);
+      }
+    }
+  /* n = 5: the branch's Reshape does not divide (planned only once the condition is read back); the
+   * error names the node, the shapes and the input, and the session goes on. */
+  {
+    int64_t five = 5, four = 4;
+    float x5[5] = {1.f, 2.f, 3.f, 4.f, 5.f};
+    OK(cldl_session_set_input(s, "x", CLDL_F32, &five, 1, x5, sizeof x5));
+    FAILS(cldl_session_run(s), CLDL_ERROR_SHAPE, "pairs_reshape");
+    CHECK(strstr(cldl_last_error(), "x: [5]") != NULL);
+    OK(cldl_session_set_input(s, "x", CLDL_F32, &four, 1, x5, 4 * sizeof(float)));
+    OK(cldl_session_run(s));
+    CHECK(output_is(s, "y", 2, 2, 2, 4 * sizeof(float)));
+    OK(cldl_session_get_output(s, "y", y, 4 * sizeof(float)));
+    CHECK(close_all(y, x5, 4, 0.f));
+  }
+  close_model(model, s);
+}
+
+/* loop_data.onnx: trips = (int64)max(x); acc = x, then trips times acc = acc * 0.5 + x, stacked in accs. */
+static void staged_loop(cldl_context ctx, cl_context clctx, cl_command_queue q, const char* dir) {
+  cldl_model model;
+  cldl_session s;
+  static const int64_t sizes[] = {3, 1, 7, 5, 3};
+  static const float peaks[] = {2.5f, 1.f, 4.75f, 1.9f, 3.2f}; /* max(x): 2, 1, 4, 1, 3 trips */
+  int run, bound;
+  float x[8], acc[8], accs[64], want_acc[8], want_accs[64];
+  open_model(ctx, dir, "loop_data.onnx", &model, &s);
+  for (bound = 0; bound < 2; ++bound)
+    for (run = 0; run < (int)(sizeof sizes / sizeof sizes[0]); ++run) {
+      int64_t n = sizes[run], trips = (int64_t)peaks[run], t;
+      size_t i;
+      cl_mem xb, accsb;
+      for (i = 0; i < (size_t)n; ++i) x[i] = (float)((int)((i * 3 + (size_t)run) % 5) - 2) * 0.25f;
+      x[(size_t)run % (size_t)n] = peaks[run];
+      for (i = 0; i < (size_t)n; ++i) want_acc[i] = x[i];
+      for (t = 0; t < trips; ++t)
+        for (i = 0; i < (size_t)n; ++i) {
+          want_acc[i] = want_acc[i] * 0.5f + x[i];
+          want_accs[(size_t)t * (size_t)n + i] = want_acc[i];
+        }
+      set_x(s, clctx, q, bound, x, n, "accs", sizeof accs, &xb, &accsb);
+      OK(cldl_session_run(s));
+      CHECK(output_is(s, "acc", 1, n, 0, (size_t)n * sizeof(float)));
+      CHECK(output_is(s, "accs", 2, trips, n, (size_t)(trips * n) * sizeof(float)));
+      OK(cldl_session_get_output(s, "acc", acc, sizeof acc));
+      CHECK(close_all(acc, want_acc, (size_t)n, 1e-6f));
+      OK(cldl_session_get_output(s, "accs", accs, sizeof accs));
+      CHECK(close_all(accs, want_accs, (size_t)(trips * n), 1e-6f));
+      if (bound) {
+        read_app_buffer(q, accsb, sizeof accs, accs);
+        CHECK(close_all(accs, want_accs, (size_t)(trips * n), 1e-6f));
+        OK(cldl_session_bind_input(s, "x", NULL, 0));
+        OK(cldl_session_bind_output(s, "accs", NULL, 0));
+        clReleaseMemObject(xb);
+        clReleaseMemObject(accsb);
+      }
+    }
+  close_model(model, s);
+}
+
+static void staged_models(cldl_context ctx, const char* dir) {
+  cl_context clctx;
+  cl_command_queue q;
+  OK(cldl_context_cl(ctx, &clctx, &q));
+  staged_nonzero(ctx, clctx, q, dir);
+  staged_if(ctx, clctx, q, dir);
+  staged_loop(ctx, clctx, q, dir);
 }
 
 int main(int argc, char** argv) {
@@ -291,6 +605,7 @@ int main(int argc, char** argv) {
   OK(cldl_session_release(s));
   OK(cldl_model_release(model));
   FAILS(cldl_model_release(model), CLDL_ERROR_INVALID_HANDLE, "not live");
+  staged_models(ctx, argv[1]);
   OK(cldl_context_release(ctx));
   if (g_failures) {
     fprintf(stderr, "%d checks failed\n", g_failures);
