@@ -230,10 +230,13 @@ class InferenceSession:
         """Keeps at most `capacity` plans (LRU; at least 1)."""
         self._model.set_plan_cache(capacity)
 
-    def run(self, output_names, input_feed, run_options=None):
+    def run(self, output_names, input_feed=None, run_options=None):
         """Runs the model on input_feed ({name: array}); returns the outputs named (all, in the model's
         order, when None) as a list of numpy arrays in that order. As onnxruntime: a sequence input or
-        output is a list of arrays, an absent optional is None."""
+        output is a list of arrays, an absent optional is None. run(feed), with the dict alone, is
+        run(None, feed). Any input shapes the graph allows: a new signature is planned on its first run."""
+        if input_feed is None and isinstance(output_names, dict):
+            output_names, input_feed = None, output_names
         if not isinstance(input_feed, dict):
             raise TypeError(f"run: input_feed must be a dict of name -> array, got {type(input_feed).__name__}")
         known = [o.name for o in self._outputs]

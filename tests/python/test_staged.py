@@ -71,3 +71,6 @@ def test_loop_trip_count_from_data():
         assert out["accs"].shape == (int(peak), n)
         np.testing.assert_allclose(out["acc"], acc, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(out["accs"], np.stack(accs), rtol=1e-6, atol=1e-6)
+        # run(feed), the dict alone, is run(None, feed): every output in the model's order.
+        assert [a.shape for a in m.run({"x": x})] == [out[o.name].shape for o in m.get_outputs()]
+        np.testing.assert_array_equal(m.run({"x": x})[[o.name for o in m.get_outputs()].index("accs")], out["accs"])
