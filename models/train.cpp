@@ -173,8 +173,9 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
       scores = g.unique_name("cldl.train.scores");
       g.nodes.push_back(fused(g, "cldl.train/classes_to_axis_1", "Transpose", {output.name}, {scores}, {{"perm", perm}}));
     }
-    g.nodes.push_back(fused(g, "cldl.train/loss", "SoftmaxCrossEntropyLoss", {scores, m.labels_name}, {m.loss_name},
-                            {{"reduction", std::string("mean")}}));
+    // With its log_prob output, which the loss's backward reads instead of computing the log-softmax again.
+    g.nodes.push_back(fused(g, "cldl.train/loss", "SoftmaxCrossEntropyLoss", {scores, m.labels_name},
+                            {m.loss_name, g.unique_name("cldl.train.log_prob")}, {{"reduction", std::string("mean")}}));
   } else {
     const std::string d = g.unique_name("cldl.train.diff"), sq = g.unique_name("cldl.train.squared");
     g.nodes.push_back(fused(g, "cldl.train/diff", "Sub", {output.name, m.labels_name}, {d}));
