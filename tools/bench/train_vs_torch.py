@@ -9,10 +9,10 @@ batch symbolic). Data: the zoo's 450 held-out digits (sklearn's 8x8 digits, x_te
 --train of them to train on, the rest held out; batches in order (no shuffling, the same in both). Each optimizer
 (SGD lr 0.05 momentum 0.9; Adam lr 2e-3) trains --epochs epochs in both.
 
-Checks (--check makes them the exit status): every step's loss within --step-tol (absolute) of PyTorch's with the
-same math (SGD: torch.optim.SGD; Adam: a PyTorch Adam with the ONNX Adam op's epsilon placement, which
-torch.optim.Adam differs from by up to 1e-2 in a step's loss here, reported too), each epoch's mean loss within
-2 % (relative) of torch.optim's, held-out accuracy within 3 points of torch.optim's. Times: the
+Checks (--check makes them the exit status): against PyTorch with the same math (SGD: torch.optim.SGD; Adam: a
+PyTorch Adam with the ONNX Adam op's epsilon placement) every step's loss within --step-tol (absolute) and each
+epoch's mean loss within 2 % (relative); held-out accuracy within 3 points of torch.optim's. torch.optim.Adam's
+own curve differs from the ONNX op's math by up to 2e-2 in a step's loss over 20 epochs here (reported). Times: the
 median per-epoch time over the epochs after the first (cldl's first includes planning and kernel builds),
 PyTorch with torch.set_num_threads(--threads).
 
@@ -152,26 +152,26 @@ def main():
             if opt_name == "adam":
                 same = DigitsCnn()
                 same.load_state_dict(init.state_dict())
-                ref_steps = train_torch(same, "adam_onnx", xtr, ytr, args.epochs, args.batch)[0]
-                vs_optim = float(np.max(np.abs(np.array(c_steps) - np.array(t_steps))))
+                ref_steps, ref_epochs, _ = train_torch(same, "adam_onnx", xtr, ytr, args.epochs, args.batch)
+                vs_optim = float(np.max(np.abs(np.array(c_epochs) - np.array(t_epochs)) / np.array(t_epochs)))
             else:
-                ref_steps, vs_optim = t_steps, None
+                ref_steps, ref_epochs, vs_optim = t_steps, t_epochs, None
             step_diff = float(np.max(np.abs(np.array(c_steps) - np.array(ref_steps))))
-            epoch_rel = float(np.max(np.abs(np.array(c_epochs) - np.array(t_epochs)) / np.array(t_epochs)))
+            epoch_rel = float(np.max(np.abs(np.array(c_epochs) - np.array(ref_epochs)) / np.array(ref_epochs)))
             t_epoch_s = float(np.median(t_sec[1:] if len(t_sec) > 1 else t_sec))
             c_epoch_s = float(np.median(c_sec[1:] if len(c_sec) > 1 else c_sec))
             checks = {"steps": step_diff <= args.step_tol, "epochs": epoch_rel <= 0.02,
                       "accuracy": abs(c_acc - t_acc) <= 0.03}
             ok = ok and all(checks.values())
             report[opt_name] = {"torch_epoch_loss": t_epochs, "cldl_epoch_loss": c_epochs,
-                                "max_step_loss_diff": step_diff, "max_step_loss_diff_vs_torch_optim": vs_optim, "max_epoch_loss_rel_diff": epoch_rel,
+                                "max_step_loss_diff": step_diff, "max_epoch_loss_rel_diff_vs_torch_optim": vs_optim, "max_epoch_loss_rel_diff": epoch_rel,
                                 "torch_accuracy": t_acc, "cldl_accuracy": c_acc, "torch_s_per_epoch": t_epoch_s,
                                 "cldl_s_per_epoch": c_epoch_s, "cldl_first_epoch_s": c_sec[0],
                                 "time_ratio_cldl_over_torch": c_epoch_s / t_epoch_s, "checks": checks}
             print(f"{opt_name}: epoch loss torch {' '.join(f'{v:.4f}' for v in t_epochs)}")
             print(f"{opt_name}: epoch loss cldl  {' '.join(f'{v:.4f}' for v in c_epochs)}")
             if vs_optim is not None:
-                print(f"{opt_name}: max |step loss diff| against torch.optim.Adam {vs_optim:.2e} (epsilon placement)")
+                print(f"{opt_name}: max epoch loss rel diff against torch.optim.Adam {vs_optim:.2e} (its epsilon placement)")
             print(f"{opt_name}: max |step loss diff| {step_diff:.2e} (tol {args.step_tol}), max epoch rel diff "
                   f"{epoch_rel:.2e}; held-out accuracy torch {t_acc:.4f} cldl {c_acc:.4f}; s/epoch torch "
                   f"{t_epoch_s:.4f} cldl {c_epoch_s:.4f} ({c_epoch_s / t_epoch_s:.2f}x; cldl's first epoch "
