@@ -4,6 +4,13 @@
 // Every kernel gathers: one work-item per element it writes sums the terms that reach it, in a fixed order,
 // so there are no atomics and a run gives the same bits every time.
 
+// The output position whose window reads input position `pos` through tap k (pos = o * stride - pad + k * dil),
+// or -1 when there is none.
+inline int tap_output(int pos, int pad, int k, int dil, int stride, int out) {
+  const int t = pos + pad - k * dil;
+  return t < 0 || t % stride != 0 || t / stride >= out ? -1 : t / stride;
+}
+
 // dx[n, c, y, x] = sum over the outputs (oy, ox) of channel m of c's group whose window reads (y, x) through
 // tap (kh, kw): dy[n, m, oy, ox] * w[m, c - g * Cg, kh, kw]. One work-item per element of dx.
 __kernel void conv_grad_data(int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph,
@@ -21,13 +28,11 @@ __kernel void conv_grad_data(int C, int H, int W, int M, int OH, int OW, int KH,
   w += w_off;
   float acc = 0.0f;
   for (int kh = 0; kh < KH; ++kh) {
-    const int ty = y + ph - kh * dh;
-    if (ty < 0 || ty % sh != 0 || ty / sh >= OH) continue;
-    const int oy = ty / sh;
+    const int oy = tap_output(y, ph, kh, dh, sh, OH);
+    if (oy < 0) continue;
     for (int kw = 0; kw < KW; ++kw) {
-      const int tx = x + pw - kw * dw;
-      if (tx < 0 || tx % sw != 0 || tx / sw >= OW) continue;
-      const int ox = tx / sw;
+      const int ox = tap_output(x, pw, kw, dw, sw, OW);
+      if (ox < 0) continue;
       for (int m = g * mg; m < (g + 1) * mg; ++m)
         acc += dy[((long)m * OH + oy) * OW + ox] * w[(((long)m * cg + ci) * KH + kh) * KW + kw];
     }
@@ -79,13 +84,11 @@ __kernel void pool_grad(int is_max, int count_include_pad, int H, int W, int OH,
   __global const float* xs = xin + x_off + plane * H * W;
   float acc = 0.0f;
   for (int kh = 0; kh < KH; ++kh) {
-    const int ty = y + ph - kh * dh;
-    if (ty < 0 || ty % sh != 0 || ty / sh >= OH) continue;
-    const int oy = ty / sh;
+    const int oy = tap_output(y, ph, kh, dh, sh, OH);
+    if (oy < 0) continue;
     for (int kw = 0; kw < KW; ++kw) {
-      const int tx = x + pw - kw * dw;
-      if (tx < 0 || tx % sw != 0 || tx / sw >= OW) continue;
-      const int ox = tx / sw;
+      const int ox = tap_output(x, pw, kw, dw, sw, OW);
+      if (ox < 0) continue;
       const int wy = oy * sh - ph, wx = ox * sw - pw;  // the window's first tap
       if (is_max) {
         int best = -1;

@@ -14,6 +14,23 @@
 namespace cldl::graph {
 namespace {
 
+// The geometry of 1 or 2 spatial dims (1-D in the W slot, H = 1): kernel, strides, dilations, pads (begin, end).
+WindowGeometry window(const Shape& x, const Shape& y, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
+                      const std::vector<int64_t>& d, const std::vector<int64_t>& p) {
+  WindowGeometry g;
+  g.x = x;
+  g.y = y;
+  const size_t r = k.size(), at = 2 - r;
+  for (size_t i = 0; i < r; ++i) {
+    g.kernel[at + i] = int(k[i]);
+    g.stride[at + i] = int(s[i]);
+    g.dilation[at + i] = int(d[i]);
+    g.pad_begin[at + i] = int(p[i]);
+    g.pad_end[at + i] = int(p[r + i]);
+  }
+  return g;
+}
+
 bool is_conv(const Node& n) { return n.op_type == "ConvGradData" || n.op_type == "ConvGradFilter"; }
 
 // ConvDynamic: Conv's attributes as the model gives them (auto_pad, kernel_shape optional); the output's extent
@@ -45,18 +62,7 @@ WindowGeometry conv_geometry(const Node& n, const Shape& x, const Shape& w) {
       y[2 + i] = room / s[i] + 1;
     }
   }
-  WindowGeometry g;
-  g.x = x;
-  g.y = y;
-  const size_t at = 2 - r;
-  for (size_t i = 0; i < r; ++i) {
-    g.kernel[at + i] = int(k[i]);
-    g.stride[at + i] = int(s[i]);
-    g.dilation[at + i] = int(d[i]);
-    g.pad_begin[at + i] = int(p[i]);
-    g.pad_end[at + i] = int(p[r + i]);
-  }
-  return g;
+  return window(x, y, k, s, d, p);
 }
 
 ConvGradConfig conv_dynamic_config(const Node& n, const Shape& x, const Shape& w, bool bias) {
@@ -93,23 +99,12 @@ std::unique_ptr<NodeKernel> lower_conv_dynamic(LowerCtx& c) {
 
 // dy's shape, x's shape (out_shape or input 1), from the node.
 WindowGeometry geometry(const Node& n, const Shape& dy, const Shape& x) {
-  WindowGeometry g;
-  g.y = dy;
-  g.x = x;
   const auto k = n.attr_ints("kernel_shape"), s = n.attr_ints("strides"), d = n.attr_ints("dilations"),
              p = n.attr_ints("pads");
   const size_t r = k.size();
   if (r < 1 || r > 2 || s.size() != r || d.size() != r || p.size() != 2 * r)
     fail("{}: kernel_shape, strides, dilations (1 or 2 each) and pads (twice as many) disagree", n.describe());
-  const size_t at = 2 - r;  // 1-D: the W slot
-  for (size_t i = 0; i < r; ++i) {
-    g.kernel[at + i] = int(k[i]);
-    g.stride[at + i] = int(s[i]);
-    g.dilation[at + i] = int(d[i]);
-    g.pad_begin[at + i] = int(p[i]);
-    g.pad_end[at + i] = int(p[r + i]);
-  }
-  return g;
+  return window(x, dy, k, s, d, p);
 }
 
 void infer_grad(InferCtx& c) {
