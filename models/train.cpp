@@ -81,6 +81,15 @@ struct Trainer::Impl {
   std::vector<std::string> carried_in, carried_out;  // weights then states; their updates
   std::vector<Shape> carried_shape;
   std::vector<Tensor> cur, next;
+
+  void check_types(const HostTensor& x, const HostTensor& labels) const {
+    if (x.dtype() != x_dtype)
+      fail("train: the data for input '{}' is {}, the model takes {}", x_name, to_string(x.dtype()), to_string(x_dtype));
+    const DType lt = opts.loss == TrainLoss::cross_entropy ? DType::i64 : DType::f32;
+    if (labels.dtype() != lt)
+      fail("train: the labels are {}; {} takes {}", to_string(labels.dtype()),
+           opts.loss == TrainLoss::cross_entropy ? "cross_entropy" : "mse", to_string(lt));
+  }
 };
 
 Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : impl_(std::make_unique<Impl>()) {
@@ -253,12 +262,7 @@ const std::vector<std::string>& Trainer::weights() const { return impl_->weights
 
 float Trainer::step(const HostTensor& x, const HostTensor& labels) {
   Impl& m = *impl_;
-  if (x.dtype() != m.x_dtype)
-    fail("train: the data for input '{}' is {}, the model takes {}", m.x_name, to_string(x.dtype()), to_string(m.x_dtype));
-  const DType lt = m.opts.loss == TrainLoss::cross_entropy ? DType::i64 : DType::f32;
-  if (labels.dtype() != lt)
-    fail("train: the labels are {}; {} takes {}", to_string(labels.dtype()),
-         m.opts.loss == TrainLoss::cross_entropy ? "cross_entropy" : "mse", to_string(lt));
+  m.check_types(x, labels);
   std::map<std::string, Shape> shapes{{m.x_name, x.shape()},
                                       {m.labels_name, labels.shape()},
                                       {m.lr_name, Shape{1}},
@@ -284,6 +288,7 @@ EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
                            const std::function<void(int64_t, int64_t, float)>& progress) {
   Impl& m = *impl_;
   const int64_t axis = m.opts.batch_axis;
+  m.check_types(x, labels);
   if (x.shape().rank() != m.x_rank)
     fail("train: the data has shape {}, input '{}' has rank {}", x.shape().str(), m.x_name, m.x_rank);
   if (labels.shape().rank() != m.labels_rank)

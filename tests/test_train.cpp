@@ -7,11 +7,14 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "models/model.hpp"
 #include "models/npy.hpp"
 #include "models/onnx_import.hpp"
 #include "models/train.hpp"
 #include "tests/support/onnx_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace cldl;
 using namespace cldl::graph;
@@ -110,6 +113,30 @@ TEST_SUITE("train") {
     CHECK(y.at("logits").shape() == Shape{1, 4});
   }
 
+  TEST_CASE("cldl train: the same step losses as the C++ session, a model cldl run loads, errors") {
+    const std::string cli = CLDL_CLI_PATH, dir = test::temp_dir("train-cli"), out = dir + "/trained.onnx";
+    const std::string common = cli + " train " + kDir + "model.onnx --device " + test::device_spec() + " --out " + out,
+                      base = common + " --input x=" + kDir + "x.npy --labels " + kDir + "y.npy";
+    std::string text;
+    REQUIRE_MESSAGE(test::run_command(base + " --epochs 2 --batch 3 --optimizer sgd --lr 0.1 --momentum 0.9 "
+                                             "--nesterov --no-shuffle --json", text) == 0, text);
+    const auto j = nlohmann::json::parse(text.substr(text.find('{')));
+    REQUIRE(j["epochs"].size() == 2);
+    const HostTensor want = load("sgd_nesterov_losses.npy");
+    int k = 0;
+    for (auto& e : j["epochs"])
+      for (auto& l : e["step_losses"]) CHECK(std::fabs(l.get<double>() - want.as<float>()[k++]) <= 1e-5);
+    CHECK(k == 6);
+    REQUIRE_MESSAGE(test::run_command(cli + " run " + out + " --input x=" + kDir + "x.npy --device " +
+                                          test::device_spec(), text) == 0, text);
+    CHECK(text.find("logits") != std::string::npos);
+    // Float labels for cross_entropy; a model input that does not exist.
+    CHECK(test::run_command(common + " --input x=" + kDir + "x.npy --labels " + kDir + "t.npy", text) != 0);
+    CHECK(text.find("cross_entropy takes i64") != std::string::npos);
+    CHECK(test::run_command(common + " --input nope=" + kDir + "x.npy --labels " + kDir + "y.npy", text) != 0);
+    CHECK(text.find("the model has no input 'nope'") != std::string::npos);
+  }
+
   TEST_CASE("take_along: rows of any axis, in the order given") {
     std::vector<float> v(24);
     for (size_t k = 0; k < v.size(); ++k) v[k] = float(k);
@@ -145,7 +172,9 @@ TEST_SUITE("train") {
     CHECK(err(o).find("outside the labels' rank 1") != std::string::npos);
     // Labels of the wrong type, and a count that does not match the data.
     Trainer t(test::shared_ctx(), import_onnx_file(kDir + "model.onnx"), TrainOptions{});
-    CHECK_THROWS_WITH_AS(t.epoch(load("x.npy"), load("t.npy")), doctest::Contains("expected rank 1"), Error);
+    CHECK_THROWS_WITH_AS(t.epoch(load("x.npy"), take_along(load("y.npy"), 0, {0, 1})),
+                         doctest::Contains("the data has 7 samples along axis 0, the labels 2"), Error);
+    CHECK_THROWS_WITH_AS(t.epoch(load("x.npy"), load("t.npy")), doctest::Contains("cross_entropy takes i64"), Error);
     CHECK_THROWS_WITH_AS(t.step(load("x.npy"), load("t.npy")), doctest::Contains("the labels are f32; cross_entropy takes i64"), Error);
     CHECK_THROWS_WITH_AS(t.epoch(take_along(load("x.npy"), 0, {0, 1}), load("y.npy")),
                          doctest::Contains("the data has 2 samples along axis 0, the labels 7"), Error);
