@@ -3,6 +3,8 @@
 #include "models/train.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -73,14 +75,40 @@ struct Trainer::Impl {
   std::shared_ptr<Context> ctx;
   TrainOptions opts;
   std::shared_ptr<Model> model;
-  std::unique_ptr<ModelSession> session;
-  std::string x_name, labels_name, lr_name, step_name, loss_name;
+  std::string x_name, labels_name, lr_name, step_name, step_next_name, loss_name;
   DType x_dtype = DType::f32;
   size_t x_rank = 0, labels_rank = 0;
   std::vector<std::string> weights;
-  std::vector<std::string> carried_in, carried_out;  // weights then states; their updates
-  std::vector<Shape> carried_shape;
-  std::vector<Tensor> cur, next;
+  // Carried from step to step: the weights, the optimizer states, the step count T; their updates.
+  std::vector<std::string> carried_in, carried_out;
+  // Two sets of their device buffers: a step of parity p reads set p and writes set 1 - p.
+  std::array<std::vector<Tensor>, 2> set;
+  // Per batch shape (signature key) and parity, a session bound to its sets once.
+  struct Plan {
+    std::shared_ptr<CompiledModel> plan;
+    std::array<std::unique_ptr<Session>, 2> session;
+  };
+  std::map<std::string, Plan> plans;
+  cl::Event last;  // the last step's run
+  Tensor losses;   // one float per step of an epoch (the loss outputs are bound to its elements)
+
+  Session& session_for(const Shape& x, const Shape& labels, int parity) {
+    std::map<std::string, Shape> shapes{{x_name, x}, {labels_name, labels}, {lr_name, Shape{1}}};
+    for (size_t k = 0; k < carried_in.size(); ++k) shapes[carried_in[k]] = set[0][k].shape;
+    const Signature sig = model->signature(shapes, {});
+    Plan& p = plans[sig.key];
+    if (!p.plan) p.plan = model->plan(sig);
+    auto& s = p.session[size_t(parity)];
+    if (!s) {
+      s = p.plan->session();
+      for (size_t k = 0; k < carried_in.size(); ++k) {
+        s->bind_input(carried_in[k], set[size_t(parity)][k]);
+        s->bind_output(carried_out[k], set[size_t(1 - parity)][k]);
+      }
+      s->write_input(lr_name, HostTensor::from<float>(Shape{1}, std::vector<float>{opts.lr}));
+    }
+    return *s;
+  }
 
   void check_types(const HostTensor& x, const HostTensor& labels) const {
     if (x.dtype() != x_dtype)
@@ -225,30 +253,39 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   Node update = make_node(g, "cldl.train/update", adam ? "Adam" : "Momentum", in, outs, attrs);
   update.domain = kTrainingDomain;
   g.nodes.push_back(std::move(update));
+  // The step count for the next step, on the device.
+  m.step_next_name = g.unique_name("cldl.train.step.new");
+  g.nodes.push_back(fused(g, "cldl.train/count", "Add",
+                          {m.step_name, add_constant(g, "cldl.train.one",
+                                                     HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1}))},
+                          {m.step_next_name}));
   for (size_t k = 0; k < states.size(); ++k)
     g.inputs.push_back(info(states[k], DType::f32, initial[m.weights[k % m.weights.size()]].shape()));
   g.outputs.clear();
   g.outputs.push_back(unknown(m.loss_name, DType::f32));
   for (auto& o : outs) g.outputs.push_back(unknown(o, DType::f32));
+  g.outputs.push_back(unknown(m.step_next_name, DType::i64));
   g.sort();
   m.model = Model::create(ctx, std::move(g));
-  m.session = m.model->session();
 
   // The device buffers: weights from the model, states zero; a second set the updates go to.
   m.carried_in = m.weights;
   m.carried_in.insert(m.carried_in.end(), states.begin(), states.end());
+  m.carried_in.push_back(m.step_name);
   m.carried_out = outs;
+  m.carried_out.push_back(m.step_next_name);
   for (size_t k = 0; k < m.carried_in.size(); ++k) {
-    const HostTensor& w = initial[m.weights[k % m.weights.size()]];
-    m.carried_shape.push_back(w.shape());
+    HostTensor h;
     if (k < m.weights.size()) {
-      m.cur.push_back(ctx->upload(w, opts.device));
+      h = initial[m.weights[k]];
+    } else if (k + 1 < m.carried_in.size()) {
+      h = HostTensor(DType::f32, initial[m.weights[k % m.weights.size()]].shape());
+      std::memset(h.data(), 0, h.bytes());
     } else {
-      HostTensor zero(DType::f32, w.shape());
-      std::memset(zero.data(), 0, zero.bytes());
-      m.cur.push_back(ctx->upload(zero, opts.device));
+      h = HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1});  // T of the first step
     }
-    m.next.push_back(ctx->alloc(w.shape(), DType::f32, opts.device));
+    m.set[0].push_back(ctx->upload(h, opts.device));
+    m.set[1].push_back(ctx->alloc(h.shape(), h.dtype(), opts.device));
   }
   log::info("train: {} weights ({} values), {}, {} states", m.weights.size(),
             std::accumulate(m.weights.begin(), m.weights.end(), int64_t(0),
@@ -260,28 +297,30 @@ Trainer::~Trainer() = default;
 
 const std::vector<std::string>& Trainer::weights() const { return impl_->weights; }
 
-float Trainer::step(const HostTensor& x, const HostTensor& labels) {
+// Enqueues one step whose loss goes to element `slot` of m.losses; waits only for the run two steps back (whose
+// session this one reuses), so the host stays ahead of the device.
+void Trainer::enqueue_step(const HostTensor& x, const HostTensor& labels, int64_t slot) {
   Impl& m = *impl_;
   m.check_types(x, labels);
-  std::map<std::string, Shape> shapes{{m.x_name, x.shape()},
-                                      {m.labels_name, labels.shape()},
-                                      {m.lr_name, Shape{1}},
-                                      {m.step_name, Shape{1}}};
-  for (size_t k = 0; k < m.carried_in.size(); ++k) shapes[m.carried_in[k]] = m.carried_shape[k];
-  Session& s = m.session->session_for(m.model->signature(shapes, {}));
+  Session& s = m.session_for(x.shape(), labels.shape(), int(step_ % 2));
   s.write_input(m.x_name, x);
   s.write_input(m.labels_name, labels);
-  s.write_input(m.lr_name, HostTensor::from<float>(Shape{1}, std::vector<float>{m.opts.lr}));
-  s.write_input(m.step_name, HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{step_ + 1}));
-  for (size_t k = 0; k < m.carried_in.size(); ++k) {
-    s.bind_input(m.carried_in[k], m.cur[k]);
-    s.bind_output(m.carried_out[k], m.next[k]);
-  }
-  s.enqueue();
-  const HostTensor loss = s.read_output(m.loss_name);
-  std::swap(m.cur, m.next);
+  s.bind_output(m.loss_name, m.losses.slice_elems(slot, 1, Shape{}));
+  m.last = m.last() ? s.enqueue({m.last}) : s.enqueue();
   ++step_;
-  return loss.as<float>()[0];
+}
+
+// m.losses holds at least n floats.
+static void reserve_losses(Context& ctx, Tensor& losses, int64_t n, int device) {
+  if (!losses.valid() || losses.numel() < n) losses = ctx.alloc(Shape{std::max<int64_t>(n, 16)}, DType::f32, device);
+}
+
+float Trainer::step(const HostTensor& x, const HostTensor& labels) {
+  Impl& m = *impl_;
+  reserve_losses(*m.ctx, m.losses, 1, m.opts.device);
+  enqueue_step(x, labels, 0);
+  check(m.last.wait(), "clWaitForEvents", "the training step");
+  return m.ctx->download(m.losses.slice_elems(0, 1, Shape{1})).as<float>()[0];
 }
 
 EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
@@ -306,14 +345,20 @@ EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
   EpochResult r;
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t steps = (count + m.opts.batch - 1) / m.opts.batch;
-  double total = 0;
+  reserve_losses(*m.ctx, m.losses, steps, m.opts.device);
   for (int64_t i = 0; i < steps; ++i) {
     const int64_t lo = i * m.opts.batch, hi = std::min(count, lo + m.opts.batch);
     std::vector<int64_t> idx(order.begin() + lo, order.begin() + hi);
-    const float loss = step(take_along(x, axis, idx), take_along(labels, axis, idx));
+    enqueue_step(take_along(x, axis, idx), take_along(labels, axis, idx), i);
+    if (progress) progress(i + 1, steps, std::nanf(""));  // the losses are read once, at the end
+  }
+  check(m.last.wait(), "clWaitForEvents", "the epoch's last step");
+  const HostTensor losses = m.ctx->download(m.losses.slice_elems(0, steps, Shape{steps}));
+  double total = 0;
+  for (int64_t i = 0; i < steps; ++i) {
+    const float loss = losses.as<float>()[i];
     r.step_losses.push_back(loss);
-    total += double(loss) * double(hi - lo);
-    if (progress) progress(i + 1, steps, loss);
+    total += double(loss) * double(std::min(count, (i + 1) * m.opts.batch) - i * m.opts.batch);
   }
   r.mean_loss = total / double(count);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -322,8 +367,9 @@ EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
 
 std::map<std::string, HostTensor> Trainer::read_weights() {
   Impl& m = *impl_;
+  if (m.last()) check(m.last.wait(), "clWaitForEvents", "the last training step");
   std::map<std::string, HostTensor> w;
-  for (size_t k = 0; k < m.weights.size(); ++k) w[m.weights[k]] = m.ctx->download(m.cur[k]);
+  for (size_t k = 0; k < m.weights.size(); ++k) w[m.weights[k]] = m.ctx->download(m.set[size_t(step_ % 2)][k]);
   return w;
 }
 

@@ -6,8 +6,11 @@
 // SoftmaxCrossEntropyLoss over the output's last axis with int64 class ids; mse: the mean of the squared
 // differences), a Gradient node (ai.onnx.preview.training) of the loss over every weight, and the optimizer
 // update (Momentum for SGD with momentum / Nesterov, or Adam) whose outputs are the new weights and states. Each
-// step binds the current weight and state buffers as inputs and a second set as outputs, then swaps them: the
-// weights never leave the device between steps; a step reads back only the loss (4 bytes).
+// weight, state and step count lives in two device buffers: a step of even parity reads the first and writes the
+// second, an odd one the reverse, through two sessions bound once; the steps of an epoch are enqueued without the
+// host waiting for them (only for the run two steps back before writing the next batch into its session), each
+// loss goes to its element of a device array read once at the end of the epoch. The weights never leave the
+// device between steps.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -61,7 +64,8 @@ class Trainer {
   // of the output's shape without its last axis; mse: the output's shape). Returns the batch's loss.
   float step(const HostTensor& x, const HostTensor& labels);
   // One pass over the data in batches along batch_axis (the last one smaller when the batch does not divide
-  // the count), shuffled when opts.shuffle; `progress(done, total, loss)` after each step.
+  // the count), shuffled when opts.shuffle; `progress(done, total, NaN)` after enqueueing each step (the losses
+  // are read at the end).
   EpochResult epoch(const HostTensor& x, const HostTensor& labels,
                     const std::function<void(int64_t, int64_t, float)>& progress = {});
   int64_t steps_done() const { return step_; }
@@ -72,6 +76,7 @@ class Trainer {
   void save_onnx(const std::string& source, const std::string& path);
 
  private:
+  void enqueue_step(const HostTensor& x, const HostTensor& labels, int64_t slot);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int64_t step_ = 0;

@@ -3,6 +3,8 @@
 // bar on stderr (a terminal) and the loss per epoch; writes the model with the trained weights.
 #include <unistd.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "models/train.hpp"
@@ -70,11 +72,12 @@ void add_train_command(CLI::App& app) {
     const bool bar = !json && isatty(2);
     nlohmann::json epochs_json = nlohmann::json::array();
     for (int64_t e = 0; e < epochs; ++e) {
-      auto progress = [&](int64_t done, int64_t total, float l) {
+      auto progress = [&](int64_t done, int64_t total, float l) {  // l: NaN while the losses are on the device
         if (!bar) return;
         const int width = 30, filled = int(width * done / total);
-        fmt::print(stderr, "\repoch {}/{} [{}{}] {}/{} loss {:.4f}\x1b[K", e + 1, epochs, std::string(size_t(filled), '#'),
-                   std::string(size_t(width - filled), '.'), done, total, l);
+        fmt::print(stderr, "\repoch {}/{} [{}{}] {}/{} steps{}\x1b[K", e + 1, epochs,
+                   std::string(size_t(filled), '#'), std::string(size_t(width - filled), '.'), done, total,
+                   std::isnan(l) ? std::string() : fmt::format(" loss {:.4f}", l));
       };
       const auto r = trainer.epoch(x, y, progress);
       if (bar) fmt::print(stderr, "\r\x1b[K");
