@@ -4,6 +4,16 @@
 // Every kernel gathers: one work-item per element it writes sums the terms that reach it, in a fixed order,
 // so there are no atomics and a run gives the same bits every time.
 
+// Element i of an [N, C, H, W] tensor: its n, and (w, h, c) as .x, .y, .z.
+inline int3 nchw_of(long i, int C, int H, int W, long* n) {
+  const int x = (int)(i % W);
+  long t = i / W;
+  const int y = (int)(t % H);
+  t /= H;
+  *n = t / C;
+  return (int3)(x, y, (int)(t % C));
+}
+
 // The output position whose window reads input position `pos` through tap k (pos = o * stride - pad + k * dil),
 // or -1 when there is none.
 inline int tap_output(int pos, int pad, int k, int dil, int stride, int out) {
@@ -17,12 +27,9 @@ __kernel void conv_grad_data(int C, int H, int W, int M, int OH, int OW, int KH,
                              int pw, int dh, int dw, int groups, __global const float* dy, long dy_off,
                              __global const float* w, long w_off, __global float* dx, long dx_off) {
   const long i = get_global_id(0);
-  const int x = (int)(i % W);
-  long t = i / W;
-  const int y = (int)(t % H);
-  t /= H;
-  const int c = (int)(t % C);
-  const long n = t / C;
+  long n;
+  const int3 at = nchw_of(i, C, H, W, &n);
+  const int x = at.x, y = at.y, c = at.z;
   const int cg = C / groups, mg = M / groups, g = c / cg, ci = c - g * cg;
   dy += dy_off + n * M * OH * OW;
   w += w_off;
@@ -131,12 +138,9 @@ __kernel void conv_forward(int C, int H, int W, int M, int OH, int OW, int KH, i
                            __global const float* w, long w_off, __global const float* b, long b_off,
                            __global float* y, long y_off) {
   const long i = get_global_id(0);
-  const int ox = (int)(i % OW);
-  long t = i / OW;
-  const int oy = (int)(t % OH);
-  t /= OH;
-  const int m = (int)(t % M);
-  const long n = t / M;
+  long n;
+  const int3 at = nchw_of(i, M, OH, OW, &n);
+  const int ox = at.x, oy = at.y, m = at.z;
   const int cg = C / groups, mg = M / groups, c0 = (m / mg) * cg;
   float acc = has_bias ? b[b_off + m] : 0.0f;
   for (int ci = 0; ci < cg; ++ci) {
