@@ -59,6 +59,8 @@ class Builder {
     return info->shape.to_shape();
   }
   void set_shape(const std::string& v, Shape s) { made_[v] = std::move(s); }
+  const ValueInfo* info(const std::string& v) const { return g_.info(v); }
+  std::string constant_tensor(HostTensor t) { return add_constant(g_, base_ + "/const", std::move(t)); }
   const HostTensor* constant(const std::string& v) const {
     auto it = g_.initializers.find(v);
     return it == g_.initializers.end() ? nullptr : &it->second;
@@ -269,16 +271,21 @@ void reduce_rule(Builder& b, Step& s) {
   s.dx[0] = b.expand(d, sx);
 }
 
-// dx = y * (dy - sum(dy * y)) over the softmax axes: the last from `axis` before opset 13 (the 2-D coercion).
-void softmax_rule(Builder& b, Step& s) {
-  if (!s.wants(0)) return;
-  const int64_t r = int64_t(b.shape(s.in(0)).rank());
+// The softmax axes (opset 13's axis, or the 2-D coercion's axis..rank-1 before it).
+std::vector<int64_t> softmax_axes(const Step& s, int64_t r) {
   const bool legacy = s.opset < 13;
   int64_t axis = s.node.attr_i("axis", legacy ? 1 : -1);
   if (axis < 0) axis += r;
   if (axis < 0 || axis >= r) fail("{}: axis {} is outside rank {}", s.node.describe(), s.node.attr_i("axis", 0), r);
   std::vector<int64_t> axes;
   for (int64_t a = axis; a < (legacy ? r : axis + 1) && a < r; ++a) axes.push_back(a);
+  return axes;
+}
+
+// dx = y * (dy - sum(dy * y)) over the softmax axes.
+void softmax_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const auto axes = softmax_axes(s, int64_t(b.shape(s.in(0)).rank()));
   const std::string& y = s.y();
   std::string dot = b.mul(s.dy, y);
   if (!axes.empty()) dot = b.reduce_sum(dot, axes);
@@ -328,6 +335,144 @@ void gemm_rule(Builder& b, Step& s) {
   if (s.wants(2)) s.dx[2] = b.sum_to(beta == 1.0f ? dy : b.mul(dy, b.scalar(beta)), b.shape(s.in(2)));
 }
 
+// The explicit geometry of a Conv / MaxPool / AveragePool node (1 or 2 spatial dims) for the backward ops of
+// models/ops_backward.cpp: auto_pad resolved against the output's actual extent (which ceil_mode decided).
+std::map<std::string, AttrValue> window_attrs(const Step& s, const Shape& x, const Shape& y,
+                                              std::vector<int64_t> kernel) {
+  const Node& n = s.node;
+  const size_t r = x.rank() - 2;
+  if (x.rank() < 3 || r > 2)
+    fail("{}: the backward handles 1-D and 2-D windows (input rank 3 or 4), got input shape {}", n.describe(),
+         x.str());
+  if (n.has("kernel_shape")) kernel = n.attr_ints("kernel_shape");
+  auto strides = n.attr_ints("strides", std::vector<int64_t>(r, 1)),
+       dilations = n.attr_ints("dilations", std::vector<int64_t>(r, 1)),
+       pads = n.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
+  if (kernel.size() != r || strides.size() != r || dilations.size() != r || pads.size() != 2 * r)
+    fail("{}: kernel_shape, strides, dilations and pads do not match {} spatial dims", n.describe(), r);
+  const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
+  if (auto_pad == "VALID") pads.assign(2 * r, 0);
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+    for (size_t i = 0; i < r; ++i) {
+      const int64_t total =
+          std::max<int64_t>(0, (y[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - x[2 + i]);
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[r + i] = total - pads[i];
+    }
+  return {{"kernel_shape", kernel}, {"strides", strides}, {"dilations", dilations}, {"pads", pads}};
+}
+
+// Conv(X, W, B): dX and dW by the backward ops (ConvGradData, ConvGradFilter: groups, strides, pads, dilations),
+// dB = dY summed over batch and space.
+void conv_rule(Builder& b, Step& s) {
+  const Shape sx = b.shape(s.in(0)), sw = b.shape(s.in(1)), sy = b.shape(s.y());
+  auto attrs = window_attrs(s, sx, sy, std::vector<int64_t>(sw.dims.begin() + 2, sw.dims.end()));
+  attrs["group"] = s.node.attr_i("group", 1);
+  if (s.wants(0)) {
+    auto a = attrs;
+    a["out_shape"] = sx.dims;
+    s.dx[0] = b.emit("ConvGradData", "ConvGradData", {s.dy, s.in(1)}, sx, a);
+  }
+  if (s.wants(1)) {
+    auto a = attrs;
+    a["out_shape"] = sw.dims;
+    s.dx[1] = b.emit("ConvGradFilter", "ConvGradFilter", {s.dy, s.in(0)}, sw, a);
+  }
+  if (s.wants(2)) {
+    std::vector<int64_t> axes{0};
+    for (size_t i = 2; i < sy.rank(); ++i) axes.push_back(int64_t(i));
+    s.dx[2] = b.reshape(b.reduce_sum(s.dy, axes), b.shape(s.in(2)));
+  }
+}
+
+// MaxPool (dy to each window's first largest element, recomputed from x), AveragePool (dy / the window's count).
+void pool_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Shape sx = b.shape(s.in(0)), sy = b.shape(s.y());
+  if (!s.node.has("kernel_shape")) fail("{}: attribute kernel_shape is missing", s.node.describe());
+  auto attrs = window_attrs(s, sx, sy, {});
+  attrs["out_shape"] = sx.dims;
+  const bool max = s.node.op_type == "MaxPool";
+  if (!max) attrs["count_include_pad"] = s.node.attr_i("count_include_pad", 0);
+  const char* op = max ? "MaxPoolGrad" : "AveragePoolGrad";
+  s.dx[0] = b.emit(op, op, {s.dy, s.in(0)}, sx, attrs);
+}
+
+// GlobalAveragePool: dy / (the spatial size), broadcast over the plane.
+void global_pool_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Shape sx = b.shape(s.in(0));
+  int64_t plane = 1;
+  for (size_t i = 2; i < sx.rank(); ++i) plane *= sx[i];
+  s.dx[0] = b.expand(plane > 1 ? b.mul(s.dy, b.scalar(1.0 / double(plane))) : s.dy, sx);
+}
+
+// LogSoftmax: dx = dy - softmax(x) * sum(dy) over the axes.
+void log_softmax_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const auto axes = softmax_axes(s, int64_t(b.shape(s.in(0)).rank()));
+  std::string total = axes.empty() ? s.dy : b.reduce_sum(s.dy, axes);
+  s.dx[0] = b.sub(s.dy, b.mul(b.emit("Exp", "Exp", {s.y()}, b.shape(s.y())), total));
+}
+
+// SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss over [N, C, d...] with targets t [N, d...]: per position the
+// scale k = w[t] (1 without weights; 0 where t is ignore_index) times dy (none: dy's element; sum: dy; mean:
+// dy / the sum of k). dscores = (softmax(scores) - onehot(t)) * k; dinput (NLL) = -onehot(t) * k. A target out of
+// range gets no gradient (its loss term is already NaN).
+void loss_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  if (s.wants(2)) fail("{}: the gradient with respect to the class weights is not implemented", n.describe());
+  if (!s.wants(0)) return;
+  const bool sce = n.op_type == "SoftmaxCrossEntropyLoss";
+  const Shape sx = b.shape(s.in(0)), st = b.shape(s.in(1));
+  const ValueInfo* ti = b.info(s.in(1));
+  if (!ti) fail("{}: target '{}' is not known", n.describe(), s.in(1));
+  const DType tt = ti->dtype;
+  const std::string reduction = n.attr_s("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    fail("{}: reduction must be none, sum or mean, got '{}'", n.describe(), reduction);
+  Shape bcast = st;  // [N, 1, d...]: the targets lined up with the scores' class axis
+  bcast.dims.insert(bcast.dims.begin() + 1, 1);
+  Shape classes(std::vector<int64_t>(sx.rank(), 1));
+  classes[1] = sx[1];
+  std::vector<double> ids(static_cast<size_t>(sx[1]));
+  for (size_t c = 0; c < ids.size(); ++c) ids[c] = double(c);
+  const std::string range = b.constant_tensor(from_doubles(tt, classes, ids));
+  // Positions whose target counts; their targets (ignored ones read as class 0).
+  std::string t = s.in(1), keep;
+  if (n.has("ignore_index")) {
+    keep = b.emit("Not", "Not", {b.emit("Equal", "Equal", {t, b.scalar(double(n.attr_i("ignore_index", 0)), tt)}, st)},
+                  st);
+    t = b.emit("Where", "Where", {keep, t, b.scalar(0.0, tt)}, st);
+  }
+  std::string k;  // the per-position weight [N, d...]
+  if (!n.input(2).empty()) k = b.emit("Gather", "Gather", {n.input(2), t}, st, {{"axis", int64_t(0)}});
+  if (!keep.empty()) {
+    std::string kf = b.emit("Cast", "Cast", {keep}, st, {{"to", int64_t(1)}});
+    k = k.empty() ? kf : b.mul(k, kf);
+  }
+  if (k.empty()) k = b.fill(1.0, st, DType::f32);
+  std::string scale;
+  if (reduction != "mean") {
+    scale = b.mul(k, s.dy);  // dy [N, d...] (none) or a scalar (sum)
+  } else {
+    std::vector<int64_t> all(st.rank());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+    scale = b.mul(k, b.div(s.dy, b.reshape(b.reduce_sum(k, all), Shape{})));
+  }
+  scale = b.reshape(scale, bcast);
+  const std::string onehot =
+      b.emit("Cast", "Cast", {b.emit("Equal", "Equal", {b.reshape(t, bcast), range}, sx)}, sx, {{"to", int64_t(1)}});
+  if (!sce) {
+    s.dx[0] = b.neg(b.mul(onehot, scale));
+    return;
+  }
+  std::string lp = n.outputs.size() > 1 && !n.outputs[1].empty() ? n.outputs[1] : "";
+  if (lp.empty()) lp = b.emit("LogSoftmax", "LogSoftmax", {s.in(0)}, sx, {{"axis", int64_t(1)}});
+  const std::string p = b.emit("Exp", "Exp", {lp}, sx);
+  s.dx[0] = b.mul(b.sub(p, onehot), scale);
+}
+
 using Rule = void (*)(Builder&, Step&);
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> r = {
@@ -337,6 +482,9 @@ const std::map<std::string, Rule>& rules() {
       {"Reshape", view_rule},        {"Flatten", view_rule},     {"Squeeze", view_rule},      {"Unsqueeze", view_rule},
       {"Transpose", transpose_rule}, {"ReduceSum", reduce_rule}, {"ReduceMean", reduce_rule}, {"Softmax", softmax_rule},
       {"MatMul", matmul_rule},       {"Gemm", gemm_rule},
+      {"Conv", conv_rule},           {"ConvDynamic", conv_rule}, {"MaxPool", pool_rule},     {"AveragePool", pool_rule},
+      {"GlobalAveragePool", global_pool_rule},                   {"LogSoftmax", log_softmax_rule},
+      {"SoftmaxCrossEntropyLoss", loss_rule},                    {"NegativeLogLikelihoodLoss", loss_rule},
   };
   return r;
 }
@@ -368,7 +516,25 @@ const std::vector<std::string>& differentiable_ops() {
   return ops;
 }
 
-bool has_backward_rule(const Node& n) { return n.domain.empty() && rules().count(n.op_type); }
+// ai.onnx, or cldl's own nodes (the newest opset's semantics; ConvDynamic).
+bool rule_domain(const Node& n) { return n.domain.empty() || n.domain == kFusedDomain; }
+
+bool has_backward_rule(const Node& n) { return rule_domain(n) && rules().count(n.op_type); }
+
+size_t make_conv_weights_dynamic(Graph& g) {
+  size_t count = 0;
+  for (auto& n : g.nodes) {
+    if (!n.domain.empty() || n.op_type != "Conv") continue;
+    bool known = true;
+    for (size_t i = 1; i < n.inputs.size() && i < 3; ++i) known = known && (n.inputs[i].empty() || g.is_constant(n.inputs[i]));
+    if (known) continue;
+    n.op_type = "ConvDynamic";
+    n.domain = kFusedDomain;
+    ++count;
+  }
+  if (count) log::debug("{} Conv nodes with run-time weights run as ConvDynamic", count);
+  return count;
+}
 
 bool is_gradient(const Node& n) { return n.op_type == "Gradient" && n.domain == kTrainingDomain; }
 
@@ -410,7 +576,7 @@ Backward build_backward(Graph& g, const std::vector<Node>& forward, const std::s
     std::string d = n.outputs.empty() ? "" : total(n.outputs[0]);
     if (d.empty()) continue;  // y does not depend on it
     auto rule = rules().find(n.op_type);
-    if (!n.domain.empty() || rule == rules().end())
+    if (!rule_domain(n) || rule == rules().end())
       fail("{}: no backward rule for op '{}' (cldl differentiates {})", n.describe(), n.op_type, op_list());
     Step s{n, node_opset(g, n), d, std::vector<bool>(n.inputs.size(), false),
            std::vector<std::string>(n.inputs.size())};

@@ -39,6 +39,11 @@ Backward build_backward(Graph& g, const std::vector<Node>& forward, const std::s
 const std::vector<std::string>& differentiable_ops();
 bool has_backward_rule(const Node& n);
 
+// Conv nodes whose weights or bias are not constants (a training graph's weights are inputs updated in place)
+// become ConvDynamic (kFusedDomain; a direct kernel that reads them at run time: Conv re-lays its weights out at
+// load and needs them then). Returns how many.
+size_t make_conv_weights_dynamic(Graph& g);
+
 bool is_gradient(const Node& n);  // Gradient of ai.onnx.preview.training
 // Load (g sorted): every Gradient node of g gets its forward subgraph (see above); returns how many. Errors name the
 // Gradient node and, for an op without a backward rule, that node and its op.

@@ -11,6 +11,7 @@
 // in [0.7, 2]) and Relu's away from its kink (|x| >= 0.1). A wrong rule is off by far more (a dropped term or a
 // transposed operand: 1e-1 and up on these sizes).
 #include <cmath>
+#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -33,11 +34,18 @@ struct Input {
   float lo = -1.0f, hi = 1.0f;
   bool differentiate = true;
   bool away_from_zero = false;  // |x| >= 0.1 (Relu's kink)
+  bool distinct = false;        // a shuffled grid of step 0.05: no two within 2h (MaxPool's argmax stays put)
 };
 using Forward = std::function<Value(GraphBuilder&, std::map<std::string, Value>&)>;
 
 HostTensor make_input(const Input& in, uint32_t seed) {
   HostTensor t = test::random_tensor(in.shape, seed, in.lo, in.hi);
+  if (in.distinct) {
+    std::vector<int64_t> order(size_t(t.numel()));
+    for (size_t k = 0; k < order.size(); ++k) order[k] = int64_t(k);
+    std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+    for (int64_t k = 0; k < t.numel(); ++k) t.as<float>()[k] = 0.05f * float(order[size_t(k)] - t.numel() / 2);
+  }
   if (in.away_from_zero)
     for (int64_t k = 0; k < t.numel(); ++k) {
       float& v = t.as<float>()[k];
@@ -53,7 +61,9 @@ Graph build(const std::vector<Input>& inputs, const Forward& fwd, int64_t opset,
   Value y = fwd(b, in);
   if (!cotangent) {
     b.output(y, "y");
-    return b.build();
+    Graph g = b.build();
+    make_conv_weights_dynamic(g);
+    return g;
   }
   Value r = b.op1("Mul", {y, b.constant("R", *cotangent)});
   std::vector<std::string> xs;
@@ -63,7 +73,9 @@ Graph build(const std::vector<Input>& inputs, const Forward& fwd, int64_t opset,
   auto grads = b.op("Gradient", xv, {{"xs", xs}, {"y", r.name}}, int(xs.size()), kTraining);
   b.graph().opsets[kTraining] = 1;
   for (size_t k = 0; k < xs.size(); ++k) b.output(grads[k], "d_" + xs[k]);
-  return b.build();
+  Graph g = b.build();
+  make_conv_weights_dynamic(g);  // Conv with its weights among the inputs
+  return g;
 }
 
 double weighted_sum(const HostTensor& y, const HostTensor& r) {
@@ -247,6 +259,148 @@ TEST_SUITE("autodiff") {
         {{"x", {3, 5, 7}}}, [](GraphBuilder& b, auto& in) { return b.softmax(in["x"], 1); }, 11);
   }
 
+  TEST_CASE("Conv: strides, pads, dilations, groups, auto_pad, 1-D; bias") {
+    using V = std::vector<int64_t>;
+    auto conv = [](std::map<std::string, AttrValue> attrs, bool bias = true) {
+      return [attrs, bias](GraphBuilder& b, std::map<std::string, Value>& in) {
+        std::vector<Value> ins{in["x"], in["w"]};
+        if (bias) ins.push_back(in["b"]);
+        return b.op1("Conv", ins, attrs);
+      };
+    };
+    SUBCASE("stride 2x1, asymmetric pads, dilation 1x2") {
+      check_gradients({{"x", {2, 3, 7, 6}}, {"w", {4, 3, 3, 2}}, {"b", {4}}},
+                      conv({{"strides", V{2, 1}}, {"pads", V{1, 0, 0, 1}}, {"dilations", V{1, 2}}}));
+    }
+    SUBCASE("group 2, batch 1") {
+      check_gradients({{"x", {1, 4, 5, 7}}, {"w", {6, 2, 3, 3}}, {"b", {6}}},
+                      conv({{"group", int64_t(2)}, {"pads", V{1, 1, 1, 1}}}));
+    }
+    SUBCASE("depthwise, stride 2, SAME_UPPER, no bias") {
+      check_gradients({{"x", {2, 3, 7, 5}}, {"w", {3, 1, 3, 3}}},
+                      conv({{"group", int64_t(3)}, {"strides", V{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}},
+                           false));
+    }
+    SUBCASE("1-D: stride 2, dilation 2, pads 1, 2") {
+      check_gradients({{"x", {2, 3, 11}}, {"w", {2, 3, 3}}, {"b", {2}}},
+                      conv({{"strides", V{2}}, {"dilations", V{2}}, {"pads", V{1, 2}}}));
+    }
+  }
+
+  TEST_CASE("ConvDynamic (run-time weights) computes what Conv does") {
+    using V = std::vector<int64_t>;
+    struct Case {
+      Shape x, w;
+      std::map<std::string, AttrValue> attrs;
+    };
+    const std::vector<Case> cases = {
+        {{2, 3, 7, 6}, {4, 3, 3, 2}, {{"strides", V{2, 1}}, {"pads", V{1, 0, 0, 1}}, {"dilations", V{1, 2}}}},
+        {{1, 4, 5, 7}, {6, 2, 3, 3}, {{"group", int64_t(2)}, {"pads", V{1, 1, 1, 1}}}},
+        {{2, 3, 7, 5}, {3, 1, 3, 3}, {{"group", int64_t(3)}, {"strides", V{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}}},
+        {{2, 3, 11}, {2, 3, 3}, {{"strides", V{2}}, {"dilations", V{2}}, {"pads", V{1, 2}}}},
+    };
+    for (auto& c : cases) {
+      CAPTURE(c.x.str());
+      const HostTensor x = test::random_tensor(c.x, 3), w = test::random_tensor(c.w, 4),
+                       bias = test::random_tensor(Shape{c.w[0]}, 5);
+      auto build_conv = [&](bool dynamic) {
+        GraphBuilder b("conv", 17);
+        Value xv = b.input("x", DType::f32, c.x);
+        Value wv = dynamic ? b.input("w", DType::f32, c.w) : b.constant("w", w);
+        Value bv = dynamic ? b.input("b", DType::f32, Shape{c.w[0]}) : b.constant("b", bias);
+        b.output(b.op1("Conv", {xv, wv, bv}, c.attrs), "y");
+        Graph g = b.build();
+        CHECK(make_conv_weights_dynamic(g) == (dynamic ? 1u : 0u));
+        return g;
+      };
+      const HostTensor ref = test::run_graph(build_conv(false), {{"x", x}}).at("y");
+      const HostTensor got = test::run_graph(build_conv(true), {{"x", x}, {"w", w}, {"b", bias}}).at("y");
+      REQUIRE(got.shape() == ref.shape());
+      for (int64_t k = 0; k < ref.numel(); ++k) REQUIRE(std::fabs(got.as<float>()[k] - ref.as<float>()[k]) <= 1e-5f);
+    }
+  }
+
+  TEST_CASE("MaxPool, AveragePool, GlobalAveragePool") {
+    using V = std::vector<int64_t>;
+    auto pool = [](std::string op, std::map<std::string, AttrValue> attrs) {
+      return [op, attrs](GraphBuilder& b, std::map<std::string, Value>& in) { return b.op1(op, {in["x"]}, attrs); };
+    };
+    Input x{"x", {2, 3, 7, 9}};
+    x.distinct = true;
+    SUBCASE("MaxPool 3x3 stride 2 pads 1 (overlapping windows)") {
+      check_gradients({x}, pool("MaxPool", {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 1, 1}}}));
+    }
+    SUBCASE("MaxPool 2x2 stride 2 ceil_mode, batch 1") {
+      Input x1{"x", {1, 2, 7, 9}};
+      x1.distinct = true;
+      check_gradients({x1}, pool("MaxPool", {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}, {"ceil_mode", int64_t(1)}}));
+    }
+    SUBCASE("MaxPool dilation 2, SAME_LOWER") {
+      check_gradients({x}, pool("MaxPool", {{"kernel_shape", V{2, 3}}, {"dilations", V{2, 2}},
+                                            {"auto_pad", std::string("SAME_LOWER")}}));
+    }
+    SUBCASE("MaxPool 1-D") {
+      Input x1{"x", {2, 3, 13}};
+      x1.distinct = true;
+      check_gradients({x1}, pool("MaxPool", {{"kernel_shape", V{3}}, {"strides", V{2}}}));
+    }
+    SUBCASE("AveragePool pads, count_include_pad 0 and 1") {
+      for (int64_t include : {0, 1}) {
+        CAPTURE(include);
+        check_gradients({{"x", {2, 3, 7, 9}}},
+                        pool("AveragePool", {{"kernel_shape", V{3, 2}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 1, 0}},
+                                             {"count_include_pad", include}}));
+      }
+    }
+    SUBCASE("AveragePool ceil_mode") {
+      check_gradients({{"x", {1, 2, 8, 7}}},
+                      pool("AveragePool", {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"ceil_mode", int64_t(1)}}));
+    }
+    SUBCASE("GlobalAveragePool") { check_gradients({{"x", {2, 3, 5, 7}}}, pool("GlobalAveragePool", {})); }
+  }
+
+  TEST_CASE("LogSoftmax: opset 13 along one axis, opset 11 coerced to 2-D") {
+    auto ls = [](GraphBuilder& b, std::map<std::string, Value>& in) {
+      return b.op1("LogSoftmax", {in["x"]}, {{"axis", int64_t(1)}});
+    };
+    check_gradients({{"x", {3, 5, 7}}}, ls);
+    check_gradients({{"x", {3, 5, 7}}}, ls, 11);
+  }
+
+  TEST_CASE("SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss: reductions, weights, ignore_index") {
+    // Targets of 5 positions, one of them -1 (ignored where ignore_index says so).
+    auto loss = [](std::string op, std::string reduction, bool weights, bool ignore, Shape targets,
+                   bool log_prob = false) {
+      return [=](GraphBuilder& b, std::map<std::string, Value>& in) {
+        std::vector<int64_t> t(size_t(targets.numel()));
+        for (size_t k = 0; k < t.size(); ++k) t[k] = int64_t((k * 3 + 1) % 4);
+        if (ignore) t[2] = -1;
+        std::vector<Value> ins{in["x"], b.constant("t", HostTensor::from<int64_t>(targets, t))};
+        if (weights)
+          ins.push_back(b.constant("w", HostTensor::from<float>(Shape{4}, std::vector<float>{0.5f, 2.0f, 1.5f, 0.25f})));
+        std::map<std::string, AttrValue> attrs{{"reduction", reduction}};
+        if (ignore) attrs["ignore_index"] = int64_t(-1);
+        auto outs = b.op(op, ins, attrs, log_prob ? 2 : 1);
+        return outs[0];
+      };
+    };
+    for (std::string reduction : {"mean", "sum", "none"})
+      for (bool weights : {false, true})
+        for (bool ignore : {false, true}) {
+          CAPTURE(reduction);
+          CAPTURE(weights);
+          CAPTURE(ignore);
+          check_gradients({{"x", {5, 4}}}, loss("SoftmaxCrossEntropyLoss", reduction, weights, ignore, Shape{5}));
+          check_gradients({{"x", {5, 4}}}, loss("NegativeLogLikelihoodLoss", reduction, weights, ignore, Shape{5}));
+        }
+    SUBCASE("[N, C, d1, d2] scores, int64 targets [N, d1, d2]") {
+      check_gradients({{"x", {2, 4, 3, 5}}}, loss("SoftmaxCrossEntropyLoss", "mean", true, true, Shape{2, 3, 5}));
+    }
+    SUBCASE("with the log_prob output (the rule reads it instead of computing a log-softmax)") {
+      check_gradients({{"x", {5, 4}}}, loss("SoftmaxCrossEntropyLoss", "mean", false, false, Shape{5}, true));
+    }
+  }
+
   TEST_CASE("a value read twice sums its gradients") {
     check_gradients({{"x", {3, 5}}}, [](GraphBuilder& b, auto& in) { return b.op1("Mul", {in["x"], in["x"]}); });
     // h = tanh(x); y = h * (h + x): x reaches y three ways.
@@ -383,6 +537,6 @@ TEST_SUITE("autodiff") {
         e.find("node 'grad' (ai.onnx.preview.training.Gradient): xs names 'nope', which is not a value of the graph") !=
         std::string::npos);
     // Every rule the header lists has a test above.
-    CHECK(differentiable_ops().size() == 22);
+    CHECK(differentiable_ops().size() == 30);
   }
 }

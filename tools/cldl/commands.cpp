@@ -17,6 +17,7 @@ void register_commands(CLI::App& app) {
   add_profile_command(app);
   add_generate_command(app);
   add_classify_command(app);
+  add_train_command(app);
   add_tune_command(app);
   add_ops_command(app);
 }

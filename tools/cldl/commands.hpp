@@ -19,6 +19,7 @@ void add_run_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_classify_command(CLI::App& app);
+void add_train_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
 void add_ops_command(CLI::App& app);
 

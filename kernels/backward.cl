@@ -1,0 +1,159 @@
+// Training kernels (layers/backward.cpp): the convolution's gradients with respect to its input (data) and its
+// weights (filter), the pools' gradients with respect to their input, and a convolution forward that reads its
+// weights at run time (ConvDynamic, at the end). 2-D (1-D runs with H = 1), NCHW, f32 with fp32 accumulation.
+// Every kernel gathers: one work-item per element it writes sums the terms that reach it, in a fixed order,
+// so there are no atomics and a run gives the same bits every time.
+
+// Element i of an [N, C, H, W] tensor: its n, and (w, h, c) as .x, .y, .z.
+inline int3 nchw_of(long i, int C, int H, int W, long* n) {
+  const int x = (int)(i % W);
+  long t = i / W;
+  const int y = (int)(t % H);
+  t /= H;
+  *n = t / C;
+  return (int3)(x, y, (int)(t % C));
+}
+
+// The output position whose window reads input position `pos` through tap k (pos = o * stride - pad + k * dil),
+// or -1 when there is none.
+inline int tap_output(int pos, int pad, int k, int dil, int stride, int out) {
+  const int t = pos + pad - k * dil;
+  return t < 0 || t % stride != 0 || t / stride >= out ? -1 : t / stride;
+}
+
+// dx[n, c, y, x] = sum over the outputs (oy, ox) of channel m of c's group whose window reads (y, x) through
+// tap (kh, kw): dy[n, m, oy, ox] * w[m, c - g * Cg, kh, kw]. One work-item per element of dx.
+__kernel void conv_grad_data(int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph,
+                             int pw, int dh, int dw, int groups, __global const float* dy, long dy_off,
+                             __global const float* w, long w_off, __global float* dx, long dx_off) {
+  const long i = get_global_id(0);
+  long n;
+  const int3 at = nchw_of(i, C, H, W, &n);
+  const int x = at.x, y = at.y, c = at.z;
+  const int cg = C / groups, mg = M / groups, g = c / cg, ci = c - g * cg;
+  dy += dy_off + n * M * OH * OW;
+  w += w_off;
+  float acc = 0.0f;
+  for (int kh = 0; kh < KH; ++kh) {
+    const int oy = tap_output(y, ph, kh, dh, sh, OH);
+    if (oy < 0) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      const int ox = tap_output(x, pw, kw, dw, sw, OW);
+      if (ox < 0) continue;
+      for (int m = g * mg; m < (g + 1) * mg; ++m)
+        acc += dy[((long)m * OH + oy) * OW + ox] * w[(((long)m * cg + ci) * KH + kh) * KW + kw];
+    }
+  }
+  dx[dx_off + i] = acc;
+}
+
+// dw[m, ci, kh, kw] = sum over n, oy, ox of dy[n, m, oy, ox] * x[n, g * Cg + ci, oy * sh - ph + kh * dh,
+// ox * sw - pw + kw * dw] (taps in the padding read 0). One work-item per weight.
+__kernel void conv_grad_filter(int N, int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw,
+                               int ph, int pw, int dh, int dw, int groups, __global const float* dy, long dy_off,
+                               __global const float* x, long x_off, __global float* dwt, long dw_off) {
+  const long i = get_global_id(0);
+  const int kw = (int)(i % KW);
+  long t = i / KW;
+  const int kh = (int)(t % KH);
+  t /= KH;
+  const int cg = C / groups, mg = M / groups;
+  const int ci = (int)(t % cg);
+  const int m = (int)(t / cg);
+  const int c = (m / mg) * cg + ci;
+  // The outputs whose tap (kh, kw) lands inside the input: 0 <= o * s - p + k * d < size.
+  const int y0 = kh * dh - ph, x0 = kw * dw - pw;
+  const int oy_lo = y0 >= 0 ? 0 : (-y0 + sh - 1) / sh, ox_lo = x0 >= 0 ? 0 : (-x0 + sw - 1) / sw;
+  const int oy_hi = min(OH, H - y0 > 0 ? (H - y0 - 1) / sh + 1 : 0), ox_hi = min(OW, W - x0 > 0 ? (W - x0 - 1) / sw + 1 : 0);
+  float acc = 0.0f;
+  for (long n = 0; n < N; ++n) {
+    __global const float* d = dy + dy_off + (n * M + m) * OH * OW;
+    __global const float* xs = x + x_off + (n * C + c) * H * W;
+    for (int oy = oy_lo; oy < oy_hi; ++oy)
+      for (int ox = ox_lo; ox < ox_hi; ++ox) acc += d[oy * OW + ox] * xs[(oy * sh + y0) * W + ox * sw + x0];
+  }
+  dwt[dw_off + i] = acc;
+}
+
+// The pools' input gradient: one work-item per element (y, x) of dx sums dy over the windows that hold it.
+// MaxPool (is_max): a window passes its dy to its first largest element in row-major order (as PyTorch and
+// the ONNX reference pick it), recomputed here from x. AveragePool: dy / the window's count, which counts the
+// taps inside the input, or with count_include_pad those inside the padded input [-p_begin, size + p_end).
+__kernel void pool_grad(int is_max, int count_include_pad, int H, int W, int OH, int OW, int KH, int KW, int sh,
+                        int sw, int ph, int pw, int ph_end, int pw_end, int dh, int dw, __global const float* dy,
+                        long dy_off, __global const float* xin, long x_off, __global float* dx, long dx_off) {
+  const long i = get_global_id(0);
+  const int x = (int)(i % W);
+  long t = i / W;
+  const int y = (int)(t % H);
+  const long plane = t / H;
+  __global const float* d = dy + dy_off + plane * OH * OW;
+  __global const float* xs = xin + x_off + plane * H * W;
+  float acc = 0.0f;
+  for (int kh = 0; kh < KH; ++kh) {
+    const int oy = tap_output(y, ph, kh, dh, sh, OH);
+    if (oy < 0) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      const int ox = tap_output(x, pw, kw, dw, sw, OW);
+      if (ox < 0) continue;
+      const int wy = oy * sh - ph, wx = ox * sw - pw;  // the window's first tap
+      if (is_max) {
+        int best = -1;
+        float bv = 0.0f;
+        for (int a = 0; a < KH; ++a) {
+          const int yy = wy + a * dh;
+          if (yy < 0 || yy >= H) continue;
+          for (int b = 0; b < KW; ++b) {
+            const int xx = wx + b * dw;
+            if (xx < 0 || xx >= W) continue;
+            const float v = xs[yy * W + xx];
+            if (best < 0 || v > bv) best = yy * W + xx, bv = v;
+          }
+        }
+        if (best == y * W + x) acc += d[oy * OW + ox];
+      } else {
+        int count = 0;
+        const int lo_y = count_include_pad ? -ph : 0, hi_y = count_include_pad ? H + ph_end : H;
+        const int lo_x = count_include_pad ? -pw : 0, hi_x = count_include_pad ? W + pw_end : W;
+        for (int a = 0; a < KH; ++a) {
+          const int yy = wy + a * dh;
+          if (yy < lo_y || yy >= hi_y) continue;
+          for (int b = 0; b < KW; ++b) {
+            const int xx = wx + b * dw;
+            if (xx >= lo_x && xx < hi_x) ++count;
+          }
+        }
+        acc += d[oy * OW + ox] / (float)count;
+      }
+    }
+  }
+  dx[dx_off + i] = acc;
+}
+
+// ConvDynamic, the forward of a convolution whose weights are computed at run time (a training graph's weights
+// are inputs updated in place; the Conv op re-lays its weights out at load). One work-item per output element:
+// y[n, m, oy, ox] = b[m] + sum over c of m's group, kh, kw of x[n, c, oy * sh - ph + kh * dh, ...] * w[m, ci, kh, kw].
+__kernel void conv_forward(int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw,
+                           int dh, int dw, int groups, int has_bias, __global const float* x, long x_off,
+                           __global const float* w, long w_off, __global const float* b, long b_off,
+                           __global float* y, long y_off) {
+  const long i = get_global_id(0);
+  long n;
+  const int3 at = nchw_of(i, M, OH, OW, &n);
+  const int ox = at.x, oy = at.y, m = at.z;
+  const int cg = C / groups, mg = M / groups, c0 = (m / mg) * cg;
+  float acc = has_bias ? b[b_off + m] : 0.0f;
+  for (int ci = 0; ci < cg; ++ci) {
+    __global const float* xs = x + x_off + (n * C + c0 + ci) * H * W;
+    __global const float* ws = w + w_off + ((long)m * cg + ci) * KH * KW;
+    for (int kh = 0; kh < KH; ++kh) {
+      const int yy = oy * sh - ph + kh * dh;
+      if (yy < 0 || yy >= H) continue;
+      for (int kw = 0; kw < KW; ++kw) {
+        const int xx = ox * sw - pw + kw * dw;
+        if (xx >= 0 && xx < W) acc += xs[yy * W + xx] * ws[kh * KW + kw];
+      }
+    }
+  }
+  y[y_off + i] = acc;
+}

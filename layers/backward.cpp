@@ -1,0 +1,157 @@
+// ConvGrad and PoolGrad: shape checks and the launches of kernels/backward.cl (see layers/backward.hpp).
+#include "layers/backward.hpp"
+
+namespace cldl {
+namespace {
+
+void check_tensor(std::string_view op, std::string_view arg, const Tensor& t, const Shape& s) {
+  if (t.shape.numel() != s.numel()) invalid(op, "{} has shape {}, expected {}", arg, t.shape.str(), s.str());
+  if (t.dtype != DType::f32) invalid(op, "{} has dtype {}, expected float", arg, to_string(t.dtype));
+}
+
+// [N, C, H, W] of a rank-4 shape, [N, C, 1, W] of a rank-3 one.
+std::array<int64_t, 4> nchw(std::string_view op, std::string_view arg, const Shape& s) {
+  if (s.rank() == 4) return {s[0], s[1], s[2], s[3]};
+  if (s.rank() == 3) return {s[0], s[1], 1, s[2]};
+  invalid(op, "{} must have rank 3 or 4 (1-D or 2-D windows), got shape {}", arg, s.str());
+}
+
+void validate_geometry(std::string_view op, const WindowGeometry& g) {
+  if (g.x.rank() != g.y.rank()) invalid(op, "input {} and output {} differ in rank", g.x.str(), g.y.str());
+  auto x = nchw(op, "input", g.x), y = nchw(op, "output", g.y);
+  if (x[0] != y[0]) invalid(op, "input {} and output {} differ in batch", g.x.str(), g.y.str());
+  for (int i = 0; i < 2; ++i) {
+    if (g.kernel[i] < 1 || g.stride[i] < 1 || g.dilation[i] < 1)
+      invalid(op, "kernel, strides and dilations must be positive, got {}, {}, {}", g.kernel[i], g.stride[i],
+              g.dilation[i]);
+    if (g.pad_begin[i] < 0 || g.pad_end[i] < 0) invalid(op, "pads must not be negative");
+    // Each output position's window starts inside the padded input.
+    const int64_t in = x[2 + i], out = y[2 + i];
+    if (out > 0 && (out - 1) * g.stride[i] - g.pad_begin[i] >= in + g.pad_end[i])
+      invalid(op, "output extent {} does not fit input extent {} with stride {} and pads {}, {}", out, in,
+              g.stride[i], g.pad_begin[i], g.pad_end[i]);
+  }
+  for (auto d : g.x.dims)
+    if (d > INT32_MAX / 4) invalid(op, "input dimension {} is too large", d);
+}
+
+std::string geometry_str(const WindowGeometry& g) {
+  return fmt::format("kernel {}x{}, stride {}x{}, dilation {}x{}, pads {},{},{},{}", g.kernel[0], g.kernel[1],
+                     g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1],
+                     g.pad_end[0], g.pad_end[1]);
+}
+
+}  // namespace
+
+std::string_view conv_name(ConvGradMode m) {
+  return m == ConvGradMode::forward ? "ConvDynamic" : m == ConvGradMode::filter ? "ConvGradFilter" : "ConvGradData";
+}
+
+std::string_view ConvGrad::type() const { return conv_name(cfg_.mode); }
+
+void ConvGrad::validate(const ConvGradConfig& c) {
+  const std::string_view op = conv_name(c.mode);
+  validate_geometry(op, c.geo);
+  auto x = nchw(op, "input", c.geo.x), y = nchw(op, "output", c.geo.y);
+  if (c.group < 1 || x[1] % c.group != 0 || y[1] % c.group != 0)
+    invalid(op, "group {} does not divide the channels {} and {}", c.group, x[1], y[1]);
+  const Shape w{y[1], x[1] / c.group, c.geo.kernel[0], c.geo.kernel[1]};
+  if (c.w.numel() != w.numel() || c.w[0] != y[1])
+    invalid(op, "weights have shape {}, expected {}", c.w.str(), w.str());
+}
+
+std::unique_ptr<ConvGrad> ConvGrad::create(Context& ctx, int device, const ConvGradConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<ConvGrad> o(new ConvGrad());
+  o->cfg_ = cfg;
+  o->kernel_ = make_kernel(ctx.program("backward.cl", "", device), cfg.mode == ConvGradMode::forward  ? "conv_forward"
+                                                                   : cfg.mode == ConvGradMode::filter ? "conv_grad_filter"
+                                                                                                      : "conv_grad_data");
+  return o;
+}
+
+std::string ConvGrad::algorithm() const {
+  return fmt::format("direct, one work-item per {} ({}, group {})",
+                     cfg_.mode == ConvGradMode::forward  ? "output element"
+                     : cfg_.mode == ConvGradMode::filter ? "weight"
+                                                         : "input element",
+                     geometry_str(cfg_.geo), cfg_.group);
+}
+
+void ConvGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  const std::string_view op = type();
+  const size_t n_in = cfg_.mode == ConvGradMode::forward && cfg_.bias ? 3 : 2;
+  if (in.size() != n_in || out.size() != 1)
+    invalid(op, "expects {} inputs and 1 output, got {} and {}", n_in, in.size(), out.size());
+  const auto& g = cfg_.geo;
+  const bool fwd = cfg_.mode == ConvGradMode::forward, filter = cfg_.mode == ConvGradMode::filter;
+  check_tensor(op, fwd ? "input x" : "input dy", in[0], fwd ? g.x : g.y);
+  check_tensor(op, filter ? "input x" : "input w", in[1], filter ? g.x : cfg_.w);
+  if (n_in == 3) check_tensor(op, "input b", in[2], Shape{cfg_.w[0]});
+  check_tensor(op, fwd ? "output y" : filter ? "output dw" : "output dx", out[0], fwd ? g.y : filter ? cfg_.w : g.x);
+  auto x = nchw(op, "input", g.x), y = nchw(op, "output", g.y);
+  const size_t items = size_t(out[0].numel());
+  if (items == 0) return;
+  std::lock_guard lock(launch_mutex_);
+  const cl_int kh = g.kernel[0], kw = g.kernel[1], sh = g.stride[0], sw = g.stride[1], ph = g.pad_begin[0],
+               pw = g.pad_begin[1], dh = g.dilation[0], dw = g.dilation[1], group = cfg_.group;
+  if (fwd) {
+    const Tensor& b = n_in == 3 ? in[2] : in[1];  // without a bias the kernel reads none: any buffer
+    set_args(kernel_, cl_int(x[1]), cl_int(x[2]), cl_int(x[3]), cl_int(y[1]), cl_int(y[2]), cl_int(y[3]), kh, kw, sh,
+             sw, ph, pw, dh, dw, group, cl_int(n_in == 3), in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer,
+             cl_long(in[1].offset_elems()), b.buffer, cl_long(b.offset_elems()), out[0].buffer,
+             cl_long(out[0].offset_elems()));
+  } else if (filter) {
+    set_args(kernel_, cl_int(x[0]), cl_int(x[1]), cl_int(x[2]), cl_int(x[3]), cl_int(y[1]), cl_int(y[2]),
+             cl_int(y[3]), kh, kw, sh, sw, ph, pw, dh, dw, group, in[0].buffer, cl_long(in[0].offset_elems()),
+             in[1].buffer, cl_long(in[1].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+  } else {
+    set_args(kernel_, cl_int(x[1]), cl_int(x[2]), cl_int(x[3]), cl_int(y[1]), cl_int(y[2]), cl_int(y[3]), kh, kw, sh,
+             sw, ph, pw, dh, dw, group, in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer,
+             cl_long(in[1].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+  }
+  ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange,
+                    fwd ? "conv_forward" : filter ? "conv_grad_filter" : "conv_grad_data");
+}
+
+void PoolGrad::validate(const PoolGradConfig& c) {
+  const std::string_view op = c.max ? "MaxPoolGrad" : "AveragePoolGrad";
+  validate_geometry(op, c.geo);
+  if (c.geo.x[1] != c.geo.y[1])
+    invalid(op, "input {} and output {} differ in channels", c.geo.x.str(), c.geo.y.str());
+}
+
+std::unique_ptr<PoolGrad> PoolGrad::create(Context& ctx, int device, const PoolGradConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<PoolGrad> o(new PoolGrad());
+  o->cfg_ = cfg;
+  o->kernel_ = make_kernel(ctx.program("backward.cl", "", device), "pool_grad");
+  return o;
+}
+
+std::string PoolGrad::algorithm() const {
+  return fmt::format("direct gather over the windows holding each input element{} ({})",
+                     cfg_.max ? ", argmax recomputed" : "", geometry_str(cfg_.geo));
+}
+
+void PoolGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  const std::string_view op = type();
+  if (in.size() != 2 || out.size() != 1)
+    invalid(op, "expects 2 inputs and 1 output, got {} and {}", in.size(), out.size());
+  const auto& g = cfg_.geo;
+  check_tensor(op, "input dy", in[0], g.y);
+  check_tensor(op, "input x", in[1], g.x);
+  check_tensor(op, "output dx", out[0], g.x);
+  auto x = nchw(op, "input", g.x), y = nchw(op, "output", g.y);
+  const size_t items = size_t(out[0].numel());
+  if (items == 0) return;
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_int(cfg_.max), cl_int(cfg_.count_include_pad), cl_int(x[2]), cl_int(x[3]), cl_int(y[2]),
+           cl_int(y[3]), cl_int(g.kernel[0]), cl_int(g.kernel[1]), cl_int(g.stride[0]), cl_int(g.stride[1]),
+           cl_int(g.pad_begin[0]), cl_int(g.pad_begin[1]), cl_int(g.pad_end[0]), cl_int(g.pad_end[1]),
+           cl_int(g.dilation[0]), cl_int(g.dilation[1]), in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer,
+           cl_long(in[1].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange, "pool_grad");
+}
+
+}  // namespace cldl

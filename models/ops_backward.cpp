@@ -1,0 +1,164 @@
+// ConvDynamic (Conv whose weights are computed at run time: a training graph's; Conv itself re-lays its weights out
+// at load), and the backward ops that models/autodiff.cpp emits for Conv, MaxPool and AveragePool (layers/backward.hpp), in
+// cldl's own domain (kFusedDomain: they are never in a model file). The rule resolves auto_pad and
+// ceil_mode from the forward node, so the attributes here are explicit: kernel_shape, strides, dilations,
+// pads (begin then end, one or two spatial dims), group (ConvGrad*), count_include_pad (AveragePoolGrad), and
+// out_shape, the shape of the gradient made (the forward input's or weights').
+//   ConvDynamic(x, w, b?) -> y     (Conv's attributes)
+//   ConvGradData(dy, w) -> dx      ConvGradFilter(dy, x) -> dw
+//   MaxPoolGrad(dy, x) -> dx       AveragePoolGrad(dy, x) -> dx (x for its shape)
+#include "layers/backward.hpp"
+#include "models/ops_cnn_common.hpp"
+#include "models/passes.hpp"
+
+namespace cldl::graph {
+namespace {
+
+// The geometry of 1 or 2 spatial dims (1-D in the W slot, H = 1): kernel, strides, dilations, pads (begin, end).
+WindowGeometry window(const Shape& x, const Shape& y, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
+                      const std::vector<int64_t>& d, const std::vector<int64_t>& p) {
+  WindowGeometry g;
+  g.x = x;
+  g.y = y;
+  const size_t r = k.size(), at = 2 - r;
+  for (size_t i = 0; i < r; ++i) {
+    g.kernel[at + i] = int(k[i]);
+    g.stride[at + i] = int(s[i]);
+    g.dilation[at + i] = int(d[i]);
+    g.pad_begin[at + i] = int(p[i]);
+    g.pad_end[at + i] = int(p[r + i]);
+  }
+  return g;
+}
+
+bool is_conv(const Node& n) { return n.op_type == "ConvGradData" || n.op_type == "ConvGradFilter"; }
+
+// ConvDynamic: Conv's attributes as the model gives them (auto_pad, kernel_shape optional); the output's extent
+// computed as Conv's inference does.
+WindowGeometry conv_geometry(const Node& n, const Shape& x, const Shape& w) {
+  if (x.rank() < 3 || x.rank() > 4 || w.rank() != x.rank())
+    fail("{}: input x {} and weights w {} must both have rank 3 or 4 (1-D or 2-D)", n.describe(), x.str(), w.str());
+  const size_t r = x.rank() - 2;
+  const auto k = n.attr_ints("kernel_shape", std::vector<int64_t>(w.dims.begin() + 2, w.dims.end()));
+  const auto s = n.attr_ints("strides", std::vector<int64_t>(r, 1)), d = n.attr_ints("dilations", std::vector<int64_t>(r, 1));
+  auto p = n.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
+  if (k.size() != r || s.size() != r || d.size() != r || p.size() != 2 * r)
+    fail("{}: kernel_shape, strides, dilations and pads do not match {} spatial dims", n.describe(), r);
+  const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
+  Shape y = x;
+  y[1] = w[0];
+  for (size_t i = 0; i < r; ++i) {
+    if (s[i] < 1 || d[i] < 1) fail("{}: strides and dilations must be positive", n.describe());
+    const int64_t in = x[2 + i], span = (k[i] - 1) * d[i] + 1;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      y[2 + i] = (in + s[i] - 1) / s[i];
+      const int64_t total = std::max<int64_t>(0, (y[2 + i] - 1) * s[i] + span - in);
+      p[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      p[r + i] = total - p[i];
+    } else {
+      if (auto_pad == "VALID") p.assign(2 * r, 0);
+      const int64_t room = in + p[i] + p[r + i] - span;
+      if (room < 0) fail("{}: the kernel ({} taps dilated) is wider than the padded input ({})", n.describe(), span, in + p[i] + p[r + i]);
+      y[2 + i] = room / s[i] + 1;
+    }
+  }
+  return window(x, y, k, s, d, p);
+}
+
+ConvGradConfig conv_dynamic_config(const Node& n, const Shape& x, const Shape& w, bool bias) {
+  ConvGradConfig k;
+  k.mode = ConvGradMode::forward;
+  k.group = int(n.attr_i("group", 1));
+  k.geo = conv_geometry(n, x, w);
+  k.w = w;
+  k.bias = bias;
+  return k;
+}
+
+void infer_conv_dynamic(InferCtx& c) {
+  for (size_t i = 0; i < c.in.size(); ++i)
+    if (c.has_input(i) && c.input(i).dtype != DType::f32)
+      c.error("input '{}' is {}, only f32 is implemented", c.input(i).name, to_string(c.input(i).dtype));
+  const bool bias = c.has_input(2);
+  const auto k = checked(c, [&] { return conv_dynamic_config(c.node, c.shape(0), c.shape(1), bias); });
+  checked(c, [&] {
+    ConvGrad::validate(k);
+    return 0;
+  });
+  if (bias && c.shape(2) != Shape{k.w[0]})
+    c.error("input '{}' (B) has shape {}, expected [{}]", c.input(2).name, c.shape(2).str(), k.w[0]);
+  c.set(0, DType::f32, k.geo.y);
+}
+
+std::unique_ptr<NodeKernel> lower_conv_dynamic(LowerCtx& c) {
+  const bool bias = c.in.size() > 2 && !c.in[2].name.empty();
+  return wrap(ConvGrad::create(c.ctx, c.device,
+                               conv_dynamic_config(c.node, c.in[0].shape.to_shape(), c.in[1].shape.to_shape(), bias)),
+              c, bias ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1});
+}
+
+// dy's shape, x's shape (out_shape or input 1), from the node.
+WindowGeometry geometry(const Node& n, const Shape& dy, const Shape& x) {
+  const auto k = n.attr_ints("kernel_shape"), s = n.attr_ints("strides"), d = n.attr_ints("dilations"),
+             p = n.attr_ints("pads");
+  const size_t r = k.size();
+  if (r < 1 || r > 2 || s.size() != r || d.size() != r || p.size() != 2 * r)
+    fail("{}: kernel_shape, strides, dilations (1 or 2 each) and pads (twice as many) disagree", n.describe());
+  return window(x, dy, k, s, d, p);
+}
+
+void infer_grad(InferCtx& c) {
+  for (size_t i = 0; i < 2; ++i)
+    if (c.input(i).dtype != DType::f32)
+      c.error("input '{}' is {}, only f32 is implemented", c.input(i).name, to_string(c.input(i).dtype));
+  const Shape out(c.node.attr_ints("out_shape"));
+  checked(c, [&] {
+    if (c.node.op_type == "ConvGradData" || c.node.op_type == "ConvGradFilter") {
+      const bool filter = c.node.op_type == "ConvGradFilter";
+      ConvGradConfig k;
+      k.mode = filter ? ConvGradMode::filter : ConvGradMode::data;
+      k.group = int(c.node.attr_i("group", 1));
+      k.geo = geometry(c.node, c.shape(0), filter ? c.shape(1) : out);
+      k.w = filter ? out : c.shape(1);
+      ConvGrad::validate(k);
+    } else {
+      PoolGradConfig k;
+      k.max = c.node.op_type == "MaxPoolGrad";
+      k.geo = geometry(c.node, c.shape(0), c.shape(1));
+      PoolGrad::validate(k);
+      if (c.shape(1) != out) c.error("out_shape {} is not input x's shape {}", out.str(), c.shape(1).str());
+    }
+    return 0;
+  });
+  c.set(0, DType::f32, out);
+}
+
+std::unique_ptr<NodeKernel> lower_grad(LowerCtx& c) {
+  const Node& n = c.node;
+  const Shape dy = c.in[0].shape.to_shape(), in1 = c.in[1].shape.to_shape(), out(n.attr_ints("out_shape"));
+  if (is_conv(n)) {
+    ConvGradConfig k;
+    const bool filter = n.op_type == "ConvGradFilter";
+    k.mode = filter ? ConvGradMode::filter : ConvGradMode::data;
+    k.group = int(n.attr_i("group", 1));
+    k.geo = geometry(n, dy, filter ? in1 : out);
+    k.w = filter ? out : in1;
+    return wrap(ConvGrad::create(c.ctx, c.device, k), c);
+  }
+  PoolGradConfig k;
+  k.max = n.op_type == "MaxPoolGrad";
+  k.count_include_pad = n.attr_i("count_include_pad", 0) != 0;
+  k.geo = geometry(n, dy, in1);
+  return wrap(PoolGrad::create(c.ctx, c.device, k), c);
+}
+
+const OpRegistration kBackwardOps{
+    {.type = "ConvDynamic", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_conv_dynamic, .lower = lower_conv_dynamic},
+    {.type = "ConvGradData", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
+    {.type = "ConvGradFilter", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
+    {.type = "MaxPoolGrad", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
+    {.type = "AveragePoolGrad", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
+};
+
+}  // namespace
+}  // namespace cldl::graph

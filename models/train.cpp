@@ -1,0 +1,405 @@
+// The training session of models/train.hpp: the training graph, the per-step bindings that keep the weights and
+// optimizer states on the device, batching along an axis, and writing the trained ONNX file.
+#include "models/train.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "models/autodiff.hpp"
+#include "models/control_flow.hpp"
+#include "models/model.hpp"
+#include "models/onnx_proto.hpp"
+#include "models/op_registry.hpp"
+#include "models/passes.hpp"
+#include "runtime/log.hpp"
+
+namespace cldl::graph {
+namespace {
+
+constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
+
+ValueInfo info(const std::string& name, DType t, ValueShape s) {
+  ValueInfo v;
+  v.name = name;
+  v.dtype = t;
+  v.shape = std::move(s);
+  return v;
+}
+
+ValueInfo unknown(const std::string& name, DType t) {
+  ValueInfo v;
+  v.name = name;
+  v.dtype = t;
+  v.shape.known = false;
+  return v;
+}
+
+Node fused(Graph& g, const std::string& base, const std::string& op, std::vector<std::string> in,
+           std::vector<std::string> out, std::map<std::string, AttrValue> attrs = {}) {
+  Node n = make_node(g, base, op, std::move(in), std::move(out), std::move(attrs));
+  n.domain = kFusedDomain;
+  return n;
+}
+
+}  // namespace
+
+HostTensor take_along(const HostTensor& t, int64_t axis, const std::vector<int64_t>& index) {
+  const Shape& s = t.shape();
+  if (axis < 0 || axis >= int64_t(s.rank())) fail("batch axis {} is outside the rank of shape {}", axis, s.str());
+  int64_t outer = 1, inner = int64_t(dtype_size(t.dtype()));
+  for (int64_t i = 0; i < axis; ++i) outer *= s[size_t(i)];
+  for (size_t i = size_t(axis) + 1; i < s.rank(); ++i) inner *= s[i];
+  const int64_t rows = s[size_t(axis)];
+  Shape os = s;
+  os[size_t(axis)] = int64_t(index.size());
+  HostTensor out(t.dtype(), os);
+  auto* dst = static_cast<std::byte*>(out.data());
+  const auto* src = static_cast<const std::byte*>(t.data());
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t j = 0; j < index.size(); ++j) {
+      if (index[j] < 0 || index[j] >= rows) fail("row {} is outside [0, {}) of shape {}", index[j], rows, s.str());
+      std::memcpy(dst + (o * int64_t(index.size()) + int64_t(j)) * inner, src + (o * rows + index[j]) * inner,
+                  size_t(inner));
+    }
+  return out;
+}
+
+struct Trainer::Impl {
+  std::shared_ptr<Context> ctx;
+  TrainOptions opts;
+  std::shared_ptr<Model> model;
+  std::string x_name, labels_name, lr_name, step_name, step_next_name, loss_name;
+  DType x_dtype = DType::f32;
+  size_t x_rank = 0, labels_rank = 0;
+  std::vector<std::string> weights;
+  // Carried from step to step: the weights, the optimizer states, the step count T; their updates.
+  std::vector<std::string> carried_in, carried_out;
+  // Two sets of their device buffers: a step of parity p reads set p and writes set 1 - p.
+  std::array<std::vector<Tensor>, 2> set;
+  // Per batch shape (signature key) and parity, a session bound to its sets once.
+  struct Plan {
+    std::shared_ptr<CompiledModel> plan;
+    std::array<std::unique_ptr<Session>, 2> session;
+  };
+  std::map<std::string, Plan> plans;
+  cl::Event last;  // the last step's run
+  Tensor losses;   // one float per step of an epoch (the loss outputs are bound to its elements)
+
+  Session& session_for(const Shape& x, const Shape& labels, int parity) {
+    std::map<std::string, Shape> shapes{{x_name, x}, {labels_name, labels}, {lr_name, Shape{1}}};
+    for (size_t k = 0; k < carried_in.size(); ++k) shapes[carried_in[k]] = set[0][k].shape;
+    const Signature sig = model->signature(shapes, {});
+    Plan& p = plans[sig.key];
+    if (!p.plan) p.plan = model->plan(sig);
+    auto& s = p.session[size_t(parity)];
+    if (!s) {
+      s = p.plan->session();
+      for (size_t k = 0; k < carried_in.size(); ++k) {
+        s->bind_input(carried_in[k], set[size_t(parity)][k]);
+        s->bind_output(carried_out[k], set[size_t(1 - parity)][k]);
+      }
+      s->write_input(lr_name, HostTensor::from<float>(Shape{1}, std::vector<float>{opts.lr}));
+    }
+    return *s;
+  }
+
+  void check_types(const HostTensor& x, const HostTensor& labels) const {
+    if (x.dtype() != x_dtype)
+      fail("train: the data for input '{}' is {}, the model takes {}", x_name, to_string(x.dtype()), to_string(x_dtype));
+    const DType lt = opts.loss == TrainLoss::cross_entropy ? DType::i64 : DType::f32;
+    if (labels.dtype() != lt)
+      fail("train: the labels are {}; {} takes {}", to_string(labels.dtype()),
+           opts.loss == TrainLoss::cross_entropy ? "cross_entropy" : "mse", to_string(lt));
+  }
+};
+
+Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.ctx = ctx;
+  m.opts = opts;
+  if (opts.batch < 1) fail("train: the batch must be at least 1, got {}", opts.batch);
+  if (!(opts.lr > 0)) fail("train: the learning rate must be positive, got {}", opts.lr);
+  // The data input and the output the loss reads.
+  std::vector<const ValueInfo*> data_inputs;
+  for (auto& in : g.inputs)
+    if (!g.is_constant(in.name)) data_inputs.push_back(&in);
+  const ValueInfo* xin = nullptr;
+  for (auto* in : data_inputs)
+    if (opts.input.empty() ? xin == nullptr : in->name == opts.input) xin = in;
+  if (!xin) {
+    if (opts.input.empty()) fail("train: the model has no input");
+    fail("train: the model has no input '{}'", opts.input);
+  }
+  if (data_inputs.size() > 1)
+    fail("train: the model has {} inputs; cldl train feeds one (--input names it), not '{}' too", data_inputs.size(),
+         data_inputs[0] == xin ? data_inputs[1]->name : data_inputs[0]->name);
+  m.x_name = xin->name;
+  m.x_dtype = xin->dtype;
+  m.x_rank = xin->shape.dims.size();
+  const ValueInfo* out = nullptr;
+  for (auto& o : g.outputs)
+    if (opts.output.empty() ? out == nullptr : o.name == opts.output) out = &o;
+  if (!out) {
+    if (opts.output.empty()) fail("train: the model has no output");
+    fail("train: the model has no output '{}'", opts.output);
+  }
+  if (out->dtype != DType::f32) fail("train: output '{}' is {}; the losses take float", out->name, to_string(out->dtype));
+  if (!out->shape.known || out->shape.dims.empty())
+    fail("train: output '{}' has no known rank (shape {})", out->name, out->shape.str());
+  const ValueInfo output = *out;
+  const size_t r = output.shape.dims.size();
+  if (opts.batch_axis < 0 || size_t(opts.batch_axis) >= m.x_rank)
+    fail("train: --batch-axis {} is outside the rank {} of input '{}'", opts.batch_axis, m.x_rank, m.x_name);
+  if (opts.loss == TrainLoss::cross_entropy && r < 2)
+    fail("train: cross_entropy needs an output of rank 2 or more ([..., classes]), '{}' has shape {}", output.name,
+         output.shape.str());
+
+  // The weights: float initializers that no node reads where its op needs a value known at load (but Conv's
+  // weights and bias, which ConvDynamic reads at run time).
+  std::set<std::string> fixed;
+  for (auto& n : g.nodes)
+    if (const OpDef* d = n.domain.empty() && n.op_type == "Conv" ? nullptr : find_op(n.op_type, n.domain))
+      for (size_t i : d->const_inputs)
+        if (i < n.inputs.size()) fixed.insert(n.inputs[i]);
+  std::set<std::string> read;
+  for (auto& n : g.nodes)
+    for (auto& in : n.inputs) read.insert(in);
+  std::map<std::string, HostTensor> initial;
+  for (auto& [name, t] : g.initializers)
+    if (t.dtype() == DType::f32 && !fixed.count(name) && read.count(name)) {
+      m.weights.push_back(name);
+      initial[name] = t;
+    }
+  if (m.weights.empty()) fail("train: the model has no float initializer to train");
+  for (auto& w : m.weights) {
+    g.inputs.erase(std::remove_if(g.inputs.begin(), g.inputs.end(), [&](auto& v) { return v.name == w; }),
+                   g.inputs.end());
+    g.inputs.push_back(info(w, DType::f32, initial[w].shape()));
+    g.initializers.erase(w);
+  }
+  make_conv_weights_dynamic(g);
+
+  // The loss.
+  m.labels_name = g.unique_name("cldl.train.labels");
+  m.lr_name = g.unique_name("cldl.train.lr");
+  m.step_name = g.unique_name("cldl.train.step");
+  m.loss_name = g.unique_name("cldl.train.loss");
+  ValueShape ls = output.shape;
+  if (opts.loss == TrainLoss::cross_entropy) {
+    ls.dims.pop_back();
+    ls.symbols.pop_back();
+  }
+  m.labels_rank = ls.dims.size();
+  if (size_t(opts.batch_axis) >= m.labels_rank)
+    fail("train: --batch-axis {} is outside the labels' rank {} (shape {})", opts.batch_axis, m.labels_rank, ls.str());
+  g.inputs.push_back(info(m.labels_name, opts.loss == TrainLoss::cross_entropy ? DType::i64 : DType::f32, ls));
+  g.inputs.push_back(info(m.lr_name, DType::f32, Shape{1}));
+  g.inputs.push_back(info(m.step_name, DType::i64, Shape{1}));
+  if (opts.loss == TrainLoss::cross_entropy) {
+    std::string scores = output.name;
+    if (r > 2) {  // classes last -> axis 1, as SoftmaxCrossEntropyLoss reads them
+      std::vector<int64_t> perm{0, int64_t(r) - 1};
+      for (size_t i = 1; i + 1 < r; ++i) perm.push_back(int64_t(i));
+      scores = g.unique_name("cldl.train.scores");
+      g.nodes.push_back(fused(g, "cldl.train/classes_to_axis_1", "Transpose", {output.name}, {scores}, {{"perm", perm}}));
+    }
+    // With its log_prob output, which the loss's backward reads instead of computing the log-softmax again.
+    g.nodes.push_back(fused(g, "cldl.train/loss", "SoftmaxCrossEntropyLoss", {scores, m.labels_name},
+                            {m.loss_name, g.unique_name("cldl.train.log_prob")}, {{"reduction", std::string("mean")}}));
+  } else {
+    const std::string d = g.unique_name("cldl.train.diff"), sq = g.unique_name("cldl.train.squared");
+    g.nodes.push_back(fused(g, "cldl.train/diff", "Sub", {output.name, m.labels_name}, {d}));
+    g.nodes.push_back(fused(g, "cldl.train/squared", "Mul", {d, d}, {sq}));
+    g.nodes.push_back(fused(g, "cldl.train/loss", "ReduceMean", {sq}, {m.loss_name}, {{"keepdims", int64_t(0)}}));
+  }
+
+  // The gradients and the update.
+  std::vector<std::string> grads, news, states, new_states;
+  for (auto& w : m.weights) {
+    grads.push_back(g.unique_name(w + ".grad"));
+    news.push_back(g.unique_name(w + ".new"));
+  }
+  const bool adam = opts.optimizer == TrainOptimizer::adam;
+  for (int k = 0; k < (adam ? 2 : 1); ++k)
+    for (auto& w : m.weights) {
+      const char* what = adam ? (k == 0 ? ".m" : ".v") : ".momentum";
+      states.push_back(g.unique_name(w + what));
+      new_states.push_back(g.unique_name(w + what + ".new"));
+    }
+  Node grad = make_node(g, "cldl.train/gradient", "Gradient", m.weights, grads,
+                        {{"xs", m.weights}, {"y", m.loss_name}});
+  grad.domain = kTrainingDomain;
+  g.nodes.push_back(std::move(grad));
+  g.opsets[kTrainingDomain] = 1;
+  std::vector<std::string> in{m.lr_name, m.step_name};
+  in.insert(in.end(), m.weights.begin(), m.weights.end());
+  in.insert(in.end(), grads.begin(), grads.end());
+  in.insert(in.end(), states.begin(), states.end());
+  std::vector<std::string> outs = news;
+  outs.insert(outs.end(), new_states.begin(), new_states.end());
+  std::map<std::string, AttrValue> attrs;
+  if (adam)
+    attrs = {{"alpha", opts.beta1}, {"beta", opts.beta2}, {"epsilon", opts.epsilon}, {"norm_coefficient", opts.weight_decay}};
+  else  // PyTorch's SGD: v = momentum v + g (dampening 0), x -= lr v (Nesterov: x -= lr (g + momentum v))
+    attrs = {{"alpha", opts.momentum}, {"beta", 1.0f}, {"norm_coefficient", opts.weight_decay},
+             {"mode", std::string(opts.nesterov ? "nesterov" : "standard")}};
+  Node update = make_node(g, "cldl.train/update", adam ? "Adam" : "Momentum", in, outs, attrs);
+  update.domain = kTrainingDomain;
+  g.nodes.push_back(std::move(update));
+  // The step count for the next step, on the device.
+  m.step_next_name = g.unique_name("cldl.train.step.new");
+  g.nodes.push_back(fused(g, "cldl.train/count", "Add",
+                          {m.step_name, add_constant(g, "cldl.train.one",
+                                                     HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1}))},
+                          {m.step_next_name}));
+  for (size_t k = 0; k < states.size(); ++k)
+    g.inputs.push_back(info(states[k], DType::f32, initial[m.weights[k % m.weights.size()]].shape()));
+  g.outputs.clear();
+  g.outputs.push_back(unknown(m.loss_name, DType::f32));
+  for (auto& o : outs) g.outputs.push_back(unknown(o, DType::f32));
+  g.outputs.push_back(unknown(m.step_next_name, DType::i64));
+  g.sort();
+  m.model = Model::create(ctx, std::move(g));
+
+  // The device buffers: weights from the model, states zero; a second set the updates go to.
+  m.carried_in = m.weights;
+  m.carried_in.insert(m.carried_in.end(), states.begin(), states.end());
+  m.carried_in.push_back(m.step_name);
+  m.carried_out = outs;
+  m.carried_out.push_back(m.step_next_name);
+  for (size_t k = 0; k < m.carried_in.size(); ++k) {
+    HostTensor h;
+    if (k < m.weights.size()) {
+      h = initial[m.weights[k]];
+    } else if (k + 1 < m.carried_in.size()) {
+      h = HostTensor(DType::f32, initial[m.weights[k % m.weights.size()]].shape());
+      std::memset(h.data(), 0, h.bytes());
+    } else {
+      h = HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1});  // T of the first step
+    }
+    m.set[0].push_back(ctx->upload(h, opts.device));
+    m.set[1].push_back(ctx->alloc(h.shape(), h.dtype(), opts.device));
+  }
+  log::info("train: {} weights ({} values), {}, {} states", m.weights.size(),
+            std::accumulate(m.weights.begin(), m.weights.end(), int64_t(0),
+                            [&](int64_t s, auto& w) { return s + initial[w].numel(); }),
+            adam ? "Adam" : "SGD", states.size());
+}
+
+Trainer::~Trainer() = default;
+
+const std::vector<std::string>& Trainer::weights() const { return impl_->weights; }
+
+// Enqueues one step whose loss goes to element `slot` of m.losses; waits only for the run two steps back (whose
+// session this one reuses), so the host stays ahead of the device.
+void Trainer::enqueue_step(const HostTensor& x, const HostTensor& labels, int64_t slot) {
+  Impl& m = *impl_;
+  m.check_types(x, labels);
+  Session& s = m.session_for(x.shape(), labels.shape(), int(step_ % 2));
+  s.write_input(m.x_name, x);
+  s.write_input(m.labels_name, labels);
+  s.bind_output(m.loss_name, m.losses.slice_elems(slot, 1, Shape{}));
+  m.last = m.last() ? s.enqueue({m.last}) : s.enqueue();
+  ++step_;
+}
+
+// m.losses holds at least n floats.
+static void reserve_losses(Context& ctx, Tensor& losses, int64_t n, int device) {
+  if (!losses.valid() || losses.numel() < n) losses = ctx.alloc(Shape{std::max<int64_t>(n, 16)}, DType::f32, device);
+}
+
+float Trainer::step(const HostTensor& x, const HostTensor& labels) {
+  Impl& m = *impl_;
+  reserve_losses(*m.ctx, m.losses, 1, m.opts.device);
+  enqueue_step(x, labels, 0);
+  check(m.last.wait(), "clWaitForEvents", "the training step");
+  return m.ctx->download(m.losses.slice_elems(0, 1, Shape{1})).as<float>()[0];
+}
+
+EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
+                           const std::function<void(int64_t, int64_t, float)>& progress) {
+  Impl& m = *impl_;
+  const int64_t axis = m.opts.batch_axis;
+  m.check_types(x, labels);
+  if (x.shape().rank() != m.x_rank)
+    fail("train: the data has shape {}, input '{}' has rank {}", x.shape().str(), m.x_name, m.x_rank);
+  if (labels.shape().rank() != m.labels_rank)
+    fail("train: the labels have shape {}, expected rank {}", labels.shape().str(), m.labels_rank);
+  const int64_t count = x.shape()[size_t(axis)];
+  if (labels.shape()[size_t(axis)] != count)
+    fail("train: the data has {} samples along axis {}, the labels {}", count, axis, labels.shape()[size_t(axis)]);
+  if (count == 0) fail("train: no samples");
+  std::vector<int64_t> order(static_cast<size_t>(count));
+  std::iota(order.begin(), order.end(), 0);
+  if (m.opts.shuffle) {
+    std::mt19937_64 rng(m.opts.seed + uint64_t(step_));  // a new permutation per epoch, reproducible
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  EpochResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t steps = (count + m.opts.batch - 1) / m.opts.batch;
+  reserve_losses(*m.ctx, m.losses, steps, m.opts.device);
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t lo = i * m.opts.batch, hi = std::min(count, lo + m.opts.batch);
+    std::vector<int64_t> idx(order.begin() + lo, order.begin() + hi);
+    enqueue_step(take_along(x, axis, idx), take_along(labels, axis, idx), i);
+    if (progress) progress(i + 1, steps, std::nanf(""));  // the losses are read once, at the end
+  }
+  check(m.last.wait(), "clWaitForEvents", "the epoch's last step");
+  const HostTensor losses = m.ctx->download(m.losses.slice_elems(0, steps, Shape{steps}));
+  double total = 0;
+  for (int64_t i = 0; i < steps; ++i) {
+    const float loss = losses.as<float>()[i];
+    r.step_losses.push_back(loss);
+    total += double(loss) * double(std::min(count, (i + 1) * m.opts.batch) - i * m.opts.batch);
+  }
+  r.mean_loss = total / double(count);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::map<std::string, HostTensor> Trainer::read_weights() {
+  Impl& m = *impl_;
+  if (m.last()) check(m.last.wait(), "clWaitForEvents", "the last training step");
+  std::map<std::string, HostTensor> w;
+  for (size_t k = 0; k < m.weights.size(); ++k) w[m.weights[k]] = m.ctx->download(m.set[size_t(step_ % 2)][k]);
+  return w;
+}
+
+void Trainer::save_onnx(const std::string& source, const std::string& path) {
+  onnx::ModelProto proto;
+  {
+    std::ifstream f(source, std::ios::binary);
+    if (!f || !proto.ParseFromIstream(&f)) fail("train: cannot read the ONNX model '{}'", source);
+  }
+  auto weights = read_weights();
+  auto fill = [](onnx::TensorProto& t, const HostTensor& h) {
+    t.clear_float_data();
+    t.clear_raw_data();
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    t.set_raw_data(std::string(static_cast<const char*>(h.data()), h.bytes()));
+  };
+  std::set<std::string> done;
+  for (auto& t : *proto.mutable_graph()->mutable_initializer())
+    if (auto it = weights.find(t.name()); it != weights.end()) fill(t, it->second), done.insert(t.name());
+  for (auto& n : *proto.mutable_graph()->mutable_node())  // Constant nodes the importer made initializers
+    if (n.op_type() == "Constant" && n.output_size() == 1)
+      if (auto it = weights.find(n.output(0)); it != weights.end())
+        for (auto& a : *n.mutable_attribute())
+          if (a.name() == "value") fill(*a.mutable_t(), it->second), done.insert(n.output(0));
+  for (auto& [name, t] : weights)
+    if (!done.count(name)) fail("train: weight '{}' is neither an initializer nor a Constant of '{}'", name, source);
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !proto.SerializeToOstream(&f)) fail("train: cannot write '{}'", path);
+}
+
+}  // namespace cldl::graph

@@ -1,0 +1,88 @@
+// Training a model (issue 28): one training graph made from the model, a loss and an optimizer, run step by
+// step on batches fed from host arrays, the weights and the optimizer states staying on the device.
+//
+// The training graph: the model's graph with every float initializer turned into an input (the weights), Conv
+// nodes reading them as ConvDynamic (autodiff.hpp), then the loss on the chosen output (cross_entropy:
+// SoftmaxCrossEntropyLoss over the output's last axis with int64 class ids; mse: the mean of the squared
+// differences), a Gradient node (ai.onnx.preview.training) of the loss over every weight, and the optimizer
+// update (Momentum for SGD with momentum / Nesterov, or Adam) whose outputs are the new weights and states. Each
+// weight, state and step count lives in two device buffers: a step of even parity reads the first and writes the
+// second, an odd one the reverse, through two sessions bound once; the steps of an epoch are enqueued without the
+// host waiting for them (only for the run two steps back before writing the next batch into its session), each
+// loss goes to its element of a device array read once at the end of the epoch. The weights never leave the
+// device between steps.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/graph.hpp"
+#include "runtime/context.hpp"
+
+namespace cldl::graph {
+
+enum class TrainLoss { cross_entropy, mse };
+enum class TrainOptimizer { sgd, adam };
+
+struct TrainOptions {
+  std::string input;   // the model input fed with the data; empty: the model's only (first) input
+  std::string output;  // the model output the loss reads; empty: the first output
+  TrainLoss loss = TrainLoss::cross_entropy;
+  TrainOptimizer optimizer = TrainOptimizer::sgd;
+  float lr = 0.01f;
+  float momentum = 0.9f;  // sgd (PyTorch's SGD momentum with dampening 0); 0 = plain SGD
+  bool nesterov = false;  // sgd
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // adam
+  float weight_decay = 0.0f;  // L2 added to the gradient (PyTorch's weight_decay of SGD and Adam)
+  int64_t batch = 32;
+  int64_t batch_axis = 0;  // of the input, the labels and the output
+  bool shuffle = true;     // a permutation per epoch from `seed`
+  uint64_t seed = 0;
+  int device = 0;
+};
+
+// Per step (1-based), its loss; per epoch, the mean of its steps' losses weighted by their batch sizes.
+struct EpochResult {
+  std::vector<float> step_losses;
+  double mean_loss = 0;
+  double seconds = 0;
+};
+
+class Trainer {
+ public:
+  // `model`: an imported graph (import_onnx_file). Errors name the option, the input or the output at fault.
+  Trainer(std::shared_ptr<Context> ctx, Graph model, TrainOptions opts);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // The trained weights (float initializers of the model), in the model's order.
+  const std::vector<std::string>& weights() const;
+  // One step on a batch: x of the input's shape with any batch extent, labels (cross_entropy: int64 class ids
+  // of the output's shape without its last axis; mse: the output's shape). Returns the batch's loss.
+  float step(const HostTensor& x, const HostTensor& labels);
+  // One pass over the data in batches along batch_axis (the last one smaller when the batch does not divide
+  // the count), shuffled when opts.shuffle; `progress(done, total, NaN)` after enqueueing each step (the losses
+  // are read at the end).
+  EpochResult epoch(const HostTensor& x, const HostTensor& labels,
+                    const std::function<void(int64_t, int64_t, float)>& progress = {});
+  int64_t steps_done() const { return step_; }
+  // The current weights, read back from the device.
+  std::map<std::string, HostTensor> read_weights();
+  // The model file `source` (ONNX) with each trained initializer's data replaced by the current weights, written
+  // to `path`: the same graph, nothing else changed.
+  void save_onnx(const std::string& source, const std::string& path);
+
+ private:
+  void enqueue_step(const HostTensor& x, const HostTensor& labels, int64_t slot);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int64_t step_ = 0;
+};
+
+// Rows `index` of `t` along `axis` (a batch of the data), in that order.
+HostTensor take_along(const HostTensor& t, int64_t axis, const std::vector<int64_t>& index);
+
+}  // namespace cldl::graph

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Makes the reference data of tests/test_train.cpp with PyTorch (run: /tmp/venv/bin/python tests/data/train/make.py).
+
+model.onnx: Conv 3x3 1->3 pad 1, ReLU, MaxPool 2, Flatten, Linear 18->4 on [N, 1, 5, 6], PyTorch's initialisation
+(seed 0), batch symbolic. x.npy [7, 1, 5, 6], y.npy int64 [7] (classes), t.npy f32 [7, 4] (mse targets). Two epochs
+in batches of 3 (3, 3, 1; no shuffling) for each case; <case>_losses.npy holds its 6 step losses and
+<case>.<initializer>.npy the weights after them:
+  sgd_nesterov   cross entropy, SGD lr 0.1, momentum 0.9, Nesterov
+  adam           cross entropy, Adam lr 0.01 with the ONNX Adam op's epsilon placement (see
+                 tools/bench/train_vs_torch.py: epsilon added to sqrt(v) before the bias correction)
+  mse_sgd        mean squared error against t, SGD lr 0.05, momentum 0.5, weight decay 0.01
+"""
+import math
+import os
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 3, 3, padding=1)
+        self.fc = torch.nn.Linear(18, 4)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(torch.nn.functional.max_pool2d(torch.relu(self.conv(x)), 2), 1))
+
+
+def onnx_adam_step(params, state, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+    r = lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+    for p in params:
+        m, v = state.setdefault(p, (torch.zeros_like(p), torch.zeros_like(p)))
+        m.mul_(b1).add_((1 - b1) * p.grad)
+        v.mul_(b2).add_((1 - b2) * p.grad * p.grad)
+        p.sub_(r * m / (v.sqrt() + eps))
+
+
+def main():
+    torch.manual_seed(0)
+    init = Tiny()
+    x = torch.rand(7, 1, 5, 6) * 2 - 1
+    y = torch.tensor([0, 3, 1, 2, 3, 0, 1], dtype=torch.int64)
+    t = torch.rand(7, 4)
+    torch.onnx.export(init, x[:1], os.path.join(HERE, "model.onnx"), input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}}, opset_version=17)
+    np.save(os.path.join(HERE, "x.npy"), x.numpy())
+    np.save(os.path.join(HERE, "y.npy"), y.numpy())
+    np.save(os.path.join(HERE, "t.npy"), t.numpy())
+    for case in ["sgd_nesterov", "adam", "mse_sgd"]:
+        m = Tiny()
+        m.load_state_dict(init.state_dict())
+        opt = {"sgd_nesterov": lambda: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, nesterov=True),
+               "mse_sgd": lambda: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.5, weight_decay=0.01),
+               "adam": lambda: None}[case]()
+        state, step, losses = {}, 0, []
+        for _ in range(2):
+            for i in range(0, 7, 3):
+                for p in m.parameters():
+                    p.grad = None
+                out = m(x[i:i + 3])
+                if case == "mse_sgd":
+                    loss = torch.mean((out - t[i:i + 3]) ** 2)
+                else:
+                    loss = torch.nn.functional.cross_entropy(out, y[i:i + 3])
+                loss.backward()
+                step += 1
+                if opt is None:
+                    with torch.no_grad():
+                        onnx_adam_step(list(m.parameters()), state, step, 0.01)
+                else:
+                    opt.step()
+                losses.append(loss.item())
+        np.save(os.path.join(HERE, f"{case}_losses.npy"), np.array(losses, dtype=np.float32))
+        for name, p in m.state_dict().items():
+            np.save(os.path.join(HERE, f"{case}.{name}.npy"), p.numpy())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+// The training session (models/train.hpp) against PyTorch: tests/data/train holds a tiny CNN (Conv, ReLU, MaxPool,
+// Flatten, Gemm: every op the digits CNN has) in ONNX with PyTorch's initialisation, its data, and per case the 6
+// step losses and the weights PyTorch reached after two epochs of batches 3, 3, 1 (tests/data/train/make.py says
+// how they were made). Tolerance: 1e-5 absolute + 1e-4 relative per loss and weight (the largest differences seen
+// are about 1e-6: fp32 sums in another order). Also the batching along an axis, the written ONNX file, and errors.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "models/model.hpp"
+#include "models/npy.hpp"
+#include "models/onnx_import.hpp"
+#include "models/train.hpp"
+#include "tests/support/onnx_util.hpp"
+#include "tests/support/test_util.hpp"
+
+using namespace cldl;
+using namespace cldl::graph;
+
+namespace {
+
+const std::string kDir = std::string(CLDL_SOURCE_DIR) + "/tests/data/train/";
+
+HostTensor load(const std::string& f) { return read_tensor_file(kDir + f); }
+
+void check_close(const HostTensor& got, const HostTensor& want, const std::string& what) {
+  CAPTURE(what);
+  REQUIRE(got.shape() == want.shape());
+  double worst = 0;
+  for (int64_t k = 0; k < want.numel(); ++k) {
+    const double g = got.as<float>()[k], w = want.as<float>()[k], err = std::fabs(g - w);
+    worst = std::max(worst, err);
+    if (err > 1e-5 + 1e-4 * std::fabs(w)) {
+      FAIL_CHECK(what << "[" << k << "]: cldl " << g << ", PyTorch " << w);
+      return;
+    }
+  }
+  MESSAGE(what << ": largest difference " << worst);
+}
+
+// Two epochs of `case_name` as make.py ran them; checks every step's loss and the weights.
+void run_case(const std::string& case_name, TrainOptions o, const HostTensor& labels) {
+  CAPTURE(case_name);
+  o.batch = 3;
+  o.shuffle = false;
+  Trainer t(test::shared_ctx(), import_onnx_file(kDir + "model.onnx"), o);
+  REQUIRE(t.weights().size() == 4);
+  const HostTensor x = load("x.npy");
+  std::vector<float> losses;
+  for (int e = 0; e < 2; ++e) {
+    auto r = t.epoch(x, labels);
+    REQUIRE(r.step_losses.size() == 3);
+    losses.insert(losses.end(), r.step_losses.begin(), r.step_losses.end());
+  }
+  CHECK(t.steps_done() == 6);
+  check_close(HostTensor::from<float>(Shape{6}, losses), load(case_name + "_losses.npy"), "step losses");
+  auto w = t.read_weights();
+  for (auto& name : t.weights()) check_close(w.at(name), load(case_name + "." + name + ".npy"), name);
+}
+
+}  // namespace
+
+TEST_SUITE("train") {
+  TEST_CASE("SGD with Nesterov momentum, cross entropy: the losses and weights PyTorch gives") {
+    TrainOptions o;
+    o.optimizer = TrainOptimizer::sgd;
+    o.lr = 0.1f;
+    o.momentum = 0.9f;
+    o.nesterov = true;
+    run_case("sgd_nesterov", o, load("y.npy"));
+  }
+
+  TEST_CASE("Adam, cross entropy") {
+    TrainOptions o;
+    o.optimizer = TrainOptimizer::adam;
+    o.lr = 0.01f;
+    run_case("adam", o, load("y.npy"));
+  }
+
+  TEST_CASE("mse, SGD with momentum and weight decay") {
+    TrainOptions o;
+    o.loss = TrainLoss::mse;
+    o.lr = 0.05f;
+    o.momentum = 0.5f;
+    o.weight_decay = 0.01f;
+    run_case("mse_sgd", o, load("t.npy"));
+  }
+
+  TEST_CASE("the written model holds the trained weights and runs") {
+    TrainOptions o;
+    o.batch = 4;
+    o.seed = 5;  // shuffled
+    Trainer t(test::shared_ctx(), import_onnx_file(kDir + "model.onnx"), o);
+    t.epoch(load("x.npy"), load("y.npy"));
+    const std::string out = (std::filesystem::temp_directory_path() / "cldl_test_train.onnx").string();
+    t.save_onnx(kDir + "model.onnx", out);
+    Graph g = import_onnx_file(out);
+    std::remove(out.c_str());
+    auto w = t.read_weights();
+    for (auto& name : t.weights()) {
+      CAPTURE(name);
+      REQUIRE(g.initializers.count(name));
+      const HostTensor& h = g.initializers.at(name);
+      REQUIRE(h.shape() == w.at(name).shape());
+      for (int64_t k = 0; k < h.numel(); ++k) REQUIRE(h.as<float>()[k] == w.at(name).as<float>()[k]);
+    }
+    // The trained weights differ from the initial ones, and the model runs (batch 1).
+    Graph init = import_onnx_file(kDir + "model.onnx");
+    CHECK(init.initializers.at("fc.weight").as<float>()[0] != w.at("fc.weight").as<float>()[0]);
+    auto y = Model::create(test::shared_ctx(), std::move(g))->session()->run({{"x", take_along(load("x.npy"), 0, {6})}});
+    CHECK(y.at("logits").shape() == Shape{1, 4});
+  }
+
+  TEST_CASE("cldl train: the same step losses as the C++ session, a model cldl run loads, errors") {
+    const std::string cli = CLDL_CLI_PATH, dir = test::temp_dir("train-cli"), out = dir + "/trained.onnx";
+    const std::string common = cli + " train " + kDir + "model.onnx --device " + test::device_spec() + " --out " + out,
+                      base = common + " --input x=" + kDir + "x.npy --labels " + kDir + "y.npy";
+    std::string text;
+    REQUIRE_MESSAGE(test::run_command(base + " --epochs 2 --batch 3 --optimizer sgd --lr 0.1 --momentum 0.9 "
+                                             "--nesterov --no-shuffle --json", text) == 0, text);
+    const auto j = nlohmann::json::parse(text.substr(text.find('{')));
+    REQUIRE(j["epochs"].size() == 2);
+    const HostTensor want = load("sgd_nesterov_losses.npy");
+    int k = 0;
+    for (auto& e : j["epochs"])
+      for (auto& l : e["step_losses"]) CHECK(std::fabs(l.get<double>() - want.as<float>()[k++]) <= 1e-5);
+    CHECK(k == 6);
+    REQUIRE_MESSAGE(test::run_command(cli + " run " + out + " --input x=" + kDir + "x.npy --device " +
+                                          test::device_spec(), text) == 0, text);
+    CHECK(text.find("logits") != std::string::npos);
+    // Float labels for cross_entropy; a model input that does not exist.
+    CHECK(test::run_command(common + " --input x=" + kDir + "x.npy --labels " + kDir + "t.npy", text) != 0);
+    CHECK(text.find("cross_entropy takes i64") != std::string::npos);
+    CHECK(test::run_command(common + " --input nope=" + kDir + "x.npy --labels " + kDir + "y.npy", text) != 0);
+    CHECK(text.find("the model has no input 'nope'") != std::string::npos);
+  }
+
+  TEST_CASE("take_along: rows of any axis, in the order given") {
+    std::vector<float> v(24);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = float(k);
+    const HostTensor t = HostTensor::from<float>(Shape{2, 3, 4}, v);
+    const HostTensor r = take_along(t, 1, {2, 0});
+    REQUIRE(r.shape() == Shape{2, 2, 4});
+    const std::vector<float> want{8, 9, 10, 11, 0, 1, 2, 3, 20, 21, 22, 23, 12, 13, 14, 15};
+    for (size_t k = 0; k < want.size(); ++k) CHECK(r.as<float>()[k] == want[k]);
+    CHECK_THROWS_WITH_AS(take_along(t, 1, {3}), "row 3 is outside [0, 3) of shape [2, 3, 4]", Error);
+    CHECK_THROWS_AS(take_along(t, 3, {0}), Error);
+  }
+
+  TEST_CASE("errors name the option, the input or the output") {
+    auto err = [](TrainOptions o) {
+      try {
+        Trainer t(test::shared_ctx(), import_onnx_file(kDir + "model.onnx"), o);
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    };
+    TrainOptions o;
+    o.input = "nope";
+    CHECK(err(o).find("the model has no input 'nope'") != std::string::npos);
+    o = {};
+    o.output = "nope";
+    CHECK(err(o).find("the model has no output 'nope'") != std::string::npos);
+    o = {};
+    o.batch_axis = 4;
+    CHECK(err(o).find("--batch-axis 4 is outside the rank 4 of input 'x'") != std::string::npos);
+    o = {};
+    o.batch_axis = 1;  // cross entropy: labels [N]
+    CHECK(err(o).find("outside the labels' rank 1") != std::string::npos);
+    // Labels of the wrong type, and a count that does not match the data.
+    Trainer t(test::shared_ctx(), import_onnx_file(kDir + "model.onnx"), TrainOptions{});
+    CHECK_THROWS_WITH_AS(t.epoch(load("x.npy"), take_along(load("y.npy"), 0, {0, 1})),
+                         doctest::Contains("the data has 7 samples along axis 0, the labels 2"), Error);
+    CHECK_THROWS_WITH_AS(t.epoch(load("x.npy"), load("t.npy")), doctest::Contains("cross_entropy takes i64"), Error);
+    CHECK_THROWS_WITH_AS(t.step(load("x.npy"), load("t.npy")), doctest::Contains("the labels are f32; cross_entropy takes i64"), Error);
+    CHECK_THROWS_WITH_AS(t.epoch(take_along(load("x.npy"), 0, {0, 1}), load("y.npy")),
+                         doctest::Contains("the data has 2 samples along axis 0, the labels 7"), Error);
+  }
+}
