@@ -135,11 +135,23 @@ size_t fuse_activations(Graph& g) {
   return n;
 }
 
-// SiLU as exporters write it, x * Sigmoid(x) (torch's nn.SiLU before opset 24's Swish; EfficientNet's
-// every conv), where x is a Gemm / MatMul / Conv output read only by the two: the producer's epilogue
-// applies SiLU (x / (1 + e^-x)) instead. Runs before activation fusion, which would take the Sigmoid alone.
-size_t fuse_silu(Graph& g) {
-  if (!has_op(g, {"Sigmoid"})) return 0;
+// SiLU and hard-swish as exporters write them, x * Sigmoid(x) (torch's nn.SiLU before opset 24's Swish;
+// EfficientNet's every conv) and x * HardSigmoid(x) with alpha 1/6, beta 0.5 (torch's nn.Hardswish before
+// opset 14's HardSwish; MobileNet v3's convs), where x is a Gemm / MatMul / Conv output read only by the
+// two: the producer's epilogue applies SiLU (x / (1 + e^-x)) or HardSwish (x * clamp(x / 6 + 0.5, 0, 1))
+// instead, with no element-wise kernel and no extra pass over the tensor. Runs before activation fusion,
+// which would take the gate alone.
+size_t fuse_gated_activations(Graph& g) {
+  if (!has_op(g, {"Sigmoid", "HardSigmoid"})) return 0;
+  // The epilogue that x * gate(x) is, or "" where the gate's attributes make it another function. HardSwish's
+  // x / 6 and torch's alpha, the float nearest 1/6, differ by at most an ulp.
+  auto gated = [](const Node& gate) -> std::string {
+    if (gate.op_type == "Sigmoid") return "Silu";
+    if (gate.op_type == "HardSigmoid" && std::abs(gate.attr_f("alpha", 0.2f) - 1.0f / 6.0f) <= 1e-7f &&
+        gate.attr_f("beta", 0.5f) == 0.5f)
+      return "HardSwish";
+    return "";
+  };
   size_t n = 0;
   auto rd = readers(g);
   auto pr = g.producers();
@@ -151,8 +163,10 @@ size_t fuse_silu(Graph& g) {
       const std::string &s = mul.input(side), &x = mul.input(1 - side);
       auto ps = pr.find(s), px = pr.find(x);
       if (ps == pr.end() || px == pr.end()) continue;
-      const Node& sig = g.nodes[ps->second];
-      if (sig.op_type != "Sigmoid" || !sig.domain.empty() || sig.input_count() != 1 || sig.input(0) != x) continue;
+      const Node& gate = g.nodes[ps->second];
+      if (!gate.domain.empty() || gate.input_count() != 1 || gate.input(0) != x) continue;
+      const std::string act = gated(gate);
+      if (act.empty()) continue;
       const std::vector<int> want_x = {int(std::min(ps->second, i)), int(std::max(ps->second, i))};
       std::vector<int> rx = rd[x];
       std::sort(rx.begin(), rx.end());
@@ -160,8 +174,8 @@ size_t fuse_silu(Graph& g) {
       Node& prod = g.nodes[px->second];
       const bool epilogue = prod.op_type == "Gemm" || prod.op_type == "MatMul" || prod.op_type == "Conv";
       if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act")) continue;
-      const Activation def = activation_from_onnx("Silu");
-      set_epilogue_act(prod, "Silu", def.alpha, def.beta, mul.outputs[0]);
+      const Activation def = activation_from_onnx(act);
+      set_epilogue_act(prod, act, def.alpha, def.beta, mul.outputs[0]);
       drop.insert(ps->second);
       drop.insert(i);
       ++n;
@@ -377,7 +391,7 @@ size_t fuse_matmul_bias(Graph& g) {
 struct Register {
   Register() {
     register_fusion_pass("batchnorm-folding", fold_batchnorm);
-    register_fusion_pass("silu-fusion", fuse_silu);
+    register_fusion_pass("silu-fusion", fuse_gated_activations);  // the name CLDL_SKIP_PASSES knows; hard-swish too
     register_fusion_pass("activation-fusion", fuse_activations);
     register_fusion_pass("matmul-bias", fuse_matmul_bias, FusionStage::typed);
     register_fusion_pass("zero-pad", drop_zero_pads, FusionStage::typed);

@@ -1,6 +1,6 @@
 // The typed fusion passes (models/fusion_patterns.cpp) on ONNX files exported by PyTorch 1.13
 // (tests/data/patterns/make_patterns.py): decomposed LayerNorm, GELU (erf in both Mul orders, tanh) and
-// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU, zero Pads and lone BatchNorms must become the fused ops and
+// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU, hard-swish, zero Pads and lone BatchNorms must become the fused ops and
 // give PyTorch's outputs (.npy written by the same script). Patterns whose intermediates have another
 // reader must stay as they are and still be right.
 #include <cmath>
@@ -100,6 +100,33 @@ TEST_SUITE("onnx_patterns") {
     for (const Node& n : l.g.nodes)
       if (n.attr_s("_cldl_act", "") == "Silu") ++fused;
     CHECK(fused == 2);
+  }
+
+  TEST_CASE("hard-swish (x * HardSigmoid(x) with alpha 1/6, beta 0.5) joins the Conv / MatMul epilogue, unless x "
+            "has another reader") {
+    auto l = run_pattern("hardswish", {"x"});
+    // Conv -> Hardswish fused; Conv -> Hardswish + the Conv output again stays; F.hardsigmoid(u) * u after a
+    // Conv fused; Linear (MatMul + bias) -> Hardswish fused. The unfused one becomes one generated kernel.
+    CHECK(count_ops(l.g, "Conv") == 3);
+    CHECK(count_ops(l.g, "HardSigmoid") == 0);
+    CHECK(l.g.nodes.size() == 5);
+    int fused = 0;
+    for (const Node& n : l.g.nodes)
+      if (n.attr_s("_cldl_act", "") == "HardSwish") ++fused;
+    CHECK(fused == 3);
+
+    // Another alpha or beta is another function: x * HardSigmoid(x) stays a product, and still computes it.
+    for (const char* attr : {"alpha", "beta"}) {
+      CAPTURE(attr);
+      Graph g = import_onnx_file(data("hardswish.onnx"));
+      for (Node& n : g.nodes)
+        if (n.op_type == "HardSigmoid") n.attrs[attr] = 0.25f;
+      prepare(g);
+      for (const Node& n : g.nodes) CHECK(n.attr_s("_cldl_act", "") != "HardSwish");
+      HostTensor x = read_npy(data("hardswish.x.npy"));
+      auto out = CompiledModel::compile(test::shared_ctx(), g)->session()->run({{"x", x}});
+      CHECK(out.at("y").shape() == read_npy(data("hardswish.y.npy")).shape());
+    }
   }
 
   TEST_CASE("a Pad of all-zero pads (AvgPool2d's export) becomes a view: no kernel runs for it") {

@@ -112,6 +112,26 @@ class SiluModel(nn.Module):
         return self.act(self.fc(h))
 
 
+class HardswishModel(nn.Module):
+    """nn.Hardswish, which torch exports before opset 14 as x * HardSigmoid(x, alpha=1/6): after a Conv (its
+    epilogue takes it), once where the Conv output has a third reader (the pattern must stay), written out as
+    F.hardsigmoid(u) * u (the same function), and after a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 6, 3, padding=1, stride=2)
+        self.c2 = nn.Conv2d(6, 5, 1)
+        self.c3 = nn.Conv2d(5, 4, 1)
+        self.fc = nn.Linear(4, 9)
+        self.act = nn.Hardswish()
+
+    def forward(self, x):
+        h = self.act(self.c1(x))
+        z = self.c2(h)
+        u = self.c3(self.act(z) + z)
+        return self.act(self.fc(F.hardsigmoid(u) * u))
+
+
 class AvgPoolModel(nn.Module):
     """nn.AvgPool2d(2, 2), which torch 1.13 exports at opset 11+ as Pad (all pads 0) -> AveragePool (DenseNet's
     transition pools)."""
@@ -174,6 +194,7 @@ def main():
     export("rmsnorm", RMSNormModel(11), [rnd(2, 3, 11) * 2], 14, ["x"])
     export("rmsnorm_div", RMSNormModel(9, form="div"), [rnd(4, 9)], 17, ["x"])
     export("silu", SiluModel(), [rnd(2, 3, 5, 7) * 2], 13, ["x"])
+    export("hardswish", HardswishModel(), [rnd(1, 3, 9, 8) * 3], 13, ["x"])
     export("avgpool_pad", AvgPoolModel(), [rnd(1, 3, 6, 9)], 13, ["x"])
     export("bn_concat", BnAfterConcatModel(), [rnd(2, 3, 5, 6)], 13, ["x"])
 
