@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "layers/activation.hpp"
@@ -106,6 +107,33 @@ void set_epilogue_act(Node& prod, const std::string& name, float alpha, float be
   prod.outputs[0] = out;
 }
 
+// A Clip's bounds where they are known at load: attributes before opset 11, then optional inputs that are f32
+// scalar initializers or Constant nodes (ReLU6 as torch exports it: Clip(x, Constant 0, Constant 6), MobileNet
+// v2's every conv; the structure passes run before Constants fold). Absent bounds are -inf / +inf, as the
+// kernels' Clip treats them. nullopt where a bound is data.
+std::optional<std::pair<float, float>> clip_bounds(const Graph& g, const Node& clip,
+                                                   const std::map<std::string, size_t>& producers) {
+  if (g.opset(clip.domain) < 11) return std::pair{clip.attr_f("min", -INFINITY), clip.attr_f("max", INFINITY)};
+  float b[2] = {-INFINITY, INFINITY};
+  for (size_t k = 1; k < 3; ++k) {
+    if (k >= clip.input_count() || clip.input(k).empty()) continue;
+    const HostTensor* t = f32_const(g, clip.input(k));
+    if (auto p = producers.find(clip.input(k)); !t && p != producers.end()) {
+      const Node& c = g.nodes[p->second];
+      if (c.op_type != "Constant" || !c.domain.empty()) return std::nullopt;
+      if (c.has("value_float")) {
+        b[k - 1] = c.attr_f("value_float", 0);
+        continue;
+      }
+      t = c.attr_t("value");
+      if (t && t->dtype() != DType::f32) t = nullptr;
+    }
+    if (!t || t->numel() != 1) return std::nullopt;
+    b[k - 1] = t->as<float>()[0];
+  }
+  return std::pair{b[0], b[1]};
+}
+
 size_t fuse_activations(Graph& g) {
   if (!has_op(g, {"Gemm", "MatMul", "Conv"})) return 0;  // the epilogues that take an activation
   size_t n = 0;
@@ -117,12 +145,24 @@ size_t fuse_activations(Graph& g) {
     auto a = kActs.find(act.op_type);
     // Gelu also as the node the GELU pattern pass makes (kFusedDomain).
     bool domain_ok = act.domain.empty() || (act.op_type == "Gelu" && act.domain == kFusedDomain);
-    if (a == kActs.end() || !domain_ok || act.input_count() != 1) continue;
+    std::optional<std::pair<float, float>> clip;
+    if (act.op_type == "Clip" && act.domain.empty()) clip = clip_bounds(g, act, pr);
+    if (clip) {
+      if (act.input_count() < 1 || act.input(0).empty()) continue;
+    } else if (a == kActs.end() || !domain_ok || act.input_count() != 1) {
+      continue;
+    }
     auto p = pr.find(act.input(0));
     if (p == pr.end() || rd[act.input(0)].size() != 1) continue;
     Node& prod = g.nodes[p->second];
     bool epilogue = prod.op_type == "Gemm" || prod.op_type == "MatMul" || prod.op_type == "Conv";
     if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act")) continue;
+    if (clip) {
+      set_epilogue_act(prod, "Clip", clip->first, clip->second, act.outputs[0]);
+      drop.insert(i);
+      ++n;
+      continue;
+    }
     const std::string name =
         act.op_type == "Gelu" && act.attr_s("approximate", "none") == "tanh" ? "GeluTanh" : act.op_type;
     Activation def = activation_from_onnx(name);

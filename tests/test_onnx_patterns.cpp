@@ -1,6 +1,6 @@
 // The typed fusion passes (models/fusion_patterns.cpp) on ONNX files exported by PyTorch 1.13
 // (tests/data/patterns/make_patterns.py): decomposed LayerNorm, GELU (erf in both Mul orders, tanh) and
-// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU, hard-swish, zero Pads and lone BatchNorms must become the fused ops and
+// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU, hard-swish, ReLU6 / Clip, zero Pads and lone BatchNorms must become the fused ops and
 // give PyTorch's outputs (.npy written by the same script). Patterns whose intermediates have another
 // reader must stay as they are and still be right.
 #include <cmath>
@@ -126,6 +126,25 @@ TEST_SUITE("onnx_patterns") {
       HostTensor x = read_npy(data("hardswish.x.npy"));
       auto out = CompiledModel::compile(test::shared_ctx(), g)->session()->run({{"x", x}});
       CHECK(out.at("y").shape() == read_npy(data("hardswish.y.npy")).shape());
+    }
+  }
+
+  TEST_CASE("Clip with constant bounds (ReLU6, a clamp) joins the Conv / MatMul epilogue: bounds as Constant "
+            "inputs (opset 13) and as attributes (opset 9)") {
+    for (const char* name : {"relu6", "relu6_opset9"}) {
+      CAPTURE(name);
+      auto l = run_pattern(name, {"x"});
+      // Conv -> ReLU6 fused; Conv -> ReLU6 - the Conv output stays (one generated kernel); Conv -> clamp(min
+      // -1.5) fused with +inf above; Linear (MatMul + bias) -> ReLU6 fused.
+      CHECK(count_ops(l.g, "Clip") == 0);
+      CHECK(l.g.nodes.size() == 5);
+      std::vector<std::pair<float, float>> bounds;
+      for (const Node& n : l.g.nodes)
+        if (n.attr_s("_cldl_act", "") == "Clip") bounds.emplace_back(n.attr_f("_cldl_act_alpha", 0), n.attr_f("_cldl_act_beta", 0));
+      REQUIRE(bounds.size() == 3);
+      CHECK(bounds[0] == std::pair{0.0f, 6.0f});
+      CHECK(bounds[1] == std::pair{-1.5f, INFINITY});
+      CHECK(bounds[2] == std::pair{0.0f, 6.0f});
     }
   }
 
