@@ -229,17 +229,36 @@ __kernel void conv_depthwise(int16 g, __global const float* x, long x_off, __glo
 // stride 2 the even lanes of vload16; the last strip may overlap the one before, rewriting the same
 // values); the few outputs at the edges are computed one by one with bounds checks.
 // Global (OH, N*C), padded to the work-group size.
+//
+// The host may build the rows and plane kernels for one kernel size and stride (-DDW_KH=3 -DDW_KW=3 -DDW_SH=1
+// -DDW_SW=1, dilation 1): the tap loops then unroll and the strip loads have constant offsets. Otherwise
+// the runtime geometry.
+#ifdef DW_KH
+#define DWP_KH DW_KH
+#define DWP_KW DW_KW
+#define DWP_SH DW_SH
+#define DWP_SW DW_SW
+#define DWP_DH 1
+#define DWP_DW 1
+#else
+#define DWP_KH G_KH
+#define DWP_KW G_KW
+#define DWP_SH G_SH
+#define DWP_SW G_SW
+#define DWP_DH G_DH
+#define DWP_DW G_DW
+#endif
 inline void dw_strip(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow0,
                      float b, float act_a, float act_b) {
-  const int iw0 = ow0 * G_SW - G_PL;
+  const int iw0 = ow0 * DWP_SW - G_PL;
   float8 acc = (float8)(0.0f);
-  for (int kh = 0; kh < G_KH; ++kh) {
-    const int ih = ih0 + kh * G_DH;
+  for (int kh = 0; kh < DWP_KH; ++kh) {
+    const int ih = ih0 + kh * DWP_DH;
     if (ih < 0 || ih >= G_H) continue;
     __global const float* row = x + (long)ih * G_W + iw0;
-    for (int kw = 0; kw < G_KW; ++kw) {
-      const float8 v = G_SW == 1 ? vload8(0, row + kw * G_DW) : vload16(0, row + kw * G_DW).even;
-      acc = fma(v, (float8)(w[kh * G_KW + kw]), acc);
+    for (int kw = 0; kw < DWP_KW; ++kw) {
+      const float8 v = DWP_SW == 1 ? vload8(0, row + kw * DWP_DW) : vload16(0, row + kw * DWP_DW).even;
+      acc = fma(v, (float8)(w[kh * DWP_KW + kw]), acc);
     }
   }
 #if ACT_VEC
@@ -256,16 +275,16 @@ inline void dw_strip(int16 g, __global const float* x, __global const float* w, 
 // latency (KH*KW dependent FMAs) otherwise bounds a strip.
 inline void dw_strip4(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow0,
                       float b, float act_a, float act_b) {
-  const int iw0 = ow0 * G_SW - G_PL, step = 8 * G_SW;
+  const int iw0 = ow0 * DWP_SW - G_PL, step = 8 * DWP_SW;
   float8 a0 = (float8)(0.0f), a1 = a0, a2 = a0, a3 = a0;
-  for (int kh = 0; kh < G_KH; ++kh) {
-    const int ih = ih0 + kh * G_DH;
+  for (int kh = 0; kh < DWP_KH; ++kh) {
+    const int ih = ih0 + kh * DWP_DH;
     if (ih < 0 || ih >= G_H) continue;
     __global const float* row = x + (long)ih * G_W + iw0;
-    for (int kw = 0; kw < G_KW; ++kw) {
-      __global const float* p = row + kw * G_DW;
-      const float8 wt = (float8)(w[kh * G_KW + kw]);
-      if (G_SW == 1) {
+    for (int kw = 0; kw < DWP_KW; ++kw) {
+      __global const float* p = row + kw * DWP_DW;
+      const float8 wt = (float8)(w[kh * DWP_KW + kw]);
+      if (DWP_SW == 1) {
         a0 = fma(vload8(0, p), wt, a0);
         a1 = fma(vload8(0, p + step), wt, a1);
         a2 = fma(vload8(0, p + 2 * step), wt, a2);
@@ -344,24 +363,6 @@ __kernel void conv_depthwise_rows(int16 g, int nc_total, __global const float* x
 // pc covering round_up(OW, 8) outputs (plus 8 columns for stride 2's float16 loads); at most
 // DW_PLANE_MAX floats (the host checks). Global (N*C), padded.
 #define DW_PLANE_MAX 2304
-// The host may build this kernel for one kernel size and stride (-DDW_KH=3 -DDW_KW=3 -DDW_SH=1 -DDW_SW=1,
-// dilation 1): the tap loops then unroll and the strip loads have constant offsets. Otherwise the runtime
-// geometry.
-#ifdef DW_KH
-#define DWP_KH DW_KH
-#define DWP_KW DW_KW
-#define DWP_SH DW_SH
-#define DWP_SW DW_SW
-#define DWP_DH 1
-#define DWP_DW 1
-#else
-#define DWP_KH G_KH
-#define DWP_KW G_KW
-#define DWP_SH G_SH
-#define DWP_SW G_SW
-#define DWP_DH G_DH
-#define DWP_DW G_DW
-#endif
 __kernel void conv_depthwise_plane(int16 g, int nc_total, int pr, int pc, __global const float* x, long x_off,
                                    __global const float* w, long w_off, __global const float* bias, long b_off,
                                    int has_bias, __global float* y, long y_off, float act_a, float act_b) {
@@ -372,19 +373,13 @@ __kernel void conv_depthwise_plane(int16 g, int nc_total, int pr, int pc, __glob
   w += w_off + c * DWP_KH * DWP_KW;
   y += y_off + (long)nc * G_OH * G_OW;
   float buf[DW_PLANE_MAX];
-  // The padded copy row by row: zeros left of the image, the image row, zeros right (no check per element).
-  const int left = min(G_PL, pc), right = max(left, min(pc, G_PL + G_W));
   for (int r = 0; r < pr; ++r) {
     const int ih = r - G_PT;
-    float* dst = buf + r * pc;
-    if (ih < 0 || ih >= G_H) {
-      for (int q = 0; q < pc; ++q) dst[q] = 0.0f;
-      continue;
+    const bool in_row = ih >= 0 && ih < G_H;
+    for (int q = 0; q < pc; ++q) {
+      const int iw = q - G_PL;
+      buf[r * pc + q] = in_row && iw >= 0 && iw < G_W ? x[ih * G_W + iw] : 0.0f;
     }
-    __global const float* src = x + ih * G_W - G_PL;
-    for (int q = 0; q < left; ++q) dst[q] = 0.0f;
-    for (int q = left; q < right; ++q) dst[q] = src[q];
-    for (int q = right; q < pc; ++q) dst[q] = 0.0f;
   }
 #ifdef DW_KH
   float wk[DW_KH * DW_KW];
