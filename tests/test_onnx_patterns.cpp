@@ -1,8 +1,8 @@
 // The typed fusion passes (models/fusion_patterns.cpp) on ONNX files exported by PyTorch 1.13
 // (tests/data/patterns/make_patterns.py): decomposed LayerNorm, GELU (erf in both Mul orders, tanh) and
-// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU, hard-swish, ReLU6 / Clip, zero Pads and lone BatchNorms must become the fused ops and
-// give PyTorch's outputs (.npy written by the same script). Patterns whose intermediates have another
-// reader must stay as they are and still be right.
+// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU, hard-swish, ReLU6 / Clip, zero Pads and
+// lone BatchNorms must become the fused ops and give PyTorch's outputs (.npy written by the same script). Patterns
+// whose intermediates have another reader must stay as they are and still be right.
 #include <cmath>
 
 #include "models/model.hpp"
@@ -102,8 +102,9 @@ TEST_SUITE("onnx_patterns") {
     CHECK(fused == 2);
   }
 
-  TEST_CASE("hard-swish (x * HardSigmoid(x) with alpha 1/6, beta 0.5) joins the Conv / MatMul epilogue, unless x "
-            "has another reader") {
+  TEST_CASE(
+      "hard-swish (x * HardSigmoid(x) with alpha 1/6, beta 0.5) joins the Conv / MatMul epilogue, unless x "
+      "has another reader") {
     auto l = run_pattern("hardswish", {"x"});
     // Conv -> Hardswish fused; Conv -> Hardswish + the Conv output again stays; F.hardsigmoid(u) * u after a
     // Conv fused; Linear (MatMul + bias) -> Hardswish fused. The unfused one becomes one generated kernel.
@@ -129,8 +130,9 @@ TEST_SUITE("onnx_patterns") {
     }
   }
 
-  TEST_CASE("Clip with constant bounds (ReLU6, a clamp) joins the Conv / MatMul epilogue: bounds as Constant "
-            "inputs (opset 13) and as attributes (opset 9)") {
+  TEST_CASE(
+      "Clip with constant bounds (ReLU6, a clamp) joins the Conv / MatMul epilogue: bounds as Constant "
+      "inputs (opset 13) and as attributes (opset 9)") {
     for (const char* name : {"relu6", "relu6_opset9"}) {
       CAPTURE(name);
       auto l = run_pattern(name, {"x"});
@@ -140,7 +142,8 @@ TEST_SUITE("onnx_patterns") {
       CHECK(l.g.nodes.size() == 5);
       std::vector<std::pair<float, float>> bounds;
       for (const Node& n : l.g.nodes)
-        if (n.attr_s("_cldl_act", "") == "Clip") bounds.emplace_back(n.attr_f("_cldl_act_alpha", 0), n.attr_f("_cldl_act_beta", 0));
+        if (n.attr_s("_cldl_act", "") == "Clip")
+          bounds.emplace_back(n.attr_f("_cldl_act_alpha", 0), n.attr_f("_cldl_act_beta", 0));
       REQUIRE(bounds.size() == 3);
       CHECK(bounds[0] == std::pair{0.0f, 6.0f});
       CHECK(bounds[1] == std::pair{-1.5f, INFINITY});
