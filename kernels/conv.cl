@@ -229,17 +229,36 @@ __kernel void conv_depthwise(int16 g, __global const float* x, long x_off, __glo
 // stride 2 the even lanes of vload16; the last strip may overlap the one before, rewriting the same
 // values); the few outputs at the edges are computed one by one with bounds checks.
 // Global (OH, N*C), padded to the work-group size.
+//
+// The host may build the rows and plane kernels for one kernel size and stride (-DDW_KH=3 -DDW_KW=3 -DDW_SH=1
+// -DDW_SW=1, dilation 1): the tap loops then unroll and the strip loads have constant offsets. Otherwise
+// the runtime geometry.
+#ifdef DW_KH
+#define DWP_KH DW_KH
+#define DWP_KW DW_KW
+#define DWP_SH DW_SH
+#define DWP_SW DW_SW
+#define DWP_DH 1
+#define DWP_DW 1
+#else
+#define DWP_KH G_KH
+#define DWP_KW G_KW
+#define DWP_SH G_SH
+#define DWP_SW G_SW
+#define DWP_DH G_DH
+#define DWP_DW G_DW
+#endif
 inline void dw_strip(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow0,
                      float b, float act_a, float act_b) {
-  const int iw0 = ow0 * G_SW - G_PL;
+  const int iw0 = ow0 * DWP_SW - G_PL;
   float8 acc = (float8)(0.0f);
-  for (int kh = 0; kh < G_KH; ++kh) {
-    const int ih = ih0 + kh * G_DH;
+  for (int kh = 0; kh < DWP_KH; ++kh) {
+    const int ih = ih0 + kh * DWP_DH;
     if (ih < 0 || ih >= G_H) continue;
     __global const float* row = x + (long)ih * G_W + iw0;
-    for (int kw = 0; kw < G_KW; ++kw) {
-      const float8 v = G_SW == 1 ? vload8(0, row + kw * G_DW) : vload16(0, row + kw * G_DW).even;
-      acc = fma(v, (float8)(w[kh * G_KW + kw]), acc);
+    for (int kw = 0; kw < DWP_KW; ++kw) {
+      const float8 v = DWP_SW == 1 ? vload8(0, row + kw * DWP_DW) : vload16(0, row + kw * DWP_DW).even;
+      acc = fma(v, (float8)(w[kh * DWP_KW + kw]), acc);
     }
   }
 #if ACT_VEC
@@ -256,16 +275,16 @@ inline void dw_strip(int16 g, __global const float* x, __global const float* w, 
 // latency (KH*KW dependent FMAs) otherwise bounds a strip.
 inline void dw_strip4(int16 g, __global const float* x, __global const float* w, __global float* y, int ih0, int ow0,
                       float b, float act_a, float act_b) {
-  const int iw0 = ow0 * G_SW - G_PL, step = 8 * G_SW;
+  const int iw0 = ow0 * DWP_SW - G_PL, step = 8 * DWP_SW;
   float8 a0 = (float8)(0.0f), a1 = a0, a2 = a0, a3 = a0;
-  for (int kh = 0; kh < G_KH; ++kh) {
-    const int ih = ih0 + kh * G_DH;
+  for (int kh = 0; kh < DWP_KH; ++kh) {
+    const int ih = ih0 + kh * DWP_DH;
     if (ih < 0 || ih >= G_H) continue;
     __global const float* row = x + (long)ih * G_W + iw0;
-    for (int kw = 0; kw < G_KW; ++kw) {
-      __global const float* p = row + kw * G_DW;
-      const float8 wt = (float8)(w[kh * G_KW + kw]);
-      if (G_SW == 1) {
+    for (int kw = 0; kw < DWP_KW; ++kw) {
+      __global const float* p = row + kw * DWP_DW;
+      const float8 wt = (float8)(w[kh * DWP_KW + kw]);
+      if (DWP_SW == 1) {
         a0 = fma(vload8(0, p), wt, a0);
         a1 = fma(vload8(0, p + step), wt, a1);
         a2 = fma(vload8(0, p + 2 * step), wt, a2);
@@ -351,7 +370,7 @@ __kernel void conv_depthwise_plane(int16 g, int nc_total, int pr, int pc, __glob
   if (nc >= nc_total) return;
   const int c = nc % G_C;
   x += x_off + (long)nc * G_H * G_W;
-  w += w_off + c * G_KH * G_KW;
+  w += w_off + c * DWP_KH * DWP_KW;
   y += y_off + (long)nc * G_OH * G_OW;
   float buf[DW_PLANE_MAX];
   for (int r = 0; r < pr; ++r) {
@@ -362,15 +381,21 @@ __kernel void conv_depthwise_plane(int16 g, int nc_total, int pr, int pc, __glob
       buf[r * pc + q] = in_row && iw >= 0 && iw < G_W ? x[ih * G_W + iw] : 0.0f;
     }
   }
+#ifdef DW_KH
+  float wk[DW_KH * DW_KW];
+  for (int i = 0; i < DW_KH * DW_KW; ++i) wk[i] = w[i];
+#else
+  __global const float* wk = w;
+#endif
   const float b = has_bias ? bias[b_off + c] : 0.0f;
   for (int oh = 0; oh < G_OH; ++oh) {
     for (int ow0 = 0; ow0 < G_OW; ow0 += 8) {
       float8 acc = (float8)(0.0f);
-      for (int kh = 0; kh < G_KH; ++kh) {
-        const float* row = buf + (oh * G_SH + kh * G_DH) * pc + ow0 * G_SW;
-        for (int kw = 0; kw < G_KW; ++kw) {
-          const float8 v = G_SW == 1 ? vload8(0, row + kw * G_DW) : vload16(0, row + kw * G_DW).even;
-          acc = fma(v, (float8)(w[kh * G_KW + kw]), acc);
+      for (int kh = 0; kh < DWP_KH; ++kh) {
+        const float* row = buf + (oh * DWP_SH + kh * DWP_DH) * pc + ow0 * DWP_SW;
+        for (int kw = 0; kw < DWP_KW; ++kw) {
+          const float8 v = DWP_SW == 1 ? vload8(0, row + kw * DWP_DW) : vload16(0, row + kw * DWP_DW).even;
+          acc = fma(v, (float8)(wk[kh * DWP_KW + kw]), acc);
         }
       }
       float o[8];

@@ -389,6 +389,14 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       op->depthwise_rows_ = block == 8;
       op->depthwise_plane_ = block == 64;
       op->dw_pr_ = int(pr), op->dw_pc_ = int(pc);
+      // The rows and plane kernels built for this kernel size and stride (undilated): their tap loops unroll
+      // and the weights sit in registers. A program per (size, stride, activation); MobileNets and EfficientNets
+      // use four.
+      if ((op->depthwise_plane_ || op->depthwise_rows_) && g.DH == 1 && g.DW == 1 && g.KH * g.KW <= 49)
+        prog = ctx.program("conv.cl",
+                           fmt::format("-DACT={} -DDW_KH={} -DDW_KW={} -DDW_SH={} -DDW_SW={}", int(cfg.act.kind), g.KH,
+                                       g.KW, g.SH, g.SW),
+                           device);
       op->main_ = make_kernel(prog, op->depthwise_plane_ ? "conv_depthwise_plane"
                                     : op->depthwise_rows_ ? "conv_depthwise_rows"
                                                           : "conv_depthwise");

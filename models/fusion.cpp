@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "layers/activation.hpp"
@@ -106,6 +107,33 @@ void set_epilogue_act(Node& prod, const std::string& name, float alpha, float be
   prod.outputs[0] = out;
 }
 
+// A Clip's bounds where they are known at load: attributes before opset 11, then optional inputs that are f32
+// scalar initializers or Constant nodes (ReLU6 as torch exports it: Clip(x, Constant 0, Constant 6), MobileNet
+// v2's every conv; the structure passes run before Constants fold). Absent bounds are -inf / +inf, as the
+// kernels' Clip treats them. nullopt where a bound is data.
+std::optional<std::pair<float, float>> clip_bounds(const Graph& g, const Node& clip,
+                                                   const std::map<std::string, size_t>& producers) {
+  if (g.opset(clip.domain) < 11) return std::pair{clip.attr_f("min", -INFINITY), clip.attr_f("max", INFINITY)};
+  float b[2] = {-INFINITY, INFINITY};
+  for (size_t k = 1; k < 3; ++k) {
+    if (k >= clip.input_count() || clip.input(k).empty()) continue;
+    const HostTensor* t = f32_const(g, clip.input(k));
+    if (auto p = producers.find(clip.input(k)); !t && p != producers.end()) {
+      const Node& c = g.nodes[p->second];
+      if (c.op_type != "Constant" || !c.domain.empty()) return std::nullopt;
+      if (c.has("value_float")) {
+        b[k - 1] = c.attr_f("value_float", 0);
+        continue;
+      }
+      t = c.attr_t("value");
+      if (t && t->dtype() != DType::f32) t = nullptr;
+    }
+    if (!t || t->numel() != 1) return std::nullopt;
+    b[k - 1] = t->as<float>()[0];
+  }
+  return std::pair{b[0], b[1]};
+}
+
 size_t fuse_activations(Graph& g) {
   if (!has_op(g, {"Gemm", "MatMul", "Conv"})) return 0;  // the epilogues that take an activation
   size_t n = 0;
@@ -117,12 +145,24 @@ size_t fuse_activations(Graph& g) {
     auto a = kActs.find(act.op_type);
     // Gelu also as the node the GELU pattern pass makes (kFusedDomain).
     bool domain_ok = act.domain.empty() || (act.op_type == "Gelu" && act.domain == kFusedDomain);
-    if (a == kActs.end() || !domain_ok || act.input_count() != 1) continue;
+    std::optional<std::pair<float, float>> clip;
+    if (act.op_type == "Clip" && act.domain.empty()) clip = clip_bounds(g, act, pr);
+    if (clip) {
+      if (act.input_count() < 1 || act.input(0).empty()) continue;
+    } else if (a == kActs.end() || !domain_ok || act.input_count() != 1) {
+      continue;
+    }
     auto p = pr.find(act.input(0));
     if (p == pr.end() || rd[act.input(0)].size() != 1) continue;
     Node& prod = g.nodes[p->second];
     bool epilogue = prod.op_type == "Gemm" || prod.op_type == "MatMul" || prod.op_type == "Conv";
     if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act")) continue;
+    if (clip) {
+      set_epilogue_act(prod, "Clip", clip->first, clip->second, act.outputs[0]);
+      drop.insert(i);
+      ++n;
+      continue;
+    }
     const std::string name =
         act.op_type == "Gelu" && act.attr_s("approximate", "none") == "tanh" ? "GeluTanh" : act.op_type;
     Activation def = activation_from_onnx(name);
@@ -135,11 +175,23 @@ size_t fuse_activations(Graph& g) {
   return n;
 }
 
-// SiLU as exporters write it, x * Sigmoid(x) (torch's nn.SiLU before opset 24's Swish; EfficientNet's
-// every conv), where x is a Gemm / MatMul / Conv output read only by the two: the producer's epilogue
-// applies SiLU (x / (1 + e^-x)) instead. Runs before activation fusion, which would take the Sigmoid alone.
-size_t fuse_silu(Graph& g) {
-  if (!has_op(g, {"Sigmoid"})) return 0;
+// SiLU and hard-swish as exporters write them, x * Sigmoid(x) (torch's nn.SiLU before opset 24's Swish;
+// EfficientNet's every conv) and x * HardSigmoid(x) with alpha 1/6, beta 0.5 (torch's nn.Hardswish before
+// opset 14's HardSwish; MobileNet v3's convs), where x is a Gemm / MatMul / Conv output read only by the
+// two: the producer's epilogue applies SiLU (x / (1 + e^-x)) or HardSwish (x * clamp(x / 6 + 0.5, 0, 1))
+// instead, with no element-wise kernel and no extra pass over the tensor. Runs before activation fusion,
+// which would take the gate alone.
+size_t fuse_gated_activations(Graph& g) {
+  if (!has_op(g, {"Sigmoid", "HardSigmoid"})) return 0;
+  // The epilogue that x * gate(x) is, or "" where the gate's attributes make it another function. HardSwish's
+  // x / 6 and torch's alpha, the float nearest 1/6, differ by at most an ulp.
+  auto gated = [](const Node& gate) -> std::string {
+    if (gate.op_type == "Sigmoid") return "Silu";
+    if (gate.op_type == "HardSigmoid" && std::abs(gate.attr_f("alpha", 0.2f) - 1.0f / 6.0f) <= 1e-7f &&
+        gate.attr_f("beta", 0.5f) == 0.5f)
+      return "HardSwish";
+    return "";
+  };
   size_t n = 0;
   auto rd = readers(g);
   auto pr = g.producers();
@@ -151,8 +203,10 @@ size_t fuse_silu(Graph& g) {
       const std::string &s = mul.input(side), &x = mul.input(1 - side);
       auto ps = pr.find(s), px = pr.find(x);
       if (ps == pr.end() || px == pr.end()) continue;
-      const Node& sig = g.nodes[ps->second];
-      if (sig.op_type != "Sigmoid" || !sig.domain.empty() || sig.input_count() != 1 || sig.input(0) != x) continue;
+      const Node& gate = g.nodes[ps->second];
+      if (!gate.domain.empty() || gate.input_count() != 1 || gate.input(0) != x) continue;
+      const std::string act = gated(gate);
+      if (act.empty()) continue;
       const std::vector<int> want_x = {int(std::min(ps->second, i)), int(std::max(ps->second, i))};
       std::vector<int> rx = rd[x];
       std::sort(rx.begin(), rx.end());
@@ -160,8 +214,8 @@ size_t fuse_silu(Graph& g) {
       Node& prod = g.nodes[px->second];
       const bool epilogue = prod.op_type == "Gemm" || prod.op_type == "MatMul" || prod.op_type == "Conv";
       if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act")) continue;
-      const Activation def = activation_from_onnx("Silu");
-      set_epilogue_act(prod, "Silu", def.alpha, def.beta, mul.outputs[0]);
+      const Activation def = activation_from_onnx(act);
+      set_epilogue_act(prod, act, def.alpha, def.beta, mul.outputs[0]);
       drop.insert(ps->second);
       drop.insert(i);
       ++n;
@@ -377,7 +431,7 @@ size_t fuse_matmul_bias(Graph& g) {
 struct Register {
   Register() {
     register_fusion_pass("batchnorm-folding", fold_batchnorm);
-    register_fusion_pass("silu-fusion", fuse_silu);
+    register_fusion_pass("silu-fusion", fuse_gated_activations);  // the name CLDL_SKIP_PASSES knows; hard-swish too
     register_fusion_pass("activation-fusion", fuse_activations);
     register_fusion_pass("matmul-bias", fuse_matmul_bias, FusionStage::typed);
     register_fusion_pass("zero-pad", drop_zero_pads, FusionStage::typed);

@@ -155,6 +155,10 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
       {"depthwise 5x5 stride 3 dilation 2 wide", 1, 2, 11, 70, 2, 5, 5, 3, 3, 2, 2, 3, 1, 0, 2, 2, false, {}},
       {"depthwise 5x5 stride 2 pad 2 (EfficientNet)", 2, 6, 14, 15, 6, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 6, true, leaky},
       {"depthwise 1x7 unpadded", 1, 3, 1, 41, 3, 1, 7, 1, 1, 1, 1, 0, 0, 0, 0, 3, true, {}},
+      // The plane kernel built for its kernel size and stride: 7x7 (ConvNeXt) at batch 1, and pads wider than
+      // a 3x2 map on one side and none on the other (its padded copy row by row).
+      {"depthwise 7x7 pad 3 batch 1", 1, 5, 9, 11, 5, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 5, true, relu},
+      {"depthwise 3x3 asymmetric pads on 3x2", 2, 3, 3, 2, 3, 3, 3, 1, 1, 1, 1, 2, 0, 1, 3, 3, false, hswish},
       // Rows of tiles wide enough for the Winograd strips of 8 tiles: a full strip read in place, strips at
       // the padding edges, a partial last strip, an odd last tile column and row; an activation done per
       // element (leaky) and one in vectors (ReLU).

@@ -1,8 +1,8 @@
 // The typed fusion passes (models/fusion_patterns.cpp) on ONNX files exported by PyTorch 1.13
 // (tests/data/patterns/make_patterns.py): decomposed LayerNorm, GELU (erf in both Mul orders, tanh) and
-// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU, zero Pads and lone BatchNorms must become the fused ops and
-// give PyTorch's outputs (.npy written by the same script). Patterns whose intermediates have another
-// reader must stay as they are and still be right.
+// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU, hard-swish, ReLU6 / Clip, zero Pads and
+// lone BatchNorms must become the fused ops and give PyTorch's outputs (.npy written by the same script). Patterns
+// whose intermediates have another reader must stay as they are and still be right.
 #include <cmath>
 
 #include "models/model.hpp"
@@ -100,6 +100,55 @@ TEST_SUITE("onnx_patterns") {
     for (const Node& n : l.g.nodes)
       if (n.attr_s("_cldl_act", "") == "Silu") ++fused;
     CHECK(fused == 2);
+  }
+
+  TEST_CASE(
+      "hard-swish (x * HardSigmoid(x) with alpha 1/6, beta 0.5) joins the Conv / MatMul epilogue, unless x "
+      "has another reader") {
+    auto l = run_pattern("hardswish", {"x"});
+    // Conv -> Hardswish fused; Conv -> Hardswish + the Conv output again stays; F.hardsigmoid(u) * u after a
+    // Conv fused; Linear (MatMul + bias) -> Hardswish fused. The unfused one becomes one generated kernel.
+    CHECK(count_ops(l.g, "Conv") == 3);
+    CHECK(count_ops(l.g, "HardSigmoid") == 0);
+    CHECK(l.g.nodes.size() == 5);
+    int fused = 0;
+    for (const Node& n : l.g.nodes)
+      if (n.attr_s("_cldl_act", "") == "HardSwish") ++fused;
+    CHECK(fused == 3);
+
+    // Another alpha or beta is another function: x * HardSigmoid(x) stays a product, and still computes it.
+    for (const char* attr : {"alpha", "beta"}) {
+      CAPTURE(attr);
+      Graph g = import_onnx_file(data("hardswish.onnx"));
+      for (Node& n : g.nodes)
+        if (n.op_type == "HardSigmoid") n.attrs[attr] = 0.25f;
+      prepare(g);
+      for (const Node& n : g.nodes) CHECK(n.attr_s("_cldl_act", "") != "HardSwish");
+      HostTensor x = read_npy(data("hardswish.x.npy"));
+      auto out = CompiledModel::compile(test::shared_ctx(), g)->session()->run({{"x", x}});
+      CHECK(out.at("y").shape() == read_npy(data("hardswish.y.npy")).shape());
+    }
+  }
+
+  TEST_CASE(
+      "Clip with constant bounds (ReLU6, a clamp) joins the Conv / MatMul epilogue: bounds as Constant "
+      "inputs (opset 13) and as attributes (opset 9)") {
+    for (const char* name : {"relu6", "relu6_opset9"}) {
+      CAPTURE(name);
+      auto l = run_pattern(name, {"x"});
+      // Conv -> ReLU6 fused; Conv -> ReLU6 - the Conv output stays (one generated kernel); Conv -> clamp(min
+      // -1.5) fused with +inf above; Linear (MatMul + bias) -> ReLU6 fused.
+      CHECK(count_ops(l.g, "Clip") == 0);
+      CHECK(l.g.nodes.size() == 5);
+      std::vector<std::pair<float, float>> bounds;
+      for (const Node& n : l.g.nodes)
+        if (n.attr_s("_cldl_act", "") == "Clip")
+          bounds.emplace_back(n.attr_f("_cldl_act_alpha", 0), n.attr_f("_cldl_act_beta", 0));
+      REQUIRE(bounds.size() == 3);
+      CHECK(bounds[0] == std::pair{0.0f, 6.0f});
+      CHECK(bounds[1] == std::pair{-1.5f, INFINITY});
+      CHECK(bounds[2] == std::pair{0.0f, 6.0f});
+    }
   }
 
   TEST_CASE("a Pad of all-zero pads (AvgPool2d's export) becomes a view: no kernel runs for it") {

@@ -112,6 +112,46 @@ class SiluModel(nn.Module):
         return self.act(self.fc(h))
 
 
+class HardswishModel(nn.Module):
+    """nn.Hardswish, which torch exports before opset 14 as x * HardSigmoid(x, alpha=1/6): after a Conv (its
+    epilogue takes it), once where the Conv output has a third reader (the pattern must stay), written out as
+    F.hardsigmoid(u) * u (the same function), and after a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 6, 3, padding=1, stride=2)
+        self.c2 = nn.Conv2d(6, 5, 1)
+        self.c3 = nn.Conv2d(5, 4, 1)
+        self.fc = nn.Linear(4, 9)
+        self.act = nn.Hardswish()
+
+    def forward(self, x):
+        h = self.act(self.c1(x))
+        z = self.c2(h)
+        u = self.c3(self.act(z) + z)
+        return self.act(self.fc(F.hardsigmoid(u) * u))
+
+
+class Relu6Model(nn.Module):
+    """nn.ReLU6 (Clip(x, 0, 6): Constant bounds from opset 11, attributes before) after a Conv and after a
+    Linear (their epilogues take it), once where the Conv output has another reader (the Clip must stay), and
+    a clamp with a lower bound only after a Conv (taken, the upper bound +inf)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 7, 3, padding=1, stride=2)
+        self.c2 = nn.Conv2d(7, 5, 1)
+        self.c3 = nn.Conv2d(5, 5, 1)
+        self.fc = nn.Linear(5, 6)
+        self.act = nn.ReLU6()
+
+    def forward(self, x):
+        h = self.act(self.c1(x))
+        z = self.c2(h)
+        u = torch.clamp(self.c3(self.act(z) - z), min=-1.5)
+        return self.act(self.fc(u))
+
+
 class AvgPoolModel(nn.Module):
     """nn.AvgPool2d(2, 2), which torch 1.13 exports at opset 11+ as Pad (all pads 0) -> AveragePool (DenseNet's
     transition pools)."""
@@ -176,6 +216,10 @@ def main():
     export("silu", SiluModel(), [rnd(2, 3, 5, 7) * 2], 13, ["x"])
     export("avgpool_pad", AvgPoolModel(), [rnd(1, 3, 6, 9)], 13, ["x"])
     export("bn_concat", BnAfterConcatModel(), [rnd(2, 3, 5, 6)], 13, ["x"])
+    export("hardswish", HardswishModel(), [rnd(1, 3, 9, 8) * 3], 13, ["x"])
+    relu6_x = rnd(1, 3, 11, 10) * 4
+    export("relu6", Relu6Model(), [relu6_x], 13, ["x"])
+    export("relu6_opset9", Relu6Model(), [relu6_x], 9, ["x"])
 
 
 if __name__ == "__main__":
