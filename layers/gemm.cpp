@@ -178,11 +178,13 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
     // compute all nc vectors for the few columns left (N = 196 with 64-column strips: 4 strips for 3.06).
     // Those columns get a launch of their own with the narrowest block that covers them (nr 4 or 8 for
     // up to 8 columns, else fewer vectors of nr), so they cost about their share. B read in place only
-    // (packed panels span the whole N), and strips of several vectors only (nc 1 would trade half a
-    // vector for a launch).
+    // (packed panels span the whole N), strips of several vectors only (nc 1 would trade half a vector
+    // for a launch), and fewer than 8 strips: past that the last strip is under 1/8 of the work and the
+    // extra launch cost as much as it saved (min of 15 runs, old / new alternating, `cldl bench gemm`:
+    // 1024x196x256 1.34 -> 0.97 ms, 256x196x2304 2.91 -> 2.24 ms, but 128x784x1152 2.40 -> 2.53 ms).
     const int64_t strip = int64_t(o.nr) * o.nc, rem = cfg.N % strip;
     g->n_main_ = cfg.N;
-    if (cpu && !g->pack_b_ && o.nc > 1 && cfg.N > strip && rem != 0) {
+    if (cpu && !g->pack_b_ && o.nc > 1 && cfg.N > strip && cfg.N < 8 * strip && rem != 0) {
       const int tnr = rem <= 4 ? 4 : rem <= 8 ? 8 : o.nr;
       const int tnc = int((rem + tnr - 1) / tnr);
       if (int64_t(tnr) * tnc < strip) {

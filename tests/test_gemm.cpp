@@ -172,7 +172,7 @@ TEST_CASE("own kernel: a long K in chunks (B's strip past the L2 cache), with be
 
 TEST_CASE("own kernel: the column tail past whole strips runs as a launch of its own, with every epilogue") {
   // Strips of 4 x 16 columns: N = 196 leaves 4 columns (a 4-wide tail), 100 leaves 36 (3 vectors of 16), 400
-  // leaves 16, 65 leaves 1; 817 leaves 49 (a tail as wide as a strip: none) and 7 is below one strip (none).
+  // leaves 16, 65 leaves 1; 817 has 12 whole strips (none from 8 on) and 7 is below one strip (none).
   // Odd M and K, batch 1 and a strided batch of 2, A transposed or not, bias per column / row with
   // activations, beta; a K long enough for chunks (the tail's own partial launches) on 196 and 65.
   const bool cpu = ctx().device(0).info.type == DeviceType::cpu;
@@ -248,8 +248,9 @@ TEST_CASE("automatic provider: own kernel on CPUs, named with its parameters, pa
   const DeviceInfo& info = ctx().device().info;
   const bool nc4 = std::max(info.preferred_vector_float, info.native_vector_float) >= 16;
   const std::string blk = nc4 ? "nc=4 mt=4" : "nc=1 mt=8", blk70 = nc4 ? "nc=4 mt=2" : "nc=1 mt=8";
-  // With 4 vectors, the 36 columns past the first strip of 64 are a tail of 3 vectors, 520's last 8 one of 8.
-  const std::string tail100 = nc4 ? " tail=16x3" : "", tail520 = nc4 ? " tail=8x1" : "";
+  // With 4 vectors, the 36 columns past the first strip of 64 are a tail of 3 vectors; 520 has 8 whole strips
+  // (no tail).
+  const std::string tail100 = nc4 ? " tail=16x3" : "", tail520;
   CHECK(Gemm::create(ctx(), 0, c)->algorithm() == fmt::format("own:tile mr=6 nr=16 {} local=1{}", blk, tail100));
   // Row-major A with a 4 KiB-multiple lda: read in place under 512 columns (few strips reuse it); from 512
   // columns (33 B panels) packed into 11 panels of 6 rows (66 x 70 floats); B read in place.
