@@ -174,6 +174,39 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
                                             int(cfg.trans_a), int(cfg.trans_b), o.mr, o.nr, o.nc);
       g->kernel_partial_ = make_kernel(ctx.program("gemm.cl", popts, device), "gemm_tile");
     }
+    // The column tail on CPUs: when N is not a multiple of the nr * nc strip, the last strip's work-items
+    // compute all nc vectors for the few columns left (N = 196 with 64-column strips: 4 strips for 3.06).
+    // Those columns get a launch of their own with the narrowest block that covers them (nr 4 or 8 for
+    // up to 8 columns, else fewer vectors of nr), so they cost about their share. B read in place only
+    // (packed panels span the whole N), strips of several vectors only (nc 1 would trade half a vector
+    // for a launch), and fewer than 8 strips: past that the last strip is under 1/8 of the work and the
+    // extra launch cost as much as it saved (min of 15 runs, old / new alternating, `cldl bench gemm`:
+    // 1024x196x256 1.34 -> 0.97 ms, 256x196x2304 2.91 -> 2.24 ms, but 128x784x1152 2.40 -> 2.53 ms).
+    const int64_t strip = int64_t(o.nr) * o.nc, rem = cfg.N % strip;
+    g->n_main_ = cfg.N;
+    if (cpu && !g->pack_b_ && o.nc > 1 && cfg.N > strip && cfg.N < 8 * strip && rem != 0) {
+      const int tnr = rem <= 4 ? 4 : rem <= 8 ? 8 : o.nr;
+      const int tnc = int((rem + tnr - 1) / tnr);
+      if (int64_t(tnr) * tnc < strip) {
+        g->n_main_ = cfg.N - rem;
+        g->tail_nr_ = size_t(tnr);
+        g->tail_nc_ = size_t(tnc);
+        g->tail_mt_ = size_t(std::clamp<int64_t>(65536 / (int64_t(o.mr) * tnr * tnc * cfg.K), 1, 8));
+        g->tail_kernel_ = make_kernel(ctx.program("gemm.cl",
+                                                  fmt::format("{} -DMR={} -DNR={} -DNC={} -DA_PACKED={} -DB_PACKED=0",
+                                                              base, o.mr, tnr, tnc, o.pack_a),
+                                                  device),
+                                      "gemm_tile");
+        if (g->k_chunk_)
+          g->tail_kernel_partial_ = make_kernel(
+              ctx.program("gemm.cl",
+                          fmt::format("-DTRANS_A={} -DTRANS_B={} -DBIAS=0 -DACT=0 -DMR={} -DNR={} -DNC={} "
+                                      "-DA_PACKED=0 -DB_PACKED=0",
+                                      int(cfg.trans_a), int(cfg.trans_b), o.mr, tnr, tnc),
+                          device),
+              "gemm_tile");
+      }
+    }
     size_t floats = 0;
     if (g->pack_a_) {
       g->pack_a_kernel_ = make_kernel(prog, "gemm_pack_a");
@@ -185,9 +218,11 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
       floats += size_t(batch_b(cfg) * ((cfg.N + o.nr - 1) / o.nr) * cfg.K * o.nr);
     }
     g->workspace_bytes_ = floats * sizeof(float);
-    g->algorithm_ = fmt::format("own:tile mr={} nr={} nc={} mt={} local={}{}{}{}{}", o.mr, o.nr, o.nc, o.mt, o.local,
+    g->algorithm_ = fmt::format("own:tile mr={} nr={} nc={} mt={} local={}{}{}{}{}{}", o.mr, o.nr, o.nc, o.mt, o.local,
                                 g->pack_a_ ? " packA" : "", g->pack_b_ ? " packB" : "",
-                                g->k_chunk_ ? fmt::format(" kchunk={}", g->k_chunk_) : "", tuned ? " (tuned)" : "");
+                                g->k_chunk_ ? fmt::format(" kchunk={}", g->k_chunk_) : "",
+                                g->tail_nr_ ? fmt::format(" tail={}x{}", g->tail_nr_, g->tail_nc_) : "",
+                                tuned ? " (tuned)" : "");
   }
   log::debug("Gemm {}x{}x{} batch {} trans {}{} on {}: {}", cfg.M, cfg.N, cfg.K, cfg.batch, int(cfg.trans_a),
              int(cfg.trans_b), info.name, g->algorithm_);
@@ -301,31 +336,41 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
       b_stride = c.eff_stride_b() == 0 ? 0 : cl_long(panels * c.K * tile_n_);
     }
   }
-  const size_t gm = round_up(((c.M + tile_m_ - 1) / tile_m_ + mt_ - 1) / mt_, local_);
-  const size_t gn = ((c.N + tile_n_ - 1) / tile_n_ + nc_ - 1) / nc_;
-  // K in chunks (k_chunk_): every chunk but the last without bias and activation; the first with the
-  // caller's beta, the later ones adding into C (beta 1). Chunk k0 starts at column k0 of op(A) and row
-  // k0 of op(B).
-  // One launch of `kern` over K columns [k0, k0 + klen).
-  auto set_chunk = [&](cl::Kernel& kern, int64_t k0, int64_t klen) {
-    const cl_long ao = a_off + (c.trans_a ? k0 * c.eff_lda() : k0), bo = b_off + (c.trans_b ? k0 : k0 * c.eff_ldb());
-    set_args(kern, cl_int(c.M), cl_int(c.N), cl_int(klen), *abuf, ao, cl_int(c.eff_lda()), a_stride, *bbuf, bo,
-             cl_int(c.eff_ldb()), b_stride, C.buffer, cl_long(C.offset_elems()), cl_int(c.eff_ldc()),
-             cl_long(c.eff_stride_c()), c.alpha, k0 == 0 ? c.beta : 1.0f, bias.buffer, cl_long(bias.offset_elems()),
-             c.act.alpha, c.act.beta, cl_int(mt_));
-  };
-  int64_t k0 = 0;
-  if (k_chunk_)
-    for (; k0 + k_chunk_ < c.K; k0 += k_chunk_) {
-      set_chunk(kernel_partial_, k0, k_chunk_);
-      ec.enqueue_kernel(kernel_partial_, cl::NDRange(gm, gn, c.batch), cl::NDRange(local_, 1, 1), "gemm_tile");
-    }
-  cl::Kernel& k = kernel_;
-  set_chunk(k, k0, c.K - k0);
+  // One part of the columns: [n0, n0 + np) with `kern` (and `partial` for the K chunks but the last), nr x nc
+  // columns and mt row blocks per work-item. K in chunks (k_chunk_): every chunk but the last without bias
+  // and activation; the first with the caller's beta, the later ones adding into C (beta 1). Chunk k0
+  // starts at column k0 of op(A) and row k0 of op(B).
   cl::Event done;
   cl::Event* caller_signal = ec.signal;
-  if (own_scratch && !caller_signal) ec.signal = &done;  // we need the event even if the caller does not
-  ec.enqueue_kernel(k, cl::NDRange(gm, gn, c.batch), cl::NDRange(local_, 1, 1), "gemm_tile");
+  auto launch = [&](cl::Kernel& kern, cl::Kernel& partial, int64_t n0, int64_t np, size_t nr, size_t nc, size_t mt,
+                    bool last) {
+    const size_t gm = round_up(((c.M + tile_m_ - 1) / tile_m_ + mt - 1) / mt, local_);
+    const size_t gn = ((np + nr - 1) / nr + nc - 1) / nc;
+    const cl_long co = cl_long(C.offset_elems() + n0);
+    const cl_long bco = cl_long(bias.offset_elems() + (c.bias == GemmBias::per_col ? n0 : 0));
+    auto set_chunk = [&](cl::Kernel& kk, int64_t k0, int64_t klen) {
+      const cl_long ao = a_off + (c.trans_a ? k0 * c.eff_lda() : k0);
+      const cl_long bo = b_off + (c.trans_b ? k0 + n0 * c.eff_ldb() : k0 * c.eff_ldb() + n0);
+      set_args(kk, cl_int(c.M), cl_int(np), cl_int(klen), *abuf, ao, cl_int(c.eff_lda()), a_stride, *bbuf, bo,
+               cl_int(c.eff_ldb()), b_stride, C.buffer, co, cl_int(c.eff_ldc()), cl_long(c.eff_stride_c()), c.alpha,
+               k0 == 0 ? c.beta : 1.0f, bias.buffer, bco, c.act.alpha, c.act.beta, cl_int(mt));
+    };
+    int64_t k0 = 0;
+    if (k_chunk_)
+      for (; k0 + k_chunk_ < c.K; k0 += k_chunk_) {
+        set_chunk(partial, k0, k_chunk_);
+        ec.enqueue_kernel(partial, cl::NDRange(gm, gn, c.batch), cl::NDRange(local_, 1, 1), "gemm_tile");
+      }
+    set_chunk(kern, k0, c.K - k0);
+    if (last) {
+      ec.signal = caller_signal;
+      if (own_scratch && !caller_signal) ec.signal = &done;  // we need the event even if the caller does not
+    }
+    ec.enqueue_kernel(kern, cl::NDRange(gm, gn, c.batch), cl::NDRange(local_, 1, 1), "gemm_tile");
+  };
+  const bool tail = n_main_ < c.N;
+  launch(kernel_, kernel_partial_, 0, n_main_, tile_n_, nc_, mt_, !tail);
+  if (tail) launch(tail_kernel_, tail_kernel_partial_, n_main_, c.N - n_main_, tail_nr_, tail_nc_, tail_mt_, true);
   if (own_scratch) {
     scratch_done_ = caller_signal ? *caller_signal : done;
     ec.signal = caller_signal;

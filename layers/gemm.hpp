@@ -96,6 +96,12 @@ class Gemm : public Op {
   // (no bias, no activation), the later ones adding into C (see Gemm::create).
   int64_t k_chunk_ = 0;
   cl::Kernel kernel_partial_;
+  // Column tail (CPUs, B unpacked): the first n_main_ columns (whole strips of nr * nc) run with kernel_,
+  // the last N - n_main_ with tail_kernel_ (tail_nr_ x tail_nc_ columns per work-item, tail_mt_ row blocks),
+  // so a strip with a few valid columns does not cost a whole one. n_main_ = N: no tail.
+  int64_t n_main_ = 0;
+  size_t tail_nr_ = 0, tail_nc_ = 0, tail_mt_ = 1;
+  cl::Kernel tail_kernel_, tail_kernel_partial_;
   bool clblast_ = false, pack_b_ = false, pack_a_ = false;
   size_t workspace_bytes_ = 0, ws_b_offset_ = 0;  // workspace: [packed A][packed B] (floats)
   Tensor scratch_;          // workspace used when enqueue gets none

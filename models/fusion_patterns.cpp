@@ -417,6 +417,28 @@ size_t fuse_rmsnorm(Graph& g) {
 // ------------------------------------------------------------------ attention
 bool is_minus_inf(std::optional<double> v) { return v && (std::isinf(*v) ? *v < 0 : *v <= -1e30); }
 
+// `v` = x / c, x * c or c * x with c a finite, non-zero one-element constant: the factor (1 / c for Div),
+// x and the node.
+struct Scaled {
+  double factor;
+  std::string x;
+  Node* node;
+};
+std::optional<Scaled> scaled(Matcher& m, const std::string& v) {
+  Node* d = m.producer(v, "Div");
+  Node* mu = d ? nullptr : m.producer(v, "Mul");
+  Node* n = d ? d : mu;
+  if (!n) return {};
+  std::optional<double> c;
+  std::string x;
+  if ((c = m.scalar(n->input(1))))
+    x = n->input(0);
+  else if (mu && (c = m.scalar(n->input(0))))
+    x = n->input(1);
+  if (!c || *c == 0.0 || !std::isfinite(*c)) return {};
+  return Scaled{d ? 1.0 / *c : *c, x, n};
+}
+
 size_t fuse_attention(Graph& g) {
   // The patterns read opset-7+ forms (numpy broadcasting, not broadcast / axis) and start at a Softmax.
   if (g.opset() < 7 || !has_op(g, {"Softmax"})) return 0;
@@ -475,27 +497,22 @@ size_t fuse_attention(Graph& g) {
         chain.push_back(w);
         continue;
       }
-      Node* d = m.producer(v, "Div");
-      Node* mu = d ? nullptr : m.producer(v, "Mul");
-      if ((d || mu) && scale == 1.0) {
-        Node* n = d ? d : mu;
-        std::optional<double> c;
-        std::string s;
-        if ((c = m.scalar(n->input(1))))
-          s = n->input(0);
-        else if (mu && (c = m.scalar(n->input(0))))
-          s = n->input(1);
-        if (!c || *c == 0.0 || !std::isfinite(*c)) break;
-        scale = d ? 1.0 / *c : *c;
-        v = s;
-        chain.push_back(n);
+      if (auto sc = scaled(m, v); sc && scale == 1.0) {
+        scale = sc->factor, v = sc->x;
+        chain.push_back(sc->node);
         continue;
       }
       break;
     }
     if (!qk || qk->outputs[0] != v || !m.f32(qk->input(0)) || !m.f32(qk->input(1)) || !m.f32(pv->input(1))) continue;
     chain.push_back(qk);
-    const std::string q = qk->input(0), kt = qk->input(1), vv = pv->input(1);
+    std::string q = qk->input(0);
+    const std::string kt = qk->input(1), vv = pv->input(1);
+    // Q scaled before the product (torchvision's MultiheadAttention divides Q by sqrt(D)): into the scale too.
+    if (auto sc = m.reader_count(q) == 1 ? scaled(m, q) : std::nullopt; sc && m.f32(sc->x) && m.shape(sc->x) == m.shape(q)) {
+      scale *= sc->factor, q = sc->x;
+      chain.push_back(sc->node);
+    }
     Shape qs = m.shape(q), kts = m.shape(kt), vs = m.shape(vv);
     if (int64_t(qs.rank()) != rank || int64_t(kts.rank()) != rank || int64_t(vs.rank()) != rank) continue;
     bool ok = true;
@@ -582,12 +599,82 @@ size_t fuse_attention(Graph& g) {
   return fused;
 }
 
+// ------------------------------------------------------------------ attention heads
+// The head split and merge around an Attention as exporters write them: Q, K and V each a Transpose that
+// swaps the sequence and head axes of [..., S, H, D] - HF / BERT-style [B, S, H, D] -> [B, H, S, D] (a 4-D
+// Attention), torchvision's MultiheadAttention [L, N*H, D] -> [N*H, L, D] (a 3-D Attention of N*H one-head
+// items) - and the output's only reader the Transpose back. The fused op reads ONNX's 3-D layout
+// [B, S, H*D] itself, the heads being strides of its kernel, so the four copies become views: Reshapes of
+// the untransposed values to [B, S, H*D] (B = 1 for the 3-D form, whose L rows each hold N*H heads) and of
+// the output back. Masks broadcast to [B, H, Sq, Skv] either way (the 3-D form's mask has no batch).
+size_t fold_attention_heads(Graph& g) {
+  Matcher m(g);
+  std::vector<Node> added;
+  size_t folded = 0;
+  auto reshape = [&](const std::string& from, const Shape& to, const std::string& out, const std::string& like) {
+    const std::string sh = g.unique_name(out + "_shape");
+    g.initializers[sh] = HostTensor::from<int64_t>(Shape{int64_t(to.rank())}, to.dims);
+    g.values[sh] = ValueInfo{sh, DType::i64, ValueShape(Shape{int64_t(to.rank())})};
+    Node n;
+    n.op_type = "Reshape";
+    n.name = g.unique_name(like + "_heads");
+    n.inputs = {from, sh};
+    n.outputs = {out};
+    n.opset = 14;
+    added.push_back(std::move(n));
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& at = g.nodes[i];
+    if (at.op_type != "Attention" || at.domain != kFusedDomain || m.claimed(i) || at.outputs.size() != 1 ||
+        at.input_count() < 3 || at.input_count() > 4 || !m.f32(at.input(0)))
+      continue;
+    const int64_t r = int64_t(m.shape(at.input(0)).rank());
+    if (r == 3 ? at.attr_i("q_num_heads", 0) != 1 || at.attr_i("kv_num_heads", 0) != 1 : r != 4 || at.has("q_num_heads"))
+      continue;
+    std::vector<int64_t> swap;
+    for (int64_t a = 0; a < r; ++a) swap.push_back(a);
+    std::swap(swap[size_t(r - 3)], swap[size_t(r - 2)]);
+    // The Transpose (swap) node producing `v` for this node alone.
+    auto heads = [&](const std::string& v) -> Node* {
+      Node* t = m.producer(v, "Transpose");
+      return t && m.reader_count(v) == 1 && t->attr_ints("perm") == swap && m.f32(t->input(0)) ? t : nullptr;
+    };
+    m.begin();
+    Node *tq = heads(at.input(0)), *tk = heads(at.input(1)), *tv = heads(at.input(2));
+    Node* to = m.sole_reader(at.outputs[0], "Transpose");
+    if (!tq || !tk || !tv || !to || to->attr_ints("perm") != swap || !m.f32(to->outputs[0])) continue;
+    // [..., S, H, D] -> [B, S, H * D]
+    auto flat = [&](const Node* t) {
+      const Shape s = m.shape(t->input(0));
+      return Shape{r == 4 ? s[0] : 1, s[size_t(r - 3)], s[size_t(r - 2)] * s[size_t(r - 1)]};
+    };
+    const Shape sq = m.shape(tq->input(0)), sk = m.shape(tk->input(0)), so = m.shape(to->outputs[0]);
+    Node fused = at;
+    for (const Node* t : {tq, tk, tv}) {
+      const size_t k = size_t(t == tq ? 0 : t == tk ? 1 : 2);
+      fused.inputs[k] = g.unique_name(t->input(0) + "_bshd");
+      reshape(t->input(0), flat(t), fused.inputs[k], t->name);
+    }
+    fused.attrs["q_num_heads"] = sq[size_t(r - 2)];
+    fused.attrs["kv_num_heads"] = sk[size_t(r - 2)];
+    fused.outputs = {g.unique_name(at.outputs[0] + "_bshd")};
+    reshape(fused.outputs[0], so, to->outputs[0], to->name);
+    added.push_back(std::move(fused));
+    m.claim({tq, tk, tv, to, &at});
+    m.commit();
+    ++folded;
+  }
+  m.finish(added);
+  return folded;
+}
+
 struct Register {
   Register() {
     register_fusion_pass("layernorm-pattern", fuse_layernorm, FusionStage::typed);
     register_fusion_pass("rmsnorm-pattern", fuse_rmsnorm, FusionStage::typed);
     register_fusion_pass("gelu-pattern", fuse_gelu, FusionStage::typed);
     register_fusion_pass("attention-pattern", fuse_attention, FusionStage::typed);
+    register_fusion_pass("attention-heads", fold_attention_heads, FusionStage::typed);
   }
 } const kRegister;
 

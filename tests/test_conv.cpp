@@ -169,6 +169,10 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
       {"1x1 bias relu", 3, 5, 7, 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, true, relu},
       {"1x1 groups 2", 1, 6, 7, 13, 4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, true, {}},
       {"1x1 stride 2", 1, 5, 7, 13, 3, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, false, {}},
+      // GEMMs whose columns (the output plane) leave a tail past whole 64-column strips: 14x14 = 196 (4 left),
+      // 10x10 = 100 (36 left).
+      {"1x1 on 14x14 bias relu", 1, 24, 14, 14, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, true, relu},
+      {"3x3 pad 1 on 10x10 bias leaky", 2, 5, 10, 10, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, leaky},
       {"7x7 pad 3", 3, 3, 7, 13, 4, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 1, true, {}},
       {"5x4 asymmetric pads", 1, 3, 7, 13, 5, 5, 4, 1, 1, 1, 1, 2, 0, 1, 3, 1, true, relu},
       // Grouped, not depthwise (RegNet's groups of 8): the rows kernel's 8-channel blocks with a partial last

@@ -170,6 +170,38 @@ TEST_CASE("own kernel: a long K in chunks (B's strip past the L2 cache), with be
   }
 }
 
+TEST_CASE("own kernel: the column tail past whole strips runs as a launch of its own, with every epilogue") {
+  // Strips of 4 x 16 columns: N = 196 leaves 4 columns (a 4-wide tail), 100 leaves 36 (3 vectors of 16), 400
+  // leaves 16, 65 leaves 1; 817 has 12 whole strips (none from 8 on) and 7 is below one strip (none).
+  // Odd M and K, batch 1 and a strided batch of 2, A transposed or not, bias per column / row with
+  // activations, beta; a K long enough for chunks (the tail's own partial launches) on 196 and 65.
+  const bool cpu = ctx().device(0).info.type == DeviceType::cpu;
+  struct Case {
+    int64_t M, N, K;
+    const char* tail;  // expected in algorithm() on CPUs; nullptr: no tail
+  };
+  const Case cases[] = {{37, 196, 29, "tail=4x1"},  {13, 100, 61, "tail=16x3"}, {7, 400, 33, "tail=16x1"},
+                        {19, 65, 17, "tail=4x1"},   {11, 817, 23, nullptr},     {5, 7, 9, nullptr},
+                        {9, 196, 6500, "tail=4x1"}, {1, 65, 6500, "tail=4x1"}};
+  uint32_t seed = 470;
+  for (const auto& cs : cases)
+    for (int variant = 0; variant < 2; ++variant) {
+      GemmConfig c = make(cs.M, cs.N, cs.K, variant == 1, false);
+      c.own.nc = 4, c.own.pack_a = 0;
+      if (variant == 0) {
+        c.bias = GemmBias::per_col, c.act = Activation(Act::relu), c.beta = 0.5f;
+      } else {
+        c.bias = GemmBias::per_row, c.act = Activation(Act::leaky_relu, 0.1f), c.batch = 2, c.alpha = -1.5f;
+        c.stride_c = cs.M * cs.N + 5;
+      }
+      CAPTURE(variant);
+      auto g = Gemm::create(ctx(), 0, c);
+      const bool has_tail = g->algorithm().find(" tail=") != std::string::npos;
+      CHECK(has_tail == (cpu && cs.tail));
+      check_gemm(c, seed++, cpu && cs.tail ? cs.tail : nullptr);
+    }
+}
+
 TEST_CASE("own kernel: bias per column / per row with activations") {
   GemmConfig c = make(37, 29, 41, false, true);
   c.bias = GemmBias::per_col, c.act = Activation(Act::relu), c.batch = 2, c.beta = 0.25f;
@@ -216,14 +248,17 @@ TEST_CASE("automatic provider: own kernel on CPUs, named with its parameters, pa
   const DeviceInfo& info = ctx().device().info;
   const bool nc4 = std::max(info.preferred_vector_float, info.native_vector_float) >= 16;
   const std::string blk = nc4 ? "nc=4 mt=4" : "nc=1 mt=8", blk70 = nc4 ? "nc=4 mt=2" : "nc=1 mt=8";
-  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 " + blk + " local=1");
+  // With 4 vectors, the 36 columns past the first strip of 64 are a tail of 3 vectors; 520 has 8 whole strips
+  // (no tail).
+  const std::string tail100 = nc4 ? " tail=16x3" : "", tail520;
+  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == fmt::format("own:tile mr=6 nr=16 {} local=1{}", blk, tail100));
   // Row-major A with a 4 KiB-multiple lda: read in place under 512 columns (few strips reuse it); from 512
   // columns (33 B panels) packed into 11 panels of 6 rows (66 x 70 floats); B read in place.
   c.K = 70, c.lda = 1024;
-  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:tile mr=6 nr=16 " + blk70 + " local=1");
+  CHECK(Gemm::create(ctx(), 0, c)->algorithm() == fmt::format("own:tile mr=6 nr=16 {} local=1{}", blk70, tail100));
   c.N = 520;
   auto g = Gemm::create(ctx(), 0, c);
-  CHECK(g->algorithm() == "own:tile mr=6 nr=16 " + blk70 + " local=1 packA");
+  CHECK(g->algorithm() == fmt::format("own:tile mr=6 nr=16 {} local=1 packA{}", blk70, tail520));
   CHECK(g->workspace_bytes() == 66 * 70 * sizeof(float));
   c.beta = 0.5f, c.batch = 2;
   check_gemm(c, 600, "packA");

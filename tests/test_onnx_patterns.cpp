@@ -1,8 +1,9 @@
 // The typed fusion passes (models/fusion_patterns.cpp) on ONNX files exported by PyTorch 1.13
 // (tests/data/patterns/make_patterns.py): decomposed LayerNorm, GELU (erf in both Mul orders, tanh) and
-// hand-written attention (Div / Mul scale, causal Where, additive mask), SiLU, hard-swish, ReLU6 / Clip, zero Pads and
-// lone BatchNorms must become the fused ops and give PyTorch's outputs (.npy written by the same script). Patterns
-// whose intermediates have another reader must stay as they are and still be right.
+// hand-written attention (Div / Mul scale, causal Where, additive mask; nn.MultiheadAttention), SiLU, hard-swish,
+// ReLU6 / Clip, zero Pads and lone BatchNorms must become the fused ops and give PyTorch's outputs (.npy written by
+// the same script). Patterns whose intermediates have another reader must stay as they are and still be right.
+#include <array>
 #include <cmath>
 
 #include "models/model.hpp"
@@ -172,7 +173,12 @@ TEST_SUITE("onnx_patterns") {
       CHECK(a.inputs.size() == 3);
       CHECK(!a.has("is_causal"));
       CHECK(count_ops(l.g, "Softmax") == 0);
-      CHECK(count_ops(l.g, "MatMul") == 2);  // qkv and out projections only
+      // The qkv projection's Split: one MatMul per part (matmul-split), then the out projection.
+      CHECK(count_ops(l.g, "Split") == 0);
+      CHECK(count_ops(l.g, "MatMul") == 4);
+      // The head transposes around it are views: the 4-D attention runs on [B, S, H*D].
+      CHECK(count_ops(l.g, "Transpose") == 0);
+      CHECK(a.attr_i("q_num_heads", 0) == 3);
     }
     {
       auto l = run_pattern("attention_mulscale", {"x"});
@@ -190,6 +196,74 @@ TEST_SUITE("onnx_patterns") {
       const Node& a = only(l.g, "Attention");
       REQUIRE(a.inputs.size() == 4);
       CHECK(a.inputs[3] == "mask");
+    }
+  }
+
+  TEST_CASE("nn.MultiheadAttention as torchvision's ViT exports it: Slices of the packed projection, heads folded") {
+    // [L, N*H, D] heads (N = 2 and 1), Q divided by sqrt(D) before the product, the in-projection cut by
+    // three Slices of its last axis.
+    for (auto [name, heads] : {std::pair<std::string, int>{"mha", 6}, {"mha_batch1", 5}}) {
+      CAPTURE(name);
+      const bool batch1 = name == "mha_batch1";
+      auto l = run_pattern(name, {"x"});
+      const Node& a = only(l.g, "Attention");
+      CHECK(a.attr_f("scale", 0) == doctest::Approx(1.0 / std::sqrt(batch1 ? 6.0 : 8.0)));
+      CHECK(a.attr_i("q_num_heads", 0) == heads);  // N * H one-row heads of the 3-D layout
+      CHECK(count_ops(l.g, "Slice") == 0);
+      CHECK(count_ops(l.g, "Div") == 0);
+      // Left: the module's [N, L, E] <-> [L, N, E] around it, views at batch 1 (transpose-view).
+      CHECK(count_ops(l.g, "Transpose") == (batch1 ? 0 : 2));
+      CHECK(count_ops(l.g, "MatMul") == 3);  // Q, K and V, each with its bias in the epilogue
+    }
+  }
+
+  TEST_CASE("matmul-split leaves overlapping slices, other axes and non-constant weights alone, and is right") {
+    const int64_t S = 5, K = 7, N = 12;
+    HostTensor x = test::random_tensor(Shape{S, K}, 11), w = test::random_tensor(Shape{K, N}, 12);
+    HostTensor bias = test::random_tensor(Shape{N}, 13);
+    auto ints = [](std::vector<int64_t> v) { return HostTensor::from<int64_t>(Shape{int64_t(v.size())}, v); };
+    // (start, end, axis) of each Slice; whether the pass may split.
+    struct Case {
+      std::vector<std::array<int64_t, 3>> slices;
+      bool split;
+    };
+    const Case cases[] = {{{{0, 5, -1}, {5, 9, 1}, {-3, 12, -1}}, true},  // gaps, a negative start
+                          {{{0, 6, -1}, {4, 12, -1}}, false},            // overlapping
+                          {{{0, 6, 1}, {0, 2, 0}}, false},               // one of them cuts rows
+                          {{{2, 100, -1}}, true}};                       // one part, end past N
+    int c = 0;
+    for (const auto& cs : cases) {
+      CAPTURE(c);
+      GraphBuilder b("split", 13);
+      auto xi = b.input("x", DType::f32, Shape{S, K});
+      auto y = b.op1("Add", {b.op1("MatMul", {xi, b.constant("w", w)}), b.constant("bias", bias)});
+      int k = 0;
+      for (auto [st, en, ax] : cs.slices) {
+        const std::string t = fmt::format("s{}", k++);
+        b.output(b.op1("Slice", {y, b.constant(t + "a", ints({st})), b.constant(t + "b", ints({en})),
+                                 b.constant(t + "c", ints({ax}))}),
+                 t);
+      }
+      Graph g = b.build();
+      prepare(g);
+      CHECK(count_ops(g, "Slice") == (cs.split ? 0 : int(cs.slices.size())));
+      CHECK(count_ops(g, "MatMul") == (cs.split ? int(cs.slices.size()) : 1));
+      auto out = CompiledModel::compile(test::shared_ctx(), g)->session()->run({{"x", x}});
+      k = 0;
+      for (auto [st, en, ax] : cs.slices) {
+        const HostTensor& got = out.at(fmt::format("s{}", k++));
+        const int64_t rows = ax == 0 ? std::min(en, S) - st : S;
+        const int64_t c0 = ax == 0 ? 0 : (st < 0 ? st + N : st), c1 = ax == 0 ? N : std::min(en, N);
+        REQUIRE(got.numel() == rows * (c1 - c0));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = c0; j < c1; ++j) {
+            double want = bias.as<float>()[j];
+            for (int64_t q = 0; q < K; ++q)
+              want += double(x.as<float>()[(r + (ax == 0 ? st : 0)) * K + q]) * w.as<float>()[q * N + j];
+            CHECK(got.as<float>()[r * (c1 - c0) + j - c0] == doctest::Approx(want).epsilon(1e-5));
+          }
+      }
+      ++c;
     }
   }
 

@@ -2,7 +2,7 @@
 """Makes the ONNX files of tests/test_onnx_patterns.cpp: small PyTorch modules whose ONNX export is the
 decomposed form of LayerNorm (opset 14), RMSNorm, GELU (erf form in both Mul orders, tanh form) and attention
 (MatMul(Q, K^T) -> Div / Mul scale -> optional additive mask / causal Where -> Softmax -> MatMul V), SiLU
-(x * Sigmoid(x)) after convolutions and a Linear, AvgPool2d's zero Pad, BatchNorm after a concatenation, plus PyTorch's outputs on fixed inputs as .npy. Run with Debian's python3-torch (1.13):
+(x * Sigmoid(x)) after convolutions and a Linear, AvgPool2d's zero Pad, BatchNorm after a concatenation, nn.MultiheadAttention (torchvision's ViT), plus PyTorch's outputs on fixed inputs as .npy. Run with Debian's python3-torch (1.13):
     /usr/bin/python3 tests/data/patterns/make_patterns.py [NAME ...]   (only those files)
 """
 import math
@@ -92,6 +92,22 @@ class AttentionModel(nn.Module):
         att = F.softmax(att, dim=-1)
         y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, S, C)
         return self.out(y)
+
+
+class MhaModel(nn.Module):
+    """nn.MultiheadAttention as torchvision's ViT encoder calls it (batch_first, need_weights=False): the export
+    transposes to [L, N, E], cuts the packed in-projection with three Slices of the last axis, splits heads as
+    [L, N*H, D] -> [N*H, L, D], divides Q by sqrt(D), and merges the heads back before out_proj (a Gemm)."""
+
+    def __init__(self, d_model=24, heads=3):
+        super().__init__()
+        self.a = nn.MultiheadAttention(d_model, heads, batch_first=True)
+        with torch.no_grad():
+            self.a.in_proj_bias.uniform_(-0.5, 0.5)
+            self.a.out_proj.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return self.a(x, x, x, need_weights=False)[0] * 2.0
 
 
 class SiluModel(nn.Module):
@@ -220,6 +236,8 @@ def main():
     relu6_x = rnd(1, 3, 11, 10) * 4
     export("relu6", Relu6Model(), [relu6_x], 13, ["x"])
     export("relu6_opset9", Relu6Model(), [relu6_x], 9, ["x"])
+    export("mha", MhaModel(), [rnd(2, 7, 24)], 13, ["x"])
+    export("mha_batch1", MhaModel(30, 5), [rnd(1, 11, 30)], 13, ["x"])
 
 
 if __name__ == "__main__":
