@@ -479,6 +479,42 @@ std::vector<cl::Event> Session::enqueue_steps(std::vector<cl::Event>& slot_ready
   std::vector<cl::Event> step_done(cm.steps_.size());
   std::map<std::pair<int, int>, cl::Event> last_on_queue;  // (device, queue) -> its last event
   std::map<std::pair<int, int>, cl::Event> migrated;       // (root slot, device) -> moved there
+  // The queue (device, queue) whose command signals each slot's ready event: inputs are written on queue 0
+  // of their device. Queues are in order, so a command never waits for an event of its own queue: a wait
+  // list costs PoCL a dependency record per event (about 1.5 us a command on a 100-kernel model).
+  using Lane = std::pair<int, int>;
+  std::vector<Lane> slot_lane(cm.slots_.size());
+  for (size_t s = 0; s < cm.slots_.size(); ++s) slot_lane[s] = {cm.slots_[s].device, 0};
+  std::vector<Lane> step_lane(cm.steps_.size());
+  std::map<std::pair<int, int>, Lane> migrated_lane;
+  std::set<Lane> started;  // queues that have a command of this run
+  // Which steps signal an event: those a command of another queue waits for, those whose bytes the run
+  // reads or copies out afterwards, and the last of each queue (what the run waits for). Creating an event
+  // per command costs PoCL about as much as the wait lists did.
+  std::vector<char> wants_event(cm.steps_.size(), profiler != nullptr);
+  if (!profiler) {
+    std::vector<int> producer(cm.slots_.size(), -1);
+    std::map<Lane, size_t> last;
+    for (size_t i = 0; i < cm.steps_.size(); ++i) {
+      auto& st = cm.steps_[i];
+      if (!st.kernel) continue;
+      const Lane lane{st.device, st.queue};
+      for (int s : st.in)
+        if (s >= 0) {
+          int p = producer[size_t(root_of(s))];
+          if (p >= 0 && Lane{cm.steps_[size_t(p)].device, cm.steps_[size_t(p)].queue} != lane) wants_event[size_t(p)] = 1;
+        }
+      for (int w : st.waits)
+        if (Lane{cm.steps_[size_t(w)].device, cm.steps_[size_t(w)].queue} != lane) wants_event[size_t(w)] = 1;
+      for (int s : st.out)
+        if (s >= 0) producer[size_t(root_of(s))] = int(i);
+      last[lane] = i;
+    }
+    for (auto& [lane, i] : last) wants_event[i] = 1;
+    for (auto& o : g.outputs)
+      if (auto it = cm.slot_of_.find(o.name); it != cm.slot_of_.end())
+        if (int p = producer[size_t(root_of(it->second))]; p >= 0) wants_event[size_t(p)] = 1;
+  }
   if (profiler) {
     std::set<std::pair<int, int>> lanes;
     for (auto& st : cm.steps_) lanes.insert({st.device, st.queue});
@@ -489,11 +525,14 @@ std::vector<cl::Event> Session::enqueue_steps(std::vector<cl::Event>& slot_ready
     if (!st.kernel) continue;  // a view: its output's readiness is its root's
     const Node& n = g.nodes[st.node];
     ExecutionContext ec(queue(st.device, st.queue));
+    const Lane lane{st.device, st.queue};
+    step_lane[i] = lane;
     for (int s : st.in) {
       if (s < 0) continue;
       int r = root_of(s);
       const auto& rs = cm.slots_[size_t(r)];
       cl::Event ready = slot_ready[size_t(r)];
+      Lane ready_lane = slot_lane[size_t(r)];
       if (rs.device != st.device && rs.kind != CompiledModel::Kind::constant) {
         // Bytes produced (or written) on another device: moved here once, after they are ready.
         cl::Event& moved = migrated[{r, st.device}];
@@ -508,15 +547,19 @@ std::vector<cl::Event> Session::enqueue_steps(std::vector<cl::Event>& slot_ready
           check(mc.queue.enqueueMigrateMemObjects({tensors_[size_t(r)].buffer}, 0, mc.waits(), &ev),
                 "clEnqueueMigrateMemObjects", fmt::format("{} to device {} for {}", rs.name, st.device, n.describe()));
           mc.record(ev, fmt::format("migrate to device {}", st.device).c_str());
+          migrated_lane[{r, st.device}] = lane;
         }
         ready = moved;
+        ready_lane = migrated_lane[{r, st.device}];
       }
-      if (ready() != nullptr) ec.wait_for.push_back(ready);
+      if (ready() != nullptr && ready_lane != lane) ec.wait_for.push_back(ready);
     }
     for (int w : st.waits)
-      if (step_done[size_t(w)]() != nullptr) ec.wait_for.push_back(step_done[size_t(w)]);
-    if (ec.wait_for.empty() && start() != nullptr) ec.wait_for.push_back(start);
-    ec.signal = &step_done[i];
+      if (step_done[size_t(w)]() != nullptr && step_lane[size_t(w)] != lane)
+        ec.wait_for.push_back(step_done[size_t(w)]);
+    // The first command of each queue waits for the start; the queue orders the rest after it.
+    if (start() != nullptr && started.insert(lane).second) ec.wait_for.push_back(start);
+    ec.signal = wants_event[i] ? &step_done[i] : nullptr;
     ec.profiler = profiler;
     ec.label = n.name;
     // Every buffer of the context is usable on every device; the tensors handed to the kernel say they
@@ -535,17 +578,21 @@ std::vector<cl::Event> Session::enqueue_steps(std::vector<cl::Event>& slot_ready
     } catch (const Error& e) {
       fail("{}: {}", n.describe(), e.what());
     }
-    // Nothing enqueued (empty tensors, an in-place Concat): a barrier on the step's waits keeps the event
-    // chain.
-    if (step_done[i]() == nullptr) {
+    // Nothing enqueued (empty tensors, an in-place Concat): a barrier keeps the chain, and holds its queue
+    // until the step's waits on other queues are met (later commands of this queue wait for none of them).
+    if (step_done[i]() == nullptr && (wants_event[i] || !ec.wait_for.empty())) {
       cl::Event ev;
-      check(ec.queue.enqueueBarrierWithWaitList(ec.waits(), &ev), "clEnqueueBarrierWithWaitList", n.name);
+      check(ec.queue.enqueueBarrierWithWaitList(ec.waits(), wants_event[i] ? &ev : nullptr),
+            "clEnqueueBarrierWithWaitList", n.name);
       ec.wait_for.clear();
-      step_done[i] = ev;
+      if (wants_event[i]) step_done[i] = ev;
     }
     for (int s : st.out)
-      if (s >= 0) slot_ready[size_t(s)] = step_done[i];
-    last_on_queue[{st.device, st.queue}] = step_done[i];
+      if (s >= 0) {
+        slot_ready[size_t(s)] = step_done[i];
+        slot_lane[size_t(s)] = lane;
+      }
+    if (wants_event[i]) last_on_queue[lane] = step_done[i];
   }
   // A command waiting on another queue's event needs that queue flushed (OpenCL 1.2, 5.13); the host
   // may block only on queue 0 of the model's device.

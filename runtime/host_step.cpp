@@ -12,6 +12,8 @@ void host_step_wait(ExecutionContext& ec) {
   }
   if (!ec.wait_for.empty()) check(cl::Event::waitForEvents(ec.wait_for), "clWaitForEvents", ec.label);
   ec.wait_for.clear();
+  // What its own queue ran before it: the executor lists no events of the step's own (in-order) queue.
+  check(ec.queue.finish(), "clFinish", ec.label);
 }
 
 void host_step_done(ExecutionContext& ec, const char* name) {

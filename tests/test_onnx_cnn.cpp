@@ -3,6 +3,7 @@
 // references (conv_ref, cnn_ref); plus element-wise / data / reduce nodes with broadcasting and
 // load-time shape inputs. Tolerance: rtol 1e-4, atol 1e-5 (fp32 conv + GEMM with K <= 90).
 #include <atomic>
+#include <utility>
 #include <cmath>
 #include <thread>
 
@@ -102,7 +103,9 @@ TEST_SUITE("onnx_cnn") {
         auto x = rnd({2, 4, 9, 11}, seed + uint32_t(it));
         auto out = s->run({{"x", x}});
         int64_t OH = 0, OW = 0;
-        auto want = ref::conv2d(cp, x.as<float>(), w.as<float>(), nullptr, Activation{}, OH, OW);
+        // Both threads read w: through a const view, since the non-const accessor copies bytes the graph
+        // shares (copy on write), which two threads must not do to one tensor at once.
+        auto want = ref::conv2d(cp, x.as<float>(), std::as_const(w).as<float>(), nullptr, Activation{}, OH, OW);
         if (test::compare(out["y"].as<float>(), want.data(), want.size(), kRtol, kAtol).mismatches) bad++;
       }
     };
