@@ -142,6 +142,15 @@ class ModelSession {
 
  private:
   void prune();  // drops sessions of plans the model evicted
+  // Tensor inputs (host, or device tensors read in place), any outputs: a staged plan's rest runs so, its
+  // sequence and optional outputs coming back as such.
+  std::map<std::string, ModelValue> run_tensors(const std::map<std::string, HostTensor>& inputs,
+                                                const std::map<std::string, Tensor>& device_inputs, Profiler* profiler);
+  // Runs the plan Session `s` of `sig` (inputs by the plan's names: a sequence input's tensors as name[k]),
+  // and a staged plan's rest after it; the model's outputs as values.
+  std::map<std::string, ModelValue> run_plan(Session& s, const Signature& sig,
+                                             const std::map<std::string, HostTensor>& inputs,
+                                             const std::map<std::string, Tensor>& device_inputs, Profiler* profiler);
   std::shared_ptr<Model> model_;
   std::list<std::unique_ptr<Session>> sessions_;  // most recent first
   std::map<const Session*, std::unique_ptr<ModelSession>> rest_;  // staged plans: the rest's session
