@@ -449,13 +449,24 @@ std::vector<Node> ControlFlowExpander::step(Graph& g, size_t index) {
   }
   // Done: the carried values are the node's first outputs, the scan outputs stacked along their axis.
   std::vector<Node> nodes;
+  std::vector<ValueInfo> elements;  // for scan outputs of zero iterations
   for (size_t i = 0; i < u.carried.size(); ++i)
     if (!n.outputs[i].empty()) nodes.push_back(make_node(g, n.name + "/output", "Identity", {u.carried[i]}, {n.outputs[i]}));
   for (size_t k = 0; k < u.scans.size(); ++k) {
     const std::string& out = n.outputs[u.carried.size() + k];
     if (out.empty()) continue;
-    if (u.scans[k].empty())
-      fail("{}: zero iterations: scan output '{}' would be empty, which cldl does not model", n.describe(), out);
+    if (u.scans[k].empty()) {  // zero iterations: an empty tensor, a constant of the plan
+      if (elements.empty()) elements = scan_elements(g, u);
+      std::vector<int64_t> dims = elements[k].shape.to_shape().dims;
+      int64_t axis = u.out_axes[k] < 0 ? u.out_axes[k] + int64_t(dims.size()) + 1 : u.out_axes[k];
+      if (axis < 0 || axis > int64_t(dims.size()))
+        fail("{}: scan_output_axes[{}] = {} is outside rank {}", n.describe(), k, u.out_axes[k], dims.size() + 1);
+      dims.insert(dims.begin() + axis, 0);
+      HostTensor empty(elements[k].dtype, Shape{dims});
+      g.values[out] = ValueInfo{out, empty.dtype(), empty.shape()};
+      g.initializers[out] = std::move(empty);
+      continue;
+    }
     std::vector<std::string> parts;
     for (auto& v : u.scans[k]) {
       const ValueInfo* info = g.info(v);
@@ -476,6 +487,94 @@ std::vector<Node> ControlFlowExpander::step(Graph& g, size_t index) {
   }
   log::debug("{}: {} iterations expanded", n.describe(), u.t);
   return nodes;
+}
+
+std::vector<ValueInfo> ControlFlowExpander::scan_elements(const Graph& g, const Unroll& u) const {
+  const Node& n = u.node;
+  const Graph& body = *u.body;
+  const size_t first_carried = u.loop ? 2 : 0, first_scan = (u.loop ? 1 : 0) + u.carried.size();
+  // The body once on its first iteration's inputs, inferred in a graph of its own (nothing of it runs):
+  // iteration 0 and a true condition, the initial loop-carried values, and for a Scan a placeholder of
+  // one step of each scan input. Outer values it reads are that graph's inputs (constants stay constants;
+  // sequences and optionals are built again from their tensors).
+  std::string why;
+  std::vector<ValueInfo> r;
+  try {
+    Graph probe;
+    probe.name = g.name;
+    probe.opsets = g.opsets;
+    probe.initializers = g.initializers;  // shared bytes
+    probe.values = g.values;              // names made here stay apart from g's (inference starts afresh)
+    std::map<std::string, std::string> bind;
+    if (u.loop) {
+      bind[body.inputs[0].name] = add_constant(probe, "iteration", HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{0}));
+      HostTensor yes(DType::boolean, Shape{});
+      *static_cast<uint8_t*>(yes.data()) = 1;
+      bind[body.inputs[1].name] = add_constant(probe, "cond", yes);
+    }
+    for (size_t i = 0; i < u.carried.size(); ++i) bind[body.inputs[first_carried + i].name] = u.carried[i];
+    for (size_t j = 0; j < u.scan_in.size(); ++j) {
+      Shape s = g.info(u.scan_in[j])->shape.to_shape();
+      s.dims.erase(s.dims.begin() + u.in_axes[j]);
+      const std::string step = probe.unique_name(body.inputs[u.carried.size() + j].name + "/step");
+      probe.inputs.push_back(ValueInfo{step, g.info(u.scan_in[j])->dtype, s});
+      bind[body.inputs[u.carried.size() + j].name] = step;
+    }
+    std::vector<std::string> outs;
+    std::vector<Node> nodes = inline_body(probe, body, n.name + "/probe", bind, outs);
+    // What the probe reads from outside: produced by none of its nodes, not a constant, not bound above.
+    std::set<std::string> produced, reads;
+    for (auto& in : probe.inputs) produced.insert(in.name);
+    for (auto& b : nodes) {
+      for (auto& o : b.outputs) produced.insert(o);
+      for (auto& v : b.inputs) reads.insert(v);
+      for (auto& v : b.outer_inputs()) reads.insert(v);
+    }
+    reads.insert(outs.begin(), outs.end());
+    std::vector<std::string> outer;
+    for (auto& v : reads)
+      if (!v.empty() && !produced.count(v) && !probe.initializers.count(v)) outer.push_back(v);
+    std::vector<Node> front = rebuild(probe, outer);
+    std::set<std::string> composite;
+    for (auto& f : front) composite.insert(f.outputs[0]);
+    for (auto& f : front) outer.insert(outer.end(), f.inputs.begin(), f.inputs.end());
+    std::set<std::string> listed;
+    for (auto& v : outer) {
+      if (composite.count(v) || probe.initializers.count(v) || !listed.insert(v).second) continue;
+      const ValueInfo* info = g.info(v);
+      if (!info) fail("'{}' is not defined", v);
+      probe.inputs.push_back(*info);
+    }
+    nodes.insert(nodes.begin(), std::make_move_iterator(front.begin()), std::make_move_iterator(front.end()));
+    probe.nodes = std::move(nodes);
+    for (size_t k = 0; k < u.scans.size(); ++k) {
+      ValueInfo o{outs.at(first_scan + k), DType::f32, ValueShape{}};
+      o.shape.known = false;
+      probe.outputs.push_back(o);
+    }
+    infer_shapes(probe, true);
+    for (auto& o : probe.outputs) r.push_back(o);
+    return r;
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  // Inference of the body did not go through (a decision on data it would compute, say): the body's
+  // declared output types, with ONNX Runtime's rule for what they leave open (a symbolic dim is 0).
+  r.clear();
+  for (size_t k = 0; k < u.scans.size(); ++k) {
+    const ValueInfo& d = body.outputs.at(first_scan + k);
+    if (!d.shape.known)
+      fail("{}: zero iterations: the shape of scan output '{}' is not known: the body's output '{}' declares no "
+           "shape, and inferring one iteration failed: {}",
+           n.describe(), n.outputs.at(u.carried.size() + k), d.name, why);
+    Shape s(d.shape.dims);
+    for (auto& x : s.dims) x = std::max<int64_t>(x, 0);
+    log::info("{}: zero iterations: scan output '{}' takes its element shape {} from the body's declared {} "
+              "(inferring one iteration failed: {})",
+              n.describe(), n.outputs.at(u.carried.size() + k), s.str(), d.shape.str(), why);
+    r.push_back(ValueInfo{d.name, d.dtype, s});
+  }
+  return r;
 }
 
 Node ControlFlowExpander::remaining_loop(Graph& g, const Node& marker) {
@@ -593,6 +692,26 @@ bool ControlFlowExpander::unpack_output(const std::string& value, Graph::Unpacke
   if (s == sequences_.end()) return false;
   out = {ModelValue::Kind::sequence, s->second};
   return true;
+}
+
+std::vector<Node> ControlFlowExpander::rebuild(Graph& g, const std::vector<std::string>& values) const {
+  std::vector<Node> nodes;
+  std::set<std::string> done;
+  std::function<void(const std::string&)> build = [&](const std::string& v) {
+    if (v.empty() || done.count(v)) return;
+    if (auto s = sequences_.find(v); s != sequences_.end()) {
+      done.insert(v);
+      nodes.push_back(make_node(g, v + "/rebuilt", s->second.empty() ? "SequenceEmpty" : "SequenceConstruct",
+                                s->second, {v}));
+    } else if (auto o = optionals_.find(v); o != optionals_.end()) {
+      done.insert(v);
+      build(o->second);  // a sequence it holds comes first
+      nodes.push_back(make_node(g, v + "/rebuilt", "Optional",
+                                o->second.empty() ? std::vector<std::string>{} : std::vector<std::string>{o->second}, {v}));
+    }
+  };
+  for (auto& v : values) build(v);
+  return nodes;
 }
 
 // Scan of opset 8: a batch axis 0 on every state and scan input (scan inputs are [batch, steps, ...]),

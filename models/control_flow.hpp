@@ -74,6 +74,12 @@ class ControlFlowExpander {
   // A graph output that is a sequence or an optional here: its tensors (an absent optional: kind none).
   // False for a tensor.
   bool unpack_output(const std::string& value, Graph::Unpacked& out) const;
+  // Nodes that build again, from their tensors, the sequences and optionals among `values` that this
+  // expander holds (SequenceConstruct / SequenceEmpty, Optional), for a graph planned apart that reads
+  // them: a staged plan's rest (the tensors cross the boundary, the lists are made again when the rest is
+  // planned, so each list of element shapes gets a plan of its own), a zero-iteration body's probe.
+  // Names it does not hold are skipped.
+  std::vector<Node> rebuild(Graph& g, const std::vector<std::string>& values) const;
 
  private:
   struct Unroll {
@@ -88,6 +94,9 @@ class ControlFlowExpander {
     std::vector<int64_t> in_axes, in_reverse, out_axes, out_reverse;
   };
   std::vector<Node> step(Graph& g, size_t index);
+  // The dtype and shape of one iteration's value of each scan output of a Loop / Scan that runs no
+  // iteration (ONNX: such a scan output is empty along its scan axis, its other dims are the body's).
+  std::vector<ValueInfo> scan_elements(const Graph& g, const Unroll& u) const;
   std::vector<Node> sequence_op(Graph& g, const Node& n);
   const std::vector<std::string>& sequence(const Node& n, size_t input) const;
   std::vector<Unroll> unrolls_;

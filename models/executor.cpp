@@ -39,6 +39,25 @@ class InPlaceConcat : public NodeKernel {
   std::vector<std::pair<size_t, size_t>> copies_;
 };
 
+// A node all of whose outputs have no elements: nothing to compute, whatever its inputs (a MatMul of
+// [0, K] rows, a LayerNorm over an empty batch). The step stays, so readers still wait for its inputs.
+class NothingToCompute : public NodeKernel {
+ public:
+  std::string algorithm() const override { return "nothing to compute (empty outputs)"; }
+  void enqueue(std::span<const Tensor>, std::span<const Tensor>, ExecutionContext&) override {}
+};
+
+bool all_outputs_empty(const Graph& g, const Node& n) {
+  bool any = false;
+  for (auto& v : n.outputs) {
+    if (v.empty()) continue;
+    const ValueInfo* info = g.info(v);
+    if (!info || !info->shape.is_static() || info->shape.to_shape().numel() != 0) return false;
+    any = true;
+  }
+  return any;
+}
+
 bool glob_match(std::string_view pat, std::string_view s) {
   size_t p = 0, i = 0, star = std::string_view::npos, mark = 0;
   while (i < s.size()) {
@@ -295,6 +314,9 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
       if (log::level() >= log::Level::debug)
         log::debug("{}: in place (its inputs are written into its output) on device {} queue {}", n.describe(),
                    st.device, st.queue);
+    } else if (view_of[i] < 0 && all_outputs_empty(gr, n)) {
+      st.kernel = std::make_unique<NothingToCompute>();
+      if (log::level() >= log::Level::debug) log::debug("{}: nothing to compute (its outputs are empty)", n.describe());
     } else if (view_of[i] < 0) {
       LowerCtx lc{cx, st.device, n, {}, {}, {}, &opts};
       for (size_t k = 0; k < n.inputs.size(); ++k) {

@@ -458,7 +458,7 @@ std::map<std::string, ModelValue> ModelSession::run_values(const std::map<std::s
   bool composite_in = false, composite_out = false;
   for (auto& [name, v] : inputs) composite_in = composite_in || v.kind != ModelValue::Kind::tensor;
   for (auto& o : model_->graph().outputs) composite_out = composite_out || o.composite();
-  if (!composite_in && !composite_out) {  // tensors only: run() as it is, staged plans included
+  if (!composite_in && !composite_out) {  // tensors only: run() as it is
     std::map<std::string, HostTensor> tensors;
     for (auto& [name, v] : inputs) tensors[name] = v.tensor;
     std::map<std::string, ModelValue> result;
@@ -466,68 +466,49 @@ std::map<std::string, ModelValue> ModelSession::run_values(const std::map<std::s
     return result;
   }
   Signature sig = model_->signature(inputs);
-  Session& s = session_for(sig);
-  const CompiledModel& plan = s.model();
-  if (plan.staged())
-    fail("graph '{}': a plan that stops for run-time data ({}) with sequence or optional inputs or outputs is not "
-         "supported",
-         model_->graph().name, plan.rest_reason);
-  std::map<std::string, HostTensor> feed;  // the plan has the shape-deciding inputs as constants
+  std::map<std::string, HostTensor> feed;  // by the plan's input names: a sequence's tensors are name[k]
   for (auto& [name, v] : inputs) {
     if (v.kind == ModelValue::Kind::sequence)
       for (size_t k = 0; k < v.items.size(); ++k) feed[sequence_item_input(name, k)] = v.items[k];
-    else if (v.kind == ModelValue::Kind::tensor && !sig.values.count(name))
+    else if (v.kind == ModelValue::Kind::tensor)
       feed[name] = v.tensor;
   }
-  std::map<std::string, HostTensor> out = s.run(feed, {}, nullptr, profiler);
-  std::map<std::string, ModelValue> result;
-  const auto& unpacked = plan.graph().unpacked_outputs;
-  for (auto& o : model_->graph().outputs) {
-    auto u = unpacked.find(o.name);
-    if (u == unpacked.end()) {
-      result[o.name] = ModelValue::of(out.at(o.name));
-      continue;
-    }
-    if (u->second.kind == ModelValue::Kind::none) {
-      result[o.name] = ModelValue::none();
-    } else if (u->second.kind == ModelValue::Kind::tensor) {
-      result[o.name] = ModelValue::of(out.at(u->second.items.at(0)));
-    } else {
-      std::vector<HostTensor> items;
-      for (auto& v : u->second.items) items.push_back(out.at(v));
-      result[o.name] = ModelValue::sequence_of(std::move(items));
-    }
-  }
-  return result;
+  return run_plan(session_for(sig), sig, feed, {}, profiler, nullptr);
 }
 
 std::map<std::string, HostTensor> ModelSession::run(const std::map<std::string, HostTensor>& inputs,
                                                     const std::map<std::string, Tensor>& device_inputs,
                                                     Profiler* profiler) {
-  return run_stages(inputs, device_inputs, profiler, nullptr);
+  for (auto& o : model_->graph().outputs)
+    if (o.composite())
+      fail("graph '{}': output '{}' is a {}; run the model with ModelSession::run_values", model_->graph().name,
+           o.name, o.sequence ? "sequence of tensors" : "optional");
+  std::map<std::string, HostTensor> result;
+  for (auto& [name, v] : run_tensors(inputs, device_inputs, profiler, nullptr)) result[name] = std::move(v.tensor);
+  return result;
 }
 
 void ModelSession::run_on_device(const std::map<std::string, HostTensor>& inputs,
                                  const std::map<std::string, Tensor>& device_inputs,
                                  std::map<std::string, Tensor>& outputs) {
-  outputs.clear();
-  run_stages(inputs, device_inputs, nullptr, &outputs);
-}
-
-std::map<std::string, HostTensor> ModelSession::run_stages(const std::map<std::string, HostTensor>& inputs,
-                                                           const std::map<std::string, Tensor>& device_inputs,
-                                                           Profiler* profiler,
-                                                           std::map<std::string, Tensor>* on_device) {
   for (auto& o : model_->graph().outputs)
     if (o.composite())
       fail("graph '{}': output '{}' is a {}; run the model with ModelSession::run_values", model_->graph().name,
            o.name, o.sequence ? "sequence of tensors" : "optional");
-  std::map<std::string, Shape> shapes;
-  for (auto& [name, t] : device_inputs) shapes[name] = t.shape;
+  outputs.clear();
+  run_tensors(inputs, device_inputs, nullptr, &outputs);
+}
+
+std::map<std::string, ModelValue> ModelSession::run_tensors(const std::map<std::string, HostTensor>& inputs,
+                                                            const std::map<std::string, Tensor>& device_inputs,
+                                                            Profiler* profiler,
+                                                            std::map<std::string, Tensor>* on_device) {
   Signature sig;
   if (device_inputs.empty()) {
     sig = model_->signature(inputs);
   } else {
+    std::map<std::string, Shape> shapes;
+    for (auto& [name, t] : device_inputs) shapes[name] = t.shape;
     std::map<std::string, HostTensor> values;
     for (auto& [name, h] : inputs) {
       shapes[name] = h.shape();
@@ -535,22 +516,45 @@ std::map<std::string, HostTensor> ModelSession::run_stages(const std::map<std::s
     }
     sig = model_->signature(shapes, values);
   }
-  Session& s = session_for(sig);
+  return run_plan(session_for(sig), sig, inputs, device_inputs, profiler, on_device);
+}
+
+std::map<std::string, ModelValue> ModelSession::run_plan(Session& s, const Signature& sig,
+                                                         const std::map<std::string, HostTensor>& inputs,
+                                                         const std::map<std::string, Tensor>& device_inputs,
+                                                         Profiler* profiler, std::map<std::string, Tensor>* on_device) {
   const CompiledModel& plan = s.model();
-    std::map<std::string, HostTensor> feed;  // the plan has the shape-deciding inputs as constants
+  std::map<std::string, HostTensor> feed;  // the plan has the shape-deciding inputs as constants
   for (auto& [name, h] : inputs)
     if (!sig.values.count(name)) feed[name] = h;
-  if (!plan.staged() && !on_device) return s.run(feed, device_inputs, nullptr, profiler);
-  if (!plan.staged()) {
+  // A sequence or optional output goes out as its tensors (the plan's outputs) and comes back as one value.
+  auto unpacked = [&](const std::string& name, const std::map<std::string, HostTensor>& out) {
+    const auto& unpacked = plan.graph().unpacked_outputs;
+    auto u = unpacked.find(name);
+    if (u == unpacked.end()) return ModelValue::of(out.at(name));
+    if (u->second.kind == ModelValue::Kind::none) return ModelValue::none();
+    if (u->second.kind == ModelValue::Kind::tensor) return ModelValue::of(out.at(u->second.items.at(0)));
+    std::vector<HostTensor> items;
+    for (auto& v : u->second.items) items.push_back(out.at(v));
+    return ModelValue::sequence_of(std::move(items));
+  };
+  std::map<std::string, ModelValue> result;
+  if (!plan.staged() && on_device) {  // the outputs stay in the Session's buffers
     const std::set<std::string> none;
     s.run(feed, device_inputs, &none, profiler);
     for (auto& o : model_->graph().outputs) (*on_device)[o.name] = s.device_tensor(o.name);
-    return {};
+    return result;
+  }
+  if (!plan.staged()) {
+    auto out = s.run(feed, device_inputs, nullptr, profiler);
+    for (auto& o : model_->graph().outputs) result[o.name] = unpacked(o.name, out);
+    return result;
   }
 
   // A staged plan. What crosses to the rest stays on the device, except what the rest needs on the host:
   // the counts of counted outputs, and values that decide its shapes (an If's condition...); the model's
-  // outputs this part makes come back as well.
+  // outputs this part makes come back as well. Sequences and optionals cross as their tensors (the rest
+  // builds them again: infer_shapes), so the model's composite outputs all come from the rest.
   std::set<std::string> read;
   for (auto& cv : plan.counted) read.insert(cv.count);
   std::set<std::string> counted_outputs;
@@ -574,7 +578,7 @@ std::map<std::string, HostTensor> ModelSession::run_stages(const std::map<std::s
     t.shape = cv.real(n);
     views[cv.value] = t;
   }
-  std::map<std::string, HostTensor> tail;
+  std::map<std::string, ModelValue> tail;
   if (plan.rest) {
     auto& rs = rest_[&s];
     if (!rs) rs = plan.rest->session();
@@ -600,7 +604,7 @@ std::map<std::string, HostTensor> ModelSession::run_stages(const std::map<std::s
         rest_dev[in.name] = device_inputs.at(in.name);
       }
     }
-    tail = rs->run_stages(rest_host, rest_dev, profiler, on_device);
+    tail = rs->run_tensors(rest_host, rest_dev, profiler, on_device);
   }
   if (on_device) {  // the rest's outputs are in place already; this part's are its buffers (or views)
     for (auto& o : model_->graph().outputs) {
@@ -608,17 +612,16 @@ std::map<std::string, HostTensor> ModelSession::run_stages(const std::map<std::s
       auto v = views.find(o.name);
       (*on_device)[o.name] = v != views.end() ? v->second : s.device_tensor(o.name);
     }
-    return {};
+    return result;
   }
-  std::map<std::string, HostTensor> result;
   for (auto& o : model_->graph().outputs) {
     if (auto it = tail.find(o.name); it != tail.end()) {
-      result[o.name] = it->second;
+      result[o.name] = std::move(it->second);
     } else if (auto v = views.find(o.name); v != views.end()) {  // the first elements of the bound buffer
-      result[o.name] =
-          v->second.numel() ? model_->context().download(v->second) : HostTensor(v->second.dtype, v->second.shape);
+      result[o.name] = ModelValue::of(v->second.numel() ? model_->context().download(v->second)
+                                                        : HostTensor(v->second.dtype, v->second.shape));
     } else {
-      result[o.name] = out.at(o.name);
+      result[o.name] = ModelValue::of(out.at(o.name));
     }
   }
   return result;

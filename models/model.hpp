@@ -147,10 +147,18 @@ class ModelSession {
 
  private:
   void prune();  // drops sessions of plans the model evicted
-  // run() with device inputs; with `on_device`, the outputs stay there (run_on_device) and none is returned.
-  std::map<std::string, HostTensor> run_stages(const std::map<std::string, HostTensor>& inputs,
-                                               const std::map<std::string, Tensor>& device_inputs, Profiler* profiler,
-                                               std::map<std::string, Tensor>* on_device);
+  // Tensor inputs (host, or device tensors read in place), any outputs: a staged plan's rest runs so, its
+  // sequence and optional outputs coming back as such. With `on_device`, the outputs stay on the device
+  // (run_on_device: filled there) and none is returned.
+  std::map<std::string, ModelValue> run_tensors(const std::map<std::string, HostTensor>& inputs,
+                                                const std::map<std::string, Tensor>& device_inputs, Profiler* profiler,
+                                                std::map<std::string, Tensor>* on_device);
+  // Runs the plan Session `s` of `sig` (inputs by the plan's names: a sequence input's tensors as name[k]),
+  // and a staged plan's rest after it; the model's outputs as values (or on the device, as above).
+  std::map<std::string, ModelValue> run_plan(Session& s, const Signature& sig,
+                                             const std::map<std::string, HostTensor>& inputs,
+                                             const std::map<std::string, Tensor>& device_inputs, Profiler* profiler,
+                                             std::map<std::string, Tensor>* on_device);
   std::shared_ptr<Model> model_;
   std::list<std::unique_ptr<Session>> sessions_;  // most recent first
   std::map<const Session*, std::unique_ptr<ModelSession>> rest_;  // staged plans: the rest's session

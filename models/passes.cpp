@@ -96,6 +96,19 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     boundary->counted = std::move(stage_counted);
     for (auto& d : deferred) boundary->rest.push_back(std::move(d));
   };
+  // Sequences and optionals live in the expander only: the rest builds those it reads (or returns) again
+  // from their tensors, which cross the boundary as tensors.
+  auto rebuild_composites = [&] {
+    std::vector<std::string> read;
+    for (auto& n : boundary->rest) {
+      read.insert(read.end(), n.inputs.begin(), n.inputs.end());
+      for (auto& v : n.outer_inputs()) read.push_back(v);
+    }
+    for (auto& o : g.outputs) read.push_back(o.name);
+    std::vector<Node> front = unrolls.rebuild(g, read);
+    boundary->rest.insert(boundary->rest.begin(), std::make_move_iterator(front.begin()),
+                          std::make_move_iterator(front.end()));
+  };
   // A decision needs `value` from run-time data: g keeps the nodes inferred so far, `boundary` gets the
   // deferred nodes, `first` and the nodes not reached yet (Loops still expanding continue there as Loops of
   // their own).
@@ -108,6 +121,7 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
     for (size_t k = next; k < work.size(); ++k)
       boundary->rest.push_back(unrolls.handles(work[k]) && !work[k].domain.empty() ? unrolls.remaining_loop(g, work[k])
                                                                                   : std::move(work[k]));
+    rebuild_composites();
     g.nodes = std::move(kept);
   };
   std::vector<CountedValue> counted;  // outputs of counted ops kept without a boundary (a stage's own)
@@ -254,6 +268,7 @@ size_t infer_shapes(Graph& g, bool fold, PlanBoundary* boundary) {
   if (boundary && !stage_counted.empty()) {  // a counted boundary: the rest is what reads the counted outputs
     boundary->hit = true;
     move_deferred();
+    rebuild_composites();
     g.nodes = std::move(kept);
     return folded;
   }
