@@ -163,4 +163,36 @@ TEST_SUITE("plan reuse") {
       sigs.push_back({{"batch", b}, {"height", h}, {"width", w}});
     check_reuse("cnn.onnx", sigs);
   }
+
+  TEST_CASE("shape inference's value table: inputs and initializers interleaved by name") {
+    // infer_shapes enters the initializers in name order next to each other (a hinted insertion): names
+    // that sort before, between and after the inputs' must each get their own dtype and shape.
+    Graph g;
+    g.opsets[""] = 14;
+    g.inputs.push_back(ValueInfo{"m_in", DType::f32, ValueShape(Shape{2, 3})});
+    g.inputs.push_back(ValueInfo{"p_in", DType::i64, ValueShape(Shape{5})});
+    const std::vector<std::tuple<std::string, DType, Shape>> inits = {
+        {"a_w", DType::f32, Shape{3}}, {"n_w", DType::i64, Shape{2, 1}}, {"o_w", DType::f32, Shape{1, 3}},
+        {"z_w", DType::i32, Shape{7}}, {"m_in0", DType::f32, Shape{}}};
+    for (auto& [name, dt, shape] : inits) g.initializers[name] = HostTensor(dt, shape);
+    Node add;
+    add.name = "add";
+    add.op_type = "Add";
+    add.inputs = {"m_in", "o_w"};
+    add.outputs = {"y"};
+    g.nodes.push_back(add);
+    g.outputs.push_back(ValueInfo{"y", DType::f32, ValueShape{}});
+    infer_shapes(g, true);
+    CHECK(g.values.size() == 2 + inits.size() + 1);
+    for (auto& [name, dt, shape] : inits) {
+      INFO(name);
+      REQUIRE(g.values.count(name));
+      CHECK(g.values.at(name).name == name);
+      CHECK(g.values.at(name).dtype == dt);
+      CHECK(g.values.at(name).shape.to_shape() == shape);
+    }
+    CHECK(g.values.at("m_in").shape.to_shape() == Shape{2, 3});
+    CHECK(g.values.at("p_in").dtype == DType::i64);
+    CHECK(g.values.at("y").shape.to_shape() == Shape{2, 3});
+  }
 }
