@@ -287,9 +287,8 @@ std::vector<Node> ControlFlowExpander::expand(Graph& g, const Node& n) {
     if (n.inputs.empty() || n.inputs[0].empty()) fail("{}: input 'cond' is missing", n.describe());
     const HostTensor* cond = known(g, n.inputs[0]);
     if (!cond)
-      throw_decision(n.inputs[0], "{}: the condition '{}' is computed from run-time data; cldl runs an If whose condition is known when "
-           "planning (a constant, a shape computation or a graph input); reading a condition back from the device "
-           "is not supported yet",
+      throw_decision(n.inputs[0], "{}: the condition '{}' is computed from run-time data: the run reads it back here and plans "
+           "the branch it picks",
            n.describe(), n.inputs[0]);
     bool take = truth(n, *cond, "the condition");
     const char* which = take ? "then_branch" : "else_branch";
@@ -401,8 +400,8 @@ std::vector<Node> ControlFlowExpander::step(Graph& g, size_t index) {
   if (go && u.loop && !u.cond.empty()) {
     const HostTensor* c = known(g, u.cond);
     if (!c)
-      throw_decision(u.cond, "{}: the condition '{}' of iteration {} is computed from run-time data; cldl runs a Loop whose condition is "
-           "known when planning (reading it back from the device is not supported yet)",
+      throw_decision(u.cond, "{}: the condition '{}' of iteration {} is computed from run-time data: the run reads it back "
+           "here and plans the iterations after it",
            n.describe(), u.cond, u.t);
     go = truth(n, *c, "the condition");
   }
