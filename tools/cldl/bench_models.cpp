@@ -73,7 +73,9 @@ ModelBench bench_against_peers(LoadedModel& lm, const std::string& model, int ru
   std::vector<double> ours;
   std::vector<bench::PeerRounds> theirs(cases.size());
   for (int round = 0; round < runs; ++round) {
-    session.run();  // untimed, right before, as the peer does
+    // Untimed runs right before, for at least 60 ms: they absorb the peers' idle threads, which spin for
+    // up to ~40 ms after their turn (bench::warm_for); one run of a small model did not, and read slow.
+    bench::warm_for([&] { session.run(); });
     auto t0 = std::chrono::steady_clock::now();
     session.run();
     ours.push_back(elapsed_ms(t0));
