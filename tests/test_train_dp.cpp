@@ -1,0 +1,195 @@
+// Data-parallel training (models/train.hpp, TrainOptions::devices) against one device: the tiny CNN of
+// tests/data/train trained on two PoCL devices in one context (suite multi-device: ctest multi_device runs it with
+// POCL_DEVICES="pthread pthread") step by step as on one device, every step's loss and the final weights within
+// 1e-5 relative (+ 1e-7 absolute for values near zero). The batches cover a batch that does not split evenly over
+// the devices (3 = 2 + 1, 5 = 3 + 2), a last batch smaller than the device count (7 samples in batches of 3: the
+// last one, 1 sample, leaves the second device without a shard), SGD with Nesterov momentum, Adam and mse with
+// weight decay. The single-device suite checks that a bad device list is a clear error.
+#include <cmath>
+
+#include "models/model.hpp"
+#include "models/npy.hpp"
+#include "models/onnx_import.hpp"
+#include "models/train.hpp"
+#include "tests/support/onnx_util.hpp"
+#include "tests/support/test_util.hpp"
+
+using namespace cldl;
+using namespace cldl::graph;
+
+namespace {
+
+const std::string kDir = std::string(CLDL_SOURCE_DIR) + "/tests/data/train/";
+
+HostTensor load(const std::string& f) { return read_tensor_file(kDir + f); }
+
+// Two PoCL CPU devices in one context, or null (with the reason said) when this process has fewer.
+std::shared_ptr<Context> two_devices() {
+  if (!std::getenv("CLDL_TEST_MULTI_DEVICE")) {
+    MESSAGE("skipped: runs under ctest's multi_device (POCL_DEVICES=\"pthread pthread\", CLDL_TEST_MULTI_DEVICE=1)");
+    return nullptr;
+  }
+  static std::shared_ptr<Context> two = [] {
+    auto devs = select_devices("cpu:all");
+    if (devs.size() < 2) return std::shared_ptr<Context>();
+    devs.resize(2);
+    return std::make_shared<Context>(devs);
+  }();
+  if (!two) MESSAGE("skipped: this machine shows one CPU device; run with POCL_DEVICES=\"pthread pthread\"");
+  return two;
+}
+
+void check_close(const float* got, const float* want, int64_t n, const std::string& what) {
+  CAPTURE(what);
+  double worst = 0, used = 0;  // largest difference; largest share of the tolerance it used
+  for (int64_t k = 0; k < n; ++k) {
+    const double g = got[k], w = want[k], err = std::fabs(g - w), tol = 1e-5 * std::fabs(w) + 1e-7;
+    worst = std::max(worst, err);
+    used = std::max(used, err / tol);
+    if (err > tol) {
+      FAIL_CHECK(what << "[" << k << "]: two devices " << g << ", one device " << w);
+      return;
+    }
+  }
+  MESSAGE(what << ": largest difference " << worst << " (" << used * 100 << " % of the tolerance)");
+}
+
+// `epochs` epochs on one device (the first of ctx) and on both; every step's loss and the final weights compared.
+void one_vs_two(const std::shared_ptr<Context>& ctx, TrainOptions o, const HostTensor& labels, int epochs) {
+  const HostTensor x = load("x.npy");
+  TrainOptions one = o, two = o;
+  one.devices = {0};
+  two.devices = {0, 1};
+  Trainer a(ctx, import_onnx_file(kDir + "model.onnx"), one), b(ctx, import_onnx_file(kDir + "model.onnx"), two);
+  std::vector<float> la, lb;
+  double mean_a = 0, mean_b = 0;
+  for (int e = 0; e < epochs; ++e) {
+    auto ra = a.epoch(x, labels), rb = b.epoch(x, labels);
+    la.insert(la.end(), ra.step_losses.begin(), ra.step_losses.end());
+    lb.insert(lb.end(), rb.step_losses.begin(), rb.step_losses.end());
+    mean_a = ra.mean_loss, mean_b = rb.mean_loss;
+  }
+  REQUIRE(la.size() == lb.size());
+  check_close(lb.data(), la.data(), int64_t(la.size()), "step losses");
+  CHECK(std::fabs(mean_b - mean_a) <= 1e-5 * std::fabs(mean_a));
+  // One more step through step() on a batch of 4 (2 + 2).
+  const HostTensor x4 = take_along(x, 0, {6, 0, 3, 2}), y4 = take_along(labels, 0, {6, 0, 3, 2});
+  const float sa = a.step(x4, y4), sb = b.step(x4, y4);
+  check_close(&sb, &sa, 1, "step()");
+  auto wa = a.read_weights(), wb = b.read_weights();
+  for (auto& name : a.weights()) {
+    REQUIRE(wb.at(name).shape() == wa.at(name).shape());
+    check_close(wb.at(name).as<float>(), wa.at(name).as<float>(), wa.at(name).numel(), name);
+  }
+  // The weights moved: the comparison is not of two untrained models.
+  const HostTensor w0 = import_onnx_file(kDir + "model.onnx").initializers.at("fc.weight");
+  CHECK(wb.at("fc.weight").as<float>()[0] != w0.as<float>()[0]);
+}
+
+}  // namespace
+
+TEST_SUITE("multi-device") {
+  TEST_CASE("data parallel training on two devices equals one device: SGD Nesterov, batch 3 (2 + 1, last 1 + 0)") {
+    auto ctx = two_devices();
+    if (!ctx) return;
+    TrainOptions o;
+    o.batch = 3;
+    o.shuffle = false;
+    o.lr = 0.1f;
+    o.nesterov = true;
+    one_vs_two(ctx, o, load("y.npy"), 3);
+  }
+
+  TEST_CASE("data parallel: Adam, batch 5 (3 + 2, last 1 + 1), shuffled") {
+    auto ctx = two_devices();
+    if (!ctx) return;
+    TrainOptions o;
+    o.batch = 5;
+    o.seed = 3;
+    o.optimizer = TrainOptimizer::adam;
+    o.lr = 0.01f;
+    one_vs_two(ctx, o, load("y.npy"), 3);
+  }
+
+  TEST_CASE("data parallel: mse, SGD with momentum and weight decay, batch 1 (every step on one device)") {
+    auto ctx = two_devices();
+    if (!ctx) return;
+    TrainOptions o;
+    o.batch = 1;
+    o.shuffle = false;
+    o.loss = TrainLoss::mse;
+    o.lr = 0.05f;
+    o.momentum = 0.5f;
+    o.weight_decay = 0.01f;
+    one_vs_two(ctx, o, load("t.npy"), 2);
+  }
+
+  TEST_CASE("data parallel: mse, batch 4 (2 + 2, last 2 + 1)") {
+    auto ctx = two_devices();
+    if (!ctx) return;
+    TrainOptions o;
+    o.batch = 4;
+    o.shuffle = false;
+    o.loss = TrainLoss::mse;
+    o.lr = 0.05f;
+    one_vs_two(ctx, o, load("t.npy"), 2);
+  }
+
+  TEST_CASE("cldl train -d cpu:0,cpu:1: the losses of one device") {
+    if (!two_devices()) return;
+    const std::string cli = CLDL_CLI_PATH, dir = test::temp_dir("train-dp-cli");
+    const std::string base = cli + " train " + kDir + "model.onnx --input x=" + kDir + "x.npy --labels " + kDir +
+                             "y.npy --epochs 2 --batch 3 --lr 0.1 --nesterov --no-shuffle --json --out " + dir +
+                             "/trained.onnx -d ";
+    std::string one, two;
+    REQUIRE_MESSAGE(test::run_command(base + "cpu:0", one) == 0, one);
+    REQUIRE_MESSAGE(test::run_command(base + "cpu:0,cpu:1", two) == 0, two);
+    CHECK(two.find(" + ") != std::string::npos);  // both devices named
+    std::vector<float> a, b;
+    for (auto [text, v] : {std::pair{&one, &a}, std::pair{&two, &b}}) {
+      std::string t = *text;
+      size_t at = 0;
+      while ((at = t.find("\"step_losses\":[", at)) != std::string::npos) {
+        at += 15;
+        const size_t end = t.find(']', at);
+        std::string list = t.substr(at, end - at);
+        for (size_t p = 0; p < list.size();) {
+          size_t q = list.find(',', p);
+          if (q == std::string::npos) q = list.size();
+          v->push_back(std::stof(list.substr(p, q - p)));
+          p = q + 1;
+        }
+      }
+    }
+    REQUIRE(a.size() == 6);
+    REQUIRE(b.size() == 6);
+    check_close(b.data(), a.data(), 6, "cldl train step losses");
+  }
+}
+
+TEST_SUITE("train_dp") {
+  TEST_CASE("a bad device list is a clear error") {
+    auto err = [](std::vector<int> devices) {
+      TrainOptions o;
+      o.devices = std::move(devices);
+      try {
+        Trainer t(test::shared_ctx(), import_onnx_file(kDir + "model.onnx"), o);
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    };
+    const size_t n = test::shared_ctx()->device_count();
+    CHECK(err({0, int(n)}).find("train: device " + std::to_string(n) + " of the device list is not in the context") !=
+          std::string::npos);
+    CHECK(err({-1}).find("device -1 of the device list is not in the context") != std::string::npos);
+    CHECK(err({0, 0}).find("train: device 0 is in the device list twice") != std::string::npos);
+    // The CLI: a device the platform does not have.
+    std::string text;
+    CHECK(test::run_command(std::string(CLDL_CLI_PATH) + " train " + kDir + "model.onnx --input x=" + kDir +
+                                "x.npy --labels " + kDir + "y.npy --out /tmp/cldl-dp-never.onnx -d cpu:0,cpu:99",
+                            text) != 0);
+    CAPTURE(text);
+    CHECK(text.find("99") != std::string::npos);
+  }
+}
