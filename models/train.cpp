@@ -201,7 +201,12 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
       fail("train: device {} of the device list is not in the context, which has {} device{} (0 to {})", devices[i],
            ctx->device_count(), ctx->device_count() == 1 ? "" : "s", ctx->device_count() - 1);
     for (size_t j = 0; j < i; ++j)
-      if (devices[j] == devices[i]) fail("train: device {} is in the device list twice", devices[i]);
+      if (devices[j] == devices[i]) {
+        fail("train: device {} is in the device list twice", devices[i]);
+      } else if (ctx->device(devices[j]).device() == ctx->device(devices[i]).device()) {
+        fail("train: devices {} and {} of the context are the same OpenCL device {} '{}'; data parallel takes "
+             "distinct devices", devices[j], devices[i], ctx->device(devices[i]).id(), ctx->device(devices[i]).info.name);
+      }
   }
   // The data input and the output the loss reads.
   std::vector<const ValueInfo*> data_inputs;

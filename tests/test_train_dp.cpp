@@ -191,5 +191,10 @@ TEST_SUITE("train_dp") {
                             text) != 0);
     CAPTURE(text);
     CHECK(text.find("99") != std::string::npos);
+    // One device named twice makes a context of two entries: data parallel over it is refused.
+    CHECK(test::run_command(std::string(CLDL_CLI_PATH) + " train " + kDir + "model.onnx --input x=" + kDir +
+                                "x.npy --labels " + kDir + "y.npy --out /tmp/cldl-dp-never.onnx -d cpu:0,cpu:0",
+                            text) != 0);
+    CHECK(text.find("are the same OpenCL device") != std::string::npos);
   }
 }
