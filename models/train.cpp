@@ -179,6 +179,21 @@ struct Trainer::Impl {
     return *s;
   }
 
+  // The data and labels of a step or an epoch: types, ranks, equal sample counts along the batch axis (not 0).
+  int64_t check_samples(const HostTensor& x, const HostTensor& labels) const {
+    const size_t axis = size_t(opts.batch_axis);
+    check_types(x, labels);
+    if (x.shape().rank() != x_rank)
+      fail("train: the data has shape {}, input '{}' has rank {}", x.shape().str(), x_name, x_rank);
+    if (labels.shape().rank() != labels_rank)
+      fail("train: the labels have shape {}, expected rank {}", labels.shape().str(), labels_rank);
+    const int64_t count = x.shape()[axis];
+    if (labels.shape()[axis] != count)
+      fail("train: the data has {} samples along axis {}, the labels {}", count, axis, labels.shape()[axis]);
+    if (count == 0) fail("train: no samples");
+    return count;
+  }
+
   void check_types(const HostTensor& x, const HostTensor& labels) const {
     if (x.dtype() != x_dtype)
       fail("train: the data for input '{}' is {}, the model takes {}", x_name, to_string(x.dtype()), to_string(x_dtype));
@@ -481,7 +496,6 @@ static std::vector<int64_t> shard_sizes(int64_t n, size_t d) {
 size_t Trainer::enqueue_step_dp(const HostTensor& x, const HostTensor& labels, const std::vector<int64_t>& rows,
                                 int64_t slot) {
   Impl& m = *impl_;
-  m.check_types(x, labels);
   const int parity = int(step_ % 2);
   const auto sizes = shard_sizes(int64_t(rows.size()), m.replicas.size());
   std::vector<cl::Event> prev, grads;
@@ -519,16 +533,7 @@ static void reserve_losses(Context& ctx, Tensor& losses, int64_t n, int device) 
 float Trainer::step(const HostTensor& x, const HostTensor& labels) {
   Impl& m = *impl_;
   if (!m.replicas.empty()) {
-    const int64_t axis = m.opts.batch_axis;
-    if (x.shape().rank() != m.x_rank)
-      fail("train: the data has shape {}, input '{}' has rank {}", x.shape().str(), m.x_name, m.x_rank);
-    if (labels.shape().rank() != m.labels_rank)
-      fail("train: the labels have shape {}, expected rank {}", labels.shape().str(), m.labels_rank);
-    if (labels.shape()[size_t(axis)] != x.shape()[size_t(axis)])
-      fail("train: the data has {} samples along axis {}, the labels {}", x.shape()[size_t(axis)], axis,
-           labels.shape()[size_t(axis)]);
-    if (x.shape()[size_t(axis)] == 0) fail("train: no samples");
-    std::vector<int64_t> rows(size_t(x.shape()[size_t(axis)]));
+    std::vector<int64_t> rows(size_t(m.check_samples(x, labels)));
     std::iota(rows.begin(), rows.end(), 0);
     for (auto& r : m.replicas) reserve_losses(*m.ctx, r.losses, 1, r.device);
     const size_t n = enqueue_step_dp(x, labels, rows, 0);
@@ -548,15 +553,7 @@ EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
                            const std::function<void(int64_t, int64_t, float)>& progress) {
   Impl& m = *impl_;
   const int64_t axis = m.opts.batch_axis;
-  m.check_types(x, labels);
-  if (x.shape().rank() != m.x_rank)
-    fail("train: the data has shape {}, input '{}' has rank {}", x.shape().str(), m.x_name, m.x_rank);
-  if (labels.shape().rank() != m.labels_rank)
-    fail("train: the labels have shape {}, expected rank {}", labels.shape().str(), m.labels_rank);
-  const int64_t count = x.shape()[size_t(axis)];
-  if (labels.shape()[size_t(axis)] != count)
-    fail("train: the data has {} samples along axis {}, the labels {}", count, axis, labels.shape()[size_t(axis)]);
-  if (count == 0) fail("train: no samples");
+  const int64_t count = m.check_samples(x, labels);
   std::vector<int64_t> order(static_cast<size_t>(count));
   std::iota(order.begin(), order.end(), 0);
   if (m.opts.shuffle) {
