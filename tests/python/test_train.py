@@ -6,6 +6,7 @@ imports (Debian's python3-torch), the same network trained live by PyTorch from 
 every step's loss within 1e-5 + 1e-4 relative. Also the saved model, numpy conversions, errors as cldl.Error with
 cldl's message, and two PoCL devices (data parallel) giving one device's losses.
 """
+import importlib.util
 import os
 import subprocess
 import sys
@@ -71,15 +72,10 @@ def test_adam_and_mse_match_pytorch_reference_data():
 
 def test_live_pytorch_from_the_trainers_initial_weights():
     torch = pytest.importorskip("torch", reason="PyTorch is not importable here (Debian: python3-torch)")
-
-    class Tiny(torch.nn.Module):  # tests/data/train/make.py's network
-        def __init__(self):
-            super().__init__()
-            self.conv = torch.nn.Conv2d(1, 3, 3, padding=1)
-            self.fc = torch.nn.Linear(18, 4)
-
-        def forward(self, x):
-            return self.fc(torch.flatten(torch.nn.functional.max_pool2d(torch.relu(self.conv(x)), 2), 1))
+    spec = importlib.util.spec_from_file_location("cldl_train_data_make", os.path.join(DATA, "make.py"))
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    Tiny = make.Tiny  # the network tests/data/train/make.py exported
 
     rng = np.random.default_rng(7)
     x = rng.uniform(-1, 1, (11, 1, 5, 6))  # float64: converted to float32
