@@ -72,6 +72,10 @@ def test_adam_and_mse_match_pytorch_reference_data():
 
 def test_live_pytorch_from_the_trainers_initial_weights():
     torch = pytest.importorskip("torch", reason="PyTorch is not importable here (Debian: python3-torch)")
+    try:
+        torch.from_numpy(np.zeros(1, np.float32))
+    except RuntimeError as e:  # Debian's torch (NumPy 1.x) in a venv with NumPy 2 from PyPI (python_wheel)
+        pytest.skip("this PyTorch cannot read this NumPy's arrays ({})".format(e))
     spec = importlib.util.spec_from_file_location("cldl_train_data_make", os.path.join(DATA, "make.py"))
     make = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make)
