@@ -598,10 +598,14 @@ EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
   return r;
 }
 
-std::map<std::string, HostTensor> Trainer::read_weights() {
+std::map<std::string, HostTensor> Trainer::read_weights(size_t copy) {
   Impl& m = *impl_;
-  if (m.last()) check(m.last.wait(), "clWaitForEvents", "the last training step");
-  auto& set = m.replicas.empty() ? m.set : m.replicas[0].set;  // data parallel: every replica holds the same
+  if (copy >= std::max<size_t>(1, m.replicas.size()))
+    fail("train: read_weights: no copy {}; the weights live on {} device{}", copy, std::max<size_t>(1, m.replicas.size()),
+         m.replicas.size() > 1 ? "s" : "");
+  const cl::Event& done = m.replicas.empty() ? m.last : m.replicas[copy].done;
+  if (done()) check(done.wait(), "clWaitForEvents", "the last training step");
+  auto& set = m.replicas.empty() ? m.set : m.replicas[copy].set;
   std::map<std::string, HostTensor> w;
   for (size_t k = 0; k < m.weights.size(); ++k) w[m.weights[k]] = m.ctx->download(set[size_t(step_ % 2)][k]);
   return w;

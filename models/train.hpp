@@ -79,8 +79,9 @@ class Trainer {
   EpochResult epoch(const HostTensor& x, const HostTensor& labels,
                     const std::function<void(int64_t, int64_t, float)>& progress = {});
   int64_t steps_done() const { return step_; }
-  // The current weights, read back from the device.
-  std::map<std::string, HostTensor> read_weights();
+  // The current weights, read back from the device (data parallel: from the copy of the `copy`-th device of the
+  // list; every copy holds the same).
+  std::map<std::string, HostTensor> read_weights(size_t copy = 0);
   // The model file `source` (ONNX) with each trained initializer's data replaced by the current weights, written
   // to `path`: the same graph, nothing else changed.
   void save_onnx(const std::string& source, const std::string& path);
