@@ -92,6 +92,75 @@ struct Trainer::Impl {
   cl::Event last;  // the last step's run
   Tensor losses;   // one float per step of an epoch (the loss outputs are bound to its elements)
 
+  // Data parallel (two or more devices): per device a replica with its own carried sets; the gradient graph
+  // writes the replica's weighted gradients, the update graph sums every replica's and updates its own set.
+  struct Replica {
+    int device = 0;
+    std::shared_ptr<Model> grad_model, update_model;
+    std::array<std::vector<Tensor>, 2> set;  // as Impl::set
+    std::vector<Tensor> grads;               // per weight: this shard's share of the batch gradient
+    std::map<std::string, Plan> plans;       // gradient sessions per shard shape and parity
+    std::map<const Session*, float> scale;   // the shard / batch weight last written into a gradient session
+    std::shared_ptr<CompiledModel> update_plan;
+    std::map<std::pair<size_t, int>, std::unique_ptr<Session>> update;  // per (devices taking part, parity)
+    Tensor losses;                           // per step: this shard's weighted loss
+    cl::Event done;                          // its last update
+  };
+  std::vector<Replica> replicas;
+  std::string scale_name, scaled_loss_name;
+  std::vector<std::string> grad_names;                  // outputs of the gradient graph, per weight
+  std::vector<std::vector<std::string>> replica_grads;  // inputs of the update graph, per replica and weight
+  std::vector<Tensor> zeros;  // per weight: the gradient of a replica whose shard is empty
+  std::vector<std::vector<size_t>> active;  // per step of the running epoch: the replicas that took part
+
+  // A gradient session of replica `r` for a shard of these shapes, bound to the replica's weights of `parity`
+  // and its gradient buffers.
+  Session& grad_session(Replica& r, const Shape& x, const Shape& labels, int parity) {
+    std::map<std::string, Shape> shapes{{x_name, x}, {labels_name, labels}, {scale_name, Shape{}}};
+    for (size_t k = 0; k < weights.size(); ++k) shapes[weights[k]] = r.set[0][k].shape;
+    const Signature sig = r.grad_model->signature(shapes, {});
+    Plan& p = r.plans[sig.key];
+    if (!p.plan) p.plan = r.grad_model->plan(sig);
+    auto& s = p.session[size_t(parity)];
+    if (!s) {
+      s = p.plan->session();
+      for (size_t k = 0; k < weights.size(); ++k) {
+        s->bind_input(weights[k], r.set[size_t(parity)][k]);
+        s->bind_output(grad_names[k], r.grads[k]);
+      }
+    }
+    return *s;
+  }
+
+  // The update session of replica `r` when the first `n` replicas took part (the others' gradients read as zero).
+  Session& update_session(Replica& r, size_t n, int parity) {
+    auto& s = r.update[{n, parity}];
+    if (s) return *s;
+    if (!r.update_plan) {
+      std::map<std::string, Shape> shapes{{lr_name, Shape{1}}};
+      for (size_t k = 0; k < carried_in.size(); ++k) shapes[carried_in[k]] = r.set[0][k].shape;
+      for (auto& names : replica_grads)
+        for (size_t k = 0; k < weights.size(); ++k) shapes[names[k]] = r.set[0][k].shape;
+      r.update_plan = r.update_model->plan(r.update_model->signature(shapes, {}));
+    }
+    s = r.update_plan->session();
+    for (size_t k = 0; k < carried_in.size(); ++k) {
+      s->bind_input(carried_in[k], r.set[size_t(parity)][k]);
+      s->bind_output(carried_out[k], r.set[size_t(1 - parity)][k]);
+    }
+    for (size_t q = 0; q < replicas.size(); ++q)
+      for (size_t k = 0; k < weights.size(); ++k) {
+        if (q >= n && !zeros[k].valid()) {
+          HostTensor h(DType::f32, r.set[0][k].shape);
+          std::memset(h.data(), 0, h.bytes());
+          zeros[k] = ctx->upload(h, replicas[0].device);
+        }
+        s->bind_input(replica_grads[q][k], q < n ? replicas[q].grads[k] : zeros[k]);
+      }
+    s->write_input(lr_name, HostTensor::from<float>(Shape{1}, std::vector<float>{opts.lr}));
+    return *s;
+  }
+
   Session& session_for(const Shape& x, const Shape& labels, int parity) {
     std::map<std::string, Shape> shapes{{x_name, x}, {labels_name, labels}, {lr_name, Shape{1}}};
     for (size_t k = 0; k < carried_in.size(); ++k) shapes[carried_in[k]] = set[0][k].shape;
@@ -110,6 +179,21 @@ struct Trainer::Impl {
     return *s;
   }
 
+  // The data and labels of a step or an epoch: types, ranks, equal sample counts along the batch axis (not 0).
+  int64_t check_samples(const HostTensor& x, const HostTensor& labels) const {
+    const size_t axis = size_t(opts.batch_axis);
+    check_types(x, labels);
+    if (x.shape().rank() != x_rank)
+      fail("train: the data has shape {}, input '{}' has rank {}", x.shape().str(), x_name, x_rank);
+    if (labels.shape().rank() != labels_rank)
+      fail("train: the labels have shape {}, expected rank {}", labels.shape().str(), labels_rank);
+    const int64_t count = x.shape()[axis];
+    if (labels.shape()[axis] != count)
+      fail("train: the data has {} samples along axis {}, the labels {}", count, axis, labels.shape()[axis]);
+    if (count == 0) fail("train: no samples");
+    return count;
+  }
+
   void check_types(const HostTensor& x, const HostTensor& labels) const {
     if (x.dtype() != x_dtype)
       fail("train: the data for input '{}' is {}, the model takes {}", x_name, to_string(x.dtype()), to_string(x_dtype));
@@ -126,6 +210,19 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   m.opts = opts;
   if (opts.batch < 1) fail("train: the batch must be at least 1, got {}", opts.batch);
   if (!(opts.lr > 0)) fail("train: the learning rate must be positive, got {}", opts.lr);
+  std::vector<int> devices = opts.devices.empty() ? std::vector<int>{opts.device} : opts.devices;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i] < 0 || size_t(devices[i]) >= ctx->device_count())
+      fail("train: device {} of the device list is not in the context, which has {} device{} (0 to {})", devices[i],
+           ctx->device_count(), ctx->device_count() == 1 ? "" : "s", ctx->device_count() - 1);
+    for (size_t j = 0; j < i; ++j)
+      if (devices[j] == devices[i]) {
+        fail("train: device {} is in the device list twice", devices[i]);
+      } else if (ctx->device(devices[j]).device() == ctx->device(devices[i]).device()) {
+        fail("train: devices {} and {} of the context are the same OpenCL device {} '{}'; data parallel takes "
+             "distinct devices", devices[j], devices[i], ctx->device(devices[i]).id(), ctx->device(devices[i]).info.name);
+      }
+  }
   // The data input and the output the loss reads.
   std::vector<const ValueInfo*> data_inputs;
   for (auto& in : g.inputs)
@@ -233,40 +330,100 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
       states.push_back(g.unique_name(w + what));
       new_states.push_back(g.unique_name(w + what + ".new"));
     }
-  Node grad = make_node(g, "cldl.train/gradient", "Gradient", m.weights, grads,
-                        {{"xs", m.weights}, {"y", m.loss_name}});
-  grad.domain = kTrainingDomain;
-  g.nodes.push_back(std::move(grad));
-  g.opsets[kTrainingDomain] = 1;
-  std::vector<std::string> in{m.lr_name, m.step_name};
-  in.insert(in.end(), m.weights.begin(), m.weights.end());
-  in.insert(in.end(), grads.begin(), grads.end());
-  in.insert(in.end(), states.begin(), states.end());
-  std::vector<std::string> outs = news;
-  outs.insert(outs.end(), new_states.begin(), new_states.end());
   std::map<std::string, AttrValue> attrs;
   if (adam)
     attrs = {{"alpha", opts.beta1}, {"beta", opts.beta2}, {"epsilon", opts.epsilon}, {"norm_coefficient", opts.weight_decay}};
   else  // PyTorch's SGD: v = momentum v + g (dampening 0), x -= lr v (Nesterov: x -= lr (g + momentum v))
     attrs = {{"alpha", opts.momentum}, {"beta", 1.0f}, {"norm_coefficient", opts.weight_decay},
              {"mode", std::string(opts.nesterov ? "nesterov" : "standard")}};
-  Node update = make_node(g, "cldl.train/update", adam ? "Adam" : "Momentum", in, outs, attrs);
-  update.domain = kTrainingDomain;
-  g.nodes.push_back(std::move(update));
-  // The step count for the next step, on the device.
+  std::vector<std::string> outs = news;
+  outs.insert(outs.end(), new_states.begin(), new_states.end());
   m.step_next_name = g.unique_name("cldl.train.step.new");
-  g.nodes.push_back(fused(g, "cldl.train/count", "Add",
-                          {m.step_name, add_constant(g, "cldl.train.one",
-                                                     HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1}))},
-                          {m.step_next_name}));
-  for (size_t k = 0; k < states.size(); ++k)
-    g.inputs.push_back(info(states[k], DType::f32, initial[m.weights[k % m.weights.size()]].shape()));
-  g.outputs.clear();
-  g.outputs.push_back(unknown(m.loss_name, DType::f32));
-  for (auto& o : outs) g.outputs.push_back(unknown(o, DType::f32));
-  g.outputs.push_back(unknown(m.step_next_name, DType::i64));
-  g.sort();
-  m.model = Model::create(ctx, std::move(g));
+  // The optimizer update of every weight from `grads` (names in `u`), the step count for the next step, the
+  // states as inputs and the updates as outputs.
+  auto add_update = [&](Graph& u) {
+    std::vector<std::string> in{m.lr_name, m.step_name};
+    in.insert(in.end(), m.weights.begin(), m.weights.end());
+    in.insert(in.end(), grads.begin(), grads.end());
+    in.insert(in.end(), states.begin(), states.end());
+    Node update = make_node(u, "cldl.train/update", adam ? "Adam" : "Momentum", in, outs, attrs);
+    update.domain = kTrainingDomain;
+    u.nodes.push_back(std::move(update));
+    u.opsets[kTrainingDomain] = 1;
+    // The step count for the next step, on the device.
+    u.nodes.push_back(fused(u, "cldl.train/count", "Add",
+                            {m.step_name, add_constant(u, "cldl.train.one",
+                                                       HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1}))},
+                            {m.step_next_name}));
+    for (size_t k = 0; k < states.size(); ++k)
+      u.inputs.push_back(info(states[k], DType::f32, initial[m.weights[k % m.weights.size()]].shape()));
+    for (auto& o : outs) u.outputs.push_back(unknown(o, DType::f32));
+    u.outputs.push_back(unknown(m.step_next_name, DType::i64));
+  };
+  g.opsets[kTrainingDomain] = 1;
+  if (devices.size() == 1) {
+    Node grad = make_node(g, "cldl.train/gradient", "Gradient", m.weights, grads,
+                          {{"xs", m.weights}, {"y", m.loss_name}});
+    grad.domain = kTrainingDomain;
+    g.nodes.push_back(std::move(grad));
+    g.outputs.clear();
+    g.outputs.push_back(unknown(m.loss_name, DType::f32));
+    add_update(g);
+    g.sort();
+    ModelOptions mo;
+    mo.compile.device = devices[0];
+    m.model = Model::create(ctx, std::move(g), mo);
+  } else {
+    // The update graph: the model's opsets, the carried values, every replica's gradients summed, the update.
+    Graph u = g;
+    u.nodes.clear();
+    u.inputs.clear();
+    u.outputs.clear();
+    u.initializers.clear();
+    u.inputs.push_back(info(m.lr_name, DType::f32, Shape{1}));
+    u.inputs.push_back(info(m.step_name, DType::i64, Shape{1}));
+    for (auto& w : m.weights) u.inputs.push_back(info(w, DType::f32, initial[w].shape()));
+    for (size_t r = 0; r < devices.size(); ++r) {
+      m.replica_grads.emplace_back();
+      for (auto& w : m.weights) {
+        m.replica_grads[r].push_back(u.unique_name(w + ".grad.device" + std::to_string(r)));
+        u.inputs.push_back(info(m.replica_grads[r].back(), DType::f32, initial[w].shape()));
+      }
+    }
+    for (size_t k = 0; k < m.weights.size(); ++k) {
+      std::vector<std::string> parts;
+      for (auto& names : m.replica_grads) parts.push_back(names[k]);
+      u.nodes.push_back(fused(u, "cldl.train/sum_" + m.weights[k], "Sum", parts, {grads[k]}));
+    }
+    add_update(u);
+    u.sort();
+    // The gradient graph: the loss scaled by the shard's share of the batch, its gradient over every weight.
+    m.scale_name = g.unique_name("cldl.train.scale");
+    m.scaled_loss_name = g.unique_name("cldl.train.loss.scaled");
+    m.grad_names = grads;
+    g.inputs.erase(std::remove_if(g.inputs.begin(), g.inputs.end(), [&](auto& v) { return v.name == m.step_name; }),
+                   g.inputs.end());
+    g.inputs.push_back(info(m.scale_name, DType::f32, Shape{}));
+    g.nodes.push_back(fused(g, "cldl.train/scale", "Mul", {m.loss_name, m.scale_name}, {m.scaled_loss_name}));
+    Node grad = make_node(g, "cldl.train/gradient", "Gradient", m.weights, grads,
+                          {{"xs", m.weights}, {"y", m.scaled_loss_name}});
+    grad.domain = kTrainingDomain;
+    g.nodes.push_back(std::move(grad));
+    g.inputs.erase(std::remove_if(g.inputs.begin(), g.inputs.end(), [&](auto& v) { return v.name == m.lr_name; }),
+                   g.inputs.end());
+    g.outputs.clear();
+    g.outputs.push_back(unknown(m.scaled_loss_name, DType::f32));
+    for (auto& gr : grads) g.outputs.push_back(unknown(gr, DType::f32));
+    g.sort();
+    for (int d : devices) {
+      ModelOptions mo;
+      mo.compile.device = d;
+      auto& r = m.replicas.emplace_back();
+      r.device = d;
+      r.grad_model = Model::create(ctx, g, mo);
+      r.update_model = Model::create(ctx, u, mo);
+    }
+  }
 
   // The device buffers: weights from the model, states zero; a second set the updates go to.
   m.carried_in = m.weights;
@@ -274,26 +431,40 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   m.carried_in.push_back(m.step_name);
   m.carried_out = outs;
   m.carried_out.push_back(m.step_next_name);
-  for (size_t k = 0; k < m.carried_in.size(); ++k) {
-    HostTensor h;
-    if (k < m.weights.size()) {
-      h = initial[m.weights[k]];
-    } else if (k + 1 < m.carried_in.size()) {
-      h = HostTensor(DType::f32, initial[m.weights[k % m.weights.size()]].shape());
-      std::memset(h.data(), 0, h.bytes());
-    } else {
-      h = HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1});  // T of the first step
+  auto make_sets = [&](std::array<std::vector<Tensor>, 2>& set, int device) {
+    for (size_t k = 0; k < m.carried_in.size(); ++k) {
+      HostTensor h;
+      if (k < m.weights.size()) {
+        h = initial[m.weights[k]];
+      } else if (k + 1 < m.carried_in.size()) {
+        h = HostTensor(DType::f32, initial[m.weights[k % m.weights.size()]].shape());
+        std::memset(h.data(), 0, h.bytes());
+      } else {
+        h = HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1});  // T of the first step
+      }
+      set[0].push_back(ctx->upload(h, device));
+      set[1].push_back(ctx->alloc(h.shape(), h.dtype(), device));
     }
-    m.set[0].push_back(ctx->upload(h, opts.device));
-    m.set[1].push_back(ctx->alloc(h.shape(), h.dtype(), opts.device));
+  };
+  if (m.replicas.empty()) {
+    m.opts.device = devices[0];
+    make_sets(m.set, devices[0]);
   }
-  log::info("train: {} weights ({} values), {}, {} states", m.weights.size(),
+  for (auto& r : m.replicas) {
+    make_sets(r.set, r.device);
+    for (auto& w : m.weights) r.grads.push_back(ctx->alloc(initial[w].shape(), DType::f32, r.device));
+  }
+  m.zeros.resize(m.weights.size());
+  log::info("train: {} weights ({} values), {}, {} states, {} device{}", m.weights.size(),
             std::accumulate(m.weights.begin(), m.weights.end(), int64_t(0),
                             [&](int64_t s, auto& w) { return s + initial[w].numel(); }),
-            adam ? "Adam" : "SGD", states.size());
+            adam ? "Adam" : "SGD", states.size(), devices.size(), devices.size() == 1 ? "" : "s (data parallel)");
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  for (auto& r : impl_->replicas)  // the updates read every replica's gradient buffers
+    if (r.done()) r.done.wait();
+}
 
 const std::vector<std::string>& Trainer::weights() const { return impl_->weights; }
 
@@ -310,6 +481,50 @@ void Trainer::enqueue_step(const HostTensor& x, const HostTensor& labels, int64_
   ++step_;
 }
 
+// The shard sizes of a batch of n rows over d devices: contiguous, as equal as possible (the first n % d one
+// larger), zero for the last devices when n < d.
+static std::vector<int64_t> shard_sizes(int64_t n, size_t d) {
+  std::vector<int64_t> sizes(d, n / int64_t(d));
+  for (size_t i = 0; i < size_t(n % int64_t(d)); ++i) ++sizes[i];
+  return sizes;
+}
+
+// Each replica with a non-empty shard runs its gradient graph on its rows, after every replica's previous update
+// (their gradient buffers are read by every update); then every replica's update sums the gradients of those
+// that ran (zeros for the others) and writes its next set. The host waits only for a session's run two steps
+// back (write_input), as on one device.
+size_t Trainer::enqueue_step_dp(const HostTensor& x, const HostTensor& labels, const std::vector<int64_t>& rows,
+                                int64_t slot) {
+  Impl& m = *impl_;
+  const int parity = int(step_ % 2);
+  const auto sizes = shard_sizes(int64_t(rows.size()), m.replicas.size());
+  std::vector<cl::Event> prev, grads;
+  for (auto& r : m.replicas)
+    if (r.done()) prev.push_back(r.done);
+  size_t n = 0;
+  int64_t lo = 0;
+  for (size_t i = 0; i < m.replicas.size() && sizes[i] > 0; ++i, ++n) {
+    auto& r = m.replicas[i];
+    const std::vector<int64_t> idx(rows.begin() + lo, rows.begin() + lo + sizes[i]);
+    lo += sizes[i];
+    const HostTensor xs = take_along(x, m.opts.batch_axis, idx), ys = take_along(labels, m.opts.batch_axis, idx);
+    Session& s = m.grad_session(r, xs.shape(), ys.shape(), parity);
+    s.write_input(m.x_name, xs);
+    s.write_input(m.labels_name, ys);
+    const float scale = float(double(sizes[i]) / double(rows.size()));
+    if (auto it = r.scale.find(&s); it == r.scale.end() || it->second != scale) {
+      s.write_input(m.scale_name, HostTensor::from<float>(Shape{}, std::vector<float>{scale}));
+      r.scale[&s] = scale;
+    }
+    s.bind_output(m.scaled_loss_name, r.losses.slice_elems(slot, 1, Shape{}));
+    grads.push_back(s.enqueue(prev));
+  }
+  for (auto& r : m.replicas) r.done = m.update_session(r, n, parity).enqueue(grads);
+  m.last = m.replicas[0].done;
+  ++step_;
+  return n;
+}
+
 // m.losses holds at least n floats.
 static void reserve_losses(Context& ctx, Tensor& losses, int64_t n, int device) {
   if (!losses.valid() || losses.numel() < n) losses = ctx.alloc(Shape{std::max<int64_t>(n, 16)}, DType::f32, device);
@@ -317,6 +532,17 @@ static void reserve_losses(Context& ctx, Tensor& losses, int64_t n, int device) 
 
 float Trainer::step(const HostTensor& x, const HostTensor& labels) {
   Impl& m = *impl_;
+  if (!m.replicas.empty()) {
+    std::vector<int64_t> rows(size_t(m.check_samples(x, labels)));
+    std::iota(rows.begin(), rows.end(), 0);
+    for (auto& r : m.replicas) reserve_losses(*m.ctx, r.losses, 1, r.device);
+    const size_t n = enqueue_step_dp(x, labels, rows, 0);
+    for (auto& r : m.replicas) check(r.done.wait(), "clWaitForEvents", "the training step");
+    float loss = 0;
+    for (size_t i = 0; i < n; ++i)
+      loss += m.ctx->download(m.replicas[i].losses.slice_elems(0, 1, Shape{1})).as<float>()[0];
+    return loss;
+  }
   reserve_losses(*m.ctx, m.losses, 1, m.opts.device);
   enqueue_step(x, labels, 0);
   check(m.last.wait(), "clWaitForEvents", "the training step");
@@ -327,15 +553,7 @@ EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
                            const std::function<void(int64_t, int64_t, float)>& progress) {
   Impl& m = *impl_;
   const int64_t axis = m.opts.batch_axis;
-  m.check_types(x, labels);
-  if (x.shape().rank() != m.x_rank)
-    fail("train: the data has shape {}, input '{}' has rank {}", x.shape().str(), m.x_name, m.x_rank);
-  if (labels.shape().rank() != m.labels_rank)
-    fail("train: the labels have shape {}, expected rank {}", labels.shape().str(), m.labels_rank);
-  const int64_t count = x.shape()[size_t(axis)];
-  if (labels.shape()[size_t(axis)] != count)
-    fail("train: the data has {} samples along axis {}, the labels {}", count, axis, labels.shape()[size_t(axis)]);
-  if (count == 0) fail("train: no samples");
+  const int64_t count = m.check_samples(x, labels);
   std::vector<int64_t> order(static_cast<size_t>(count));
   std::iota(order.begin(), order.end(), 0);
   if (m.opts.shuffle) {
@@ -345,18 +563,33 @@ EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
   EpochResult r;
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t steps = (count + m.opts.batch - 1) / m.opts.batch;
-  reserve_losses(*m.ctx, m.losses, steps, m.opts.device);
+  std::vector<size_t> taking_part(static_cast<size_t>(steps));  // data parallel: the replicas each step used
+  if (m.replicas.empty()) reserve_losses(*m.ctx, m.losses, steps, m.opts.device);
+  for (auto& rep : m.replicas) reserve_losses(*m.ctx, rep.losses, steps, rep.device);
   for (int64_t i = 0; i < steps; ++i) {
     const int64_t lo = i * m.opts.batch, hi = std::min(count, lo + m.opts.batch);
     std::vector<int64_t> idx(order.begin() + lo, order.begin() + hi);
-    enqueue_step(take_along(x, axis, idx), take_along(labels, axis, idx), i);
+    if (m.replicas.empty())
+      enqueue_step(take_along(x, axis, idx), take_along(labels, axis, idx), i);
+    else
+      taking_part[size_t(i)] = enqueue_step_dp(x, labels, idx, i);
     if (progress) progress(i + 1, steps, std::nanf(""));  // the losses are read once, at the end
   }
-  check(m.last.wait(), "clWaitForEvents", "the epoch's last step");
-  const HostTensor losses = m.ctx->download(m.losses.slice_elems(0, steps, Shape{steps}));
+  std::vector<float> step_losses(static_cast<size_t>(steps), 0.0f);
+  if (m.replicas.empty()) {
+    check(m.last.wait(), "clWaitForEvents", "the epoch's last step");
+    const HostTensor losses = m.ctx->download(m.losses.slice_elems(0, steps, Shape{steps}));
+    std::copy(losses.as<float>(), losses.as<float>() + steps, step_losses.begin());
+  }
+  for (size_t q = 0; q < m.replicas.size(); ++q) {  // each step's loss: the sum of its shards' weighted losses
+    check(m.replicas[q].done.wait(), "clWaitForEvents", "the epoch's last step");
+    const HostTensor losses = m.ctx->download(m.replicas[q].losses.slice_elems(0, steps, Shape{steps}));
+    for (int64_t i = 0; i < steps; ++i)
+      if (q < taking_part[size_t(i)]) step_losses[size_t(i)] += losses.as<float>()[i];
+  }
   double total = 0;
   for (int64_t i = 0; i < steps; ++i) {
-    const float loss = losses.as<float>()[i];
+    const float loss = step_losses[size_t(i)];
     r.step_losses.push_back(loss);
     total += double(loss) * double(std::min(count, (i + 1) * m.opts.batch) - i * m.opts.batch);
   }
@@ -365,11 +598,16 @@ EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
   return r;
 }
 
-std::map<std::string, HostTensor> Trainer::read_weights() {
+std::map<std::string, HostTensor> Trainer::read_weights(size_t copy) {
   Impl& m = *impl_;
-  if (m.last()) check(m.last.wait(), "clWaitForEvents", "the last training step");
+  if (copy >= std::max<size_t>(1, m.replicas.size()))
+    fail("train: read_weights: no copy {}; the weights live on {} device{}", copy, std::max<size_t>(1, m.replicas.size()),
+         m.replicas.size() > 1 ? "s" : "");
+  const cl::Event& done = m.replicas.empty() ? m.last : m.replicas[copy].done;
+  if (done()) check(done.wait(), "clWaitForEvents", "the last training step");
+  auto& set = m.replicas.empty() ? m.set : m.replicas[copy].set;
   std::map<std::string, HostTensor> w;
-  for (size_t k = 0; k < m.weights.size(); ++k) w[m.weights[k]] = m.ctx->download(m.set[size_t(step_ % 2)][k]);
+  for (size_t k = 0; k < m.weights.size(); ++k) w[m.weights[k]] = m.ctx->download(set[size_t(step_ % 2)][k]);
   return w;
 }
 

@@ -11,6 +11,14 @@
 // host waiting for them (only for the run two steps back before writing the next batch into its session), each
 // loss goes to its element of a device array read once at the end of the epoch. The weights never leave the
 // device between steps.
+//
+// Data parallel (TrainOptions::devices, two or more): each device holds its own copy of the weights, states and
+// step count, and takes a contiguous shard of every batch (sizes as equal as possible; a device whose shard is
+// empty on a small last batch skips the step's gradient). The training graph is then split in two: a gradient
+// graph per device (the loss scaled by shard / batch, so that the shards' gradients sum to the full batch's mean
+// gradient, and the Gradient node) and an update graph per device (a Sum of every device's gradient buffer, read
+// in place through the one context's buffers and events, then the optimizer). Every device runs the same update
+// on the same summed gradient, so the copies stay equal without copying weights back and forth.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -41,6 +49,8 @@ struct TrainOptions {
   bool shuffle = true;     // a permutation per epoch from `seed`
   uint64_t seed = 0;
   int device = 0;
+  // Data parallel: the context's devices that share each batch (indices, no repeats). Empty: `device` alone.
+  std::vector<int> devices = {};
 };
 
 // Per step (1-based), its loss; per epoch, the mean of its steps' losses weighted by their batch sizes.
@@ -69,14 +79,19 @@ class Trainer {
   EpochResult epoch(const HostTensor& x, const HostTensor& labels,
                     const std::function<void(int64_t, int64_t, float)>& progress = {});
   int64_t steps_done() const { return step_; }
-  // The current weights, read back from the device.
-  std::map<std::string, HostTensor> read_weights();
+  // The current weights, read back from the device (data parallel: from the copy of the `copy`-th device of the
+  // list; every copy holds the same).
+  std::map<std::string, HostTensor> read_weights(size_t copy = 0);
   // The model file `source` (ONNX) with each trained initializer's data replaced by the current weights, written
   // to `path`: the same graph, nothing else changed.
   void save_onnx(const std::string& source, const std::string& path);
 
  private:
   void enqueue_step(const HostTensor& x, const HostTensor& labels, int64_t slot);
+  // Data parallel: the rows `rows` of x and labels along the batch axis as one step; returns how many devices
+  // took part (the first ones).
+  size_t enqueue_step_dp(const HostTensor& x, const HostTensor& labels, const std::vector<int64_t>& rows,
+                         int64_t slot);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int64_t step_ = 0;

@@ -1,7 +1,8 @@
 // The native half of the Python package `cldl` (python/cldl/__init__.py builds onnxruntime's API on it):
 // devices(), default_device(), Model(path or bytes, device, dims, queues) with inputs, outputs, graph_name,
 // metadata, run({name: ndarray}) -> {name: ndarray} (any input shapes; a plan per signature, cached) and
-// bench(). cldl errors surface as cldl.Error (a RuntimeError) carrying cldl's message.
+// bench(); Trainer(path, input, output, loss, optimizer, lr, batch, seed, devices, ...) with step / epoch / weights /
+// save (models/train.hpp). cldl errors surface as cldl.Error (a RuntimeError) carrying cldl's message.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -13,6 +14,8 @@
 
 #include "models/model.hpp"
 #include "models/onnx_import.hpp"
+#include "models/op_registry.hpp"
+#include "models/train.hpp"
 #include "runtime/cldl.hpp"
 
 namespace py = pybind11;
@@ -261,6 +264,102 @@ class Model {
   std::map<std::string, std::string> metadata_;
 };
 
+// A model's trainer (models/train.hpp) over numpy arrays: float64 data and int32 class ids are converted to the
+// float32 / int64 the training graph takes (numpy's defaults), anything else is the Trainer's error.
+class Trainer {
+ public:
+  Trainer(const std::string& model, const std::optional<std::string>& input, const std::optional<std::string>& output,
+          const std::string& loss, const std::string& optimizer, std::optional<float> lr, int64_t batch, uint64_t seed,
+          const py::object& devices, float momentum, bool nesterov, float weight_decay, int64_t batch_axis,
+          bool shuffle)
+      : path_(model) {
+    graph::TrainOptions o;
+    o.input = input.value_or("");
+    o.output = output.value_or("");
+    if (loss != "cross_entropy" && loss != "mse")
+      throw Error(fmt::format("Trainer: loss '{}' is not one of cross_entropy, mse", loss));
+    if (optimizer != "sgd" && optimizer != "adam")
+      throw Error(fmt::format("Trainer: optimizer '{}' is not one of sgd, adam", optimizer));
+    o.loss = loss == "mse" ? graph::TrainLoss::mse : graph::TrainLoss::cross_entropy;
+    o.optimizer = optimizer == "adam" ? graph::TrainOptimizer::adam : graph::TrainOptimizer::sgd;
+    o.lr = lr.value_or(o.optimizer == graph::TrainOptimizer::adam ? 1e-3f : 0.01f);  // as cldl train
+    o.batch = batch;
+    o.seed = seed;
+    o.momentum = momentum;
+    o.nesterov = nesterov;
+    o.weight_decay = weight_decay;
+    o.batch_axis = batch_axis;
+    o.shuffle = shuffle;
+    // devices: a spec ("cpu", "cpu:0,cpu:1") or a list of specs; several train data parallel.
+    std::string spec;
+    if (devices.is_none()) {
+    } else if (py::isinstance<py::str>(devices)) {
+      spec = devices.cast<std::string>();
+    } else {
+      for (auto d : devices) spec += (spec.empty() ? "" : ",") + py::str(d).cast<std::string>();
+      if (spec.empty()) throw Error("Trainer: devices is an empty list");
+    }
+    auto ctx = Context::create(spec);
+    for (size_t d = 0; d < ctx->device_count() && ctx->device_count() > 1; ++d) o.devices.push_back(int(d));
+    loss_ = o.loss;
+    for (size_t d = 0; d < ctx->device_count(); ++d) devices_.push_back(ctx->device(int(d)).info.name);
+    trainer_ = std::make_unique<graph::Trainer>(ctx, graph::import_onnx_file(model), o);
+  }
+
+  float step(const py::handle& x, const py::handle& y) {
+    auto [xs, ys] = convert(x, y);
+    py::gil_scoped_release nogil;
+    return trainer_->step(xs, ys);
+  }
+
+  py::dict epoch(const py::handle& x, const py::handle& y) {
+    auto [xs, ys] = convert(x, y);
+    graph::EpochResult r;
+    {
+      py::gil_scoped_release nogil;
+      r = trainer_->epoch(xs, ys);
+    }
+    py::dict d;
+    d["losses"] = to_numpy(HostTensor::from<float>(Shape{int64_t(r.step_losses.size())}, r.step_losses));
+    d["mean_loss"] = r.mean_loss;
+    d["seconds"] = r.seconds;
+    return d;
+  }
+
+  py::dict weights() {
+    std::map<std::string, HostTensor> w;
+    {
+      py::gil_scoped_release nogil;
+      w = trainer_->read_weights();
+    }
+    py::dict d;  // in the model's order
+    for (auto& name : trainer_->weights()) d[py::str(name)] = to_numpy(w.at(name));
+    return d;
+  }
+
+  void save(const std::string& path) {
+    py::gil_scoped_release nogil;
+    trainer_->save_onnx(path_, path);
+  }
+
+  int64_t steps() const { return trainer_->steps_done(); }
+  const std::vector<std::string>& devices() const { return devices_; }
+
+ private:
+  std::pair<HostTensor, HostTensor> convert(const py::handle& x, const py::handle& y) {
+    HostTensor xs = from_numpy("x", x), ys = from_numpy("y", y);
+    if (xs.dtype() == DType::f64) xs = graph::cast_host(xs, DType::f32);
+    if (loss_ == graph::TrainLoss::cross_entropy && ys.dtype() == DType::i32) ys = graph::cast_host(ys, DType::i64);
+    if (loss_ == graph::TrainLoss::mse && ys.dtype() == DType::f64) ys = graph::cast_host(ys, DType::f32);
+    return {std::move(xs), std::move(ys)};
+  }
+
+  std::string path_;
+  graph::TrainLoss loss_ = graph::TrainLoss::cross_entropy;
+  std::vector<std::string> devices_;
+  std::unique_ptr<graph::Trainer> trainer_;
+};
+
 py::dict device_dict(const Device& d) {
   py::dict x;
   x["id"] = d.id();
@@ -320,4 +419,22 @@ PYBIND11_MODULE(_cldl, m) {
       .def("run", &Model::run, py::arg("inputs"), "Runs the model: {name: ndarray} -> {name: ndarray}")
       .def("bench", &Model::bench, py::arg("inputs") = py::none(), py::arg("warmup") = 3, py::arg("iters") = 20,
            "Times run() (host to host); random inputs when none are given");
+  py::class_<Trainer>(m, "Trainer")
+      .def(py::init<const std::string&, const std::optional<std::string>&, const std::optional<std::string>&,
+                    const std::string&, const std::string&, std::optional<float>, int64_t, uint64_t, const py::object&,
+                    float, bool, float, int64_t, bool>(),
+           py::arg("model"), py::arg("input") = py::none(), py::arg("output") = py::none(),
+           py::arg("loss") = "cross_entropy", py::arg("optimizer") = "sgd", py::arg("lr") = py::none(),
+           py::arg("batch") = 32, py::arg("seed") = 0, py::arg("devices") = py::none(), py::arg("momentum") = 0.9f,
+           py::arg("nesterov") = false, py::arg("weight_decay") = 0.0f, py::arg("batch_axis") = 0,
+           py::arg("shuffle") = true,
+           "Trains every float initializer of an ONNX model (cldl train's options; devices: a spec or a list, "
+           "several train data parallel)")
+      .def("step", &Trainer::step, py::arg("x"), py::arg("y"), "One step on one batch; returns its loss")
+      .def("epoch", &Trainer::epoch, py::arg("x"), py::arg("y"),
+           "One pass in batches: {'losses': per step, 'mean_loss', 'seconds'}")
+      .def("weights", &Trainer::weights, "The current weights: {name: ndarray}, in the model's order")
+      .def("save", &Trainer::save, py::arg("path"), "Writes the model file with the trained weights")
+      .def_property_readonly("steps", &Trainer::steps)
+      .def_property_readonly("devices", &Trainer::devices);
 }

@@ -14,6 +14,7 @@
 #include "models/model.hpp"
 #include "models/npy.hpp"
 #include "tests/support/onnx_util.hpp"
+#include "tests/support/two_devices.hpp"
 
 using namespace cldl;
 using namespace cldl::graph;
@@ -112,23 +113,7 @@ void check_branchy(const std::map<std::string, HostTensor>& got,
   }
 }
 
-// Two PoCL CPU devices in one context, or null (with the reason said) when this process has fewer.
-std::shared_ptr<Context> two_devices() {
-  if (!std::getenv("CLDL_TEST_MULTI_DEVICE")) {
-    MESSAGE(
-        "skipped: two-device placement runs under ctest's multi_device (POCL_DEVICES=\"pthread pthread\", "
-        "CLDL_TEST_MULTI_DEVICE=1)");
-    return nullptr;
-  }
-  static std::shared_ptr<Context> two = [] {
-    auto devs = select_devices("cpu:all");
-    if (devs.size() < 2) return std::shared_ptr<Context>();
-    devs.resize(2);
-    return std::make_shared<Context>(devs);
-  }();
-  if (!two) MESSAGE("skipped: this machine shows one CPU device; run with POCL_DEVICES=\"pthread pthread\"");
-  return two;
-}
+using test::two_devices;
 
 }  // namespace
 

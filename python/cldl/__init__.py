@@ -9,6 +9,10 @@ CLI's device spec (`device="gpu:0"` or `provider_options=[{"device": "cpu"}]`; w
 else GPU > accelerator > CPU). onnxruntime's provider names are accepted and mean that default device.
 Inputs may take any shape the model allows, per call: each new input-shape signature is planned once and
 cached (LRU). Errors raise cldl.Error (a RuntimeError) carrying cldl's message.
+
+Training (cldl train's engine, docs/training.md): cldl.Trainer(path, loss=..., optimizer=..., lr=..., batch=...,
+devices=...) with step(x, y), epoch(x, y), weights() and save(path); cldl.train(path, x, y, epochs=...) runs
+epochs with one and returns their results.
 """
 import os as _os
 import struct as _struct
@@ -16,7 +20,7 @@ import threading as _threading
 
 import numpy as _np
 
-from ._cldl import Error, Model as _Model, TensorInfo, devices, default_device as _default_device
+from ._cldl import Error, Model as _Model, TensorInfo, Trainer, devices, default_device as _default_device
 
 try:
     from ._cldl import __version__
@@ -25,7 +29,7 @@ except ImportError:  # a module built without the version define
 
 __all__ = [
     "InferenceSession", "SessionOptions", "RunOptions", "GraphOptimizationLevel", "ExecutionMode", "NodeArg",
-    "ModelMetadata", "Error", "get_available_providers", "get_device", "devices", "load",
+    "ModelMetadata", "Error", "get_available_providers", "get_device", "devices", "load", "Trainer", "train",
 ]
 
 PROVIDER = "CLDLExecutionProvider"
@@ -268,6 +272,18 @@ class InferenceSession:
 def load(path_or_bytes, device=None, dims=None, queues=2):
     """Shorthand for InferenceSession(path_or_bytes, device=device, dims=dims, queues=queues)."""
     return InferenceSession(path_or_bytes, device=device, dims=dims, queues=queues)
+
+
+def train(model, x, y, epochs=1, out=None, **options):
+    """Trains `model` (an ONNX file) for `epochs` passes over x, y with a Trainer(model, **options); writes the
+    trained model to `out` when given. Returns the epochs' results ({'losses', 'mean_loss', 'seconds'} each)."""
+    if epochs < 1:
+        raise Error("train: epochs must be at least 1, got {}".format(epochs))
+    t = Trainer(model, **options)
+    history = [t.epoch(x, y) for _ in range(epochs)]
+    if out is not None:
+        t.save(out)
+    return history
 
 
 # ---- get_modelmeta: the ModelProto's header fields, read from the protobuf wire format (cldl's importer

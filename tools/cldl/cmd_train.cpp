@@ -41,7 +41,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--seed", seed, "Seed of the per-epoch shuffling");
   cmd->add_flag("--no-shuffle", no_shuffle, "Batches in the data's order every epoch");
   cmd->add_option("-o,--out", out, "Where to write the trained model (.onnx)")->required();
-  cmd->add_option("-d,--device", device, "Device spec (cpu, gpu, P:D, name)")->envname("CLDL_DEVICE");
+  cmd->add_option("-d,--device", device,
+                  "Device spec (cpu, gpu, P:D, name); several (cpu:0,cpu:1) train data parallel, each taking a shard "
+                  "of every batch")
+      ->envname("CLDL_DEVICE");
   cmd->add_flag("--json", json, "One JSON object on stdout (per-epoch and per-step losses, times)");
   cmd->callback([] {
     graph::TrainOptions o;
@@ -66,6 +69,7 @@ void add_train_command(CLI::App& app) {
     if (o.loss == graph::TrainLoss::cross_entropy && y.dtype() == DType::i32)
       y = graph::cast_host(y, DType::i64);
     auto ctx = Context::create(device);
+    for (size_t d = 0; d < ctx->device_count() && ctx->device_count() > 1; ++d) o.devices.push_back(int(d));
     auto t0 = std::chrono::steady_clock::now();
     graph::Trainer trainer(ctx, graph::import_onnx_file(model), o);
     const double setup_ms = elapsed_ms(t0);
@@ -87,7 +91,8 @@ void add_train_command(CLI::App& app) {
         fmt::print("epoch {}: loss {:.6f} ({} steps, {:.2f} s)\n", e + 1, r.mean_loss, r.step_losses.size(), r.seconds);
     }
     trainer.save_onnx(model, out);
-    const std::string dev = ctx->device().info.name;
+    std::string dev = ctx->device().info.name;
+    for (size_t d = 1; d < ctx->device_count(); ++d) dev += " + " + ctx->device(int(d)).info.name;
     if (json) {
       fmt::print("{}\n", nlohmann::json{{"model", model},
                                         {"out", out},
