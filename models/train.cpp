@@ -185,6 +185,7 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     g.initializers.erase(w);
   }
   make_conv_weights_dynamic(g);
+  make_rnn_weights_dynamic(g);  // LSTM / GRU with their weights among the inputs
 
   // The loss.
   m.labels_name = g.unique_name("cldl.train.labels");

@@ -1,0 +1,177 @@
+// LSTM and GRU training (layers/rnn_backward.cpp): a forward step that saves what the backward needs, the fused
+// step backward (gate derivatives, the cell / hidden state carried one step back and the recurrent product of
+// the later step in one launch per step), the initial states' gradients and the bias gradients. The weight and
+// input gradients are GEMMs over all steps (layers/gemm.hpp). f32, fp32 accumulation; every kernel gathers (one
+// work-item per element written, no atomics): the same bits every run.
+//
+// Layouts (ONNX): cell 0 = LSTM (gates i, o, f, c~), 1 = GRU (z, r, h~, linear_before_reset). G = gates * H.
+// Rows: the step t, batch b of X [T, B, I] (layout 0: row t * B + b) or [B, T, I] (layout 1: row b * T + t).
+// S (saved) [D, rows, G + 2H]: per row the gate activations (G), the hidden state the step read (H), and the
+// cell state the step read (LSTM) or Rh h + Rbh (GRU, linear_before_reset) (H).
+// Direction d runs backwards in time when d == 1 (bidirectional) or rev0 (direction "reverse").
+// Launches: global (H, B, D); s is the step in the direction's processing order.
+
+inline long row_of(int layout, int T, int B, int t, int b) { return layout ? (long)b * T + t : (long)t * B + b; }
+inline int time_of(int rev, int T, int s) { return rev ? T - 1 - s : s; }
+inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp(-x)); }
+// [D, B, H] (layout 0) or [B, D, H] (layout 1): initial and final states.
+inline long state_at(int layout, int D, int B, int H, int d, int b, int j) {
+  return layout ? ((long)b * D + d) * H + j : ((long)d * B + b) * H + j;
+}
+// Y: [T, D, B, H] (layout 0) or [B, T, D, H] (layout 1).
+inline long y_at(int layout, int T, int D, int B, int H, int t, int d, int b, int j) {
+  return layout ? (((long)b * T + t) * D + d) * H + j : (((long)t * D + d) * B + b) * H + j;
+}
+
+// The first step's saved states: initial_h / initial_c, or zeros.
+__kernel void rnn_train_init(int cell, int T, int B, int H, int G, int layout, int D, int rev0,
+                             __global const float* h0, long h0_off, int has_h0, __global const float* c0, long c0_off,
+                             int has_c0, __global float* S, long S_off) {
+  const int j = get_global_id(0), b = get_global_id(1), d = get_global_id(2);
+  const int t = time_of(d == 1 || rev0, T, 0);
+  __global float* srow = S + S_off + ((long)d * T * B + row_of(layout, T, B, t, b)) * (G + 2 * H);
+  const long at = state_at(layout, D, B, H, d, b, j);
+  srow[G + j] = has_h0 ? h0[h0_off + at] : 0.0f;
+  if (cell == 0) srow[G + H + j] = has_c0 ? c0[c0_off + at] : 0.0f;
+}
+
+// Step s of every direction: the gates from x W^T (xw, computed for all steps by one GEMM), the biases and R h.
+// Writes the gates (and GRU's Rh h + Rbh) into its own row of S, the new states into the next step's row (or
+// the final state outputs), and Y.
+__kernel void rnn_train_step(int cell, int T, int B, int H, int G, int layout, int D, int rev0, int s,
+                             __global const float* xw, long xw_off, __global const float* R, long R_off,
+                             __global const float* bias, long b_off, int has_bias, __global float* S, long S_off,
+                             __global float* Y, long Y_off, int has_y, __global float* Yh, long Yh_off, int has_yh,
+                             __global float* Yc, long Yc_off, int has_yc) {
+  const int j = get_global_id(0), b = get_global_id(1), d = get_global_id(2);
+  const int rev = d == 1 || rev0, t = time_of(rev, T, s), W = G + 2 * H;
+  __global float* srow = S + S_off + ((long)d * T * B + row_of(layout, T, B, t, b)) * W;
+  __global const float* hp = srow + G;
+  __global const float* xr = xw + xw_off + ((long)d * T * B + row_of(layout, T, B, t, b)) * G;
+  __global const float* Rd = R + R_off + (long)d * G * H;
+  __global const float* bd = bias + b_off + (long)d * 2 * G;
+  float h, c = 0.0f;
+  if (cell == 0) {
+    float a[4];
+    for (int g = 0; g < 4; ++g) {
+      const int u = g * H + j;
+      float acc = xr[u] + (has_bias ? bd[u] + bd[G + u] : 0.0f);
+      __global const float* r = Rd + (long)u * H;
+      for (int k = 0; k < H; ++k) acc += r[k] * hp[k];
+      a[g] = acc;
+    }
+    const float i = sigmoid_f(a[0]), o = sigmoid_f(a[1]), f = sigmoid_f(a[2]), cc = tanh(a[3]);
+    c = f * srow[G + H + j] + i * cc;
+    h = o * tanh(c);
+    srow[j] = i;
+    srow[H + j] = o;
+    srow[2 * H + j] = f;
+    srow[3 * H + j] = cc;
+  } else {
+    float a[3];
+    for (int g = 0; g < 3; ++g) {
+      const int u = g * H + j;
+      float acc = g < 2 ? xr[u] + (has_bias ? bd[u] + bd[G + u] : 0.0f) : (has_bias ? bd[G + u] : 0.0f);
+      __global const float* r = Rd + (long)u * H;
+      for (int k = 0; k < H; ++k) acc += r[k] * hp[k];
+      a[g] = acc;
+    }
+    const float z = sigmoid_f(a[0]), r = sigmoid_f(a[1]);
+    const float hh = tanh(xr[2 * H + j] + (has_bias ? bd[2 * H + j] : 0.0f) + r * a[2]);
+    h = (1.0f - z) * hh + z * hp[j];
+    srow[j] = z;
+    srow[H + j] = r;
+    srow[2 * H + j] = hh;
+    srow[G + H + j] = a[2];
+  }
+  if (s + 1 < T) {
+    __global float* next = S + S_off + ((long)d * T * B + row_of(layout, T, B, time_of(rev, T, s + 1), b)) * W;
+    next[G + j] = h;
+    if (cell == 0) next[G + H + j] = c;
+  } else {
+    const long at = state_at(layout, D, B, H, d, b, j);
+    if (has_yh) Yh[Yh_off + at] = h;
+    if (has_yc) Yc[Yc_off + at] = c;
+  }
+  if (has_y) Y[Y_off + y_at(layout, T, D, B, H, t, d, b, j)] = h;
+}
+
+// The gradient reaching the hidden state step s read (dh of step s - 1's output), from step s's gate
+// derivatives: sum_g dGR[g] R[g, j], plus GRU's direct term z * dh (carry).
+inline float dh_back(int cell, int G, int H, int j, __global const float* dgr, __global const float* Rd,
+                     float carry) {
+  float acc = cell == 1 ? carry : 0.0f;
+  for (int g = 0; g < G; ++g) acc += dgr[g] * Rd[(long)g * H + j];
+  return acc;
+}
+
+// Step s of the backward (s from T - 1 down to 0): dh = dY_t (+ dY_h at the last step) + what step s + 1 sends
+// back; then the gate pre-activation derivatives into dG (for W, X and Wb) and dGR (for R and Rb; GRU's h~ row
+// differs: d(Rh h + Rbh) = dh~ r), and the carry: dc of the state step s read (LSTM), z dh (GRU).
+__kernel void rnn_grad_step(int cell, int T, int B, int H, int G, int layout, int D, int rev0, int s,
+                            __global const float* S, long S_off, __global const float* R, long R_off,
+                            __global const float* dY, long dY_off, int has_dy, __global const float* dYh,
+                            long dYh_off, int has_dyh, __global const float* dYc, long dYc_off, int has_dyc,
+                            __global float* dG, long dG_off, __global float* dGR, long dGR_off,
+                            __global float* carry, long carry_off) {
+  const int j = get_global_id(0), b = get_global_id(1), d = get_global_id(2);
+  const int rev = d == 1 || rev0, t = time_of(rev, T, s), W = G + 2 * H;
+  const long row = (long)d * T * B + row_of(layout, T, B, t, b);
+  __global const float* srow = S + S_off + row * W;
+  __global const float* Rd = R + R_off + (long)d * G * H;
+  __global float* cy = carry + carry_off + ((long)d * B + b) * H + j;
+  float dh = has_dy ? dY[dY_off + y_at(layout, T, D, B, H, t, d, b, j)] : 0.0f, dc = 0.0f;
+  if (s == T - 1) {
+    const long at = state_at(layout, D, B, H, d, b, j);
+    if (has_dyh) dh += dYh[dYh_off + at];
+    if (has_dyc) dc = dYc[dYc_off + at];
+  } else {
+    const long next = (long)d * T * B + row_of(layout, T, B, time_of(rev, T, s + 1), b);
+    dh += dh_back(cell, G, H, j, dGR + dGR_off + next * G, Rd, *cy);
+    if (cell == 0) dc = *cy;
+  }
+  __global float* g = dG + dG_off + row * G;
+  if (cell == 0) {
+    const float i = srow[j], o = srow[H + j], f = srow[2 * H + j], cc = srow[3 * H + j], cp = srow[G + H + j];
+    const float tc = tanh(f * cp + i * cc);
+    dc += dh * o * (1.0f - tc * tc);
+    g[j] = dc * cc * i * (1.0f - i);
+    g[H + j] = dh * tc * o * (1.0f - o);
+    g[2 * H + j] = dc * cp * f * (1.0f - f);
+    g[3 * H + j] = dc * i * (1.0f - cc * cc);
+    *cy = dc * f;
+  } else {
+    const float z = srow[j], r = srow[H + j], hh = srow[2 * H + j], hp = srow[G + j], rh = srow[G + H + j];
+    const float dz = dh * (hp - hh) * z * (1.0f - z), dhh = dh * (1.0f - z) * (1.0f - hh * hh);
+    const float dr = dhh * rh * r * (1.0f - r);
+    __global float* gr = dGR + dGR_off + row * G;
+    g[j] = gr[j] = dz;
+    g[H + j] = gr[H + j] = dr;
+    g[2 * H + j] = dhh;
+    gr[2 * H + j] = dhh * r;
+    *cy = dh * z;
+  }
+}
+
+// The initial states' gradients, from step 0's derivatives.
+__kernel void rnn_grad_initial(int cell, int T, int B, int H, int G, int layout, int D, int rev0,
+                               __global const float* R, long R_off, __global const float* dGR, long dGR_off,
+                               __global const float* carry, long carry_off, __global float* dh0, long dh0_off,
+                               int has_dh0, __global float* dc0, long dc0_off, int has_dc0) {
+  const int j = get_global_id(0), b = get_global_id(1), d = get_global_id(2);
+  const long row = (long)d * T * B + row_of(layout, T, B, time_of(d == 1 || rev0, T, 0), b);
+  const float cy = carry[carry_off + ((long)d * B + b) * H + j];
+  const long at = state_at(layout, D, B, H, d, b, j);
+  if (has_dh0) dh0[dh0_off + at] = dh_back(cell, G, H, j, dGR + dGR_off + row * G, R + R_off + (long)d * G * H, cy);
+  if (has_dc0) dc0[dc0_off + at] = cy;
+}
+
+// dB [D, 2G]: the column sums of dG (Wb) and dGR (Rb) over all rows. global (G, 2, D).
+__kernel void rnn_grad_bias(int rows, int G, __global const float* dG, long dG_off, __global const float* dGR,
+                            long dGR_off, __global float* dB, long dB_off) {
+  const int u = get_global_id(0), which = get_global_id(1), d = get_global_id(2);
+  __global const float* m = (which ? dGR + dGR_off : dG + dG_off) + (long)d * rows * G + u;
+  float acc = 0.0f;
+  for (int r = 0; r < rows; ++r) acc += m[(long)r * G];
+  dB[dB_off + (long)d * 2 * G + which * G + u] = acc;
+}
