@@ -610,6 +610,8 @@ size_t make_rnn_weights_dynamic(Graph& g) {
     if (n.inputs.size() > 4 && !n.inputs[4].empty()) {  // sequence_lens: only full lengths, known at load
       const HostTensor* lens = g.is_constant(n.inputs[4]) && g.initializers.count(n.inputs[4]) ? &g.initializers.at(n.inputs[4]) : nullptr;
       const ValueInfo* x = g.info(n.inputs[0]);
+      for (auto& in : g.inputs)
+        if (!x && in.name == n.inputs[0]) x = &in;
       const int64_t axis = n.attr_i("layout", 0) ? 1 : 0;
       bool full = lens && x && x->shape.is_static() && x->shape.to_shape().rank() == 3;
       if (full)
