@@ -1,7 +1,7 @@
 // LSTM and GRU training (layers/rnn_backward.cpp): a forward step that saves what the backward needs, the fused
-// step backward (gate derivatives, the cell / hidden state carried one step back and the recurrent product of
-// the later step in one launch per step), the initial states' gradients and the bias gradients. The weight and
-// input gradients are GEMMs over all steps (layers/gemm.hpp). f32, fp32 accumulation; every kernel gathers (one
+// step backward (gate derivatives and the cell / hidden state gradient carried one step back in one launch per
+// step), the initial states' gradients. The recurrent products of each step (R h forward, dG R backward), the
+// weight, input and bias gradients are GEMMs (layers/gemm.hpp). f32, fp32 accumulation; every kernel gathers (one
 // work-item per element written, no atomics): the same bits every run.
 //
 // Layouts (ONNX): cell 0 = LSTM (gates i, o, f, c~), 1 = GRU (z, r, h~, linear_before_reset). G = gates * H.
@@ -35,54 +35,48 @@ __kernel void rnn_train_init(int cell, int T, int B, int H, int G, int layout, i
   if (cell == 0) srow[G + H + j] = has_c0 ? c0[c0_off + at] : 0.0f;
 }
 
-// Step s of every direction: the gates from x W^T (xw, computed for all steps by one GEMM), the biases and R h.
-// Writes the gates (and GRU's Rh h + Rbh) into its own row of S, the new states into the next step's row (or
-// the final state outputs), and Y.
+// Step s of every direction: the gates from x W^T (xw, computed for all steps by one GEMM), the biases and R h
+// (rec [D, B, G], this step's GEMM). Writes the gates (and GRU's Rh h + Rbh) into its own row of S, the new states
+// into the next step's row (or the final state outputs), and Y.
 __kernel void rnn_train_step(int cell, int T, int B, int H, int G, int layout, int D, int rev0, int s,
-                             __global const float* xw, long xw_off, __global const float* R, long R_off,
-                             __global const float* bias, long b_off, int has_bias, __global float* S, long S_off,
+                             __global const float* xw, long xw_off, __global const float* rec, long rec_off,
+                             __global const float* bias, long b_off, int has_bias,
+                             __global const float* restrict S_in, __global float* restrict S, long S_off,
                              __global float* Y, long Y_off, int has_y, __global float* Yh, long Yh_off, int has_yh,
                              __global float* Yc, long Yc_off, int has_yc) {
   const int j = get_global_id(0), b = get_global_id(1), d = get_global_id(2);
   const int rev = d == 1 || rev0, t = time_of(rev, T, s), W = G + 2 * H;
+  // S_in and S are the same buffer: the step reads the states of its own row through S_in and writes the gates
+  // of its row and the states of the next one through S, disjoint elements (restrict: no reload after stores).
   __global float* srow = S + S_off + ((long)d * T * B + row_of(layout, T, B, t, b)) * W;
-  __global const float* hp = srow + G;
+  __global const float* sin = S_in + S_off + ((long)d * T * B + row_of(layout, T, B, t, b)) * W;
   __global const float* xr = xw + xw_off + ((long)d * T * B + row_of(layout, T, B, t, b)) * G;
-  __global const float* Rd = R + R_off + (long)d * G * H;
+  __global const float* rh = rec + rec_off + ((long)d * B + b) * G;
   __global const float* bd = bias + b_off + (long)d * 2 * G;
   float h, c = 0.0f;
   if (cell == 0) {
-    float a[4];
-    for (int g = 0; g < 4; ++g) {
-      const int u = g * H + j;
-      float acc = xr[u] + (has_bias ? bd[u] + bd[G + u] : 0.0f);
-      __global const float* r = Rd + (long)u * H;
-      for (int k = 0; k < H; ++k) acc += r[k] * hp[k];
-      a[g] = acc;
-    }
-    const float i = sigmoid_f(a[0]), o = sigmoid_f(a[1]), f = sigmoid_f(a[2]), cc = tanh(a[3]);
-    c = f * srow[G + H + j] + i * cc;
+    // No private array: PoCL keeps one per work-item in memory (a 6x slower step when a[4] held these).
+    const float bi = has_bias ? bd[j] + bd[G + j] : 0.0f, bo = has_bias ? bd[H + j] + bd[G + H + j] : 0.0f,
+                bf = has_bias ? bd[2 * H + j] + bd[G + 2 * H + j] : 0.0f,
+                bc = has_bias ? bd[3 * H + j] + bd[G + 3 * H + j] : 0.0f;
+    const float i = sigmoid_f(xr[j] + rh[j] + bi), o = sigmoid_f(xr[H + j] + rh[H + j] + bo),
+                f = sigmoid_f(xr[2 * H + j] + rh[2 * H + j] + bf), cc = tanh(xr[3 * H + j] + rh[3 * H + j] + bc);
+    c = f * sin[G + H + j] + i * cc;
     h = o * tanh(c);
     srow[j] = i;
     srow[H + j] = o;
     srow[2 * H + j] = f;
     srow[3 * H + j] = cc;
   } else {
-    float a[3];
-    for (int g = 0; g < 3; ++g) {
-      const int u = g * H + j;
-      float acc = g < 2 ? xr[u] + (has_bias ? bd[u] + bd[G + u] : 0.0f) : (has_bias ? bd[G + u] : 0.0f);
-      __global const float* r = Rd + (long)u * H;
-      for (int k = 0; k < H; ++k) acc += r[k] * hp[k];
-      a[g] = acc;
-    }
-    const float z = sigmoid_f(a[0]), r = sigmoid_f(a[1]);
-    const float hh = tanh(xr[2 * H + j] + (has_bias ? bd[2 * H + j] : 0.0f) + r * a[2]);
-    h = (1.0f - z) * hh + z * hp[j];
+    const float z = sigmoid_f(xr[j] + rh[j] + (has_bias ? bd[j] + bd[G + j] : 0.0f));
+    const float r = sigmoid_f(xr[H + j] + rh[H + j] + (has_bias ? bd[H + j] + bd[G + H + j] : 0.0f));
+    const float lin = rh[2 * H + j] + (has_bias ? bd[G + 2 * H + j] : 0.0f);  // Rh h + Rbh
+    const float hh = tanh(xr[2 * H + j] + (has_bias ? bd[2 * H + j] : 0.0f) + r * lin);
+    h = (1.0f - z) * hh + z * sin[G + j];
     srow[j] = z;
     srow[H + j] = r;
     srow[2 * H + j] = hh;
-    srow[G + H + j] = a[2];
+    srow[G + H + j] = lin;
   }
   if (s + 1 < T) {
     __global float* next = S + S_off + ((long)d * T * B + row_of(layout, T, B, time_of(rev, T, s + 1), b)) * W;
@@ -96,20 +90,12 @@ __kernel void rnn_train_step(int cell, int T, int B, int H, int G, int layout, i
   if (has_y) Y[Y_off + y_at(layout, T, D, B, H, t, d, b, j)] = h;
 }
 
-// The gradient reaching the hidden state step s read (dh of step s - 1's output), from step s's gate
-// derivatives: sum_g dGR[g] R[g, j], plus GRU's direct term z * dh (carry).
-inline float dh_back(int cell, int G, int H, int j, __global const float* dgr, __global const float* Rd,
-                     float carry) {
-  float acc = cell == 1 ? carry : 0.0f;
-  for (int g = 0; g < G; ++g) acc += dgr[g] * Rd[(long)g * H + j];
-  return acc;
-}
-
 // Step s of the backward (s from T - 1 down to 0): dh = dY_t (+ dY_h at the last step) + what step s + 1 sends
-// back; then the gate pre-activation derivatives into dG (for W, X and Wb) and dGR (for R and Rb; GRU's h~ row
-// differs: d(Rh h + Rbh) = dh~ r), and the carry: dc of the state step s read (LSTM), z dh (GRU).
+// back (dhrec [D, B, H] = dGR of step s + 1 times R, a GEMM, plus GRU's direct term z dh, the carry); then the gate
+// pre-activation derivatives into dG (for W, X and Wb) and dGR (for R and Rb; GRU's h~ row differs:
+// d(Rh h + Rbh) = dh~ r), and the carry: dc of the state step s read (LSTM), z dh (GRU).
 __kernel void rnn_grad_step(int cell, int T, int B, int H, int G, int layout, int D, int rev0, int s,
-                            __global const float* S, long S_off, __global const float* R, long R_off,
+                            __global const float* S, long S_off, __global const float* dhrec, long dhrec_off,
                             __global const float* dY, long dY_off, int has_dy, __global const float* dYh,
                             long dYh_off, int has_dyh, __global const float* dYc, long dYc_off, int has_dyc,
                             __global float* dG, long dG_off, __global float* dGR, long dGR_off,
@@ -118,7 +104,6 @@ __kernel void rnn_grad_step(int cell, int T, int B, int H, int G, int layout, in
   const int rev = d == 1 || rev0, t = time_of(rev, T, s), W = G + 2 * H;
   const long row = (long)d * T * B + row_of(layout, T, B, t, b);
   __global const float* srow = S + S_off + row * W;
-  __global const float* Rd = R + R_off + (long)d * G * H;
   __global float* cy = carry + carry_off + ((long)d * B + b) * H + j;
   float dh = has_dy ? dY[dY_off + y_at(layout, T, D, B, H, t, d, b, j)] : 0.0f, dc = 0.0f;
   if (s == T - 1) {
@@ -126,9 +111,9 @@ __kernel void rnn_grad_step(int cell, int T, int B, int H, int G, int layout, in
     if (has_dyh) dh += dYh[dYh_off + at];
     if (has_dyc) dc = dYc[dYc_off + at];
   } else {
-    const long next = (long)d * T * B + row_of(layout, T, B, time_of(rev, T, s + 1), b);
-    dh += dh_back(cell, G, H, j, dGR + dGR_off + next * G, Rd, *cy);
+    dh += dhrec[dhrec_off + ((long)d * B + b) * H + j];
     if (cell == 0) dc = *cy;
+    else dh += *cy;
   }
   __global float* g = dG + dG_off + row * G;
   if (cell == 0) {
@@ -153,25 +138,22 @@ __kernel void rnn_grad_step(int cell, int T, int B, int H, int G, int layout, in
   }
 }
 
-// The initial states' gradients, from step 0's derivatives.
+// The initial states' gradients, from step 0's: dhrec (step 0's dGR times R) plus GRU's carry; LSTM's carry is dc.
 __kernel void rnn_grad_initial(int cell, int T, int B, int H, int G, int layout, int D, int rev0,
-                               __global const float* R, long R_off, __global const float* dGR, long dGR_off,
-                               __global const float* carry, long carry_off, __global float* dh0, long dh0_off,
-                               int has_dh0, __global float* dc0, long dc0_off, int has_dc0) {
+                               __global const float* dhrec, long dhrec_off, __global const float* carry,
+                               long carry_off, __global float* dh0, long dh0_off, int has_dh0, __global float* dc0,
+                               long dc0_off, int has_dc0) {
   const int j = get_global_id(0), b = get_global_id(1), d = get_global_id(2);
-  const long row = (long)d * T * B + row_of(layout, T, B, time_of(d == 1 || rev0, T, 0), b);
-  const float cy = carry[carry_off + ((long)d * B + b) * H + j];
-  const long at = state_at(layout, D, B, H, d, b, j);
-  if (has_dh0) dh0[dh0_off + at] = dh_back(cell, G, H, j, dGR + dGR_off + row * G, R + R_off + (long)d * G * H, cy);
+  const long k = ((long)d * B + b) * H + j, at = state_at(layout, D, B, H, d, b, j);
+  const float cy = carry[carry_off + k];
+  if (has_dh0) dh0[dh0_off + at] = dhrec[dhrec_off + k] + (cell == 1 ? cy : 0.0f);
   if (has_dc0) dc0[dc0_off + at] = cy;
 }
 
-// dB [D, 2G]: the column sums of dG (Wb) and dGR (Rb) over all rows. global (G, 2, D).
-__kernel void rnn_grad_bias(int rows, int G, __global const float* dG, long dG_off, __global const float* dGR,
-                            long dGR_off, __global float* dB, long dB_off) {
-  const int u = get_global_id(0), which = get_global_id(1), d = get_global_id(2);
-  __global const float* m = (which ? dGR + dGR_off : dG + dG_off) + (long)d * rows * G + u;
-  float acc = 0.0f;
-  for (int r = 0; r < rows; ++r) acc += m[(long)r * G];
-  dB[dB_off + (long)d * 2 * G + which * G + u] = acc;
+// Rt [D, H, G] = R [D, G, H] transposed per direction (the per-step GEMM reads R^T rows contiguously). global (G, H, D).
+__kernel void rnn_transpose_r(int G, int H, __global const float* R, long R_off, __global float* Rt, long Rt_off) {
+  const int u = get_global_id(0), k = get_global_id(1), d = get_global_id(2);
+  Rt[Rt_off + ((long)d * H + k) * G + u] = R[R_off + ((long)d * G + u) * H + k];
 }
+
+__kernel void rnn_fill(float v, __global float* x, long x_off) { x[x_off + get_global_id(0)] = v; }

@@ -69,27 +69,51 @@ std::unique_ptr<RnnTrainForward> RnnTrainForward::create(Context& ctx, int devic
   cl::Program p = ctx.program("rnn_backward.cl", "", device);
   o->init_ = make_kernel(p, "rnn_train_init");
   o->step_ = make_kernel(p, "rnn_train_step");
+  o->transpose_ = make_kernel(p, "rnn_transpose_r");
+  const int64_t G = cfg.gates(), H = cfg.hidden_size;
   // xw[d] = X W[d]^T: [rows, G] per direction.
   GemmConfig g;
   g.M = cfg.rows();
-  g.N = cfg.gates();
+  g.N = G;
   g.K = cfg.input_size;
   g.trans_b = true;
   g.batch = cfg.dirs;
   g.stride_a = 0;
-  g.stride_b = cfg.gates() * cfg.input_size;
-  g.stride_c = cfg.rows() * cfg.gates();
+  g.stride_b = G * cfg.input_size;
+  g.stride_c = cfg.rows() * G;
   o->project_ = Gemm::create(ctx, device, g);
+  // One step of one direction: rec [B, G] = H_prev [B, H] (rows of S) x R^T [H, G].
+  GemmConfig r;
+  r.M = cfg.batch;
+  r.N = G;
+  r.K = H;
+  r.lda = (cfg.layout ? cfg.seq_length : 1) * (G + 2 * H);
+  o->recurrent_ = Gemm::create(ctx, device, r);
   return o;
 }
 
 std::string RnnTrainForward::algorithm() const {
-  return fmt::format("{}: x W^T of all steps as one GEMM ({}), one launch per step{}", cfg_.str(),
-                     project_->algorithm(), cfg_.dirs == 2 ? " for both directions" : "");
+  return fmt::format("{}: x W^T of all steps as one GEMM ({}), per step R h as a GEMM per direction ({}) and one "
+                     "launch for the gates", cfg_.str(), project_->algorithm(), recurrent_->algorithm());
 }
 
+namespace {
+// Forward workspace (floats): xw [D, rows, G], rec [D, B, G], Rt [D, H, G], then the GEMMs' packing.
+int64_t forward_scratch(const RnnTrainConfig& c) {
+  return c.dirs * (c.rows() * c.gates() + c.batch * c.gates() + c.hidden_size * c.gates());
+}
+Tensor part(const Tensor& ws, int64_t& at, int64_t n) {
+  Tensor t = ws.slice_elems(at, n, Shape{n});
+  at += n;
+  return t;
+}
+// The view of t from element `start` to its end (GEMM operands addressed by their first element).
+Tensor from(const Tensor& t, int64_t start) { return t.slice_elems(start, t.numel() - start, Shape{t.numel() - start}); }
+}  // namespace
+
 size_t RnnTrainForward::workspace_bytes() const {
-  return size_t(cfg_.dirs * cfg_.rows() * cfg_.gates()) * sizeof(float) + project_->workspace_bytes();
+  return size_t(forward_scratch(cfg_)) * sizeof(float) +
+         std::max(project_->workspace_bytes(), recurrent_->workspace_bytes());
 }
 
 void RnnTrainForward::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* ws,
@@ -111,22 +135,34 @@ void RnnTrainForward::enqueue(std::span<const Tensor> in, std::span<const Tensor
   check_optional(op, "output Y_h", yh, c.state());
   check_optional(op, "output Y_c", yc, c.state());
   check(op, "output S (saved states)", s, c.saved());
-  const int64_t xw_elems = c.dirs * c.rows() * c.gates();
   if (!ws || ws->bytes() < workspace_bytes()) invalid(op, "workspace of {} bytes is too small", ws ? ws->bytes() : 0);
-  Tensor xw = ws->slice_elems(0, xw_elems, Shape{xw_elems});
-  Tensor gemm_ws = ws->slice_elems(xw_elems, ws->numel() - xw_elems, Shape{ws->numel() - xw_elems});
+  const int64_t G = c.gates(), H = c.hidden_size, B = c.batch, T = c.seq_length, W = G + 2 * H;
+  int64_t used = 0;
+  Tensor xw = part(*ws, used, c.dirs * c.rows() * G), rec = part(*ws, used, c.dirs * B * G),
+         rt = part(*ws, used, c.dirs * H * G);
+  Tensor gemm_ws = from(*ws, used);
+  auto gemm = [&](Gemm& m, const Tensor& a, const Tensor& bm, const Tensor& cm) {
+    Tensor i[2] = {a, bm}, o[1] = {cm};
+    m.enqueue(i, o, m.workspace_bytes() ? &gemm_ws : nullptr, ec);
+  };
+  gemm(*project_, x, w, xw);
   {
-    Tensor o[1] = {xw};
-    Tensor i[2] = {x, w};
-    project_->enqueue(i, o, project_->workspace_bytes() ? &gemm_ws : nullptr, ec);
+    std::lock_guard lock(launch_mutex_);
+    set_args(transpose_, cl_int(G), cl_int(H), r.buffer, off(r), rt.buffer, off(rt));
+    ec.enqueue_kernel(transpose_, cl::NDRange(size_t(G), size_t(H), size_t(c.dirs)), cl::NullRange, "rnn_transpose_r");
+    set_common(init_, c, or_any(h0, x).buffer, off(h0), cl_int(h0.valid()), or_any(c0, x).buffer, off(c0),
+               cl_int(c0.valid()), s.buffer, off(s));
+    ec.enqueue_kernel(init_, units(c), cl::NullRange, "rnn_train_init");
   }
-  std::lock_guard lock(launch_mutex_);
-  set_common(init_, c, or_any(h0, x).buffer, off(h0), cl_int(h0.valid()), or_any(c0, x).buffer, off(c0),
-             cl_int(c0.valid()), s.buffer, off(s));
-  ec.enqueue_kernel(init_, units(c), cl::NullRange, "rnn_train_init");
-  for (int64_t t = 0; t < c.seq_length; ++t) {
-    set_common(step_, c, cl_int(t), xw.buffer, off(xw), r.buffer, off(r), or_any(b, x).buffer, off(b),
-               cl_int(c.bias), s.buffer, off(s), or_any(y, s).buffer, off(y), cl_int(y.valid()),
+  for (int64_t step = 0; step < T; ++step) {
+    for (int d = 0; d < c.dirs; ++d) {
+      const int64_t t = d == 1 || c.reverse ? T - 1 - step : step, row0 = c.layout ? t : t * B;
+      gemm(*recurrent_, from(s, (d * c.rows() + row0) * W + G), rt.slice_elems(d * H * G, H * G, Shape{H, G}),
+           rec.slice_elems(d * B * G, B * G, Shape{B, G}));
+    }
+    std::lock_guard lock(launch_mutex_);
+    set_common(step_, c, cl_int(step), xw.buffer, off(xw), rec.buffer, off(rec), or_any(b, x).buffer, off(b),
+               cl_int(c.bias), s.buffer, s.buffer, off(s), or_any(y, s).buffer, off(y), cl_int(y.valid()),
                or_any(yh, s).buffer, off(yh), cl_int(yh.valid()), or_any(yc, s).buffer, off(yc), cl_int(yc.valid()));
     ec.enqueue_kernel(step_, units(c), cl::NullRange, "rnn_train_step");
   }
@@ -141,8 +177,15 @@ std::unique_ptr<RnnBackward> RnnBackward::create(Context& ctx, int device, const
   cl::Program p = ctx.program("rnn_backward.cl", "", device);
   o->step_ = make_kernel(p, "rnn_grad_step");
   o->initial_ = make_kernel(p, "rnn_grad_initial");
-  o->bias_ = make_kernel(p, "rnn_grad_bias");
+  o->fill_ = make_kernel(p, "rnn_fill");
   const int64_t G = cfg.gates(), H = cfg.hidden_size, I = cfg.input_size, rows = cfg.rows();
+  // One step of one direction: dhrec [B, H] = dGR rows of the later step [B, G] x R [G, H].
+  GemmConfig rec;
+  rec.M = cfg.batch;
+  rec.N = H;
+  rec.K = G;
+  rec.lda = (cfg.layout ? cfg.seq_length : 1) * G;
+  o->recurrent_ = Gemm::create(ctx, device, rec);
   // dW[d] = dG[d]^T X: [G, I] over all rows.
   GemmConfig w;
   w.M = G;
@@ -171,19 +214,37 @@ std::unique_ptr<RnnBackward> RnnBackward::create(Context& ctx, int device, const
     x.beta = 1.0f;
     o->dx_add_ = Gemm::create(ctx, device, x);
   }
+  // dB[d] = ones [1, rows] x dG[d] (Wb) and x dGR[d] (Rb): [1, G], into dB's halves (ld 2G between directions).
+  GemmConfig bias;
+  bias.M = 1;
+  bias.N = G;
+  bias.K = rows;
+  bias.batch = cfg.dirs;
+  bias.stride_a = 0;
+  bias.stride_b = rows * G;
+  bias.stride_c = 2 * G;
+  o->db_ = Gemm::create(ctx, device, bias);
   return o;
 }
 
 std::string RnnBackward::algorithm() const {
-  return fmt::format("{}: one fused launch per step{}, dW and dR as one GEMM each over all {} rows ({}), dX ({})",
-                     cfg_.str(), cfg_.dirs == 2 ? " for both directions" : "", cfg_.rows(), dw_->algorithm(),
-                     dx_first_->algorithm());
+  return fmt::format("{}: per step a GEMM per direction ({}) and one fused launch{}, dW and dR as one GEMM each over "
+                     "all {} rows ({}), dX ({})", cfg_.str(), recurrent_->algorithm(),
+                     cfg_.dirs == 2 ? " for both directions" : "", cfg_.rows(), dw_->algorithm(), dx_first_->algorithm());
 }
 
+namespace {
+// Backward workspace (floats): dG [D, rows, G], dGR (GRU), carry [D, B, H], dhrec [D, B, H], ones [rows], packing.
+int64_t backward_scratch(const RnnTrainConfig& c) {
+  return c.dirs * c.rows() * c.gates() * (c.lstm ? 1 : 2) + 2 * c.dirs * c.batch * c.hidden_size + c.rows();
+}
+}  // namespace
+
 size_t RnnBackward::workspace_bytes() const {
-  const auto& c = cfg_;
-  const size_t dg = size_t(c.dirs * c.rows() * c.gates());
-  return (dg * (c.lstm ? 1 : 2) + size_t(c.dirs * c.batch * c.hidden_size)) * sizeof(float);
+  size_t gemm = 0;
+  for (const Gemm* g : {recurrent_.get(), dw_.get(), dr_.get(), dx_first_.get(), dx_add_.get(), db_.get()})
+    if (g) gemm = std::max(gemm, g->workspace_bytes());
+  return size_t(backward_scratch(cfg_)) * sizeof(float) + gemm;
 }
 
 void RnnBackward::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* ws,
@@ -210,38 +271,56 @@ void RnnBackward::enqueue(std::span<const Tensor> in, std::span<const Tensor> ou
   check_optional(op, "output d initial_c", dc0, c.state());
   if (!c.lstm && dc0.valid()) invalid(op, "output d initial_c is asked of a GRU");
   if (!ws || ws->bytes() < workspace_bytes()) invalid(op, "workspace of {} bytes is too small", ws ? ws->bytes() : 0);
-  const int64_t n_dg = c.dirs * c.rows() * c.gates(), n_carry = c.dirs * c.batch * c.hidden_size;
-  Tensor dg = ws->slice_elems(0, n_dg, Shape{c.dirs, c.rows(), c.gates()});
-  Tensor dgr = c.lstm ? dg : ws->slice_elems(n_dg, n_dg, Shape{c.dirs, c.rows(), c.gates()});
-  Tensor carry = ws->slice_elems(c.lstm ? n_dg : 2 * n_dg, n_carry, Shape{n_carry});
-  {
+  const int64_t G = c.gates(), H = c.hidden_size, B = c.batch, T = c.seq_length, rows = c.rows();
+  const int64_t n_dg = c.dirs * rows * G, n_state = c.dirs * B * H;
+  int64_t used = 0;
+  Tensor dg = part(*ws, used, n_dg);
+  Tensor dgr = c.lstm ? dg : part(*ws, used, n_dg);
+  Tensor carry = part(*ws, used, n_state), dhrec = part(*ws, used, n_state), ones = part(*ws, used, rows);
+  Tensor gemm_ws = from(*ws, used);
+  auto gemm = [&](Gemm& m, const Tensor& a, const Tensor& bm, const Tensor& cm) {
+    Tensor i[2] = {a, bm}, o[1] = {cm};
+    m.enqueue(i, o, m.workspace_bytes() ? &gemm_ws : nullptr, ec);
+  };
+  // dhrec[d] = the rows of step `step` of dGR[d] x R[d].
+  auto recurrent = [&](int64_t step) {
+    for (int d = 0; d < c.dirs; ++d) {
+      const int64_t t = d == 1 || c.reverse ? T - 1 - step : step, row0 = c.layout ? t : t * B;
+      gemm(*recurrent_, from(dgr, (d * rows + row0) * G), r.slice_elems(d * G * H, G * H, Shape{G, H}),
+           dhrec.slice_elems(d * B * H, B * H, Shape{B, H}));
+    }
+  };
+  for (int64_t step = T; step-- > 0;) {
+    if (step + 1 < T) recurrent(step + 1);
     std::lock_guard lock(launch_mutex_);
-    for (int64_t t = c.seq_length; t-- > 0;) {
-      set_common(step_, c, cl_int(t), s.buffer, off(s), r.buffer, off(r), or_any(dy, s).buffer, off(dy),
-                 cl_int(dy.valid()), or_any(dyh, s).buffer, off(dyh), cl_int(dyh.valid()), or_any(dyc, s).buffer,
-                 off(dyc), cl_int(dyc.valid()), dg.buffer, off(dg), dgr.buffer, off(dgr), carry.buffer, off(carry));
-      ec.enqueue_kernel(step_, units(c), cl::NullRange, "rnn_grad_step");
-    }
-    if (dh0.valid() || dc0.valid()) {
-      set_common(initial_, c, r.buffer, off(r), dgr.buffer, off(dgr), carry.buffer, off(carry),
-                 or_any(dh0, s).buffer, off(dh0), cl_int(dh0.valid()), or_any(dc0, s).buffer, off(dc0),
-                 cl_int(dc0.valid()));
-      ec.enqueue_kernel(initial_, units(c), cl::NullRange, "rnn_grad_initial");
-    }
-    if (db.valid()) {
-      set_args(bias_, cl_int(c.rows()), cl_int(c.gates()), dg.buffer, off(dg), dgr.buffer, off(dgr), db.buffer,
-               off(db));
-      ec.enqueue_kernel(bias_, cl::NDRange(size_t(c.gates()), 2, size_t(c.dirs)), cl::NullRange, "rnn_grad_bias");
-    }
+    set_common(step_, c, cl_int(step), s.buffer, off(s), dhrec.buffer, off(dhrec), or_any(dy, s).buffer, off(dy),
+               cl_int(dy.valid()), or_any(dyh, s).buffer, off(dyh), cl_int(dyh.valid()), or_any(dyc, s).buffer,
+               off(dyc), cl_int(dyc.valid()), dg.buffer, off(dg), dgr.buffer, off(dgr), carry.buffer, off(carry));
+    ec.enqueue_kernel(step_, units(c), cl::NullRange, "rnn_grad_step");
   }
-  if (dw.valid()) dw_->run(dg, x, dw, ec);
-  if (dr.valid()) dr_->run(dgr, s.slice_elems(c.gates(), s.numel() - c.gates(), Shape{s.numel() - c.gates()}), dr, ec);
+  if (dh0.valid() || dc0.valid()) {
+    if (dh0.valid()) recurrent(0);
+    std::lock_guard lock(launch_mutex_);
+    set_common(initial_, c, dhrec.buffer, off(dhrec), carry.buffer, off(carry), or_any(dh0, s).buffer, off(dh0),
+               cl_int(dh0.valid()), or_any(dc0, s).buffer, off(dc0), cl_int(dc0.valid()));
+    ec.enqueue_kernel(initial_, units(c), cl::NullRange, "rnn_grad_initial");
+  }
+  if (db.valid()) {
+    {
+      std::lock_guard lock(launch_mutex_);
+      set_args(fill_, 1.0f, ones.buffer, off(ones));
+      ec.enqueue_kernel(fill_, cl::NDRange(size_t(rows)), cl::NullRange, "rnn_fill");
+    }
+    gemm(*db_, ones, dg, db);
+    gemm(*db_, ones, dgr, from(db, G));
+  }
+  if (dw.valid()) gemm(*dw_, dg, x, dw);
+  if (dr.valid()) gemm(*dr_, dgr, from(s, G), dr);
   if (dx.valid()) {
-    const int64_t per_dg = c.rows() * c.gates(), per_w = c.gates() * c.input_size;
+    const int64_t per_dg = rows * G, per_w = G * c.input_size;
     for (int d = 0; d < c.dirs; ++d)
-      (d == 0 ? dx_first_ : dx_add_)
-          ->run(dg.slice_elems(d * per_dg, per_dg, Shape{c.rows(), c.gates()}),
-                w.slice_elems(d * per_w, per_w, Shape{c.gates(), c.input_size}), dx, ec);
+      gemm(d == 0 ? *dx_first_ : *dx_add_, dg.slice_elems(d * per_dg, per_dg, Shape{rows, G}),
+           w.slice_elems(d * per_w, per_w, Shape{G, c.input_size}), dx);
   }
 }
 

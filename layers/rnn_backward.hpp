@@ -2,13 +2,14 @@
 // read at run time (a training graph's weights change every step; RnnLayer re-lays them out at create) and
 // saves what the backward needs; RnnBackward runs backward through time from it.
 //
-// Forward: x W^T for all steps as one GEMM, then one launch per step (both directions of a bidirectional layer
-// in the same launch) computing R h, the gates and the states. Saved S [D, T * B, G + 2H] (rows in X's order):
-// per step the gate activations, the hidden state the step read, and the cell state it read (LSTM) or
-// Rh h + Rbh (GRU). Backward: one fused launch per step (gate derivatives, the cell / hidden state gradient
-// carried one step back and the recurrent product of the later step), then dW = dG^T X and dR = dG^T H_prev as
-// one GEMM each over all T * B rows (batched over directions), dX = dG W one GEMM per direction, the bias
-// gradients as column sums, the initial states' gradients from step 0.
+// Forward: x W^T for all steps as one GEMM, then per step a GEMM per direction (R h of the batch: [B, H] x
+// [H, G], R transposed once per call) and one launch for the gates and the states of both directions. Saved S
+// [D, T * B, G + 2H] (rows in X's order): per step the gate activations, the hidden state the step read, and the
+// cell state it read (LSTM) or Rh h + Rbh (GRU). Backward, per step from the last: a GEMM per direction (dGR of
+// the later step times R: the gradient reaching this step's output state), then one fused launch (gate
+// derivatives and the cell / hidden state gradient carried one step back); after the loop dW = dG^T X and
+// dR = dGR^T H_prev as one GEMM each over all T * B rows (batched over directions), dX = dG W one GEMM per
+// direction, the bias gradients as one GEMM each (ones x dG), the initial states' gradients from step 0.
 //
 // Supported: LSTM and GRU (linear_before_reset = 1, PyTorch's GRU), forward / reverse / bidirectional, layout 0
 // and 1, initial_h / initial_c, the default activations, no clip, no input_forget, no peepholes, full sequences.
@@ -49,14 +50,14 @@ class RnnTrainForward : public Op {
   static std::unique_ptr<RnnTrainForward> create(Context& ctx, int device, const RnnTrainConfig& cfg);
   std::string_view type() const override { return cfg_.lstm ? "LSTMTrain" : "GRUTrain"; }
   std::string algorithm() const override;
-  size_t workspace_bytes() const override;  // x W^T of all steps
+  size_t workspace_bytes() const override;  // x W^T of all steps, R h of one step, R^T, the GEMMs' packing
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
  private:
   RnnTrainConfig cfg_;
-  cl::Kernel init_, step_;
-  std::unique_ptr<Gemm> project_;
+  cl::Kernel init_, step_, transpose_;
+  std::unique_ptr<Gemm> project_, recurrent_;
 };
 
 // Inputs: X, W, R, S, dY, dY_h, dY_c (LSTM); the d* may be empty (no gradient reaches that output).
@@ -67,14 +68,14 @@ class RnnBackward : public Op {
   static std::unique_ptr<RnnBackward> create(Context& ctx, int device, const RnnTrainConfig& cfg);
   std::string_view type() const override { return "RNNGrad"; }
   std::string algorithm() const override;
-  size_t workspace_bytes() const override;  // dG, dGR (GRU), the carried state
+  size_t workspace_bytes() const override;  // dG, dGR (GRU), the carried state, dGR R of a step, ones, packing
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
  private:
   RnnTrainConfig cfg_;
-  cl::Kernel step_, initial_, bias_;
-  std::unique_ptr<Gemm> dw_, dr_, dx_first_, dx_add_;
+  cl::Kernel step_, initial_, fill_;
+  std::unique_ptr<Gemm> recurrent_, dw_, dr_, dx_first_, dx_add_, db_;
 };
 
 }  // namespace cldl
