@@ -109,6 +109,11 @@ Tensor part(const Tensor& ws, int64_t& at, int64_t n) {
 }
 // The view of t from element `start` to its end (GEMM operands addressed by their first element).
 Tensor from(const Tensor& t, int64_t start) { return t.slice_elems(start, t.numel() - start, Shape{t.numel() - start}); }
+// C = A B by `m`, packing (when it packs) in the op's workspace after its own buffers.
+void run_gemm(Gemm& m, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& gemm_ws, ExecutionContext& ec) {
+  Tensor i[2] = {a, b}, o[1] = {c};
+  m.enqueue(i, o, m.workspace_bytes() ? &gemm_ws : nullptr, ec);
+}
 }  // namespace
 
 size_t RnnTrainForward::workspace_bytes() const {
@@ -141,10 +146,7 @@ void RnnTrainForward::enqueue(std::span<const Tensor> in, std::span<const Tensor
   Tensor xw = part(*ws, used, c.dirs * c.rows() * G), rec = part(*ws, used, c.dirs * B * G),
          rt = part(*ws, used, c.dirs * H * G);
   Tensor gemm_ws = from(*ws, used);
-  auto gemm = [&](Gemm& m, const Tensor& a, const Tensor& bm, const Tensor& cm) {
-    Tensor i[2] = {a, bm}, o[1] = {cm};
-    m.enqueue(i, o, m.workspace_bytes() ? &gemm_ws : nullptr, ec);
-  };
+  auto gemm = [&](Gemm& m, const Tensor& a, const Tensor& bm, const Tensor& cm) { run_gemm(m, a, bm, cm, gemm_ws, ec); };
   gemm(*project_, x, w, xw);
   {
     std::lock_guard lock(launch_mutex_);
@@ -278,10 +280,7 @@ void RnnBackward::enqueue(std::span<const Tensor> in, std::span<const Tensor> ou
   Tensor dgr = c.lstm ? dg : part(*ws, used, n_dg);
   Tensor carry = part(*ws, used, n_state), dhrec = part(*ws, used, n_state), ones = part(*ws, used, rows);
   Tensor gemm_ws = from(*ws, used);
-  auto gemm = [&](Gemm& m, const Tensor& a, const Tensor& bm, const Tensor& cm) {
-    Tensor i[2] = {a, bm}, o[1] = {cm};
-    m.enqueue(i, o, m.workspace_bytes() ? &gemm_ws : nullptr, ec);
-  };
+  auto gemm = [&](Gemm& m, const Tensor& a, const Tensor& bm, const Tensor& cm) { run_gemm(m, a, bm, cm, gemm_ws, ec); };
   // dhrec[d] = the rows of step `step` of dGR[d] x R[d].
   auto recurrent = [&](int64_t step) {
     for (int d = 0; d < c.dirs; ++d) {
