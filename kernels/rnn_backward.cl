@@ -4,7 +4,8 @@
 // weight, input and bias gradients are GEMMs (layers/gemm.hpp). f32, fp32 accumulation; every kernel gathers (one
 // work-item per element written, no atomics): the same bits every run.
 //
-// Layouts (ONNX): cell 0 = LSTM (gates i, o, f, c~), 1 = GRU (z, r, h~, linear_before_reset). G = gates * H.
+// Layouts (ONNX): cell 0 = LSTM (gates i, o, f, c~), 1 = GRU with linear_before_reset (z, r, h~), 2 = GRU without
+// (h~ from Rh (r h): r first, by rnn_gru_reset, then that product by a GEMM). G = gates * H.
 // Rows: the step t, batch b of X [T, B, I] (layout 0: row t * B + b) or [B, T, I] (layout 1: row b * T + t).
 // S (saved) [D, rows, G + 2H]: per row the gate activations (G), the hidden state the step read (H), and the
 // cell state the step read (LSTM) or Rh h + Rbh (GRU, linear_before_reset) (H).
@@ -70,13 +71,14 @@ __kernel void rnn_train_step(int cell, int T, int B, int H, int G, int layout, i
   } else {
     const float z = sigmoid_f(xr[j] + rh[j] + (has_bias ? bd[j] + bd[G + j] : 0.0f));
     const float r = sigmoid_f(xr[H + j] + rh[H + j] + (has_bias ? bd[H + j] + bd[G + H + j] : 0.0f));
-    const float lin = rh[2 * H + j] + (has_bias ? bd[G + 2 * H + j] : 0.0f);  // Rh h + Rbh
-    const float hh = tanh(xr[2 * H + j] + (has_bias ? bd[2 * H + j] : 0.0f) + r * lin);
+    // Rh h + Rbh (cell 1), Rh (r h) + Rbh (cell 2: rec's h~ block holds Rh (r h) then, r h is in S already).
+    const float lin = rh[2 * H + j] + (has_bias ? bd[G + 2 * H + j] : 0.0f);
+    const float hh = tanh(xr[2 * H + j] + (has_bias ? bd[2 * H + j] : 0.0f) + (cell == 1 ? r * lin : lin));
     h = (1.0f - z) * hh + z * sin[G + j];
     srow[j] = z;
     srow[H + j] = r;
     srow[2 * H + j] = hh;
-    srow[G + H + j] = lin;
+    if (cell == 1) srow[G + H + j] = lin;
   }
   if (s + 1 < T) {
     __global float* next = S + S_off + ((long)d * T * B + row_of(layout, T, B, time_of(rev, T, s + 1), b)) * W;
@@ -88,6 +90,19 @@ __kernel void rnn_train_step(int cell, int T, int B, int H, int G, int layout, i
     if (has_yc) Yc[Yc_off + at] = c;
   }
   if (has_y) Y[Y_off + y_at(layout, T, D, B, H, t, d, b, j)] = h;
+}
+
+// GRU without linear_before_reset, step s: r h of the step into S (before the GEMM Rh (r h) and rnn_train_step).
+__kernel void rnn_gru_reset(int T, int B, int H, int G, int layout, int rev0, int s, __global const float* xw,
+                            long xw_off, __global const float* rec, long rec_off, __global const float* bias, long b_off,
+                            int has_bias, __global float* S, long S_off) {
+  const int j = get_global_id(0), b = get_global_id(1), d = get_global_id(2);
+  const long row = (long)d * T * B + row_of(layout, T, B, time_of(d == 1 || rev0, T, s), b);
+  __global float* srow = S + S_off + row * (G + 2 * H);
+  __global const float* bd = bias + b_off + (long)d * 2 * G;
+  const float r = sigmoid_f(xw[xw_off + row * G + H + j] + rec[rec_off + ((long)d * B + b) * G + H + j] +
+                            (has_bias ? bd[H + j] + bd[G + H + j] : 0.0f));
+  srow[G + H + j] = r * srow[G + j];
 }
 
 // Step s of the backward (s from T - 1 down to 0): dh = dY_t (+ dY_h at the last step) + what step s + 1 sends
@@ -113,7 +128,7 @@ __kernel void rnn_grad_step(int cell, int T, int B, int H, int G, int layout, in
   } else {
     dh += dhrec[dhrec_off + ((long)d * B + b) * H + j];
     if (cell == 0) dc = *cy;
-    else dh += *cy;
+    else dh += *cy;  // GRU: z dh (+ q r without linear_before_reset) of step s + 1
   }
   __global float* g = dG + dG_off + row * G;
   if (cell == 0) {
@@ -128,14 +143,32 @@ __kernel void rnn_grad_step(int cell, int T, int B, int H, int G, int layout, in
   } else {
     const float z = srow[j], r = srow[H + j], hh = srow[2 * H + j], hp = srow[G + j], rh = srow[G + H + j];
     const float dz = dh * (hp - hh) * z * (1.0f - z), dhh = dh * (1.0f - z) * (1.0f - hh * hh);
-    const float dr = dhh * rh * r * (1.0f - r);
     __global float* gr = dGR + dGR_off + row * G;
     g[j] = gr[j] = dz;
-    g[H + j] = gr[H + j] = dr;
     g[2 * H + j] = dhh;
-    gr[2 * H + j] = dhh * r;
     *cy = dh * z;
+    if (cell == 1) {
+      const float dr = dhh * rh * r * (1.0f - r);
+      g[H + j] = gr[H + j] = dr;
+      gr[2 * H + j] = dhh * r;
+    } else {
+      gr[2 * H + j] = dhh;  // r's derivative needs dh~ Rh: rnn_gru_reset_grad after a GEMM
+    }
   }
+}
+
+// GRU without linear_before_reset, backward step s, after q [D, B, H] = dh~ Rh (a GEMM): d(r h) = q, so r's
+// derivative dq h r (1 - r) and the hidden state's q r (added to the carry).
+__kernel void rnn_gru_reset_grad(int T, int B, int H, int G, int layout, int rev0, int s, __global const float* S,
+                                 long S_off, __global const float* q, long q_off, __global float* dG, long dG_off,
+                                 __global float* dGR, long dGR_off, __global float* carry, long carry_off) {
+  const int j = get_global_id(0), b = get_global_id(1), d = get_global_id(2);
+  const long row = (long)d * T * B + row_of(layout, T, B, time_of(d == 1 || rev0, T, s), b);
+  __global const float* srow = S + S_off + row * (G + 2 * H);
+  const long k = ((long)d * B + b) * H + j;
+  const float r = srow[H + j], qk = q[q_off + k];
+  dG[dG_off + row * G + H + j] = dGR[dGR_off + row * G + H + j] = qk * srow[G + j] * r * (1.0f - r);
+  carry[carry_off + k] += qk * r;
 }
 
 // The initial states' gradients, from step 0's: dhrec (step 0's dGR times R) plus GRU's carry; LSTM's carry is dc.
@@ -146,7 +179,7 @@ __kernel void rnn_grad_initial(int cell, int T, int B, int H, int G, int layout,
   const int j = get_global_id(0), b = get_global_id(1), d = get_global_id(2);
   const long k = ((long)d * B + b) * H + j, at = state_at(layout, D, B, H, d, b, j);
   const float cy = carry[carry_off + k];
-  if (has_dh0) dh0[dh0_off + at] = dhrec[dhrec_off + k] + (cell == 1 ? cy : 0.0f);
+  if (has_dh0) dh0[dh0_off + at] = dhrec[dhrec_off + k] + (cell != 0 ? cy : 0.0f);
   if (has_dc0) dc0[dc0_off + at] = cy;
 }
 

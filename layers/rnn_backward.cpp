@@ -27,16 +27,16 @@ void validate_config(std::string_view op, const RnnTrainConfig& c) {
     invalid(op, "sequence length, batch, input size and hidden size must be positive, got {}", c.str());
   if (c.dirs != 1 && c.dirs != 2) invalid(op, "{} directions, expected 1 or 2", c.dirs);
   if (c.layout != 0 && c.layout != 1) invalid(op, "layout {}, expected 0 or 1", c.layout);
-  if (!c.lstm && !c.linear_before_reset)
-    invalid(op, "GRU with linear_before_reset = 0 is not implemented for training (PyTorch's GRU is 1)");
   if (c.rows() > INT32_MAX / 4 || c.gates() * std::max(c.input_size, c.hidden_size) > INT32_MAX / 4)
     invalid(op, "{} is too large", c.str());
 }
 
-// Kernel arguments shared by every kernel but rnn_grad_bias: cell, T, B, H, G, layout, D, rev0.
+// The kernels' cell: 0 LSTM, 1 GRU with linear_before_reset, 2 GRU without.
+cl_int cell_of(const RnnTrainConfig& c) { return c.lstm ? 0 : c.linear_before_reset ? 1 : 2; }
+// Kernel arguments shared by the kernels: cell, T, B, H, G, layout, D, rev0.
 template <typename... Rest>
 void set_common(cl::Kernel& k, const RnnTrainConfig& c, const Rest&... rest) {
-  set_args(k, cl_int(c.lstm ? 0 : 1), cl_int(c.seq_length), cl_int(c.batch), cl_int(c.hidden_size), cl_int(c.gates()),
+  set_args(k, cell_of(c), cl_int(c.seq_length), cl_int(c.batch), cl_int(c.hidden_size), cl_int(c.gates()),
            cl_int(c.layout), cl_int(c.dirs), cl_int(c.reverse), rest...);
 }
 cl::NDRange units(const RnnTrainConfig& c) {
@@ -70,6 +70,8 @@ std::unique_ptr<RnnTrainForward> RnnTrainForward::create(Context& ctx, int devic
   o->init_ = make_kernel(p, "rnn_train_init");
   o->step_ = make_kernel(p, "rnn_train_step");
   o->transpose_ = make_kernel(p, "rnn_transpose_r");
+  const bool reset_first = !cfg.lstm && !cfg.linear_before_reset;
+  if (reset_first) o->reset_ = make_kernel(p, "rnn_gru_reset");
   const int64_t G = cfg.gates(), H = cfg.hidden_size;
   // xw[d] = X W[d]^T: [rows, G] per direction.
   GemmConfig g;
@@ -89,6 +91,12 @@ std::unique_ptr<RnnTrainForward> RnnTrainForward::create(Context& ctx, int devic
   r.K = H;
   r.lda = (cfg.layout ? cfg.seq_length : 1) * (G + 2 * H);
   o->recurrent_ = Gemm::create(ctx, device, r);
+  if (reset_first) {  // rec's h~ block = (r h) [B, H] (S's last block) x Rh^T [H, H] (R^T's last columns)
+    r.N = H;
+    r.ldb = G;
+    r.ldc = G;
+    o->reset_product_ = Gemm::create(ctx, device, r);
+  }
   return o;
 }
 
@@ -118,7 +126,8 @@ void run_gemm(Gemm& m, const Tensor& a, const Tensor& b, const Tensor& c, const 
 
 size_t RnnTrainForward::workspace_bytes() const {
   return size_t(forward_scratch(cfg_)) * sizeof(float) +
-         std::max(project_->workspace_bytes(), recurrent_->workspace_bytes());
+         std::max({project_->workspace_bytes(), recurrent_->workspace_bytes(),
+                   reset_product_ ? reset_product_->workspace_bytes() : size_t(0)});
 }
 
 void RnnTrainForward::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* ws,
@@ -162,6 +171,19 @@ void RnnTrainForward::enqueue(std::span<const Tensor> in, std::span<const Tensor
       gemm(*recurrent_, from(s, (d * c.rows() + row0) * W + G), rt.slice_elems(d * H * G, H * G, Shape{H, G}),
            rec.slice_elems(d * B * G, B * G, Shape{B, G}));
     }
+    if (reset_product_) {
+      {
+        std::lock_guard lock(launch_mutex_);
+        set_args(reset_, cl_int(T), cl_int(B), cl_int(H), cl_int(G), cl_int(c.layout), cl_int(c.reverse), cl_int(step),
+                 xw.buffer, off(xw), rec.buffer, off(rec), or_any(b, x).buffer, off(b), cl_int(c.bias), s.buffer, off(s));
+        ec.enqueue_kernel(reset_, units(c), cl::NullRange, "rnn_gru_reset");
+      }
+      for (int d = 0; d < c.dirs; ++d) {
+        const int64_t t = d == 1 || c.reverse ? T - 1 - step : step, row0 = c.layout ? t : t * B;
+        gemm(*reset_product_, from(s, (d * c.rows() + row0) * W + G + H), from(rt, d * H * G + 2 * H),
+             from(rec, d * B * G + 2 * H));
+      }
+    }
     std::lock_guard lock(launch_mutex_);
     set_common(step_, c, cl_int(step), xw.buffer, off(xw), rec.buffer, off(rec), or_any(b, x).buffer, off(b),
                cl_int(c.bias), s.buffer, s.buffer, off(s), or_any(y, s).buffer, off(y), cl_int(y.valid()),
@@ -180,14 +202,20 @@ std::unique_ptr<RnnBackward> RnnBackward::create(Context& ctx, int device, const
   o->step_ = make_kernel(p, "rnn_grad_step");
   o->initial_ = make_kernel(p, "rnn_grad_initial");
   o->fill_ = make_kernel(p, "rnn_fill");
+  const bool reset_first = !cfg.lstm && !cfg.linear_before_reset;
+  if (reset_first) o->reset_ = make_kernel(p, "rnn_gru_reset_grad");
   const int64_t G = cfg.gates(), H = cfg.hidden_size, I = cfg.input_size, rows = cfg.rows();
   // One step of one direction: dhrec [B, H] = dGR rows of the later step [B, G] x R [G, H].
   GemmConfig rec;
   rec.M = cfg.batch;
   rec.N = H;
-  rec.K = G;
+  rec.K = reset_first ? 2 * H : G;  // without linear_before_reset h~'s part is q r (rnn_gru_reset_grad)
   rec.lda = (cfg.layout ? cfg.seq_length : 1) * G;
   o->recurrent_ = Gemm::create(ctx, device, rec);
+  if (reset_first) {  // q [B, H] = dh~ rows [B, H] x Rh [H, H]
+    rec.K = H;
+    o->reset_product_ = Gemm::create(ctx, device, rec);
+  }
   // dW[d] = dG[d]^T X: [G, I] over all rows.
   GemmConfig w;
   w.M = G;
@@ -205,6 +233,12 @@ std::unique_ptr<RnnBackward> RnnBackward::create(Context& ctx, int device, const
   r.ldb = G + 2 * H;
   r.stride_b = rows * (G + 2 * H);
   r.stride_c = G * H;
+  r.lda = G;  // dGR's rows, whatever M
+  if (reset_first) {  // dRh = dh~^T (r h): S's last block
+    r.M = H;
+    o->dr_reset_ = Gemm::create(ctx, device, r);
+    r.M = 2 * H;
+  }
   o->dr_ = Gemm::create(ctx, device, r);
   // dX = sum_d dG[d] W[d]: [rows, I].
   GemmConfig x;
@@ -236,15 +270,16 @@ std::string RnnBackward::algorithm() const {
 }
 
 namespace {
-// Backward workspace (floats): dG [D, rows, G], dGR (GRU), carry [D, B, H], dhrec [D, B, H], ones [rows], packing.
+// Backward workspace (floats): dG [D, rows, G], dGR (GRU), carry, dhrec and q [D, B, H] each, ones [rows], packing.
 int64_t backward_scratch(const RnnTrainConfig& c) {
-  return c.dirs * c.rows() * c.gates() * (c.lstm ? 1 : 2) + 2 * c.dirs * c.batch * c.hidden_size + c.rows();
+  return c.dirs * c.rows() * c.gates() * (c.lstm ? 1 : 2) + 3 * c.dirs * c.batch * c.hidden_size + c.rows();
 }
 }  // namespace
 
 size_t RnnBackward::workspace_bytes() const {
   size_t gemm = 0;
-  for (const Gemm* g : {recurrent_.get(), dw_.get(), dr_.get(), dx_first_.get(), dx_add_.get(), db_.get()})
+  for (const Gemm* g : {recurrent_.get(), dw_.get(), dr_.get(), dx_first_.get(), dx_add_.get(), db_.get(),
+                        reset_product_.get(), dr_reset_.get()})
     if (g) gemm = std::max(gemm, g->workspace_bytes());
   return size_t(backward_scratch(cfg_)) * sizeof(float) + gemm;
 }
@@ -278,7 +313,8 @@ void RnnBackward::enqueue(std::span<const Tensor> in, std::span<const Tensor> ou
   int64_t used = 0;
   Tensor dg = part(*ws, used, n_dg);
   Tensor dgr = c.lstm ? dg : part(*ws, used, n_dg);
-  Tensor carry = part(*ws, used, n_state), dhrec = part(*ws, used, n_state), ones = part(*ws, used, rows);
+  Tensor carry = part(*ws, used, n_state), dhrec = part(*ws, used, n_state), q = part(*ws, used, n_state),
+         ones = part(*ws, used, rows);
   Tensor gemm_ws = from(*ws, used);
   auto gemm = [&](Gemm& m, const Tensor& a, const Tensor& bm, const Tensor& cm) { run_gemm(m, a, bm, cm, gemm_ws, ec); };
   // dhrec[d] = the rows of step `step` of dGR[d] x R[d].
@@ -296,6 +332,16 @@ void RnnBackward::enqueue(std::span<const Tensor> in, std::span<const Tensor> ou
                cl_int(dy.valid()), or_any(dyh, s).buffer, off(dyh), cl_int(dyh.valid()), or_any(dyc, s).buffer,
                off(dyc), cl_int(dyc.valid()), dg.buffer, off(dg), dgr.buffer, off(dgr), carry.buffer, off(carry));
     ec.enqueue_kernel(step_, units(c), cl::NullRange, "rnn_grad_step");
+    if (reset_product_) {
+      for (int d = 0; d < c.dirs; ++d) {
+        const int64_t t = d == 1 || c.reverse ? T - 1 - step : step, row0 = c.layout ? t : t * B;
+        gemm(*reset_product_, from(dg, (d * rows + row0) * G + 2 * H), from(r, d * G * H + 2 * H * H),
+             q.slice_elems(d * B * H, B * H, Shape{B, H}));
+      }
+      set_args(reset_, cl_int(T), cl_int(B), cl_int(H), cl_int(G), cl_int(c.layout), cl_int(c.reverse), cl_int(step),
+               s.buffer, off(s), q.buffer, off(q), dg.buffer, off(dg), dgr.buffer, off(dgr), carry.buffer, off(carry));
+      ec.enqueue_kernel(reset_, units(c), cl::NullRange, "rnn_gru_reset_grad");
+    }
   }
   if (dh0.valid() || dc0.valid()) {
     if (dh0.valid()) recurrent(0);
@@ -314,7 +360,10 @@ void RnnBackward::enqueue(std::span<const Tensor> in, std::span<const Tensor> ou
     gemm(*db_, ones, dgr, from(db, G));
   }
   if (dw.valid()) gemm(*dw_, dg, x, dw);
-  if (dr.valid()) gemm(*dr_, dgr, from(s, G), dr);
+  if (dr.valid()) {
+    gemm(*dr_, dgr, from(s, G), dr);
+    if (dr_reset_) gemm(*dr_reset_, from(dgr, 2 * H), from(s, G + H), from(dr, 2 * H * H));
+  }
   if (dx.valid()) {
     const int64_t per_dg = rows * G, per_w = G * c.input_size;
     for (int d = 0; d < c.dirs; ++d)

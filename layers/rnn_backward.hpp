@@ -11,8 +11,9 @@
 // dR = dGR^T H_prev as one GEMM each over all T * B rows (batched over directions), dX = dG W one GEMM per
 // direction, the bias gradients as one GEMM each (ones x dG), the initial states' gradients from step 0.
 //
-// Supported: LSTM and GRU (linear_before_reset = 1, PyTorch's GRU), forward / reverse / bidirectional, layout 0
-// and 1, initial_h / initial_c, the default activations, no clip, no input_forget, no peepholes, full sequences.
+// Supported: LSTM and GRU (linear_before_reset 1, PyTorch's GRU, and 0: per step r first, then Rh (r h) as a
+// GEMM, forward and backward), forward / reverse / bidirectional, layout 0 and 1, initial_h / initial_c, the
+// default activations, no clip, no input_forget, no peepholes, full sequences.
 #pragma once
 #include <memory>
 #include <string>
@@ -28,7 +29,7 @@ struct RnnTrainConfig {
   int dirs = 1;          // 2: bidirectional
   bool reverse = false;  // direction "reverse" (dirs 1)
   int layout = 0;        // 0: X [T, B, I], Y [T, D, B, H], states [D, B, H]; 1: X [B, T, I], Y [B, T, D, H], states [B, D, H]
-  bool linear_before_reset = true;  // GRU: only 1 is implemented
+  bool linear_before_reset = true;  // GRU
   bool bias = false;                // input B [D, 2G]
   int64_t gates() const { return (lstm ? 4 : 3) * hidden_size; }  // G
   int64_t rows() const { return seq_length * batch; }
@@ -56,8 +57,8 @@ class RnnTrainForward : public Op {
 
  private:
   RnnTrainConfig cfg_;
-  cl::Kernel init_, step_, transpose_;
-  std::unique_ptr<Gemm> project_, recurrent_;
+  cl::Kernel init_, step_, transpose_, reset_;
+  std::unique_ptr<Gemm> project_, recurrent_, reset_product_;  // reset_*: GRU without linear_before_reset
 };
 
 // Inputs: X, W, R, S, dY, dY_h, dY_c (LSTM); the d* may be empty (no gradient reaches that output).
@@ -74,8 +75,8 @@ class RnnBackward : public Op {
 
  private:
   RnnTrainConfig cfg_;
-  cl::Kernel step_, initial_, fill_;
-  std::unique_ptr<Gemm> recurrent_, dw_, dr_, dx_first_, dx_add_, db_;
+  cl::Kernel step_, initial_, fill_, reset_;
+  std::unique_ptr<Gemm> recurrent_, dw_, dr_, dx_first_, dx_add_, db_, reset_product_, dr_reset_;
 };
 
 }  // namespace cldl

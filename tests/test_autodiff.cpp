@@ -543,8 +543,9 @@ TEST_SUITE("autodiff") {
   }
 }
 
-// LSTM and GRU backward through time (RNNGrad, models/ops_rnn_backward.cpp) from the states LSTMTrain / GRUTrain
-// save: hidden 7, input 5, T 1 and 5, batch 1 and 3, each direction, with and without initial states, y made of
+// LSTM and GRU (linear_before_reset 1 and 0) backward through time (RNNGrad, models/ops_rnn_backward.cpp) from the
+// states LSTMTrain / GRUTrain save: hidden 7, input 5, T 1 and 5, batch 1 and 3, each direction, with and without
+// initial states, y made of
 // Y only, Y_h only, or Y, Y_h and Y_c (Y + Y_h * Y_c: Y_h and Y_c broadcast over T). Weights in [-0.5, 0.5].
 namespace {
 
@@ -556,11 +557,12 @@ struct RnnCase {
   const char* from;  // "Y", "Y_h", "all"
   int64_t layout = 0;
   bool weights_constant = false;  // W, R, B initializers: the rule recomputes the states (a plain LSTM / GRU)
+  int64_t linear_before_reset = 1;  // GRU
 };
 
 void check_rnn(const RnnCase& c) {
-  const std::string what = fmt::format("{} {} T={} B={} initial {} from {} layout {}", c.op, c.direction, c.T, c.B,
-                                       c.initial, c.from, c.layout);
+  const std::string what = fmt::format("{} {} T={} B={} initial {} from {} layout {} linear_before_reset {}", c.op,
+                                       c.direction, c.T, c.B, c.initial, c.from, c.layout, c.linear_before_reset);
   CAPTURE(what);
   const bool lstm = std::string(c.op) == "LSTM";
   const int64_t D = std::string(c.direction) == "bidirectional" ? 2 : 1, H = 7, I = 5, G = (lstm ? 4 : 3) * H;
@@ -586,7 +588,7 @@ void check_rnn(const RnnCase& c) {
     }
     std::map<std::string, AttrValue> attrs{{"hidden_size", H}, {"direction", std::string(c.direction)}};
     if (c.layout) attrs["layout"] = c.layout;
-    if (!lstm) attrs["linear_before_reset"] = int64_t(1);
+    if (!lstm) attrs["linear_before_reset"] = c.linear_before_reset;
     auto out = b.op(c.op, args, attrs, lstm ? 3 : 2);
     if (from == "Y") return out[0];
     if (from == "Y_h") return out[1];
@@ -623,6 +625,16 @@ TEST_SUITE("autodiff rnn") {
     }
     SUBCASE("constant weights (states recomputed), from Y_h") {
       check_rnn({"GRU", "forward", 5, 3, true, "Y_h", 0, true});
+    }
+  }
+  TEST_CASE("GRU without linear_before_reset backward through time") {
+    SUBCASE("forward T=5 B=3 initial states, from Y and Y_h") { check_rnn({"GRU", "forward", 5, 3, true, "all", 0, false, 0}); }
+    SUBCASE("reverse T=1 B=1, from Y_h") { check_rnn({"GRU", "reverse", 1, 1, false, "Y_h", 0, false, 0}); }
+    SUBCASE("bidirectional T=5 B=3 layout 1 initial states, from Y") {
+      check_rnn({"GRU", "bidirectional", 5, 3, true, "Y", 1, false, 0});
+    }
+    SUBCASE("constant weights (states recomputed), from Y_h") {
+      check_rnn({"GRU", "forward", 5, 3, true, "Y_h", 0, true, 0});
     }
   }
 }

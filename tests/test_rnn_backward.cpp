@@ -4,7 +4,7 @@
 //   Y_c (tolerance 1e-5: the same math, sums in another order);
 // - the Trainer on a tiny LSTM and a tiny GRU classifier exported by PyTorch (tests/data/train/make_rnn.py): every
 //   step's loss and the final weights within 1e-5 + 1e-4 relative of PyTorch's;
-// - errors: sequence_lens that is not full, GRU with linear_before_reset 0.
+// - errors: sequence_lens that is not full, clip.
 #include <cmath>
 
 #include "models/autodiff.hpp"
@@ -44,6 +44,7 @@ struct Layer {
   const char* op;
   const char* direction;
   int64_t layout;
+  int64_t linear_before_reset = 1;  // GRU
 };
 
 // y = LSTM / GRU(x, W, R, B, -, h0, c0) with its three (two) outputs; weights as constants or as inputs.
@@ -58,7 +59,7 @@ Graph rnn_graph(const Layer& l, bool weights_as_inputs, const std::map<std::stri
   if (lstm) args.push_back(b.input("c0", DType::f32, w.at("c0").shape()));
   std::map<std::string, AttrValue> attrs{{"hidden_size", int64_t(7)}, {"direction", std::string(l.direction)},
                                          {"layout", l.layout}};
-  if (!lstm) attrs["linear_before_reset"] = int64_t(1);
+  if (!lstm) attrs["linear_before_reset"] = l.linear_before_reset;
   auto out = b.op(l.op, args, attrs, lstm ? 3 : 2);
   b.output(out[0], "Y");
   b.output(out[1], "Y_h");
@@ -94,7 +95,8 @@ void run_case(const std::string& model, const std::string& case_name, TrainOptio
 TEST_SUITE("rnn backward") {
   TEST_CASE("LSTMTrain / GRUTrain give the inference LSTM / GRU's outputs") {
     for (const Layer& l : {Layer{"LSTM", "forward", 0}, Layer{"LSTM", "bidirectional", 1}, Layer{"LSTM", "reverse", 0},
-                           Layer{"GRU", "forward", 1}, Layer{"GRU", "bidirectional", 0}}) {
+                           Layer{"GRU", "forward", 1}, Layer{"GRU", "bidirectional", 0},
+                           Layer{"GRU", "reverse", 1, 0}, Layer{"GRU", "bidirectional", 0, 0}}) {
       const bool lstm = std::string(l.op) == "LSTM";
       const int64_t D = std::string(l.direction) == "bidirectional" ? 2 : 1, T = 5, B = 3, G = (lstm ? 4 : 3) * 7;
       std::map<std::string, HostTensor> w{
@@ -111,7 +113,9 @@ TEST_SUITE("rnn backward") {
       const auto got = test::run_graph(rnn_graph(l, true, w), feed);
       for (const char* out : {"Y", "Y_h", "Y_c"}) {
         if (!lstm && std::string(out) == "Y_c") continue;
-        largest_difference(got.at(out), want.at(out), std::string(l.op) + " " + l.direction + " " + out, 1e-5, 0);
+        largest_difference(got.at(out), want.at(out),
+                           fmt::format("{} {} linear_before_reset {} {}", l.op, l.direction, l.linear_before_reset, out),
+                           1e-5, 0);
       }
     }
   }
@@ -153,17 +157,17 @@ TEST_SUITE("rnn backward") {
       g.initializers["lens"] = HostTensor::from<int32_t>(Shape{B}, std::vector<int32_t>{5, 5, 5});
       CHECK(make_rnn_weights_dynamic(g) == 1);
     }
-    SUBCASE("GRU with linear_before_reset 0") {
+    SUBCASE("clip") {
       GraphBuilder b("rnn", 14);
       auto out = b.op("GRU",
                       {b.input("x", DType::f32, w["x"].shape()), b.input("W", DType::f32, w["W"].shape()),
                        b.constant("R", w["R"]), b.constant("B", w["B"])},
-                      {{"hidden_size", int64_t(7)}}, 2);
+                      {{"hidden_size", int64_t(7)}, {"clip", 2.0f}}, 2);
       b.output(out[1], "Y_h");
       Graph g = b.build();
       CHECK(make_rnn_weights_dynamic(g) == 1);
       CHECK_THROWS_WITH_AS(test::compile_graph(std::move(g)),
-                           doctest::Contains("linear_before_reset = 0 is not implemented for training"), Error);
+                           doctest::Contains("node 'GRU_0' (ai.cldl.fused.GRUTrain): clip is not implemented for training"), Error);
     }
   }
 }
