@@ -43,6 +43,12 @@ cl::NDRange units(const RnnTrainConfig& c) {
   return cl::NDRange(size_t(c.hidden_size), size_t(c.batch), size_t(c.dirs));
 }
 cl_long off(const Tensor& t) { return cl_long(t.offset_elems()); }
+// The row (of X, S, dG) of batch item 0 at the step-th step of direction d; the batch's rows are 1 (layout 0) or
+// T (layout 1) apart.
+int64_t step_row(const RnnTrainConfig& c, int d, int64_t step) {
+  const int64_t t = d == 1 || c.reverse ? c.seq_length - 1 - step : step;
+  return c.layout ? t : t * c.batch;
+}
 
 }  // namespace
 
@@ -167,7 +173,7 @@ void RnnTrainForward::enqueue(std::span<const Tensor> in, std::span<const Tensor
   }
   for (int64_t step = 0; step < T; ++step) {
     for (int d = 0; d < c.dirs; ++d) {
-      const int64_t t = d == 1 || c.reverse ? T - 1 - step : step, row0 = c.layout ? t : t * B;
+      const int64_t row0 = step_row(c, d, step);
       gemm(*recurrent_, from(s, (d * c.rows() + row0) * W + G), rt.slice_elems(d * H * G, H * G, Shape{H, G}),
            rec.slice_elems(d * B * G, B * G, Shape{B, G}));
     }
@@ -179,7 +185,7 @@ void RnnTrainForward::enqueue(std::span<const Tensor> in, std::span<const Tensor
         ec.enqueue_kernel(reset_, units(c), cl::NullRange, "rnn_gru_reset");
       }
       for (int d = 0; d < c.dirs; ++d) {
-        const int64_t t = d == 1 || c.reverse ? T - 1 - step : step, row0 = c.layout ? t : t * B;
+        const int64_t row0 = step_row(c, d, step);
         gemm(*reset_product_, from(s, (d * c.rows() + row0) * W + G + H), from(rt, d * H * G + 2 * H),
              from(rec, d * B * G + 2 * H));
       }
@@ -320,7 +326,7 @@ void RnnBackward::enqueue(std::span<const Tensor> in, std::span<const Tensor> ou
   // dhrec[d] = the rows of step `step` of dGR[d] x R[d].
   auto recurrent = [&](int64_t step) {
     for (int d = 0; d < c.dirs; ++d) {
-      const int64_t t = d == 1 || c.reverse ? T - 1 - step : step, row0 = c.layout ? t : t * B;
+      const int64_t row0 = step_row(c, d, step);
       gemm(*recurrent_, from(dgr, (d * rows + row0) * G), r.slice_elems(d * G * H, G * H, Shape{G, H}),
            dhrec.slice_elems(d * B * H, B * H, Shape{B, H}));
     }
@@ -334,7 +340,7 @@ void RnnBackward::enqueue(std::span<const Tensor> in, std::span<const Tensor> ou
     ec.enqueue_kernel(step_, units(c), cl::NullRange, "rnn_grad_step");
     if (reset_product_) {
       for (int d = 0; d < c.dirs; ++d) {
-        const int64_t t = d == 1 || c.reverse ? T - 1 - step : step, row0 = c.layout ? t : t * B;
+        const int64_t row0 = step_row(c, d, step);
         gemm(*reset_product_, from(dg, (d * rows + row0) * G + 2 * H), from(r, d * G * H + 2 * H * H),
              q.slice_elems(d * B * H, B * H, Shape{B, H}));
       }
