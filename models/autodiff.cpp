@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "models/control_flow.hpp"
@@ -153,6 +154,19 @@ class Builder {
     if (alpha != 1.0f) attrs["alpha"] = alpha;
     return emit("Gemm", "Gemm", {a, b}, Shape{sa[ta ? 1 : 0], sb[tb ? 0 : 1]}, std::move(attrs));
   }
+  // A node of several outputs, each (shape) made or not ("" for the ones left out).
+  std::vector<std::string> emit_outputs(const std::string& what, const std::string& op, std::vector<std::string> in,
+                                        const std::vector<std::optional<Shape>>& outs,
+                                        std::map<std::string, AttrValue> attrs = {}) {
+    std::vector<std::string> names;
+    for (auto& o : outs) names.push_back(o ? g_.unique_name(base_ + "/" + what) : "");
+    Node n = make_node(g_, base_ + "/" + what, op, std::move(in), names, std::move(attrs));
+    n.domain = kFusedDomain;
+    nodes.push_back(std::move(n));
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i]) made_[names[i]] = *outs[i];
+    return names;
+  }
   // The sum of gradient contributions of one value (all of its shape).
   std::string sum(const std::vector<std::string>& parts, const Shape& s) {
     return parts.size() == 1 ? parts[0] : emit("Sum", "Sum", parts, s);
@@ -166,7 +180,8 @@ class Builder {
 };
 
 // One forward node as its rule sees it: dy (the gradient of its output 0) in, dx (per input; "" = none) out.
-// A rule computes dx only for the inputs that carry a gradient (active).
+// A rule computes dx only for the inputs that carry a gradient (active). The rules of multi_output_ops() read the
+// gradient of each output from dys ("" where y does not depend on that output; dy is dys[0], "" too then).
 struct Step {
   const Node& node;
   int64_t opset;
@@ -176,6 +191,7 @@ struct Step {
   const std::string& in(size_t i) const { return node.input(i); }
   const std::string& y() const { return node.outputs.at(0); }
   bool wants(size_t i) const { return i < active.size() && active[i]; }
+  std::vector<std::string> dys = {};
 };
 
 // Add, Sub, Mul, Div: numpy broadcasting (before opset 7, B read as legacy_broadcast says).
@@ -473,6 +489,53 @@ void loss_rule(Builder& b, Step& s) {
   s.dx[0] = b.mul(b.sub(p, onehot), scale);
 }
 
+// LSTM and GRU (and their training forms LSTMTrain / GRUTrain, models/ops_rnn_backward.cpp): backward through time
+// by RNNGrad from the states the forward saved (S, the training form's last output; a plain LSTM / GRU, whose
+// weights are constants, gets a training forward that recomputes them). dY, dY_h and dY_c as y depends on them.
+void rnn_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  const bool lstm = n.op_type == "LSTM" || n.op_type == "LSTMTrain", train = n.op_type.ends_with("Train");
+  if (!n.input(4).empty())
+    fail("{}: sequence_lens is not differentiated (only full sequences: give no sequence_lens)", n.describe());
+  if (lstm && !n.input(7).empty()) fail("{}: peepholes (input P) are not differentiated", n.describe());
+  const Shape sx = b.shape(s.in(0)), sw = b.shape(s.in(1)), sr = b.shape(s.in(2));
+  if (sx.rank() != 3 || sr.rank() != 3) fail("{}: X {} and R {} must have rank 3", n.describe(), sx.str(), sr.str());
+  const int64_t D = sr[0], G = sr[1], H = sr[2], layout = n.attr_i("layout", 0);
+  const Shape saved{D, sx[0] * sx[1], G + 2 * H}, state = layout ? Shape{sx[0], D, H} : Shape{D, sx[1], H};
+  auto attrs = n.attrs;
+  attrs["cell"] = std::string(lstm ? "LSTM" : "GRU");
+  std::string S;
+  if (train) {
+    S = n.outputs.back();
+  } else {
+    std::vector<std::optional<Shape>> outs(lstm ? 3 : 2);
+    outs.push_back(saved);
+    std::vector<std::string> in{s.in(0), s.in(1), s.in(2), s.in(3), "", s.in(5)};
+    if (lstm) in.push_back(s.in(6));
+    S = b.emit_outputs("Recompute", lstm ? "LSTMTrain" : "GRUTrain", in, outs, n.attrs).back();
+  }
+  auto dys = s.dys;
+  dys.resize(3);
+  std::vector<std::optional<Shape>> outs(lstm ? 6 : 5);
+  if (s.wants(0)) outs[0] = sx;
+  if (s.wants(1)) outs[1] = sw;
+  if (s.wants(2)) outs[2] = sr;
+  if (s.wants(3)) outs[3] = Shape{D, 2 * G};
+  if (s.wants(5)) outs[4] = state;
+  if (lstm && s.wants(6)) outs[5] = state;
+  if (std::none_of(outs.begin(), outs.end(), [](auto& o) { return o.has_value(); })) return;
+  const auto d = b.emit_outputs("RNNGrad", "RNNGrad", {s.in(0), s.in(1), s.in(2), S, dys[0], dys[1], lstm ? dys[2] : ""},
+                                outs, attrs);
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (!d[i].empty()) s.dx.at(i < 4 ? i : i + 1) = d[i];  // outputs dX, dW, dR, dB, d initial_h / _c: inputs 0-3, 5, 6
+}
+
+// The ops whose rule reads the gradients of several outputs (Step::dys).
+const std::set<std::string>& multi_output_ops() {
+  static const std::set<std::string> ops = {"LSTM", "GRU", "LSTMTrain", "GRUTrain"};
+  return ops;
+}
+
 using Rule = void (*)(Builder&, Step&);
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> r = {
@@ -485,6 +548,7 @@ const std::map<std::string, Rule>& rules() {
       {"Conv", conv_rule},           {"ConvDynamic", conv_rule}, {"MaxPool", pool_rule},     {"AveragePool", pool_rule},
       {"GlobalAveragePool", global_pool_rule},                   {"LogSoftmax", log_softmax_rule},
       {"SoftmaxCrossEntropyLoss", loss_rule},                    {"NegativeLogLikelihoodLoss", loss_rule},
+      {"LSTM", rnn_rule},            {"GRU", rnn_rule},          {"LSTMTrain", rnn_rule},     {"GRUTrain", rnn_rule},
   };
   return r;
 }
@@ -536,6 +600,38 @@ size_t make_conv_weights_dynamic(Graph& g) {
   return count;
 }
 
+size_t make_rnn_weights_dynamic(Graph& g) {
+  size_t count = 0;
+  for (auto& n : g.nodes) {
+    if (!n.domain.empty() || (n.op_type != "LSTM" && n.op_type != "GRU")) continue;
+    bool known = true;
+    for (size_t i = 1; i < n.inputs.size() && i < 4; ++i) known = known && (n.inputs[i].empty() || g.is_constant(n.inputs[i]));
+    if (known) continue;
+    if (n.inputs.size() > 4 && !n.inputs[4].empty()) {  // sequence_lens: only full lengths, known at load
+      const HostTensor* lens = g.is_constant(n.inputs[4]) && g.initializers.count(n.inputs[4]) ? &g.initializers.at(n.inputs[4]) : nullptr;
+      const ValueInfo* x = g.info(n.inputs[0]);
+      for (auto& in : g.inputs)
+        if (!x && in.name == n.inputs[0]) x = &in;
+      const int64_t axis = n.attr_i("layout", 0) ? 1 : 0;
+      bool full = lens && x && x->shape.is_static() && x->shape.to_shape().rank() == 3;
+      if (full)
+        for (int64_t v : to_ints(*lens)) full = full && v == x->shape.to_shape()[size_t(axis)];
+      if (!full)
+        fail("{}: training needs full sequences: sequence_lens '{}' must be a constant equal to the sequence length "
+             "(or be left out)", n.describe(), n.inputs[4]);
+      n.inputs[4].clear();
+    }
+    const size_t states = n.op_type == "LSTM" ? 3 : 2;
+    n.outputs.resize(states);
+    n.outputs.push_back(g.unique_name(n.name + "/saved_states"));
+    n.op_type += "Train";
+    n.domain = kFusedDomain;
+    ++count;
+  }
+  if (count) log::debug("{} LSTM / GRU nodes with run-time weights run as LSTMTrain / GRUTrain", count);
+  return count;
+}
+
 bool is_gradient(const Node& n) { return n.op_type == "Gradient" && n.domain == kTrainingDomain; }
 
 Backward build_backward(Graph& g, const std::vector<Node>& forward, const std::string& y, const std::string& dy,
@@ -569,17 +665,21 @@ Backward build_backward(Graph& g, const std::vector<Node>& forward, const std::s
   for (size_t i = forward.size(); i-- > 0;) {
     if (!differentiated[i]) continue;
     const Node& n = forward[i];
-    for (size_t k = 1; k < n.outputs.size(); ++k)
-      if (parts.count(n.outputs[k]))
+    const bool multi = rule_domain(n) && multi_output_ops().count(n.op_type);
+    std::vector<std::string> dys;
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      dys.push_back(n.outputs[k].empty() ? "" : total(n.outputs[k]));
+      if (k > 0 && !multi && !dys[k].empty())
         fail("{}: y depends on its output {} ('{}'), through which cldl does not differentiate", n.describe(), k,
              n.outputs[k]);
-    std::string d = n.outputs.empty() ? "" : total(n.outputs[0]);
-    if (d.empty()) continue;  // y does not depend on it
+    }
+    const std::string d = dys.empty() ? "" : dys[0];
+    if (std::all_of(dys.begin(), dys.end(), [](auto& v) { return v.empty(); })) continue;  // y does not depend on it
     auto rule = rules().find(n.op_type);
     if (!rule_domain(n) || rule == rules().end())
       fail("{}: no backward rule for op '{}' (cldl differentiates {})", n.describe(), n.op_type, op_list());
     Step s{n, node_opset(g, n), d, std::vector<bool>(n.inputs.size(), false),
-           std::vector<std::string>(n.inputs.size())};
+           std::vector<std::string>(n.inputs.size()), dys};
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const ValueInfo* info = n.inputs[k].empty() ? nullptr : g.info(n.inputs[k]);
       s.active[k] = info && active.count(n.inputs[k]) && is_float(info->dtype);

@@ -44,6 +44,12 @@ bool has_backward_rule(const Node& n);
 // load and needs them then). Returns how many.
 size_t make_conv_weights_dynamic(Graph& g);
 
+// LSTM / GRU nodes whose W, R or B are not constants become LSTMTrain / GRUTrain (kFusedDomain; they read their
+// weights at run time and save the states the backward needs as one more output, see models/ops_rnn_backward.cpp).
+// A sequence_lens input must be a constant of full lengths (it is dropped) or this fails naming the node.
+// Returns how many.
+size_t make_rnn_weights_dynamic(Graph& g);
+
 bool is_gradient(const Node& n);  // Gradient of ai.onnx.preview.training
 // Load (g sorted): every Gradient node of g gets its forward subgraph (see above); returns how many. Errors name the
 // Gradient node and, for an op without a backward rule, that node and its op.

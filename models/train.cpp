@@ -259,12 +259,15 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
          output.shape.str());
 
   // The weights: float initializers that no node reads where its op needs a value known at load (but Conv's
-  // weights and bias, which ConvDynamic reads at run time).
+  // weights and bias, which ConvDynamic reads at run time, and LSTM / GRU's W, R and B, which LSTMTrain / GRUTrain
+  // read at run time).
   std::set<std::string> fixed;
-  for (auto& n : g.nodes)
+  for (auto& n : g.nodes) {
+    const bool rnn = n.domain.empty() && (n.op_type == "LSTM" || n.op_type == "GRU");
     if (const OpDef* d = n.domain.empty() && n.op_type == "Conv" ? nullptr : find_op(n.op_type, n.domain))
       for (size_t i : d->const_inputs)
-        if (i < n.inputs.size()) fixed.insert(n.inputs[i]);
+        if (i < n.inputs.size() && !(rnn && i >= 1 && i <= 3)) fixed.insert(n.inputs[i]);
+  }
   std::set<std::string> read;
   for (auto& n : g.nodes)
     for (auto& in : n.inputs) read.insert(in);
@@ -282,6 +285,7 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     g.initializers.erase(w);
   }
   make_conv_weights_dynamic(g);
+  make_rnn_weights_dynamic(g);  // LSTM / GRU with their weights among the inputs
 
   // The loss.
   m.labels_name = g.unique_name("cldl.train.labels");

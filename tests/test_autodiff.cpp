@@ -63,6 +63,7 @@ Graph build(const std::vector<Input>& inputs, const Forward& fwd, int64_t opset,
     b.output(y, "y");
     Graph g = b.build();
     make_conv_weights_dynamic(g);
+    make_rnn_weights_dynamic(g);
     return g;
   }
   Value r = b.op1("Mul", {y, b.constant("R", *cotangent)});
@@ -75,6 +76,7 @@ Graph build(const std::vector<Input>& inputs, const Forward& fwd, int64_t opset,
   for (size_t k = 0; k < xs.size(); ++k) b.output(grads[k], "d_" + xs[k]);
   Graph g = b.build();
   make_conv_weights_dynamic(g);  // Conv with its weights among the inputs
+  make_rnn_weights_dynamic(g);   // LSTM / GRU likewise
   return g;
 }
 
@@ -536,7 +538,103 @@ TEST_SUITE("autodiff") {
     CHECK(
         e.find("node 'grad' (ai.onnx.preview.training.Gradient): xs names 'nope', which is not a value of the graph") !=
         std::string::npos);
-    // Every rule the header lists has a test above.
-    CHECK(differentiable_ops().size() == 30);
+    // Every rule the header lists has a test above (LSTM, GRU, LSTMTrain, GRUTrain: suite "autodiff rnn" below).
+    CHECK(differentiable_ops().size() == 34);
+  }
+}
+
+// LSTM and GRU (linear_before_reset 1 and 0) backward through time (RNNGrad, models/ops_rnn_backward.cpp) from the
+// states LSTMTrain / GRUTrain save: hidden 7, input 5, T 1 and 5, batch 1 and 3, each direction, with and without
+// initial states, y made of
+// Y only, Y_h only, or Y, Y_h and Y_c (Y + Y_h * Y_c: Y_h and Y_c broadcast over T). Weights in [-0.5, 0.5].
+namespace {
+
+struct RnnCase {
+  const char* op;  // LSTM or GRU
+  const char* direction;
+  int64_t T, B;
+  bool initial;
+  const char* from;  // "Y", "Y_h", "all"
+  int64_t layout = 0;
+  bool weights_constant = false;  // W, R, B initializers: the rule recomputes the states (a plain LSTM / GRU)
+  int64_t linear_before_reset = 1;  // GRU
+};
+
+void check_rnn(const RnnCase& c) {
+  const std::string what = fmt::format("{} {} T={} B={} initial {} from {} layout {} linear_before_reset {}", c.op,
+                                       c.direction, c.T, c.B, c.initial, c.from, c.layout, c.linear_before_reset);
+  CAPTURE(what);
+  const bool lstm = std::string(c.op) == "LSTM";
+  const int64_t D = std::string(c.direction) == "bidirectional" ? 2 : 1, H = 7, I = 5, G = (lstm ? 4 : 3) * H;
+  const Shape x = c.layout ? Shape{c.B, c.T, I} : Shape{c.T, c.B, I}, state = c.layout ? Shape{c.B, D, H} : Shape{D, c.B, H};
+  std::vector<Input> inputs{{"x", x}};
+  const std::vector<std::pair<std::string, Shape>> weights{{"w", {D, G, I}}, {"r", {D, G, H}}, {"bias", {D, 2 * G}}};
+  if (!c.weights_constant)
+    for (auto& [name, shape] : weights) inputs.push_back({name, shape, -0.5f, 0.5f});
+  if (c.initial) {
+    inputs.push_back({"h0", state});
+    if (lstm) inputs.push_back({"c0", state});
+  }
+  const std::string from = c.from;
+  check_gradients(inputs, [&](GraphBuilder& b, std::map<std::string, Value>& in) {
+    std::vector<Value> args{in["x"]};
+    uint32_t seed = 40;
+    for (auto& [name, shape] : weights)
+      args.push_back(c.weights_constant ? b.constant(name, test::random_tensor(shape, seed++, -0.5f, 0.5f)) : in[name]);
+    args.push_back(Value{});  // sequence_lens
+    if (c.initial) {
+      args.push_back(in["h0"]);
+      if (lstm) args.push_back(in["c0"]);
+    }
+    std::map<std::string, AttrValue> attrs{{"hidden_size", H}, {"direction", std::string(c.direction)}};
+    if (c.layout) attrs["layout"] = c.layout;
+    if (!lstm) attrs["linear_before_reset"] = c.linear_before_reset;
+    auto out = b.op(c.op, args, attrs, lstm ? 3 : 2);
+    if (from == "Y") return out[0];
+    if (from == "Y_h") return out[1];
+    // Y_h and Y_c ([D, B, H] or [B, D, H]) broadcast against Y ([T, D, B, H] or [B, T, D, H]).
+    Value hc = lstm ? b.op1("Mul", {out[1], out[2]}) : out[1];
+    if (c.layout) hc = b.op1("Unsqueeze", {hc, ints(b, "axes", {1})});
+    return b.op1("Add", {out[0], hc});
+  }, 14);
+}
+
+}  // namespace
+
+TEST_SUITE("autodiff rnn") {
+  TEST_CASE("LSTM backward through time") {
+    SUBCASE("forward T=5 B=3 initial states, from Y") { check_rnn({"LSTM", "forward", 5, 3, true, "Y"}); }
+    SUBCASE("reverse T=1 B=1, from Y_h") { check_rnn({"LSTM", "reverse", 1, 1, false, "Y_h"}); }
+    SUBCASE("reverse T=5 B=3 initial states, from Y, Y_h, Y_c") { check_rnn({"LSTM", "reverse", 5, 3, true, "all"}); }
+    SUBCASE("bidirectional T=5 B=1 initial states, from Y, Y_h, Y_c") { check_rnn({"LSTM", "bidirectional", 5, 1, true, "all"}); }
+    SUBCASE("bidirectional T=1 B=3, from Y") { check_rnn({"LSTM", "bidirectional", 1, 3, false, "Y"}); }
+    SUBCASE("forward T=5 B=3 layout 1, from Y_h") { check_rnn({"LSTM", "forward", 5, 3, false, "Y_h", 1}); }
+    SUBCASE("bidirectional T=5 B=3 layout 1 initial states, from all") {
+      check_rnn({"LSTM", "bidirectional", 5, 3, true, "all", 1});
+    }
+    SUBCASE("constant weights (states recomputed), from all") {
+      check_rnn({"LSTM", "bidirectional", 5, 3, true, "all", 0, true});
+    }
+  }
+  TEST_CASE("GRU (linear_before_reset) backward through time") {
+    SUBCASE("forward T=5 B=3 initial states, from Y and Y_h") { check_rnn({"GRU", "forward", 5, 3, true, "all"}); }
+    SUBCASE("reverse T=5 B=1 initial states, from Y_h") { check_rnn({"GRU", "reverse", 5, 1, true, "Y_h"}); }
+    SUBCASE("bidirectional T=1 B=3, from Y") { check_rnn({"GRU", "bidirectional", 1, 3, false, "Y"}); }
+    SUBCASE("bidirectional T=5 B=3 layout 1 initial states, from Y") {
+      check_rnn({"GRU", "bidirectional", 5, 3, true, "Y", 1});
+    }
+    SUBCASE("constant weights (states recomputed), from Y_h") {
+      check_rnn({"GRU", "forward", 5, 3, true, "Y_h", 0, true});
+    }
+  }
+  TEST_CASE("GRU without linear_before_reset backward through time") {
+    SUBCASE("forward T=5 B=3 initial states, from Y and Y_h") { check_rnn({"GRU", "forward", 5, 3, true, "all", 0, false, 0}); }
+    SUBCASE("reverse T=1 B=1, from Y_h") { check_rnn({"GRU", "reverse", 1, 1, false, "Y_h", 0, false, 0}); }
+    SUBCASE("bidirectional T=5 B=3 layout 1 initial states, from Y") {
+      check_rnn({"GRU", "bidirectional", 5, 3, true, "Y", 1, false, 0});
+    }
+    SUBCASE("constant weights (states recomputed), from Y_h") {
+      check_rnn({"GRU", "forward", 5, 3, true, "Y_h", 0, true, 0});
+    }
   }
 }
