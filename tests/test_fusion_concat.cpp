@@ -4,20 +4,13 @@
 // the outputs with a host reference, at batch 1 (parts written in place) and batch 2 (copies).
 #include <cmath>
 
+#include "tests/support/graph_util.hpp"
 #include "tests/support/onnx_util.hpp"
 
 using namespace cldl;
 using namespace cldl::graph;
 
-namespace {
-
-int count_ops(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (auto& node : g.nodes) n += node.op_type == op;
-  return n;
-}
-
-}  // namespace
+using test::count_ops;
 
 TEST_SUITE("fusion_concat") {
   TEST_CASE("DenseNet's block: a Concat of one input is that input, every Concat in place at batch 1") {

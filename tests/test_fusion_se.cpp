@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "layers/se.hpp"
+#include "tests/support/graph_util.hpp"
 #include "tests/support/onnx_util.hpp"
 
 using namespace cldl;
@@ -16,11 +17,7 @@ using namespace cldl::graph;
 
 namespace {
 
-int count_ops(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (auto& node : g.nodes) n += node.op_type == op;
-  return n;
-}
+using test::count_ops;
 
 enum class Hidden { relu, silu };
 enum class Gate { sigmoid, hard_sigmoid };
