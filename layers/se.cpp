@@ -37,7 +37,7 @@ std::unique_ptr<SqueezeExcite> SqueezeExcite::create(Context& ctx, int device, c
   // Work-items per image: enough for the channels on a GPU. On a CPU the group runs on one core whatever
   // its size, and one item runs the kernel's float8 strips as written: PoCL vectorised 64 items across
   // channels into gathers (EfficientNet-B0's 1152-channel blocks took 240 us a command that way).
-  const size_t want = dev.info.type == DeviceType::cpu ? 1 : 256;
+  const size_t want = cfg.work_items ? cfg.work_items : dev.info.type == DeviceType::cpu ? 1 : 256;
   size_t lim = std::min(want, s->block_.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.device));
   if (dev.info.max_work_group_size) lim = std::min(lim, dev.info.max_work_group_size);
   s->items_ = 1;

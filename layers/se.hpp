@@ -19,6 +19,9 @@ struct SqueezeExciteConfig {
   // ones pool in parallel, gate in one work-group per image, and scale in parallel (three commands).
   // 0 = the default (kWholeBlockElements).
   int64_t whole_block_elements = 0;
+  // Work-items per image; 0 = by device (1 on CPUs, 256 elsewhere). Tests set it to run the GPU form on
+  // a CPU.
+  size_t work_items = 0;
 };
 
 // Inputs X, W1, B1, W2, B2 (biases required: the pass gives zeros where the model has none); output Y

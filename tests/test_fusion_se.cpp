@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "layers/se.hpp"
+#include "reference/cnn_harness.hpp"
 #include "tests/support/graph_util.hpp"
 #include "tests/support/onnx_util.hpp"
 
@@ -200,6 +201,37 @@ TEST_SUITE("fusion_se") {
       prepare(g);
       CHECK(count_ops(g, "SqueezeExcite") == 0);
     }
+  }
+
+  TEST_CASE("the op with many work-items per image (the GPU form), both forms, batch 3") {
+    const Block k{Shape{3, 45, 6, 7}, 13, Hidden::silu, Gate::hard_sigmoid};
+    const Weights w = weights_of(k);
+    const HostTensor x = test::random_tensor(k.x, 9, -2, 2);
+    const std::vector<double> want = reference(k, w, x);
+    auto vec = [](const HostTensor& t) { return std::vector<float>(t.as<float>(), t.as<float>() + t.numel()); };
+    for (size_t items : {size_t(64), size_t(4)})
+      for (int64_t whole : {int64_t(0), int64_t(1)}) {
+        INFO("items " << items << (whole ? ", split" : ", one command"));
+        SqueezeExciteConfig cfg;
+        cfg.input = k.x;
+        cfg.hidden = k.hidden;
+        cfg.act1 = Activation(Act::silu);
+        cfg.act2 = Activation(Act::hard_sigmoid, 1.0f / 6.0f, 0.5f);
+        cfg.whole_block_elements = whole;
+        cfg.work_items = items;
+        auto op = SqueezeExcite::create(test::ctx(), 0, cfg);
+        CHECK(op->algorithm().find(whole ? "pool (" : "one command") != std::string::npos);
+        auto got = test::down<float>(
+            test::run_op(*op,
+                         {test::up(vec(x), k.x), test::up(vec(w.w1), w.w1.shape()), test::up(vec(w.b1), w.b1.shape()),
+                          test::up(vec(w.w2), w.w2.shape()), test::up(vec(w.b2), w.b2.shape())},
+                         k.x));
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          INFO("element " << i);
+          CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5).scale(1.0));
+        }
+      }
   }
 
   TEST_CASE("a SqueezeExcite node with weights of the wrong shape is an error naming the node and input") {
