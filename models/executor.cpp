@@ -339,8 +339,38 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
     continued.push_back(false);
   }
   for (auto& o : gr.outputs) slot_for(o.name, opts.device);
+  m->plan_signals();
   wait_uploads();
   return m;
+}
+
+void CompiledModel::plan_signals() {
+  auto root_of = [&](int s) {
+    auto& sl = slots_[size_t(s)];
+    return sl.kind == Kind::view ? sl.root : s;
+  };
+  using Lane = std::pair<int, int>;
+  auto lane_of = [&](size_t i) { return Lane{steps_[i].device, steps_[i].queue}; };
+  signals_.assign(steps_.size(), 0);
+  std::vector<int> producer(slots_.size(), -1);
+  std::map<Lane, size_t> last;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    auto& st = steps_[i];
+    if (!st.kernel) continue;
+    const Lane lane = lane_of(i);
+    for (int s : st.in)
+      if (s >= 0)
+        if (int p = producer[size_t(root_of(s))]; p >= 0 && lane_of(size_t(p)) != lane) signals_[size_t(p)] = 1;
+    for (int w : st.waits)
+      if (lane_of(size_t(w)) != lane) signals_[size_t(w)] = 1;
+    for (int s : st.out)
+      if (s >= 0) producer[size_t(root_of(s))] = int(i);
+    last[lane] = i;
+  }
+  for (auto& [lane, i] : last) signals_[i] = 1;
+  for (auto& o : graph_.outputs)
+    if (auto it = slot_of_.find(o.name); it != slot_of_.end())
+      if (int p = producer[size_t(root_of(it->second))]; p >= 0) signals_[size_t(p)] = 1;
 }
 
 std::vector<std::string> CompiledModel::describe() const {
@@ -510,33 +540,11 @@ std::vector<cl::Event> Session::enqueue_steps(std::vector<cl::Event>& slot_ready
   std::vector<Lane> step_lane(cm.steps_.size());
   std::map<std::pair<int, int>, Lane> migrated_lane;
   std::set<Lane> started;  // queues that have a command of this run
-  // Which steps signal an event: those a command of another queue waits for, those whose bytes the run
-  // reads or copies out afterwards, and the last of each queue (what the run waits for). Creating an event
-  // per command costs PoCL about as much as the wait lists did.
-  std::vector<char> wants_event(cm.steps_.size(), profiler != nullptr);
-  if (!profiler) {
-    std::vector<int> producer(cm.slots_.size(), -1);
-    std::map<Lane, size_t> last;
-    for (size_t i = 0; i < cm.steps_.size(); ++i) {
-      auto& st = cm.steps_[i];
-      if (!st.kernel) continue;
-      const Lane lane{st.device, st.queue};
-      for (int s : st.in)
-        if (s >= 0) {
-          int p = producer[size_t(root_of(s))];
-          if (p >= 0 && Lane{cm.steps_[size_t(p)].device, cm.steps_[size_t(p)].queue} != lane) wants_event[size_t(p)] = 1;
-        }
-      for (int w : st.waits)
-        if (Lane{cm.steps_[size_t(w)].device, cm.steps_[size_t(w)].queue} != lane) wants_event[size_t(w)] = 1;
-      for (int s : st.out)
-        if (s >= 0) producer[size_t(root_of(s))] = int(i);
-      last[lane] = i;
-    }
-    for (auto& [lane, i] : last) wants_event[i] = 1;
-    for (auto& o : g.outputs)
-      if (auto it = cm.slot_of_.find(o.name); it != cm.slot_of_.end())
-        if (int p = producer[size_t(root_of(it->second))]; p >= 0) wants_event[size_t(p)] = 1;
-  }
+  // Which steps signal an event (CompiledModel::plan_signals; every step with a profiler, which records
+  // each command's times). Creating an event per command costs PoCL about as much as the wait lists did.
+  std::vector<char> all_signal;
+  if (profiler) all_signal.assign(cm.steps_.size(), 1);
+  const std::vector<char>& wants_event = profiler ? all_signal : cm.signals_;
   if (profiler) {
     std::set<std::pair<int, int>> lanes;
     for (auto& st : cm.steps_) lanes.insert({st.device, st.queue});

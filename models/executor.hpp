@@ -143,6 +143,11 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   std::map<int, Tensor> constants_;  // slot -> device tensor
   std::map<std::pair<std::string, int>, int> constant_slot_;  // (initializer, device) -> slot
   std::vector<int> node_device_;
+  // Which steps signal an event in a run without a profiler (event elision, computed once by compile():
+  // it depends on the steps, their queues and the slots alone): those a command of another queue waits
+  // for, those whose bytes the run reads or copies out afterwards, and the last of each queue.
+  std::vector<char> signals_;
+  void plan_signals();
 };
 
 class Session {

@@ -8,6 +8,7 @@
 
 #include "models/op_registry.hpp"
 #include "runtime/exec_context.hpp"
+#include "runtime/log.hpp"
 
 namespace cldl::graph {
 
@@ -145,6 +146,12 @@ void plan_in_place_concats(const Graph& g, const std::vector<int>& view_of, cons
     if (axis < 0 || axis >= int64_t(ys.rank())) continue;
     bool ok = true;
     for (int64_t d = 0; d < axis; ++d) ok = ok && ys[size_t(d)] == 1;
+    // A batch > 1 (or any dim before the axis > 1) makes each input strided blocks of the output, which
+    // no producer writes yet: the Concat copies them (a logged choice).
+    if (!ok && log::level() >= log::Level::debug)
+      log::debug("{}: copies its inputs (output {}: the dims before axis {} are not all 1, so an input is "
+                 "strided blocks of it)",
+                 node.describe(), ys.str(), axis);
     std::vector<std::pair<std::string, size_t>> parts;
     std::vector<std::pair<size_t, size_t>> copies;
     size_t offset = 0;

@@ -12,6 +12,7 @@
 #include "layers/fused.hpp"
 #include "runtime/bundle.hpp"
 #include "runtime/program_cache.hpp"
+#include "tests/support/graph_util.hpp"
 #include "tests/support/onnx_util.hpp"
 
 using namespace cldl;
@@ -19,11 +20,7 @@ using namespace cldl::graph;
 
 namespace {
 
-int count_ops(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (auto& node : g.nodes) n += node.op_type == op;
-  return n;
-}
+using test::count_ops;
 
 // Element `i` (row-major over `out`) of a tensor of shape `in`, numpy-broadcast to `out`.
 int64_t bcast_index(const Shape& in, const Shape& out, int64_t i) {
