@@ -3,6 +3,7 @@
 #include "models/autodiff.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -473,6 +474,142 @@ void loss_rule(Builder& b, Step& s) {
   s.dx[0] = b.mul(b.sub(p, onehot), scale);
 }
 
+// BatchNormalization over [N, C, d...]: training_mode 1 normalises with the batch's statistics (mean and population
+// variance over N and space; its running_mean / running_var outputs carry no gradient, the mean / var inputs get
+// none), inference with the given mean / var. xhat = (x - mean) / sqrt(var + eps), y = scale xhat + B.
+//   dB = sum(dy), dscale = sum(dy xhat) (over N and space);
+//   training: dx = scale / sqrt(var + eps) * (dy - dB / n - xhat dscale / n), n = N * space;
+//   inference: dx = dy scale / sqrt(var + eps), dmean = -dB scale / sqrt(var + eps),
+//              dvar = -dscale scale / (2 (var + eps)).
+void batch_norm_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  const Shape sx = b.shape(s.in(0));
+  if (sx.rank() < 2) fail("{}: input X has shape {}, expected [N, C, ...]", n.describe(), sx.str());
+  const int64_t C = sx[1], count = C ? sx.numel() / C : 0;
+  Shape cs(std::vector<int64_t>(sx.rank(), 1));
+  cs[1] = C;
+  std::vector<int64_t> axes{0};
+  for (size_t i = 2; i < sx.rank(); ++i) axes.push_back(int64_t(i));
+  const bool training = n.attr_i("training_mode", 0) != 0;
+  const double eps = n.attr_f("epsilon", 1e-5f);
+  auto channel = [&](size_t i) { return b.reshape(s.in(i), cs); };
+  const std::string& x = s.in(0);
+  const double inv_n = 1.0 / double(std::max<int64_t>(count, 1));
+  std::string mean = training ? b.mul(b.reduce_sum(x, axes), b.scalar(inv_n)) : channel(3);
+  const std::string xc = b.sub(x, mean);
+  std::string var = training ? b.mul(b.reduce_sum(b.mul(xc, xc), axes), b.scalar(inv_n)) : channel(4);
+  const std::string inv = b.div(b.scalar(1), b.emit("Sqrt", "Sqrt", {b.add(var, b.scalar(eps))}, cs));
+  const std::string xhat = b.mul(xc, inv);
+  const bool dx = s.wants(0), dmean = !training && s.wants(3), dvar = !training && s.wants(4);
+  std::string db, dscale;
+  if (s.wants(2) || (training && dx) || dmean) db = b.reduce_sum(s.dy, axes);
+  if (s.wants(1) || (training && dx) || dvar) dscale = b.reduce_sum(b.mul(s.dy, xhat), axes);
+  if (s.wants(1)) s.dx[1] = b.reshape(dscale, b.shape(s.in(1)));
+  if (s.wants(2)) s.dx[2] = b.reshape(db, b.shape(s.in(2)));
+  const std::string k = b.mul(channel(1), inv);  // scale / sqrt(var + eps)
+  if (dx) {
+    if (training) {
+      const std::string centred = b.sub(b.sub(s.dy, b.mul(db, b.scalar(inv_n))), b.mul(xhat, b.mul(dscale, b.scalar(inv_n))));
+      s.dx[0] = b.mul(k, centred);
+    } else {
+      s.dx[0] = b.mul(s.dy, k);
+    }
+  }
+  if (dmean) s.dx[3] = b.reshape(b.neg(b.mul(db, k)), b.shape(s.in(3)));
+  if (dvar) s.dx[4] = b.reshape(b.mul(b.mul(dscale, b.mul(k, inv)), b.scalar(-0.5)), b.shape(s.in(4)));
+}
+
+// The elementwise activations whose derivative is a few elementwise nodes (the fusion pass makes one kernel of
+// them). Kinks take PyTorch's side: LeakyRelu / Elu / HardSigmoid / HardSwish / Clip as torch's backward does.
+void activation_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Node& n = s.node;
+  const std::string &op = n.op_type, &x = s.in(0), &y = s.y(), &dy = s.dy;
+  const Shape sx = b.shape(x);
+  auto cmp = [&](const char* c, const std::string& a, const std::string& v) { return b.emit(c, c, {a, v}, b.shape(a)); };
+  auto where = [&](const std::string& c, const std::string& t, const std::string& f) {
+    return b.emit("Where", "Where", {c, t, f}, sx);
+  };
+  auto fn = [&](const char* f, const std::string& a) { return b.emit(f, f, {a}, b.shape(a)); };
+  const double alpha = n.attr_f("alpha", op == "LeakyRelu" ? 0.01f : op == "HardSigmoid" ? 0.2f : 1.0f);
+  if (op == "LeakyRelu") {  // torch: x > 0 ? dy : alpha dy
+    s.dx[0] = where(cmp("Greater", x, b.scalar(0)), dy, b.mul(dy, b.scalar(alpha)));
+  } else if (op == "Elu") {  // x > 0 ? dy : dy (y + alpha)
+    s.dx[0] = where(cmp("Greater", x, b.scalar(0)), dy, b.mul(dy, b.add(y, b.scalar(alpha))));
+  } else if (op == "Softplus") {  // dy sigmoid(x)
+    s.dx[0] = b.mul(dy, fn("Sigmoid", x));
+  } else if (op == "Erf") {  // dy 2 / sqrt(pi) exp(-x^2)
+    s.dx[0] = b.mul(dy, b.mul(fn("Exp", b.neg(b.mul(x, x))), b.scalar(2.0 / std::sqrt(M_PI))));
+  } else if (op == "Gelu" && n.attr_s("approximate", "none") == "tanh") {
+    // u = sqrt(2 / pi) (x + 0.044715 x^3), t = tanh(u): dy (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 0.044715 x^2))
+    const double c = std::sqrt(2.0 / M_PI), a = 0.044715;
+    const std::string x2 = b.mul(x, x);
+    const std::string t = fn("Tanh", b.mul(b.mul(x, b.add(b.scalar(1), b.mul(x2, b.scalar(a)))), b.scalar(c)));
+    const std::string left = b.mul(b.add(b.scalar(1), t), b.scalar(0.5));
+    const std::string right = b.mul(b.mul(x, b.sub(b.scalar(1), b.mul(t, t))),
+                                    b.mul(b.add(b.scalar(1), b.mul(x2, b.scalar(3 * a))), b.scalar(0.5 * c)));
+    s.dx[0] = b.mul(dy, b.add(left, right));
+  } else if (op == "Gelu") {  // dy (Phi(x) + x phi(x))
+    const std::string cdf =
+        b.mul(b.add(b.scalar(1), fn("Erf", b.mul(x, b.scalar(1.0 / std::sqrt(2.0))))), b.scalar(0.5));
+    const std::string pdf = b.mul(fn("Exp", b.mul(b.mul(x, x), b.scalar(-0.5))), b.scalar(1.0 / std::sqrt(2.0 * M_PI)));
+    s.dx[0] = b.mul(dy, b.add(cdf, b.mul(x, pdf)));
+  } else if (op == "HardSigmoid") {  // alpha dy where 0 < alpha x + beta < 1 (torch: -3 < x < 3)
+    const double beta = n.attr_f("beta", 0.5f);
+    const std::string v = b.add(b.mul(x, b.scalar(alpha)), b.scalar(beta));
+    const std::string inside = b.emit("And", "And", {cmp("Greater", v, b.scalar(0)), cmp("Less", v, b.scalar(1))}, sx);
+    s.dx[0] = where(inside, b.mul(dy, b.scalar(alpha)), b.scalar(0));
+  } else if (op == "HardSwish") {  // x < -3: 0; x > 3: dy; else dy (2x + 3) / 6 (torch: x <= 3 is inside)
+    const std::string mid = b.mul(dy, b.add(b.mul(x, b.scalar(1.0 / 3.0)), b.scalar(0.5)));
+    s.dx[0] = where(cmp("Less", x, b.scalar(-3)), b.scalar(0), where(cmp("Greater", x, b.scalar(3)), dy, mid));
+  } else if (op == "Clip") {  // dy where min <= x <= max (torch.clamp), bounds from the inputs or opset 6's attributes
+    std::string keep;
+    auto bound = [&](size_t i, const char* attr, const char* c) {
+      std::string v;
+      if (s.opset < 11) {
+        if (n.has(attr)) v = b.scalar(n.attr_f(attr, 0.0f));
+      } else if (!n.input(i).empty()) {
+        v = n.input(i);
+      }
+      if (v.empty()) return;
+      const std::string m = cmp(c, x, v);
+      keep = keep.empty() ? m : b.emit("And", "And", {keep, m}, sx);
+    };
+    bound(1, "min", "GreaterOrEqual");
+    bound(2, "max", "LessOrEqual");
+    s.dx[0] = keep.empty() ? dy : where(keep, dy, b.scalar(0));
+  }
+}
+
+// Pow(A, B): dA = dy B A^(B - 1), dB = dy y log(A) (summed to B's shape).
+void pow_rule(Builder& b, Step& s) {
+  const std::string &A = s.in(0), &B = s.in(1);
+  const Shape sa = b.shape(A), sb = b.shape(B);
+  const ValueInfo* bi = b.info(B);
+  std::string Bf = B;
+  if (bi && bi->dtype != b.dtype) Bf = b.emit("Cast", "Cast", {B}, sb, {{"to", int64_t(1)}});
+  if (s.wants(0)) {
+    const std::string p = b.emit("Pow", "Pow", {A, b.sub(Bf, b.scalar(1))}, broadcast_shapes(sa, sb));
+    s.dx[0] = b.sum_to(b.mul(s.dy, b.mul(Bf, p)), sa);
+  }
+  if (s.wants(1)) s.dx[1] = b.sum_to(b.mul(s.dy, b.mul(s.y(), b.emit("Log", "Log", {A}, sa))), sb);
+}
+
+// Max / Min (variadic, broadcasting): dy goes to the first input that holds the result (ties: the first one).
+void minmax_rule(Builder& b, Step& s) {
+  const std::string& y = s.y();
+  const Shape sy = b.shape(y);
+  std::string taken;
+  for (size_t i = 0; i < s.node.inputs.size(); ++i) {
+    const std::string& v = s.in(i);
+    if (v.empty()) continue;
+    std::string m = b.emit("Equal", "Equal", {v, y}, sy);
+    if (!taken.empty()) m = b.emit("And", "And", {m, b.emit("Not", "Not", {taken}, sy)}, sy);
+    if (s.wants(i)) s.dx[i] = b.sum_to(b.emit("Where", "Where", {m, s.dy, b.scalar(0)}, sy), b.shape(v));
+    if (i + 1 < s.node.inputs.size()) taken = taken.empty() ? m : b.emit("Or", "Or", {taken, m}, sy);
+  }
+}
+
 using Rule = void (*)(Builder&, Step&);
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> r = {
@@ -485,6 +622,10 @@ const std::map<std::string, Rule>& rules() {
       {"Conv", conv_rule},           {"ConvDynamic", conv_rule}, {"MaxPool", pool_rule},     {"AveragePool", pool_rule},
       {"GlobalAveragePool", global_pool_rule},                   {"LogSoftmax", log_softmax_rule},
       {"SoftmaxCrossEntropyLoss", loss_rule},                    {"NegativeLogLikelihoodLoss", loss_rule},
+      {"BatchNormalization", batch_norm_rule},
+      {"LeakyRelu", activation_rule}, {"Elu", activation_rule},    {"Softplus", activation_rule}, {"Erf", activation_rule},
+      {"Gelu", activation_rule},      {"HardSigmoid", activation_rule}, {"HardSwish", activation_rule},
+      {"Clip", activation_rule},      {"Pow", pow_rule},           {"Max", minmax_rule},        {"Min", minmax_rule},
   };
   return r;
 }

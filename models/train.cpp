@@ -79,6 +79,9 @@ struct Trainer::Impl {
   DType x_dtype = DType::f32;
   size_t x_rank = 0, labels_rank = 0;
   std::vector<std::string> weights;
+  // Carried but not trained: BatchNormalization's running mean and var, at carried_in[running_at...].
+  std::vector<std::string> running;
+  size_t running_at = 0;
   // Carried from step to step: the weights, the optimizer states, the step count T; their updates.
   std::vector<std::string> carried_in, carried_out;
   // Two sets of their device buffers: a step of parity p reads set p and writes set 1 - p.
@@ -161,6 +164,65 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     fail("train: cross_entropy needs an output of rank 2 or more ([..., classes]), '{}' has shape {}", output.name,
          output.shape.str());
 
+  // BatchNormalization trains as PyTorch's module.train() has it: batch statistics (training_mode 1); its mean and
+  // var initializers are state carried from step to step, not trained, updated with the node's momentum m (ONNX's:
+  // PyTorch's is 1 - m): mean' = m mean + (1 - m) batch mean, var' = m var + (1 - m) n / (n - 1) batch variance
+  // (PyTorch's unbiased running variance; the node's running_var output has the population variance, so
+  // var' = k (running_var - m var) + m var with k = n / (n - 1), n = the values per channel, from x's shape).
+  std::vector<std::string> running, running_new;
+  std::set<std::string> not_trained;
+  {
+    std::map<std::string, int> reads;
+    for (auto& n : g.nodes)
+      for (auto& in : n.inputs) ++reads[in];
+    std::vector<Node> added;
+    for (auto& n : g.nodes) {
+      if (!n.domain.empty() || n.op_type != "BatchNormalization" || n.attr_i("training_mode", 0) != 0) continue;
+      if (n.inputs.size() != 5) fail("train: {} has {} inputs, expected 5", n.describe(), n.inputs.size());
+      const std::string x = n.inputs[0], mean = n.inputs[3], var = n.inputs[4];
+      for (const std::string* v : {&mean, &var}) {
+        auto it = g.initializers.find(*v);
+        if (it == g.initializers.end() || it->second.dtype() != DType::f32)
+          fail("train: {}: its running statistic '{}' is not a float initializer", n.describe(), *v);
+        if (reads[*v] != 1)
+          fail("train: {}: its running statistic '{}' is read by other nodes too", n.describe(), *v);
+      }
+      const float momentum = n.attr_f("momentum", 0.9f);
+      n.domain = kFusedDomain;  // the newest opset's BatchNormalization, whatever the model's opset
+      for (const char* a : {"is_test", "spatial", "consumed_inputs"}) n.attrs.erase(a);
+      n.attrs["training_mode"] = int64_t(1);
+      n.outputs.resize(3);
+      const std::string base = n.name.empty() ? "cldl.train/bn" : n.name;
+      n.outputs[1] = g.unique_name(mean + ".new");
+      n.outputs[2] = g.unique_name(var + ".population");
+      auto v = [&](const std::string& what) { return g.unique_name(base + "/" + what); };
+      auto scalar = [&](const std::string& what, float f) {
+        return add_constant(g, base + "/" + what, HostTensor::from<float>(Shape{}, std::vector<float>{f}));
+      };
+      const std::string shape = v("shape"), shape_f = v("shape_f"), all = v("numel"), count = v("count"),
+                        less = v("count_1"), k = v("unbiased"), mv = v("m_var"), diff = v("diff"), scaled = v("scaled"),
+                        var_new = g.unique_name(var + ".new");
+      const int64_t C = g.initializers.at(var).numel();
+      added.push_back(fused(g, base + "/shape", "Shape", {x}, {shape}));
+      added.push_back(fused(g, base + "/shape_f", "Cast", {shape}, {shape_f}, {{"to", int64_t(1)}}));
+      added.push_back(fused(g, base + "/numel", "ReduceProd", {shape_f}, {all}, {{"keepdims", int64_t(0)}}));
+      added.push_back(fused(g, base + "/count", "Div", {all, scalar("channels", float(C))}, {count}));
+      added.push_back(fused(g, base + "/count_1", "Sub", {count, scalar("one", 1.0f)}, {less}));
+      added.push_back(fused(g, base + "/unbiased", "Div", {count, less}, {k}));
+      added.push_back(fused(g, base + "/m_var", "Mul", {var, scalar("momentum", momentum)}, {mv}));
+      added.push_back(fused(g, base + "/diff", "Sub", {n.outputs[2], mv}, {diff}));
+      added.push_back(fused(g, base + "/scaled", "Mul", {diff, k}, {scaled}));
+      added.push_back(fused(g, base + "/var_new", "Add", {scaled, mv}, {var_new}));
+      running.push_back(mean);
+      running.push_back(var);
+      running_new.push_back(n.outputs[1]);
+      running_new.push_back(var_new);
+      not_trained.insert(mean);
+      not_trained.insert(var);
+    }
+    for (auto& n : added) g.nodes.push_back(std::move(n));
+  }
+
   // The weights: float initializers that no node reads where its op needs a value known at load (but Conv's
   // weights and bias, which ConvDynamic reads at run time).
   std::set<std::string> fixed;
@@ -173,12 +235,19 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     for (auto& in : n.inputs) read.insert(in);
   std::map<std::string, HostTensor> initial;
   for (auto& [name, t] : g.initializers)
-    if (t.dtype() == DType::f32 && !fixed.count(name) && read.count(name)) {
+    if (t.dtype() == DType::f32 && !fixed.count(name) && read.count(name) && !not_trained.count(name)) {
       m.weights.push_back(name);
       initial[name] = t;
     }
   if (m.weights.empty()) fail("train: the model has no float initializer to train");
   for (auto& w : m.weights) {
+    g.inputs.erase(std::remove_if(g.inputs.begin(), g.inputs.end(), [&](auto& v) { return v.name == w; }),
+                   g.inputs.end());
+    g.inputs.push_back(info(w, DType::f32, initial[w].shape()));
+    g.initializers.erase(w);
+  }
+  for (auto& w : running) {
+    initial[w] = g.initializers.at(w);
     g.inputs.erase(std::remove_if(g.inputs.begin(), g.inputs.end(), [&](auto& v) { return v.name == w; }),
                    g.inputs.end());
     g.inputs.push_back(info(w, DType::f32, initial[w].shape()));
@@ -264,6 +333,7 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   g.outputs.clear();
   g.outputs.push_back(unknown(m.loss_name, DType::f32));
   for (auto& o : outs) g.outputs.push_back(unknown(o, DType::f32));
+  for (auto& o : running_new) g.outputs.push_back(unknown(o, DType::f32));
   g.outputs.push_back(unknown(m.step_next_name, DType::i64));
   g.sort();
   m.model = Model::create(ctx, std::move(g));
@@ -271,13 +341,17 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   // The device buffers: weights from the model, states zero; a second set the updates go to.
   m.carried_in = m.weights;
   m.carried_in.insert(m.carried_in.end(), states.begin(), states.end());
+  m.running = running;
+  m.running_at = m.carried_in.size();
+  m.carried_in.insert(m.carried_in.end(), running.begin(), running.end());
   m.carried_in.push_back(m.step_name);
   m.carried_out = outs;
+  m.carried_out.insert(m.carried_out.end(), running_new.begin(), running_new.end());
   m.carried_out.push_back(m.step_next_name);
   for (size_t k = 0; k < m.carried_in.size(); ++k) {
     HostTensor h;
-    if (k < m.weights.size()) {
-      h = initial[m.weights[k]];
+    if (k < m.weights.size() || (k >= m.running_at && k + 1 < m.carried_in.size())) {
+      h = initial[m.carried_in[k]];
     } else if (k + 1 < m.carried_in.size()) {
       h = HostTensor(DType::f32, initial[m.weights[k % m.weights.size()]].shape());
       std::memset(h.data(), 0, h.bytes());
@@ -370,6 +444,8 @@ std::map<std::string, HostTensor> Trainer::read_weights() {
   if (m.last()) check(m.last.wait(), "clWaitForEvents", "the last training step");
   std::map<std::string, HostTensor> w;
   for (size_t k = 0; k < m.weights.size(); ++k) w[m.weights[k]] = m.ctx->download(m.set[size_t(step_ % 2)][k]);
+  for (size_t k = 0; k < m.running.size(); ++k)
+    w[m.running[k]] = m.ctx->download(m.set[size_t(step_ % 2)][m.running_at + k]);
   return w;
 }
 

@@ -253,6 +253,91 @@ TEST_SUITE("autodiff") {
         11);
   }
 
+  TEST_CASE("BatchNormalization: training mode (batch statistics) and inference") {
+    auto bn = [](int64_t training) {
+      return [training](GraphBuilder& b, std::map<std::string, Value>& in) {
+        std::map<std::string, AttrValue> a{{"epsilon", 1e-3f}};
+        if (training) a["training_mode"] = int64_t(1);
+        return b.op1("BatchNormalization", {in["x"], in["scale"], in["bias"], in["mean"], in["var"]}, a);
+      };
+    };
+    auto inputs = [](Shape x, bool stats) {
+      const int64_t C = x[1];
+      std::vector<Input> v{{"x", x}, {"scale", {C}, 0.5f, 1.5f}, {"bias", {C}}, {"mean", {C}}, {"var", {C}, 0.5f, 1.5f}};
+      v[3].differentiate = v[4].differentiate = stats;
+      return v;
+    };
+    SUBCASE("training [3, 5, 4, 3]") { check_gradients(inputs({3, 5, 4, 3}, false), bn(1)); }
+    SUBCASE("training, batch 1 [1, 3, 5, 7]") { check_gradients(inputs({1, 3, 5, 7}, false), bn(1)); }
+    SUBCASE("training [6, 7] (no spatial axes)") { check_gradients(inputs({6, 7}, false), bn(1)); }
+    SUBCASE("inference: x, scale, bias, mean, var") { check_gradients(inputs({2, 3, 5, 3}, true), bn(0)); }
+  }
+
+  TEST_CASE("activations: LeakyRelu, Elu, Softplus, Erf, Gelu, HardSigmoid, HardSwish, Clip, Pow, Max, Min") {
+    auto unary = [](std::string op, std::map<std::string, AttrValue> a = {}) {
+      return [op, a](GraphBuilder& b, std::map<std::string, Value>& in) { return b.op1(op, {in["x"]}, a); };
+    };
+    Input x{"x", {3, 7}, -2.0f, 2.0f};
+    x.away_from_zero = true;  // the kinks at 0
+    for (std::string op : {"LeakyRelu", "Elu", "Softplus", "Erf"}) {
+      CAPTURE(op);
+      check_gradients({x}, unary(op));
+    }
+    check_gradients({x}, unary("LeakyRelu", {{"alpha", 0.3f}}));
+    check_gradients({x}, unary("Elu", {{"alpha", 0.7f}}));
+    check_gradients({x}, unary("Gelu", {{"approximate", std::string("tanh")}}), 20);
+    check_gradients({x}, unary("Gelu"), 20);
+    // HardSigmoid / HardSwish on z = 5 x + 0.13: x on a shuffled grid of step 0.05 makes z a grid of step 0.25
+    // over [-4.4, 4.4] (the flat parts included), at least 0.07 from the kinks (-3, -2.5, -1.8, 2.2, 2.5, 3), which
+    // the step (0.05 in z) does not cross.
+    Input wide{"x", {4, 9}};
+    wide.distinct = true;
+    auto scaled = [](GraphBuilder& b, Value v) {
+      auto f = [&](const char* n, float c) { return b.constant(n, HostTensor::from<float>(Shape{}, std::vector<float>{c})); };
+      return b.op1("Add", {b.op1("Mul", {v, f("five", 5.0f)}), f("shift", 0.13f)});
+    };
+    for (std::string op : {"HardSigmoid", "HardSwish"}) {
+      CAPTURE(op);
+      check_gradients({wide}, [op, scaled](GraphBuilder& b, auto& in) { return b.op1(op, {scaled(b, in["x"])}); });
+    }
+    check_gradients({wide}, [scaled](GraphBuilder& b, auto& in) {
+      return b.op1("HardSigmoid", {scaled(b, in["x"])}, {{"alpha", 0.25f}, {"beta", 0.45f}});
+    });
+    Input c{"x", {5, 7}};
+    c.distinct = true;  // none within 2h of the bounds (-0.3, 0.4 are off the grid by 0.025)
+    check_gradients({c}, [](GraphBuilder& b, auto& in) {
+      auto f = [&](const char* n, float v) { return b.constant(n, HostTensor::from<float>(Shape{}, std::vector<float>{v})); };
+      return b.op1("Clip", {in["x"], f("lo", -0.325f), f("hi", 0.425f)});
+    });
+    check_gradients({c}, [](GraphBuilder& b, auto& in) {  // only a max
+      return b.op1("Clip", {in["x"], Value{}, b.constant("hi", HostTensor::from<float>(Shape{}, std::vector<float>{0.425f}))});
+    });
+    check_gradients(  // opset 6: the bounds as attributes
+        {c}, [](GraphBuilder& b, auto& in) { return b.op1("Clip", {in["x"]}, {{"min", -0.325f}, {"max", 0.425f}}); }, 6);
+    // Pow by a constant and by a tensor (both differentiated).
+    check_gradients({{"x", {3, 5}, 0.7f, 2.0f}}, [](GraphBuilder& b, auto& in) {
+      return b.op1("Pow", {in["x"], b.constant("p", HostTensor::from<float>(Shape{}, std::vector<float>{2.5f}))});
+    });
+    check_gradients({{"a", {3, 5}, 0.7f, 2.0f}, {"p", {5}, -1.0f, 2.0f}},
+                    [](GraphBuilder& b, auto& in) { return b.op1("Pow", {in["a"], in["p"]}); });
+    // Max / Min with broadcasting; distinct values keep the winner fixed under the step.
+    Input a{"a", {3, 4}}, bb{"b", {4}}, cc{"c", {3, 1}};
+    a.distinct = bb.distinct = cc.distinct = true;
+    for (std::string op : {"Max", "Min"}) {
+      CAPTURE(op);
+      check_gradients({a, bb}, [op](GraphBuilder& b, auto& in) {
+        return b.op1(op, {in["a"], b.op1("Add", {in["b"], b.constant("s1", HostTensor::from<float>(Shape{}, std::vector<float>{0.0123f}))})});
+      });
+    }
+    // Three inputs with shifted grids so no two coincide.
+    check_gradients({a, bb, cc}, [](GraphBuilder& b, auto& in) {
+      auto shift = [&](Value v, const char* n, float d) {
+        return b.op1("Add", {v, b.constant(n, HostTensor::from<float>(Shape{}, std::vector<float>{d}))});
+      };
+      return b.op1("Max", {in["a"], shift(in["b"], "s1", 0.0123f), shift(in["c"], "s2", 0.0311f)});
+    });
+  }
+
   TEST_CASE("Softmax: opset 13 along one axis, opset 11 coerced to 2-D") {
     check_gradients({{"x", {3, 5, 7}}}, [](GraphBuilder& b, auto& in) { return b.softmax(in["x"], 1); });
     check_gradients(
