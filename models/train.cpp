@@ -197,7 +197,9 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
       n.outputs[2] = g.unique_name(var + ".population");
       auto v = [&](const std::string& what) { return g.unique_name(base + "/" + what); };
       auto scalar = [&](const std::string& what, float f) {
-        return add_constant(g, base + "/" + what, HostTensor::from<float>(Shape{}, std::vector<float>{f}));
+        const std::string c = add_constant(g, base + "/" + what, HostTensor::from<float>(Shape{}, std::vector<float>{f}));
+        not_trained.insert(c);
+        return c;
       };
       const std::string shape = v("shape"), shape_f = v("shape_f"), all = v("numel"), count = v("count"),
                         less = v("count_1"), k = v("unbiased"), mv = v("m_var"), diff = v("diff"), scaled = v("scaled"),

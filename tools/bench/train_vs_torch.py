@@ -37,16 +37,36 @@ ZOO = os.path.join(ROOT, "models", "zoo", "digits_cnn")
 
 
 class DigitsCnn(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, bn=True):
         super().__init__()
+        norm = (lambda c: [torch.nn.BatchNorm2d(c)]) if bn else (lambda c: [])
         self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2))
+            torch.nn.Conv2d(1, 16, 3, padding=1), *norm(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 3, padding=1), *norm(32), torch.nn.ReLU(), torch.nn.MaxPool2d(2))
         self.classifier = torch.nn.Sequential(
             torch.nn.Flatten(), torch.nn.Linear(128, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
 
     def forward(self, image):
         return self.classifier(self.features(image))
+
+
+def export_inference(model, x, path):
+    """The model as an inference ONNX file (opset 17, batch symbolic) that keeps its BatchNormalization nodes: an
+    eval-mode export folds them into the Conv weights, so it is exported in training mode (PRESERVE) and each
+    BatchNormalization is then set to training_mode 0 with its running-statistics outputs dropped."""
+    import onnx
+    model.train()
+    torch.onnx.export(model, x, path, input_names=["image"], output_names=["logits"],
+                      dynamic_axes={"image": {0: "N"}, "logits": {0: "N"}}, opset_version=17,
+                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+    m = onnx.load(path)
+    for n in m.graph.node:
+        if n.op_type == "BatchNormalization":
+            for a in n.attribute:
+                if a.name == "training_mode":
+                    a.i = 0
+            del n.output[1:]
+    onnx.save(m, path)
 
 
 def make_optimizer(name, params):
@@ -80,6 +100,7 @@ class OnnxAdam:
 
 
 def train_torch(model, opt_name, x, y, epochs, batch):
+    model.train()
     opt = OnnxAdam(model.parameters(), 2e-3) if opt_name == "adam_onnx" else make_optimizer(opt_name, model.parameters())
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     steps, epoch_loss, seconds = [], [], []
@@ -117,6 +138,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3,
                     help="timing: both trainings run this many times, alternating; medians reported")
     ap.add_argument("--check", action="store_true", help="exit 1 when a check fails")
+    ap.add_argument("--no-bn", dest="bn", action="store_false",
+                    help="the network without its two BatchNorm2d layers (as before cldl had their backward)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     x = np.load(os.path.join(ZOO, "x_test.npy")).astype(np.float32)
@@ -126,14 +149,13 @@ def main():
     report = {}
     with tempfile.TemporaryDirectory() as tmp:
         torch.manual_seed(args.seed)
-        init = DigitsCnn()
+        init = DigitsCnn(args.bn)
         model_path = os.path.join(tmp, "digits_cnn_init.onnx")
-        torch.onnx.export(init, torch.from_numpy(xtr[:1]), model_path, input_names=["image"], output_names=["logits"],
-                          dynamic_axes={"image": {0: "N"}, "logits": {0: "N"}}, opset_version=17)
+        export_inference(init, torch.from_numpy(xtr[:2]), model_path)
         np.save(os.path.join(tmp, "x.npy"), xtr)
         np.save(os.path.join(tmp, "y.npy"), ytr)
         for opt_name in args.optimizers:
-            model = DigitsCnn()
+            model = DigitsCnn(args.bn)
             model.load_state_dict(init.state_dict())
             t_steps, t_epochs, t_sec = train_torch(model, opt_name, xtr, ytr, args.epochs, args.batch)
             model.eval()
@@ -148,7 +170,7 @@ def main():
             res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             # Timing rounds after the first, alternating PyTorch and cldl (the machine may be shared and noisy).
             for _ in range(args.rounds - 1):
-                again = DigitsCnn()
+                again = DigitsCnn(args.bn)
                 again.load_state_dict(init.state_dict())
                 t_sec += train_torch(again, opt_name, xtr, ytr, args.epochs, args.batch)[2][1:]
                 more = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
@@ -159,7 +181,7 @@ def main():
             c_acc = accuracy_onnx(out, xte, yte)
             # Per step against the same math: for Adam, PyTorch running the ONNX Adam's epsilon placement.
             if opt_name == "adam":
-                same = DigitsCnn()
+                same = DigitsCnn(args.bn)
                 same.load_state_dict(init.state_dict())
                 ref_steps, ref_epochs, _ = train_torch(same, "adam_onnx", xtr, ytr, args.epochs, args.batch)
                 vs_optim = float(np.max(np.abs(np.array(c_epochs) - np.array(t_epochs)) / np.array(t_epochs)))
