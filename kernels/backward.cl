@@ -3,6 +3,15 @@
 // weights at run time (ConvDynamic, at the end). 2-D (1-D runs with H = 1), NCHW, f32 with fp32 accumulation.
 // Every kernel gathers: one work-item per element it writes sums the terms that reach it, in a fixed order,
 // so there are no atomics and a run gives the same bits every time.
+//
+// The geometry arguments (named NAME_a) are read through GEO(NAME): a program built with -DGEO_SPEC and -DGEO_NAME=v
+// for each (layers/backward.cpp builds one per convolution or pool geometry) has them as compile-time constants,
+// so the compiler folds the index arithmetic and unrolls the window loops; without GEO_SPEC they are the arguments.
+#ifdef GEO_SPEC
+#define GEO(name) GEO_##name
+#else
+#define GEO(name) name##_a
+#endif
 
 // Element i of an [N, C, H, W] tensor: its n, and (w, h, c) as .x, .y, .z.
 inline int3 nchw_of(long i, int C, int H, int W, long* n) {
@@ -23,9 +32,10 @@ inline int tap_output(int pos, int pad, int k, int dil, int stride, int out) {
 
 // dx[n, c, y, x] = sum over the outputs (oy, ox) of channel m of c's group whose window reads (y, x) through
 // tap (kh, kw): dy[n, m, oy, ox] * w[m, c - g * Cg, kh, kw]. One work-item per element of dx.
-__kernel void conv_grad_data(int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph,
-                             int pw, int dh, int dw, int groups, __global const float* dy, long dy_off,
+__kernel void conv_grad_data(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a, int sw_a, int ph_a,
+                             int pw_a, int dh_a, int dw_a, int groups_a, __global const float* dy, long dy_off,
                              __global const float* w, long w_off, __global float* dx, long dx_off) {
+  const int C = GEO(C), H = GEO(H), W = GEO(W), M = GEO(M), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW), sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), dh = GEO(dh), dw = GEO(dw), groups = GEO(groups);
   const long i = get_global_id(0);
   long n;
   const int3 at = nchw_of(i, C, H, W, &n);
@@ -49,9 +59,10 @@ __kernel void conv_grad_data(int C, int H, int W, int M, int OH, int OW, int KH,
 
 // dw[m, ci, kh, kw] = sum over n, oy, ox of dy[n, m, oy, ox] * x[n, g * Cg + ci, oy * sh - ph + kh * dh,
 // ox * sw - pw + kw * dw] (taps in the padding read 0). One work-item per weight.
-__kernel void conv_grad_filter(int N, int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw,
-                               int ph, int pw, int dh, int dw, int groups, __global const float* dy, long dy_off,
+__kernel void conv_grad_filter(int N, int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a, int sw_a,
+                               int ph_a, int pw_a, int dh_a, int dw_a, int groups_a, __global const float* dy, long dy_off,
                                __global const float* x, long x_off, __global float* dwt, long dw_off) {
+  const int C = GEO(C), H = GEO(H), W = GEO(W), M = GEO(M), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW), sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), dh = GEO(dh), dw = GEO(dw), groups = GEO(groups);
   const long i = get_global_id(0);
   const int kw = (int)(i % KW);
   long t = i / KW;
@@ -79,9 +90,10 @@ __kernel void conv_grad_filter(int N, int C, int H, int W, int M, int OH, int OW
 // MaxPool (is_max): a window passes its dy to its first largest element in row-major order (as PyTorch and
 // the ONNX reference pick it), recomputed here from x. AveragePool: dy / the window's count, which counts the
 // taps inside the input, or with count_include_pad those inside the padded input [-p_begin, size + p_end).
-__kernel void pool_grad(int is_max, int count_include_pad, int H, int W, int OH, int OW, int KH, int KW, int sh,
-                        int sw, int ph, int pw, int ph_end, int pw_end, int dh, int dw, __global const float* dy,
+__kernel void pool_grad(int is_max_a, int count_include_pad_a, int H_a, int W_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a,
+                        int sw_a, int ph_a, int pw_a, int ph_end_a, int pw_end_a, int dh_a, int dw_a, __global const float* dy,
                         long dy_off, __global const float* xin, long x_off, __global float* dx, long dx_off) {
+  const int is_max = GEO(is_max), count_include_pad = GEO(count_include_pad), H = GEO(H), W = GEO(W), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW), sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), ph_end = GEO(ph_end), pw_end = GEO(pw_end), dh = GEO(dh), dw = GEO(dw);
   const long i = get_global_id(0);
   const int x = (int)(i % W);
   long t = i / W;
@@ -133,10 +145,11 @@ __kernel void pool_grad(int is_max, int count_include_pad, int H, int W, int OH,
 // ConvDynamic, the forward of a convolution whose weights are computed at run time (a training graph's weights
 // are inputs updated in place; the Conv op re-lays its weights out at load). One work-item per output element:
 // y[n, m, oy, ox] = b[m] + sum over c of m's group, kh, kw of x[n, c, oy * sh - ph + kh * dh, ...] * w[m, ci, kh, kw].
-__kernel void conv_forward(int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw,
-                           int dh, int dw, int groups, int has_bias, __global const float* x, long x_off,
+__kernel void conv_forward(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a, int sw_a, int ph_a, int pw_a,
+                           int dh_a, int dw_a, int groups_a, int has_bias, __global const float* x, long x_off,
                            __global const float* w, long w_off, __global const float* b, long b_off,
                            __global float* y, long y_off) {
+  const int C = GEO(C), H = GEO(H), W = GEO(W), M = GEO(M), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW), sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), dh = GEO(dh), dw = GEO(dw), groups = GEO(groups);
   const long i = get_global_id(0);
   long n;
   const int3 at = nchw_of(i, M, OH, OW, &n);

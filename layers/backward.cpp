@@ -35,6 +35,19 @@ void validate_geometry(std::string_view op, const WindowGeometry& g) {
     if (d > INT32_MAX / 4) invalid(op, "input dimension {} is too large", d);
 }
 
+// The build options that make a geometry compile-time constants of kernels/backward.cl (GEO_SPEC): the program
+// is built once per geometry (the batch N stays an argument), so a layer's forward, data and filter kernels share it.
+std::string geometry_options(const WindowGeometry& g, int groups, bool is_max, bool count_include_pad) {
+  auto x = nchw("backward", "input", g.x), y = nchw("backward", "output", g.y);
+  return fmt::format(
+      "-DGEO_SPEC -DGEO_C={} -DGEO_H={} -DGEO_W={} -DGEO_M={} -DGEO_OH={} -DGEO_OW={} -DGEO_KH={} -DGEO_KW={} "
+      "-DGEO_sh={} -DGEO_sw={} -DGEO_ph={} -DGEO_pw={} -DGEO_ph_end={} -DGEO_pw_end={} -DGEO_dh={} -DGEO_dw={} "
+      "-DGEO_groups={} -DGEO_is_max={} -DGEO_count_include_pad={}",
+      x[1], x[2], x[3], y[1], y[2], y[3], g.kernel[0], g.kernel[1], g.stride[0], g.stride[1], g.pad_begin[0],
+      g.pad_begin[1], g.pad_end[0], g.pad_end[1], g.dilation[0], g.dilation[1], groups, int(is_max),
+      int(count_include_pad));
+}
+
 std::string geometry_str(const WindowGeometry& g) {
   return fmt::format("kernel {}x{}, stride {}x{}, dilation {}x{}, pads {},{},{},{}", g.kernel[0], g.kernel[1],
                      g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1],
@@ -64,7 +77,7 @@ std::unique_ptr<ConvGrad> ConvGrad::create(Context& ctx, int device, const ConvG
   validate(cfg);
   std::unique_ptr<ConvGrad> o(new ConvGrad());
   o->cfg_ = cfg;
-  o->kernel_ = make_kernel(ctx.program("backward.cl", "", device), cfg.mode == ConvGradMode::forward  ? "conv_forward"
+  o->kernel_ = make_kernel(ctx.program("backward.cl", geometry_options(cfg.geo, cfg.group, false, false), device), cfg.mode == ConvGradMode::forward  ? "conv_forward"
                                                                    : cfg.mode == ConvGradMode::filter ? "conv_grad_filter"
                                                                                                       : "conv_grad_data");
   return o;
@@ -125,7 +138,8 @@ std::unique_ptr<PoolGrad> PoolGrad::create(Context& ctx, int device, const PoolG
   validate(cfg);
   std::unique_ptr<PoolGrad> o(new PoolGrad());
   o->cfg_ = cfg;
-  o->kernel_ = make_kernel(ctx.program("backward.cl", "", device), "pool_grad");
+  o->kernel_ = make_kernel(ctx.program("backward.cl", geometry_options(cfg.geo, 1, cfg.max, cfg.count_include_pad), device),
+                           "pool_grad");
   return o;
 }
 

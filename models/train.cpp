@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -15,6 +16,7 @@
 #include "models/autodiff.hpp"
 #include "models/control_flow.hpp"
 #include "models/model.hpp"
+#include "models/onnx_import.hpp"
 #include "models/onnx_proto.hpp"
 #include "models/op_registry.hpp"
 #include "models/passes.hpp"
@@ -338,6 +340,11 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   for (auto& o : running_new) g.outputs.push_back(unknown(o, DType::f32));
   g.outputs.push_back(unknown(m.step_next_name, DType::i64));
   g.sort();
+  // A debugging aid: the training graph as an ONNX file (cldl profile / cldl run --stats read it).
+  if (const char* dump = std::getenv("CLDL_TRAIN_GRAPH"); dump && *dump) {
+    export_onnx_file(g, dump);
+    log::info("train: the training graph written to '{}' (CLDL_TRAIN_GRAPH)", dump);
+  }
   m.model = Model::create(ctx, std::move(g));
 
   // The device buffers: weights from the model, states zero; a second set the updates go to.
