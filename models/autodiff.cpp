@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "models/control_flow.hpp"
@@ -610,6 +611,129 @@ void minmax_rule(Builder& b, Step& s) {
   }
 }
 
+// LayerNormalization over the axes from `axis` on: xhat = (x - mean) / sqrt(var + eps) per row, y = scale xhat + B
+// (scale and B broadcast over the rows). dB = dy summed to B's shape, dscale = (dy xhat) summed to scale's shape,
+// dx = (dxh - mean(dxh) - xhat mean(dxh xhat)) / sqrt(var + eps) with dxh = dy scale (means over the row).
+void layer_norm_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  const Shape sx = b.shape(s.in(0));
+  const int64_t r = int64_t(sx.rank());
+  int64_t axis = n.attr_i("axis", -1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) fail("{}: axis {} is outside rank {}", n.describe(), n.attr_i("axis", -1), r);
+  std::vector<int64_t> axes;
+  int64_t count = 1;
+  for (int64_t a = axis; a < r; ++a) axes.push_back(a), count *= sx[size_t(a)];
+  const double inv_n = 1.0 / double(std::max<int64_t>(count, 1)), eps = n.attr_f("epsilon", 1e-5f);
+  const std::string& x = s.in(0);
+  const std::string mean = b.mul(b.reduce_sum(x, axes), b.scalar(inv_n));
+  const std::string xc = b.sub(x, mean);
+  const std::string var = b.mul(b.reduce_sum(b.mul(xc, xc), axes), b.scalar(inv_n));
+  const std::string inv = b.div(b.scalar(1), b.emit("Sqrt", "Sqrt", {b.add(var, b.scalar(eps))}, b.shape(var)));
+  const std::string xhat = b.mul(xc, inv);
+  if (s.wants(1)) s.dx[1] = b.sum_to(b.mul(s.dy, xhat), b.shape(s.in(1)));
+  if (s.wants(2)) s.dx[2] = b.sum_to(s.dy, b.shape(s.in(2)));
+  if (s.wants(0)) {
+    const std::string dxh = b.mul(s.dy, s.in(1));
+    const std::string m1 = b.mul(b.reduce_sum(dxh, axes), b.scalar(inv_n));
+    const std::string m2 = b.mul(b.reduce_sum(b.mul(dxh, xhat), axes), b.scalar(inv_n));
+    s.dx[0] = b.mul(b.sub(b.sub(dxh, m1), b.mul(xhat, m2)), inv);
+  }
+}
+
+// The constant int64 values of input i (or of attribute `attr` before `since`), nullopt when absent.
+std::optional<std::vector<int64_t>> ints_of(Builder& b, const Step& s, size_t i, const char* attr, int64_t since) {
+  if (s.opset < since) {
+    if (!s.node.has(attr)) return std::nullopt;
+    return s.node.attr_ints(attr);
+  }
+  if (i >= s.node.inputs.size() || s.node.inputs[i].empty()) return std::nullopt;
+  const HostTensor* t = b.constant(s.node.inputs[i]);
+  if (!t) fail("{}: input {} ('{}') is computed from run-time data: the backward needs it known when planning",
+               s.node.describe(), i, s.node.inputs[i]);
+  return to_ints(*t);
+}
+
+// Slice with step 1: dx is dy padded with zeros back to x's shape. Other steps are an error.
+void slice_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Node& n = s.node;
+  const Shape sx = b.shape(s.in(0));
+  const size_t r = sx.rank();
+  const auto starts = ints_of(b, s, 1, "starts", 10), ends = ints_of(b, s, 2, "ends", 10);
+  if (!starts || !ends || starts->size() != ends->size())
+    fail("{}: starts and ends are missing or differ in length", n.describe());
+  std::vector<int64_t> axes(starts->size());
+  for (size_t k = 0; k < axes.size(); ++k) axes[k] = int64_t(k);
+  if (auto a = ints_of(b, s, 3, "axes", 10)) axes = *a;
+  std::vector<int64_t> steps(starts->size(), 1);
+  if (auto st = ints_of(b, s, 4, "steps", 10)) steps = *st;
+  if (axes.size() != starts->size() || steps.size() != starts->size())
+    fail("{}: starts, ends, axes and steps differ in length", n.describe());
+  std::vector<int64_t> pads(2 * r, 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k] < 0 ? axes[k] + int64_t(r) : axes[k];
+    if (a < 0 || a >= int64_t(r)) fail("{}: axis {} is outside rank {}", n.describe(), axes[k], r);
+    if (steps[k] != 1)
+      fail("{}: the backward handles Slice with step 1, got step {} on axis {}", n.describe(), steps[k], a);
+    const int64_t d = sx[size_t(a)];
+    int64_t b0 = (*starts)[k], e0 = (*ends)[k];
+    if (b0 < 0) b0 += d;
+    if (e0 < 0) e0 += d;
+    b0 = std::clamp<int64_t>(b0, 0, d);
+    e0 = std::clamp<int64_t>(e0, b0, d);
+    pads[size_t(a)] = b0;
+    pads[r + size_t(a)] = d - e0;
+  }
+  s.dx[0] = b.emit("Pad", "Pad", {s.dy, b.ints(pads)}, sx);
+}
+
+// Concat: each input's gradient is its slice of dy along the axis.
+void concat_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  const Shape sy = b.shape(s.y());
+  int64_t axis = n.attr_i("axis", 1);
+  if (axis < 0) axis += int64_t(sy.rank());
+  if (axis < 0 || axis >= int64_t(sy.rank())) fail("{}: axis {} is outside rank {}", n.describe(), n.attr_i("axis", 1), sy.rank());
+  int64_t at = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i].empty()) continue;
+    const Shape si = b.shape(n.inputs[i]);
+    const int64_t size = si[size_t(axis)];
+    if (s.wants(i))
+      s.dx[i] = b.emit("Slice", "Slice", {s.dy, b.ints({at}), b.ints({at + size}), b.ints({axis})}, si);
+    at += size;
+  }
+}
+
+// Pad (constant mode, pads not negative): dx is dy's slice where x sits.
+void pad_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Node& n = s.node;
+  const Shape sx = b.shape(s.in(0));
+  const size_t r = sx.rank();
+  const std::string mode = n.attr_s("mode", "constant");
+  if (mode != "constant") fail("{}: the backward handles mode 'constant', got '{}'", n.describe(), mode);
+  auto pads = ints_of(b, s, 1, "pads", 11);
+  if (!pads) fail("{}: pads are missing", n.describe());
+  std::vector<int64_t> axes(r);
+  for (size_t k = 0; k < r; ++k) axes[k] = int64_t(k);
+  if (s.opset >= 18)
+    if (auto a = ints_of(b, s, 3, "axes", 18)) axes = *a;
+  if (pads->size() != 2 * axes.size()) fail("{}: {} pads for {} axes", n.describe(), pads->size(), axes.size());
+  std::vector<int64_t> starts, ends, on;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k] < 0 ? axes[k] + int64_t(r) : axes[k];
+    if (a < 0 || a >= int64_t(r)) fail("{}: axis {} is outside rank {}", n.describe(), axes[k], r);
+    const int64_t p0 = (*pads)[k], p1 = (*pads)[axes.size() + k];
+    if (p0 < 0 || p1 < 0) fail("{}: the backward handles pads that are not negative, got {} and {}", n.describe(), p0, p1);
+    starts.push_back(p0);
+    ends.push_back(p0 + sx[size_t(a)]);
+    on.push_back(a);
+  }
+  s.dx[0] = b.emit("Slice", "Slice", {s.dy, b.ints(starts), b.ints(ends), b.ints(on)}, sx);
+}
+
 using Rule = void (*)(Builder&, Step&);
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> r = {
@@ -626,6 +750,7 @@ const std::map<std::string, Rule>& rules() {
       {"LeakyRelu", activation_rule}, {"Elu", activation_rule},    {"Softplus", activation_rule}, {"Erf", activation_rule},
       {"Gelu", activation_rule},      {"HardSigmoid", activation_rule}, {"HardSwish", activation_rule},
       {"Clip", activation_rule},      {"Pow", pow_rule},           {"Max", minmax_rule},        {"Min", minmax_rule},
+      {"LayerNormalization", layer_norm_rule}, {"Slice", slice_rule}, {"Concat", concat_rule}, {"Pad", pad_rule},
   };
   return r;
 }

@@ -338,6 +338,36 @@ TEST_SUITE("autodiff") {
     });
   }
 
+  TEST_CASE("LayerNormalization: last axis, last two axes, batch 1") {
+    auto ln = [](int64_t axis) {
+      return [axis](GraphBuilder& b, std::map<std::string, Value>& in) {
+        return b.op1("LayerNormalization", {in["x"], in["scale"], in["bias"]}, {{"axis", axis}, {"epsilon", 1e-3f}});
+      };
+    };
+    check_gradients({{"x", {3, 4, 7}}, {"scale", {7}, 0.5f, 1.5f}, {"bias", {7}}}, ln(-1));
+    check_gradients({{"x", {3, 4, 5}}, {"scale", {4, 5}, 0.5f, 1.5f}, {"bias", {4, 5}}}, ln(1));
+    check_gradients({{"x", {1, 9}}, {"scale", {9}, 0.5f, 1.5f}, {"bias", {9}}}, ln(-1));
+  }
+
+  TEST_CASE("Slice, Concat, Pad") {
+    auto i64 = [](GraphBuilder& b, const char* n, std::vector<int64_t> v) { return ints(b, n, std::move(v)); };
+    check_gradients({{"x", {5, 7, 3}}}, [&](GraphBuilder& b, auto& in) {  // negative start, end past the edge, axes
+      return b.op1("Slice", {b.op1("Tanh", {in["x"]}), i64(b, "s", {-4, 1}), i64(b, "e", {100, 3}), i64(b, "a", {1, 0})});
+    });
+    check_gradients({{"x", {4, 6}}}, [&](GraphBuilder& b, auto& in) {  // opset 9: attributes
+      return b.op1("Slice", {in["x"]}, {{"starts", std::vector<int64_t>{1}}, {"ends", std::vector<int64_t>{-1}}, {"axes", std::vector<int64_t>{1}}});
+    }, 9);
+    check_gradients({{"a", {2, 3, 5}}, {"b", {2, 1, 5}}, {"c", {2, 4, 5}}}, [](GraphBuilder& b, auto& in) {
+      return b.op1("Tanh", {b.op1("Concat", {in["a"], in["b"], in["c"]}, {{"axis", int64_t(-2)}})});
+    });
+    check_gradients({{"x", {2, 3, 5}}}, [&](GraphBuilder& b, auto& in) {
+      return b.op1("Tanh", {b.op1("Pad", {in["x"], i64(b, "p", {0, 1, 2, 1, 0, 3})})});
+    });
+    check_gradients({{"x", {3, 4}}}, [&](GraphBuilder& b, auto& in) {  // opset 18: axes
+      return b.op1("Sigmoid", {b.op1("Pad", {in["x"], i64(b, "p", {2, 1}), Value{}, i64(b, "a", {-1})})});
+    }, 18);
+  }
+
   TEST_CASE("Softmax: opset 13 along one axis, opset 11 coerced to 2-D") {
     check_gradients({{"x", {3, 5, 7}}}, [](GraphBuilder& b, auto& in) { return b.softmax(in["x"], 1); });
     check_gradients(
@@ -622,6 +652,6 @@ TEST_SUITE("autodiff") {
         e.find("node 'grad' (ai.onnx.preview.training.Gradient): xs names 'nope', which is not a value of the graph") !=
         std::string::npos);
     // Every rule the header lists has a test above.
-    CHECK(differentiable_ops().size() == 42);
+    CHECK(differentiable_ops().size() == 46);
   }
 }
