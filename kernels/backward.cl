@@ -7,6 +7,9 @@
 // The geometry arguments (named NAME_a) are read through GEO(NAME): a program built with -DGEO_SPEC and -DGEO_NAME=v
 // for each (layers/backward.cpp builds one per convolution or pool geometry) has them as compile-time constants,
 // so the compiler folds the index arithmetic and unrolls the window loops; without GEO_SPEC they are the arguments.
+#ifndef INDEX_T
+#define INDEX_T long  // gather_grad's indices (layers/backward.cpp builds int32 ones with -DINDEX_T=int)
+#endif
 #ifdef GEO_SPEC
 #define GEO(name) GEO_##name
 #else
@@ -169,4 +172,46 @@ __kernel void conv_forward(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_
     }
   }
   y[y_off + i] = acc;
+}
+
+// Gather's data gradient, deterministic without atomics: dx [outer, dim, inner] gathers, for its row j, the rows k
+// of dy [outer, K, inner] whose index (negative ones count from the end) is j, in the order of k.
+__kernel void gather_grad(long K, long dim, long inner, __global const float* dy, long dy_off,
+                          __global const INDEX_T* idx, long idx_off, __global float* dx, long dx_off) {
+  const long i = get_global_id(0);
+  const long in = i % inner, t = i / inner, j = t % dim, outer = t / dim;
+  __global const float* d = dy + dy_off + outer * K * inner + in;
+  idx += idx_off;
+  float acc = 0.0f;
+  for (long k = 0; k < K; ++k) {
+    long v = (long)idx[k];
+    if (v < 0) v += dim;
+    if (v == j) acc += d[k * inner];
+  }
+  dx[dx_off + i] = acc;
+}
+
+// Dropout in training mode (TrainingDropout): element i is kept when a uniform draw u(seed, T, i) in [0, 1) is at
+// least `ratio`, and scaled by 1 / (1 - ratio) (PyTorch's inverted dropout; ratio 1 drops everything). scale[i] is
+// that factor (0 where dropped), which the backward multiplies dy by. The draw hashes (seed, step, i): the same
+// mask for the same step on any device, a new one each step.
+inline uint mix32(uint h) {
+  h ^= h >> 16;
+  h *= 0x7feb352dU;
+  h ^= h >> 15;
+  h *= 0x846ca68bU;
+  h ^= h >> 16;
+  return h;
+}
+
+__kernel void dropout_train(float ratio, uint seed, __global const long* step, long step_off, __global const float* x,
+                            long x_off, __global float* y, long y_off, __global float* scale, long s_off) {
+  const long i = get_global_id(0);
+  const long t = step[step_off];
+  const uint h = mix32(mix32(mix32(seed ^ 0x9e3779b9U) ^ (uint)t ^ (uint)(t >> 32) * 0x85ebca6bU) ^ (uint)i ^
+                       (uint)(i >> 32) * 0xc2b2ae35U);
+  const float u = (float)(h >> 8) * (1.0f / 16777216.0f);
+  const float s = u >= ratio && ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+  y[y_off + i] = x[x_off + i] * s;
+  scale[s_off + i] = s;
 }

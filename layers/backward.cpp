@@ -168,4 +168,78 @@ void PoolGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, 
   ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange, "pool_grad");
 }
 
+Shape GatherGrad::validate(const GatherGradConfig& c) {
+  const int64_t r = int64_t(c.out.rank());
+  if (r < 1) invalid("GatherGrad", "the data must have rank 1 or more, got shape {}", c.out.str());
+  if (c.axis < 0 || c.axis >= r) invalid("GatherGrad", "axis {} is outside rank {}", c.axis, r);
+  if (c.index != DType::i64 && c.index != DType::i32)
+    invalid("GatherGrad", "indices are {}, expected int64 or int32", to_string(c.index));
+  Shape dy;
+  for (int64_t i = 0; i < c.axis; ++i) dy.dims.push_back(c.out[size_t(i)]);
+  for (auto d : c.indices.dims) dy.dims.push_back(d);
+  for (int64_t i = c.axis + 1; i < r; ++i) dy.dims.push_back(c.out[size_t(i)]);
+  return dy;
+}
+
+std::unique_ptr<GatherGrad> GatherGrad::create(Context& ctx, int device, const GatherGradConfig& cfg) {
+  std::unique_ptr<GatherGrad> o(new GatherGrad());
+  o->dy_ = validate(cfg);
+  o->cfg_ = cfg;
+  o->kernel_ = make_kernel(ctx.program("backward.cl", cfg.index == DType::i64 ? "-DINDEX_T=long" : "-DINDEX_T=int", device),
+                           "gather_grad");
+  return o;
+}
+
+void GatherGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  if (in.size() != 2 || out.size() != 1) invalid("GatherGrad", "expects 2 inputs and 1 output, got {} and {}", in.size(), out.size());
+  check_tensor("GatherGrad", "input dy", in[0], dy_);
+  if (in[1].numel() != cfg_.indices.numel() || in[1].dtype != cfg_.index)
+    invalid("GatherGrad", "input indices has shape {} ({}), expected {} ({})", in[1].shape.str(), to_string(in[1].dtype),
+            cfg_.indices.str(), to_string(cfg_.index));
+  check_tensor("GatherGrad", "output dx", out[0], cfg_.out);
+  const size_t items = size_t(out[0].numel());
+  if (items == 0) return;
+  int64_t inner = 1;
+  for (size_t i = size_t(cfg_.axis) + 1; i < cfg_.out.rank(); ++i) inner *= cfg_.out[i];
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_long(cfg_.indices.numel()), cl_long(cfg_.out[size_t(cfg_.axis)]), cl_long(inner), in[0].buffer,
+           cl_long(in[0].offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()), out[0].buffer,
+           cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange, "gather_grad");
+}
+
+void TrainingDropout::validate(const DropoutConfig& c) {
+  if (!(c.ratio >= 0.0f && c.ratio <= 1.0f)) invalid("TrainingDropout", "ratio must be in [0, 1], got {}", c.ratio);
+}
+
+std::unique_ptr<TrainingDropout> TrainingDropout::create(Context& ctx, int device, const DropoutConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<TrainingDropout> o(new TrainingDropout());
+  o->cfg_ = cfg;
+  o->kernel_ = make_kernel(ctx.program("backward.cl", "", device), "dropout_train");
+  return o;
+}
+
+std::string TrainingDropout::algorithm() const {
+  return fmt::format("ratio {}, seed {}: a hashed draw per element and step", cfg_.ratio, cfg_.seed);
+}
+
+void TrainingDropout::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*,
+                              ExecutionContext& ec) {
+  if (in.size() != 2 || out.size() != 2)
+    invalid("TrainingDropout", "expects 2 inputs and 2 outputs, got {} and {}", in.size(), out.size());
+  check_tensor("TrainingDropout", "input x", in[0], cfg_.shape);
+  if (in[1].numel() != 1 || in[1].dtype != DType::i64)
+    invalid("TrainingDropout", "input T must be one int64, got shape {} ({})", in[1].shape.str(), to_string(in[1].dtype));
+  check_tensor("TrainingDropout", "output y", out[0], cfg_.shape);
+  check_tensor("TrainingDropout", "output scale", out[1], cfg_.shape);
+  const size_t items = size_t(cfg_.shape.numel());
+  if (items == 0) return;
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_float(cfg_.ratio), cl_uint(cfg_.seed), in[1].buffer, cl_long(in[1].offset_elems()), in[0].buffer,
+           cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()), out[1].buffer,
+           cl_long(out[1].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange, "dropout_train");
+}
+
 }  // namespace cldl

@@ -64,4 +64,51 @@ class PoolGrad : public Op {
   cl::Kernel kernel_;
 };
 
+// Gather's gradient with respect to its data: dx (out_shape, the data's) sums the rows of dy whose index picks
+// each row of dx along `axis` (a gather over the indices per row written: deterministic, no atomics). Inputs dy
+// (f32, the Gather output's shape), indices (i32 or i64); output dx.
+struct GatherGradConfig {
+  Shape out;      // the data's shape
+  Shape indices;  // the indices' shape
+  int64_t axis = 0;
+  DType index = DType::i64;
+};
+
+class GatherGrad : public Op {
+ public:
+  static Shape validate(const GatherGradConfig& cfg);  // dy's shape
+  static std::unique_ptr<GatherGrad> create(Context& ctx, int device, const GatherGradConfig& cfg);
+  std::string_view type() const override { return "GatherGrad"; }
+  std::string algorithm() const override { return "gather per row of dx over the indices"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  GatherGradConfig cfg_;
+  Shape dy_;
+  cl::Kernel kernel_;
+};
+
+// Dropout in training mode: inputs x (f32) and T (i64, one element: the step, which draws a new mask each step);
+// outputs y = x * scale and scale (f32, x's shape: 1 / (1 - ratio) where kept, 0 where dropped).
+struct DropoutConfig {
+  Shape shape;
+  float ratio = 0.5f;
+  uint32_t seed = 0;
+};
+
+class TrainingDropout : public Op {
+ public:
+  static void validate(const DropoutConfig& cfg);
+  static std::unique_ptr<TrainingDropout> create(Context& ctx, int device, const DropoutConfig& cfg);
+  std::string_view type() const override { return "TrainingDropout"; }
+  std::string algorithm() const override;
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  DropoutConfig cfg_;
+  cl::Kernel kernel_;
+};
+
 }  // namespace cldl

@@ -734,6 +734,30 @@ void pad_rule(Builder& b, Step& s) {
   s.dx[0] = b.emit("Slice", "Slice", {s.dy, b.ints(starts), b.ints(ends), b.ints(on)}, sx);
 }
 
+// Gather: dx (data) sums the rows of dy that each index picks (GatherGrad, deterministic); indices get none.
+void gather_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Shape sx = b.shape(s.in(0));
+  int64_t axis = s.node.attr_i("axis", 0);
+  if (axis < 0) axis += int64_t(sx.rank());
+  if (axis < 0 || axis >= int64_t(sx.rank()))
+    fail("{}: axis {} is outside rank {}", s.node.describe(), s.node.attr_i("axis", 0), sx.rank());
+  s.dx[0] = b.emit("GatherGrad", "GatherGrad", {s.dy, s.in(1)}, sx, {{"axis", axis}, {"out_shape", sx.dims}});
+}
+
+// Dropout as cldl runs the ONNX op (inference: the identity); TrainingDropout (the training graph's, models/train.cpp):
+// dy times its scale output (1 / (1 - ratio) where kept, 0 where dropped).
+void dropout_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  if (s.node.op_type == "Dropout") {
+    s.dx[0] = s.dy;
+    return;
+  }
+  if (s.node.outputs.size() < 2 || s.node.outputs[1].empty())
+    fail("{}: its scale output (the mask the backward reads) is missing", s.node.describe());
+  s.dx[0] = b.mul(s.dy, s.node.outputs[1]);
+}
+
 using Rule = void (*)(Builder&, Step&);
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> r = {
@@ -751,6 +775,7 @@ const std::map<std::string, Rule>& rules() {
       {"Gelu", activation_rule},      {"HardSigmoid", activation_rule}, {"HardSwish", activation_rule},
       {"Clip", activation_rule},      {"Pow", pow_rule},           {"Max", minmax_rule},        {"Min", minmax_rule},
       {"LayerNormalization", layer_norm_rule}, {"Slice", slice_rule}, {"Concat", concat_rule}, {"Pad", pad_rule},
+      {"Gather", gather_rule},        {"Dropout", dropout_rule},   {"TrainingDropout", dropout_rule},
   };
   return r;
 }

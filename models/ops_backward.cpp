@@ -7,6 +7,7 @@
 //   ConvDynamic(x, w, b?) -> y     (Conv's attributes)
 //   ConvGradData(dy, w) -> dx      ConvGradFilter(dy, x) -> dw
 //   MaxPoolGrad(dy, x) -> dx       AveragePoolGrad(dy, x) -> dx (x for its shape)
+//   GatherGrad(dy, indices) -> dx (axis, out_shape)    TrainingDropout(x, T) -> y, scale (ratio, seed)
 #include "layers/backward.hpp"
 #include "models/ops_cnn_common.hpp"
 #include "models/passes.hpp"
@@ -152,7 +153,52 @@ std::unique_ptr<NodeKernel> lower_grad(LowerCtx& c) {
   return wrap(PoolGrad::create(c.ctx, c.device, k), c);
 }
 
+// GatherGrad(dy, indices) -> dx: attributes axis (non-negative) and out_shape (the data's shape).
+void infer_gather_grad(InferCtx& c) {
+  if (c.input(0).dtype != DType::f32)
+    c.error("input '{}' (dy) is {}, only f32 is implemented", c.input(0).name, to_string(c.input(0).dtype));
+  GatherGradConfig k{Shape(c.node.attr_ints("out_shape")), c.shape(1), c.node.attr_i("axis", 0), c.input(1).dtype};
+  const Shape dy = checked(c, [&] { return GatherGrad::validate(k); });
+  if (c.shape(0) != dy) c.error("input '{}' (dy) has shape {}, expected {}", c.input(0).name, c.shape(0).str(), dy.str());
+  c.set(0, DType::f32, k.out);
+}
+
+std::unique_ptr<NodeKernel> lower_gather_grad(LowerCtx& c) {
+  GatherGradConfig k{Shape(c.node.attr_ints("out_shape")), c.in[1].shape.to_shape(), c.node.attr_i("axis", 0),
+                     c.in[1].dtype};
+  return wrap(GatherGrad::create(c.ctx, c.device, k), c);
+}
+
+// TrainingDropout(x, T) -> y, scale: attributes ratio and seed (the training graph's Dropout, models/train.cpp).
+DropoutConfig dropout_config(const Node& n, Shape s) {
+  DropoutConfig k;
+  k.shape = std::move(s);
+  k.ratio = n.attr_f("ratio", 0.5f);
+  k.seed = uint32_t(n.attr_i("seed", 0));
+  return k;
+}
+
+void infer_training_dropout(InferCtx& c) {
+  if (c.input(0).dtype != DType::f32)
+    c.error("input '{}' (x) is {}, only f32 is implemented", c.input(0).name, to_string(c.input(0).dtype));
+  if (c.input(1).dtype != DType::i64 || c.shape(1).numel() != 1)
+    c.error("input '{}' (T) must be one int64, got {} of shape {}", c.input(1).name, to_string(c.input(1).dtype),
+            c.shape(1).str());
+  checked(c, [&] {
+    TrainingDropout::validate(dropout_config(c.node, c.shape(0)));
+    return 0;
+  });
+  c.set(0, DType::f32, c.shape(0));
+  if (c.out.size() > 1 && !c.out[1].name.empty()) c.set(1, DType::f32, c.shape(0));
+}
+
+std::unique_ptr<NodeKernel> lower_training_dropout(LowerCtx& c) {
+  return wrap(TrainingDropout::create(c.ctx, c.device, dropout_config(c.node, c.in[0].shape.to_shape())), c);
+}
+
 const OpRegistration kBackwardOps{
+    {.type = "GatherGrad", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_gather_grad, .lower = lower_gather_grad},
+    {.type = "TrainingDropout", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_training_dropout, .lower = lower_training_dropout},
     {.type = "ConvDynamic", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_conv_dynamic, .lower = lower_conv_dynamic},
     {.type = "ConvGradData", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
     {.type = "ConvGradFilter", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},

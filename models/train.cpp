@@ -226,6 +226,45 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     }
     for (auto& n : added) g.nodes.push_back(std::move(n));
   }
+  // Dropout trains as in module.train(): TrainingDropout (models/ops_backward.cpp) draws a mask per element from
+  // (seed, the step count T, the element), keeps with probability 1 - ratio and scales by 1 / (1 - ratio). Ratio 0
+  // stays the identity. Each Dropout node gets its own seed (opts.seed and its index).
+  m.step_name = g.unique_name("cldl.train.step");
+  {
+    std::set<std::string> read_by_nodes;
+    for (auto& n : g.nodes)
+      for (auto& in : n.inputs) read_by_nodes.insert(in);
+    for (auto& o : g.outputs) read_by_nodes.insert(o.name);
+    uint32_t index = 0;
+    for (auto& n : g.nodes) {
+      if (!n.domain.empty() || n.op_type != "Dropout") continue;
+      ++index;
+      float ratio = n.attr_f("ratio", 0.5f);
+      if (node_opset(g, n) >= 12) {
+        ratio = 0.5f;
+        if (!n.input(1).empty()) {
+          const HostTensor* t = nullptr;  // an initializer, or a Constant node's value
+          if (auto it = g.initializers.find(n.input(1)); it != g.initializers.end()) t = &it->second;
+          for (auto& c : g.nodes)
+            if (!t && c.domain.empty() && c.op_type == "Constant" && c.outputs.size() == 1 && c.outputs[0] == n.input(1) &&
+                c.has("value"))
+              t = std::get_if<HostTensor>(&c.attrs.at("value"));
+          if (!t || t->numel() != 1)
+            fail("train: {}: its ratio '{}' is not a constant scalar", n.describe(), n.input(1));
+          ratio = float(to_doubles(*t)[0]);
+          not_trained.insert(n.input(1));
+        }
+      }
+      if (n.outputs.size() > 1 && !n.outputs[1].empty() && read_by_nodes.count(n.outputs[1]))
+        fail("train: {}: its mask output '{}' is read; cldl trains Dropout without it", n.describe(), n.outputs[1]);
+      if (ratio == 0.0f) continue;
+      if (!(ratio > 0.0f && ratio < 1.0f)) fail("train: {}: ratio {} is outside [0, 1)", n.describe(), ratio);
+      const std::string x = n.inputs.at(0), y = n.outputs.at(0);
+      n = fused(g, (n.name.empty() ? "cldl.train/dropout" : n.name) + "/training", "TrainingDropout", {x, m.step_name},
+                {y, g.unique_name(y + ".scale")},
+                {{"ratio", ratio}, {"seed", int64_t(uint32_t(opts.seed * 0x9e3779b9ULL + index))}});
+    }
+  }
 
   // The weights: float initializers that no node reads where its op needs a value known at load (but Conv's
   // weights and bias, which ConvDynamic reads at run time).
@@ -262,7 +301,6 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   // The loss.
   m.labels_name = g.unique_name("cldl.train.labels");
   m.lr_name = g.unique_name("cldl.train.lr");
-  m.step_name = g.unique_name("cldl.train.step");
   m.loss_name = g.unique_name("cldl.train.loss");
   ValueShape ls = output.shape;
   if (opts.loss == TrainLoss::cross_entropy) {

@@ -18,6 +18,7 @@
 #include "models/autodiff.hpp"
 #include "models/model.hpp"
 #include "models/op_registry.hpp"
+#include "models/passes.hpp"
 #include "tests/support/onnx_util.hpp"
 
 using namespace cldl;
@@ -368,6 +369,69 @@ TEST_SUITE("autodiff") {
     }, 18);
   }
 
+  TEST_CASE("Gather: repeated and negative indices, axis 0 and 1, int32, a scalar index") {
+    auto gather = [](HostTensor idx, int64_t axis) {
+      return [idx, axis](GraphBuilder& b, std::map<std::string, Value>& in) {
+        return b.op1("Tanh", {b.op1("Gather", {in["x"], b.constant("idx", idx)}, {{"axis", axis}})});
+      };
+    };
+    // rows 3 and 0 picked twice (3 as -2), row 1 never: its gradient is 0
+    check_gradients({{"x", {5, 3}}}, gather(HostTensor::from<int64_t>(Shape{2, 3}, std::vector<int64_t>{3, 0, -2, 4, 0, 2}), 0));
+    check_gradients({{"x", {2, 7, 3}}}, gather(HostTensor::from<int32_t>(Shape{4}, std::vector<int32_t>{6, -1, 0, 2}), 1));
+    check_gradients({{"x", {4, 5}}}, gather(HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{2}), 1));
+  }
+
+  TEST_CASE("Dropout: the ONNX op (inference) is the identity; TrainingDropout's mask per step") {
+    check_gradients({{"x", {3, 5}}}, [](GraphBuilder& b, auto& in) {
+      return b.op1("Tanh", {b.op("Dropout", {in["x"], b.constant("r", HostTensor::from<float>(Shape{}, std::vector<float>{0.3f}))})[0]});
+    });
+    auto training = [](float ratio, int64_t step) {
+      return [ratio, step](GraphBuilder& b, std::map<std::string, Value>& in) {
+        auto d = b.op("TrainingDropout", {in["x"], b.constant("T", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{step}))},
+                      {{"ratio", ratio}, {"seed", int64_t(7)}}, 2, kFusedDomain);
+        return b.op1("Tanh", {d[0]});
+      };
+    };
+    check_gradients({{"x", {4, 9}}}, training(0.4f, 3));
+    check_gradients({{"x", {2, 3}}}, training(0.0f, 1));
+    // The mask: about ratio of the elements dropped, the rest scaled by 1 / (1 - ratio); the same for the same
+    // step, another for the next (100 000 elements: the count is within 5 standard deviations of its mean).
+    auto mask = [&](float ratio, int64_t step) {
+      GraphBuilder b("mask", 17);
+      Value x = b.input("x", DType::f32, Shape{100000});
+      auto d = b.op("TrainingDropout", {x, b.constant("T", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{step}))},
+                    {{"ratio", ratio}, {"seed", int64_t(7)}}, 2, kFusedDomain);
+      b.output(d[0], "y");
+      b.output(d[1], "scale");
+      HostTensor ones(DType::f32, Shape{100000});
+      for (int64_t k = 0; k < ones.numel(); ++k) ones.as<float>()[k] = 2.0f;
+      return test::run_graph(b.build(), {{"x", ones}});
+    };
+    for (float ratio : {0.1f, 0.5f, 0.9f}) {
+      CAPTURE(ratio);
+      auto a = mask(ratio, 5), same = mask(ratio, 5), next = mask(ratio, 6);
+      int64_t dropped = 0, differ = 0;
+      const float keep = 1.0f / (1.0f - ratio);
+      for (int64_t k = 0; k < 100000; ++k) {
+        const float sc = a.at("scale").as<float>()[k];
+        REQUIRE((sc == 0.0f || sc == keep));
+        REQUIRE(a.at("y").as<float>()[k] == 2.0f * sc);
+        REQUIRE(same.at("scale").as<float>()[k] == sc);
+        dropped += sc == 0.0f;
+        differ += next.at("scale").as<float>()[k] != sc;
+      }
+      const double mean = 100000.0 * ratio, sd = std::sqrt(100000.0 * ratio * (1 - ratio));
+      CHECK(std::fabs(double(dropped) - mean) < 5 * sd);
+      const double p_differ = 2 * ratio * (1 - ratio);  // independent masks
+      CHECK(std::fabs(double(differ) - 100000.0 * p_differ) < 5 * std::sqrt(100000.0 * p_differ * (1 - p_differ)));
+    }
+    auto all = mask(1.0f, 1), none = mask(0.0f, 1);
+    for (int64_t k = 0; k < 100000; k += 997) {
+      CHECK(all.at("y").as<float>()[k] == 0.0f);
+      CHECK(none.at("y").as<float>()[k] == 2.0f);
+    }
+  }
+
   TEST_CASE("Softmax: opset 13 along one axis, opset 11 coerced to 2-D") {
     check_gradients({{"x", {3, 5, 7}}}, [](GraphBuilder& b, auto& in) { return b.softmax(in["x"], 1); });
     check_gradients(
@@ -652,6 +716,6 @@ TEST_SUITE("autodiff") {
         e.find("node 'grad' (ai.onnx.preview.training.Gradient): xs names 'nope', which is not a value of the graph") !=
         std::string::npos);
     // Every rule the header lists has a test above.
-    CHECK(differentiable_ops().size() == 46);
+    CHECK(differentiable_ops().size() == 49);
   }
 }

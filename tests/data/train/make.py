@@ -9,6 +9,7 @@ in batches of 3 (3, 3, 1; no shuffling) for each case; <case>_losses.npy holds i
   adam           cross entropy, Adam lr 0.01 with the ONNX Adam op's epsilon placement (see
                  tools/bench/train_vs_torch.py: epsilon added to sqrt(v) before the bias correction)
   mse_sgd        mean squared error against t, SGD lr 0.05, momentum 0.5, weight decay 0.01
+and bn_cases (below): the same with BatchNorm2d and Dropout in training mode.
 """
 import math
 import os
@@ -78,5 +79,73 @@ def main():
             np.save(os.path.join(HERE, f"{case}.{name}.npy"), p.numpy())
 
 
+class TinyBn(torch.nn.Module):
+    """Conv 3x3 1->3 pad 1, BatchNorm2d, ReLU, MaxPool 2, Flatten, Dropout(p), Linear 18->4."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 3, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(3)
+        self.drop = torch.nn.Dropout(p)
+        self.fc = torch.nn.Linear(18, 4)
+
+    def forward(self, x):
+        h = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+        return self.fc(self.drop(torch.flatten(h, 1)))
+
+
+def export_inference(model, x, path):
+    """An inference ONNX file that keeps BatchNormalization and Dropout (an eval export folds BN into the Conv and
+    drops Dropout): exported in training mode, then BN set to training_mode 0 and Dropout's training_mode input and
+    mask output removed."""
+    import onnx
+    model.train()
+    torch.onnx.export(model, x, path, input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}}, opset_version=17,
+                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+    m = onnx.load(path)
+    for n in m.graph.node:
+        if n.op_type == "BatchNormalization":
+            for a in n.attribute:
+                if a.name == "training_mode":
+                    a.i = 0
+            del n.output[1:]
+        if n.op_type == "Dropout":
+            del n.input[2:]
+            del n.output[1:]
+    onnx.save(m, path)
+
+
+def bn_cases():
+    """model_bn.onnx (Dropout p = 0) and model_bn_drop.onnx (p = 0.5): TinyBn with PyTorch's initialisation (seed 1);
+    bn_sgd: two epochs of batches 3, 3, 1 on x / y in training mode (batch statistics), SGD lr 0.1 momentum 0.9:
+    bn_sgd_losses.npy and bn_sgd.<name>.npy for the weights and BN's running_mean / running_var after them."""
+    torch.manual_seed(1)
+    init = TinyBn(0.0)
+    x = torch.from_numpy(np.load(os.path.join(HERE, "x.npy")))
+    y = torch.from_numpy(np.load(os.path.join(HERE, "y.npy")))
+    export_inference(init, x[:2], os.path.join(HERE, "model_bn.onnx"))  # the export's forward moves the stats
+    drop = TinyBn(0.5)
+    drop.load_state_dict(init.state_dict())
+    export_inference(drop, x[:2], os.path.join(HERE, "model_bn_drop.onnx"))
+    m = TinyBn(0.0)
+    m.load_state_dict(init.state_dict())
+    m.train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for _ in range(2):
+        for i in range(0, 7, 3):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(x[i:i + 3]), y[i:i + 3])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    np.save(os.path.join(HERE, "bn_sgd_losses.npy"), np.array(losses, dtype=np.float32))
+    for name, p in m.state_dict().items():
+        if p.dtype == torch.float32:
+            np.save(os.path.join(HERE, f"bn_sgd.{name}.npy"), p.numpy())
+
+
 if __name__ == "__main__":
     main()
+    bn_cases()
