@@ -337,7 +337,7 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     grads.push_back(g.unique_name(w + ".grad"));
     news.push_back(g.unique_name(w + ".new"));
   }
-  const bool adam = opts.optimizer == TrainOptimizer::adam;
+  const bool adamw = opts.optimizer == TrainOptimizer::adamw, adam = opts.optimizer == TrainOptimizer::adam || adamw;
   for (int k = 0; k < (adam ? 2 : 1); ++k)
     for (auto& w : m.weights) {
       const char* what = adam ? (k == 0 ? ".m" : ".v") : ".momentum";
@@ -356,13 +356,15 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   std::vector<std::string> outs = news;
   outs.insert(outs.end(), new_states.begin(), new_states.end());
   std::map<std::string, AttrValue> attrs;
-  if (adam)
+  if (adamw)  // cldl's AdamW (models/ops_training.cpp): Adam with x (1 - lr wd) before the step, as torch.optim.AdamW
+    attrs = {{"alpha", opts.beta1}, {"beta", opts.beta2}, {"epsilon", opts.epsilon}, {"weight_decay", opts.weight_decay}};
+  else if (adam)
     attrs = {{"alpha", opts.beta1}, {"beta", opts.beta2}, {"epsilon", opts.epsilon}, {"norm_coefficient", opts.weight_decay}};
   else  // PyTorch's SGD: v = momentum v + g (dampening 0), x -= lr v (Nesterov: x -= lr (g + momentum v))
     attrs = {{"alpha", opts.momentum}, {"beta", 1.0f}, {"norm_coefficient", opts.weight_decay},
              {"mode", std::string(opts.nesterov ? "nesterov" : "standard")}};
-  Node update = make_node(g, "cldl.train/update", adam ? "Adam" : "Momentum", in, outs, attrs);
-  update.domain = kTrainingDomain;
+  Node update = make_node(g, "cldl.train/update", adamw ? "AdamW" : adam ? "Adam" : "Momentum", in, outs, attrs);
+  update.domain = adamw ? kFusedDomain : kTrainingDomain;
   g.nodes.push_back(std::move(update));
   // The step count for the next step, on the device.
   m.step_next_name = g.unique_name("cldl.train.step.new");
@@ -411,7 +413,7 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   log::info("train: {} weights ({} values), {}, {} states", m.weights.size(),
             std::accumulate(m.weights.begin(), m.weights.end(), int64_t(0),
                             [&](int64_t s, auto& w) { return s + initial[w].numel(); }),
-            adam ? "Adam" : "SGD", states.size());
+            adamw ? "AdamW" : adam ? "Adam" : "SGD", states.size());
 }
 
 Trainer::~Trainer() = default;
