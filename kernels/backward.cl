@@ -46,15 +46,21 @@ __kernel void conv_grad_data(int C_a, int H_a, int W_a, int M_a, int OH_a, int O
   const int cg = C / groups, mg = M / groups, g = c / cg, ci = c - g * cg;
   dy += dy_off + n * M * OH * OW;
   w += w_off;
+  // Branch-free (a tap outside dy reads a clamped element and adds 0): work-items stay uniform, so the CPU
+  // compilers vectorize across them.
   float acc = 0.0f;
   for (int kh = 0; kh < KH; ++kh) {
-    const int oy = tap_output(y, ph, kh, dh, sh, OH);
-    if (oy < 0) continue;
+    const int ty = y + ph - kh * dh;
+    const bool iny = ty >= 0 && ty % sh == 0 && ty / sh < OH;
+    const int oy = clamp(ty / sh, 0, OH - 1);
     for (int kw = 0; kw < KW; ++kw) {
-      const int ox = tap_output(x, pw, kw, dw, sw, OW);
-      if (ox < 0) continue;
+      const int tx = x + pw - kw * dw;
+      const bool in = iny && tx >= 0 && tx % sw == 0 && tx / sw < OW;
+      const int ox = clamp(tx / sw, 0, OW - 1);
+      float part = 0.0f;
       for (int m = g * mg; m < (g + 1) * mg; ++m)
-        acc += dy[((long)m * OH + oy) * OW + ox] * w[(((long)m * cg + ci) * KH + kh) * KW + kw];
+        part += dy[((long)m * OH + oy) * OW + ox] * w[(((long)m * cg + ci) * KH + kh) * KW + kw];
+      acc += in ? part : 0.0f;
     }
   }
   dx[dx_off + i] = acc;
@@ -159,16 +165,20 @@ __kernel void conv_forward(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_
   const int ox = at.x, oy = at.y, m = at.z;
   const int cg = C / groups, mg = M / groups, c0 = (m / mg) * cg;
   float acc = has_bias ? b[b_off + m] : 0.0f;
-  for (int ci = 0; ci < cg; ++ci) {
-    __global const float* xs = x + x_off + (n * C + c0 + ci) * H * W;
-    __global const float* ws = w + w_off + ((long)m * cg + ci) * KH * KW;
-    for (int kh = 0; kh < KH; ++kh) {
-      const int yy = oy * sh - ph + kh * dh;
-      if (yy < 0 || yy >= H) continue;
-      for (int kw = 0; kw < KW; ++kw) {
-        const int xx = ox * sw - pw + kw * dw;
-        if (xx >= 0 && xx < W) acc += xs[yy * W + xx] * ws[kh * KW + kw];
-      }
+  // Branch-free as conv_grad_data: a tap in the padding reads a clamped element and adds 0.
+  __global const float* xs = x + x_off + (n * C + c0) * H * W;
+  __global const float* ws = w + w_off + (long)m * cg * KH * KW;
+  for (int kh = 0; kh < KH; ++kh) {
+    const int yy = oy * sh - ph + kh * dh;
+    const bool iny = yy >= 0 && yy < H;
+    const int yc = clamp(yy, 0, H - 1);
+    for (int kw = 0; kw < KW; ++kw) {
+      const int xx = ox * sw - pw + kw * dw;
+      const bool in = iny && xx >= 0 && xx < W;
+      const int at = yc * W + clamp(xx, 0, W - 1);
+      float part = 0.0f;
+      for (int ci = 0; ci < cg; ++ci) part += xs[ci * H * W + at] * ws[(ci * KH + kh) * KW + kw];
+      acc += in ? part : 0.0f;
     }
   }
   y[y_off + i] = acc;
