@@ -95,6 +95,41 @@ __kernel void conv_grad_filter(int N, int C_a, int H_a, int W_a, int M_a, int OH
   dwt[dw_off + i] = acc;
 }
 
+#ifdef GEO_SPEC
+// conv_grad_filter with every tap of one (m, ci) in one work-item: each dy element is read once for the KH x KW
+// taps (built per geometry only: the taps are a compile-time array). The sums run over n, oy, ox in the same
+// order as conv_grad_filter's, so both give the same bits.
+__kernel void conv_grad_filter_taps(int N, __global const float* dy, long dy_off, __global const float* x, long x_off,
+                                    __global float* dwt, long dw_off) {
+  const int C = GEO_C, H = GEO_H, W = GEO_W, M = GEO_M, OH = GEO_OH, OW = GEO_OW, KH = GEO_KH, KW = GEO_KW;
+  const int sh = GEO_sh, sw = GEO_sw, ph = GEO_ph, pw = GEO_pw, dh = GEO_dh, dw = GEO_dw, groups = GEO_groups;
+  const int t = (int)get_global_id(0);
+  const int cg = C / groups, mg = M / groups;
+  const int ci = t % cg, m = t / cg, c = (m / mg) * cg + ci;
+  float acc[GEO_KH * GEO_KW];
+  for (int k = 0; k < KH * KW; ++k) acc[k] = 0.0f;
+  for (long n = 0; n < N; ++n) {
+    __global const float* d = dy + dy_off + (n * M + m) * OH * OW;
+    __global const float* xs = x + x_off + (n * C + c) * H * W;
+    for (int oy = 0; oy < OH; ++oy)
+      for (int ox = 0; ox < OW; ++ox) {
+        const float g = d[oy * OW + ox];
+        for (int kh = 0; kh < KH; ++kh) {
+          const int yy = oy * sh - ph + kh * dh;
+          const bool iny = yy >= 0 && yy < H;
+          const int yc = clamp(yy, 0, H - 1);
+          for (int kw = 0; kw < KW; ++kw) {
+            const int xx = ox * sw - pw + kw * dw;
+            const float v = xs[yc * W + clamp(xx, 0, W - 1)];
+            acc[kh * KW + kw] += iny && xx >= 0 && xx < W ? g * v : 0.0f;
+          }
+        }
+      }
+  }
+  for (int k = 0; k < KH * KW; ++k) dwt[dw_off + (long)t * KH * KW + k] = acc[k];
+}
+#endif
+
 // The pools' input gradient: one work-item per element (y, x) of dx sums dy over the windows that hold it.
 // MaxPool (is_max): a window passes its dy to its first largest element in row-major order (as PyTorch and
 // the ONNX reference pick it), recomputed here from x. AveragePool: dy / the window's count, which counts the

@@ -77,9 +77,14 @@ std::unique_ptr<ConvGrad> ConvGrad::create(Context& ctx, int device, const ConvG
   validate(cfg);
   std::unique_ptr<ConvGrad> o(new ConvGrad());
   o->cfg_ = cfg;
-  o->kernel_ = make_kernel(ctx.program("backward.cl", geometry_options(cfg.geo, cfg.group, false, false), device), cfg.mode == ConvGradMode::forward  ? "conv_forward"
-                                                                   : cfg.mode == ConvGradMode::filter ? "conv_grad_filter"
-                                                                                                      : "conv_grad_data");
+  // The filter gradient keeps a work-item per (m, ci) and all its taps while that leaves enough work-items.
+  const int64_t taps = int64_t(cfg.geo.kernel[0]) * cfg.geo.kernel[1];
+  o->taps_ = cfg.mode == ConvGradMode::filter && taps > 1 && taps <= 49 && cfg.w.numel() / taps >= 64;
+  o->kernel_ = make_kernel(ctx.program("backward.cl", geometry_options(cfg.geo, cfg.group, false, false), device),
+                           cfg.mode == ConvGradMode::forward  ? "conv_forward"
+                           : o->taps_                         ? "conv_grad_filter_taps"
+                           : cfg.mode == ConvGradMode::filter ? "conv_grad_filter"
+                                                              : "conv_grad_data");
   return o;
 }
 
@@ -114,6 +119,11 @@ void ConvGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, 
              sw, ph, pw, dh, dw, group, cl_int(n_in == 3), in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer,
              cl_long(in[1].offset_elems()), b.buffer, cl_long(b.offset_elems()), out[0].buffer,
              cl_long(out[0].offset_elems()));
+  } else if (filter && taps_) {
+    set_args(kernel_, cl_int(x[0]), in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer,
+             cl_long(in[1].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+    ec.enqueue_kernel(kernel_, cl::NDRange(items / size_t(kh * kw)), cl::NullRange, "conv_grad_filter");
+    return;
   } else if (filter) {
     set_args(kernel_, cl_int(x[0]), cl_int(x[1]), cl_int(x[2]), cl_int(x[3]), cl_int(y[1]), cl_int(y[2]),
              cl_int(y[3]), kh, kw, sh, sw, ph, pw, dh, dw, group, in[0].buffer, cl_long(in[0].offset_elems()),

@@ -41,6 +41,7 @@ class ConvGrad : public Op {
 
  private:
   ConvGradConfig cfg_;
+  bool taps_ = false;  // filter: conv_grad_filter_taps (every tap of one weight plane per work-item)
   cl::Kernel kernel_;
 };
 

@@ -464,6 +464,10 @@ TEST_SUITE("autodiff") {
       check_gradients({{"x", {2, 3, 11}}, {"w", {2, 3, 3}}, {"b", {2}}},
                       conv({{"strides", V{2}}, {"dilations", V{2}}, {"pads", V{1, 2}}}));
     }
+    SUBCASE("72 weight planes (the filter gradient's every-tap kernel), stride 2, group 2, asymmetric pads") {
+      check_gradients({{"x", {2, 8, 5, 6}}, {"w", {18, 4, 3, 2}}, {"b", {18}}},
+                      conv({{"strides", V{2, 1}}, {"group", int64_t(2)}, {"pads", V{1, 0, 2, 1}}}));
+    }
   }
 
   TEST_CASE("ConvDynamic (run-time weights) computes what Conv does") {
