@@ -758,6 +758,59 @@ void dropout_rule(Builder& b, Step& s) {
   s.dx[0] = b.mul(s.dy, s.node.outputs[1]);
 }
 
+// ConvTranspose (1-D / 2-D): dX is the convolution of dY with the same weights, strides, dilations and group
+// (ConvDynamic), the begin pads those the forward used (explicit, or from auto_pad / output_shape as the forward
+// splits them), the end pad what makes X's extent (a larger output is sliced). W and B are read at load by the
+// forward, so they carry no gradient here.
+void conv_transpose_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  if (s.wants(1) || s.wants(2))
+    fail("{}: ConvTranspose reads W and B at load; their gradients are not implemented", n.describe());
+  if (!s.wants(0)) return;
+  const Shape sx = b.shape(s.in(0)), sw = b.shape(s.in(1)), sy = b.shape(s.y());
+  const size_t r = sx.rank() - 2;
+  if (sx.rank() < 3 || r > 2) fail("{}: the backward handles 1-D and 2-D (input shape {})", n.describe(), sx.str());
+  const auto strides = n.attr_ints("strides", std::vector<int64_t>(r, 1)),
+             dilations = n.attr_ints("dilations", std::vector<int64_t>(r, 1)),
+             out_pad = n.attr_ints("output_padding", std::vector<int64_t>(r, 0));
+  auto pads = n.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
+  const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
+  const bool derived = (auto_pad != "NOTSET" && auto_pad != "VALID") || n.has("output_shape");
+  if (strides.size() != r || dilations.size() != r || out_pad.size() != r || pads.size() != 2 * r)
+    fail("{}: strides, dilations, output_padding and pads do not match {} spatial dims", n.describe(), r);
+  if (auto_pad == "VALID") pads.assign(2 * r, 0);
+  std::vector<int64_t> conv_pads(2 * r, 0), kernel(r);
+  Shape out = sx;  // the convolution's output before any slice
+  bool slice = false;
+  for (size_t i = 0; i < r; ++i) {
+    kernel[i] = sw[2 + i];
+    const int64_t span = (kernel[i] - 1) * dilations[i] + 1, in = sx[2 + i], o = sy[2 + i];
+    int64_t begin = pads[i];
+    if (derived) {
+      const int64_t total = strides[i] * (in - 1) + out_pad[i] + span - o;
+      begin = total < 0 ? 0 : auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+    }
+    const int64_t end = strides[i] * (in - 1) + span - o - begin;
+    conv_pads[i] = begin;
+    conv_pads[r + i] = std::max<int64_t>(end, 0);
+    out[2 + i] = (o + begin + conv_pads[r + i] - span) / strides[i] + 1;
+    slice = slice || out[2 + i] != in;
+  }
+  out[1] = sw[0];
+  std::map<std::string, AttrValue> attrs{{"kernel_shape", kernel},
+                                         {"strides", strides},
+                                         {"dilations", dilations},
+                                         {"pads", conv_pads},
+                                         {"group", n.attr_i("group", 1)}};
+  std::string d = b.emit("ConvDynamic", "ConvDynamic", {s.dy, s.in(1)}, out, attrs);
+  if (slice) {
+    std::vector<int64_t> starts(r, 0), ends(sx.dims.begin() + 2, sx.dims.end()), axes(r);
+    for (size_t i = 0; i < r; ++i) axes[i] = int64_t(2 + i);
+    d = b.emit("Slice", "Slice", {d, b.ints(starts), b.ints(ends), b.ints(axes)}, sx);
+  }
+  s.dx[0] = d;
+}
+
 using Rule = void (*)(Builder&, Step&);
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> r = {
@@ -776,6 +829,7 @@ const std::map<std::string, Rule>& rules() {
       {"Clip", activation_rule},      {"Pow", pow_rule},           {"Max", minmax_rule},        {"Min", minmax_rule},
       {"LayerNormalization", layer_norm_rule}, {"Slice", slice_rule}, {"Concat", concat_rule}, {"Pad", pad_rule},
       {"Gather", gather_rule},        {"Dropout", dropout_rule},   {"TrainingDropout", dropout_rule},
+      {"ConvTranspose", conv_transpose_rule},
   };
   return r;
 }

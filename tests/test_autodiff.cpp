@@ -470,6 +470,22 @@ TEST_SUITE("autodiff") {
     }
   }
 
+  TEST_CASE("ConvTranspose: dX for strides, pads, output_padding, dilations, groups, auto_pad, output_shape, 1-D") {
+    using V = std::vector<int64_t>;
+    auto convt = [](Shape w, std::map<std::string, AttrValue> attrs) {
+      return [w, attrs](GraphBuilder& b, std::map<std::string, Value>& in) {
+        return b.op1("ConvTranspose", {in["x"], b.constant("W", test::random_tensor(w, 5, -1.0f, 1.0f))}, attrs);
+      };
+    };
+    check_gradients({{"x", {2, 3, 4, 5}}}, convt({3, 2, 3, 3}, {{"strides", V{2, 1}}, {"pads", V{1, 0, 0, 1}}}));
+    check_gradients({{"x", {1, 4, 3, 4}}},
+                    convt({4, 3, 2, 3}, {{"strides", V{2, 3}}, {"output_padding", V{1, 2}}, {"group", int64_t(2)},
+                                         {"dilations", V{1, 2}}}));
+    check_gradients({{"x", {2, 2, 3, 3}}}, convt({2, 3, 3, 3}, {{"strides", V{2, 2}}, {"auto_pad", std::string("SAME_LOWER")}}));
+    check_gradients({{"x", {2, 2, 3, 4}}}, convt({2, 2, 3, 3}, {{"strides", V{2, 2}}, {"output_shape", V{8, 9}}}));
+    check_gradients({{"x", {2, 3, 7}}}, convt({3, 2, 4}, {{"strides", V{3}}, {"pads", V{2, 1}}}));
+  }
+
   TEST_CASE("ConvDynamic (run-time weights) computes what Conv does") {
     using V = std::vector<int64_t>;
     struct Case {
@@ -720,6 +736,6 @@ TEST_SUITE("autodiff") {
         e.find("node 'grad' (ai.onnx.preview.training.Gradient): xs names 'nope', which is not a value of the graph") !=
         std::string::npos);
     // Every rule the header lists has a test above.
-    CHECK(differentiable_ops().size() == 49);
+    CHECK(differentiable_ops().size() == 50);
   }
 }
