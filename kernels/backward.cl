@@ -33,12 +33,21 @@ inline int tap_output(int pos, int pad, int k, int dil, int stride, int out) {
   return t < 0 || t % stride != 0 || t / stride >= out ? -1 : t / stride;
 }
 
+// The input position that output position o reads through tap k (o * stride - pad + k * dil), clamped into
+// [0, size): *inside says whether it was inside (a tap in the padding reads the clamped element and adds 0).
+inline int clamped_tap(int o, int stride, int pad, int k, int dil, int size, bool* inside) {
+  const int v = o * stride - pad + k * dil;
+  *inside = v >= 0 && v < size;
+  return clamp(v, 0, size - 1);
+}
+
 // dx[n, c, y, x] = sum over the outputs (oy, ox) of channel m of c's group whose window reads (y, x) through
 // tap (kh, kw): dy[n, m, oy, ox] * w[m, c - g * Cg, kh, kw]. One work-item per element of dx.
-__kernel void conv_grad_data(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a, int sw_a, int ph_a,
-                             int pw_a, int dh_a, int dw_a, int groups_a, __global const float* dy, long dy_off,
-                             __global const float* w, long w_off, __global float* dx, long dx_off) {
-  const int C = GEO(C), H = GEO(H), W = GEO(W), M = GEO(M), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW), sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), dh = GEO(dh), dw = GEO(dw), groups = GEO(groups);
+__kernel void conv_grad_data(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a,
+                             int sw_a, int ph_a, int pw_a, int dh_a, int dw_a, int groups_a, __global const float* dy,
+                             long dy_off, __global const float* w, long w_off, __global float* dx, long dx_off) {
+  const int C = GEO(C), H = GEO(H), W = GEO(W), M = GEO(M), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW),
+            sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), dh = GEO(dh), dw = GEO(dw), groups = GEO(groups);
   const long i = get_global_id(0);
   long n;
   const int3 at = nchw_of(i, C, H, W, &n);
@@ -68,10 +77,12 @@ __kernel void conv_grad_data(int C_a, int H_a, int W_a, int M_a, int OH_a, int O
 
 // dw[m, ci, kh, kw] = sum over n, oy, ox of dy[n, m, oy, ox] * x[n, g * Cg + ci, oy * sh - ph + kh * dh,
 // ox * sw - pw + kw * dw] (taps in the padding read 0). One work-item per weight.
-__kernel void conv_grad_filter(int N, int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a, int sw_a,
-                               int ph_a, int pw_a, int dh_a, int dw_a, int groups_a, __global const float* dy, long dy_off,
-                               __global const float* x, long x_off, __global float* dwt, long dw_off) {
-  const int C = GEO(C), H = GEO(H), W = GEO(W), M = GEO(M), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW), sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), dh = GEO(dh), dw = GEO(dw), groups = GEO(groups);
+__kernel void conv_grad_filter(int N, int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a,
+                               int sh_a, int sw_a, int ph_a, int pw_a, int dh_a, int dw_a, int groups_a,
+                               __global const float* dy, long dy_off, __global const float* x, long x_off,
+                               __global float* dwt, long dw_off) {
+  const int C = GEO(C), H = GEO(H), W = GEO(W), M = GEO(M), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW),
+            sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), dh = GEO(dh), dw = GEO(dw), groups = GEO(groups);
   const long i = get_global_id(0);
   const int kw = (int)(i % KW);
   long t = i / KW;
@@ -115,13 +126,11 @@ __kernel void conv_grad_filter_taps(int N, __global const float* dy, long dy_off
       for (int ox = 0; ox < OW; ++ox) {
         const float g = d[oy * OW + ox];
         for (int kh = 0; kh < KH; ++kh) {
-          const int yy = oy * sh - ph + kh * dh;
-          const bool iny = yy >= 0 && yy < H;
-          const int yc = clamp(yy, 0, H - 1);
+          bool iny, inx;
+          const int yc = clamped_tap(oy, sh, ph, kh, dh, H, &iny);
           for (int kw = 0; kw < KW; ++kw) {
-            const int xx = ox * sw - pw + kw * dw;
-            const float v = xs[yc * W + clamp(xx, 0, W - 1)];
-            acc[kh * KW + kw] += iny && xx >= 0 && xx < W ? g * v : 0.0f;
+            const float v = xs[yc * W + clamped_tap(ox, sw, pw, kw, dw, W, &inx)];
+            acc[kh * KW + kw] += iny && inx ? g * v : 0.0f;
           }
         }
       }
@@ -134,10 +143,13 @@ __kernel void conv_grad_filter_taps(int N, __global const float* dy, long dy_off
 // MaxPool (is_max): a window passes its dy to its first largest element in row-major order (as PyTorch and
 // the ONNX reference pick it), recomputed here from x. AveragePool: dy / the window's count, which counts the
 // taps inside the input, or with count_include_pad those inside the padded input [-p_begin, size + p_end).
-__kernel void pool_grad(int is_max_a, int count_include_pad_a, int H_a, int W_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a,
-                        int sw_a, int ph_a, int pw_a, int ph_end_a, int pw_end_a, int dh_a, int dw_a, __global const float* dy,
-                        long dy_off, __global const float* xin, long x_off, __global float* dx, long dx_off) {
-  const int is_max = GEO(is_max), count_include_pad = GEO(count_include_pad), H = GEO(H), W = GEO(W), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW), sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), ph_end = GEO(ph_end), pw_end = GEO(pw_end), dh = GEO(dh), dw = GEO(dw);
+__kernel void pool_grad(int is_max_a, int count_include_pad_a, int H_a, int W_a, int OH_a, int OW_a, int KH_a, int KW_a,
+                        int sh_a, int sw_a, int ph_a, int pw_a, int ph_end_a, int pw_end_a, int dh_a, int dw_a,
+                        __global const float* dy, long dy_off, __global const float* xin, long x_off,
+                        __global float* dx, long dx_off) {
+  const int is_max = GEO(is_max), count_include_pad = GEO(count_include_pad), H = GEO(H), W = GEO(W), OH = GEO(OH),
+            OW = GEO(OW), KH = GEO(KH), KW = GEO(KW), sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw),
+            ph_end = GEO(ph_end), pw_end = GEO(pw_end), dh = GEO(dh), dw = GEO(dw);
   const long i = get_global_id(0);
   const int x = (int)(i % W);
   long t = i / W;
@@ -189,11 +201,12 @@ __kernel void pool_grad(int is_max_a, int count_include_pad_a, int H_a, int W_a,
 // ConvDynamic, the forward of a convolution whose weights are computed at run time (a training graph's weights
 // are inputs updated in place; the Conv op re-lays its weights out at load). One work-item per output element:
 // y[n, m, oy, ox] = b[m] + sum over c of m's group, kh, kw of x[n, c, oy * sh - ph + kh * dh, ...] * w[m, ci, kh, kw].
-__kernel void conv_forward(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a, int sw_a, int ph_a, int pw_a,
-                           int dh_a, int dw_a, int groups_a, int has_bias, __global const float* x, long x_off,
-                           __global const float* w, long w_off, __global const float* b, long b_off,
-                           __global float* y, long y_off) {
-  const int C = GEO(C), H = GEO(H), W = GEO(W), M = GEO(M), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW), sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), dh = GEO(dh), dw = GEO(dw), groups = GEO(groups);
+__kernel void conv_forward(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a,
+                           int sw_a, int ph_a, int pw_a, int dh_a, int dw_a, int groups_a, int has_bias,
+                           __global const float* x, long x_off, __global const float* w, long w_off,
+                           __global const float* b, long b_off, __global float* y, long y_off) {
+  const int C = GEO(C), H = GEO(H), W = GEO(W), M = GEO(M), OH = GEO(OH), OW = GEO(OW), KH = GEO(KH), KW = GEO(KW),
+            sh = GEO(sh), sw = GEO(sw), ph = GEO(ph), pw = GEO(pw), dh = GEO(dh), dw = GEO(dw), groups = GEO(groups);
   const long i = get_global_id(0);
   long n;
   const int3 at = nchw_of(i, M, OH, OW, &n);
@@ -204,13 +217,11 @@ __kernel void conv_forward(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_
   __global const float* xs = x + x_off + (n * C + c0) * H * W;
   __global const float* ws = w + w_off + (long)m * cg * KH * KW;
   for (int kh = 0; kh < KH; ++kh) {
-    const int yy = oy * sh - ph + kh * dh;
-    const bool iny = yy >= 0 && yy < H;
-    const int yc = clamp(yy, 0, H - 1);
+    bool iny, inx;
+    const int yc = clamped_tap(oy, sh, ph, kh, dh, H, &iny);
     for (int kw = 0; kw < KW; ++kw) {
-      const int xx = ox * sw - pw + kw * dw;
-      const bool in = iny && xx >= 0 && xx < W;
-      const int at = yc * W + clamp(xx, 0, W - 1);
+      const int at = yc * W + clamped_tap(ox, sw, pw, kw, dw, W, &inx);
+      const bool in = iny && inx;
       float part = 0.0f;
       for (int ci = 0; ci < cg; ++ci) part += xs[ci * H * W + at] * ws[(ci * KH + kh) * KW + kw];
       acc += in ? part : 0.0f;

@@ -123,16 +123,15 @@ inline void adam_elem(float alpha, float beta, float epsilon, float norm_coeffic
 }
 
 // Five buffers per slot (Adagrad: X, G, H, X', H'; Momentum: X, G, V, X', V'), seven for Adam (X, G, V, H, X', V', H').
-#define SLOT5(k)                                                                                                     \
-  __global const float *a##k, long ao##k, __global const float *b##k, long bo##k, __global const float *c##k,        \
+#define SLOT5(k)                                                                                              \
+  __global const float *a##k, long ao##k, __global const float *b##k, long bo##k, __global const float *c##k, \
       long co##k, __global float *d##k, long do##k, __global float *e##k, long eo##k, long n##k
-#define SLOT7(k)                                                                                                     \
-  SLOT5(k), __global const float *f##k, long fo##k, __global float *h##k, long ho##k
+#define SLOT7(k) SLOT5(k), __global const float *f##k, long fo##k, __global float *h##k, long ho##k
 #define SLOTS(S) S(0), S(1), S(2), S(3), S(4), S(5), S(6), S(7)
 // Runs CALL(k) for the slot of work-item i (i made relative to it).
-#define FIND_SLOT(CALL)                                                                                              \
-  FIND1(0, CALL) FIND1(1, CALL) FIND1(2, CALL) FIND1(3, CALL) FIND1(4, CALL) FIND1(5, CALL) FIND1(6, CALL)         \
-  FIND1(7, CALL)
+#define FIND_SLOT(CALL) \
+  FIND1(0, CALL)        \
+  FIND1(1, CALL) FIND1(2, CALL) FIND1(3, CALL) FIND1(4, CALL) FIND1(5, CALL) FIND1(6, CALL) FIND1(7, CALL)
 #define FIND1(k, CALL) \
   if (i < n##k) {      \
     CALL(k);           \
@@ -144,7 +143,8 @@ __kernel void adagrad(float decay_factor, float epsilon, float norm_coefficient,
                       __global const long* t, long t_off, SLOTS(SLOT5)) {
   long i = get_global_id(0);
   const float lr = r[r_off] / (1.0f + (float)t[t_off] * decay_factor);
-#define ADAGRAD(k) adagrad_elem(lr, epsilon, norm_coefficient, a##k + ao##k, b##k + bo##k, c##k + co##k, d##k + do##k, e##k + eo##k, i)
+#define ADAGRAD(k) \
+  adagrad_elem(lr, epsilon, norm_coefficient, a##k + ao##k, b##k + bo##k, c##k + co##k, d##k + do##k, e##k + eo##k, i)
   FIND_SLOT(ADAGRAD)
 }
 
@@ -153,8 +153,9 @@ __kernel void momentum(int nesterov, float alpha, float beta, float norm_coeffic
   long i = get_global_id(0);
   const float lr = r[r_off];
   const float beta_t = t[t_off] > 0 ? beta : 1.0f;
-#define MOMENTUM(k) \
-  momentum_elem(nesterov, alpha, beta_t, norm_coefficient, lr, a##k + ao##k, b##k + bo##k, c##k + co##k, d##k + do##k, e##k + eo##k, i)
+#define MOMENTUM(k)                                                                                                    \
+  momentum_elem(nesterov, alpha, beta_t, norm_coefficient, lr, a##k + ao##k, b##k + bo##k, c##k + co##k, d##k + do##k, \
+                e##k + eo##k, i)
   FIND_SLOT(MOMENTUM)
 }
 
@@ -167,8 +168,8 @@ __kernel void adam(float alpha, float beta, float epsilon, float norm_coefficien
   float lr = rate;
   if (step > 0) lr = lr * sqrt(1.0f - pow(beta, (float)step)) / (1.0f - pow(alpha, (float)step));
   const float d = 1.0f - rate * decay;
-#define ADAM(k)                                                                                                      \
-  adam_elem(alpha, beta, epsilon, norm_coefficient, norm_coefficient_post, lr, d, a##k + ao##k, b##k + bo##k,        \
+#define ADAM(k)                                                                                               \
+  adam_elem(alpha, beta, epsilon, norm_coefficient, norm_coefficient_post, lr, d, a##k + ao##k, b##k + bo##k, \
             c##k + co##k, f##k + fo##k, d##k + do##k, e##k + eo##k, h##k + ho##k, i)
   FIND_SLOT(ADAM)
 }

@@ -148,8 +148,8 @@ std::unique_ptr<PoolGrad> PoolGrad::create(Context& ctx, int device, const PoolG
   validate(cfg);
   std::unique_ptr<PoolGrad> o(new PoolGrad());
   o->cfg_ = cfg;
-  o->kernel_ = make_kernel(ctx.program("backward.cl", geometry_options(cfg.geo, 1, cfg.max, cfg.count_include_pad), device),
-                           "pool_grad");
+  o->kernel_ = make_kernel(
+      ctx.program("backward.cl", geometry_options(cfg.geo, 1, cfg.max, cfg.count_include_pad), device), "pool_grad");
   return o;
 }
 
@@ -195,17 +195,18 @@ std::unique_ptr<GatherGrad> GatherGrad::create(Context& ctx, int device, const G
   std::unique_ptr<GatherGrad> o(new GatherGrad());
   o->dy_ = validate(cfg);
   o->cfg_ = cfg;
-  o->kernel_ = make_kernel(ctx.program("backward.cl", cfg.index == DType::i64 ? "-DINDEX_T=long" : "-DINDEX_T=int", device),
-                           "gather_grad");
+  o->kernel_ = make_kernel(
+      ctx.program("backward.cl", cfg.index == DType::i64 ? "-DINDEX_T=long" : "-DINDEX_T=int", device), "gather_grad");
   return o;
 }
 
 void GatherGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
-  if (in.size() != 2 || out.size() != 1) invalid("GatherGrad", "expects 2 inputs and 1 output, got {} and {}", in.size(), out.size());
+  if (in.size() != 2 || out.size() != 1)
+    invalid("GatherGrad", "expects 2 inputs and 1 output, got {} and {}", in.size(), out.size());
   check_tensor("GatherGrad", "input dy", in[0], dy_);
   if (in[1].numel() != cfg_.indices.numel() || in[1].dtype != cfg_.index)
-    invalid("GatherGrad", "input indices has shape {} ({}), expected {} ({})", in[1].shape.str(), to_string(in[1].dtype),
-            cfg_.indices.str(), to_string(cfg_.index));
+    invalid("GatherGrad", "input indices has shape {} ({}), expected {} ({})", in[1].shape.str(),
+            to_string(in[1].dtype), cfg_.indices.str(), to_string(cfg_.index));
   check_tensor("GatherGrad", "output dx", out[0], cfg_.out);
   const size_t items = size_t(out[0].numel());
   if (items == 0) return;
@@ -240,7 +241,8 @@ void TrainingDropout::enqueue(std::span<const Tensor> in, std::span<const Tensor
     invalid("TrainingDropout", "expects 2 inputs and 2 outputs, got {} and {}", in.size(), out.size());
   check_tensor("TrainingDropout", "input x", in[0], cfg_.shape);
   if (in[1].numel() != 1 || in[1].dtype != DType::i64)
-    invalid("TrainingDropout", "input T must be one int64, got shape {} ({})", in[1].shape.str(), to_string(in[1].dtype));
+    invalid("TrainingDropout", "input T must be one int64, got shape {} ({})", in[1].shape.str(),
+            to_string(in[1].dtype));
   check_tensor("TrainingDropout", "output y", out[0], cfg_.shape);
   check_tensor("TrainingDropout", "output scale", out[1], cfg_.shape);
   const size_t items = size_t(cfg_.shape.numel());

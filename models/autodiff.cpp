@@ -510,7 +510,8 @@ void batch_norm_rule(Builder& b, Step& s) {
   const std::string k = b.mul(channel(1), inv);  // scale / sqrt(var + eps)
   if (dx) {
     if (training) {
-      const std::string centred = b.sub(b.sub(s.dy, b.mul(db, b.scalar(inv_n))), b.mul(xhat, b.mul(dscale, b.scalar(inv_n))));
+      const std::string centred =
+          b.sub(b.sub(s.dy, b.mul(db, b.scalar(inv_n))), b.mul(xhat, b.mul(dscale, b.scalar(inv_n))));
       s.dx[0] = b.mul(k, centred);
     } else {
       s.dx[0] = b.mul(s.dy, k);
@@ -527,7 +528,9 @@ void activation_rule(Builder& b, Step& s) {
   const Node& n = s.node;
   const std::string &op = n.op_type, &x = s.in(0), &y = s.y(), &dy = s.dy;
   const Shape sx = b.shape(x);
-  auto cmp = [&](const char* c, const std::string& a, const std::string& v) { return b.emit(c, c, {a, v}, b.shape(a)); };
+  auto cmp = [&](const char* c, const std::string& a, const std::string& v) {
+    return b.emit(c, c, {a, v}, b.shape(a));
+  };
   auto where = [&](const std::string& c, const std::string& t, const std::string& f) {
     return b.emit("Where", "Where", {c, t, f}, sx);
   };
@@ -542,7 +545,8 @@ void activation_rule(Builder& b, Step& s) {
   } else if (op == "Erf") {  // dy 2 / sqrt(pi) exp(-x^2)
     s.dx[0] = b.mul(dy, b.mul(fn("Exp", b.neg(b.mul(x, x))), b.scalar(2.0 / std::sqrt(M_PI))));
   } else if (op == "Gelu" && n.attr_s("approximate", "none") == "tanh") {
-    // u = sqrt(2 / pi) (x + 0.044715 x^3), t = tanh(u): dy (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 0.044715 x^2))
+    // u = sqrt(2 / pi) (x + 0.044715 x^3), t = tanh(u): dy (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 0.044715
+    // x^2))
     const double c = std::sqrt(2.0 / M_PI), a = 0.044715;
     const std::string x2 = b.mul(x, x);
     const std::string t = fn("Tanh", b.mul(b.mul(x, b.add(b.scalar(1), b.mul(x2, b.scalar(a)))), b.scalar(c)));
@@ -649,8 +653,9 @@ std::optional<std::vector<int64_t>> ints_of(Builder& b, const Step& s, size_t i,
   }
   if (i >= s.node.inputs.size() || s.node.inputs[i].empty()) return std::nullopt;
   const HostTensor* t = b.constant(s.node.inputs[i]);
-  if (!t) fail("{}: input {} ('{}') is computed from run-time data: the backward needs it known when planning",
-               s.node.describe(), i, s.node.inputs[i]);
+  if (!t)
+    fail("{}: input {} ('{}') is computed from run-time data: the backward needs it known when planning",
+         s.node.describe(), i, s.node.inputs[i]);
   return to_ints(*t);
 }
 
@@ -694,14 +699,14 @@ void concat_rule(Builder& b, Step& s) {
   const Shape sy = b.shape(s.y());
   int64_t axis = n.attr_i("axis", 1);
   if (axis < 0) axis += int64_t(sy.rank());
-  if (axis < 0 || axis >= int64_t(sy.rank())) fail("{}: axis {} is outside rank {}", n.describe(), n.attr_i("axis", 1), sy.rank());
+  if (axis < 0 || axis >= int64_t(sy.rank()))
+    fail("{}: axis {} is outside rank {}", n.describe(), n.attr_i("axis", 1), sy.rank());
   int64_t at = 0;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     if (n.inputs[i].empty()) continue;
     const Shape si = b.shape(n.inputs[i]);
     const int64_t size = si[size_t(axis)];
-    if (s.wants(i))
-      s.dx[i] = b.emit("Slice", "Slice", {s.dy, b.ints({at}), b.ints({at + size}), b.ints({axis})}, si);
+    if (s.wants(i)) s.dx[i] = b.emit("Slice", "Slice", {s.dy, b.ints({at}), b.ints({at + size}), b.ints({axis})}, si);
     at += size;
   }
 }
@@ -726,7 +731,8 @@ void pad_rule(Builder& b, Step& s) {
     const int64_t a = axes[k] < 0 ? axes[k] + int64_t(r) : axes[k];
     if (a < 0 || a >= int64_t(r)) fail("{}: axis {} is outside rank {}", n.describe(), axes[k], r);
     const int64_t p0 = (*pads)[k], p1 = (*pads)[axes.size() + k];
-    if (p0 < 0 || p1 < 0) fail("{}: the backward handles pads that are not negative, got {} and {}", n.describe(), p0, p1);
+    if (p0 < 0 || p1 < 0)
+      fail("{}: the backward handles pads that are not negative, got {} and {}", n.describe(), p0, p1);
     starts.push_back(p0);
     ends.push_back(p0 + sx[size_t(a)]);
     on.push_back(a);
@@ -814,21 +820,55 @@ void conv_transpose_rule(Builder& b, Step& s) {
 using Rule = void (*)(Builder&, Step&);
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> r = {
-      {"Add", binary_rule},          {"Sub", binary_rule},       {"Mul", binary_rule},        {"Div", binary_rule},
-      {"Neg", unary_rule},           {"Identity", unary_rule},   {"Relu", unary_rule},        {"Sigmoid", unary_rule},
-      {"Tanh", unary_rule},          {"Exp", unary_rule},        {"Log", unary_rule},         {"Sqrt", unary_rule},
-      {"Reshape", view_rule},        {"Flatten", view_rule},     {"Squeeze", view_rule},      {"Unsqueeze", view_rule},
-      {"Transpose", transpose_rule}, {"ReduceSum", reduce_rule}, {"ReduceMean", reduce_rule}, {"Softmax", softmax_rule},
-      {"MatMul", matmul_rule},       {"Gemm", gemm_rule},
-      {"Conv", conv_rule},           {"ConvDynamic", conv_rule}, {"MaxPool", pool_rule},     {"AveragePool", pool_rule},
-      {"GlobalAveragePool", global_pool_rule},                   {"LogSoftmax", log_softmax_rule},
-      {"SoftmaxCrossEntropyLoss", loss_rule},                    {"NegativeLogLikelihoodLoss", loss_rule},
+      {"Add", binary_rule},
+      {"Sub", binary_rule},
+      {"Mul", binary_rule},
+      {"Div", binary_rule},
+      {"Neg", unary_rule},
+      {"Identity", unary_rule},
+      {"Relu", unary_rule},
+      {"Sigmoid", unary_rule},
+      {"Tanh", unary_rule},
+      {"Exp", unary_rule},
+      {"Log", unary_rule},
+      {"Sqrt", unary_rule},
+      {"Reshape", view_rule},
+      {"Flatten", view_rule},
+      {"Squeeze", view_rule},
+      {"Unsqueeze", view_rule},
+      {"Transpose", transpose_rule},
+      {"ReduceSum", reduce_rule},
+      {"ReduceMean", reduce_rule},
+      {"Softmax", softmax_rule},
+      {"MatMul", matmul_rule},
+      {"Gemm", gemm_rule},
+      {"Conv", conv_rule},
+      {"ConvDynamic", conv_rule},
+      {"MaxPool", pool_rule},
+      {"AveragePool", pool_rule},
+      {"GlobalAveragePool", global_pool_rule},
+      {"LogSoftmax", log_softmax_rule},
+      {"SoftmaxCrossEntropyLoss", loss_rule},
+      {"NegativeLogLikelihoodLoss", loss_rule},
       {"BatchNormalization", batch_norm_rule},
-      {"LeakyRelu", activation_rule}, {"Elu", activation_rule},    {"Softplus", activation_rule}, {"Erf", activation_rule},
-      {"Gelu", activation_rule},      {"HardSigmoid", activation_rule}, {"HardSwish", activation_rule},
-      {"Clip", activation_rule},      {"Pow", pow_rule},           {"Max", minmax_rule},        {"Min", minmax_rule},
-      {"LayerNormalization", layer_norm_rule}, {"Slice", slice_rule}, {"Concat", concat_rule}, {"Pad", pad_rule},
-      {"Gather", gather_rule},        {"Dropout", dropout_rule},   {"TrainingDropout", dropout_rule},
+      {"LeakyRelu", activation_rule},
+      {"Elu", activation_rule},
+      {"Softplus", activation_rule},
+      {"Erf", activation_rule},
+      {"Gelu", activation_rule},
+      {"HardSigmoid", activation_rule},
+      {"HardSwish", activation_rule},
+      {"Clip", activation_rule},
+      {"Pow", pow_rule},
+      {"Max", minmax_rule},
+      {"Min", minmax_rule},
+      {"LayerNormalization", layer_norm_rule},
+      {"Slice", slice_rule},
+      {"Concat", concat_rule},
+      {"Pad", pad_rule},
+      {"Gather", gather_rule},
+      {"Dropout", dropout_rule},
+      {"TrainingDropout", dropout_rule},
       {"ConvTranspose", conv_transpose_rule},
   };
   return r;

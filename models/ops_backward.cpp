@@ -1,7 +1,7 @@
 // ConvDynamic (Conv whose weights are computed at run time: a training graph's; Conv itself re-lays its weights out
-// at load), and the backward ops that models/autodiff.cpp emits for Conv, MaxPool and AveragePool (layers/backward.hpp), in
-// cldl's own domain (kFusedDomain: they are never in a model file). The rule resolves auto_pad and
-// ceil_mode from the forward node, so the attributes here are explicit: kernel_shape, strides, dilations,
+// at load), and the backward ops that models/autodiff.cpp emits for Conv, MaxPool and AveragePool
+// (layers/backward.hpp), in cldl's own domain (kFusedDomain: they are never in a model file). The rule resolves
+// auto_pad and ceil_mode from the forward node, so the attributes here are explicit: kernel_shape, strides, dilations,
 // pads (begin then end, one or two spatial dims), group (ConvGrad*), count_include_pad (AveragePoolGrad), and
 // out_shape, the shape of the gradient made (the forward input's or weights').
 //   ConvDynamic(x, w, b?) -> y     (Conv's attributes)
@@ -159,7 +159,8 @@ void infer_gather_grad(InferCtx& c) {
     c.error("input '{}' (dy) is {}, only f32 is implemented", c.input(0).name, to_string(c.input(0).dtype));
   GatherGradConfig k{Shape(c.node.attr_ints("out_shape")), c.shape(1), c.node.attr_i("axis", 0), c.input(1).dtype};
   const Shape dy = checked(c, [&] { return GatherGrad::validate(k); });
-  if (c.shape(0) != dy) c.error("input '{}' (dy) has shape {}, expected {}", c.input(0).name, c.shape(0).str(), dy.str());
+  if (c.shape(0) != dy)
+    c.error("input '{}' (dy) has shape {}, expected {}", c.input(0).name, c.shape(0).str(), dy.str());
   c.set(0, DType::f32, k.out);
 }
 
@@ -197,13 +198,48 @@ std::unique_ptr<NodeKernel> lower_training_dropout(LowerCtx& c) {
 }
 
 const OpRegistration kBackwardOps{
-    {.type = "GatherGrad", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_gather_grad, .lower = lower_gather_grad},
-    {.type = "TrainingDropout", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_training_dropout, .lower = lower_training_dropout},
-    {.type = "ConvDynamic", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_conv_dynamic, .lower = lower_conv_dynamic},
-    {.type = "ConvGradData", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
-    {.type = "ConvGradFilter", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
-    {.type = "MaxPoolGrad", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
-    {.type = "AveragePoolGrad", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
+    {.type = "GatherGrad",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_gather_grad,
+     .lower = lower_gather_grad},
+    {.type = "TrainingDropout",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_training_dropout,
+     .lower = lower_training_dropout},
+    {.type = "ConvDynamic",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_conv_dynamic,
+     .lower = lower_conv_dynamic},
+    {.type = "ConvGradData",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_grad,
+     .lower = lower_grad},
+    {.type = "ConvGradFilter",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_grad,
+     .lower = lower_grad},
+    {.type = "MaxPoolGrad",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_grad,
+     .lower = lower_grad},
+    {.type = "AveragePoolGrad",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_grad,
+     .lower = lower_grad},
 };
 
 }  // namespace

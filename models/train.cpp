@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -186,8 +186,7 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
         auto it = g.initializers.find(*v);
         if (it == g.initializers.end() || it->second.dtype() != DType::f32)
           fail("train: {}: its running statistic '{}' is not a float initializer", n.describe(), *v);
-        if (reads[*v] != 1)
-          fail("train: {}: its running statistic '{}' is read by other nodes too", n.describe(), *v);
+        if (reads[*v] != 1) fail("train: {}: its running statistic '{}' is read by other nodes too", n.describe(), *v);
       }
       const float momentum = n.attr_f("momentum", 0.9f);
       n.domain = kFusedDomain;  // the newest opset's BatchNormalization, whatever the model's opset
@@ -199,7 +198,8 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
       n.outputs[2] = g.unique_name(var + ".population");
       auto v = [&](const std::string& what) { return g.unique_name(base + "/" + what); };
       auto scalar = [&](const std::string& what, float f) {
-        const std::string c = add_constant(g, base + "/" + what, HostTensor::from<float>(Shape{}, std::vector<float>{f}));
+        const std::string c =
+            add_constant(g, base + "/" + what, HostTensor::from<float>(Shape{}, std::vector<float>{f}));
         not_trained.insert(c);
         return c;
       };
@@ -246,8 +246,8 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
           const HostTensor* t = nullptr;  // an initializer, or a Constant node's value
           if (auto it = g.initializers.find(n.input(1)); it != g.initializers.end()) t = &it->second;
           for (auto& c : g.nodes)
-            if (!t && c.domain.empty() && c.op_type == "Constant" && c.outputs.size() == 1 && c.outputs[0] == n.input(1) &&
-                c.has("value"))
+            if (!t && c.domain.empty() && c.op_type == "Constant" && c.outputs.size() == 1 &&
+                c.outputs[0] == n.input(1) && c.has("value"))
               t = std::get_if<HostTensor>(&c.attrs.at("value"));
           if (!t || t->numel() != 1)
             fail("train: {}: its ratio '{}' is not a constant scalar", n.describe(), n.input(1));
@@ -357,7 +357,8 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   outs.insert(outs.end(), new_states.begin(), new_states.end());
   std::map<std::string, AttrValue> attrs;
   if (adamw)  // cldl's AdamW (models/ops_training.cpp): Adam with x (1 - lr wd) before the step, as torch.optim.AdamW
-    attrs = {{"alpha", opts.beta1}, {"beta", opts.beta2}, {"epsilon", opts.epsilon}, {"weight_decay", opts.weight_decay}};
+    attrs = {
+        {"alpha", opts.beta1}, {"beta", opts.beta2}, {"epsilon", opts.epsilon}, {"weight_decay", opts.weight_decay}};
   else if (adam)
     attrs = {{"alpha", opts.beta1}, {"beta", opts.beta2}, {"epsilon", opts.epsilon}, {"norm_coefficient", opts.weight_decay}};
   else  // PyTorch's SGD: v = momentum v + g (dampening 0), x -= lr v (Nesterov: x -= lr (g + momentum v))
@@ -413,7 +414,10 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   log::info("train: {} weights ({} values), {}, {} states", m.weights.size(),
             std::accumulate(m.weights.begin(), m.weights.end(), int64_t(0),
                             [&](int64_t s, auto& w) { return s + initial[w].numel(); }),
-            adamw ? "AdamW" : adam ? "Adam" : "SGD", states.size());
+            adamw  ? "AdamW"
+            : adam ? "Adam"
+                   : "SGD",
+            states.size());
 }
 
 Trainer::~Trainer() = default;

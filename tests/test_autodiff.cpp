@@ -264,7 +264,8 @@ TEST_SUITE("autodiff") {
     };
     auto inputs = [](Shape x, bool stats) {
       const int64_t C = x[1];
-      std::vector<Input> v{{"x", x}, {"scale", {C}, 0.5f, 1.5f}, {"bias", {C}}, {"mean", {C}}, {"var", {C}, 0.5f, 1.5f}};
+      std::vector<Input> v{
+          {"x", x}, {"scale", {C}, 0.5f, 1.5f}, {"bias", {C}}, {"mean", {C}}, {"var", {C}, 0.5f, 1.5f}};
       v[3].differentiate = v[4].differentiate = stats;
       return v;
     };
@@ -294,7 +295,9 @@ TEST_SUITE("autodiff") {
     Input wide{"x", {4, 9}};
     wide.distinct = true;
     auto scaled = [](GraphBuilder& b, Value v) {
-      auto f = [&](const char* n, float c) { return b.constant(n, HostTensor::from<float>(Shape{}, std::vector<float>{c})); };
+      auto f = [&](const char* n, float c) {
+        return b.constant(n, HostTensor::from<float>(Shape{}, std::vector<float>{c}));
+      };
       return b.op1("Add", {b.op1("Mul", {v, f("five", 5.0f)}), f("shift", 0.13f)});
     };
     for (std::string op : {"HardSigmoid", "HardSwish"}) {
@@ -307,27 +310,38 @@ TEST_SUITE("autodiff") {
     Input c{"x", {5, 7}};
     c.distinct = true;  // none within 2h of the bounds (-0.3, 0.4 are off the grid by 0.025)
     check_gradients({c}, [](GraphBuilder& b, auto& in) {
-      auto f = [&](const char* n, float v) { return b.constant(n, HostTensor::from<float>(Shape{}, std::vector<float>{v})); };
+      auto f = [&](const char* n, float v) {
+        return b.constant(n, HostTensor::from<float>(Shape{}, std::vector<float>{v}));
+      };
       return b.op1("Clip", {in["x"], f("lo", -0.325f), f("hi", 0.425f)});
     });
     check_gradients({c}, [](GraphBuilder& b, auto& in) {  // only a max
-      return b.op1("Clip", {in["x"], Value{}, b.constant("hi", HostTensor::from<float>(Shape{}, std::vector<float>{0.425f}))});
+      return b.op1("Clip",
+                   {in["x"], Value{}, b.constant("hi", HostTensor::from<float>(Shape{}, std::vector<float>{0.425f}))});
     });
     check_gradients(  // opset 6: the bounds as attributes
-        {c}, [](GraphBuilder& b, auto& in) { return b.op1("Clip", {in["x"]}, {{"min", -0.325f}, {"max", 0.425f}}); }, 6);
+        {c},
+        [](GraphBuilder& b, auto& in) {
+          return b.op1("Clip", {in["x"]}, {{"min", -0.325f}, {"max", 0.425f}});
+        },
+        6);
     // Pow by a constant and by a tensor (both differentiated).
     check_gradients({{"x", {3, 5}, 0.7f, 2.0f}}, [](GraphBuilder& b, auto& in) {
       return b.op1("Pow", {in["x"], b.constant("p", HostTensor::from<float>(Shape{}, std::vector<float>{2.5f}))});
     });
-    check_gradients({{"a", {3, 5}, 0.7f, 2.0f}, {"p", {5}, -1.0f, 2.0f}},
-                    [](GraphBuilder& b, auto& in) { return b.op1("Pow", {in["a"], in["p"]}); });
+    check_gradients({{"a", {3, 5}, 0.7f, 2.0f}, {"p", {5}, -1.0f, 2.0f}}, [](GraphBuilder& b, auto& in) {
+      return b.op1("Pow", {in["a"], in["p"]});
+    });
     // Max / Min with broadcasting; distinct values keep the winner fixed under the step.
     Input a{"a", {3, 4}}, bb{"b", {4}}, cc{"c", {3, 1}};
     a.distinct = bb.distinct = cc.distinct = true;
     for (std::string op : {"Max", "Min"}) {
       CAPTURE(op);
       check_gradients({a, bb}, [op](GraphBuilder& b, auto& in) {
-        return b.op1(op, {in["a"], b.op1("Add", {in["b"], b.constant("s1", HostTensor::from<float>(Shape{}, std::vector<float>{0.0123f}))})});
+        return b.op1(
+            op,
+            {in["a"],
+             b.op1("Add", {in["b"], b.constant("s1", HostTensor::from<float>(Shape{}, std::vector<float>{0.0123f}))})});
       });
     }
     // Three inputs with shifted grids so no two coincide.
@@ -353,20 +367,30 @@ TEST_SUITE("autodiff") {
   TEST_CASE("Slice, Concat, Pad") {
     auto i64 = [](GraphBuilder& b, const char* n, std::vector<int64_t> v) { return ints(b, n, std::move(v)); };
     check_gradients({{"x", {5, 7, 3}}}, [&](GraphBuilder& b, auto& in) {  // negative start, end past the edge, axes
-      return b.op1("Slice", {b.op1("Tanh", {in["x"]}), i64(b, "s", {-4, 1}), i64(b, "e", {100, 3}), i64(b, "a", {1, 0})});
+      return b.op1("Slice",
+                   {b.op1("Tanh", {in["x"]}), i64(b, "s", {-4, 1}), i64(b, "e", {100, 3}), i64(b, "a", {1, 0})});
     });
-    check_gradients({{"x", {4, 6}}}, [&](GraphBuilder& b, auto& in) {  // opset 9: attributes
-      return b.op1("Slice", {in["x"]}, {{"starts", std::vector<int64_t>{1}}, {"ends", std::vector<int64_t>{-1}}, {"axes", std::vector<int64_t>{1}}});
-    }, 9);
+    check_gradients(
+        {{"x", {4, 6}}},
+        [&](GraphBuilder& b, auto& in) {  // opset 9: attributes
+          return b.op1("Slice", {in["x"]},
+                       {{"starts", std::vector<int64_t>{1}},
+                        {"ends", std::vector<int64_t>{-1}},
+                        {"axes", std::vector<int64_t>{1}}});
+        },
+        9);
     check_gradients({{"a", {2, 3, 5}}, {"b", {2, 1, 5}}, {"c", {2, 4, 5}}}, [](GraphBuilder& b, auto& in) {
       return b.op1("Tanh", {b.op1("Concat", {in["a"], in["b"], in["c"]}, {{"axis", int64_t(-2)}})});
     });
     check_gradients({{"x", {2, 3, 5}}}, [&](GraphBuilder& b, auto& in) {
       return b.op1("Tanh", {b.op1("Pad", {in["x"], i64(b, "p", {0, 1, 2, 1, 0, 3})})});
     });
-    check_gradients({{"x", {3, 4}}}, [&](GraphBuilder& b, auto& in) {  // opset 18: axes
-      return b.op1("Sigmoid", {b.op1("Pad", {in["x"], i64(b, "p", {2, 1}), Value{}, i64(b, "a", {-1})})});
-    }, 18);
+    check_gradients(
+        {{"x", {3, 4}}},
+        [&](GraphBuilder& b, auto& in) {  // opset 18: axes
+          return b.op1("Sigmoid", {b.op1("Pad", {in["x"], i64(b, "p", {2, 1}), Value{}, i64(b, "a", {-1})})});
+        },
+        18);
   }
 
   TEST_CASE("Gather: repeated and negative indices, axis 0 and 1, int32, a scalar index") {
@@ -376,18 +400,23 @@ TEST_SUITE("autodiff") {
       };
     };
     // rows 3 and 0 picked twice (3 as -2), row 1 never: its gradient is 0
-    check_gradients({{"x", {5, 3}}}, gather(HostTensor::from<int64_t>(Shape{2, 3}, std::vector<int64_t>{3, 0, -2, 4, 0, 2}), 0));
-    check_gradients({{"x", {2, 7, 3}}}, gather(HostTensor::from<int32_t>(Shape{4}, std::vector<int32_t>{6, -1, 0, 2}), 1));
+    check_gradients({{"x", {5, 3}}},
+                    gather(HostTensor::from<int64_t>(Shape{2, 3}, std::vector<int64_t>{3, 0, -2, 4, 0, 2}), 0));
+    check_gradients({{"x", {2, 7, 3}}},
+                    gather(HostTensor::from<int32_t>(Shape{4}, std::vector<int32_t>{6, -1, 0, 2}), 1));
     check_gradients({{"x", {4, 5}}}, gather(HostTensor::from<int64_t>(Shape{}, std::vector<int64_t>{2}), 1));
   }
 
   TEST_CASE("Dropout: the ONNX op (inference) is the identity; TrainingDropout's mask per step") {
     check_gradients({{"x", {3, 5}}}, [](GraphBuilder& b, auto& in) {
-      return b.op1("Tanh", {b.op("Dropout", {in["x"], b.constant("r", HostTensor::from<float>(Shape{}, std::vector<float>{0.3f}))})[0]});
+      return b.op1(
+          "Tanh",
+          {b.op("Dropout", {in["x"], b.constant("r", HostTensor::from<float>(Shape{}, std::vector<float>{0.3f}))})[0]});
     });
     auto training = [](float ratio, int64_t step) {
       return [ratio, step](GraphBuilder& b, std::map<std::string, Value>& in) {
-        auto d = b.op("TrainingDropout", {in["x"], b.constant("T", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{step}))},
+        auto d = b.op("TrainingDropout",
+                      {in["x"], b.constant("T", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{step}))},
                       {{"ratio", ratio}, {"seed", int64_t(7)}}, 2, kFusedDomain);
         return b.op1("Tanh", {d[0]});
       };
@@ -399,8 +428,9 @@ TEST_SUITE("autodiff") {
     auto mask = [&](float ratio, int64_t step) {
       GraphBuilder b("mask", 17);
       Value x = b.input("x", DType::f32, Shape{100000});
-      auto d = b.op("TrainingDropout", {x, b.constant("T", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{step}))},
-                    {{"ratio", ratio}, {"seed", int64_t(7)}}, 2, kFusedDomain);
+      auto d =
+          b.op("TrainingDropout", {x, b.constant("T", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{step}))},
+               {{"ratio", ratio}, {"seed", int64_t(7)}}, 2, kFusedDomain);
       b.output(d[0], "y");
       b.output(d[1], "scale");
       HostTensor ones(DType::f32, Shape{100000});
@@ -478,10 +508,12 @@ TEST_SUITE("autodiff") {
       };
     };
     check_gradients({{"x", {2, 3, 4, 5}}}, convt({3, 2, 3, 3}, {{"strides", V{2, 1}}, {"pads", V{1, 0, 0, 1}}}));
-    check_gradients({{"x", {1, 4, 3, 4}}},
-                    convt({4, 3, 2, 3}, {{"strides", V{2, 3}}, {"output_padding", V{1, 2}}, {"group", int64_t(2)},
-                                         {"dilations", V{1, 2}}}));
-    check_gradients({{"x", {2, 2, 3, 3}}}, convt({2, 3, 3, 3}, {{"strides", V{2, 2}}, {"auto_pad", std::string("SAME_LOWER")}}));
+    check_gradients(
+        {{"x", {1, 4, 3, 4}}},
+        convt({4, 3, 2, 3},
+              {{"strides", V{2, 3}}, {"output_padding", V{1, 2}}, {"group", int64_t(2)}, {"dilations", V{1, 2}}}));
+    check_gradients({{"x", {2, 2, 3, 3}}},
+                    convt({2, 3, 3, 3}, {{"strides", V{2, 2}}, {"auto_pad", std::string("SAME_LOWER")}}));
     check_gradients({{"x", {2, 2, 3, 4}}}, convt({2, 2, 3, 3}, {{"strides", V{2, 2}}, {"output_shape", V{8, 9}}}));
     check_gradients({{"x", {2, 3, 7}}}, convt({3, 2, 4}, {{"strides", V{3}}, {"pads", V{2, 1}}}));
   }

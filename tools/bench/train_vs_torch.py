@@ -53,14 +53,16 @@ class DigitsCnn(torch.nn.Module):
         return self.classifier(self.features(image))
 
 
-def export_inference(model, x, path):
-    """The model as an inference ONNX file (opset 17, batch symbolic) that keeps its BatchNormalization nodes: an
-    eval-mode export folds them into the Conv weights, so it is exported in training mode (PRESERVE) and each
-    BatchNormalization is then set to training_mode 0 with its running-statistics outputs dropped."""
+def export_inference(model, x, path, input_name="image", output_name="logits"):
+    """The model as an inference ONNX file (opset 17, batch symbolic) that keeps its BatchNormalization and Dropout
+    nodes: an eval-mode export folds BatchNorm into the Conv weights and drops Dropout, so it is exported in
+    training mode (PRESERVE), then each BatchNormalization is set to training_mode 0 with its running-statistics
+    outputs dropped, and each Dropout loses its training_mode input and mask output (tests/data/train/make.py uses
+    it too)."""
     import onnx
     model.train()
-    torch.onnx.export(model, x, path, input_names=["image"], output_names=["logits"],
-                      dynamic_axes={"image": {0: "N"}, "logits": {0: "N"}}, opset_version=17,
+    torch.onnx.export(model, x, path, input_names=[input_name], output_names=[output_name],
+                      dynamic_axes={input_name: {0: "N"}, output_name: {0: "N"}}, opset_version=17,
                       training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
     m = onnx.load(path)
     for n in m.graph.node:
@@ -68,6 +70,9 @@ def export_inference(model, x, path):
             for a in n.attribute:
                 if a.name == "training_mode":
                     a.i = 0
+            del n.output[1:]
+        if n.op_type == "Dropout":
+            del n.input[2:]
             del n.output[1:]
     onnx.save(m, path)
 

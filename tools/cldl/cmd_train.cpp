@@ -34,11 +34,14 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--optimizer", optimizer,
                   "sgd (with --momentum, --nesterov), adam, or adamw (--weight-decay decoupled, as torch.optim.AdamW)")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  static CLI::Option* lr_opt = cmd->add_option("--lr", lr, "Learning rate (default: 0.01 with sgd, 0.001 with adam / adamw)")
-                                   ->check(CLI::PositiveNumber);
+  static CLI::Option* lr_opt =
+      cmd->add_option("--lr", lr, "Learning rate (default: 0.01 with sgd, 0.001 with adam / adamw)")
+          ->check(CLI::PositiveNumber);
   cmd->add_option("--momentum", momentum, "SGD momentum (0: plain SGD)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--nesterov", nesterov, "SGD with Nesterov momentum");
-  cmd->add_option("--weight-decay", weight_decay, "L2 coefficient added to the gradients (adamw: the decoupled weight decay)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--weight-decay", weight_decay,
+                  "L2 coefficient added to the gradients (adamw: the decoupled weight decay)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", seed, "Seed of the per-epoch shuffling");
   cmd->add_flag("--no-shuffle", no_shuffle, "Batches in the data's order every epoch");
   cmd->add_option("-o,--out", out, "Where to write the trained model (.onnx)")->required();

@@ -13,6 +13,7 @@ and bn_cases (below): the same with BatchNorm2d and Dropout in training mode.
 """
 import math
 import os
+import sys
 
 import numpy as np
 import torch
@@ -95,25 +96,10 @@ class TinyBn(torch.nn.Module):
 
 
 def export_inference(model, x, path):
-    """An inference ONNX file that keeps BatchNormalization and Dropout (an eval export folds BN into the Conv and
-    drops Dropout): exported in training mode, then BN set to training_mode 0 and Dropout's training_mode input and
-    mask output removed."""
-    import onnx
-    model.train()
-    torch.onnx.export(model, x, path, input_names=["x"], output_names=["logits"],
-                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}}, opset_version=17,
-                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
-    m = onnx.load(path)
-    for n in m.graph.node:
-        if n.op_type == "BatchNormalization":
-            for a in n.attribute:
-                if a.name == "training_mode":
-                    a.i = 0
-            del n.output[1:]
-        if n.op_type == "Dropout":
-            del n.input[2:]
-            del n.output[1:]
-    onnx.save(m, path)
+    """The inference ONNX file that keeps BatchNormalization and Dropout: tools/bench/train_vs_torch.py's."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tools", "bench"))
+    import train_vs_torch
+    train_vs_torch.export_inference(model, x, path, "x", "logits")
 
 
 def bn_cases():
