@@ -271,3 +271,61 @@ __kernel void dropout_train(float ratio, uint seed, __global const long* step, l
   y[y_off + i] = x[x_off + i] * s;
   scale[s_off + i] = s;
 }
+
+// BatchNormalization's training-mode backward in one launch (BatchNormGrad): one work-group per channel c
+// recomputes the batch mean and population variance over N x spatial (two passes, as batch_norm_train), then
+// sums dy and dy * xhat, writes dbias, dscale and dx = scale / sqrt(var + eps) * (dy - sum(dy) / n
+// - xhat sum(dy xhat) / n). Fixed-order local-memory sums: the same bits every run.
+inline float bn_group_sum(float v, __local float* s) {
+  const int lid = get_local_id(0), ls = get_local_size(0);
+  s[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int k = ls / 2; k > 0; k >>= 1) {
+    if (lid < k) s[lid] += s[lid + k];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = s[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+__kernel void batch_norm_grad(int N, int C, long spatial, float eps, __global const float* dy, long dy_off,
+                              __global const float* x, long x_off, __global const float* scale, long s_off,
+                              __global float* dx, long dx_off, __global float* dscale, long ds_off,
+                              __global float* dbias, long db_off, __local float* scratch) {
+  const int c = get_group_id(0);
+  const int lid = get_local_id(0), ls = get_local_size(0);
+  const long count = (long)N * spatial, plane = (long)C * spatial;
+  x += x_off + c * spatial;
+  dy += dy_off + c * spatial;
+  dx += dx_off + c * spatial;
+  float s = 0.0f;
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) s += x[n * plane + i];
+  const float m = bn_group_sum(s, scratch) / (float)count;
+  float ss = 0.0f;
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) {
+      const float d = x[n * plane + i] - m;
+      ss += d * d;
+    }
+  const float inv = 1.0f / sqrt(bn_group_sum(ss, scratch) / (float)count + eps);
+  float g = 0.0f, gx = 0.0f;
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) {
+      const float d = dy[n * plane + i];
+      g += d;
+      gx += d * (x[n * plane + i] - m) * inv;
+    }
+  const float sum_dy = bn_group_sum(g, scratch), sum_dyx = bn_group_sum(gx, scratch);
+  if (lid == 0) {
+    dbias[db_off + c] = sum_dy;
+    dscale[ds_off + c] = sum_dyx;
+  }
+  const float k = scale[s_off + c] * inv, mean_dy = sum_dy / (float)count, mean_dyx = sum_dyx / (float)count;
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) {
+      const long at = n * plane + i;
+      dx[at] = k * (dy[at] - mean_dy - (x[at] - m) * inv * mean_dyx);
+    }
+}

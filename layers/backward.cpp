@@ -1,6 +1,8 @@
 // ConvGrad and PoolGrad: shape checks and the launches of kernels/backward.cl (see layers/backward.hpp).
 #include "layers/backward.hpp"
 
+#include "layers/strided.hpp"
+
 namespace cldl {
 namespace {
 
@@ -252,6 +254,45 @@ void TrainingDropout::enqueue(std::span<const Tensor> in, std::span<const Tensor
            cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()), out[1].buffer,
            cl_long(out[1].offset_elems()));
   ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange, "dropout_train");
+}
+
+void BatchNormGrad::validate(const BatchNormGradConfig& c) {
+  if (c.x.rank() < 2) invalid("BatchNormGrad", "x must be [N, C, ...], got shape {}", c.x.str());
+  if (!(c.epsilon >= 0.0f)) invalid("BatchNormGrad", "epsilon must not be negative, got {}", c.epsilon);
+}
+
+std::unique_ptr<BatchNormGrad> BatchNormGrad::create(Context& ctx, int device, const BatchNormGradConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<BatchNormGrad> o(new BatchNormGrad());
+  o->cfg_ = cfg;
+  o->kernel_ = make_kernel(ctx.program("backward.cl", "", device), "batch_norm_grad");
+  o->group_ = reduction_group_size(o->kernel_, ctx.device(device), 256);
+  return o;
+}
+
+std::string BatchNormGrad::algorithm() const {
+  return fmt::format("one work-group of {} per channel: batch statistics, the two sums and dx in one launch", group_);
+}
+
+void BatchNormGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*,
+                            ExecutionContext& ec) {
+  if (in.size() != 3 || out.size() != 3)
+    invalid("BatchNormGrad", "expects 3 inputs and 3 outputs, got {} and {}", in.size(), out.size());
+  const Shape& x = cfg_.x;
+  const int64_t C = x[1], N = x[0], spatial = C && N ? x.numel() / (C * N) : 0;
+  check_tensor("BatchNormGrad", "input dy", in[0], x);
+  check_tensor("BatchNormGrad", "input x", in[1], x);
+  check_tensor("BatchNormGrad", "input scale", in[2], Shape{C});
+  check_tensor("BatchNormGrad", "output dx", out[0], x);
+  check_tensor("BatchNormGrad", "output dscale", out[1], Shape{C});
+  check_tensor("BatchNormGrad", "output dbias", out[2], Shape{C});
+  if (x.numel() == 0) return;
+  std::lock_guard lock(launch_mutex_);
+  auto off = [](const Tensor& t) { return cl_long(t.offset_elems()); };
+  set_args(kernel_, cl_int(N), cl_int(C), cl_long(spatial), cl_float(cfg_.epsilon), in[0].buffer, off(in[0]),
+           in[1].buffer, off(in[1]), in[2].buffer, off(in[2]), out[0].buffer, off(out[0]), out[1].buffer, off(out[1]),
+           out[2].buffer, off(out[2]), cl::Local(group_ * sizeof(float)));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(C) * group_), cl::NDRange(group_), "batch_norm_grad");
 }
 
 }  // namespace cldl

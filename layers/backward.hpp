@@ -112,4 +112,26 @@ class TrainingDropout : public Op {
   cl::Kernel kernel_;
 };
 
+// BatchNormalization's training-mode gradient (batch statistics recomputed from x): inputs dy, x ([N, C, ...] f32)
+// and scale [C]; outputs dx (x's shape), dscale and dbias ([C]). One launch: a work-group per channel.
+struct BatchNormGradConfig {
+  Shape x;
+  float epsilon = 1e-5f;
+};
+
+class BatchNormGrad : public Op {
+ public:
+  static void validate(const BatchNormGradConfig& cfg);
+  static std::unique_ptr<BatchNormGrad> create(Context& ctx, int device, const BatchNormGradConfig& cfg);
+  std::string_view type() const override { return "BatchNormGrad"; }
+  std::string algorithm() const override;
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  BatchNormGradConfig cfg_;
+  size_t group_ = 64;
+  cl::Kernel kernel_;
+};
+
 }  // namespace cldl

@@ -77,6 +77,17 @@ class Builder {
     made_[v] = std::move(out);
     return v;
   }
+  // A node of several outputs (shapes `outs`); returns their names.
+  std::vector<std::string> emit_outputs(const std::string& what, const std::string& op, std::vector<std::string> in,
+                                        const std::vector<Shape>& outs, std::map<std::string, AttrValue> attrs = {}) {
+    std::vector<std::string> v;
+    for (size_t i = 0; i < outs.size(); ++i) v.push_back(g_.unique_name(base_ + "/" + what));
+    Node n = make_node(g_, base_ + "/" + what, op, std::move(in), v, std::move(attrs));
+    n.domain = kFusedDomain;
+    nodes.push_back(std::move(n));
+    for (size_t i = 0; i < outs.size(); ++i) made_[v[i]] = outs[i];
+    return v;
+  }
   std::string scalar(double x, DType t) {
     auto key = std::make_pair(x, int(t));
     if (auto it = scalars_.find(key); it != scalars_.end()) return it->second;
@@ -493,6 +504,14 @@ void batch_norm_rule(Builder& b, Step& s) {
   for (size_t i = 2; i < sx.rank(); ++i) axes.push_back(int64_t(i));
   const bool training = n.attr_i("training_mode", 0) != 0;
   const double eps = n.attr_f("epsilon", 1e-5f);
+  if (training && sx.numel() > 0) {  // one kernel (BatchNormGrad) for dx, dscale and dbias
+    const auto d = b.emit_outputs("BatchNormGrad", "BatchNormGrad", {s.dy, s.in(0), s.in(1)}, {sx, Shape{C}, Shape{C}},
+                                  {{"epsilon", float(eps)}});
+    if (s.wants(0)) s.dx[0] = d[0];
+    if (s.wants(1)) s.dx[1] = b.reshape(d[1], b.shape(s.in(1)));
+    if (s.wants(2)) s.dx[2] = b.reshape(d[2], b.shape(s.in(2)));
+    return;
+  }
   auto channel = [&](size_t i) { return b.reshape(s.in(i), cs); };
   const std::string& x = s.in(0);
   const double inv_n = 1.0 / double(std::max<int64_t>(count, 1));

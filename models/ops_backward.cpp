@@ -7,6 +7,7 @@
 //   ConvDynamic(x, w, b?) -> y     (Conv's attributes)
 //   ConvGradData(dy, w) -> dx      ConvGradFilter(dy, x) -> dw
 //   MaxPoolGrad(dy, x) -> dx       AveragePoolGrad(dy, x) -> dx (x for its shape)
+//   BatchNormGrad(dy, x, scale) -> dx, dscale, dbias (epsilon; training mode)
 //   GatherGrad(dy, indices) -> dx (axis, out_shape)    TrainingDropout(x, T) -> y, scale (ratio, seed)
 #include "layers/backward.hpp"
 #include "models/ops_cnn_common.hpp"
@@ -197,7 +198,35 @@ std::unique_ptr<NodeKernel> lower_training_dropout(LowerCtx& c) {
   return wrap(TrainingDropout::create(c.ctx, c.device, dropout_config(c.node, c.in[0].shape.to_shape())), c);
 }
 
+// BatchNormGrad(dy, x, scale) -> dx, dscale, dbias: attribute epsilon (training mode: the batch's statistics).
+void infer_batch_norm_grad(InferCtx& c) {
+  for (size_t i = 0; i < 3; ++i)
+    if (c.input(i).dtype != DType::f32)
+      c.error("input '{}' is {}, only f32 is implemented", c.input(i).name, to_string(c.input(i).dtype));
+  const Shape x = c.shape(1);
+  checked(c, [&] {
+    BatchNormGrad::validate({x, c.node.attr_f("epsilon", 1e-5f)});
+    return 0;
+  });
+  if (c.shape(0) != x) c.error("input '{}' (dy) has shape {}, x has {}", c.input(0).name, c.shape(0).str(), x.str());
+  if (c.shape(2).numel() != x[1])
+    c.error("input '{}' (scale) has shape {}, expected [{}]", c.input(2).name, c.shape(2).str(), x[1]);
+  c.set(0, DType::f32, x);
+  for (size_t i = 1; i < 3 && i < c.out.size(); ++i)
+    if (!c.out[i].name.empty()) c.set(i, DType::f32, Shape{x[1]});
+}
+
+std::unique_ptr<NodeKernel> lower_batch_norm_grad(LowerCtx& c) {
+  return wrap(BatchNormGrad::create(c.ctx, c.device, {c.in[1].shape.to_shape(), c.node.attr_f("epsilon", 1e-5f)}), c);
+}
+
 const OpRegistration kBackwardOps{
+    {.type = "BatchNormGrad",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_batch_norm_grad,
+     .lower = lower_batch_norm_grad},
     {.type = "GatherGrad",
      .domain = kFusedDomain,
      .since = 1,
