@@ -265,7 +265,7 @@ std::unique_ptr<BatchNormGrad> BatchNormGrad::create(Context& ctx, int device, c
   validate(cfg);
   std::unique_ptr<BatchNormGrad> o(new BatchNormGrad());
   o->cfg_ = cfg;
-  o->kernel_ = make_kernel(ctx.program("backward.cl", "", device), "batch_norm_grad");
+  o->kernel_ = make_kernel(ctx.program("norm.cl", "-DACT=0", device), "batch_norm_grad");  // with batch_norm_train
   o->group_ = reduction_group_size(o->kernel_, ctx.device(device), 256);
   return o;
 }
