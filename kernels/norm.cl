@@ -29,6 +29,25 @@ inline float group_sum(float v, __local float* s) {
   return r;
 }
 
+// The batch mean and population variance of one channel (x at its first plane) over N x spatial, two passes.
+// Each work-item walks its share of every image's channel plane: no div / mod per element.
+inline void channel_stats(__global const float* x, int N, long spatial, long plane, __local float* scratch, float* m,
+                          float* v) {
+  const int lid = get_local_id(0), ls = get_local_size(0);
+  const float count = (float)((long)N * spatial);
+  float s = 0.0f;
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) s += x[n * plane + i];
+  *m = group_sum(s, scratch) / count;
+  float ss = 0.0f;
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) {
+      const float d = x[n * plane + i] - *m;
+      ss += d * d;
+    }
+  *v = group_sum(ss, scratch) / count;
+}
+
 // BatchNorm training (ONNX training_mode 1): one work-group per channel c computes the batch mean and
 // (population) variance over N x spatial in two passes, normalises with them, and writes the running
 // statistics input * momentum + batch * (1 - momentum) when asked (write_mean / write_var).
@@ -40,21 +59,11 @@ __kernel void batch_norm_train(int N, int C, long spatial, float eps, float mome
                                __global float* run_var, long rv_off, __local float* scratch) {
   const int c = get_group_id(0);
   const int lid = get_local_id(0), ls = get_local_size(0);
-  const long count = (long)N * spatial, plane = (long)C * spatial;
+  const long plane = (long)C * spatial;
   x += x_off + c * spatial;
   y += y_off + c * spatial;
-  // Each work-item walks its share of every image's channel plane: no div / mod per element.
-  float s = 0.0f;
-  for (int n = 0; n < N; ++n)
-    for (long i = lid; i < spatial; i += ls) s += x[n * plane + i];
-  const float m = group_sum(s, scratch) / (float)count;
-  float ss = 0.0f;
-  for (int n = 0; n < N; ++n)
-    for (long i = lid; i < spatial; i += ls) {
-      const float d = x[n * plane + i] - m;
-      ss += d * d;
-    }
-  const float v = group_sum(ss, scratch) / (float)count;
+  float m, v;
+  channel_stats(x, N, spatial, plane, scratch, &m, &v);
   const float k = scale[s_off + c] * rsqrt(v + eps), b = bias[b_off + c];
   for (int n = 0; n < N; ++n)
     for (long i = lid; i < spatial; i += ls) y[n * plane + i] = APPLY_ACT((x[n * plane + i] - m) * k + b, act_a, act_b);
@@ -141,4 +150,41 @@ __kernel void normalize_axes(int mode, int keep_rank, long8 keep_dims, long8 kee
     const long o = nd_offset(r, red_rank, red_dims, red_strides);
     y[o] = denom == 0.0f ? 0.0f : (x[o] - shift) / denom;
   }
+}
+
+// BatchNormalization's training-mode backward in one launch (BatchNormGrad, layers/backward.cpp): one work-group per
+// channel c recomputes the batch mean and population variance over N x spatial (two passes, as batch_norm_train), then
+// sums dy and dy * xhat, writes dbias, dscale and dx = scale / sqrt(var + eps) * (dy - sum(dy) / n
+// - xhat sum(dy xhat) / n). Fixed-order local-memory sums: the same bits every run.
+__kernel void batch_norm_grad(int N, int C, long spatial, float eps, __global const float* dy, long dy_off,
+                              __global const float* x, long x_off, __global const float* scale, long s_off,
+                              __global float* dx, long dx_off, __global float* dscale, long ds_off,
+                              __global float* dbias, long db_off, __local float* scratch) {
+  const int c = get_group_id(0);
+  const int lid = get_local_id(0), ls = get_local_size(0);
+  const long count = (long)N * spatial, plane = (long)C * spatial;
+  x += x_off + c * spatial;
+  dy += dy_off + c * spatial;
+  dx += dx_off + c * spatial;
+  float m, v;
+  channel_stats(x, N, spatial, plane, scratch, &m, &v);
+  const float inv = 1.0f / sqrt(v + eps);
+  float g = 0.0f, gx = 0.0f;
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) {
+      const float d = dy[n * plane + i];
+      g += d;
+      gx += d * (x[n * plane + i] - m) * inv;
+    }
+  const float sum_dy = group_sum(g, scratch), sum_dyx = group_sum(gx, scratch);
+  if (lid == 0) {
+    dbias[db_off + c] = sum_dy;
+    dscale[ds_off + c] = sum_dyx;
+  }
+  const float k = scale[s_off + c] * inv, mean_dy = sum_dy / (float)count, mean_dyx = sum_dyx / (float)count;
+  for (int n = 0; n < N; ++n)
+    for (long i = lid; i < spatial; i += ls) {
+      const long at = n * plane + i;
+      dx[at] = k * (dy[at] - mean_dy - (x[at] - m) * inv * mean_dyx);
+    }
 }

@@ -77,56 +77,99 @@ __kernel __attribute__((reqd_work_group_size(LOSS_GROUP, 1, 1))) void loss_finis
 }
 
 // ---------------------------------------------------------------- optimizers
-// One work-item per element of one (X, G, state) group; R (the learning rate, f32) and T (the step count, i64)
-// are one-element device tensors read by every work-item, so a training loop needs no host read-back. The
-// regularized gradient is g + norm_coefficient * x in all three.
+// One launch updates up to OPT_SLOTS tensors (layers/training.cpp launches ceil(n / OPT_SLOTS) times): slot k has
+// its buffers and offsets and its element count n_k; work-item i belongs to the first slot whose running count
+// passes it. R (the learning rate, f32) and T (the step count, i64) are one-element device tensors read by every
+// work-item, so a training loop needs no host read-back. The regularized gradient is g + norm_coefficient * x.
+#define OPT_SLOTS 8
 
 // Adagrad: r' = R / (1 + T * decay_factor); H' = H + g^2; X' = X - r' * g / (sqrt(H') + epsilon).
-__kernel void adagrad(float decay_factor, float epsilon, float norm_coefficient, __global const float* r, long r_off,
-                      __global const long* t, long t_off, __global const float* x, long x_off,
-                      __global const float* g, long g_off, __global const float* h, long h_off, __global float* x_new,
-                      long xn_off, __global float* h_new, long hn_off) {
-  const long i = get_global_id(0);
-  const float lr = r[r_off] / (1.0f + (float)t[t_off] * decay_factor);
-  const float xv = x[x_off + i];
-  const float gr = norm_coefficient * xv + g[g_off + i];
-  const float hv = h[h_off + i] + gr * gr;
-  x_new[xn_off + i] = xv - lr * gr / (sqrt(hv) + epsilon);
-  h_new[hn_off + i] = hv;
+inline void adagrad_elem(float lr, float epsilon, float norm_coefficient, __global const float* x,
+                         __global const float* g, __global const float* h, __global float* x_new, __global float* h_new,
+                         long i) {
+  const float xv = x[i];
+  const float gr = norm_coefficient * xv + g[i];
+  const float hv = h[i] + gr * gr;
+  x_new[i] = xv - lr * gr / (sqrt(hv) + epsilon);
+  h_new[i] = hv;
 }
 
 // Momentum: V' = alpha * V + beta' * g (beta' = 1 at T = 0, else beta); standard: X' = X - R * V',
 // nesterov: X' = X - R * (g + alpha * V').
-__kernel void momentum(int nesterov, float alpha, float beta, float norm_coefficient, __global const float* r,
-                       long r_off, __global const long* t, long t_off, __global const float* x, long x_off,
-                       __global const float* g, long g_off, __global const float* v, long v_off,
-                       __global float* x_new, long xn_off, __global float* v_new, long vn_off) {
-  const long i = get_global_id(0);
-  const float lr = r[r_off];
-  const float beta_t = t[t_off] > 0 ? beta : 1.0f;
-  const float xv = x[x_off + i];
-  const float gr = norm_coefficient * xv + g[g_off + i];
-  const float vv = alpha * v[v_off + i] + beta_t * gr;
-  x_new[xn_off + i] = xv - lr * (nesterov ? gr + alpha * vv : vv);
-  v_new[vn_off + i] = vv;
+inline void momentum_elem(int nesterov, float alpha, float beta_t, float norm_coefficient, float lr,
+                          __global const float* x, __global const float* g, __global const float* v,
+                          __global float* x_new, __global float* v_new, long i) {
+  const float xv = x[i];
+  const float gr = norm_coefficient * xv + g[i];
+  const float vv = alpha * v[i] + beta_t * gr;
+  x_new[i] = xv - lr * (nesterov ? gr + alpha * vv : vv);
+  v_new[i] = vv;
 }
 
 // Adam: V' = alpha * V + (1 - alpha) * g; H' = beta * H + (1 - beta) * g^2; the rate is bias-corrected for T > 0,
-// r' = R * sqrt(1 - beta^T) / (1 - alpha^T); X' = (1 - norm_coefficient_post) * (X - r' * V' / (sqrt(H') + eps)).
+// r' = R * sqrt(1 - beta^T) / (1 - alpha^T); X' = (1 - norm_coefficient_post) * (X d - r' * V' / (sqrt(H') + eps))
+// with d = 1 - R * decay (AdamW's decoupled weight decay, torch.optim.AdamW; 1 for the ONNX op).
+inline void adam_elem(float alpha, float beta, float epsilon, float norm_coefficient, float norm_coefficient_post,
+                      float lr, float d, __global const float* x, __global const float* g, __global const float* v,
+                      __global const float* h, __global float* x_new, __global float* v_new, __global float* h_new,
+                      long i) {
+  const float xv = x[i];
+  const float gr = norm_coefficient * xv + g[i];
+  const float vv = alpha * v[i] + (1.0f - alpha) * gr;
+  const float hv = beta * h[i] + (1.0f - beta) * (gr * gr);
+  x_new[i] = (1.0f - norm_coefficient_post) * (xv * d - lr * (vv / (sqrt(hv) + epsilon)));
+  v_new[i] = vv;
+  h_new[i] = hv;
+}
+
+// Five buffers per slot (Adagrad: X, G, H, X', H'; Momentum: X, G, V, X', V'), seven for Adam (X, G, V, H, X', V', H').
+#define SLOT5(k)                                                                                              \
+  __global const float *a##k, long ao##k, __global const float *b##k, long bo##k, __global const float *c##k, \
+      long co##k, __global float *d##k, long do##k, __global float *e##k, long eo##k, long n##k
+#define SLOT7(k) SLOT5(k), __global const float *f##k, long fo##k, __global float *h##k, long ho##k
+#define SLOTS(S) S(0), S(1), S(2), S(3), S(4), S(5), S(6), S(7)
+// Runs CALL(k) for the slot of work-item i (i made relative to it).
+#define FIND_SLOT(CALL) \
+  FIND1(0, CALL)        \
+  FIND1(1, CALL) FIND1(2, CALL) FIND1(3, CALL) FIND1(4, CALL) FIND1(5, CALL) FIND1(6, CALL) FIND1(7, CALL)
+#define FIND1(k, CALL) \
+  if (i < n##k) {      \
+    CALL(k);           \
+    return;            \
+  }                    \
+  i -= n##k;
+
+__kernel void adagrad(float decay_factor, float epsilon, float norm_coefficient, __global const float* r, long r_off,
+                      __global const long* t, long t_off, SLOTS(SLOT5)) {
+  long i = get_global_id(0);
+  const float lr = r[r_off] / (1.0f + (float)t[t_off] * decay_factor);
+#define ADAGRAD(k) \
+  adagrad_elem(lr, epsilon, norm_coefficient, a##k + ao##k, b##k + bo##k, c##k + co##k, d##k + do##k, e##k + eo##k, i)
+  FIND_SLOT(ADAGRAD)
+}
+
+__kernel void momentum(int nesterov, float alpha, float beta, float norm_coefficient, __global const float* r,
+                       long r_off, __global const long* t, long t_off, SLOTS(SLOT5)) {
+  long i = get_global_id(0);
+  const float lr = r[r_off];
+  const float beta_t = t[t_off] > 0 ? beta : 1.0f;
+#define MOMENTUM(k)                                                                                                    \
+  momentum_elem(nesterov, alpha, beta_t, norm_coefficient, lr, a##k + ao##k, b##k + bo##k, c##k + co##k, d##k + do##k, \
+                e##k + eo##k, i)
+  FIND_SLOT(MOMENTUM)
+}
+
+// Slot buffers for Adam: a X, b G, c V, f H; d X', e V', h H'.
 __kernel void adam(float alpha, float beta, float epsilon, float norm_coefficient, float norm_coefficient_post,
-                   __global const float* r, long r_off, __global const long* t, long t_off, __global const float* x,
-                   long x_off, __global const float* g, long g_off, __global const float* v, long v_off,
-                   __global const float* h, long h_off, __global float* x_new, long xn_off, __global float* v_new,
-                   long vn_off, __global float* h_new, long hn_off) {
-  const long i = get_global_id(0);
+                   float decay, __global const float* r, long r_off, __global const long* t, long t_off, SLOTS(SLOT7)) {
+  long i = get_global_id(0);
   const long step = t[t_off];
-  float lr = r[r_off];
+  const float rate = r[r_off];
+  float lr = rate;
   if (step > 0) lr = lr * sqrt(1.0f - pow(beta, (float)step)) / (1.0f - pow(alpha, (float)step));
-  const float xv = x[x_off + i];
-  const float gr = norm_coefficient * xv + g[g_off + i];
-  const float vv = alpha * v[v_off + i] + (1.0f - alpha) * gr;
-  const float hv = beta * h[h_off + i] + (1.0f - beta) * (gr * gr);
-  x_new[xn_off + i] = (1.0f - norm_coefficient_post) * (xv - lr * (vv / (sqrt(hv) + epsilon)));
-  v_new[vn_off + i] = vv;
-  h_new[hn_off + i] = hv;
+  const float d = 1.0f - rate * decay;
+#define ADAM(k)                                                                                               \
+  adam_elem(alpha, beta, epsilon, norm_coefficient, norm_coefficient_post, lr, d, a##k + ao##k, b##k + bo##k, \
+            c##k + co##k, f##k + fo##k, d##k + do##k, e##k + eo##k, h##k + ho##k, i)
+  FIND_SLOT(ADAM)
 }

@@ -1,6 +1,8 @@
 // ConvGrad and PoolGrad: shape checks and the launches of kernels/backward.cl (see layers/backward.hpp).
 #include "layers/backward.hpp"
 
+#include "layers/strided.hpp"
+
 namespace cldl {
 namespace {
 
@@ -35,6 +37,19 @@ void validate_geometry(std::string_view op, const WindowGeometry& g) {
     if (d > INT32_MAX / 4) invalid(op, "input dimension {} is too large", d);
 }
 
+// The build options that make a geometry compile-time constants of kernels/backward.cl (GEO_SPEC): the program
+// is built once per geometry (the batch N stays an argument), so a layer's forward, data and filter kernels share it.
+std::string geometry_options(const WindowGeometry& g, int groups, bool is_max, bool count_include_pad) {
+  auto x = nchw("backward", "input", g.x), y = nchw("backward", "output", g.y);
+  return fmt::format(
+      "-DGEO_SPEC -DGEO_C={} -DGEO_H={} -DGEO_W={} -DGEO_M={} -DGEO_OH={} -DGEO_OW={} -DGEO_KH={} -DGEO_KW={} "
+      "-DGEO_sh={} -DGEO_sw={} -DGEO_ph={} -DGEO_pw={} -DGEO_ph_end={} -DGEO_pw_end={} -DGEO_dh={} -DGEO_dw={} "
+      "-DGEO_groups={} -DGEO_is_max={} -DGEO_count_include_pad={}",
+      x[1], x[2], x[3], y[1], y[2], y[3], g.kernel[0], g.kernel[1], g.stride[0], g.stride[1], g.pad_begin[0],
+      g.pad_begin[1], g.pad_end[0], g.pad_end[1], g.dilation[0], g.dilation[1], groups, int(is_max),
+      int(count_include_pad));
+}
+
 std::string geometry_str(const WindowGeometry& g) {
   return fmt::format("kernel {}x{}, stride {}x{}, dilation {}x{}, pads {},{},{},{}", g.kernel[0], g.kernel[1],
                      g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1],
@@ -64,9 +79,14 @@ std::unique_ptr<ConvGrad> ConvGrad::create(Context& ctx, int device, const ConvG
   validate(cfg);
   std::unique_ptr<ConvGrad> o(new ConvGrad());
   o->cfg_ = cfg;
-  o->kernel_ = make_kernel(ctx.program("backward.cl", "", device), cfg.mode == ConvGradMode::forward  ? "conv_forward"
-                                                                   : cfg.mode == ConvGradMode::filter ? "conv_grad_filter"
-                                                                                                      : "conv_grad_data");
+  // The filter gradient keeps a work-item per (m, ci) and all its taps while that leaves enough work-items.
+  const int64_t taps = int64_t(cfg.geo.kernel[0]) * cfg.geo.kernel[1];
+  o->taps_ = cfg.mode == ConvGradMode::filter && taps > 1 && taps <= 49 && cfg.w.numel() / taps >= 64;
+  o->kernel_ = make_kernel(ctx.program("backward.cl", geometry_options(cfg.geo, cfg.group, false, false), device),
+                           cfg.mode == ConvGradMode::forward  ? "conv_forward"
+                           : o->taps_                         ? "conv_grad_filter_taps"
+                           : cfg.mode == ConvGradMode::filter ? "conv_grad_filter"
+                                                              : "conv_grad_data");
   return o;
 }
 
@@ -101,6 +121,11 @@ void ConvGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, 
              sw, ph, pw, dh, dw, group, cl_int(n_in == 3), in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer,
              cl_long(in[1].offset_elems()), b.buffer, cl_long(b.offset_elems()), out[0].buffer,
              cl_long(out[0].offset_elems()));
+  } else if (filter && taps_) {
+    set_args(kernel_, cl_int(x[0]), in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer,
+             cl_long(in[1].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
+    ec.enqueue_kernel(kernel_, cl::NDRange(items / size_t(kh * kw)), cl::NullRange, "conv_grad_filter");
+    return;
   } else if (filter) {
     set_args(kernel_, cl_int(x[0]), cl_int(x[1]), cl_int(x[2]), cl_int(x[3]), cl_int(y[1]), cl_int(y[2]),
              cl_int(y[3]), kh, kw, sh, sw, ph, pw, dh, dw, group, in[0].buffer, cl_long(in[0].offset_elems()),
@@ -125,7 +150,8 @@ std::unique_ptr<PoolGrad> PoolGrad::create(Context& ctx, int device, const PoolG
   validate(cfg);
   std::unique_ptr<PoolGrad> o(new PoolGrad());
   o->cfg_ = cfg;
-  o->kernel_ = make_kernel(ctx.program("backward.cl", "", device), "pool_grad");
+  o->kernel_ = make_kernel(
+      ctx.program("backward.cl", geometry_options(cfg.geo, 1, cfg.max, cfg.count_include_pad), device), "pool_grad");
   return o;
 }
 
@@ -152,6 +178,121 @@ void PoolGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, 
            cl_int(g.dilation[0]), cl_int(g.dilation[1]), in[0].buffer, cl_long(in[0].offset_elems()), in[1].buffer,
            cl_long(in[1].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()));
   ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange, "pool_grad");
+}
+
+Shape GatherGrad::validate(const GatherGradConfig& c) {
+  const int64_t r = int64_t(c.out.rank());
+  if (r < 1) invalid("GatherGrad", "the data must have rank 1 or more, got shape {}", c.out.str());
+  if (c.axis < 0 || c.axis >= r) invalid("GatherGrad", "axis {} is outside rank {}", c.axis, r);
+  if (c.index != DType::i64 && c.index != DType::i32)
+    invalid("GatherGrad", "indices are {}, expected int64 or int32", to_string(c.index));
+  Shape dy;
+  for (int64_t i = 0; i < c.axis; ++i) dy.dims.push_back(c.out[size_t(i)]);
+  for (auto d : c.indices.dims) dy.dims.push_back(d);
+  for (int64_t i = c.axis + 1; i < r; ++i) dy.dims.push_back(c.out[size_t(i)]);
+  return dy;
+}
+
+std::unique_ptr<GatherGrad> GatherGrad::create(Context& ctx, int device, const GatherGradConfig& cfg) {
+  std::unique_ptr<GatherGrad> o(new GatherGrad());
+  o->dy_ = validate(cfg);
+  o->cfg_ = cfg;
+  o->kernel_ = make_kernel(
+      ctx.program("backward.cl", cfg.index == DType::i64 ? "-DINDEX_T=long" : "-DINDEX_T=int", device), "gather_grad");
+  return o;
+}
+
+void GatherGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+  if (in.size() != 2 || out.size() != 1)
+    invalid("GatherGrad", "expects 2 inputs and 1 output, got {} and {}", in.size(), out.size());
+  check_tensor("GatherGrad", "input dy", in[0], dy_);
+  if (in[1].numel() != cfg_.indices.numel() || in[1].dtype != cfg_.index)
+    invalid("GatherGrad", "input indices has shape {} ({}), expected {} ({})", in[1].shape.str(),
+            to_string(in[1].dtype), cfg_.indices.str(), to_string(cfg_.index));
+  check_tensor("GatherGrad", "output dx", out[0], cfg_.out);
+  const size_t items = size_t(out[0].numel());
+  if (items == 0) return;
+  int64_t inner = 1;
+  for (size_t i = size_t(cfg_.axis) + 1; i < cfg_.out.rank(); ++i) inner *= cfg_.out[i];
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_long(cfg_.indices.numel()), cl_long(cfg_.out[size_t(cfg_.axis)]), cl_long(inner), in[0].buffer,
+           cl_long(in[0].offset_elems()), in[1].buffer, cl_long(in[1].offset_elems()), out[0].buffer,
+           cl_long(out[0].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange, "gather_grad");
+}
+
+void TrainingDropout::validate(const DropoutConfig& c) {
+  if (!(c.ratio >= 0.0f && c.ratio <= 1.0f)) invalid("TrainingDropout", "ratio must be in [0, 1], got {}", c.ratio);
+}
+
+std::unique_ptr<TrainingDropout> TrainingDropout::create(Context& ctx, int device, const DropoutConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<TrainingDropout> o(new TrainingDropout());
+  o->cfg_ = cfg;
+  o->kernel_ = make_kernel(ctx.program("backward.cl", "", device), "dropout_train");
+  return o;
+}
+
+std::string TrainingDropout::algorithm() const {
+  return fmt::format("ratio {}, seed {}: a hashed draw per element and step", cfg_.ratio, cfg_.seed);
+}
+
+void TrainingDropout::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*,
+                              ExecutionContext& ec) {
+  if (in.size() != 2 || out.size() != 2)
+    invalid("TrainingDropout", "expects 2 inputs and 2 outputs, got {} and {}", in.size(), out.size());
+  check_tensor("TrainingDropout", "input x", in[0], cfg_.shape);
+  if (in[1].numel() != 1 || in[1].dtype != DType::i64)
+    invalid("TrainingDropout", "input T must be one int64, got shape {} ({})", in[1].shape.str(),
+            to_string(in[1].dtype));
+  check_tensor("TrainingDropout", "output y", out[0], cfg_.shape);
+  check_tensor("TrainingDropout", "output scale", out[1], cfg_.shape);
+  const size_t items = size_t(cfg_.shape.numel());
+  if (items == 0) return;
+  std::lock_guard lock(launch_mutex_);
+  set_args(kernel_, cl_float(cfg_.ratio), cl_uint(cfg_.seed), in[1].buffer, cl_long(in[1].offset_elems()), in[0].buffer,
+           cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()), out[1].buffer,
+           cl_long(out[1].offset_elems()));
+  ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange, "dropout_train");
+}
+
+void BatchNormGrad::validate(const BatchNormGradConfig& c) {
+  if (c.x.rank() < 2) invalid("BatchNormGrad", "x must be [N, C, ...], got shape {}", c.x.str());
+  if (!(c.epsilon >= 0.0f)) invalid("BatchNormGrad", "epsilon must not be negative, got {}", c.epsilon);
+}
+
+std::unique_ptr<BatchNormGrad> BatchNormGrad::create(Context& ctx, int device, const BatchNormGradConfig& cfg) {
+  validate(cfg);
+  std::unique_ptr<BatchNormGrad> o(new BatchNormGrad());
+  o->cfg_ = cfg;
+  o->kernel_ = make_kernel(ctx.program("norm.cl", "-DACT=0", device), "batch_norm_grad");  // with batch_norm_train
+  o->group_ = reduction_group_size(o->kernel_, ctx.device(device), 256);
+  return o;
+}
+
+std::string BatchNormGrad::algorithm() const {
+  return fmt::format("one work-group of {} per channel: batch statistics, the two sums and dx in one launch", group_);
+}
+
+void BatchNormGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*,
+                            ExecutionContext& ec) {
+  if (in.size() != 3 || out.size() != 3)
+    invalid("BatchNormGrad", "expects 3 inputs and 3 outputs, got {} and {}", in.size(), out.size());
+  const Shape& x = cfg_.x;
+  const int64_t C = x[1], N = x[0], spatial = C && N ? x.numel() / (C * N) : 0;
+  check_tensor("BatchNormGrad", "input dy", in[0], x);
+  check_tensor("BatchNormGrad", "input x", in[1], x);
+  check_tensor("BatchNormGrad", "input scale", in[2], Shape{C});
+  check_tensor("BatchNormGrad", "output dx", out[0], x);
+  check_tensor("BatchNormGrad", "output dscale", out[1], Shape{C});
+  check_tensor("BatchNormGrad", "output dbias", out[2], Shape{C});
+  if (x.numel() == 0) return;
+  std::lock_guard lock(launch_mutex_);
+  auto off = [](const Tensor& t) { return cl_long(t.offset_elems()); };
+  set_args(kernel_, cl_int(N), cl_int(C), cl_long(spatial), cl_float(cfg_.epsilon), in[0].buffer, off(in[0]),
+           in[1].buffer, off(in[1]), in[2].buffer, off(in[2]), out[0].buffer, off(out[0]), out[1].buffer, off(out[1]),
+           out[2].buffer, off(out[2]), cl::Local(group_ * sizeof(float)));
+  ec.enqueue_kernel(kernel_, cl::NDRange(size_t(C) * group_), cl::NDRange(group_), "batch_norm_grad");
 }
 
 }  // namespace cldl

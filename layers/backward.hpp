@@ -41,6 +41,7 @@ class ConvGrad : public Op {
 
  private:
   ConvGradConfig cfg_;
+  bool taps_ = false;  // filter: conv_grad_filter_taps (every tap of one weight plane per work-item)
   cl::Kernel kernel_;
 };
 
@@ -61,6 +62,75 @@ class PoolGrad : public Op {
 
  private:
   PoolGradConfig cfg_;
+  cl::Kernel kernel_;
+};
+
+// Gather's gradient with respect to its data: dx (out_shape, the data's) sums the rows of dy whose index picks
+// each row of dx along `axis` (a gather over the indices per row written: deterministic, no atomics). Inputs dy
+// (f32, the Gather output's shape), indices (i32 or i64); output dx.
+struct GatherGradConfig {
+  Shape out;      // the data's shape
+  Shape indices;  // the indices' shape
+  int64_t axis = 0;
+  DType index = DType::i64;
+};
+
+class GatherGrad : public Op {
+ public:
+  static Shape validate(const GatherGradConfig& cfg);  // dy's shape
+  static std::unique_ptr<GatherGrad> create(Context& ctx, int device, const GatherGradConfig& cfg);
+  std::string_view type() const override { return "GatherGrad"; }
+  std::string algorithm() const override { return "gather per row of dx over the indices"; }
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  GatherGradConfig cfg_;
+  Shape dy_;
+  cl::Kernel kernel_;
+};
+
+// Dropout in training mode: inputs x (f32) and T (i64, one element: the step, which draws a new mask each step);
+// outputs y = x * scale and scale (f32, x's shape: 1 / (1 - ratio) where kept, 0 where dropped).
+struct DropoutConfig {
+  Shape shape;
+  float ratio = 0.5f;
+  uint32_t seed = 0;
+};
+
+class TrainingDropout : public Op {
+ public:
+  static void validate(const DropoutConfig& cfg);
+  static std::unique_ptr<TrainingDropout> create(Context& ctx, int device, const DropoutConfig& cfg);
+  std::string_view type() const override { return "TrainingDropout"; }
+  std::string algorithm() const override;
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  DropoutConfig cfg_;
+  cl::Kernel kernel_;
+};
+
+// BatchNormalization's training-mode gradient (batch statistics recomputed from x): inputs dy, x ([N, C, ...] f32)
+// and scale [C]; outputs dx (x's shape), dscale and dbias ([C]). One launch: a work-group per channel.
+struct BatchNormGradConfig {
+  Shape x;
+  float epsilon = 1e-5f;
+};
+
+class BatchNormGrad : public Op {
+ public:
+  static void validate(const BatchNormGradConfig& cfg);
+  static std::unique_ptr<BatchNormGrad> create(Context& ctx, int device, const BatchNormGradConfig& cfg);
+  std::string_view type() const override { return "BatchNormGrad"; }
+  std::string algorithm() const override;
+  void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
+               ExecutionContext& ec) override;
+
+ private:
+  BatchNormGradConfig cfg_;
+  size_t group_ = 64;
   cl::Kernel kernel_;
 };
 

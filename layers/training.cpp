@@ -189,38 +189,50 @@ void Optimizer::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
     }
     check_tensor(op, fmt::format("output X_{}_new", i + 1), out[i], sh, DType::f32);
   }
+  // ceil(n / kSlots) launches (kernels/training.cl: OPT_SLOTS tensors each); unused slots repeat slot 0 with 0
+  // elements.
+  constexpr size_t kSlots = 8;
+  const size_t bufs = cfg_.kind == OptimizerKind::adam ? 7 : 5;
+  // Per tensor, its buffers in the kernel's slot order: X, G, state 1, X', state 1' (then state 2, state 2').
+  auto slot_tensors = [&](size_t i) {
+    std::vector<const Tensor*> t{&in[2 + i], &in[2 + n + i], &in[2 + 2 * n + i], &out[i], &out[n + i]};
+    if (bufs == 7) t.insert(t.end(), {&in[2 + 3 * n + i], &out[2 * n + i]});
+    return t;
+  };
   std::lock_guard lock(launch_mutex_);
-  auto buf = [](const Tensor& t) { return std::pair{t.buffer, cl_long(t.offset_elems())}; };
-  for (size_t i = 0; i < n; ++i) {
-    if (cfg_.tensors[i].numel() == 0) continue;
-    auto [r, r_off] = buf(in[0]);
-    auto [t, t_off] = buf(in[1]);
-    auto [x, x_off] = buf(in[2 + i]);
-    auto [g, g_off] = buf(in[2 + n + i]);
-    auto [s1, s1_off] = buf(in[2 + 2 * n + i]);
-    auto [xn, xn_off] = buf(out[i]);
-    auto [s1n, s1n_off] = buf(out[n + i]);
+  for (size_t first = 0; first < n; first += kSlots) {
+    cl_uint a = 0;
+    auto arg = [&](const auto& v) { detail::check_arg(kernel_.setArg(a, v), kernel_, a), ++a; };
     switch (cfg_.kind) {
       case OptimizerKind::adagrad:
-        set_args(kernel_, cl_float(cfg_.decay_factor), cl_float(cfg_.epsilon), cl_float(cfg_.norm_coefficient), r,
-                 r_off, t, t_off, x, x_off, g, g_off, s1, s1_off, xn, xn_off, s1n, s1n_off);
+        arg(cl_float(cfg_.decay_factor)), arg(cl_float(cfg_.epsilon)), arg(cl_float(cfg_.norm_coefficient));
         break;
       case OptimizerKind::momentum:
       case OptimizerKind::nesterov:
-        set_args(kernel_, cl_int(cfg_.kind == OptimizerKind::nesterov), cl_float(cfg_.alpha), cl_float(cfg_.beta),
-                 cl_float(cfg_.norm_coefficient), r, r_off, t, t_off, x, x_off, g, g_off, s1, s1_off, xn, xn_off, s1n,
-                 s1n_off);
+        arg(cl_int(cfg_.kind == OptimizerKind::nesterov)), arg(cl_float(cfg_.alpha)), arg(cl_float(cfg_.beta));
+        arg(cl_float(cfg_.norm_coefficient));
         break;
-      case OptimizerKind::adam: {
-        auto [s2, s2_off] = buf(in[2 + 3 * n + i]);
-        auto [s2n, s2n_off] = buf(out[2 * n + i]);
-        set_args(kernel_, cl_float(cfg_.alpha), cl_float(cfg_.beta), cl_float(cfg_.epsilon),
-                 cl_float(cfg_.norm_coefficient), cl_float(cfg_.norm_coefficient_post), r, r_off, t, t_off, x, x_off, g,
-                 g_off, s1, s1_off, s2, s2_off, xn, xn_off, s1n, s1n_off, s2n, s2n_off);
+      case OptimizerKind::adam:
+        arg(cl_float(cfg_.alpha)), arg(cl_float(cfg_.beta)), arg(cl_float(cfg_.epsilon));
+        arg(cl_float(cfg_.norm_coefficient)), arg(cl_float(cfg_.norm_coefficient_post));
+        arg(cl_float(cfg_.decoupled_weight_decay));
         break;
+    }
+    arg(in[0].buffer), arg(cl_long(in[0].offset_elems())), arg(in[1].buffer), arg(cl_long(in[1].offset_elems()));
+    size_t items = 0;
+    for (size_t k = 0; k < kSlots; ++k) {
+      const bool used = first + k < n;
+      const auto t = slot_tensors(used ? first + k : first);
+      for (size_t b = 0; b < bufs; ++b) {
+        arg(t[b]->buffer), arg(cl_long(t[b]->offset_elems()));
+        if (b == 4) {
+          const int64_t count = used ? cfg_.tensors[first + k].numel() : 0;
+          arg(cl_long(count));
+          items += size_t(count);
+        }
       }
     }
-    ec.enqueue_kernel(kernel_, cl::NDRange(size_t(cfg_.tensors[i].numel())), cl::NullRange, "optimizer");
+    if (items) ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange, "optimizer");
   }
 }
 

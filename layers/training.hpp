@@ -64,12 +64,13 @@ struct OptimizerConfig {
   float alpha = 0.9f, beta = 0.999f;  // Momentum: alpha, beta; Adam: the two decay rates
   float epsilon = 0.0f, norm_coefficient = 0.0f;
   float norm_coefficient_post = 0.0f;  // Adam
+  float decoupled_weight_decay = 0.0f;  // Adam: AdamW's, X' = X (1 - R wd) - the Adam step (torch.optim.AdamW)
   float decay_factor = 0.0f;           // Adagrad
 };
 
 // Inputs: R (f32, one element: the learning rate), T (i64, one element: the step count), X_1..X_n, G_1..G_n,
 // then the state tensors (Adagrad: H_1..H_n; Momentum: V_1..V_n; Adam: V_1..V_n, H_1..H_n), all f32. Outputs:
-// X_1'..X_n', then the new states in the inputs' order. One kernel launch per group.
+// X_1'..X_n', then the new states in the inputs' order. One kernel launch per 8 tensors.
 class Optimizer : public Op {
  public:
   static size_t states(OptimizerKind kind) { return kind == OptimizerKind::adam ? 2 : 1; }

@@ -3,6 +3,7 @@
 #include "models/autodiff.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -74,6 +75,17 @@ class Builder {
     n.domain = kFusedDomain;
     nodes.push_back(std::move(n));
     made_[v] = std::move(out);
+    return v;
+  }
+  // A node of several outputs (shapes `outs`); returns their names.
+  std::vector<std::string> emit_outputs(const std::string& what, const std::string& op, std::vector<std::string> in,
+                                        const std::vector<Shape>& outs, std::map<std::string, AttrValue> attrs = {}) {
+    std::vector<std::string> v;
+    for (size_t i = 0; i < outs.size(); ++i) v.push_back(g_.unique_name(base_ + "/" + what));
+    Node n = make_node(g_, base_ + "/" + what, op, std::move(in), v, std::move(attrs));
+    n.domain = kFusedDomain;
+    nodes.push_back(std::move(n));
+    for (size_t i = 0; i < outs.size(); ++i) made_[v[i]] = outs[i];
     return v;
   }
   std::string scalar(double x, DType t) {
@@ -536,19 +548,413 @@ const std::set<std::string>& multi_output_ops() {
   return ops;
 }
 
+// BatchNormalization over [N, C, d...]: training_mode 1 normalises with the batch's statistics (mean and population
+// variance over N and space; its running_mean / running_var outputs carry no gradient, the mean / var inputs get
+// none), inference with the given mean / var. xhat = (x - mean) / sqrt(var + eps), y = scale xhat + B.
+//   dB = sum(dy), dscale = sum(dy xhat) (over N and space);
+//   training: dx = scale / sqrt(var + eps) * (dy - dB / n - xhat dscale / n), n = N * space;
+//   inference: dx = dy scale / sqrt(var + eps), dmean = -dB scale / sqrt(var + eps),
+//              dvar = -dscale scale / (2 (var + eps)).
+void batch_norm_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  const Shape sx = b.shape(s.in(0));
+  if (sx.rank() < 2) fail("{}: input X has shape {}, expected [N, C, ...]", n.describe(), sx.str());
+  const int64_t C = sx[1], count = C ? sx.numel() / C : 0;
+  Shape cs(std::vector<int64_t>(sx.rank(), 1));
+  cs[1] = C;
+  std::vector<int64_t> axes{0};
+  for (size_t i = 2; i < sx.rank(); ++i) axes.push_back(int64_t(i));
+  const bool training = n.attr_i("training_mode", 0) != 0;
+  const double eps = n.attr_f("epsilon", 1e-5f);
+  if (training && sx.numel() > 0) {  // one kernel (BatchNormGrad) for dx, dscale and dbias
+    const auto d = b.emit_outputs("BatchNormGrad", "BatchNormGrad", {s.dy, s.in(0), s.in(1)}, {sx, Shape{C}, Shape{C}},
+                                  {{"epsilon", float(eps)}});
+    if (s.wants(0)) s.dx[0] = d[0];
+    if (s.wants(1)) s.dx[1] = b.reshape(d[1], b.shape(s.in(1)));
+    if (s.wants(2)) s.dx[2] = b.reshape(d[2], b.shape(s.in(2)));
+    return;
+  }
+  auto channel = [&](size_t i) { return b.reshape(s.in(i), cs); };
+  const std::string& x = s.in(0);
+  const double inv_n = 1.0 / double(std::max<int64_t>(count, 1));
+  std::string mean = training ? b.mul(b.reduce_sum(x, axes), b.scalar(inv_n)) : channel(3);
+  const std::string xc = b.sub(x, mean);
+  std::string var = training ? b.mul(b.reduce_sum(b.mul(xc, xc), axes), b.scalar(inv_n)) : channel(4);
+  const std::string inv = b.div(b.scalar(1), b.emit("Sqrt", "Sqrt", {b.add(var, b.scalar(eps))}, cs));
+  const std::string xhat = b.mul(xc, inv);
+  const bool dx = s.wants(0), dmean = !training && s.wants(3), dvar = !training && s.wants(4);
+  std::string db, dscale;
+  if (s.wants(2) || (training && dx) || dmean) db = b.reduce_sum(s.dy, axes);
+  if (s.wants(1) || (training && dx) || dvar) dscale = b.reduce_sum(b.mul(s.dy, xhat), axes);
+  if (s.wants(1)) s.dx[1] = b.reshape(dscale, b.shape(s.in(1)));
+  if (s.wants(2)) s.dx[2] = b.reshape(db, b.shape(s.in(2)));
+  const std::string k = b.mul(channel(1), inv);  // scale / sqrt(var + eps)
+  if (dx) {
+    if (training) {
+      const std::string centred =
+          b.sub(b.sub(s.dy, b.mul(db, b.scalar(inv_n))), b.mul(xhat, b.mul(dscale, b.scalar(inv_n))));
+      s.dx[0] = b.mul(k, centred);
+    } else {
+      s.dx[0] = b.mul(s.dy, k);
+    }
+  }
+  if (dmean) s.dx[3] = b.reshape(b.neg(b.mul(db, k)), b.shape(s.in(3)));
+  if (dvar) s.dx[4] = b.reshape(b.mul(b.mul(dscale, b.mul(k, inv)), b.scalar(-0.5)), b.shape(s.in(4)));
+}
+
+// The elementwise activations whose derivative is a few elementwise nodes (the fusion pass makes one kernel of
+// them). Kinks take PyTorch's side: LeakyRelu / Elu / HardSigmoid / HardSwish / Clip as torch's backward does.
+void activation_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Node& n = s.node;
+  const std::string &op = n.op_type, &x = s.in(0), &y = s.y(), &dy = s.dy;
+  const Shape sx = b.shape(x);
+  auto cmp = [&](const char* c, const std::string& a, const std::string& v) {
+    return b.emit(c, c, {a, v}, b.shape(a));
+  };
+  auto where = [&](const std::string& c, const std::string& t, const std::string& f) {
+    return b.emit("Where", "Where", {c, t, f}, sx);
+  };
+  auto fn = [&](const char* f, const std::string& a) { return b.emit(f, f, {a}, b.shape(a)); };
+  const double alpha = n.attr_f("alpha", op == "LeakyRelu" ? 0.01f : op == "HardSigmoid" ? 0.2f : 1.0f);
+  if (op == "LeakyRelu") {  // torch: x > 0 ? dy : alpha dy
+    s.dx[0] = where(cmp("Greater", x, b.scalar(0)), dy, b.mul(dy, b.scalar(alpha)));
+  } else if (op == "Elu") {  // x > 0 ? dy : dy (y + alpha)
+    s.dx[0] = where(cmp("Greater", x, b.scalar(0)), dy, b.mul(dy, b.add(y, b.scalar(alpha))));
+  } else if (op == "Softplus") {  // dy sigmoid(x)
+    s.dx[0] = b.mul(dy, fn("Sigmoid", x));
+  } else if (op == "Erf") {  // dy 2 / sqrt(pi) exp(-x^2)
+    s.dx[0] = b.mul(dy, b.mul(fn("Exp", b.neg(b.mul(x, x))), b.scalar(2.0 / std::sqrt(M_PI))));
+  } else if (op == "Gelu" && n.attr_s("approximate", "none") == "tanh") {
+    // u = sqrt(2 / pi) (x + 0.044715 x^3), t = tanh(u): dy (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 0.044715
+    // x^2))
+    const double c = std::sqrt(2.0 / M_PI), a = 0.044715;
+    const std::string x2 = b.mul(x, x);
+    const std::string t = fn("Tanh", b.mul(b.mul(x, b.add(b.scalar(1), b.mul(x2, b.scalar(a)))), b.scalar(c)));
+    const std::string left = b.mul(b.add(b.scalar(1), t), b.scalar(0.5));
+    const std::string right = b.mul(b.mul(x, b.sub(b.scalar(1), b.mul(t, t))),
+                                    b.mul(b.add(b.scalar(1), b.mul(x2, b.scalar(3 * a))), b.scalar(0.5 * c)));
+    s.dx[0] = b.mul(dy, b.add(left, right));
+  } else if (op == "Gelu") {  // dy (Phi(x) + x phi(x))
+    const std::string cdf =
+        b.mul(b.add(b.scalar(1), fn("Erf", b.mul(x, b.scalar(1.0 / std::sqrt(2.0))))), b.scalar(0.5));
+    const std::string pdf = b.mul(fn("Exp", b.mul(b.mul(x, x), b.scalar(-0.5))), b.scalar(1.0 / std::sqrt(2.0 * M_PI)));
+    s.dx[0] = b.mul(dy, b.add(cdf, b.mul(x, pdf)));
+  } else if (op == "HardSigmoid") {  // alpha dy where 0 < alpha x + beta < 1 (torch: -3 < x < 3)
+    const double beta = n.attr_f("beta", 0.5f);
+    const std::string v = b.add(b.mul(x, b.scalar(alpha)), b.scalar(beta));
+    const std::string inside = b.emit("And", "And", {cmp("Greater", v, b.scalar(0)), cmp("Less", v, b.scalar(1))}, sx);
+    s.dx[0] = where(inside, b.mul(dy, b.scalar(alpha)), b.scalar(0));
+  } else if (op == "HardSwish") {  // x < -3: 0; x > 3: dy; else dy (2x + 3) / 6 (torch: x <= 3 is inside)
+    const std::string mid = b.mul(dy, b.add(b.mul(x, b.scalar(1.0 / 3.0)), b.scalar(0.5)));
+    s.dx[0] = where(cmp("Less", x, b.scalar(-3)), b.scalar(0), where(cmp("Greater", x, b.scalar(3)), dy, mid));
+  } else if (op == "Clip") {  // dy where min <= x <= max (torch.clamp), bounds from the inputs or opset 6's attributes
+    std::string keep;
+    auto bound = [&](size_t i, const char* attr, const char* c) {
+      std::string v;
+      if (s.opset < 11) {
+        if (n.has(attr)) v = b.scalar(n.attr_f(attr, 0.0f));
+      } else if (!n.input(i).empty()) {
+        v = n.input(i);
+      }
+      if (v.empty()) return;
+      const std::string m = cmp(c, x, v);
+      keep = keep.empty() ? m : b.emit("And", "And", {keep, m}, sx);
+    };
+    bound(1, "min", "GreaterOrEqual");
+    bound(2, "max", "LessOrEqual");
+    s.dx[0] = keep.empty() ? dy : where(keep, dy, b.scalar(0));
+  }
+}
+
+// Pow(A, B): dA = dy B A^(B - 1), dB = dy y log(A) (summed to B's shape).
+void pow_rule(Builder& b, Step& s) {
+  const std::string &A = s.in(0), &B = s.in(1);
+  const Shape sa = b.shape(A), sb = b.shape(B);
+  const ValueInfo* bi = b.info(B);
+  std::string Bf = B;
+  if (bi && bi->dtype != b.dtype) Bf = b.emit("Cast", "Cast", {B}, sb, {{"to", int64_t(1)}});
+  if (s.wants(0)) {
+    const std::string p = b.emit("Pow", "Pow", {A, b.sub(Bf, b.scalar(1))}, broadcast_shapes(sa, sb));
+    s.dx[0] = b.sum_to(b.mul(s.dy, b.mul(Bf, p)), sa);
+  }
+  if (s.wants(1)) s.dx[1] = b.sum_to(b.mul(s.dy, b.mul(s.y(), b.emit("Log", "Log", {A}, sa))), sb);
+}
+
+// Max / Min (variadic, broadcasting): dy goes to the first input that holds the result (ties: the first one).
+void minmax_rule(Builder& b, Step& s) {
+  const std::string& y = s.y();
+  const Shape sy = b.shape(y);
+  std::string taken;
+  for (size_t i = 0; i < s.node.inputs.size(); ++i) {
+    const std::string& v = s.in(i);
+    if (v.empty()) continue;
+    std::string m = b.emit("Equal", "Equal", {v, y}, sy);
+    if (!taken.empty()) m = b.emit("And", "And", {m, b.emit("Not", "Not", {taken}, sy)}, sy);
+    if (s.wants(i)) s.dx[i] = b.sum_to(b.emit("Where", "Where", {m, s.dy, b.scalar(0)}, sy), b.shape(v));
+    if (i + 1 < s.node.inputs.size()) taken = taken.empty() ? m : b.emit("Or", "Or", {taken, m}, sy);
+  }
+}
+
+// LayerNormalization over the axes from `axis` on: xhat = (x - mean) / sqrt(var + eps) per row, y = scale xhat + B
+// (scale and B broadcast over the rows). dB = dy summed to B's shape, dscale = (dy xhat) summed to scale's shape,
+// dx = (dxh - mean(dxh) - xhat mean(dxh xhat)) / sqrt(var + eps) with dxh = dy scale (means over the row).
+void layer_norm_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  const Shape sx = b.shape(s.in(0));
+  const int64_t r = int64_t(sx.rank());
+  int64_t axis = n.attr_i("axis", -1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) fail("{}: axis {} is outside rank {}", n.describe(), n.attr_i("axis", -1), r);
+  std::vector<int64_t> axes;
+  int64_t count = 1;
+  for (int64_t a = axis; a < r; ++a) axes.push_back(a), count *= sx[size_t(a)];
+  const double inv_n = 1.0 / double(std::max<int64_t>(count, 1)), eps = n.attr_f("epsilon", 1e-5f);
+  const std::string& x = s.in(0);
+  const std::string mean = b.mul(b.reduce_sum(x, axes), b.scalar(inv_n));
+  const std::string xc = b.sub(x, mean);
+  const std::string var = b.mul(b.reduce_sum(b.mul(xc, xc), axes), b.scalar(inv_n));
+  const std::string inv = b.div(b.scalar(1), b.emit("Sqrt", "Sqrt", {b.add(var, b.scalar(eps))}, b.shape(var)));
+  const std::string xhat = b.mul(xc, inv);
+  if (s.wants(1)) s.dx[1] = b.sum_to(b.mul(s.dy, xhat), b.shape(s.in(1)));
+  if (s.wants(2)) s.dx[2] = b.sum_to(s.dy, b.shape(s.in(2)));
+  if (s.wants(0)) {
+    const std::string dxh = b.mul(s.dy, s.in(1));
+    const std::string m1 = b.mul(b.reduce_sum(dxh, axes), b.scalar(inv_n));
+    const std::string m2 = b.mul(b.reduce_sum(b.mul(dxh, xhat), axes), b.scalar(inv_n));
+    s.dx[0] = b.mul(b.sub(b.sub(dxh, m1), b.mul(xhat, m2)), inv);
+  }
+}
+
+// The constant int64 values of input i (or of attribute `attr` before `since`), nullopt when absent.
+std::optional<std::vector<int64_t>> ints_of(Builder& b, const Step& s, size_t i, const char* attr, int64_t since) {
+  if (s.opset < since) {
+    if (!s.node.has(attr)) return std::nullopt;
+    return s.node.attr_ints(attr);
+  }
+  if (i >= s.node.inputs.size() || s.node.inputs[i].empty()) return std::nullopt;
+  const HostTensor* t = b.constant(s.node.inputs[i]);
+  if (!t)
+    fail("{}: input {} ('{}') is computed from run-time data: the backward needs it known when planning",
+         s.node.describe(), i, s.node.inputs[i]);
+  return to_ints(*t);
+}
+
+// Slice with step 1: dx is dy padded with zeros back to x's shape. Other steps are an error.
+void slice_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Node& n = s.node;
+  const Shape sx = b.shape(s.in(0));
+  const size_t r = sx.rank();
+  const auto starts = ints_of(b, s, 1, "starts", 10), ends = ints_of(b, s, 2, "ends", 10);
+  if (!starts || !ends || starts->size() != ends->size())
+    fail("{}: starts and ends are missing or differ in length", n.describe());
+  std::vector<int64_t> axes(starts->size());
+  for (size_t k = 0; k < axes.size(); ++k) axes[k] = int64_t(k);
+  if (auto a = ints_of(b, s, 3, "axes", 10)) axes = *a;
+  std::vector<int64_t> steps(starts->size(), 1);
+  if (auto st = ints_of(b, s, 4, "steps", 10)) steps = *st;
+  if (axes.size() != starts->size() || steps.size() != starts->size())
+    fail("{}: starts, ends, axes and steps differ in length", n.describe());
+  std::vector<int64_t> pads(2 * r, 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k] < 0 ? axes[k] + int64_t(r) : axes[k];
+    if (a < 0 || a >= int64_t(r)) fail("{}: axis {} is outside rank {}", n.describe(), axes[k], r);
+    if (steps[k] != 1)
+      fail("{}: the backward handles Slice with step 1, got step {} on axis {}", n.describe(), steps[k], a);
+    const int64_t d = sx[size_t(a)];
+    int64_t b0 = (*starts)[k], e0 = (*ends)[k];
+    if (b0 < 0) b0 += d;
+    if (e0 < 0) e0 += d;
+    b0 = std::clamp<int64_t>(b0, 0, d);
+    e0 = std::clamp<int64_t>(e0, b0, d);
+    pads[size_t(a)] = b0;
+    pads[r + size_t(a)] = d - e0;
+  }
+  s.dx[0] = b.emit("Pad", "Pad", {s.dy, b.ints(pads)}, sx);
+}
+
+// Concat: each input's gradient is its slice of dy along the axis.
+void concat_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  const Shape sy = b.shape(s.y());
+  int64_t axis = n.attr_i("axis", 1);
+  if (axis < 0) axis += int64_t(sy.rank());
+  if (axis < 0 || axis >= int64_t(sy.rank()))
+    fail("{}: axis {} is outside rank {}", n.describe(), n.attr_i("axis", 1), sy.rank());
+  int64_t at = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i].empty()) continue;
+    const Shape si = b.shape(n.inputs[i]);
+    const int64_t size = si[size_t(axis)];
+    if (s.wants(i)) s.dx[i] = b.emit("Slice", "Slice", {s.dy, b.ints({at}), b.ints({at + size}), b.ints({axis})}, si);
+    at += size;
+  }
+}
+
+// Pad (constant mode, pads not negative): dx is dy's slice where x sits.
+void pad_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Node& n = s.node;
+  const Shape sx = b.shape(s.in(0));
+  const size_t r = sx.rank();
+  const std::string mode = n.attr_s("mode", "constant");
+  if (mode != "constant") fail("{}: the backward handles mode 'constant', got '{}'", n.describe(), mode);
+  auto pads = ints_of(b, s, 1, "pads", 11);
+  if (!pads) fail("{}: pads are missing", n.describe());
+  std::vector<int64_t> axes(r);
+  for (size_t k = 0; k < r; ++k) axes[k] = int64_t(k);
+  if (s.opset >= 18)
+    if (auto a = ints_of(b, s, 3, "axes", 18)) axes = *a;
+  if (pads->size() != 2 * axes.size()) fail("{}: {} pads for {} axes", n.describe(), pads->size(), axes.size());
+  std::vector<int64_t> starts, ends, on;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k] < 0 ? axes[k] + int64_t(r) : axes[k];
+    if (a < 0 || a >= int64_t(r)) fail("{}: axis {} is outside rank {}", n.describe(), axes[k], r);
+    const int64_t p0 = (*pads)[k], p1 = (*pads)[axes.size() + k];
+    if (p0 < 0 || p1 < 0)
+      fail("{}: the backward handles pads that are not negative, got {} and {}", n.describe(), p0, p1);
+    starts.push_back(p0);
+    ends.push_back(p0 + sx[size_t(a)]);
+    on.push_back(a);
+  }
+  s.dx[0] = b.emit("Slice", "Slice", {s.dy, b.ints(starts), b.ints(ends), b.ints(on)}, sx);
+}
+
+// Gather: dx (data) sums the rows of dy that each index picks (GatherGrad, deterministic); indices get none.
+void gather_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Shape sx = b.shape(s.in(0));
+  int64_t axis = s.node.attr_i("axis", 0);
+  if (axis < 0) axis += int64_t(sx.rank());
+  if (axis < 0 || axis >= int64_t(sx.rank()))
+    fail("{}: axis {} is outside rank {}", s.node.describe(), s.node.attr_i("axis", 0), sx.rank());
+  s.dx[0] = b.emit("GatherGrad", "GatherGrad", {s.dy, s.in(1)}, sx, {{"axis", axis}, {"out_shape", sx.dims}});
+}
+
+// Dropout as cldl runs the ONNX op (inference: the identity); TrainingDropout (the training graph's, models/train.cpp):
+// dy times its scale output (1 / (1 - ratio) where kept, 0 where dropped).
+void dropout_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  if (s.node.op_type == "Dropout") {
+    s.dx[0] = s.dy;
+    return;
+  }
+  if (s.node.outputs.size() < 2 || s.node.outputs[1].empty())
+    fail("{}: its scale output (the mask the backward reads) is missing", s.node.describe());
+  s.dx[0] = b.mul(s.dy, s.node.outputs[1]);
+}
+
+// ConvTranspose (1-D / 2-D): dX is the convolution of dY with the same weights, strides, dilations and group
+// (ConvDynamic), the begin pads those the forward used (explicit, or from auto_pad / output_shape as the forward
+// splits them), the end pad what makes X's extent (a larger output is sliced). W and B are read at load by the
+// forward, so they carry no gradient here.
+void conv_transpose_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  if (s.wants(1) || s.wants(2))
+    fail("{}: ConvTranspose reads W and B at load; their gradients are not implemented", n.describe());
+  if (!s.wants(0)) return;
+  const Shape sx = b.shape(s.in(0)), sw = b.shape(s.in(1)), sy = b.shape(s.y());
+  const size_t r = sx.rank() - 2;
+  if (sx.rank() < 3 || r > 2) fail("{}: the backward handles 1-D and 2-D (input shape {})", n.describe(), sx.str());
+  const auto strides = n.attr_ints("strides", std::vector<int64_t>(r, 1)),
+             dilations = n.attr_ints("dilations", std::vector<int64_t>(r, 1)),
+             out_pad = n.attr_ints("output_padding", std::vector<int64_t>(r, 0));
+  auto pads = n.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
+  const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
+  const bool derived = (auto_pad != "NOTSET" && auto_pad != "VALID") || n.has("output_shape");
+  if (strides.size() != r || dilations.size() != r || out_pad.size() != r || pads.size() != 2 * r)
+    fail("{}: strides, dilations, output_padding and pads do not match {} spatial dims", n.describe(), r);
+  if (auto_pad == "VALID") pads.assign(2 * r, 0);
+  std::vector<int64_t> conv_pads(2 * r, 0), kernel(r);
+  Shape out = sx;  // the convolution's output before any slice
+  bool slice = false;
+  for (size_t i = 0; i < r; ++i) {
+    kernel[i] = sw[2 + i];
+    const int64_t span = (kernel[i] - 1) * dilations[i] + 1, in = sx[2 + i], o = sy[2 + i];
+    int64_t begin = pads[i];
+    if (derived) {
+      const int64_t total = strides[i] * (in - 1) + out_pad[i] + span - o;
+      begin = total < 0 ? 0 : auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+    }
+    const int64_t end = strides[i] * (in - 1) + span - o - begin;
+    conv_pads[i] = begin;
+    conv_pads[r + i] = std::max<int64_t>(end, 0);
+    out[2 + i] = (o + begin + conv_pads[r + i] - span) / strides[i] + 1;
+    slice = slice || out[2 + i] != in;
+  }
+  out[1] = sw[0];
+  std::map<std::string, AttrValue> attrs{{"kernel_shape", kernel},
+                                         {"strides", strides},
+                                         {"dilations", dilations},
+                                         {"pads", conv_pads},
+                                         {"group", n.attr_i("group", 1)}};
+  std::string d = b.emit("ConvDynamic", "ConvDynamic", {s.dy, s.in(1)}, out, attrs);
+  if (slice) {
+    std::vector<int64_t> starts(r, 0), ends(sx.dims.begin() + 2, sx.dims.end()), axes(r);
+    for (size_t i = 0; i < r; ++i) axes[i] = int64_t(2 + i);
+    d = b.emit("Slice", "Slice", {d, b.ints(starts), b.ints(ends), b.ints(axes)}, sx);
+  }
+  s.dx[0] = d;
+}
+
 using Rule = void (*)(Builder&, Step&);
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> r = {
-      {"Add", binary_rule},          {"Sub", binary_rule},       {"Mul", binary_rule},        {"Div", binary_rule},
-      {"Neg", unary_rule},           {"Identity", unary_rule},   {"Relu", unary_rule},        {"Sigmoid", unary_rule},
-      {"Tanh", unary_rule},          {"Exp", unary_rule},        {"Log", unary_rule},         {"Sqrt", unary_rule},
-      {"Reshape", view_rule},        {"Flatten", view_rule},     {"Squeeze", view_rule},      {"Unsqueeze", view_rule},
-      {"Transpose", transpose_rule}, {"ReduceSum", reduce_rule}, {"ReduceMean", reduce_rule}, {"Softmax", softmax_rule},
-      {"MatMul", matmul_rule},       {"Gemm", gemm_rule},
-      {"Conv", conv_rule},           {"ConvDynamic", conv_rule}, {"MaxPool", pool_rule},     {"AveragePool", pool_rule},
-      {"GlobalAveragePool", global_pool_rule},                   {"LogSoftmax", log_softmax_rule},
-      {"SoftmaxCrossEntropyLoss", loss_rule},                    {"NegativeLogLikelihoodLoss", loss_rule},
-      {"LSTM", rnn_rule},            {"GRU", rnn_rule},          {"LSTMTrain", rnn_rule},     {"GRUTrain", rnn_rule},
+      {"Add", binary_rule},
+      {"Sub", binary_rule},
+      {"Mul", binary_rule},
+      {"Div", binary_rule},
+      {"Neg", unary_rule},
+      {"Identity", unary_rule},
+      {"Relu", unary_rule},
+      {"Sigmoid", unary_rule},
+      {"Tanh", unary_rule},
+      {"Exp", unary_rule},
+      {"Log", unary_rule},
+      {"Sqrt", unary_rule},
+      {"Reshape", view_rule},
+      {"Flatten", view_rule},
+      {"Squeeze", view_rule},
+      {"Unsqueeze", view_rule},
+      {"Transpose", transpose_rule},
+      {"ReduceSum", reduce_rule},
+      {"ReduceMean", reduce_rule},
+      {"Softmax", softmax_rule},
+      {"MatMul", matmul_rule},
+      {"Gemm", gemm_rule},
+      {"Conv", conv_rule},
+      {"ConvDynamic", conv_rule},
+      {"MaxPool", pool_rule},
+      {"AveragePool", pool_rule},
+      {"GlobalAveragePool", global_pool_rule},
+      {"LogSoftmax", log_softmax_rule},
+      {"SoftmaxCrossEntropyLoss", loss_rule},
+      {"NegativeLogLikelihoodLoss", loss_rule},
+      {"BatchNormalization", batch_norm_rule},
+      {"LeakyRelu", activation_rule},
+      {"Elu", activation_rule},
+      {"Softplus", activation_rule},
+      {"Erf", activation_rule},
+      {"Gelu", activation_rule},
+      {"HardSigmoid", activation_rule},
+      {"HardSwish", activation_rule},
+      {"Clip", activation_rule},
+      {"Pow", pow_rule},
+      {"Max", minmax_rule},
+      {"Min", minmax_rule},
+      {"LayerNormalization", layer_norm_rule},
+      {"Slice", slice_rule},
+      {"Concat", concat_rule},
+      {"Pad", pad_rule},
+      {"Gather", gather_rule},
+      {"Dropout", dropout_rule},
+      {"TrainingDropout", dropout_rule},
+      {"ConvTranspose", conv_transpose_rule},
+      {"LSTM", rnn_rule},
+      {"GRU", rnn_rule},
+      {"LSTMTrain", rnn_rule},
+      {"GRUTrain", rnn_rule},
   };
   return r;
 }

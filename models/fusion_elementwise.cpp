@@ -55,8 +55,9 @@ const HostTensor* constant(const Graph& g, const std::string& v) {
 
 // The node's output shape when it can be a step of a fused group; nullopt otherwise.
 std::optional<Shape> fusible(const Graph& g, const Node& n) {
-  const bool fused_domain = n.domain == kFusedDomain;
-  if (!n.domain.empty() && !(fused_domain && is_activation(n.op_type))) return std::nullopt;
+  // cldl's own nodes (kFusedDomain) run as the newest ai.onnx op of their name: the GELU pattern's Gelu, the
+  // backward nodes of a Gradient (models/autodiff.cpp) and a training graph's loss arithmetic.
+  if (!n.domain.empty() && n.domain != kFusedDomain) return std::nullopt;
   if (n.outputs.size() != 1 || n.outputs[0].empty()) return std::nullopt;
   auto out = g.values.find(n.outputs[0]);
   if (out == g.values.end() || !out->second.shape.is_static()) return std::nullopt;

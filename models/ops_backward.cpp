@@ -1,12 +1,14 @@
 // ConvDynamic (Conv whose weights are computed at run time: a training graph's; Conv itself re-lays its weights out
-// at load), and the backward ops that models/autodiff.cpp emits for Conv, MaxPool and AveragePool (layers/backward.hpp), in
-// cldl's own domain (kFusedDomain: they are never in a model file). The rule resolves auto_pad and
-// ceil_mode from the forward node, so the attributes here are explicit: kernel_shape, strides, dilations,
+// at load), and the backward ops that models/autodiff.cpp emits for Conv, MaxPool and AveragePool
+// (layers/backward.hpp), in cldl's own domain (kFusedDomain: they are never in a model file). The rule resolves
+// auto_pad and ceil_mode from the forward node, so the attributes here are explicit: kernel_shape, strides, dilations,
 // pads (begin then end, one or two spatial dims), group (ConvGrad*), count_include_pad (AveragePoolGrad), and
 // out_shape, the shape of the gradient made (the forward input's or weights').
 //   ConvDynamic(x, w, b?) -> y     (Conv's attributes)
 //   ConvGradData(dy, w) -> dx      ConvGradFilter(dy, x) -> dw
 //   MaxPoolGrad(dy, x) -> dx       AveragePoolGrad(dy, x) -> dx (x for its shape)
+//   BatchNormGrad(dy, x, scale) -> dx, dscale, dbias (epsilon; training mode)
+//   GatherGrad(dy, indices) -> dx (axis, out_shape)    TrainingDropout(x, T) -> y, scale (ratio, seed)
 #include "layers/backward.hpp"
 #include "models/ops_cnn_common.hpp"
 #include "models/passes.hpp"
@@ -152,12 +154,121 @@ std::unique_ptr<NodeKernel> lower_grad(LowerCtx& c) {
   return wrap(PoolGrad::create(c.ctx, c.device, k), c);
 }
 
+// GatherGrad(dy, indices) -> dx: attributes axis (non-negative) and out_shape (the data's shape).
+void infer_gather_grad(InferCtx& c) {
+  if (c.input(0).dtype != DType::f32)
+    c.error("input '{}' (dy) is {}, only f32 is implemented", c.input(0).name, to_string(c.input(0).dtype));
+  GatherGradConfig k{Shape(c.node.attr_ints("out_shape")), c.shape(1), c.node.attr_i("axis", 0), c.input(1).dtype};
+  const Shape dy = checked(c, [&] { return GatherGrad::validate(k); });
+  if (c.shape(0) != dy)
+    c.error("input '{}' (dy) has shape {}, expected {}", c.input(0).name, c.shape(0).str(), dy.str());
+  c.set(0, DType::f32, k.out);
+}
+
+std::unique_ptr<NodeKernel> lower_gather_grad(LowerCtx& c) {
+  GatherGradConfig k{Shape(c.node.attr_ints("out_shape")), c.in[1].shape.to_shape(), c.node.attr_i("axis", 0),
+                     c.in[1].dtype};
+  return wrap(GatherGrad::create(c.ctx, c.device, k), c);
+}
+
+// TrainingDropout(x, T) -> y, scale: attributes ratio and seed (the training graph's Dropout, models/train.cpp).
+DropoutConfig dropout_config(const Node& n, Shape s) {
+  DropoutConfig k;
+  k.shape = std::move(s);
+  k.ratio = n.attr_f("ratio", 0.5f);
+  k.seed = uint32_t(n.attr_i("seed", 0));
+  return k;
+}
+
+void infer_training_dropout(InferCtx& c) {
+  if (c.input(0).dtype != DType::f32)
+    c.error("input '{}' (x) is {}, only f32 is implemented", c.input(0).name, to_string(c.input(0).dtype));
+  if (c.input(1).dtype != DType::i64 || c.shape(1).numel() != 1)
+    c.error("input '{}' (T) must be one int64, got {} of shape {}", c.input(1).name, to_string(c.input(1).dtype),
+            c.shape(1).str());
+  checked(c, [&] {
+    TrainingDropout::validate(dropout_config(c.node, c.shape(0)));
+    return 0;
+  });
+  c.set(0, DType::f32, c.shape(0));
+  if (c.out.size() > 1 && !c.out[1].name.empty()) c.set(1, DType::f32, c.shape(0));
+}
+
+std::unique_ptr<NodeKernel> lower_training_dropout(LowerCtx& c) {
+  return wrap(TrainingDropout::create(c.ctx, c.device, dropout_config(c.node, c.in[0].shape.to_shape())), c);
+}
+
+// BatchNormGrad(dy, x, scale) -> dx, dscale, dbias: attribute epsilon (training mode: the batch's statistics).
+void infer_batch_norm_grad(InferCtx& c) {
+  for (size_t i = 0; i < 3; ++i)
+    if (c.input(i).dtype != DType::f32)
+      c.error("input '{}' is {}, only f32 is implemented", c.input(i).name, to_string(c.input(i).dtype));
+  const Shape x = c.shape(1);
+  checked(c, [&] {
+    BatchNormGrad::validate({x, c.node.attr_f("epsilon", 1e-5f)});
+    return 0;
+  });
+  if (c.shape(0) != x) c.error("input '{}' (dy) has shape {}, x has {}", c.input(0).name, c.shape(0).str(), x.str());
+  if (c.shape(2).numel() != x[1])
+    c.error("input '{}' (scale) has shape {}, expected [{}]", c.input(2).name, c.shape(2).str(), x[1]);
+  c.set(0, DType::f32, x);
+  for (size_t i = 1; i < 3 && i < c.out.size(); ++i)
+    if (!c.out[i].name.empty()) c.set(i, DType::f32, Shape{x[1]});
+}
+
+std::unique_ptr<NodeKernel> lower_batch_norm_grad(LowerCtx& c) {
+  return wrap(BatchNormGrad::create(c.ctx, c.device, {c.in[1].shape.to_shape(), c.node.attr_f("epsilon", 1e-5f)}), c);
+}
+
 const OpRegistration kBackwardOps{
-    {.type = "ConvDynamic", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_conv_dynamic, .lower = lower_conv_dynamic},
-    {.type = "ConvGradData", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
-    {.type = "ConvGradFilter", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
-    {.type = "MaxPoolGrad", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
-    {.type = "AveragePoolGrad", .domain = kFusedDomain, .since = 1, .family = "training", .infer = infer_grad, .lower = lower_grad},
+    {.type = "BatchNormGrad",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_batch_norm_grad,
+     .lower = lower_batch_norm_grad},
+    {.type = "GatherGrad",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_gather_grad,
+     .lower = lower_gather_grad},
+    {.type = "TrainingDropout",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_training_dropout,
+     .lower = lower_training_dropout},
+    {.type = "ConvDynamic",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_conv_dynamic,
+     .lower = lower_conv_dynamic},
+    {.type = "ConvGradData",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_grad,
+     .lower = lower_grad},
+    {.type = "ConvGradFilter",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_grad,
+     .lower = lower_grad},
+    {.type = "MaxPoolGrad",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_grad,
+     .lower = lower_grad},
+    {.type = "AveragePoolGrad",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_grad,
+     .lower = lower_grad},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 // of range into a NaN loss term (kernels/training.cl).
 #include "layers/training.hpp"
 #include "models/ops_cnn_common.hpp"
+#include "models/passes.hpp"
 
 namespace cldl::graph {
 namespace {
@@ -93,6 +94,8 @@ OptimizerConfig optimizer_config(const Node& n, size_t inputs, const std::functi
     k.epsilon = n.attr_f("epsilon", 0.0f);
     k.norm_coefficient = n.attr_f("norm_coefficient", 0.0f);
     k.norm_coefficient_post = n.attr_f("norm_coefficient_post", 0.0f);
+    // AdamW (cldl's domain, the training graph's): Adam's attributes and weight_decay, decoupled.
+    if (n.op_type == "AdamW") k.decoupled_weight_decay = n.attr_f("weight_decay", 0.0f);
   }
   const size_t per = 2 + Optimizer::states(k.kind);  // X, G and the states of one tensor
   if (inputs < 2 + per || (inputs - 2) % per != 0)
@@ -154,6 +157,12 @@ const OpRegistration kTrainingOps{
      .lower = lower_optimizer},
     {.type = "Momentum",
      .domain = kTrainingDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_optimizer,
+     .lower = lower_optimizer},
+    {.type = "AdamW",
+     .domain = kFusedDomain,
      .since = 1,
      .family = "training",
      .infer = infer_optimizer,

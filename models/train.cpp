@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -15,6 +16,7 @@
 #include "models/autodiff.hpp"
 #include "models/control_flow.hpp"
 #include "models/model.hpp"
+#include "models/onnx_import.hpp"
 #include "models/onnx_proto.hpp"
 #include "models/op_registry.hpp"
 #include "models/passes.hpp"
@@ -79,6 +81,9 @@ struct Trainer::Impl {
   DType x_dtype = DType::f32;
   size_t x_rank = 0, labels_rank = 0;
   std::vector<std::string> weights;
+  // Carried but not trained: BatchNormalization's running mean and var, at carried_in[running_at...].
+  std::vector<std::string> running;
+  size_t running_at = 0;
   // Carried from step to step: the weights, the optimizer states, the step count T; their updates.
   std::vector<std::string> carried_in, carried_out;
   // Two sets of their device buffers: a step of parity p reads set p and writes set 1 - p.
@@ -258,6 +263,106 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     fail("train: cross_entropy needs an output of rank 2 or more ([..., classes]), '{}' has shape {}", output.name,
          output.shape.str());
 
+  // BatchNormalization trains as PyTorch's module.train() has it: batch statistics (training_mode 1); its mean and
+  // var initializers are state carried from step to step, not trained, updated with the node's momentum m (ONNX's:
+  // PyTorch's is 1 - m): mean' = m mean + (1 - m) batch mean, var' = m var + (1 - m) n / (n - 1) batch variance
+  // (PyTorch's unbiased running variance; the node's running_var output has the population variance, so
+  // var' = k (running_var - m var) + m var with k = n / (n - 1), n = the values per channel, from x's shape).
+  std::vector<std::string> running, running_new;
+  std::set<std::string> not_trained;
+  {
+    std::map<std::string, int> reads;
+    for (auto& n : g.nodes)
+      for (auto& in : n.inputs) ++reads[in];
+    std::vector<Node> added;
+    for (auto& n : g.nodes) {
+      if (!n.domain.empty() || n.op_type != "BatchNormalization" || n.attr_i("training_mode", 0) != 0) continue;
+      if (n.inputs.size() != 5) fail("train: {} has {} inputs, expected 5", n.describe(), n.inputs.size());
+      const std::string x = n.inputs[0], mean = n.inputs[3], var = n.inputs[4];
+      for (const std::string* v : {&mean, &var}) {
+        auto it = g.initializers.find(*v);
+        if (it == g.initializers.end() || it->second.dtype() != DType::f32)
+          fail("train: {}: its running statistic '{}' is not a float initializer", n.describe(), *v);
+        if (reads[*v] != 1) fail("train: {}: its running statistic '{}' is read by other nodes too", n.describe(), *v);
+      }
+      const float momentum = n.attr_f("momentum", 0.9f);
+      n.domain = kFusedDomain;  // the newest opset's BatchNormalization, whatever the model's opset
+      for (const char* a : {"is_test", "spatial", "consumed_inputs"}) n.attrs.erase(a);
+      n.attrs["training_mode"] = int64_t(1);
+      n.outputs.resize(3);
+      const std::string base = n.name.empty() ? "cldl.train/bn" : n.name;
+      n.outputs[1] = g.unique_name(mean + ".new");
+      n.outputs[2] = g.unique_name(var + ".population");
+      auto v = [&](const std::string& what) { return g.unique_name(base + "/" + what); };
+      auto scalar = [&](const std::string& what, float f) {
+        const std::string c =
+            add_constant(g, base + "/" + what, HostTensor::from<float>(Shape{}, std::vector<float>{f}));
+        not_trained.insert(c);
+        return c;
+      };
+      const std::string shape = v("shape"), shape_f = v("shape_f"), all = v("numel"), count = v("count"),
+                        less = v("count_1"), k = v("unbiased"), mv = v("m_var"), diff = v("diff"), scaled = v("scaled"),
+                        var_new = g.unique_name(var + ".new");
+      const int64_t C = g.initializers.at(var).numel();
+      added.push_back(fused(g, base + "/shape", "Shape", {x}, {shape}));
+      added.push_back(fused(g, base + "/shape_f", "Cast", {shape}, {shape_f}, {{"to", int64_t(1)}}));
+      added.push_back(fused(g, base + "/numel", "ReduceProd", {shape_f}, {all}, {{"keepdims", int64_t(0)}}));
+      added.push_back(fused(g, base + "/count", "Div", {all, scalar("channels", float(C))}, {count}));
+      added.push_back(fused(g, base + "/count_1", "Sub", {count, scalar("one", 1.0f)}, {less}));
+      added.push_back(fused(g, base + "/unbiased", "Div", {count, less}, {k}));
+      added.push_back(fused(g, base + "/m_var", "Mul", {var, scalar("momentum", momentum)}, {mv}));
+      added.push_back(fused(g, base + "/diff", "Sub", {n.outputs[2], mv}, {diff}));
+      added.push_back(fused(g, base + "/scaled", "Mul", {diff, k}, {scaled}));
+      added.push_back(fused(g, base + "/var_new", "Add", {scaled, mv}, {var_new}));
+      running.push_back(mean);
+      running.push_back(var);
+      running_new.push_back(n.outputs[1]);
+      running_new.push_back(var_new);
+      not_trained.insert(mean);
+      not_trained.insert(var);
+    }
+    for (auto& n : added) g.nodes.push_back(std::move(n));
+  }
+  // Dropout trains as in module.train(): TrainingDropout (models/ops_backward.cpp) draws a mask per element from
+  // (seed, the step count T, the element), keeps with probability 1 - ratio and scales by 1 / (1 - ratio). Ratio 0
+  // stays the identity. Each Dropout node gets its own seed (opts.seed and its index).
+  m.step_name = g.unique_name("cldl.train.step");
+  {
+    std::set<std::string> read_by_nodes;
+    for (auto& n : g.nodes)
+      for (auto& in : n.inputs) read_by_nodes.insert(in);
+    for (auto& o : g.outputs) read_by_nodes.insert(o.name);
+    uint32_t index = 0;
+    for (auto& n : g.nodes) {
+      if (!n.domain.empty() || n.op_type != "Dropout") continue;
+      ++index;
+      float ratio = n.attr_f("ratio", 0.5f);
+      if (node_opset(g, n) >= 12) {
+        ratio = 0.5f;
+        if (!n.input(1).empty()) {
+          const HostTensor* t = nullptr;  // an initializer, or a Constant node's value
+          if (auto it = g.initializers.find(n.input(1)); it != g.initializers.end()) t = &it->second;
+          for (auto& c : g.nodes)
+            if (!t && c.domain.empty() && c.op_type == "Constant" && c.outputs.size() == 1 &&
+                c.outputs[0] == n.input(1) && c.has("value"))
+              t = std::get_if<HostTensor>(&c.attrs.at("value"));
+          if (!t || t->numel() != 1)
+            fail("train: {}: its ratio '{}' is not a constant scalar", n.describe(), n.input(1));
+          ratio = float(to_doubles(*t)[0]);
+          not_trained.insert(n.input(1));
+        }
+      }
+      if (n.outputs.size() > 1 && !n.outputs[1].empty() && read_by_nodes.count(n.outputs[1]))
+        fail("train: {}: its mask output '{}' is read; cldl trains Dropout without it", n.describe(), n.outputs[1]);
+      if (ratio == 0.0f) continue;
+      if (!(ratio > 0.0f && ratio < 1.0f)) fail("train: {}: ratio {} is outside [0, 1)", n.describe(), ratio);
+      const std::string x = n.inputs.at(0), y = n.outputs.at(0);
+      n = fused(g, (n.name.empty() ? "cldl.train/dropout" : n.name) + "/training", "TrainingDropout", {x, m.step_name},
+                {y, g.unique_name(y + ".scale")},
+                {{"ratio", ratio}, {"seed", int64_t(uint32_t(opts.seed * 0x9e3779b9ULL + index))}});
+    }
+  }
+
   // The weights: float initializers that no node reads where its op needs a value known at load (but Conv's
   // weights and bias, which ConvDynamic reads at run time, and LSTM / GRU's W, R and B, which LSTMTrain / GRUTrain
   // read at run time).
@@ -273,12 +378,19 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     for (auto& in : n.inputs) read.insert(in);
   std::map<std::string, HostTensor> initial;
   for (auto& [name, t] : g.initializers)
-    if (t.dtype() == DType::f32 && !fixed.count(name) && read.count(name)) {
+    if (t.dtype() == DType::f32 && !fixed.count(name) && read.count(name) && !not_trained.count(name)) {
       m.weights.push_back(name);
       initial[name] = t;
     }
   if (m.weights.empty()) fail("train: the model has no float initializer to train");
   for (auto& w : m.weights) {
+    g.inputs.erase(std::remove_if(g.inputs.begin(), g.inputs.end(), [&](auto& v) { return v.name == w; }),
+                   g.inputs.end());
+    g.inputs.push_back(info(w, DType::f32, initial[w].shape()));
+    g.initializers.erase(w);
+  }
+  for (auto& w : running) {
+    initial[w] = g.initializers.at(w);
     g.inputs.erase(std::remove_if(g.inputs.begin(), g.inputs.end(), [&](auto& v) { return v.name == w; }),
                    g.inputs.end());
     g.inputs.push_back(info(w, DType::f32, initial[w].shape()));
@@ -290,7 +402,6 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   // The loss.
   m.labels_name = g.unique_name("cldl.train.labels");
   m.lr_name = g.unique_name("cldl.train.lr");
-  m.step_name = g.unique_name("cldl.train.step");
   m.loss_name = g.unique_name("cldl.train.loss");
   ValueShape ls = output.shape;
   if (opts.loss == TrainLoss::cross_entropy) {
@@ -327,7 +438,7 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     grads.push_back(g.unique_name(w + ".grad"));
     news.push_back(g.unique_name(w + ".new"));
   }
-  const bool adam = opts.optimizer == TrainOptimizer::adam;
+  const bool adamw = opts.optimizer == TrainOptimizer::adamw, adam = opts.optimizer == TrainOptimizer::adam || adamw;
   for (int k = 0; k < (adam ? 2 : 1); ++k)
     for (auto& w : m.weights) {
       const char* what = adam ? (k == 0 ? ".m" : ".v") : ".momentum";
@@ -335,7 +446,10 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
       new_states.push_back(g.unique_name(w + what + ".new"));
     }
   std::map<std::string, AttrValue> attrs;
-  if (adam)
+  if (adamw)  // cldl's AdamW (models/ops_training.cpp): Adam with x (1 - lr wd) before the step, as torch.optim.AdamW
+    attrs = {
+        {"alpha", opts.beta1}, {"beta", opts.beta2}, {"epsilon", opts.epsilon}, {"weight_decay", opts.weight_decay}};
+  else if (adam)
     attrs = {{"alpha", opts.beta1}, {"beta", opts.beta2}, {"epsilon", opts.epsilon}, {"norm_coefficient", opts.weight_decay}};
   else  // PyTorch's SGD: v = momentum v + g (dampening 0), x -= lr v (Nesterov: x -= lr (g + momentum v))
     attrs = {{"alpha", opts.momentum}, {"beta", 1.0f}, {"norm_coefficient", opts.weight_decay},
@@ -350,8 +464,8 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     in.insert(in.end(), m.weights.begin(), m.weights.end());
     in.insert(in.end(), grads.begin(), grads.end());
     in.insert(in.end(), states.begin(), states.end());
-    Node update = make_node(u, "cldl.train/update", adam ? "Adam" : "Momentum", in, outs, attrs);
-    update.domain = kTrainingDomain;
+    Node update = make_node(u, "cldl.train/update", adamw ? "AdamW" : adam ? "Adam" : "Momentum", in, outs, attrs);
+    update.domain = adamw ? kFusedDomain : kTrainingDomain;
     u.nodes.push_back(std::move(update));
     u.opsets[kTrainingDomain] = 1;
     // The step count for the next step, on the device.
@@ -373,11 +487,25 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     g.outputs.clear();
     g.outputs.push_back(unknown(m.loss_name, DType::f32));
     add_update(g);
+    for (auto& o : running_new) g.outputs.push_back(unknown(o, DType::f32));
     g.sort();
+    // A debugging aid: the training graph as an ONNX file (cldl profile / cldl run --stats read it).
+    if (const char* dump = std::getenv("CLDL_TRAIN_GRAPH"); dump && *dump) {
+      export_onnx_file(g, dump);
+      log::info("train: the training graph written to '{}' (CLDL_TRAIN_GRAPH)", dump);
+    }
     ModelOptions mo;
     mo.compile.device = devices[0];
     m.model = Model::create(ctx, std::move(g), mo);
   } else {
+    // Not yet data parallel: state that each replica would compute from its own shard (BatchNormalization's running
+    // statistics), and Dropout's mask, drawn from the step count the gradient graphs do not read.
+    if (!running.empty())
+      fail("train: BatchNormalization in training mode (running statistics '{}', ...) is not data parallel yet: "
+           "train on one device", running[0]);
+    for (auto& n : g.nodes)
+      if (n.op_type == "TrainingDropout")
+        fail("train: {}: Dropout is not data parallel yet: train on one device", n.describe());
     // The update graph: the model's opsets, the carried values, every replica's gradients summed, the update.
     Graph u = g;
     u.nodes.clear();
@@ -432,14 +560,18 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   // The device buffers: weights from the model, states zero; a second set the updates go to.
   m.carried_in = m.weights;
   m.carried_in.insert(m.carried_in.end(), states.begin(), states.end());
+  m.running = running;
+  m.running_at = m.carried_in.size();
+  m.carried_in.insert(m.carried_in.end(), running.begin(), running.end());
   m.carried_in.push_back(m.step_name);
   m.carried_out = outs;
+  m.carried_out.insert(m.carried_out.end(), running_new.begin(), running_new.end());
   m.carried_out.push_back(m.step_next_name);
   auto make_sets = [&](std::array<std::vector<Tensor>, 2>& set, int device) {
     for (size_t k = 0; k < m.carried_in.size(); ++k) {
       HostTensor h;
-      if (k < m.weights.size()) {
-        h = initial[m.weights[k]];
+      if (k < m.weights.size() || (k >= m.running_at && k + 1 < m.carried_in.size())) {
+        h = initial[m.carried_in[k]];
       } else if (k + 1 < m.carried_in.size()) {
         h = HostTensor(DType::f32, initial[m.weights[k % m.weights.size()]].shape());
         std::memset(h.data(), 0, h.bytes());
@@ -462,7 +594,10 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   log::info("train: {} weights ({} values), {}, {} states, {} device{}", m.weights.size(),
             std::accumulate(m.weights.begin(), m.weights.end(), int64_t(0),
                             [&](int64_t s, auto& w) { return s + initial[w].numel(); }),
-            adam ? "Adam" : "SGD", states.size(), devices.size(), devices.size() == 1 ? "" : "s (data parallel)");
+            adamw  ? "AdamW"
+            : adam ? "Adam"
+                   : "SGD",
+            states.size(), devices.size(), devices.size() == 1 ? "" : "s (data parallel)");
 }
 
 Trainer::~Trainer() {
@@ -612,6 +747,8 @@ std::map<std::string, HostTensor> Trainer::read_weights(size_t copy) {
   auto& set = m.replicas.empty() ? m.set : m.replicas[copy].set;
   std::map<std::string, HostTensor> w;
   for (size_t k = 0; k < m.weights.size(); ++k) w[m.weights[k]] = m.ctx->download(set[size_t(step_ % 2)][k]);
+  for (size_t k = 0; k < m.running.size(); ++k)
+    w[m.running[k]] = m.ctx->download(set[size_t(step_ % 2)][m.running_at + k]);
   return w;
 }
 

@@ -32,7 +32,7 @@
 namespace cldl::graph {
 
 enum class TrainLoss { cross_entropy, mse };
-enum class TrainOptimizer { sgd, adam };
+enum class TrainOptimizer { sgd, adam, adamw };  // adamw: weight_decay decoupled (torch.optim.AdamW)
 
 struct TrainOptions {
   std::string input;   // the model input fed with the data; empty: the model's only (first) input
@@ -43,7 +43,7 @@ struct TrainOptions {
   float momentum = 0.9f;  // sgd (PyTorch's SGD momentum with dampening 0); 0 = plain SGD
   bool nesterov = false;  // sgd
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // adam
-  float weight_decay = 0.0f;  // L2 added to the gradient (PyTorch's weight_decay of SGD and Adam)
+  float weight_decay = 0.0f;  // L2 added to the gradient (PyTorch's weight_decay of SGD and Adam); adamw: decoupled
   int64_t batch = 32;
   int64_t batch_axis = 0;  // of the input, the labels and the output
   bool shuffle = true;     // a permutation per epoch from `seed`

@@ -221,7 +221,7 @@ graph::Graph optimizer_graph(const std::string& op, const std::vector<Shape>& sh
   const size_t n = shapes.size();
   for (size_t k = 0; k < 2 + states; ++k)
     for (size_t i = 0; i < n; ++i) in.push_back(b.input(fmt::format("in{}_{}", k, i), DType::f32, shapes[i]));
-  auto outs = b.op(op, in, std::move(attrs), int(n * (1 + states)), kTraining);
+  auto outs = b.op(op, in, std::move(attrs), int(n * (1 + states)), op == "AdamW" ? graph::kFusedDomain : kTraining);
   for (size_t k = 0; k < 1 + states; ++k)
     for (size_t i = 0; i < n; ++i) b.output(outs[k * n + i], fmt::format("out{}_{}", k, i));
   return b.build();
@@ -266,48 +266,61 @@ TEST_SUITE("losses") {
 TEST_SUITE("optimizers") {
   const std::vector<Shape> shapes{Shape{7}, Shape{3, 5}, Shape{1}, Shape{2, 1, 9}};
 
-  TEST_CASE("Adagrad, Momentum (standard, Nesterov) and Adam over four tensors, steps 0 and 3") {
-    for (int64_t step : {int64_t(0), int64_t(3)})
-      for (const char* which : {"Adagrad", "Momentum", "Nesterov", "Adam"}) {
-        CAPTURE(which);
-        CAPTURE(step);
-        const std::string op = std::string(which) == "Nesterov" ? "Momentum" : which;
-        const size_t states = op == "Adam" ? 2 : 1;
-        std::map<std::string, graph::AttrValue> attrs;
-        if (op == "Adagrad") attrs = {{"decay_factor", 0.1f}, {"epsilon", 1e-6f}, {"norm_coefficient", 0.01f}};
-        if (op == "Momentum")
-          attrs = {{"alpha", 0.9f},
-                   {"beta", 0.7f},
-                   {"norm_coefficient", 0.02f},
-                   {"mode", std::string(op == which ? "standard" : "nesterov")}};
-        if (op == "Adam")
-          attrs = {{"alpha", 0.85f},
-                   {"beta", 0.95f},
-                   {"epsilon", 1e-3f},
-                   {"norm_coefficient", 0.01f},
-                   {"norm_coefficient_post", 0.001f}};
-        std::map<std::string, HostTensor> feed{{"R", scalar_f32(0.05f)}, {"T", scalar_i64(step)}};
-        std::vector<std::vector<std::vector<double>>> vals(2 + states);  // [input kind][tensor]
-        uint32_t seed = 300;
-        for (size_t k = 0; k < 2 + states; ++k)
+  TEST_CASE("Adagrad, Momentum (standard, Nesterov), Adam and AdamW over 4 and 11 tensors, steps 0 and 3") {
+    // 11 tensors take two launches of 8 slots (kernels/training.cl), one of them empty.
+    const std::vector<Shape> many{Shape{7},    Shape{3, 5}, Shape{1}, Shape{2, 1, 9}, Shape{0, 3}, Shape{13},
+                                  Shape{4, 4}, Shape{2},    Shape{5}, Shape{3, 3},    Shape{1, 6}};
+    for (const auto* list : {&shapes, &many})
+      for (int64_t step : {int64_t(0), int64_t(3)})
+        for (const char* which : {"Adagrad", "Momentum", "Nesterov", "Adam", "AdamW"}) {
+          const std::vector<Shape>& shapes = *list;
+          CAPTURE(shapes.size());
+          CAPTURE(which);
+          CAPTURE(step);
+          const std::string op = std::string(which) == "Nesterov" ? "Momentum" : which;
+          const bool adam = op == "Adam" || op == "AdamW";
+          const size_t states = adam ? 2 : 1;
+          std::map<std::string, graph::AttrValue> attrs;
+          if (op == "Adagrad") attrs = {{"decay_factor", 0.1f}, {"epsilon", 1e-6f}, {"norm_coefficient", 0.01f}};
+          if (op == "Momentum")
+            attrs = {{"alpha", 0.9f},
+                     {"beta", 0.7f},
+                     {"norm_coefficient", 0.02f},
+                     {"mode", std::string(op == which ? "standard" : "nesterov")}};
+          if (op == "AdamW")  // torch.optim.AdamW's decoupled weight decay: x (1 - R wd) before the Adam step
+            attrs = {{"alpha", 0.85f}, {"beta", 0.95f}, {"epsilon", 1e-3f}, {"weight_decay", 0.2f}};
+          if (op == "Adam")
+            attrs = {{"alpha", 0.85f},
+                     {"beta", 0.95f},
+                     {"epsilon", 1e-3f},
+                     {"norm_coefficient", 0.01f},
+                     {"norm_coefficient_post", 0.001f}};
+          std::map<std::string, HostTensor> feed{{"R", scalar_f32(0.05f)}, {"T", scalar_i64(step)}};
+          std::vector<std::vector<std::vector<double>>> vals(2 + states);  // [input kind][tensor]
+          uint32_t seed = 300;
+          for (size_t k = 0; k < 2 + states; ++k)
+            for (size_t i = 0; i < shapes.size(); ++i) {
+              const float lo = k >= 2 ? 0.0f : -1.0f;  // states non-negative (H is a sum of squares)
+              auto v = random_floats(size_t(shapes[i].numel()), seed++, lo, 1.0f);
+              feed[fmt::format("in{}_{}", k, i)] = f32(shapes[i], v);
+              vals[k].push_back(dbl(v));
+            }
+          auto out = run_graph(optimizer_graph(op, shapes, states, attrs), feed);
           for (size_t i = 0; i < shapes.size(); ++i) {
-            const float lo = k >= 2 ? 0.0f : -1.0f;  // states non-negative (H is a sum of squares)
-            auto v = random_floats(size_t(shapes[i].numel()), seed++, lo, 1.0f);
-            feed[fmt::format("in{}_{}", k, i)] = f32(shapes[i], v);
-            vals[k].push_back(dbl(v));
+            auto x = vals[0][i], g = vals[1][i], s1 = vals[2][i];
+            std::vector<double> s2 = states == 2 ? vals[3][i] : std::vector<double>{};
+            if (op == "Adagrad") ref::adagrad_step(0.05, step, x, g, s1, 0.01, 1e-6, 0.1);
+            if (op == "Momentum") ref::momentum_step(0.05, step, x, g, s1, 0.02, 0.9, 0.7, op != which);
+            if (op == "Adam") ref::adam_step(0.05, step, x, g, s1, s2, 0.01, 0.001, 0.85, 0.95, 1e-3);
+            if (op == "AdamW") {
+              for (double& v : x) v *= 1.0 - 0.05 * 0.2;
+              ref::adam_step(0.05, step, x, g, s1, s2, 0.0, 0.0, 0.85, 0.95, 1e-3);
+            }
+            check_close(out.at(fmt::format("out0_{}", i)), x, 1e-5, 1e-6);
+            check_close(out.at(fmt::format("out1_{}", i)), s1, 1e-5, 1e-6);
+            if (states == 2) check_close(out.at(fmt::format("out2_{}", i)), s2, 1e-5, 1e-6);
           }
-        auto out = run_graph(optimizer_graph(op, shapes, states, attrs), feed);
-        for (size_t i = 0; i < shapes.size(); ++i) {
-          auto x = vals[0][i], g = vals[1][i], s1 = vals[2][i];
-          std::vector<double> s2 = states == 2 ? vals[3][i] : std::vector<double>{};
-          if (op == "Adagrad") ref::adagrad_step(0.05, step, x, g, s1, 0.01, 1e-6, 0.1);
-          if (op == "Momentum") ref::momentum_step(0.05, step, x, g, s1, 0.02, 0.9, 0.7, op != which);
-          if (op == "Adam") ref::adam_step(0.05, step, x, g, s1, s2, 0.01, 0.001, 0.85, 0.95, 1e-3);
-          check_close(out.at(fmt::format("out0_{}", i)), x, 1e-5, 1e-6);
-          check_close(out.at(fmt::format("out1_{}", i)), s1, 1e-5, 1e-6);
-          if (states == 2) check_close(out.at(fmt::format("out2_{}", i)), s2, 1e-5, 1e-6);
         }
-      }
   }
 
   TEST_CASE("40 Adam steps fed back through the graph match a double-precision run") {

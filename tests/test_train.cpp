@@ -88,6 +88,53 @@ TEST_SUITE("train") {
     run_case("mse_sgd", o, load("t.npy"));
   }
 
+  TEST_CASE("BatchNorm (training mode) + Dropout(0), SGD: losses, weights and running statistics as PyTorch's") {
+    TrainOptions o;
+    o.lr = 0.1f;
+    o.momentum = 0.9f;
+    o.batch = 3;  // 3, 3, 1: the last batch's statistics are over 1 x 5 x 6 values per channel
+    o.shuffle = false;
+    Trainer t(test::shared_ctx(), import_onnx_file(kDir + "model_bn.onnx"), o);
+    REQUIRE(t.weights().size() == 6);  // conv, bn scale / bias, fc: not the running mean / var
+    std::vector<float> losses;
+    for (int e = 0; e < 2; ++e) {
+      auto r = t.epoch(load("x.npy"), load("y.npy"));
+      losses.insert(losses.end(), r.step_losses.begin(), r.step_losses.end());
+    }
+    check_close(HostTensor::from<float>(Shape{6}, losses), load("bn_sgd_losses.npy"), "step losses");
+    auto w = t.read_weights();
+    REQUIRE(w.size() == 8);
+    for (auto& [name, h] : w) check_close(h, load("bn_sgd." + name + ".npy"), name);
+    // The written model has the running statistics; ONNX Runtime's output of it is checked by train_vs_torch.py.
+    const std::string out = (std::filesystem::temp_directory_path() / "cldl_test_train_bn.onnx").string();
+    t.save_onnx(kDir + "model_bn.onnx", out);
+    Graph g = import_onnx_file(out);
+    std::remove(out.c_str());
+    check_close(g.initializers.at("bn.running_var"), load("bn_sgd.bn.running_var.npy"), "written running_var");
+  }
+
+  TEST_CASE("Dropout 0.5 trains with a mask per step (not the identity), reproducibly from the seed") {
+    auto first_losses = [](const char* model, uint64_t seed) {
+      TrainOptions o;
+      o.batch = 7;
+      o.shuffle = false;
+      o.seed = seed;
+      Trainer t(test::shared_ctx(), import_onnx_file(kDir + model), o);
+      std::vector<float> l;
+      for (int s = 0; s < 3; ++s) l.push_back(t.step(load("x.npy"), load("y.npy")));
+      return l;
+    };
+    const auto plain = first_losses("model_bn.onnx", 0), a = first_losses("model_bn_drop.onnx", 0),
+               again = first_losses("model_bn_drop.onnx", 0), other = first_losses("model_bn_drop.onnx", 1);
+    for (size_t k = 0; k < 3; ++k) {
+      CAPTURE(k);
+      CHECK(std::isfinite(a[k]));
+      CHECK(a[k] != plain[k]);
+      CHECK(a[k] == again[k]);
+    }
+    CHECK(a != other);
+  }
+
   TEST_CASE("the written model holds the trained weights and runs") {
     TrainOptions o;
     o.batch = 4;

@@ -31,13 +31,17 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--batch", batch, "Samples per step")->check(CLI::PositiveNumber);
   cmd->add_option("--batch-axis", batch_axis, "The samples' axis of the input, labels and output (1: time-major)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--optimizer", optimizer, "sgd (with --momentum, --nesterov) or adam")
-      ->check(CLI::IsMember({"sgd", "adam"}));
-  static CLI::Option* lr_opt = cmd->add_option("--lr", lr, "Learning rate (default: 0.01 with sgd, 0.001 with adam)")
-                                   ->check(CLI::PositiveNumber);
+  cmd->add_option("--optimizer", optimizer,
+                  "sgd (with --momentum, --nesterov), adam, or adamw (--weight-decay decoupled, as torch.optim.AdamW)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  static CLI::Option* lr_opt =
+      cmd->add_option("--lr", lr, "Learning rate (default: 0.01 with sgd, 0.001 with adam / adamw)")
+          ->check(CLI::PositiveNumber);
   cmd->add_option("--momentum", momentum, "SGD momentum (0: plain SGD)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--nesterov", nesterov, "SGD with Nesterov momentum");
-  cmd->add_option("--weight-decay", weight_decay, "L2 coefficient added to the gradients")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--weight-decay", weight_decay,
+                  "L2 coefficient added to the gradients (adamw: the decoupled weight decay)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", seed, "Seed of the per-epoch shuffling");
   cmd->add_flag("--no-shuffle", no_shuffle, "Batches in the data's order every epoch");
   cmd->add_option("-o,--out", out, "Where to write the trained model (.onnx)")->required();
@@ -55,8 +59,10 @@ void add_train_command(CLI::App& app) {
     }
     o.output = output;
     o.loss = loss == "mse" ? graph::TrainLoss::mse : graph::TrainLoss::cross_entropy;
-    o.optimizer = optimizer == "adam" ? graph::TrainOptimizer::adam : graph::TrainOptimizer::sgd;
-    o.lr = lr_opt->count() == 0 && o.optimizer == graph::TrainOptimizer::adam ? 1e-3f : lr;
+    o.optimizer = optimizer == "adam"    ? graph::TrainOptimizer::adam
+                  : optimizer == "adamw" ? graph::TrainOptimizer::adamw
+                                         : graph::TrainOptimizer::sgd;
+    o.lr = lr_opt->count() == 0 && o.optimizer != graph::TrainOptimizer::sgd ? 1e-3f : lr;
     o.momentum = momentum;
     o.nesterov = nesterov;
     o.weight_decay = weight_decay;

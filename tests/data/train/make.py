@@ -9,9 +9,11 @@ in batches of 3 (3, 3, 1; no shuffling) for each case; <case>_losses.npy holds i
   adam           cross entropy, Adam lr 0.01 with the ONNX Adam op's epsilon placement (see
                  tools/bench/train_vs_torch.py: epsilon added to sqrt(v) before the bias correction)
   mse_sgd        mean squared error against t, SGD lr 0.05, momentum 0.5, weight decay 0.01
+and bn_cases (below): the same with BatchNorm2d and Dropout in training mode.
 """
 import math
 import os
+import sys
 
 import numpy as np
 import torch
@@ -78,5 +80,58 @@ def main():
             np.save(os.path.join(HERE, f"{case}.{name}.npy"), p.numpy())
 
 
+class TinyBn(torch.nn.Module):
+    """Conv 3x3 1->3 pad 1, BatchNorm2d, ReLU, MaxPool 2, Flatten, Dropout(p), Linear 18->4."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 3, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(3)
+        self.drop = torch.nn.Dropout(p)
+        self.fc = torch.nn.Linear(18, 4)
+
+    def forward(self, x):
+        h = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+        return self.fc(self.drop(torch.flatten(h, 1)))
+
+
+def export_inference(model, x, path):
+    """The inference ONNX file that keeps BatchNormalization and Dropout: tools/bench/train_vs_torch.py's."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tools", "bench"))
+    import train_vs_torch
+    train_vs_torch.export_inference(model, x, path, "x", "logits")
+
+
+def bn_cases():
+    """model_bn.onnx (Dropout p = 0) and model_bn_drop.onnx (p = 0.5): TinyBn with PyTorch's initialisation (seed 1);
+    bn_sgd: two epochs of batches 3, 3, 1 on x / y in training mode (batch statistics), SGD lr 0.1 momentum 0.9:
+    bn_sgd_losses.npy and bn_sgd.<name>.npy for the weights and BN's running_mean / running_var after them."""
+    torch.manual_seed(1)
+    init = TinyBn(0.0)
+    x = torch.from_numpy(np.load(os.path.join(HERE, "x.npy")))
+    y = torch.from_numpy(np.load(os.path.join(HERE, "y.npy")))
+    export_inference(init, x[:2], os.path.join(HERE, "model_bn.onnx"))  # the export's forward moves the stats
+    drop = TinyBn(0.5)
+    drop.load_state_dict(init.state_dict())
+    export_inference(drop, x[:2], os.path.join(HERE, "model_bn_drop.onnx"))
+    m = TinyBn(0.0)
+    m.load_state_dict(init.state_dict())
+    m.train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for _ in range(2):
+        for i in range(0, 7, 3):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(x[i:i + 3]), y[i:i + 3])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    np.save(os.path.join(HERE, "bn_sgd_losses.npy"), np.array(losses, dtype=np.float32))
+    for name, p in m.state_dict().items():
+        if p.dtype == torch.float32:
+            np.save(os.path.join(HERE, f"bn_sgd.{name}.npy"), p.numpy())
+
+
 if __name__ == "__main__":
     main()
+    bn_cases()
