@@ -184,6 +184,21 @@ TEST_SUITE("multi-device") {
     one_vs_two(ctx, o, time_major, x, t, 3);
   }
 
+  TEST_CASE("BatchNormalization in training mode and Dropout are refused data parallel, naming them") {
+    auto ctx = two_devices();
+    if (!ctx) return;
+    TrainOptions o;
+    o.devices = {0, 1};
+    for (const char* f : {"model_bn.onnx", "model_bn_drop.onnx"}) {
+      CAPTURE(f);
+      CHECK_THROWS_WITH_AS(Trainer(ctx, import_onnx_file(kDir + f), o),
+                           doctest::Contains("is not data parallel yet: train on one device"), Error);
+    }
+    // One device of the same context trains them.
+    o.devices = {1};
+    CHECK_NOTHROW(Trainer(ctx, import_onnx_file(kDir + "model_bn_drop.onnx"), o));
+  }
+
   TEST_CASE("cldl train -d cpu:0,cpu:1: the losses of one device") {
     if (!two_devices()) return;
     const std::string cli = CLDL_CLI_PATH, dir = test::temp_dir("train-dp-cli");
