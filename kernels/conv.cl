@@ -445,7 +445,9 @@ inline void im2col_row(int16 g, __global const float* x, long x_off, __global fl
   __global float* out = col + col_off + (nc * G_KH * G_KW + kk) * ((long)G_OH * G_OW) + (long)oh * G_OW;
   const int ih = oh * G_SH - G_PT + kh * G_DH;
   if (ih < 0 || ih >= G_H) {
-    for (int ow = 0; ow < G_OW; ++ow) out[ow] = 0.0f;
+    int ow = 0;
+    for (; ow + 16 <= G_OW; ow += 16) vstore16((float16)(0.0f), 0, out + ow);
+    for (; ow < G_OW; ++ow) out[ow] = 0.0f;
     return;
   }
   __global const float* row = x + x_off + nc * G_H * G_W + (long)ih * G_W;
@@ -453,12 +455,21 @@ inline void im2col_row(int16 g, __global const float* x, long x_off, __global fl
   const int lo = min(G_OW, off >= 0 ? 0 : (-off + G_SW - 1) / G_SW);
   const int hi = max(lo, min(G_OW, G_W - off > 0 ? (G_W - off + G_SW - 1) / G_SW : 0));
   for (int ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
+  // Runs of 16 outputs as vectors (stride 2: the even lanes of 32 inputs, while those stay inside the input
+  // row); PoCL compiled the element loops to scalar moves.
+  int ow = lo;
   if (G_SW == 1) {
-    for (int ow = lo; ow < hi; ++ow) out[ow] = row[ow + off];
+    for (; ow + 16 <= hi; ow += 16) vstore16(vload16(0, row + ow + off), 0, out + ow);
+    for (; ow < hi; ++ow) out[ow] = row[ow + off];
   } else {
-    for (int ow = lo; ow < hi; ++ow) out[ow] = row[ow * G_SW + off];
+    if (G_SW == 2)
+      for (; ow + 16 <= hi && 2 * ow + off + 32 <= G_W; ow += 16) {
+        const float16 a = vload16(0, row + 2 * ow + off), b = vload16(0, row + 2 * ow + off + 16);
+        vstore16((float16)(a.even, b.even), 0, out + ow);
+      }
+    for (; ow < hi; ++ow) out[ow] = row[ow * G_SW + off];
   }
-  for (int ow = hi; ow < G_OW; ++ow) out[ow] = 0.0f;
+  for (ow = hi; ow < G_OW; ++ow) out[ow] = 0.0f;
 }
 
 // im2col for CPUs, same layout: a work-item per (n, c, kh, kw, `rows` output rows) writes contiguous rows
