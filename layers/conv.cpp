@@ -449,20 +449,25 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       if (cfg.winograd_kernel < 0 || cfg.winograd_kernel > 2)
         invalid("Conv", "winograd_kernel {} is not 0, 1 or 2", cfg.winograd_kernel);
       const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
-      // F(4x4,3x3) on CPUs (winograd_tile_for): against F(2x2,3x3) the GEMMs do 2.25 instead of 4 multiplies per output and
-      // channel pair and the transformed planes (the transforms' memory traffic) are 2.25x instead of 4x the
-      // input and output. Its GEMMs have a quarter of the columns (tiles) though, and 2.25x the weights to
-      // read: below 32 tiles (ResNet's 14x14 and 7x7 stages at batch 1: 16 and 4) a GEMM of a few columns
-      // per output channel streams its weights for little work, and F(2x2,3x3) is faster. Min of 3 x 15 runs
-      // on PoCL / Zen 4, F2 -> F4 (`cldl bench conv --set shape=...`): 64->64 56x56 2.46 -> 1.39 ms,
-      // 128->128 28x28 2.49 -> 1.66 ms; 256->256 14x14 1.99 -> 2.17 ms, 512->512 7x7 2.73 -> 5.18 ms.
+      // F(4x4,3x3) on CPUs (winograd_tile_for): against F(2x2,3x3) the GEMMs do 2.25 instead of 4 multiplies
+      // per output and channel pair and the transformed planes (the transforms' memory traffic) are 2.25x
+      // instead of 4x the input and output. Its GEMMs have a quarter of the columns (tiles) though, and 2.25x
+      // the weights to read: below 32 tiles (ResNet's 14x14 and 7x7 stages at batch 1: 16 and 4) a GEMM of a
+      // few columns per output channel streams its weights for little work, and F(2x2,3x3) is as fast or
+      // faster. Min of 3 x 15 runs on PoCL / Zen 4, F2 -> F4 (`cldl bench conv --set shape=...`): 64->64
+      // 56x56 2.46 -> 1.39 ms, 128->128 28x28 2.49 -> 1.66 ms; 256->256 14x14 1.99 -> 2.17 ms (1.82 -> 1.67
+      // in another run), 512->512 7x7 2.73 -> 5.18 ms.
       const int m = winograd_tile_for(cfg, ctx.device(device).info);
       const int a = m + 2;  // input tile size; a * a products
       op->winograd_m_ = m;
       // U = G g G^T per (k, c), stored [a*a][K][C] so the element-wise products are a batch of GEMMs.
       const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-      const double G4[6][3] = {{0.25, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                               {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+      const double G4[6][3] = {{0.25, 0, 0},
+                               {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                               {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                               {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                               {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                               {0, 0, 1}};
       auto G = [&](int i, int j) { return m == 4 ? G4[i][j] : G2[i][j]; };
       HostTensor u(DType::f32, Shape{a * a, g.K, g.C});
       const float* w = cfg.weight.as<float>();
@@ -472,7 +477,8 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
           const float* f = w + (k * g.C + c) * 9;
           double t[6][3];  // G f
           for (int i = 0; i < a; ++i)
-            for (int j = 0; j < 3; ++j) t[i][j] = G(i, 0) * f[0 * 3 + j] + G(i, 1) * f[1 * 3 + j] + G(i, 2) * f[2 * 3 + j];
+            for (int j = 0; j < 3; ++j)
+              t[i][j] = G(i, 0) * f[0 * 3 + j] + G(i, 1) * f[1 * 3 + j] + G(i, 2) * f[2 * 3 + j];
           for (int i = 0; i < a; ++i)
             for (int j = 0; j < a; ++j)
               U[((i * a + j) * g.K + k) * g.C + c] = float(t[i][0] * G(j, 0) + t[i][1] * G(j, 1) + t[i][2] * G(j, 2));

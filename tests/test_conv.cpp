@@ -108,21 +108,22 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
     // Winograd: F(2x2,3x3) and F(4x4,3x3), each with both transforms.
     std::vector<int> tiles{0};
     if (a == ConvAlgo::winograd) tiles = {2, 4};
-    for (int tile : tiles)
-    for (int block : blocks) {
-      cfg.winograd_tile = tile;
-      cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
-      cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
-      cfg.winograd_kernel = a == ConvAlgo::winograd ? (block == 1 ? 1 : 2) : 0;
-      cfg.direct_kernel = a == ConvAlgo::direct ? (block == 1 ? 1 : 2) : 0;
-      auto op = ConvOp::create(ctx(), 0, cfg);
-      CHECK(op->algorithm() == to_string(a));
-      auto got = run(*op, x);
-      REQUIRE(got.size() == want.size());
-      double rtol, atol;
-      tolerance(a, rtol, atol);
-      INFO(std::string(p.name) << " with " << to_string(a) << " block " << block << " tile " << tile);
-      CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), rtol, atol);
+    for (int tile : tiles) {
+      for (int block : blocks) {
+        cfg.winograd_tile = tile;
+        cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
+        cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
+        cfg.winograd_kernel = a == ConvAlgo::winograd ? (block == 1 ? 1 : 2) : 0;
+        cfg.direct_kernel = a == ConvAlgo::direct ? (block == 1 ? 1 : 2) : 0;
+        auto op = ConvOp::create(ctx(), 0, cfg);
+        CHECK(op->algorithm() == to_string(a));
+        auto got = run(*op, x);
+        REQUIRE(got.size() == want.size());
+        double rtol, atol;
+        tolerance(a, rtol, atol);
+        INFO(std::string(p.name) << " with " << to_string(a) << " block " << block << " tile " << tile);
+        CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), rtol, atol);
+      }
     }
     ++ran;
   }

@@ -1,5 +1,6 @@
 // `cldl bench conv`: GFLOP/s of every applicable Conv algorithm on ResNet/MobileNet-style shapes
 // (direct-convolution FLOPs, 2 * N*K*OH*OW * C/group*KH*KW, for every algorithm so rates compare).
+// Winograd runs twice, as rows "winograd F2" and "winograd F4" (ConvConfig::winograd_tile 2 and 4).
 // Settings: --set batch=N overrides every case's batch; --set algos=winograd,direct limits algorithms;
 // --set shape=N,C,H,W,K,k,stride,pad[,groups] times that one shape.
 // --tuning compare adds the automatic choice with heuristics only ("cldl:auto") and with the tuning
@@ -101,7 +102,8 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
         runs.push_back({a, db, 0});
       }
     }
-    if (opts.tuning == "compare") runs.insert(runs.end(), {{ConvAlgo::automatic, false, 0}, {ConvAlgo::automatic, true, 0}});
+    if (opts.tuning == "compare")
+      runs.insert(runs.end(), {{ConvAlgo::automatic, false, 0}, {ConvAlgo::automatic, true, 0}});
     double auto_default_ms = 0;
     for (auto [a, use_db, tile] : runs) {
       cfg.algo = a;
@@ -117,8 +119,8 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
       r.family = "conv";
       r.name = name;
       r.impl = a == ConvAlgo::automatic ? (use_db ? "cldl:auto+db" : "cldl:auto")
-                         : tile ? fmt::format("cldl:{} F{}", to_string(a), tile)
-                                : fmt::format("cldl:{}", to_string(a));
+               : tile                   ? fmt::format("cldl:{} F{}", to_string(a), tile)
+                                        : fmt::format("cldl:{}", to_string(a));
       r.wall = time_runs(
           [&] {
             op->enqueue(in, out, op->workspace_bytes() ? &ws : nullptr, ec);
@@ -145,8 +147,8 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
       r.device_ms = device_ms;
       const bool is_auto = automatic == to_string(a) &&
                            (a != ConvAlgo::winograd || ConvOp::winograd_tile_for(auto_cfg, ctx.device(0).info) == tile);
-      r.note = fmt::format("{}ws {:.1f} MB; {}", is_auto ? "automatic; " : "",
-                           op->workspace_bytes() / 1048576.0, stages);
+      r.note =
+          fmt::format("{}ws {:.1f} MB; {}", is_auto ? "automatic; " : "", op->workspace_bytes() / 1048576.0, stages);
       if (a == ConvAlgo::automatic) {
         r.note = fmt::format("{}; {}", op->algorithm(), r.note);
         if (!use_db) auto_default_ms = r.wall.median_ms;
