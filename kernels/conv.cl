@@ -1,5 +1,5 @@
-// Convolution kernels (NCHW, fp32): direct (2-D and 3-D), depthwise, im2col, Winograd F(2x2,3x3) input/output
-// transforms, FFT-convolution helpers (pad, complex multiply-accumulate, crop) and direct ConvTranspose.
+// Convolution kernels (NCHW, fp32): direct (2-D and 3-D), depthwise, im2col, Winograd F(2x2,3x3) and
+// F(4x4,3x3) input/output transforms, FFT-convolution helpers (pad, complex multiply-accumulate, crop) and direct ConvTranspose.
 // All geometry is a runtime int16 argument so one program build (per -DACT) serves every shape; only
 // the fused activation is a build-time macro (ACT, see common.cl).
 
@@ -445,7 +445,9 @@ inline void im2col_row(int16 g, __global const float* x, long x_off, __global fl
   __global float* out = col + col_off + (nc * G_KH * G_KW + kk) * ((long)G_OH * G_OW) + (long)oh * G_OW;
   const int ih = oh * G_SH - G_PT + kh * G_DH;
   if (ih < 0 || ih >= G_H) {
-    for (int ow = 0; ow < G_OW; ++ow) out[ow] = 0.0f;
+    int ow = 0;
+    for (; ow + 16 <= G_OW; ow += 16) vstore16((float16)(0.0f), 0, out + ow);
+    for (; ow < G_OW; ++ow) out[ow] = 0.0f;
     return;
   }
   __global const float* row = x + x_off + nc * G_H * G_W + (long)ih * G_W;
@@ -453,12 +455,21 @@ inline void im2col_row(int16 g, __global const float* x, long x_off, __global fl
   const int lo = min(G_OW, off >= 0 ? 0 : (-off + G_SW - 1) / G_SW);
   const int hi = max(lo, min(G_OW, G_W - off > 0 ? (G_W - off + G_SW - 1) / G_SW : 0));
   for (int ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
+  // Runs of 16 outputs as vectors (stride 2: the even lanes of 32 inputs, while those stay inside the input
+  // row); PoCL compiled the element loops to scalar moves.
+  int ow = lo;
   if (G_SW == 1) {
-    for (int ow = lo; ow < hi; ++ow) out[ow] = row[ow + off];
+    for (; ow + 16 <= hi; ow += 16) vstore16(vload16(0, row + ow + off), 0, out + ow);
+    for (; ow < hi; ++ow) out[ow] = row[ow + off];
   } else {
-    for (int ow = lo; ow < hi; ++ow) out[ow] = row[ow * G_SW + off];
+    if (G_SW == 2)
+      for (; ow + 16 <= hi && 2 * ow + off + 32 <= G_W; ow += 16) {
+        const float16 a = vload16(0, row + 2 * ow + off), b = vload16(0, row + 2 * ow + off + 16);
+        vstore16((float16)(a.even, b.even), 0, out + ow);
+      }
+    for (; ow < hi; ++ow) out[ow] = row[ow * G_SW + off];
   }
-  for (int ow = hi; ow < G_OW; ++ow) out[ow] = 0.0f;
+  for (ow = hi; ow < G_OW; ++ow) out[ow] = 0.0f;
 }
 
 // im2col for CPUs, same layout: a work-item per (n, c, kh, kw, `rows` output rows) writes contiguous rows
@@ -658,6 +669,237 @@ __kernel void winograd_output_rows(int16 g, int tiles_h, int tiles_w, int batch,
 #endif
     float buf[16];
     vstore16(r, 0, buf);
+#if ACT_VEC
+    for (int q = 0; q < nw; ++q) yr[q] = buf[q];
+#else
+    for (int q = 0; q < nw; ++q) yr[q] = APPLY_ACT(buf[q], act_a, act_b);
+#endif
+  }
+}
+
+// Winograd F(4x4,3x3): 6x6 input tiles at stride 4, 36 element-wise products, 4x4 outputs per tile.
+// Against F(2x2,3x3) it does 2.25 instead of 4 multiplies per output and channel pair, and its transformed
+// planes hold 2.25x instead of 4x the input / output, so both the GEMMs and the transforms' memory traffic
+// shrink by about 1.8x. Its transforms' larger constants cost accuracy: about 1e-6 relative to the
+// output's scale on standard-normal data, against about 2e-7 for F(2x2,3x3) (tests/test_conv.cpp).
+// Matrices (Lavin & Gray): B^T rows below; G in layers/conv.cpp; A^T in the output transforms.
+// V layout [36][C][P], M layout [36][K][P], P = N * tiles_h * tiles_w, as for F(2x2,3x3).
+#define WINO4_BT(d, o)                                 \
+  do {                                                 \
+    o##0 = 4.0f * d##0 - 5.0f * d##2 + d##4;           \
+    o##1 = -4.0f * (d##1 + d##2) + d##3 + d##4;        \
+    o##2 = 4.0f * (d##1 - d##2) - d##3 + d##4;         \
+    o##3 = 2.0f * (d##3 - d##1) - d##2 + d##4;         \
+    o##4 = 2.0f * (d##1 - d##3) - d##2 + d##4;         \
+    o##5 = 4.0f * d##1 - 5.0f * d##3 + d##5;           \
+  } while (0)
+#define WINO4_AT(m, o)                                       \
+  do {                                                       \
+    o##0 = m##0 + m##1 + m##2 + m##3 + m##4;                 \
+    o##1 = m##1 - m##2 + 2.0f * (m##3 - m##4);               \
+    o##2 = m##1 + m##2 + 4.0f * (m##3 + m##4);               \
+    o##3 = m##1 - m##2 + 8.0f * (m##3 - m##4) + m##5;        \
+  } while (0)
+
+// F(4x4,3x3) input transform V = B^T d B, a tile per work-item. Global (tiles_h*tiles_w, C, N).
+__kernel void winograd4_input(int16 g, int tiles_h, int tiles_w, __global const float* x, long x_off,
+                              __global float* v, long v_off) {
+  const int t = get_global_id(0);
+  const int c = get_global_id(1);
+  const int n = get_global_id(2);
+  const int T = tiles_h * tiles_w;
+  if (t >= T) return;
+  const int ih0 = (t / tiles_w) * 4 - G_PT, iw0 = (t % tiles_w) * 4 - G_PL;
+  __global const float* xc = x + x_off + ((long)n * G_C + c) * G_H * G_W;
+  float r[6][6];  // B^T applied down each column of the tile
+  for (int j = 0; j < 6; ++j) {
+    float d0, d1, d2, d3, d4, d5, e[6];
+    for (int i = 0; i < 6; ++i) {
+      const int ih = ih0 + i, iw = iw0 + j;
+      e[i] = (ih >= 0 && ih < G_H && iw >= 0 && iw < G_W) ? xc[(long)ih * G_W + iw] : 0.0f;
+    }
+    d0 = e[0], d1 = e[1], d2 = e[2], d3 = e[3], d4 = e[4], d5 = e[5];
+    float o0, o1, o2, o3, o4, o5;
+    WINO4_BT(d, o);
+    r[0][j] = o0, r[1][j] = o1, r[2][j] = o2, r[3][j] = o3, r[4][j] = o4, r[5][j] = o5;
+  }
+  const long P = (long)get_global_size(2) * T;
+  const long plane = (long)G_C * P;
+  __global float* out = v + v_off + (long)c * P + (long)n * T + t;
+  for (int i = 0; i < 6; ++i) {  // (B^T d) B: B^T along each row
+    float d0 = r[i][0], d1 = r[i][1], d2 = r[i][2], d3 = r[i][3], d4 = r[i][4], d5 = r[i][5];
+    float o0, o1, o2, o3, o4, o5;
+    WINO4_BT(d, o);
+    out[(i * 6 + 0) * plane] = o0;
+    out[(i * 6 + 1) * plane] = o1;
+    out[(i * 6 + 2) * plane] = o2;
+    out[(i * 6 + 3) * plane] = o3;
+    out[(i * 6 + 4) * plane] = o4;
+    out[(i * 6 + 5) * plane] = o5;
+  }
+}
+
+// F(4x4,3x3) output transform Y = A^T m A plus bias and activation, a tile per work-item.
+// Global (tiles_h*tiles_w, K, N).
+__kernel void winograd4_output(int16 g, int tiles_h, int tiles_w, __global const float* m, long m_off,
+                               __global const float* bias, long b_off, int has_bias, __global float* y,
+                               long y_off, float act_a, float act_b) {
+  const int t = get_global_id(0);
+  const int k = get_global_id(1);
+  const int n = get_global_id(2);
+  const int T = tiles_h * tiles_w;
+  if (t >= T) return;
+  const long P = (long)get_global_size(2) * T;
+  const long plane = (long)G_K * P;
+  __global const float* src = m + m_off + (long)k * P + (long)n * T + t;
+  float r[4][6];  // A^T m: A^T down each column
+  for (int j = 0; j < 6; ++j) {
+    const float m0 = src[(0 * 6 + j) * plane], m1 = src[(1 * 6 + j) * plane], m2 = src[(2 * 6 + j) * plane];
+    const float m3 = src[(3 * 6 + j) * plane], m4 = src[(4 * 6 + j) * plane], m5 = src[(5 * 6 + j) * plane];
+    float o0, o1, o2, o3;
+    WINO4_AT(m, o);
+    r[0][j] = o0, r[1][j] = o1, r[2][j] = o2, r[3][j] = o3;
+  }
+  const float b = has_bias ? bias[b_off + k] : 0.0f;
+  const int oh0 = (t / tiles_w) * 4, ow0 = (t % tiles_w) * 4;
+  __global float* yk = y + y_off + ((long)n * G_K + k) * G_OH * G_OW;
+  for (int i = 0; i < 4; ++i) {
+    const int oh = oh0 + i;
+    if (oh >= G_OH) break;
+    const float m0 = r[i][0], m1 = r[i][1], m2 = r[i][2], m3 = r[i][3], m4 = r[i][4], m5 = r[i][5];
+    float o0, o1, o2, o3;
+    WINO4_AT(m, o);
+    const float o[4] = {o0, o1, o2, o3};
+    for (int q = 0; q < 4 && ow0 + q < G_OW; ++q) yk[oh * G_OW + ow0 + q] = APPLY_ACT(o[q] + b, act_a, act_b);
+  }
+}
+
+// F(4x4,3x3) input transform for CPUs, same V layout: a work-item per (n, c, tile row, strip of 8 tiles)
+// loads each of the strip's 6 input rows (34 columns) once, takes the 8 tiles' column q as the float8 of
+// columns q, q + 4, ..., q + 28, transforms the 8 tiles at once in float8 lanes and writes 8 adjacent tiles
+// of each of the 36 planes as one float8. Global (ceil(tiles_w / 8), tiles_h, batch * C), padded.
+__kernel void winograd4_input_rows(int16 g, int tiles_h, int tiles_w, int batch, __global const float* x,
+                                   long x_off, __global float* v, long v_off) {
+  const int j0 = get_global_id(0) * 8;
+  const int tr = get_global_id(1);
+  const int nc = get_global_id(2);
+  if (j0 >= tiles_w || tr >= tiles_h) return;
+  const int n = nc / G_C, c = nc % G_C;
+  const int T = tiles_h * tiles_w;
+  const long P = (long)batch * T, plane = (long)G_C * P;
+  const int row0 = tr * 4 - G_PT, col0 = j0 * 4 - G_PL;
+  __global const float* xc = x + x_off + (long)nc * G_H * G_W;
+  float8 h[6][6];  // d B: each input row's 6 tile columns transformed
+  for (int i = 0; i < 6; ++i) {
+    const int ih = row0 + i;
+    float16 a, b;
+    float e32, e33;
+    if (ih >= 0 && ih < G_H && col0 >= 0 && col0 + 34 <= G_W) {
+      __global const float* r = xc + (long)ih * G_W + col0;
+      a = vload16(0, r);
+      b = vload16(0, r + 16);
+      e32 = r[32];
+      e33 = r[33];
+    } else {  // the padding edge: the same 34 columns, zero outside the image
+      float buf[34];
+      for (int q = 0; q < 34; ++q) {
+        const int iw = col0 + q;
+        buf[q] = ih >= 0 && ih < G_H && iw >= 0 && iw < G_W ? xc[(long)ih * G_W + iw] : 0.0f;
+      }
+      a = vload16(0, buf);
+      b = vload16(0, buf + 16);
+      e32 = buf[32];
+      e33 = buf[33];
+    }
+    const float8 d0 = (float8)(a.s048c, b.s048c), d1 = (float8)(a.s159d, b.s159d);
+    const float8 d2 = (float8)(a.s26ae, b.s26ae), d3 = (float8)(a.s37bf, b.s37bf);
+    const float8 d4 = (float8)(a.s48c, b.s048c, e32), d5 = (float8)(a.s59d, b.s159d, e33);
+    float8 o0, o1, o2, o3, o4, o5;
+    WINO4_BT(d, o);
+    h[i][0] = o0, h[i][1] = o1, h[i][2] = o2, h[i][3] = o3, h[i][4] = o4, h[i][5] = o5;
+  }
+  __global float* out = v + v_off + (long)c * P + (long)n * T + (long)tr * tiles_w + j0;
+  const int nt = min(8, tiles_w - j0);
+  for (int j = 0; j < 6; ++j) {  // B^T (d B): down each column
+    const float8 d0 = h[0][j], d1 = h[1][j], d2 = h[2][j], d3 = h[3][j], d4 = h[4][j], d5 = h[5][j];
+    float8 o[6];
+    float8 o0, o1, o2, o3, o4, o5;
+    WINO4_BT(d, o);
+    o[0] = o0, o[1] = o1, o[2] = o2, o[3] = o3, o[4] = o4, o[5] = o5;
+    for (int i = 0; i < 6; ++i) {
+      __global float* dst = out + (i * 6 + j) * plane;
+      if (nt == 8) {
+        vstore8(o[i], 0, dst);
+      } else {
+        float buf[8];
+        vstore8(o[i], 0, buf);
+        for (int q = 0; q < nt; ++q) dst[q] = buf[q];
+      }
+    }
+  }
+}
+
+// F(4x4,3x3) output transform for CPUs, same M layout: a work-item per (n, k, tile row, strip of 8 tiles)
+// reads 8 adjacent tiles of each of the 36 planes as one float8 and writes the strip's four output rows as
+// two float16 each (the tiles' four columns interleaved). Global (ceil(tiles_w / 8), tiles_h, batch * K),
+// padded.
+__kernel void winograd4_output_rows(int16 g, int tiles_h, int tiles_w, int batch, __global const float* m,
+                                    long m_off, __global const float* bias, long b_off, int has_bias,
+                                    __global float* y, long y_off, float act_a, float act_b) {
+  const int j0 = get_global_id(0) * 8;
+  const int tr = get_global_id(1);
+  const int nk = get_global_id(2);
+  if (j0 >= tiles_w || tr >= tiles_h) return;
+  const int n = nk / G_K, k = nk % G_K;
+  const int T = tiles_h * tiles_w;
+  const long P = (long)batch * T, plane = (long)G_K * P;
+  __global const float* src = m + m_off + (long)k * P + (long)n * T + (long)tr * tiles_w + j0;
+  const int nt = min(8, tiles_w - j0);
+  float8 t[4][6];  // A^T m: down each column
+  for (int j = 0; j < 6; ++j) {
+    float8 a[6];
+    for (int i = 0; i < 6; ++i) {
+      __global const float* s = src + (i * 6 + j) * plane;
+      if (nt == 8) {
+        a[i] = vload8(0, s);
+      } else {
+        float buf[8];
+        for (int q = 0; q < 8; ++q) buf[q] = q < nt ? s[q] : 0.0f;
+        a[i] = vload8(0, buf);
+      }
+    }
+    const float8 m0 = a[0], m1 = a[1], m2 = a[2], m3 = a[3], m4 = a[4], m5 = a[5];
+    float8 o0, o1, o2, o3;
+    WINO4_AT(m, o);
+    t[0][j] = o0, t[1][j] = o1, t[2][j] = o2, t[3][j] = o3;
+  }
+  const float b = has_bias ? bias[b_off + k] : 0.0f;
+  __global float* yk = y + y_off + (long)nk * G_OH * G_OW;
+  const int ow0 = j0 * 4, nw = min(32, G_OW - ow0);
+  for (int i = 0; i < 4; ++i) {
+    const int oh = tr * 4 + i;
+    if (oh >= G_OH) break;
+    const float8 m0 = t[i][0], m1 = t[i][1], m2 = t[i][2], m3 = t[i][3], m4 = t[i][4], m5 = t[i][5];
+    float8 y0, y1, y2, y3;
+    WINO4_AT(m, y);
+    // Output column 4 * tile + q is lane `tile` of y_q.
+    float16 lo = (float16)(y0.s0, y1.s0, y2.s0, y3.s0, y0.s1, y1.s1, y2.s1, y3.s1, y0.s2, y1.s2, y2.s2, y3.s2,
+                           y0.s3, y1.s3, y2.s3, y3.s3) + b;
+    float16 hi = (float16)(y0.s4, y1.s4, y2.s4, y3.s4, y0.s5, y1.s5, y2.s5, y3.s5, y0.s6, y1.s6, y2.s6, y3.s6,
+                           y0.s7, y1.s7, y2.s7, y3.s7) + b;
+    __global float* yr = yk + (long)oh * G_OW + ow0;
+#if ACT_VEC
+    lo = APPLY_ACT_V(lo, act_a, act_b);
+    hi = APPLY_ACT_V(hi, act_a, act_b);
+    if (nw == 32) {
+      vstore16(lo, 0, yr);
+      vstore16(hi, 0, yr + 16);
+      continue;
+    }
+#endif
+    float buf[32];
+    vstore16(lo, 0, buf);
+    vstore16(hi, 0, buf + 16);
 #if ACT_VEC
     for (int q = 0; q < nw; ++q) yr[q] = buf[q];
 #else

@@ -282,6 +282,13 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::stri
   return a;
 }
 
+int ConvOp::winograd_tile_for(const ConvConfig& cfg, const DeviceInfo& info) {
+  if (cfg.winograd_tile) return cfg.winograd_tile;
+  const ConvGeometry g = geometry(cfg);
+  const int64_t tiles4 = g.N * ceil_div(g.OH, 4) * ceil_div(g.OW, 4);
+  return info.type == DeviceType::cpu && tiles4 >= 32 ? 4 : 2;
+}
+
 namespace {
 // im2col_rows: output rows per work-item, about 256 outputs each: one row of a small map was too little
 // work per item (DeepLab's dilated 3x3 on 16x16 x 960 channels: 138K items, 15 ms on PoCL).
@@ -437,37 +444,62 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       break;
     }
     case ConvAlgo::winograd: {
-      // U = G g G^T per (k, c), stored [16][K][C] so the 16 element-wise products are a batch of GEMMs.
-      const float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
-      HostTensor u(DType::f32, Shape{16, g.K, g.C});
+      if (cfg.winograd_tile != 0 && cfg.winograd_tile != 2 && cfg.winograd_tile != 4)
+        invalid("Conv", "winograd_tile {} is not 0, 2 or 4", cfg.winograd_tile);
+      if (cfg.winograd_kernel < 0 || cfg.winograd_kernel > 2)
+        invalid("Conv", "winograd_kernel {} is not 0, 1 or 2", cfg.winograd_kernel);
+      const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
+      // F(4x4,3x3) on CPUs (winograd_tile_for): against F(2x2,3x3) the GEMMs do 2.25 instead of 4 multiplies
+      // per output and channel pair and the transformed planes (the transforms' memory traffic) are 2.25x
+      // instead of 4x the input and output. Its GEMMs have a quarter of the columns (tiles) though, and 2.25x
+      // the weights to read: below 32 tiles (ResNet's 14x14 and 7x7 stages at batch 1: 16 and 4) a GEMM of a
+      // few columns per output channel streams its weights for little work, and F(2x2,3x3) is as fast or
+      // faster. Min of 3 x 15 runs on PoCL / Zen 4, F2 -> F4 (`cldl bench conv --set shape=...`): 64->64
+      // 56x56 2.46 -> 1.39 ms, 128->128 28x28 2.49 -> 1.66 ms; 256->256 14x14 1.99 -> 2.17 ms (1.82 -> 1.67
+      // in another run), 512->512 7x7 2.73 -> 5.18 ms.
+      const int m = winograd_tile_for(cfg, ctx.device(device).info);
+      const int a = m + 2;  // input tile size; a * a products
+      op->winograd_m_ = m;
+      // U = G g G^T per (k, c), stored [a*a][K][C] so the element-wise products are a batch of GEMMs.
+      const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+      const double G4[6][3] = {{0.25, 0, 0},
+                               {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                               {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                               {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                               {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                               {0, 0, 1}};
+      auto G = [&](int i, int j) { return m == 4 ? G4[i][j] : G2[i][j]; };
+      HostTensor u(DType::f32, Shape{a * a, g.K, g.C});
       const float* w = cfg.weight.as<float>();
       float* U = u.as<float>();
       for (int64_t k = 0; k < g.K; ++k)
         for (int64_t c = 0; c < g.C; ++c) {
           const float* f = w + (k * g.C + c) * 9;
-          double t[4][3];  // G f
-          for (int i = 0; i < 4; ++i)
-            for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * f[0 * 3 + j] + G[i][1] * f[1 * 3 + j] + G[i][2] * f[2 * 3 + j];
-          for (int i = 0; i < 4; ++i)
-            for (int j = 0; j < 4; ++j)
-              U[((i * 4 + j) * g.K + k) * g.C + c] = float(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
+          double t[6][3];  // G f
+          for (int i = 0; i < a; ++i)
+            for (int j = 0; j < 3; ++j)
+              t[i][j] = G(i, 0) * f[0 * 3 + j] + G(i, 1) * f[1 * 3 + j] + G(i, 2) * f[2 * 3 + j];
+          for (int i = 0; i < a; ++i)
+            for (int j = 0; j < a; ++j)
+              U[((i * a + j) * g.K + k) * g.C + c] = float(t[i][0] * G(j, 0) + t[i][1] * G(j, 1) + t[i][2] * G(j, 2));
         }
       op->weight_ = ctx.upload(u, device);
-      if (cfg.winograd_kernel < 0 || cfg.winograd_kernel > 2)
-        invalid("Conv", "winograd_kernel {} is not 0, 1 or 2", cfg.winograd_kernel);
       // CPUs: strips of 8 tiles per work-item in float8 lanes (PoCL, 64->64 3x3 56x56 b8: the two
       // transforms 11.0 + 11.8 ms a tile per work-item; see `cldl bench conv`); GPUs: a tile per work-item.
-      op->winograd_rows_ = cfg.winograd_kernel == 2 ||
-                           (cfg.winograd_kernel == 0 && ctx.device(device).info.type == DeviceType::cpu);
-      op->pre_ = make_kernel(prog, op->winograd_rows_ ? "winograd_input_rows" : "winograd_input");
-      op->post_ = make_kernel(prog, op->winograd_rows_ ? "winograd_output_rows" : "winograd_output");
-      log::debug("Conv winograd {}: {}", cfg.input.str(),
-                 op->winograd_rows_ ? "strips of 8 tiles per work-item (winograd_*_rows)" : "a tile per work-item");
-      const int64_t T = g.N * ceil_div(g.OH, 2) * ceil_div(g.OW, 2);
-      op->workspace_ = size_t(16 * (g.C + g.K) * T) * sizeof(float);
+      op->winograd_rows_ = cfg.winograd_kernel == 2 || (cfg.winograd_kernel == 0 && cpu);
+      const char* pre = m == 4 ? (op->winograd_rows_ ? "winograd4_input_rows" : "winograd4_input")
+                               : (op->winograd_rows_ ? "winograd_input_rows" : "winograd_input");
+      const char* post = m == 4 ? (op->winograd_rows_ ? "winograd4_output_rows" : "winograd4_output")
+                                : (op->winograd_rows_ ? "winograd_output_rows" : "winograd_output");
+      op->pre_ = make_kernel(prog, pre);
+      op->post_ = make_kernel(prog, post);
+      log::debug("Conv winograd {}: F({}x{},3x3), {}", cfg.input.str(), m, m,
+                 op->winograd_rows_ ? "strips of 8 tiles per work-item (winograd*_rows)" : "a tile per work-item");
+      const int64_t T = g.N * ceil_div(g.OH, m) * ceil_div(g.OW, m);
+      op->workspace_ = size_t(a * a * (g.C + g.K) * T) * sizeof(float);
       GemmConfig gc;
       gc.M = g.K, gc.N = T, gc.K = g.C;
-      gc.batch = 16;
+      gc.batch = a * a;
       op->gemm_.push_back(Gemm::create(ctx, device, gc));
       break;
     }
@@ -482,7 +514,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   // Small images: whole output planes per work-group, batched over images/channels (plane_batch_local_size).
   const Device& dev = ctx.device(device);
   const size_t N = size_t(g.N), OW = size_t(g.OW), OH = size_t(g.OH);
-  const size_t th = size_t(ceil_div(g.OH, 2)), tw = size_t(ceil_div(g.OW, 2));
+  const size_t th = size_t(ceil_div(g.OH, op->winograd_m_)), tw = size_t(ceil_div(g.OW, op->winograd_m_));
   switch (op->algo_) {
     case ConvAlgo::direct:
       if (op->direct_rows_) {
@@ -635,21 +667,23 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
       break;
     }
     case ConvAlgo::winograd: {
-      const int64_t th = (g_.OH + 1) / 2, tw = (g_.OW + 1) / 2, T = g_.N * th * tw;
+      const int64_t wm = winograd_m_, aa = (wm + 2) * (wm + 2);  // output tile, products per tile
+      const int64_t th = ceil_div(g_.OH, wm), tw = ceil_div(g_.OW, wm), T = g_.N * th * tw;
       Tensor v = *workspace;
       v.dtype = DType::f32;
-      v.shape = Shape{16 * g_.C * T};
+      v.shape = Shape{aa * g_.C * T};
       Tensor m = view(v, 0);
-      m.offset_bytes += size_t(16 * g_.C * T) * sizeof(float);
-      m.shape = Shape{16 * g_.K * T};
+      m.offset_bytes += size_t(aa * g_.C * T) * sizeof(float);
+      m.shape = Shape{aa * g_.K * T};
       if (winograd_rows_) {
         set_args(pre_, ga, cl_int(th), cl_int(tw), cl_int(N), x.buffer, cl_long(x.offset_elems()), v.buffer,
                  cl_long(v.offset_elems()));
-        ec.enqueue_kernel(pre_, global_pre_, local_pre_, "winograd_input_rows");
+        ec.enqueue_kernel(pre_, global_pre_, local_pre_, wm == 4 ? "winograd4_input_rows" : "winograd_input_rows");
       } else {
         set_args(pre_, ga, cl_int(th), cl_int(tw), x.buffer, cl_long(x.offset_elems()), v.buffer,
                  cl_long(v.offset_elems()));
-        ec.enqueue_kernel(pre_, cl::NDRange(size_t(th * tw), size_t(g_.C), N), local_pre_, "winograd_input");
+        ec.enqueue_kernel(pre_, cl::NDRange(size_t(th * tw), size_t(g_.C), N), local_pre_,
+                          wm == 4 ? "winograd4_input" : "winograd_input");
       }
       std::vector<Tensor> in{weight_, v};
       Tensor out[1] = {m};
@@ -658,12 +692,13 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
         set_args(post_, ga, cl_int(th), cl_int(tw), cl_int(N), m.buffer, cl_long(m.offset_elems()), b.buffer,
                  cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
                  act_.beta);
-        ec.enqueue_kernel(post_, global_post_, local_post_, "winograd_output_rows");
+        ec.enqueue_kernel(post_, global_post_, local_post_, wm == 4 ? "winograd4_output_rows" : "winograd_output_rows");
       } else {
         set_args(post_, ga, cl_int(th), cl_int(tw), m.buffer, cl_long(m.offset_elems()), b.buffer,
                  cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
                  act_.beta);
-        ec.enqueue_kernel(post_, cl::NDRange(size_t(th * tw), K, N), local_post_, "winograd_output");
+        ec.enqueue_kernel(post_, cl::NDRange(size_t(th * tw), K, N), local_post_,
+                          wm == 4 ? "winograd4_output" : "winograd_output");
       }
       break;
     }

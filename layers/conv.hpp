@@ -22,7 +22,7 @@ namespace cldl {
 // Algorithm choice. `automatic` heuristic (ConvOp::create, in this order):
 //   groups == C == K (depthwise)                         -> depthwise
 //   1x1, stride 1, no padding (dilation irrelevant)     -> gemm_1x1
-//   3x3, stride 1, dilation 1, groups 1, C,K >= 16      -> winograd
+//   3x3, stride 1, dilation 1, groups 1, C,K >= 16      -> winograd (F(4x4,3x3) on CPUs from 32 tiles, else F(2x2,3x3))
 //   kernel >= 7x7, stride 1, dilation 1, groups 1       -> fft (FFT work does not grow with KH*KW)
 //   C/group*KH*KW >= 16 (enough reduction for a GEMM)    -> im2col_gemm
 //   otherwise                                           -> direct
@@ -54,6 +54,10 @@ struct ConvConfig {
   // Winograd transforms: 1 = winograd_input / _output (a tile per work-item), 2 = the _rows kernels (strips
   // of 8 tiles in float8 lanes); 0 = by device: 2 on CPUs, 1 elsewhere.
   int winograd_kernel = 0;
+  // Winograd output tile: 2 = F(2x2,3x3) (16 products per tile), 4 = F(4x4,3x3) (36 products for 4x the
+  // outputs: 1.8x fewer multiplies and 1.8x smaller transformed planes, slightly less accurate); 0 = by device
+  // and shape: 4 on CPUs where it makes at least 32 tiles (see ConvOp::create), 2 elsewhere (unmeasured).
+  int winograd_tile = 0;
   // Direct kernel (2-D): 1 = conv_direct (an output pixel per work-item, 8 channels), 2 = conv_grouped_rows
   // (an output row per work-item in float8 strips, 8 channels); 0 = by device: 2 on CPUs, 1 elsewhere.
   int direct_kernel = 0;
@@ -85,6 +89,10 @@ class ConvOp : public Op {
   // What create() uses: the tuning database's choice for this shape on `info` (family "conv") when
   // cfg.algo is automatic and an entry exists, else choose(cfg).
   static ConvAlgo choose(const ConvConfig& cfg, const DeviceInfo& info, std::string* why = nullptr);
+  // The Winograd output tile create() uses for this config on `info` (cfg.winograd_tile, or 4 / 2 by device
+  // and shape).
+  static int winograd_tile_for(const ConvConfig& cfg, const DeviceInfo& info);
+  int winograd_tile() const { return winograd_m_; }
   // The GEMMs this op runs (GEMM-based algorithms), as configured before the GEMM's own choices.
   std::vector<GemmConfig> gemm_configs() const;
   static std::unique_ptr<ConvOp> create(Context& ctx, int device, const ConvConfig& cfg);
@@ -121,6 +129,7 @@ class ConvOp : public Op {
   int dw_pr_ = 0, dw_pc_ = 0;                    // conv_depthwise_plane: rows and columns of the padded copy
   bool im2col_rows_ = false;                     // im2col_gemm: im2col_rows (a row per work-item)
   bool winograd_rows_ = false;                   // winograd: the _rows transforms (strips of 8 tiles)
+  int winograd_m_ = 2;                           // winograd: output tile (2: F(2x2,3x3), 4: F(4x4,3x3))
   bool direct_rows_ = false;                     // direct: conv_grouped_rows (a row per work-item)
   cl::NDRange global_post_ = cl::NullRange;      // winograd_output_rows: padded to local_post_
   cl::NDRange global_pre_ = cl::NullRange;       // im2col_rows: padded to local_pre_

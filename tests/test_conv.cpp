@@ -3,8 +3,9 @@
 // Tolerances (|got - want| <= atol + rtol * |want|), inputs and weights uniform in [-1, 1]:
 //  - direct, depthwise, im2col + GEMM, 1x1 GEMM, ConvTranspose: rtol 1e-4, atol 1e-4 (fp32 accumulation
 //    of at most a few hundred products; differences are summation-order rounding only).
-//  - Winograd F(2x2,3x3): rtol 1e-3, atol 1e-3: the transforms add and subtract up to 16 input values
-//    per tile before the products and up to 16 products after, so rounding grows by about that factor.
+//  - Winograd F(2x2,3x3) and F(4x4,3x3): rtol 1e-3, atol 1e-3: the transforms add and subtract up to 16
+//    (F(4x4): 36, with weights up to 25 and 64) input values per tile before the products and as many products
+//    after, so rounding grows by about that factor (F(4x4,3x3) measured within about 1e-5 here).
 //  - FFT: rtol 1e-3, atol 2e-3: the error of a float FFT is relative to the whole plane's energy
 //    (about log2(FH*FW) * eps * norm), not to each output, so small outputs get an absolute bound.
 #include <algorithm>
@@ -104,19 +105,25 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
                                (((OW + 7) / 8 * 8 - 8) * p.SW + (p.KW - 1) * p.DW + (p.SW == 1 ? 8 : 16)) <=
                            2304;
     if (a == ConvAlgo::depthwise && plane) blocks.push_back(64);
-    for (int block : blocks) {
-      cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
-      cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
-      cfg.winograd_kernel = a == ConvAlgo::winograd ? (block == 1 ? 1 : 2) : 0;
-      cfg.direct_kernel = a == ConvAlgo::direct ? (block == 1 ? 1 : 2) : 0;
-      auto op = ConvOp::create(ctx(), 0, cfg);
-      CHECK(op->algorithm() == to_string(a));
-      auto got = run(*op, x);
-      REQUIRE(got.size() == want.size());
-      double rtol, atol;
-      tolerance(a, rtol, atol);
-      INFO(std::string(p.name) << " with " << to_string(a) << " block " << block);
-      CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), rtol, atol);
+    // Winograd: F(2x2,3x3) and F(4x4,3x3), each with both transforms.
+    std::vector<int> tiles{0};
+    if (a == ConvAlgo::winograd) tiles = {2, 4};
+    for (int tile : tiles) {
+      for (int block : blocks) {
+        cfg.winograd_tile = tile;
+        cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
+        cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
+        cfg.winograd_kernel = a == ConvAlgo::winograd ? (block == 1 ? 1 : 2) : 0;
+        cfg.direct_kernel = a == ConvAlgo::direct ? (block == 1 ? 1 : 2) : 0;
+        auto op = ConvOp::create(ctx(), 0, cfg);
+        CHECK(op->algorithm() == to_string(a));
+        auto got = run(*op, x);
+        REQUIRE(got.size() == want.size());
+        double rtol, atol;
+        tolerance(a, rtol, atol);
+        INFO(std::string(p.name) << " with " << to_string(a) << " block " << block << " tile " << tile);
+        CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), rtol, atol);
+      }
     }
     ++ran;
   }
@@ -165,6 +172,9 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
       {"3x3 pad 1 wide", 2, 3, 9, 37, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, leaky},
       {"3x3 unpadded wide", 1, 2, 6, 40, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, false, relu},
       {"3x3 pad 1 wide silu", 1, 17, 11, 38, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, silu},
+      // F(4x4,3x3)'s strips of 8 tiles read 34 columns: the middle strip here reads them in place, the first
+      // and the partial last one (3 tiles) at the edges; a partial last row of tiles (13 = 3 * 4 + 1).
+      {"3x3 pad 1 wider relu", 1, 3, 13, 75, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, relu},
       {"depthwise 3x3 wide hard-swish", 1, 3, 6, 70, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true, hswish},
       {"1x1 bias relu", 3, 5, 7, 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, true, relu},
       {"1x1 groups 2", 1, 6, 7, 13, 4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, true, {}},
@@ -341,6 +351,18 @@ TEST_CASE("automatic choice follows the documented heuristic") {
   Problem p{"auto", 1, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, {}};
   auto op = ConvOp::create(ctx(), 0, make_config(p, 2));
   CHECK(op->algorithm() == "winograd");
+  // Winograd's tile: F(4x4,3x3) on CPUs from 32 tiles of 4x4 (28x28 at batch 1: 49), F(2x2,3x3) below (14x14:
+  // 16) and on other devices; an explicit tile wins; a tile other than 2 or 4 is an error naming it.
+  const bool cpu = ctx().device(0).info.type == DeviceType::cpu;
+  Problem big{"wino 28x28", 1, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, {}};
+  Problem small{"wino 14x14", 1, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, {}};
+  CHECK(ConvOp::create(ctx(), 0, make_config(big, 3))->winograd_tile() == (cpu ? 4 : 2));
+  CHECK(ConvOp::create(ctx(), 0, make_config(small, 3))->winograd_tile() == 2);
+  ConvConfig forced = make_config(small, 3);
+  forced.winograd_tile = 4;
+  CHECK(ConvOp::create(ctx(), 0, forced)->winograd_tile() == 4);
+  forced.winograd_tile = 3;
+  CHECK(error_of([&] { ConvOp::create(ctx(), 0, forced); }).find("winograd_tile 3") != std::string::npos);
 }
 
 TEST_CASE("an explicitly requested algorithm that does not apply is a clear error") {

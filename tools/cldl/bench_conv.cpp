@@ -1,5 +1,6 @@
 // `cldl bench conv`: GFLOP/s of every applicable Conv algorithm on ResNet/MobileNet-style shapes
 // (direct-convolution FLOPs, 2 * N*K*OH*OW * C/group*KH*KW, for every algorithm so rates compare).
+// Winograd runs twice, as rows "winograd F2" and "winograd F4" (ConvConfig::winograd_tile 2 and 4).
 // Settings: --set batch=N overrides every case's batch; --set algos=winograd,direct limits algorithms;
 // --set shape=N,C,H,W,K,k,stride,pad[,groups] times that one shape.
 // --tuning compare adds the automatic choice with heuristics only ("cldl:auto") and with the tuning
@@ -79,19 +80,34 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
     cfg.act = Activation(Act::relu);
     Tensor x = ctx.upload(filled(cfg.input, 3));
     const std::string automatic(to_string(ConvOp::choose(cfg, ctx.device(0).info)));
+    const ConvConfig auto_cfg = cfg;
     // (algorithm, tuning database on); --tuning compare adds the automatic choice without and with it.
-    std::vector<std::pair<ConvAlgo, bool>> runs;
+    // (algorithm, tuning database on, Winograd tile: 0 = the default); Winograd runs with both tiles
+    // (rows "winograd F2" and "winograd F4").
+    struct Run {
+      ConvAlgo a;
+      bool db;
+      int tile;
+    };
+    std::vector<Run> runs;
     const bool db = opts.tuning != "default";
     for (ConvAlgo a : {ConvAlgo::winograd, ConvAlgo::gemm_1x1, ConvAlgo::im2col_gemm, ConvAlgo::depthwise,
                        ConvAlgo::fft, ConvAlgo::direct}) {
       if (!ConvOp::applies(cfg, a)) continue;
       if (!algos.empty() && algos.find(to_string(a)) == std::string::npos) continue;
-      runs.push_back({a, db});
+      if (a == ConvAlgo::winograd) {
+        runs.push_back({a, db, 2});
+        runs.push_back({a, db, 4});
+      } else {
+        runs.push_back({a, db, 0});
+      }
     }
-    if (opts.tuning == "compare") runs.insert(runs.end(), {{ConvAlgo::automatic, false}, {ConvAlgo::automatic, true}});
+    if (opts.tuning == "compare")
+      runs.insert(runs.end(), {{ConvAlgo::automatic, false, 0}, {ConvAlgo::automatic, true, 0}});
     double auto_default_ms = 0;
-    for (auto [a, use_db] : runs) {
+    for (auto [a, use_db, tile] : runs) {
       cfg.algo = a;
+      cfg.winograd_tile = tile;
       tuning::ScopedEnabled scoped_db(use_db);
       auto op = ConvOp::create(ctx, 0, cfg);
       Tensor y = ctx.alloc(op->output_shape(), DType::f32);
@@ -103,6 +119,7 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
       r.family = "conv";
       r.name = name;
       r.impl = a == ConvAlgo::automatic ? (use_db ? "cldl:auto+db" : "cldl:auto")
+               : tile                   ? fmt::format("cldl:{} F{}", to_string(a), tile)
                                         : fmt::format("cldl:{}", to_string(a));
       r.wall = time_runs(
           [&] {
@@ -128,8 +145,10 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
       std::string stages;
       for (const auto& [name, ms] : stage_ms) stages += fmt::format("{}{} {:.1f}", stages.empty() ? "" : ", ", name, ms);
       r.device_ms = device_ms;
-      r.note = fmt::format("{}ws {:.1f} MB; {}", automatic == to_string(a) ? "automatic; " : "",
-                           op->workspace_bytes() / 1048576.0, stages);
+      const bool is_auto = automatic == to_string(a) &&
+                           (a != ConvAlgo::winograd || ConvOp::winograd_tile_for(auto_cfg, ctx.device(0).info) == tile);
+      r.note =
+          fmt::format("{}ws {:.1f} MB; {}", is_auto ? "automatic; " : "", op->workspace_bytes() / 1048576.0, stages);
       if (a == ConvAlgo::automatic) {
         r.note = fmt::format("{}; {}", op->algorithm(), r.note);
         if (!use_db) auto_default_ms = r.wall.median_ms;
