@@ -161,6 +161,61 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
   }
 }
 
+// Small output planes on CPUs (the digits CNN's 8x8 and 4x4 maps at batch 450; late stages of small
+// models): an implicit GEMM per image. A work-item computes 8 output pixels x 16 output channels; for each
+// tap and input channel it loads the 16 channels' weights as one vector (weights transposed at create to
+// [C*KH*KW][kpad], kpad = K rounded up to 16 with zeros) and broadcasts each pixel's input into a float16
+// FMA, so the 8 x 16 accumulators stay in registers. No im2col matrix, no per-image GEMM of 16..64 columns,
+// no Winograd tiles that are mostly padding. Planes of fewer than 8 pixels mask the rest; otherwise the
+// last tile ends at the plane's end (overlapping the one before). Group 1, any stride / pad / dilation.
+// Global (total = N * ceil(P / 8) * kpad / 16), padded; id = (n * tiles + tile) * kbs + kb.
+__kernel void conv_small_plane(int16 g, int total, __global const float* x, long x_off, __global const float* wt,
+                               long w_off, int kpad, __global const float* bias, long b_off, int has_bias,
+                               __global float* y, long y_off, float act_a, float act_b) {
+  const int id = get_global_id(0);
+  if (id >= total) return;
+  const int P = G_OH * G_OW, tiles = (P + 7) / 8, kbs = kpad / 16;
+  const int kb = id % kbs, t = (id / kbs) % tiles, n = id / (kbs * tiles);
+  const int p0 = P >= 8 ? min(t * 8, P - 8) : 0;
+  const int HW = G_H * G_W, taps = G_KH * G_KW;
+  x += x_off + (long)n * G_C * HW;
+  wt += w_off + kb * 16;
+  float16 acc[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) acc[j] = (float16)(0.0f);
+  for (int kh = 0; kh < G_KH; ++kh) {
+    for (int kw = 0; kw < G_KW; ++kw) {
+      // Where each of the 8 pixels reads this tap in a channel plane; -1 in the padding (or past the plane).
+      int off[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int p = p0 + j, oh = p / G_OW, ow = p % G_OW;
+        const int ih = oh * G_SH - G_PT + kh * G_DH, iw = ow * G_SW - G_PL + kw * G_DW;
+        off[j] = p < P && ih >= 0 && ih < G_H && iw >= 0 && iw < G_W ? ih * G_W + iw : -1;
+      }
+      __global const float* wr = wt + (long)(kh * G_KW + kw) * kpad;
+      for (int c = 0; c < G_C; ++c) {
+        const float16 wv = vload16(0, wr + (long)c * taps * kpad);
+        __global const float* xc = x + (long)c * HW;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float xv = off[j] >= 0 ? xc[off[j]] : 0.0f;
+          acc[j] = fma((float16)(xv), wv, acc[j]);
+        }
+      }
+    }
+  }
+  const int k0 = kb * 16, nk = min(16, G_K - k0), np = min(8, P);
+  float o[8][16];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) vstore16(acc[j], 0, o[j]);
+  y += y_off + ((long)n * G_K + k0) * P + p0;
+  for (int i = 0; i < nk; ++i) {
+    const float b = has_bias ? bias[b_off + k0 + i] : 0.0f;
+    for (int j = 0; j < np; ++j) y[(long)i * P + j] = APPLY_ACT(o[j][i] + b, act_a, act_b);
+  }
+}
+
 // Direct 3-D convolution, any stride/pad/dilation/groups: weight [K, C/groups, KD, KH, KW], one output
 // per work-item. depth = (D, OD, KD, SD, DD, PF): input depth, output depth, kernel depth, its stride,
 // dilation and front padding (the 2-D geometry `g` covers H and W). Global (OW, OH, N * K * OD).

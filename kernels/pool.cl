@@ -192,6 +192,47 @@ __kernel void pool2d_rows(int is_max, int include_pad, int H, int W, int OH, int
     y[ow] = pool_one(is_max, include_pad, x, H, W, kh, kw, dh, dw, pb, pr, h0, ow * sw - pl);
 }
 
+// pool2d for CPUs on small planes (rows too narrow for pool2d_rows' strips: the digits CNN's 8x8 and 4x4
+// maps at batch 450, where the 3-D pool2d range vectorised over 4 or 8 outputs of a row): a whole output
+// plane per work-item, the window's size and stride built in (-DPP_KH, PP_KW, PP_SH, PP_SW), so its taps
+// unroll with no loop, and PoCL vectorises across work-items (neighbouring planes). Padding taps load
+// element 0 and are masked. Same arguments as pool2d plus nc_total. Global (N*C), padded.
+#ifdef PP_KH
+__kernel void pool2d_planes(int is_max, int include_pad, int H, int W, int OH, int OW, int dh, int dw, int pt, int pl,
+                            int pb, int pr, __global const float* x, long x_off, __global float* y, long y_off,
+                            int nc_total) {
+  const int nc = get_global_id(0);
+  if (nc >= nc_total) return;
+  x += x_off + (long)nc * H * W;
+  y += y_off + (long)nc * OH * OW;
+  for (int oh = 0; oh < OH; ++oh) {
+    const int h0 = oh * PP_SH - pt;
+    for (int ow = 0; ow < OW; ++ow) {
+      const int w0 = ow * PP_SW - pl;
+      float acc = is_max ? -INFINITY : 0.0f;
+      int valid = 0;
+#pragma unroll
+      for (int i = 0; i < PP_KH; ++i) {
+        const int h = h0 + i * dh;
+#pragma unroll
+        for (int j = 0; j < PP_KW; ++j) {
+          const int w = w0 + j * dw;
+          const bool in = h >= 0 && h < H && w >= 0 && w < W;
+          const float v = x[in ? h * W + w : 0];
+          acc = in ? (is_max ? fmax(acc, v) : acc + v) : acc;
+          valid += in;
+        }
+      }
+      if (!is_max) {
+        const int div = include_pad ? (min(h0 + PP_KH, H + pb) - h0) * (min(w0 + PP_KW, W + pr) - w0) : valid;
+        acc /= (float)div;
+      }
+      y[oh * OW + ow] = acc;
+    }
+  }
+}
+#endif
+
 // Global pools: one work-group of `get_local_size(0)` (a power of two) per (n, c) plane reduces it
 // in local memory.
 __kernel void global_pool(int is_max, long plane, __global const float* x, long x_off, __global float* y,

@@ -22,6 +22,12 @@ const ProgramVariants kConvVariants("conv.cl", {"-DACT=0", "-DACT=1"});
 int64_t attr(const std::vector<int64_t>& v, size_t i, int64_t def) { return v.empty() ? def : v[i]; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// conv_small_plane's work-items: tiles of 8 output pixels x 16 output channels, per image.
+int64_t small_plane_items(const ConvGeometry& g, int64_t kpad) { return g.N * ceil_div(g.OH * g.OW, 8) * (kpad / 16); }
+
+// The reason choose() gives for conv_small_plane; create() keys the kernel on it.
+constexpr std::string_view kSmallPlaneWhy = "small output plane, CPU: 8 pixels x 16 channels per work-item";
 }  // namespace
 
 std::string_view to_string(ConvAlgo a) {
@@ -263,6 +269,17 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::stri
                 cfg.input.str(), cfg.weight.shape().str(), a);
     }
   const ConvAlgo a = choose(cfg, why);
+  // CPUs, output planes of at most 64 pixels (the digits CNN's 8x8 and 4x4 maps; late stages of small
+  // models): conv_small_plane, one command and no workspace. Winograd there made 2x2 tiles per 4x4 image and
+  // three commands (digits_cnn at batch 450, conv 16->32 on 4x4: 4.9 ms), im2col + GEMM a GEMM of 16 columns.
+  if (cfg.algo == ConvAlgo::automatic && info.type == DeviceType::cpu &&
+      cfg.input.rank() == 4 && a != ConvAlgo::depthwise && a != ConvAlgo::gemm_1x1) {
+    const ConvGeometry g = geometry(cfg);
+    if (g.groups == 1 && g.OH * g.OW <= 64) {
+      if (why) *why = std::string(kSmallPlaneWhy);
+      return ConvAlgo::direct;
+    }
+  }
   // CPUs: a grouped convolution that is not depthwise (RegNet, ResNeXt) runs conv_grouped_rows, 8 output
   // channels of a row per work-item, instead of im2col and a GEMM of KG rows per group.
   if (cfg.algo == ConvAlgo::automatic && a == ConvAlgo::im2col_gemm && info.type == DeviceType::cpu) {
@@ -358,8 +375,26 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   const int64_t P = g.OH * g.OW, KG = g.K / g.groups, CG = g.C / g.groups, R = CG * g.KH * g.KW;
   switch (op->algo_) {
     case ConvAlgo::direct:
+      if (cfg.direct_kernel < 0 || cfg.direct_kernel > 3)
+        invalid("Conv", "direct_kernel {} is not 0, 1, 2 or 3", cfg.direct_kernel);
+      if (cfg.direct_kernel == 3 && (g.three_d || g.groups != 1))
+        invalid("Conv", "direct_kernel 3 (conv_small_plane) needs a 2-D convolution of group 1; input {} weight {} group {}",
+                cfg.input.str(), cfg.weight.shape().str(), g.groups);
+      op->direct_plane_ = cfg.direct_kernel == 3 || (cfg.direct_kernel == 0 && why == kSmallPlaneWhy);
+      if (op->direct_plane_) {
+        // [C*KH*KW][kpad]: a tap's 16 output channels are one vector load; channels past K are zeros.
+        op->kpad_ = ceil_div(g.K, 16) * 16;
+        HostTensor wt(DType::f32, Shape{R, op->kpad_});
+        std::memset(wt.data(), 0, wt.bytes());
+        const float* w = cfg.weight.as<float>();
+        float* d = wt.as<float>();
+        for (int64_t k = 0; k < g.K; ++k)
+          for (int64_t r = 0; r < R; ++r) d[r * op->kpad_ + k] = w[k * R + r];
+        op->weight_ = ctx.upload(wt, device);
+        op->main_ = make_kernel(prog, "conv_small_plane");
+        break;
+      }
       op->weight_ = ctx.upload(cfg.weight, device);
-      if (cfg.direct_kernel < 0 || cfg.direct_kernel > 2) invalid("Conv", "direct_kernel {} is not 0, 1 or 2", cfg.direct_kernel);
       op->direct_rows_ = !g.three_d && (cfg.direct_kernel == 2 || (cfg.direct_kernel == 0 &&
                                                                     ctx.device(device).info.type == DeviceType::cpu));
       op->main_ = make_kernel(prog, g.three_d ? "conv_direct3d" : op->direct_rows_ ? "conv_grouped_rows" : "conv_direct");
@@ -485,6 +520,12 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   const size_t th = size_t(ceil_div(g.OH, 2)), tw = size_t(ceil_div(g.OW, 2));
   switch (op->algo_) {
     case ConvAlgo::direct:
+      if (op->direct_plane_) {
+        const PaddedLaunch l = padded_launch(small_plane_items(g, op->kpad_), 1, 1, 64);
+        op->global_main_ = l.global;
+        op->local_main_ = l.local;
+        break;
+      }
       if (op->direct_rows_) {
         const PaddedLaunch l = padded_launch(g.OH, g.N * g.groups * ceil_div(g.K / g.groups, 8), 1, 1);
         op->global_main_ = l.global;
@@ -571,6 +612,13 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
                  b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()),
                  act_.alpha, act_.beta);
         ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K * size_t(g_.OD)), local_main_, "conv_direct3d");
+        break;
+      }
+      if (direct_plane_) {
+        set_args(main_, ga, cl_int(small_plane_items(g_, kpad_)), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
+                 cl_long(weight_.offset_elems()), cl_int(kpad_), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_),
+                 y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+        ec.enqueue_kernel(main_, global_main_, local_main_, "conv_small_plane");
         break;
       }
       if (direct_rows_) {

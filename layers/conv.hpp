@@ -55,7 +55,9 @@ struct ConvConfig {
   // of 8 tiles in float8 lanes); 0 = by device: 2 on CPUs, 1 elsewhere.
   int winograd_kernel = 0;
   // Direct kernel (2-D): 1 = conv_direct (an output pixel per work-item, 8 channels), 2 = conv_grouped_rows
-  // (an output row per work-item in float8 strips, 8 channels); 0 = by device: 2 on CPUs, 1 elsewhere.
+  // (an output row per work-item in float8 strips, 8 channels), 3 = conv_small_plane (8 output pixels x 16
+  // channels per work-item, group 1 only); 0 = by device: 2 on CPUs, 1 elsewhere, 3 where choose() picks
+  // it for a small output plane on a CPU.
   int direct_kernel = 0;
 };
 
@@ -121,6 +123,8 @@ class ConvOp : public Op {
   int dw_pr_ = 0, dw_pc_ = 0;                    // conv_depthwise_plane: rows and columns of the padded copy
   bool im2col_rows_ = false;                     // im2col_gemm: im2col_rows (a row per work-item)
   bool winograd_rows_ = false;                   // winograd: the _rows transforms (strips of 8 tiles)
+  bool direct_plane_ = false;                    // direct: conv_small_plane (8 pixels x 16 channels per work-item)
+  int64_t kpad_ = 0;                             // conv_small_plane: K rounded up to 16 (transposed weight's row)
   bool direct_rows_ = false;                     // direct: conv_grouped_rows (a row per work-item)
   cl::NDRange global_post_ = cl::NullRange;      // winograd_output_rows: padded to local_post_
   cl::NDRange global_pre_ = cl::NullRange;       // im2col_rows: padded to local_pre_
