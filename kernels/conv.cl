@@ -181,17 +181,22 @@ __kernel void conv_small_plane(int16 g, int total, __global const float* x, long
   x += x_off + (long)n * G_C * HW;
   wt += w_off + kb * 16;
   float16 acc[8];
+  int ih0[8], iw0[8];  // each pixel's window corner; pixels past the plane (P < 8) start far outside it
 #pragma unroll
-  for (int j = 0; j < 8; ++j) acc[j] = (float16)(0.0f);
+  for (int j = 0; j < 8; ++j) {
+    acc[j] = (float16)(0.0f);
+    const int p = p0 + j;
+    ih0[j] = p < P ? p / G_OW * G_SH - G_PT : -(1 << 28);
+    iw0[j] = p % G_OW * G_SW - G_PL;
+  }
   for (int kh = 0; kh < G_KH; ++kh) {
     for (int kw = 0; kw < G_KW; ++kw) {
       // Where each of the 8 pixels reads this tap in a channel plane; -1 in the padding (or past the plane).
       int off[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        const int p = p0 + j, oh = p / G_OW, ow = p % G_OW;
-        const int ih = oh * G_SH - G_PT + kh * G_DH, iw = ow * G_SW - G_PL + kw * G_DW;
-        off[j] = p < P && ih >= 0 && ih < G_H && iw >= 0 && iw < G_W ? ih * G_W + iw : -1;
+        const int ih = ih0[j] + kh * G_DH, iw = iw0[j] + kw * G_DW;
+        off[j] = ih >= 0 && ih < G_H && iw >= 0 && iw < G_W ? ih * G_W + iw : -1;
       }
       __global const float* wr = wt + (long)(kh * G_KW + kw) * kpad;
       for (int c = 0; c < G_C; ++c) {
@@ -212,6 +217,13 @@ __kernel void conv_small_plane(int16 g, int total, __global const float* x, long
   y += y_off + ((long)n * G_K + k0) * P + p0;
   for (int i = 0; i < nk; ++i) {
     const float b = has_bias ? bias[b_off + k0 + i] : 0.0f;
+#if ACT_VEC
+    if (np == 8) {  // a channel's 8 pixels are contiguous: one vector store
+      const float8 v = (float8)(o[0][i], o[1][i], o[2][i], o[3][i], o[4][i], o[5][i], o[6][i], o[7][i]);
+      vstore8(APPLY_ACT_V(v + b, act_a, act_b), 0, y + (long)i * P);
+      continue;
+    }
+#endif
     for (int j = 0; j < np; ++j) y[(long)i * P + j] = APPLY_ACT(o[j][i] + b, act_a, act_b);
   }
 }
