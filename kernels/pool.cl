@@ -201,6 +201,16 @@ __kernel void pool2d_rows(int is_max, int include_pad, int H, int W, int OH, int
 inline float pp_one(int is_max, int include_pad, __global const float* x, int H, int W, int dh, int dw, int pb, int pr,
                     int h0, int w0) {
   float acc = is_max ? -INFINITY : 0.0f;
+  if (h0 >= 0 && h0 + (PP_KH - 1) * dh < H && w0 >= 0 && w0 + (PP_KW - 1) * dw < W) {  // inside: no checks
+#pragma unroll
+    for (int i = 0; i < PP_KH; ++i)
+#pragma unroll
+      for (int j = 0; j < PP_KW; ++j) {
+        const float v = x[(h0 + i * dh) * W + w0 + j * dw];
+        acc = is_max ? (v > acc ? v : acc) : acc + v;
+      }
+    return is_max ? acc : acc / (float)(PP_KH * PP_KW);
+  }
   int valid = 0;
 #pragma unroll
   for (int i = 0; i < PP_KH; ++i) {
