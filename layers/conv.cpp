@@ -23,8 +23,10 @@ int64_t attr(const std::vector<int64_t>& v, size_t i, int64_t def) { return v.em
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// conv_small_plane's work-items: tiles of 8 output pixels x 16 output channels, per image.
-int64_t small_plane_items(const ConvGeometry& g, int64_t kpad) { return g.N * ceil_div(g.OH * g.OW, 8) * (kpad / 16); }
+// conv_small_plane's work-items: tiles of 8 output pixels x 16 * kv output channels, per image.
+int64_t small_plane_items(const ConvGeometry& g, int64_t kpad, int kv) {
+  return g.N * ceil_div(g.OH * g.OW, 8) * (kpad / (16 * kv));
+}
 
 // The reason choose() gives for conv_small_plane; create() keys the kernel on it.
 constexpr std::string_view kSmallPlaneWhy = "small output plane, CPU: 8 pixels x 16 channels per work-item";
@@ -383,7 +385,10 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       op->direct_plane_ = cfg.direct_kernel == 3 || (cfg.direct_kernel == 0 && why == kSmallPlaneWhy);
       if (op->direct_plane_) {
         // [C*KH*KW][kpad]: a tap's 16 output channels are one vector load; channels past K are zeros.
-        op->kpad_ = ceil_div(g.K, 16) * 16;
+        // 32 channels per work-item where K > 16: each broadcast input feeds two FMAs (digits_cnn's 16 -> 32
+        // on 4x4 at batch 450: see the commit).
+        op->sp_kv_ = g.K > 16 ? 2 : 1;
+        op->kpad_ = ceil_div(g.K, 16 * op->sp_kv_) * 16 * op->sp_kv_;
         HostTensor wt(DType::f32, Shape{R, op->kpad_});
         std::memset(wt.data(), 0, wt.bytes());
         const float* w = cfg.weight.as<float>();
@@ -391,7 +396,9 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
         for (int64_t k = 0; k < g.K; ++k)
           for (int64_t r = 0; r < R; ++r) d[r * op->kpad_ + k] = w[k * R + r];
         op->weight_ = ctx.upload(wt, device);
-        op->main_ = make_kernel(prog, "conv_small_plane");
+        op->main_ = make_kernel(
+            ctx.program("conv.cl", fmt::format("-DACT={} -DSP_KV={}", int(cfg.act.kind), op->sp_kv_), device),
+            "conv_small_plane");
         break;
       }
       op->weight_ = ctx.upload(cfg.weight, device);
@@ -521,7 +528,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   switch (op->algo_) {
     case ConvAlgo::direct:
       if (op->direct_plane_) {
-        const PaddedLaunch l = padded_launch(small_plane_items(g, op->kpad_), 1, 1, 64);
+        const PaddedLaunch l = padded_launch(small_plane_items(g, op->kpad_, op->sp_kv_), 1, 1, 64);
         op->global_main_ = l.global;
         op->local_main_ = l.local;
         break;
@@ -615,7 +622,7 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
         break;
       }
       if (direct_plane_) {
-        set_args(main_, ga, cl_int(small_plane_items(g_, kpad_)), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
+        set_args(main_, ga, cl_int(small_plane_items(g_, kpad_, sp_kv_)), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
                  cl_long(weight_.offset_elems()), cl_int(kpad_), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_),
                  y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
         ec.enqueue_kernel(main_, global_main_, local_main_, "conv_small_plane");

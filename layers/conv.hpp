@@ -124,7 +124,8 @@ class ConvOp : public Op {
   bool im2col_rows_ = false;                     // im2col_gemm: im2col_rows (a row per work-item)
   bool winograd_rows_ = false;                   // winograd: the _rows transforms (strips of 8 tiles)
   bool direct_plane_ = false;                    // direct: conv_small_plane (8 pixels x 16 channels per work-item)
-  int64_t kpad_ = 0;                             // conv_small_plane: K rounded up to 16 (transposed weight's row)
+  int64_t kpad_ = 0;  // conv_small_plane: K rounded up to 16 * sp_kv_ (the transposed weight's row)
+  int sp_kv_ = 1;     // conv_small_plane: float16 vectors of output channels per work-item (SP_KV)
   bool direct_rows_ = false;                     // direct: conv_grouped_rows (a row per work-item)
   cl::NDRange global_post_ = cl::NullRange;      // winograd_output_rows: padded to local_post_
   cl::NDRange global_pre_ = cl::NullRange;       // im2col_rows: padded to local_pre_
