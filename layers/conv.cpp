@@ -272,12 +272,16 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::stri
     }
   const ConvAlgo a = choose(cfg, why);
   // CPUs, output planes of at most 64 pixels (the digits CNN's 8x8 and 4x4 maps; late stages of small
-  // models): conv_small_plane, one command and no workspace. Winograd there made 2x2 tiles per 4x4 image and
+  // models) with at most 512 KiB of weights: conv_small_plane, one command and no workspace. Winograd there made 2x2 tiles per 4x4 image and
   // three commands (digits_cnn at batch 450, conv 16->32 on 4x4: 4.9 ms), im2col + GEMM a GEMM of 16 columns.
   if (cfg.algo == ConvAlgo::automatic && info.type == DeviceType::cpu &&
       cfg.input.rank() == 4 && a != ConvAlgo::depthwise && a != ConvAlgo::gemm_1x1) {
+    // Up to 512 KiB of weights (each tile reads all of them; Winograd does 2.25x fewer FLOPs): batch 1, 3x3,
+    // median ms conv_small_plane vs Winograd: 64 -> 64 on 8x8 (144 KiB) 0.061 vs 0.265; 128 -> 128 on 8x8
+    // (576 KiB) 0.195 vs 0.182; 192 -> 192 on 7x7 0.54 vs 0.41; 512 -> 512 on 7x7 5.1 vs 2.8 (cldl bench conv
+    // --set shape=1,C,H,W,C,3,1,1 --set algos=winograd,im2col_gemm --tuning compare).
     const ConvGeometry g = geometry(cfg);
-    if (g.groups == 1 && g.OH * g.OW <= 64) {
+    if (g.groups == 1 && g.OH * g.OW <= 64 && g.C * g.KH * g.KW * g.K * 4 <= (int64_t(512) << 10)) {
       if (why) *why = std::string(kSmallPlaneWhy);
       return ConvAlgo::direct;
     }
