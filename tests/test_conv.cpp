@@ -346,6 +346,26 @@ TEST_CASE("automatic choice follows the documented heuristic") {
     auto op = ConvOp::create(ctx(), 0, make_config(g, 3));
     CHECK(op->algorithm() == (ctx().device(0).info.type == DeviceType::cpu ? "direct" : "im2col_gemm"));
   }
+  // CPUs: output planes of at most 64 pixels with at most 512 KiB of weights run conv_small_plane (the
+  // direct algorithm); larger planes or weights, and GPUs, keep the choice above.
+  {
+    DeviceInfo cpu, gpu;
+    cpu.type = DeviceType::cpu;
+    gpu.type = DeviceType::gpu;
+    auto choice = [](const DeviceInfo& info, int64_t N, int64_t C, int64_t HW, int64_t K) {
+      Problem q{"small plane", N, C, HW, HW, K, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, {}};
+      std::string why;
+      const ConvAlgo a = ConvOp::choose(make_config(q, 4), info, &why);
+      return std::make_pair(a, why);
+    };
+    auto [digits, why] = choice(cpu, 450, 16, 4, 32);  // digits_cnn's second conv at batch 450
+    CHECK(digits == ConvAlgo::direct);
+    CHECK(why.find("small output plane") != std::string::npos);
+    CHECK(choice(cpu, 1, 64, 8, 64).first == ConvAlgo::direct);
+    CHECK(choice(cpu, 1, 512, 7, 512).first == ConvAlgo::winograd);  // 9 MiB of weights
+    CHECK(choice(cpu, 1, 16, 9, 16).first == ConvAlgo::winograd);    // 81 pixels
+    CHECK(choice(gpu, 450, 16, 4, 32).first == ConvAlgo::winograd);
+  }
   // create uses the same choice and reports it.
   Problem p{"auto", 1, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, {}};
   auto op = ConvOp::create(ctx(), 0, make_config(p, 2));
