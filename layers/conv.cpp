@@ -29,7 +29,7 @@ int64_t small_plane_items(const ConvGeometry& g, int64_t kpad, int kv) {
 }
 
 // The reason choose() gives for conv_small_plane; create() keys the kernel on it.
-constexpr std::string_view kSmallPlaneWhy = "small output plane, CPU: 8 pixels x 16 channels per work-item";
+constexpr std::string_view kSmallPlaneWhy = "small output plane, CPU: 8 pixels x 16 or 32 channels per work-item";
 }  // namespace
 
 std::string_view to_string(ConvAlgo a) {
@@ -272,10 +272,11 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::stri
     }
   const ConvAlgo a = choose(cfg, why);
   // CPUs, output planes of at most 64 pixels (the digits CNN's 8x8 and 4x4 maps; late stages of small
-  // models) with at most 512 KiB of weights: conv_small_plane, one command and no workspace. Winograd there made 2x2 tiles per 4x4 image and
-  // three commands (digits_cnn at batch 450, conv 16->32 on 4x4: 4.9 ms), im2col + GEMM a GEMM of 16 columns.
-  if (cfg.algo == ConvAlgo::automatic && info.type == DeviceType::cpu &&
-      cfg.input.rank() == 4 && a != ConvAlgo::depthwise && a != ConvAlgo::gemm_1x1) {
+  // models) with at most 512 KiB of weights: conv_small_plane, one command and no workspace. Winograd there
+  // made 2x2 tiles per 4x4 image in three commands (digits_cnn at batch 450, 16 -> 32 on 4x4: 4.9 ms of
+  // transforms and GEMM, 0.7-1.0 ms now), im2col + GEMM a GEMM of 16 columns per image.
+  if (cfg.algo == ConvAlgo::automatic && info.type == DeviceType::cpu && cfg.input.rank() == 4 &&
+      a != ConvAlgo::depthwise && a != ConvAlgo::gemm_1x1) {
     // Up to 512 KiB of weights (each tile reads all of them; Winograd does 2.25x fewer FLOPs): batch 1, 3x3,
     // median ms conv_small_plane vs Winograd: 64 -> 64 on 8x8 (144 KiB) 0.061 vs 0.265; 128 -> 128 on 8x8
     // (576 KiB) 0.195 vs 0.182; 192 -> 192 on 7x7 0.54 vs 0.41; 512 -> 512 on 7x7 5.1 vs 2.8 (cldl bench conv
@@ -384,13 +385,14 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       if (cfg.direct_kernel < 0 || cfg.direct_kernel > 3)
         invalid("Conv", "direct_kernel {} is not 0, 1, 2 or 3", cfg.direct_kernel);
       if (cfg.direct_kernel == 3 && (g.three_d || g.groups != 1))
-        invalid("Conv", "direct_kernel 3 (conv_small_plane) needs a 2-D convolution of group 1; input {} weight {} group {}",
+        invalid("Conv",
+                "direct_kernel 3 (conv_small_plane) needs a 2-D convolution of group 1; input {} weight {} group {}",
                 cfg.input.str(), cfg.weight.shape().str(), g.groups);
       op->direct_plane_ = cfg.direct_kernel == 3 || (cfg.direct_kernel == 0 && why == kSmallPlaneWhy);
       if (op->direct_plane_) {
         // [C*KH*KW][kpad]: a tap's 16 output channels are one vector load; channels past K are zeros.
         // 32 channels per work-item where K > 16: each broadcast input feeds two FMAs (digits_cnn's 16 -> 32
-        // on 4x4 at batch 450: see the commit).
+        // on 4x4 at batch 450, median of 3 alternated runs: 1.01-1.33 ms with 16, 0.73-0.85 ms with 32).
         op->sp_kv_ = g.K > 16 ? 2 : 1;
         op->kpad_ = ceil_div(g.K, 16 * op->sp_kv_) * 16 * op->sp_kv_;
         HostTensor wt(DType::f32, Shape{R, op->kpad_});
@@ -626,9 +628,9 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
         break;
       }
       if (direct_plane_) {
-        set_args(main_, ga, cl_int(small_plane_items(g_, kpad_, sp_kv_)), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
-                 cl_long(weight_.offset_elems()), cl_int(kpad_), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_),
-                 y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+        set_args(main_, ga, cl_int(small_plane_items(g_, kpad_, sp_kv_)), x.buffer, cl_long(x.offset_elems()),
+                 weight_.buffer, cl_long(weight_.offset_elems()), cl_int(kpad_), b.buffer, cl_long(b.offset_elems()),
+                 cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
         ec.enqueue_kernel(main_, global_main_, local_main_, "conv_small_plane");
         break;
       }

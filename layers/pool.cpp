@@ -119,10 +119,9 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
       invalid(pool_name(cfg.kind), "block {} is not 0, 1, 8 or 64", cfg.block);
     // CPUs: an output row per work-item in vector strips of 8 (PoCL, max 2x2/2 on 8x8x224x224: see `cldl
     // bench kernels --filter pool`); GPUs: one output per work-item, neighbours coalesce.
-    // Rows narrower than 16 outputs have no vector strip: there the plane-batched kernel wins (the zoo
-    // digits CNN's 450x16x8x8 max pool: 5.3 ms by rows, under 1 ms plane-batched on PoCL).
-    // Narrower rows on CPUs, windows of at most 25 taps: a plane per work-item, the window built in
-    // (pool2d_planes; the digits CNN's 450x16x8x8 max pool 2x2: 0.7-1.0 ms plane-batched, see the commit).
+    // Rows narrower than 16 outputs have no vector strip (the zoo digits CNN's 450x16x8x8 max pool: 5.3 ms
+    // by rows): there, windows of at most 25 taps, a plane per work-item with the window built in
+    // (pool2d_planes: 0.24 ms, 0.65-0.75 ms plane-batched by pool2d; `cldl bench kernels --filter 450,`).
     const int64_t out_w = p->out_[p->out_.rank() - 1];
     const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
     const int64_t taps = std::accumulate(cfg.kernel.begin(), cfg.kernel.end(), int64_t(1), std::multiplies<>());
@@ -133,12 +132,15 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
       const size_t k = cfg.kernel.size();
       const int64_t kh = k == 2 ? cfg.kernel[0] : 1, sh = k == 2 && !cfg.strides.empty() ? cfg.strides[0] : 1;
       const int64_t sw = cfg.strides.empty() ? 1 : cfg.strides.back();
-      prog = ctx.program("pool.cl", fmt::format("-DPP_KH={} -DPP_KW={} -DPP_SH={} -DPP_SW={}", kh, cfg.kernel.back(), sh, sw),
-                         device);
+      prog = ctx.program(
+          "pool.cl", fmt::format("-DPP_KH={} -DPP_KW={} -DPP_SH={} -DPP_SW={}", kh, cfg.kernel.back(), sh, sw), device);
     }
-    p->kernel_ = make_kernel(prog, p->planes_ ? "pool2d_planes" : p->rows_ ? "pool2d_rows" : p->use_2d_ ? "pool2d" : "pool3d");
-    p->algorithm_ = p->planes_ ? "direct 2-D, a plane per work-item"
-                    : p->rows_ ? "direct 2-D, an output row per work-item"
+    p->kernel_ = make_kernel(prog, p->planes_   ? "pool2d_planes"
+                                   : p->rows_   ? "pool2d_rows"
+                                   : p->use_2d_ ? "pool2d"
+                                                : "pool3d");
+    p->algorithm_ = p->planes_   ? "direct 2-D, a plane per work-item"
+                    : p->rows_   ? "direct 2-D, an output row per work-item"
                     : p->use_2d_ ? "direct 2-D"
                                  : "direct 3-D";
     if (p->use_2d_) {

@@ -379,6 +379,7 @@ GenerateResult Generator::generate(std::span<const int64_t> prompt, const Genera
         ec.signal = &ev;
         ec.label = "input " + name;
         ctx_->write_async(dst, h.data(), h.bytes(), ec);
+        check(ec.queue.flush(), "clFlush", ec.label);  // the run may wait for it from another queue
         writes.push_back(ev);
       }
       ss.enqueue(writes);
