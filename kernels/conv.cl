@@ -173,8 +173,8 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
 #define SP_KV 1  // float16 vectors of output channels per work-item: 1 or 2 (16 or 32 channels)
 #endif
 __kernel void conv_small_plane(int16 g, int total, __global const float* x, long x_off, __global const float* wt,
-                               long w_off, int kpad, __global const float* bias, long b_off, int has_bias,
-                               __global float* y, long y_off, float act_a, float act_b) {
+                               long w_off, int kpad, __global const int* offs, long o_off, __global const float* bias,
+                               long b_off, int has_bias, __global float* y, long y_off, float act_a, float act_b) {
   const int id = get_global_id(0);
   if (id >= total) return;
   const int P = G_OH * G_OW, tiles = (P + 7) / 8, kbs = kpad / (16 * SP_KV);
@@ -184,24 +184,19 @@ __kernel void conv_small_plane(int16 g, int total, __global const float* x, long
   x += x_off + (long)n * G_C * HW;
   wt += w_off + kb * 16 * SP_KV;
   float16 acc[SP_KV][8];
-  int ih0[8], iw0[8];  // each pixel's window corner; pixels past the plane (P < 8) start far outside it
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < 8; ++j)
 #pragma unroll
     for (int v = 0; v < SP_KV; ++v) acc[v][j] = (float16)(0.0f);
-    const int p = p0 + j;
-    ih0[j] = p < P ? p / G_OW * G_SH - G_PT : -(1 << 28);
-    iw0[j] = p % G_OW * G_SW - G_PL;
-  }
   for (int kh = 0; kh < G_KH; ++kh) {
     for (int kw = 0; kw < G_KW; ++kw) {
-      // Where each of the 8 pixels reads this tap in a channel plane; -1 in the padding (or past the plane).
+      // Where each of the tile's 8 pixels reads this tap in a channel plane, -1 in the padding or past the
+      // plane: the same for every image, so a table made at create ([tiles][KH*KW][8]), not index arithmetic
+      // per work-item (most of the work where C is 1).
       int off[8];
+      __global const int* ot = offs + o_off + (t * taps + kh * G_KW + kw) * 8;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int ih = ih0[j] + kh * G_DH, iw = iw0[j] + kw * G_DW;
-        off[j] = ih >= 0 && ih < G_H && iw >= 0 && iw < G_W ? ih * G_W + iw : -1;
-      }
+      for (int j = 0; j < 8; ++j) off[j] = ot[j];
       __global const float* wr = wt + (long)(kh * G_KW + kw) * kpad;
       for (int c = 0; c < G_C; ++c) {
         float16 wv[SP_KV];

@@ -402,6 +402,21 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
         for (int64_t k = 0; k < g.K; ++k)
           for (int64_t r = 0; r < R; ++r) d[r * op->kpad_ + k] = w[k * R + r];
         op->weight_ = ctx.upload(wt, device);
+        // Each tile's input offsets per tap (conv_small_plane's table): -1 in the padding or past the plane.
+        const int64_t tiles = ceil_div(P, 8), taps = g.KH * g.KW;
+        HostTensor ot(DType::i32, Shape{tiles * taps * 8});
+        int32_t* o = ot.as<int32_t>();
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t p0 = P >= 8 ? std::min(t * 8, P - 8) : 0;
+          for (int64_t tap = 0; tap < taps; ++tap)
+            for (int64_t j = 0; j < 8; ++j) {
+              const int64_t p = p0 + j, kh = tap / g.KW, kw = tap % g.KW;
+              const int64_t ih = p / g.OW * g.SH - g.PT + kh * g.DH, iw = p % g.OW * g.SW - g.PL + kw * g.DW;
+              const bool in = p < P && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W;
+              o[(t * taps + tap) * 8 + j] = in ? int32_t(ih * g.W + iw) : -1;
+            }
+        }
+        op->offsets_ = ctx.upload(ot, device);
         op->main_ = make_kernel(
             ctx.program("conv.cl", fmt::format("-DACT={} -DSP_KV={}", int(cfg.act.kind), op->sp_kv_), device),
             "conv_small_plane");
@@ -629,8 +644,9 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
       }
       if (direct_plane_) {
         set_args(main_, ga, cl_int(small_plane_items(g_, kpad_, sp_kv_)), x.buffer, cl_long(x.offset_elems()),
-                 weight_.buffer, cl_long(weight_.offset_elems()), cl_int(kpad_), b.buffer, cl_long(b.offset_elems()),
-                 cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+                 weight_.buffer, cl_long(weight_.offset_elems()), cl_int(kpad_), offsets_.buffer,
+                 cl_long(offsets_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,
+                 cl_long(y.offset_elems()), act_.alpha, act_.beta);
         ec.enqueue_kernel(main_, global_main_, local_main_, "conv_small_plane");
         break;
       }

@@ -125,6 +125,7 @@ class ConvOp : public Op {
   bool winograd_rows_ = false;                   // winograd: the _rows transforms (strips of 8 tiles)
   bool direct_plane_ = false;                    // direct: conv_small_plane (8 pixels x 16 channels per work-item)
   int64_t kpad_ = 0;  // conv_small_plane: K rounded up to 16 * sp_kv_ (the transposed weight's row)
+  Tensor offsets_;    // conv_small_plane: each tile's input offsets per tap (i32 [tiles][KH*KW][8])
   int sp_kv_ = 1;     // conv_small_plane: float16 vectors of output channels per work-item (SP_KV)
   bool direct_rows_ = false;                     // direct: conv_grouped_rows (a row per work-item)
   cl::NDRange global_post_ = cl::NullRange;      // winograd_output_rows: padded to local_post_
