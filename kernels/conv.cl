@@ -161,6 +161,80 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
   }
 }
 
+// Small output planes on CPUs (the digits CNN's 8x8 and 4x4 maps at batch 450; late stages of small
+// models): an implicit GEMM per image. A work-item computes 8 output pixels x 16 * SP_KV output channels;
+// for each tap and input channel it loads the channels' weights as SP_KV vectors (weights transposed at
+// create to [C*KH*KW][kpad], kpad = K rounded up to 16 * SP_KV with zeros) and broadcasts each pixel's
+// input into SP_KV float16 FMAs, so the accumulators stay in registers. No im2col matrix, no per-image GEMM of 16..64 columns,
+// no Winograd tiles that are mostly padding. Planes of fewer than 8 pixels mask the rest; otherwise the
+// last tile ends at the plane's end (overlapping the one before). Group 1, any stride / pad / dilation.
+// Global (total = N * ceil(P / 8) * kpad / (16 * SP_KV)), padded; id = (n * tiles + tile) * kbs + kb.
+#ifndef SP_KV
+#define SP_KV 1  // float16 vectors of output channels per work-item: 1 or 2 (16 or 32 channels)
+#endif
+__kernel void conv_small_plane(int16 g, int total, __global const float* x, long x_off, __global const float* wt,
+                               long w_off, int kpad, __global const int* offs, long o_off, __global const float* bias,
+                               long b_off, int has_bias, __global float* y, long y_off, float act_a, float act_b) {
+  const int id = get_global_id(0);
+  if (id >= total) return;
+  const int P = G_OH * G_OW, tiles = (P + 7) / 8, kbs = kpad / (16 * SP_KV);
+  const int kb = id % kbs, t = (id / kbs) % tiles, n = id / (kbs * tiles);
+  const int p0 = P >= 8 ? min(t * 8, P - 8) : 0;
+  const int HW = G_H * G_W, taps = G_KH * G_KW;
+  x += x_off + (long)n * G_C * HW;
+  wt += w_off + kb * 16 * SP_KV;
+  float16 acc[SP_KV][8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int v = 0; v < SP_KV; ++v) acc[v][j] = (float16)(0.0f);
+  for (int kh = 0; kh < G_KH; ++kh) {
+    for (int kw = 0; kw < G_KW; ++kw) {
+      // Where each of the tile's 8 pixels reads this tap in a channel plane, -1 in the padding or past the
+      // plane: the same for every image, so a table made at create ([tiles][KH*KW][8]), not index arithmetic
+      // per work-item (most of the work where C is 1).
+      int off[8];
+      __global const int* ot = offs + o_off + (t * taps + kh * G_KW + kw) * 8;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) off[j] = ot[j];
+      __global const float* wr = wt + (long)(kh * G_KW + kw) * kpad;
+      for (int c = 0; c < G_C; ++c) {
+        float16 wv[SP_KV];
+#pragma unroll
+        for (int v = 0; v < SP_KV; ++v) wv[v] = vload16(v, wr + (long)c * taps * kpad);
+        __global const float* xc = x + (long)c * HW;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float xv = off[j] >= 0 ? xc[off[j]] : 0.0f;
+#pragma unroll
+          for (int v = 0; v < SP_KV; ++v) acc[v][j] = fma((float16)(xv), wv[v], acc[v][j]);
+        }
+      }
+    }
+  }
+  const int np = min(8, P);
+  y += y_off + (long)n * G_K * P + p0;
+#pragma unroll
+  for (int v = 0; v < SP_KV; ++v) {
+    const int k0 = (kb * SP_KV + v) * 16, nk = min(16, G_K - k0);
+    float o[8][16];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) vstore16(acc[v][j], 0, o[j]);
+    for (int i = 0; i < nk; ++i) {
+      const float b = has_bias ? bias[b_off + k0 + i] : 0.0f;
+      __global float* yk = y + (long)(k0 + i) * P;
+#if ACT_VEC
+      if (np == 8) {  // a channel's 8 pixels are contiguous: one vector store
+        const float8 s = (float8)(o[0][i], o[1][i], o[2][i], o[3][i], o[4][i], o[5][i], o[6][i], o[7][i]);
+        vstore8(APPLY_ACT_V(s + b, act_a, act_b), 0, yk);
+        continue;
+      }
+#endif
+      for (int j = 0; j < np; ++j) yk[j] = APPLY_ACT(o[j][i] + b, act_a, act_b);
+    }
+  }
+}
+
 // Direct 3-D convolution, any stride/pad/dilation/groups: weight [K, C/groups, KD, KH, KW], one output
 // per work-item. depth = (D, OD, KD, SD, DD, PF): input depth, output depth, kernel depth, its stride,
 // dilation and front padding (the 2-D geometry `g` covers H and W). Global (OW, OH, N * K * OD).

@@ -192,6 +192,90 @@ __kernel void pool2d_rows(int is_max, int include_pad, int H, int W, int OH, int
     y[ow] = pool_one(is_max, include_pad, x, H, W, kh, kw, dh, dw, pb, pr, h0, ow * sw - pl);
 }
 
+// pool2d for CPUs on small planes (rows too narrow for pool2d_rows' strips: the digits CNN's 8x8 and 4x4
+// maps at batch 450, where the 3-D pool2d range vectorised over 4 or 8 outputs of a row): a whole output
+// plane per work-item, the window's size and stride built in (-DPP_KH, PP_KW, PP_SH, PP_SW), so its taps
+// unroll with no loop, and PoCL vectorises across work-items (neighbouring planes). Padding taps load
+// element 0 and are masked. Same arguments as pool2d plus nc_total. Global (N*C), padded.
+#ifdef PP_KH
+inline float pp_one(int is_max, int include_pad, __global const float* x, int H, int W, int dh, int dw, int pb, int pr,
+                    int h0, int w0) {
+  float acc = is_max ? -INFINITY : 0.0f;
+  if (h0 >= 0 && h0 + (PP_KH - 1) * dh < H && w0 >= 0 && w0 + (PP_KW - 1) * dw < W) {  // inside: no checks
+#pragma unroll
+    for (int i = 0; i < PP_KH; ++i)
+#pragma unroll
+      for (int j = 0; j < PP_KW; ++j) {
+        const float v = x[(h0 + i * dh) * W + w0 + j * dw];
+        acc = is_max ? (v > acc ? v : acc) : acc + v;
+      }
+    return is_max ? acc : acc / (float)(PP_KH * PP_KW);
+  }
+  int valid = 0;
+#pragma unroll
+  for (int i = 0; i < PP_KH; ++i) {
+    const int h = h0 + i * dh;
+#pragma unroll
+    for (int j = 0; j < PP_KW; ++j) {
+      const int w = w0 + j * dw;
+      const bool in = h >= 0 && h < H && w >= 0 && w < W;
+      const float v = x[in ? h * W + w : 0];
+      // A compare and select, not fmax: the same result (acc is never NaN; a NaN input is skipped as fmax
+      // skips it), and the vector path below does the same.
+      acc = in ? (is_max ? (v > acc ? v : acc) : acc + v) : acc;
+      valid += in;
+    }
+  }
+  if (!is_max) {
+    const int div = include_pad ? (min(h0 + PP_KH, H + pb) - h0) * (min(w0 + PP_KW, W + pr) - w0) : valid;
+    acc /= (float)div;
+  }
+  return acc;
+}
+
+__kernel void pool2d_planes(int is_max, int include_pad, int H, int W, int OH, int OW, int dh, int dw, int pt, int pl,
+                            int pb, int pr, __global const float* x, long x_off, __global float* y, long y_off,
+                            int nc_total) {
+  const int nc = get_global_id(0);
+  if (nc >= nc_total) return;
+  x += x_off + (long)nc * H * W;
+  y += y_off + (long)nc * OH * OW;
+  for (int oh = 0; oh < OH; ++oh) {
+    const int h0 = oh * PP_SH - pt;
+    int rows = 0;  // window rows inside the input
+#pragma unroll
+    for (int i = 0; i < PP_KH; ++i) rows += h0 + i * dh >= 0 && h0 + i * dh < H;
+    const float div = include_pad ? (float)((min(h0 + PP_KH, H + pb) - h0) * PP_KW) : (float)(rows * PP_KW);
+    int ow = 0;
+    // 4 outputs at once where their windows' columns lie inside the row: each tap's 4 inputs (stride
+    // PP_SW apart) one vector, max / sum in float4 lanes.
+    for (; ow + 4 <= OW; ow += 4) {
+      const int w0 = ow * PP_SW - pl;
+      if (w0 < 0 || w0 + 3 * PP_SW + (PP_KW - 1) * dw >= W) {
+        for (int q = 0; q < 4; ++q)
+          y[oh * OW + ow + q] = pp_one(is_max, include_pad, x, H, W, dh, dw, pb, pr, h0, w0 + q * PP_SW);
+        continue;
+      }
+      float4 acc = (float4)(is_max ? -INFINITY : 0.0f);
+#pragma unroll
+      for (int i = 0; i < PP_KH; ++i) {
+        const int h = h0 + i * dh;
+        if (h < 0 || h >= H) continue;
+#pragma unroll
+        for (int j = 0; j < PP_KW; ++j) {
+          __global const float* p = x + h * W + w0 + j * dw;
+          const float4 v = (float4)(p[0], p[PP_SW], p[2 * PP_SW], p[3 * PP_SW]);
+          acc = is_max ? (v > acc ? v : acc) : acc + v;
+        }
+      }
+      if (!is_max) acc /= div;
+      vstore4(acc, 0, y + oh * OW + ow);
+    }
+    for (; ow < OW; ++ow) y[oh * OW + ow] = pp_one(is_max, include_pad, x, H, W, dh, dw, pb, pr, h0, ow * PP_SW - pl);
+  }
+}
+#endif
+
 // Global pools: one work-group of `get_local_size(0)` (a power of two) per (n, c) plane reduces it
 // in local memory.
 __kernel void global_pool(int is_max, long plane, __global const float* x, long x_off, __global float* y,

@@ -22,6 +22,14 @@ const ProgramVariants kConvVariants("conv.cl", {"-DACT=0", "-DACT=1"});
 int64_t attr(const std::vector<int64_t>& v, size_t i, int64_t def) { return v.empty() ? def : v[i]; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// conv_small_plane's work-items: tiles of 8 output pixels x 16 * kv output channels, per image.
+int64_t small_plane_items(const ConvGeometry& g, int64_t kpad, int kv) {
+  return g.N * ceil_div(g.OH * g.OW, 8) * (kpad / (16 * kv));
+}
+
+// The reason choose() gives for conv_small_plane; create() keys the kernel on it.
+constexpr std::string_view kSmallPlaneWhy = "small output plane, CPU: 8 pixels x 16 or 32 channels per work-item";
 }  // namespace
 
 std::string_view to_string(ConvAlgo a) {
@@ -263,6 +271,22 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::stri
                 cfg.input.str(), cfg.weight.shape().str(), a);
     }
   const ConvAlgo a = choose(cfg, why);
+  // CPUs, output planes of at most 64 pixels (the digits CNN's 8x8 and 4x4 maps; late stages of small
+  // models) with at most 512 KiB of weights: conv_small_plane, one command and no workspace. Winograd there
+  // made 2x2 tiles per 4x4 image in three commands (digits_cnn at batch 450, 16 -> 32 on 4x4: 4.9 ms of
+  // transforms and GEMM, 0.7-1.0 ms now), im2col + GEMM a GEMM of 16 columns per image.
+  if (cfg.algo == ConvAlgo::automatic && info.type == DeviceType::cpu && cfg.input.rank() == 4 &&
+      a != ConvAlgo::depthwise && a != ConvAlgo::gemm_1x1) {
+    // Up to 512 KiB of weights (each tile reads all of them; Winograd does 2.25x fewer FLOPs): batch 1, 3x3,
+    // median ms conv_small_plane vs Winograd: 64 -> 64 on 8x8 (144 KiB) 0.061 vs 0.265; 128 -> 128 on 8x8
+    // (576 KiB) 0.195 vs 0.182; 192 -> 192 on 7x7 0.54 vs 0.41; 512 -> 512 on 7x7 5.1 vs 2.8 (cldl bench conv
+    // --set shape=1,C,H,W,C,3,1,1 --set algos=winograd,im2col_gemm --tuning compare).
+    const ConvGeometry g = geometry(cfg);
+    if (g.groups == 1 && g.OH * g.OW <= 64 && g.C * g.KH * g.KW * g.K * 4 <= (int64_t(512) << 10)) {
+      if (why) *why = std::string(kSmallPlaneWhy);
+      return ConvAlgo::direct;
+    }
+  }
   // CPUs: a grouped convolution that is not depthwise (RegNet, ResNeXt) runs conv_grouped_rows, 8 output
   // channels of a row per work-item, instead of im2col and a GEMM of KG rows per group.
   if (cfg.algo == ConvAlgo::automatic && a == ConvAlgo::im2col_gemm && info.type == DeviceType::cpu) {
@@ -365,8 +389,47 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   const int64_t P = g.OH * g.OW, KG = g.K / g.groups, CG = g.C / g.groups, R = CG * g.KH * g.KW;
   switch (op->algo_) {
     case ConvAlgo::direct:
+      if (cfg.direct_kernel < 0 || cfg.direct_kernel > 3)
+        invalid("Conv", "direct_kernel {} is not 0, 1, 2 or 3", cfg.direct_kernel);
+      if (cfg.direct_kernel == 3 && (g.three_d || g.groups != 1))
+        invalid("Conv",
+                "direct_kernel 3 (conv_small_plane) needs a 2-D convolution of group 1; input {} weight {} group {}",
+                cfg.input.str(), cfg.weight.shape().str(), g.groups);
+      op->direct_plane_ = cfg.direct_kernel == 3 || (cfg.direct_kernel == 0 && why == kSmallPlaneWhy);
+      if (op->direct_plane_) {
+        // [C*KH*KW][kpad]: a tap's 16 output channels are one vector load; channels past K are zeros.
+        // 32 channels per work-item where K > 16: each broadcast input feeds two FMAs (digits_cnn's 16 -> 32
+        // on 4x4 at batch 450, median of 3 alternated runs: 1.01-1.33 ms with 16, 0.73-0.85 ms with 32).
+        op->sp_kv_ = g.K > 16 ? 2 : 1;
+        op->kpad_ = ceil_div(g.K, 16 * op->sp_kv_) * 16 * op->sp_kv_;
+        HostTensor wt(DType::f32, Shape{R, op->kpad_});
+        std::memset(wt.data(), 0, wt.bytes());
+        const float* w = cfg.weight.as<float>();
+        float* d = wt.as<float>();
+        for (int64_t k = 0; k < g.K; ++k)
+          for (int64_t r = 0; r < R; ++r) d[r * op->kpad_ + k] = w[k * R + r];
+        op->weight_ = ctx.upload(wt, device);
+        // Each tile's input offsets per tap (conv_small_plane's table): -1 in the padding or past the plane.
+        const int64_t tiles = ceil_div(P, 8), taps = g.KH * g.KW;
+        HostTensor ot(DType::i32, Shape{tiles * taps * 8});
+        int32_t* o = ot.as<int32_t>();
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t p0 = P >= 8 ? std::min(t * 8, P - 8) : 0;
+          for (int64_t tap = 0; tap < taps; ++tap)
+            for (int64_t j = 0; j < 8; ++j) {
+              const int64_t p = p0 + j, kh = tap / g.KW, kw = tap % g.KW;
+              const int64_t ih = p / g.OW * g.SH - g.PT + kh * g.DH, iw = p % g.OW * g.SW - g.PL + kw * g.DW;
+              const bool in = p < P && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W;
+              o[(t * taps + tap) * 8 + j] = in ? int32_t(ih * g.W + iw) : -1;
+            }
+        }
+        op->offsets_ = ctx.upload(ot, device);
+        op->main_ = make_kernel(
+            ctx.program("conv.cl", fmt::format("-DACT={} -DSP_KV={}", int(cfg.act.kind), op->sp_kv_), device),
+            "conv_small_plane");
+        break;
+      }
       op->weight_ = ctx.upload(cfg.weight, device);
-      if (cfg.direct_kernel < 0 || cfg.direct_kernel > 2) invalid("Conv", "direct_kernel {} is not 0, 1 or 2", cfg.direct_kernel);
       op->direct_rows_ = !g.three_d && (cfg.direct_kernel == 2 || (cfg.direct_kernel == 0 &&
                                                                     ctx.device(device).info.type == DeviceType::cpu));
       op->main_ = make_kernel(prog, g.three_d ? "conv_direct3d" : op->direct_rows_ ? "conv_grouped_rows" : "conv_direct");
@@ -517,6 +580,12 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   const size_t th = size_t(ceil_div(g.OH, op->winograd_m_)), tw = size_t(ceil_div(g.OW, op->winograd_m_));
   switch (op->algo_) {
     case ConvAlgo::direct:
+      if (op->direct_plane_) {
+        const PaddedLaunch l = padded_launch(small_plane_items(g, op->kpad_, op->sp_kv_), 1, 1, 64);
+        op->global_main_ = l.global;
+        op->local_main_ = l.local;
+        break;
+      }
       if (op->direct_rows_) {
         const PaddedLaunch l = padded_launch(g.OH, g.N * g.groups * ceil_div(g.K / g.groups, 8), 1, 1);
         op->global_main_ = l.global;
@@ -603,6 +672,14 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
                  b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()),
                  act_.alpha, act_.beta);
         ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * K * size_t(g_.OD)), local_main_, "conv_direct3d");
+        break;
+      }
+      if (direct_plane_) {
+        set_args(main_, ga, cl_int(small_plane_items(g_, kpad_, sp_kv_)), x.buffer, cl_long(x.offset_elems()),
+                 weight_.buffer, cl_long(weight_.offset_elems()), cl_int(kpad_), offsets_.buffer,
+                 cl_long(offsets_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,
+                 cl_long(y.offset_elems()), act_.alpha, act_.beta);
+        ec.enqueue_kernel(main_, global_main_, local_main_, "conv_small_plane");
         break;
       }
       if (direct_rows_) {

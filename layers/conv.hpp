@@ -59,7 +59,9 @@ struct ConvConfig {
   // and shape: 4 on CPUs where it makes at least 32 tiles (see ConvOp::create), 2 elsewhere (unmeasured).
   int winograd_tile = 0;
   // Direct kernel (2-D): 1 = conv_direct (an output pixel per work-item, 8 channels), 2 = conv_grouped_rows
-  // (an output row per work-item in float8 strips, 8 channels); 0 = by device: 2 on CPUs, 1 elsewhere.
+  // (an output row per work-item in float8 strips, 8 channels), 3 = conv_small_plane (8 output pixels x 16
+  // channels per work-item, group 1 only); 0 = by device: 2 on CPUs, 1 elsewhere, 3 where choose() picks
+  // it for a small output plane on a CPU.
   int direct_kernel = 0;
 };
 
@@ -130,6 +132,10 @@ class ConvOp : public Op {
   bool im2col_rows_ = false;                     // im2col_gemm: im2col_rows (a row per work-item)
   bool winograd_rows_ = false;                   // winograd: the _rows transforms (strips of 8 tiles)
   int winograd_m_ = 2;                           // winograd: output tile (2: F(2x2,3x3), 4: F(4x4,3x3))
+  bool direct_plane_ = false;                    // direct: conv_small_plane (8 pixels x 16 channels per work-item)
+  int64_t kpad_ = 0;  // conv_small_plane: K rounded up to 16 * sp_kv_ (the transposed weight's row)
+  Tensor offsets_;    // conv_small_plane: each tile's input offsets per tap (i32 [tiles][KH*KW][8])
+  int sp_kv_ = 1;     // conv_small_plane: float16 vectors of output channels per work-item (SP_KV)
   bool direct_rows_ = false;                     // direct: conv_grouped_rows (a row per work-item)
   cl::NDRange global_post_ = cl::NullRange;      // winograd_output_rows: padded to local_post_
   cl::NDRange global_pre_ = cl::NullRange;       // im2col_rows: padded to local_pre_

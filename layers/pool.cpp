@@ -1,6 +1,9 @@
 // Pooling op: output sizes (ceil_mode, auto_pad), validation, enqueue (kernels/pool.cl).
 #include "layers/pool.hpp"
 
+#include <functional>
+#include <numeric>
+
 #include "layers/strided.hpp"
 #include "runtime/log.hpp"
 
@@ -112,23 +115,42 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     bool dilated = false;
     for (auto d : cfg.dilations) dilated |= d != 1;
     p->use_2d_ = n <= 2 && !cfg.indices && !(cfg.kind == PoolKind::average && dilated) && cfg.kind != PoolKind::lp;
-    if (cfg.block != 0 && cfg.block != 1 && cfg.block != 8)
-      invalid(pool_name(cfg.kind), "block {} is not 0, 1 or 8", cfg.block);
+    if (cfg.block != 0 && cfg.block != 1 && cfg.block != 8 && cfg.block != 64)
+      invalid(pool_name(cfg.kind), "block {} is not 0, 1, 8 or 64", cfg.block);
     // CPUs: an output row per work-item in vector strips of 8 (PoCL, max 2x2/2 on 8x8x224x224: see `cldl
     // bench kernels --filter pool`); GPUs: one output per work-item, neighbours coalesce.
-    // Rows narrower than 16 outputs have no vector strip: there the plane-batched kernel wins (the zoo
-    // digits CNN's 450x16x8x8 max pool: 5.3 ms by rows, under 1 ms plane-batched on PoCL).
+    // Rows narrower than 16 outputs have no vector strip (the zoo digits CNN's 450x16x8x8 max pool: 5.3 ms
+    // by rows): there, windows of at most 25 taps, a plane per work-item with the window built in
+    // (pool2d_planes: 0.24 ms, 0.65-0.75 ms plane-batched by pool2d; `cldl bench kernels --filter 450,`).
     const int64_t out_w = p->out_[p->out_.rank() - 1];
-    const int block = cfg.block                                                           ? cfg.block
-                      : ctx.device(device).info.type == DeviceType::cpu && out_w >= 16 ? 8
-                                                                                        : 1;
+    const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
+    const int64_t taps = std::accumulate(cfg.kernel.begin(), cfg.kernel.end(), int64_t(1), std::multiplies<>());
+    const int block = cfg.block ? cfg.block : cpu && out_w >= 16 ? 8 : cpu && taps <= 25 ? 64 : 1;
     p->rows_ = p->use_2d_ && block == 8;
-    p->kernel_ = make_kernel(prog, p->rows_ ? "pool2d_rows" : p->use_2d_ ? "pool2d" : "pool3d");
-    p->algorithm_ = p->rows_ ? "direct 2-D, an output row per work-item" : p->use_2d_ ? "direct 2-D" : "direct 3-D";
+    p->planes_ = p->use_2d_ && block == 64;
+    if (p->planes_) {
+      const size_t k = cfg.kernel.size();
+      const int64_t kh = k == 2 ? cfg.kernel[0] : 1, sh = k == 2 && !cfg.strides.empty() ? cfg.strides[0] : 1;
+      const int64_t sw = cfg.strides.empty() ? 1 : cfg.strides.back();
+      prog = ctx.program(
+          "pool.cl", fmt::format("-DPP_KH={} -DPP_KW={} -DPP_SH={} -DPP_SW={}", kh, cfg.kernel.back(), sh, sw), device);
+    }
+    p->kernel_ = make_kernel(prog, p->planes_   ? "pool2d_planes"
+                                   : p->rows_   ? "pool2d_rows"
+                                   : p->use_2d_ ? "pool2d"
+                                                : "pool3d");
+    p->algorithm_ = p->planes_   ? "direct 2-D, a plane per work-item"
+                    : p->rows_   ? "direct 2-D, an output row per work-item"
+                    : p->use_2d_ ? "direct 2-D"
+                                 : "direct 3-D";
     if (p->use_2d_) {
       const size_t ow = size_t(p->out_[p->out_.rank() - 1]), oh = n == 2 ? size_t(p->out_[p->out_.rank() - 2]) : 1;
       const size_t nc = size_t(cfg.input[0]) * size_t(cfg.input[1]);
-      if (p->rows_) {
+      if (p->planes_) {
+        const PaddedLaunch l = padded_launch(int64_t(nc), 1, 1, 64);
+        p->global_ = l.global;
+        p->local_ = l.local;
+      } else if (p->rows_) {
         const PaddedLaunch l = padded_launch(int64_t(oh), int64_t(nc), 1, 64);
         p->global_ = l.global;
         p->local_ = l.local;
@@ -181,6 +203,13 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     dl[a] = cfg_.dilations.empty() ? 1 : int(cfg_.dilations[i]);
     pb[a] = int(pads_[i]);
     pe[a] = int(pads_[i + n]);
+  }
+  if (planes_) {
+    set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), sp[1], sp[2], osp[1], osp[2], dl[1], dl[2], pb[1],
+             pb[2], pe[1], pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
+             cl_long(out[0].offset_elems()), cl_int(nc));
+    ec.enqueue_kernel(kernel_, global_, local_, "pool2d_planes");
+    return;
   }
   if (use_2d_) {
     set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), sp[1], sp[2], osp[1], osp[2], k[1], k[2], st[1],

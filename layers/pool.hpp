@@ -30,8 +30,10 @@ struct PoolConfig {
   // fastest), after the N * C planes before it, as ONNX's reference and ONNX Runtime do.
   bool column_major_indices = false;
   int p = 2;  // LpPool only: the norm's (integer) order, >= 1
-  // Outputs along the last dim per work-item of the 2-D kernel: 1 (pool2d) or 8 (pool2d_rows);
-  // 0 = by device: 8 on CPUs, 1 elsewhere (neighbouring items coalesce on GPUs).
+  // Outputs per work-item of the 2-D kernel: 1 (pool2d), 8 (pool2d_rows: along the last dim) or 64
+  // (pool2d_planes: a whole plane, the window's size and stride built into the program); 0 = by device: on
+  // CPUs 8 for rows of 16 outputs or more, else 64 for windows of at most 25 taps; 1 elsewhere
+  // (neighbouring items coalesce on GPUs).
   int block = 0;
 };
 
@@ -57,6 +59,7 @@ class Pool : public Op {
   bool use_2d_ = false;  // pool2d kernel (fast path) instead of pool3d
   cl::NDRange local_ = cl::NullRange;  // pool2d: whole output planes per work-group
   cl::NDRange global_ = cl::NullRange;  // pool2d_rows: padded to local_
+  bool planes_ = false;                 // pool2d_planes: a plane per work-item, the window built in
   bool rows_ = false;                   // pool2d_rows: 8 outputs per work-item; global: a plane per item
 };
 

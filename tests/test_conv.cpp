@@ -99,7 +99,9 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
     std::vector<int> blocks{0};
     // Direct: both kernels (a pixel per work-item, rows in strips of 8; 2-D only).
     if (a == ConvAlgo::depthwise || a == ConvAlgo::im2col_gemm || a == ConvAlgo::winograd) blocks = {1, 8};
+    // Direct, group 1: the small-plane kernel too (8 pixels x 16 channels per work-item).
     if (a == ConvAlgo::direct && !p.one_d) blocks = {1, 8};
+    if (a == ConvAlgo::direct && !p.one_d && p.groups == 1) blocks.push_back(3);
     const bool plane = (p.SW == 1 || p.SW == 2) &&
                        ((OH - 1) * p.SH + (p.KH - 1) * p.DH + 1) *
                                (((OW + 7) / 8 * 8 - 8) * p.SW + (p.KW - 1) * p.DW + (p.SW == 1 ? 8 : 16)) <=
@@ -114,7 +116,7 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
         cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
         cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
         cfg.winograd_kernel = a == ConvAlgo::winograd ? (block == 1 ? 1 : 2) : 0;
-        cfg.direct_kernel = a == ConvAlgo::direct ? (block == 1 ? 1 : 2) : 0;
+        cfg.direct_kernel = a == ConvAlgo::direct ? (block == 1 ? 1 : block == 3 ? 3 : 2) : 0;
         auto op = ConvOp::create(ctx(), 0, cfg);
         CHECK(op->algorithm() == to_string(a));
         auto got = run(*op, x);
@@ -192,6 +194,13 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
       {"3x3 groups 3 stride 2 wide silu", 1, 24, 8, 45, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true, silu},
       {"3x3 groups 2 narrow leaky", 3, 6, 5, 6, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true, leaky},
       {"3x3 groups 2 dilation 2 stride 2", 1, 16, 11, 29, 16, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, false, {}},
+      // Small output planes (conv_small_plane, the automatic choice on CPUs up to 64 pixels): the digits CNN's
+      // 16 -> 32 on 4x4 with a partial channel block (37), a 4x3 plane whose last tile overlaps, a 2x1 plane
+      // shorter than a tile, a 7x7 plane (49 = 6 tiles + 1) dilated, batch 1.
+      {"3x3 pad 1 on 4x4 K 37 relu", 5, 16, 4, 4, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, relu},
+      {"3x3 stride 2 asymmetric pads on 7x7 batch 1", 1, 6, 7, 7, 20, 3, 3, 2, 2, 1, 1, 1, 0, 1, 1, 1, true, leaky},
+      {"2x2 on a 3x2 image", 1, 3, 3, 2, 17, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, false, {}},
+      {"3x3 dilation 2 pad 2 on 7x7 silu", 2, 4, 7, 7, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, true, silu},
       {"1-D k5 stride 2 dilation 2", 3, 5, 1, 29, 4, 1, 5, 1, 2, 1, 2, 0, 3, 0, 1, 1, true, {}, true},
       {"1-D k7 stride 1", 1, 3, 1, 31, 5, 1, 7, 1, 1, 1, 1, 0, 2, 0, 4, 1, false, relu, true},
   };
@@ -346,6 +355,26 @@ TEST_CASE("automatic choice follows the documented heuristic") {
     Problem g{"grouped", 1, 48, 20, 20, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 6, true, {}};
     auto op = ConvOp::create(ctx(), 0, make_config(g, 3));
     CHECK(op->algorithm() == (ctx().device(0).info.type == DeviceType::cpu ? "direct" : "im2col_gemm"));
+  }
+  // CPUs: output planes of at most 64 pixels with at most 512 KiB of weights run conv_small_plane (the
+  // direct algorithm); larger planes or weights, and GPUs, keep the choice above.
+  {
+    DeviceInfo cpu, gpu;
+    cpu.type = DeviceType::cpu;
+    gpu.type = DeviceType::gpu;
+    auto choice = [](const DeviceInfo& info, int64_t N, int64_t C, int64_t HW, int64_t K) {
+      Problem q{"small plane", N, C, HW, HW, K, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, {}};
+      std::string why;
+      const ConvAlgo a = ConvOp::choose(make_config(q, 4), info, &why);
+      return std::make_pair(a, why);
+    };
+    auto [digits, why] = choice(cpu, 450, 16, 4, 32);  // digits_cnn's second conv at batch 450
+    CHECK(digits == ConvAlgo::direct);
+    CHECK(why.find("small output plane") != std::string::npos);
+    CHECK(choice(cpu, 1, 64, 8, 64).first == ConvAlgo::direct);
+    CHECK(choice(cpu, 1, 512, 7, 512).first == ConvAlgo::winograd);  // 9 MiB of weights
+    CHECK(choice(cpu, 1, 16, 9, 16).first == ConvAlgo::winograd);    // 81 pixels
+    CHECK(choice(gpu, 450, 16, 4, 32).first == ConvAlgo::winograd);
   }
   // create uses the same choice and reports it.
   Problem p{"auto", 1, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, {}};

@@ -59,13 +59,17 @@ TEST_CASE("MaxPool and AveragePool 2-D over every attribute combination") {
       // Rows wide enough for the vector strips of the 8-output kernel (stride 1 and 2), and their edges.
       {2, 3, 6, 53, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},  {1, 2, 7, 61, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
       {1, 2, 5, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {1, 2, 5, 47, 3, 2, 1, 1, 2, 2, 1, 0, 0, 1},
+      // Small planes (the plane-per-work-item kernel, the CPU choice below 16 outputs a row): the digits
+      // CNN's 2x2/2 on 8x8 and 4x4 maps, over more planes than a work-group, and a 3x1 plane.
+      {9, 16, 8, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},  {5, 32, 4, 4, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
+      {1, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0},
   };
   for (const auto& c : cases)
     for (bool mx : {true, false})
       for (bool ceil_mode : {false, true})
         for (bool cip : {false, true}) {
           if (mx && cip) continue;
-          for (int block : {1, 8}) {
+          for (int block : {1, 8, 64}) {
             PoolConfig cfg;
             cfg.kind = mx ? PoolKind::max : PoolKind::average;
             cfg.input = Shape{c.N, c.C, c.H, c.W};
@@ -76,7 +80,7 @@ TEST_CASE("MaxPool and AveragePool 2-D over every attribute combination") {
             cfg.ceil_mode = ceil_mode;
             cfg.count_include_pad = cip;
             cfg.indices = mx && ceil_mode;  // with Indices: pool3d kernel; without: the 2-D fast path
-            cfg.block = block;              // pool2d or pool2d_rows
+            cfg.block = block;              // pool2d, pool2d_rows or pool2d_planes
             CAPTURE(cfg.input.str());
             CAPTURE(block);
             CAPTURE(c.kh);

@@ -92,7 +92,10 @@ void run_zoo(Context&, const Options& opts, Reporter& rep) {
   };
   for (const char* s : {"auto", "sequential", "time", "layer", "data", "wave"}) lm("char_lstm", s);
   if (opts.selected("char_lstm")) add_peer(rep, peer, fmt::format("char_lstm {} tokens", tokens));
-  if (std::filesystem::exists(zoo + "/tiny_gpt/model.onnx")) lm("tiny_gpt", "auto");
+  if (std::filesystem::exists(zoo + "/tiny_gpt/model.onnx")) {
+    lm("tiny_gpt", "auto");
+    if (opts.selected("tiny_gpt")) add_peer(rep, peer, fmt::format("tiny_gpt {} tokens", tokens));
+  }
 }
 
 const Registration kZooBench("zoo", "the model zoo end to end: CNN ms/image, LSTM (each RNN strategy) and GPT ms/token",
