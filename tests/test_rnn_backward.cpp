@@ -23,22 +23,6 @@ namespace {
 
 const std::string kDir = std::string(CLDL_SOURCE_DIR) + "/tests/data/train/";
 
-double largest_difference(const HostTensor& got, const HostTensor& want, const std::string& what, double atol,
-                          double rtol) {
-  CAPTURE(what);
-  REQUIRE(got.shape() == want.shape());
-  double worst = 0;
-  for (int64_t k = 0; k < want.numel(); ++k) {
-    const double g = got.as<float>()[k], w = want.as<float>()[k], err = std::fabs(g - w);
-    worst = std::max(worst, err);
-    if (!(err <= atol + rtol * std::fabs(w))) {
-      FAIL_CHECK(what << "[" << k << "]: got " << g << ", expected " << w);
-      return worst;
-    }
-  }
-  MESSAGE(what << ": largest difference " << worst);
-  return worst;
-}
 
 struct Layer {
   const char* op;
@@ -83,11 +67,11 @@ void run_case(const std::string& model, const std::string& case_name, TrainOptio
     REQUIRE(r.step_losses.size() == 3);
     losses.insert(losses.end(), r.step_losses.begin(), r.step_losses.end());
   }
-  largest_difference(HostTensor::from<float>(Shape{6}, losses), read_tensor_file(kDir + case_name + "_losses.npy"),
+  test::largest_difference(HostTensor::from<float>(Shape{6}, losses), read_tensor_file(kDir + case_name + "_losses.npy"),
                      "step losses", 1e-5, 1e-4);
   auto w = t.read_weights();
   for (auto& name : t.weights())
-    largest_difference(w.at(name), read_tensor_file(kDir + case_name + "." + name + ".npy"), name, 1e-5, 1e-4);
+    test::largest_difference(w.at(name), read_tensor_file(kDir + case_name + "." + name + ".npy"), name, 1e-5, 1e-4);
 }
 
 }  // namespace
@@ -113,7 +97,7 @@ TEST_SUITE("rnn backward") {
       const auto got = test::run_graph(rnn_graph(l, true, w), feed);
       for (const char* out : {"Y", "Y_h", "Y_c"}) {
         if (!lstm && std::string(out) == "Y_c") continue;
-        largest_difference(got.at(out), want.at(out),
+        test::largest_difference(got.at(out), want.at(out),
                            fmt::format("{} {} linear_before_reset {} {}", l.op, l.direction, l.linear_before_reset, out),
                            1e-5, 0);
       }

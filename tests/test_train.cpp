@@ -25,19 +25,9 @@ const std::string kDir = std::string(CLDL_SOURCE_DIR) + "/tests/data/train/";
 
 HostTensor load(const std::string& f) { return read_tensor_file(kDir + f); }
 
+// PyTorch's values within 1e-5 + 1e-4 relative.
 void check_close(const HostTensor& got, const HostTensor& want, const std::string& what) {
-  CAPTURE(what);
-  REQUIRE(got.shape() == want.shape());
-  double worst = 0;
-  for (int64_t k = 0; k < want.numel(); ++k) {
-    const double g = got.as<float>()[k], w = want.as<float>()[k], err = std::fabs(g - w);
-    worst = std::max(worst, err);
-    if (err > 1e-5 + 1e-4 * std::fabs(w)) {
-      FAIL_CHECK(what << "[" << k << "]: cldl " << g << ", PyTorch " << w);
-      return;
-    }
-  }
-  MESSAGE(what << ": largest difference " << worst);
+  test::largest_difference(got, want, what, 1e-5, 1e-4);
 }
 
 // Two epochs of `case_name` as make.py ran them; checks every step's loss and the weights.

@@ -1,6 +1,7 @@
 // Shared helpers for the doctest suites: one context per process, random data, tolerance checks,
 // running child processes.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -87,6 +88,25 @@ inline Compare compare(const float* got, const float* want, size_t n, double rto
   } while (0)
 
 // Runs a shell command, returns exit status and captures stdout+stderr.
+// The largest |got - want| of two f32 tensors of one shape; a failed check (naming `what` and the element) where
+// one exceeds atol + rtol |want|.
+inline double largest_difference(const HostTensor& got, const HostTensor& want, const std::string& what, double atol,
+                          double rtol) {
+  CAPTURE(what);
+  REQUIRE(got.shape() == want.shape());
+  double worst = 0;
+  for (int64_t k = 0; k < want.numel(); ++k) {
+    const double g = got.as<float>()[k], w = want.as<float>()[k], err = std::fabs(g - w);
+    worst = std::max(worst, err);
+    if (!(err <= atol + rtol * std::fabs(w))) {
+      FAIL_CHECK(what << "[" << k << "]: got " << g << ", expected " << w);
+      return worst;
+    }
+  }
+  MESSAGE(what << ": largest difference " << worst);
+  return worst;
+}
+
 inline int run_command(const std::string& cmd, std::string& output) {
   output.clear();
   FILE* p = popen((cmd + " 2>&1").c_str(), "r");
