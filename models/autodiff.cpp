@@ -77,17 +77,6 @@ class Builder {
     made_[v] = std::move(out);
     return v;
   }
-  // A node of several outputs (shapes `outs`); returns their names.
-  std::vector<std::string> emit_outputs(const std::string& what, const std::string& op, std::vector<std::string> in,
-                                        const std::vector<Shape>& outs, std::map<std::string, AttrValue> attrs = {}) {
-    std::vector<std::string> v;
-    for (size_t i = 0; i < outs.size(); ++i) v.push_back(g_.unique_name(base_ + "/" + what));
-    Node n = make_node(g_, base_ + "/" + what, op, std::move(in), v, std::move(attrs));
-    n.domain = kFusedDomain;
-    nodes.push_back(std::move(n));
-    for (size_t i = 0; i < outs.size(); ++i) made_[v[i]] = outs[i];
-    return v;
-  }
   std::string scalar(double x, DType t) {
     auto key = std::make_pair(x, int(t));
     if (auto it = scalars_.find(key); it != scalars_.end()) return it->second;
