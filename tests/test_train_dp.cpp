@@ -248,16 +248,18 @@ TEST_SUITE("train_dp") {
           std::string::npos);
     CHECK(err({-1}).find("device -1 of the device list is not in the context") != std::string::npos);
     CHECK(err({0, 0}).find("train: device 0 is in the device list twice") != std::string::npos);
-    // The CLI: a device the platform does not have.
+    // The CLI, on the test device's kind (cpu, or accelerator where an implementation has no CPU device): a device
+    // the platform does not have.
+    const std::string kind = test::device_spec().substr(0, test::device_spec().find(':'));
     std::string text;
     CHECK(test::run_command(std::string(CLDL_CLI_PATH) + " train " + kDir + "model.onnx --input x=" + kDir +
-                                "x.npy --labels " + kDir + "y.npy --out /tmp/cldl-dp-never.onnx -d cpu:0,cpu:99",
+                                "x.npy --labels " + kDir + "y.npy --out /tmp/cldl-dp-never.onnx -d " + kind + ":0," + kind + ":99",
                             text) != 0);
     CAPTURE(text);
     CHECK(text.find("99") != std::string::npos);
     // One device named twice makes a context of two entries: data parallel over it is refused.
     CHECK(test::run_command(std::string(CLDL_CLI_PATH) + " train " + kDir + "model.onnx --input x=" + kDir +
-                                "x.npy --labels " + kDir + "y.npy --out /tmp/cldl-dp-never.onnx -d cpu:0,cpu:0",
+                                "x.npy --labels " + kDir + "y.npy --out /tmp/cldl-dp-never.onnx -d " + kind + ":0," + kind + ":0",
                             text) != 0);
     CHECK(text.find("are the same OpenCL device") != std::string::npos);
   }
