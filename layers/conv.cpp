@@ -314,6 +314,26 @@ int ConvOp::winograd_tile_for(const ConvConfig& cfg, const DeviceInfo& info) {
 }
 
 namespace {
+// conv_dw_flat (kernels/conv_dw.cl): stride 1, undilated or dilated, the output plane the input's size, so
+// each tap is one offset over the flattened plane. Bands of `rows` output rows per work-item, about 1,024
+// outputs each (a 7x7 to 28x28 plane is one band; 56x56 four of 14 rows, 112x112 13 of 9); `vectors` float16
+// outputs per band; `len` floats of the band's zero-padded private copy (the rows above and below included).
+struct DwFlat {
+  bool fits = false;
+  int64_t rows = 0, bands = 0, vectors = 0, len = 0;
+};
+DwFlat dw_flat_geometry(const ConvGeometry& g) {
+  DwFlat f;
+  if (g.three_d || g.SH != 1 || g.SW != 1 || g.OH != g.H || g.OW != g.W) return f;
+  const int64_t pieces = ceil_div(g.H * g.W, int64_t(1024));
+  f.rows = ceil_div(g.H, pieces);
+  f.bands = ceil_div(g.H, f.rows);
+  f.vectors = ceil_div(f.rows * g.W, int64_t(16));
+  f.len = ceil_div(f.vectors * 16 + (g.KH - 1) * g.DH * g.W + (g.KW - 1) * g.DW, int64_t(16)) * 16;
+  f.fits = f.len <= 4096;  // 16 KiB of private memory per work-item
+  return f;
+}
+
 // im2col_rows: output rows per work-item, about 256 outputs each: one row of a small map was too little
 // work per item (DeepLab's dilated 3x3 on 16x16 x 960 channels: 138K items, 15 ms on PoCL).
 int64_t im2col_rows_per_item(const ConvGeometry& g) { return std::clamp<int64_t>(256 / std::max<int64_t>(g.OW, 1), 1, g.OH); }
@@ -437,8 +457,8 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
     case ConvAlgo::depthwise: {
       op->weight_ = ctx.upload(cfg.weight, device);
       if (cfg.depthwise_block != 0 && cfg.depthwise_block != 1 && cfg.depthwise_block != 8 &&
-          cfg.depthwise_block != 64)
-        invalid("Conv", "depthwise_block {} is not 0, 1, 8 or 64", cfg.depthwise_block);
+          cfg.depthwise_block != 16 && cfg.depthwise_block != 64)
+        invalid("Conv", "depthwise_block {} is not 0, 1, 8, 16 or 64", cfg.depthwise_block);
       // The plane kernel's padded private copy: the rows the outputs read, and the columns of round_up(OW, 8)
       // outputs (float16 loads at stride 2); DW_PLANE_MAX in conv.cl bounds it.
       const int64_t owr = ceil_div(g.OW, 8) * 8;
@@ -448,17 +468,42 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       if (cfg.depthwise_block == 64 && !plane_fits)
         invalid("Conv", "depthwise_block 64 needs stride 1 or 2 and a padded plane of at most 2,304 floats; "
                 "input {} weight {} needs {} x {}", cfg.input.str(), cfg.weight.shape().str(), pr, pc);
-      // CPUs: small planes (EfficientNet's 7x7 to 28x28 stages) a plane per work-item with no bounds checks;
-      // larger ones an output row per work-item in strips of 8 outputs, each tap's inputs loaded as one
-      // vector (PoCL, 96x80x120 3x3: see `cldl bench kernels`); GPUs: one output per work-item, neighbours
-      // coalesce.
-      const int block = cfg.depthwise_block                               ? cfg.depthwise_block
-                        : ctx.device(device).info.type != DeviceType::cpu ? 1
-                        : plane_fits                                      ? 64
-                                                                          : 8;
+      const DwFlat flat = dw_flat_geometry(g);
+      if (cfg.depthwise_block == 16 && !flat.fits)
+        invalid("Conv", "depthwise_block 16 needs stride 1 and an output plane of the input's size (input {} "
+                "weight {} stride {}x{} output {}x{})", cfg.input.str(), cfg.weight.shape().str(), g.SH, g.SW,
+                g.OH, g.OW);
+      // CPUs: stride-1 "same" layers (every stride-1 depthwise layer of the MobileNets, EfficientNets and
+      // ShuffleNet) along the flattened plane (conv_dw_flat); other small planes (the stride-2 layers) a
+      // plane per work-item with no bounds checks; larger ones an output row per work-item in strips of 8
+      // outputs, each tap's inputs loaded as one vector (PoCL, 96x80x120 3x3: see `cldl bench kernels`);
+      // GPUs: one output per work-item, neighbours coalesce.
+      const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
+      const int block = cfg.depthwise_block ? cfg.depthwise_block
+                        : !cpu              ? 1
+                        : flat.fits         ? 16
+                        : plane_fits        ? 64
+                                            : 8;
       op->depthwise_rows_ = block == 8;
       op->depthwise_plane_ = block == 64;
+      op->depthwise_flat_ = block == 16;
       op->dw_pr_ = int(pr), op->dw_pc_ = int(pc);
+      if (op->depthwise_flat_) {
+        // A program per (kernel, dilation, plane, pads, activation): the band and tap loops have constant
+        // bounds and offsets. MobileNet v2 builds 4, EfficientNet-B0 6.
+        op->dw_pr_ = int(flat.bands);
+        op->main_ = make_kernel(
+            ctx.program("conv_dw.cl",
+                        fmt::format("-DACT={} -DDWF_KH={} -DDWF_KW={} -DDWF_DH={} -DDWF_DW={} -DDWF_H={} -DDWF_W={} "
+                                    "-DDWF_PT={} -DDWF_PL={} -DDWF_BR={} -DDWF_NV={} -DDWF_LEN={}",
+                                    int(cfg.act.kind), g.KH, g.KW, g.DH, g.DW, g.H, g.W, g.PT, g.PL, flat.rows,
+                                    flat.vectors, flat.len),
+                        device),
+            "conv_dw_flat");
+        log::debug("Conv depthwise {}: bands of {} rows along the flattened plane (conv_dw_flat)", cfg.input.str(),
+                   flat.rows);
+        break;
+      }
       // The rows and plane kernels built for this kernel size and stride (undilated): their tap loops unroll
       // and the weights sit in registers. A program per (size, stride, activation); MobileNets and EfficientNets
       // use four.
@@ -597,7 +642,11 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
                                                            N * size_t(g.groups) * size_t(ceil_div(g.K / g.groups, 8)));
       break;
     case ConvAlgo::depthwise:
-      if (op->depthwise_plane_) {
+      if (op->depthwise_flat_) {
+        const PaddedLaunch l = padded_launch(op->dw_pr_, g.N * g.K, 1, 1);
+        op->global_main_ = l.global;
+        op->local_main_ = l.local;
+      } else if (op->depthwise_plane_) {
         const PaddedLaunch l = padded_launch(g.N * g.K, 1, 1, 1);
         op->global_main_ = l.global;
         op->local_main_ = l.local;
@@ -705,11 +754,11 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
         ec.enqueue_kernel(main_, global_main_, local_main_, "conv_depthwise_plane");
         break;
       }
-      if (depthwise_rows_) {
+      if (depthwise_rows_ || depthwise_flat_) {  // the same arguments
         set_args(main_, ga, cl_int(N * K), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
                  cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,
                  cl_long(y.offset_elems()), act_.alpha, act_.beta);
-        ec.enqueue_kernel(main_, global_main_, local_main_, "conv_depthwise_rows");
+        ec.enqueue_kernel(main_, global_main_, local_main_, depthwise_flat_ ? "conv_dw_flat" : "conv_depthwise_rows");
         break;
       }
       set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,

@@ -1,0 +1,93 @@
+// Depthwise convolution for CPUs on "same" geometries (stride 1, output plane == input plane: every
+// stride-1 depthwise layer of MobileNet v2/v3, EfficientNet, DeepLab v3 and ShuffleNet), vectorised along
+// the flattened plane. Built per geometry by layers/conv.cpp; the macros have no defaults on purpose.
+//
+// With OW == W, output pixel p = oh * W + ow reads input p + (kh*DH - PT) * W + (kw*DW - PL) for tap
+// (kh, kw): one constant offset per tap over the whole flattened plane. A work-item copies a band of
+// DWF_BR output rows' inputs (with the rows above and below) into a zero-padded private buffer once, with
+// float16 loads of the contiguous plane, then computes float16 vectors of outputs, each tap one unaligned
+// vector load at a constant offset and one FMA. Rows above and below the plane read the buffer's zeros;
+// a tap that crosses the left or right edge would read the neighbouring row, so the KH taps of one column
+// kw are summed first and masked once per kw by the lanes' column (KW selects per vector, not KH*KW).
+// The rows kernel in conv.cl loaded 8 outputs per tap with edge outputs one by one, the plane kernel a
+// scalar padded copy per plane and float8 strips that wasted most of a 7- or 14-wide row.
+//
+// Macros (all required): DWF_KH, DWF_KW, DWF_DH, DWF_DW (kernel and dilation), DWF_H, DWF_W (plane),
+// DWF_PT, DWF_PL (leading pads), DWF_BR (output rows per work-item), DWF_LEN (buffer floats: DWF_NV * 16 +
+// (KH-1)*DH*W + (KW-1)*DW rounded up to 16), DWF_NV (float16 vectors per band: ceil(BR * W / 16)), and ACT.
+// Global (bands, N*C), padded; `g` is conv.cl's geometry vector (only its K is read).
+
+#define DWF_HW (DWF_H * DWF_W)
+#define DWF_FRONT (DWF_PT * DWF_W + DWF_PL)
+
+__kernel void conv_dw_flat(int16 g, int nc_total, __global const float* x, long x_off, __global const float* w,
+                           long w_off, __global const float* bias, long b_off, int has_bias, __global float* y,
+                           long y_off, float act_a, float act_b) {
+  const int band = get_global_id(0);
+  const int nc = get_global_id(1);
+  const int bands = (DWF_H + DWF_BR - 1) / DWF_BR;
+  if (band >= bands || nc >= nc_total) return;
+  const int c = nc % g.s3;
+  const int p0 = band * DWF_BR * DWF_W;                 // first output of the band, flattened
+  const int np = min(DWF_BR * DWF_W, DWF_HW - p0);     // outputs in the band
+  x += x_off + (long)nc * DWF_HW;
+  y += y_off + (long)nc * DWF_HW + p0;
+  w += w_off + c * (DWF_KH * DWF_KW);
+
+  // buf[j] = x[p0 - FRONT + j], zero outside the plane.
+  float buf[DWF_LEN];
+  const int base = p0 - DWF_FRONT;
+  for (int j = 0; j < DWF_LEN; j += 16) {
+    const int s = base + j;
+    if (s >= 0 && s + 16 <= DWF_HW) {
+      vstore16(vload16(0, x + s), 0, buf + j);
+    } else {
+      for (int i = 0; i < 16; ++i) buf[j + i] = s + i >= 0 && s + i < DWF_HW ? x[s + i] : 0.0f;
+    }
+  }
+  float wk[DWF_KH * DWF_KW];
+#pragma unroll
+  for (int i = 0; i < DWF_KH * DWF_KW; ++i) wk[i] = w[i];
+  const float b = has_bias ? bias[b_off + c] : 0.0f;
+  const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+
+  for (int v = 0; v < DWF_NV; ++v) {
+    const int p = v * 16;
+    if (p >= np) break;
+    const int16 col = (lane + p) % DWF_W;  // p0 is a multiple of W
+    float16 acc = (float16)(0.0f);
+#pragma unroll
+    for (int kw = 0; kw < DWF_KW; ++kw) {
+      float16 t = (float16)(0.0f);
+#pragma unroll
+      for (int kh = 0; kh < DWF_KH; ++kh)
+        t = fma(vload16(0, buf + p + kh * DWF_DH * DWF_W + kw * DWF_DW), (float16)(wk[kh * DWF_KW + kw]), t);
+      const int dc = kw * DWF_DW - DWF_PL;  // column offset of this tap
+      if (dc == 0) {
+        acc += t;
+      } else {
+        const int16 ic = col + dc;
+        acc += select((float16)(0.0f), t, ic >= 0 && ic < DWF_W);
+      }
+    }
+    acc += b;
+    if (p + 16 <= np) {
+#if ACT_VEC
+      vstore16(APPLY_ACT_V(acc, act_a, act_b), 0, y + p);
+#else
+      float o[16];
+      vstore16(acc, 0, o);
+      for (int i = 0; i < 16; ++i) y[p + i] = APPLY_ACT(o[i], act_a, act_b);
+#endif
+    } else {
+      float o[16];
+#if ACT_VEC
+      vstore16(APPLY_ACT_V(acc, act_a, act_b), 0, o);
+      for (int i = 0; i < np - p; ++i) y[p + i] = o[i];
+#else
+      vstore16(acc, 0, o);
+      for (int i = 0; i < np - p; ++i) y[p + i] = APPLY_ACT(o[i], act_a, act_b);
+#endif
+    }
+  }
+}
