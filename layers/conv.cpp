@@ -295,11 +295,14 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::stri
       if (why) *why = "grouped, CPU: output rows per work-item";
       return ConvAlgo::direct;
     }
-    // Few outputs from a short reduction (MobileNet v3's 3->16 stem: 0.71 -> 0.29 ms; at 32 outputs im2col
-    // + GEMM is as fast).
-    if (g.groups == 1 && !g.three_d && g.SW <= 2 && g.K <= 16 && g.C * g.KH * g.KW < 64 &&
+    // Few outputs from a short reduction at stride 1 (3 -> 8 3x3 on 2x64x64: 0.105 vs 0.139-0.169 ms for
+    // im2col + GEMM). Not at stride 2 any more: the stems 3 -> 16 3x3/2 (MobileNet v3, DeepLab, SSDlite) run
+    // im2col + GEMM, min of 40, 2-4 alternating rounds: 224x224 0.23 vs 0.32 ms, 256x256 0.30-0.32 vs 0.42 ms,
+    // 320x320 0.44 vs 0.63-0.67 ms (`cldl bench conv --set shape=1,3,224,224,16,3,2,1 --set algos=direct`,
+    // then algos=im2col_gemm); the rows kernel loads 16 inputs for 8 at stride 2.
+    if (g.groups == 1 && !g.three_d && g.SH == 1 && g.SW == 1 && g.K <= 16 && g.C * g.KH * g.KW < 64 &&
         applies(cfg, ConvAlgo::direct)) {
-      if (why) *why = "at most 16 outputs, reduction < 64, CPU: output rows per work-item";
+      if (why) *why = "at most 16 outputs, reduction < 64, stride 1, CPU: output rows per work-item";
       return ConvAlgo::direct;
     }
   }

@@ -107,6 +107,9 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
                                (((OW + 7) / 8 * 8 - 8) * p.SW + (p.KW - 1) * p.DW + (p.SW == 1 ? 8 : 16)) <=
                            2304;
     if (a == ConvAlgo::depthwise && plane) blocks.push_back(64);
+    // Depthwise: the flattened-plane kernel (conv_dw_flat) where the output plane is the input's (stride 1).
+    const bool same = p.SH == 1 && p.SW == 1 && OH == p.H && OW == p.W;
+    if (a == ConvAlgo::depthwise && same) blocks.push_back(16);
     // Winograd: F(2x2,3x3) and F(4x4,3x3), each with both transforms.
     std::vector<int> tiles{0};
     if (a == ConvAlgo::winograd) tiles = {2, 4};
@@ -213,6 +216,57 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
     total += ran;
   }
   CHECK(total >= 35);
+}
+
+// conv_dw_flat (depthwise_block 16, the CPU choice for stride-1 depthwise layers whose output plane is
+// the input's): one band (7x7, 13x13, 15x17) and several with a partial last band (56x57: 3 bands of 19
+// rows; 112x113: 14 of 8 rows, 9 float16 vectors of 904 outputs with the last one partial); planes
+// narrower than a vector (3x5) and shorter than the kernel (2x9 under 5x5); asymmetric pads whose sum
+// keeps the plane (pads 0 and 2 for 3x3); dilation 2 (DeepLab's 5x5 pad 4); every epilogue of the
+// MobileNets and EfficientNets (none, ReLU, Clip as ReLU6, hard-swish, SiLU) and an element-wise one
+// (leaky); batch 1 and 3, odd channel counts. Checked against the reference and against the rows kernel.
+TEST_CASE("depthwise flattened-plane kernel (conv_dw_flat) matches the reference") {
+  const Activation relu(Act::relu), leaky(Act::leaky_relu, 0.1f), silu(Act::silu), hswish(Act::hard_swish),
+      relu6(Act::clip, 0.0f, 1.5f);  // ReLU6's Clip, with a bound the data reaches
+  // name, N, C, H, W, K, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR, groups, bias, act
+  const Problem problems[] = {
+      {"5x5 on 7x7 hard-swish", 1, 13, 7, 7, 13, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 13, true, hswish},
+      {"3x3 on 13x13 relu6 batch 3", 3, 7, 13, 13, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 7, true, relu6},
+      {"3x3 on 15x17 silu", 1, 5, 15, 17, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, true, silu},
+      {"5x5 on 15x17 no bias", 3, 3, 15, 17, 3, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 3, false, {}},
+      {"3x3 pads 0 and 2 on 11x9 relu", 1, 3, 11, 9, 3, 3, 3, 1, 1, 1, 1, 0, 2, 2, 0, 3, true, relu},
+      {"5x5 dilation 2 pad 4 on 16x16 hard-swish", 1, 9, 16, 16, 9, 5, 5, 1, 1, 2, 2, 4, 4, 4, 4, 9, true, hswish},
+      {"3x3 on 56x57 leaky", 1, 3, 56, 57, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true, leaky},
+      {"3x3 on 112x113 relu6", 1, 2, 112, 113, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true, relu6},
+      {"3x3 on 3x5 batch 3", 3, 5, 3, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, true, silu},
+      {"5x5 on 2x9", 1, 3, 2, 9, 3, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 3, true, relu},
+      {"1x1 on 7x7", 1, 3, 7, 7, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, true, relu},
+  };
+  uint32_t seed = 900;
+  for (const auto& p : problems) {
+    INFO(std::string(p.name));
+    ConvConfig cfg = make_config(p, seed += 10);
+    HostTensor x = test::random_tensor(cfg.input, seed + 7);
+    int64_t OH = 0, OW = 0;
+    auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(),
+                            cfg.bias ? cfg.bias->as<float>() : nullptr, p.act, OH, OW);
+    REQUIRE((OH == p.H && OW == p.W));
+    cfg.algo = ConvAlgo::depthwise;
+    cfg.depthwise_block = 16;
+    auto op = ConvOp::create(ctx(), 0, cfg);
+    auto got = run(*op, x);
+    REQUIRE(got.size() == want.size());
+    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+  }
+  // Only where the output plane is the input's: stride 2 or a shrinking plane is an error naming the setting.
+  ConvConfig bad = make_config({"3x3 stride 2", 1, 3, 9, 9, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, false, {}}, 7);
+  bad.algo = ConvAlgo::depthwise;
+  bad.depthwise_block = 16;
+  CHECK(error_of([&] { ConvOp::create(ctx(), 0, bad); }).find("depthwise_block 16") != std::string::npos);
+  bad = make_config({"3x3 unpadded", 1, 3, 9, 9, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 3, false, {}}, 7);
+  bad.algo = ConvAlgo::depthwise;
+  bad.depthwise_block = 16;
+  CHECK(error_of([&] { ConvOp::create(ctx(), 0, bad); }).find("depthwise_block 16") != std::string::npos);
 }
 
 TEST_CASE("taps that read only padding are dropped under the automatic choice, with the same output") {

@@ -14,6 +14,7 @@ double act_ref(const Activation& a, double v) {
     case Act::sigmoid: return 1.0 / (1.0 + std::exp(-v));
     case Act::silu: return v / (1.0 + std::exp(-v));                                 // x * sigmoid(x)
     case Act::hard_swish: return v * std::fmin(1.0, std::fmax(0.0, v / 6.0 + 0.5));  // ONNX HardSwish
+    case Act::clip: return std::fmin(std::fmax(v, double(a.alpha)), double(a.beta));  // alpha = min, beta = max
     default: throw std::runtime_error("conv reference: activation not covered");
   }
 }

@@ -165,8 +165,11 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     Shape in;
     int64_t k, stride;
   };
+  // MobileNet v2/v3 and EfficientNet-B0's stride-1 layers from 7x7 to 56x56 (3x3 and 5x5) and a stride-2 one.
   for (const C& c : {C{Shape{1, 96, 80, 120}, 3, 1}, C{Shape{1, 96, 160, 240}, 3, 2}, C{Shape{1, 32, 112, 112}, 3, 1},
-                     C{Shape{8, 64, 56, 56}, 3, 1}}) {
+                     C{Shape{8, 64, 56, 56}, 3, 1}, C{Shape{1, 144, 56, 56}, 3, 1}, C{Shape{1, 240, 28, 28}, 5, 1},
+                     C{Shape{1, 384, 14, 14}, 3, 1}, C{Shape{1, 672, 14, 14}, 5, 1}, C{Shape{1, 576, 7, 7}, 5, 1},
+                     C{Shape{1, 960, 7, 7}, 3, 1}, C{Shape{1, 672, 14, 14}, 5, 2}}) {
     ConvConfig cfg;
     const int64_t ch = c.in[1];
     cfg.input = c.in;
@@ -179,9 +182,15 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     const Shape so = ConvOp::validate(cfg);
     Tensor x = filled(ctx, c.in), y = ctx.alloc(so, DType::f32);
     const double flops = 2.0 * double(so.numel()) * double(c.k * c.k);
-    for (int block : {1, 8}) {
+    // 1: an output per work-item, 8: rows, 16: the flattened plane (stride 1), 64: a plane per work-item.
+    for (int block : {1, 8, 16, 64}) {
       cfg.depthwise_block = block;
-      auto op = ConvOp::create(ctx, 0, cfg);
+      std::unique_ptr<ConvOp> op;
+      try {
+        op = ConvOp::create(ctx, 0, cfg);
+      } catch (const Error&) {
+        continue;  // the form does not apply to this shape
+      }
       b.op(fmt::format("depthwise {}x{}/{} {} block {}", c.k, c.k, c.stride, c.in.str(), block), *op, {x}, {y},
            double(c.in.numel() + so.numel()) * 4, fmt::format("{:.2f} GFLOP", flops / 1e9));
     }
