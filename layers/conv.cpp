@@ -295,14 +295,14 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::stri
       if (why) *why = "grouped, CPU: output rows per work-item";
       return ConvAlgo::direct;
     }
-    // Few outputs from a short reduction at stride 1 (3 -> 8 3x3 on 2x64x64: 0.105 vs 0.139-0.169 ms for
-    // im2col + GEMM). Not at stride 2 any more: the stems 3 -> 16 3x3/2 (MobileNet v3, DeepLab, SSDlite) run
-    // im2col + GEMM, min of 40, 2-4 alternating rounds: 224x224 0.23 vs 0.32 ms, 256x256 0.30-0.32 vs 0.42 ms,
-    // 320x320 0.44 vs 0.63-0.67 ms (`cldl bench conv --set shape=1,3,224,224,16,3,2,1 --set algos=direct`,
-    // then algos=im2col_gemm); the rows kernel loads 16 inputs for 8 at stride 2.
-    if (g.groups == 1 && !g.three_d && g.SH == 1 && g.SW == 1 && g.K <= 16 && g.C * g.KH * g.KW < 64 &&
+    // Few outputs from a short reduction (MobileNet v3's 3->16 stem: 0.71 -> 0.29 ms; at 32 outputs im2col
+    // + GEMM is as fast). Measured again with the faster GEMM: alone, im2col + GEMM wins at stride 2 (3 -> 16
+    // 3x3/2 on 224x224, min of 40: 0.23 vs 0.32 ms; 320x320 0.44 vs 0.63), but inside MobileNet v3 small
+    // (cldl profile, 3 alternating runs) its im2col_rows + gemm_tile take 0.36-0.63 ms against 0.32 ms here
+    // (a cold input and one more command), so the stem stays direct.
+    if (g.groups == 1 && !g.three_d && g.SW <= 2 && g.K <= 16 && g.C * g.KH * g.KW < 64 &&
         applies(cfg, ConvAlgo::direct)) {
-      if (why) *why = "at most 16 outputs, reduction < 64, stride 1, CPU: output rows per work-item";
+      if (why) *why = "at most 16 outputs, reduction < 64, CPU: output rows per work-item";
       return ConvAlgo::direct;
     }
   }
@@ -481,10 +481,15 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       // plane per work-item with no bounds checks; larger ones an output row per work-item in strips of 8
       // outputs, each tap's inputs loaded as one vector (PoCL, 96x80x120 3x3: see `cldl bench kernels`);
       // GPUs: one output per work-item, neighbours coalesce.
+      // Except 5x5 (and larger) on planes narrower than 8 (MobileNet v3's and EfficientNet's last stage,
+      // 7x7): the plane kernel's float8 rows waste 1 lane of 8 where the flat kernel's float16 vectors waste
+      // 15 of 64, with 25 taps each (bench kernels, 3 alternating runs, min ms, 5x5 576x7x7: 0.11-0.14 plane,
+      // 0.12-0.19 flat; 3x3 960x7x7: 0.09-0.12 plane, 0.07-0.09 flat; 5x5 672x14x14: 0.37 plane, 0.26 flat).
       const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
+      const bool flat_wins = flat.fits && !(plane_fits && g.OW < 8 && g.KH * g.KW >= 25);
       const int block = cfg.depthwise_block ? cfg.depthwise_block
                         : !cpu              ? 1
-                        : flat.fits         ? 16
+                        : flat_wins         ? 16
                         : plane_fits        ? 64
                                             : 8;
       op->depthwise_rows_ = block == 8;
