@@ -485,8 +485,12 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       // 7x7): the plane kernel's float8 rows waste 1 lane of 8 where the flat kernel's float16 vectors waste
       // 15 of 64, with 25 taps each (bench kernels, 3 alternating runs, min ms, 5x5 576x7x7: 0.11-0.14 plane,
       // 0.12-0.19 flat; 3x3 960x7x7: 0.09-0.12 plane, 0.07-0.09 flat; 5x5 672x14x14: 0.37 plane, 0.26 flat).
+      // And planes 8 or 16 wide, whose rows the plane kernel covers with whole float8 strips (DeepLab's 16x16,
+      // cldl profile, min of 3 alternating runs: 3x3 672ch plane 0.194 ms, flat 0.206; 5x5 dilation 2 960ch
+      // plane 0.635, flat 0.88-0.91); 32x32 (5x5 120ch: plane 0.27, flat 0.19) and wider keep the flat kernel.
       const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
-      const bool flat_wins = flat.fits && !(plane_fits && g.OW < 8 && g.KH * g.KW >= 25);
+      const bool plane_wins = plane_fits && ((g.OW < 8 && g.KH * g.KW >= 25) || (g.OW % 8 == 0 && g.OW <= 16));
+      const bool flat_wins = flat.fits && !plane_wins;
       const int block = cfg.depthwise_block ? cfg.depthwise_block
                         : !cpu              ? 1
                         : flat_wins         ? 16
