@@ -68,15 +68,8 @@ struct Run {
 };
 
 Run prepare_and_run(Graph g, const std::map<std::string, HostTensor>& in, const std::string& out, bool fuse) {
-  if (!fuse) setenv("CLDL_SKIP_PASSES", "kv-cache-scatter", 1);
   Run r;
-  try {
-    prepare(g);
-  } catch (...) {
-    unsetenv("CLDL_SKIP_PASSES");
-    throw;
-  }
-  unsetenv("CLDL_SKIP_PASSES");
+  test::prepare_skipping(g, fuse ? "" : "kv-cache-scatter");
   r.g = g;
   r.y = CompiledModel::compile(test::shared_ctx(), std::move(g))->session()->run(in)[out];
   return r;
