@@ -156,9 +156,15 @@ class Evaluator {
   std::map<std::string, std::optional<IntTensor>> cache_;
 };
 
-// The graph inputs that `v` depends on (through any node), or nullopt past a depth of 64.
+// The graph inputs that `v` depends on (through any node). An index or a mask of a position is a handful
+// of nodes: past 256 values the walk stops and reports a dependence on everything (no match).
+constexpr size_t kMaxWalk = 256;
 void inputs_of(const Graph& g, const std::map<std::string, size_t>& pr, const std::string& v,
                std::set<std::string>& seen, std::set<std::string>& inputs) {
+  if (seen.size() > kMaxWalk) {
+    inputs.insert("");  // too far: more than one input, whatever the graph holds
+    return;
+  }
   if (!seen.insert(v).second || g.initializers.count(v)) return;
   if (g.is_input(v)) {
     inputs.insert(v);
@@ -236,7 +242,7 @@ size_t fuse_kv_cache_scatter(Graph& g) {
     std::set<std::string> seen, inputs;
     inputs_of(g, pr, cond, seen, inputs);
     inputs_of(g, pr, idx, seen, inputs);
-    if (inputs.size() != 1) continue;
+    if (inputs.size() != 1 || inputs.count("")) continue;
     const std::string pos = *inputs.begin();
     auto ps = static_shape(g, pos);
     if (!ps || ps->numel() != 1 || g.info(pos)->dtype != DType::i64) continue;
