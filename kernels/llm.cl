@@ -59,8 +59,8 @@ typedef uint elem_t;
 #endif
 
 // TensorScatter: the cache viewed as [outer, L, inner] (L = max_sequence_length, the axis), the update as
-// [outer, S, inner]; outer rows per batch entry = outer / batch. The op first copies past to present
-// (clEnqueueCopyBuffer), then this kernel writes update row j of each cache row to position w + j (linear)
+// [outer, S, inner]; outer rows per batch entry = outer / batch. Where past and present are the same bytes
+// (updated in place), this kernel writes update row j of each cache row to position w + j (linear)
 // or (w + j) mod L (circular), w the batch entry's write index. A linear write outside [0, L) (which the
 // spec forbids; checked when the indices are known at load) is not made, so no memory past the cache is
 // touched. Global (inner, S, outer).
@@ -77,6 +77,25 @@ __kernel void tensor_scatter(long L, long rows_per_batch, int circular, int has_
     return;
   }
   present[pres_off + (o * L + pos) * inner + i] = update[upd_off + (o * S + j) * inner + i];
+}
+
+// TensorScatter in one command where past and present are different buffers: every element of present,
+// from the update where its position p is written (linear: p - w in [0, S); circular: (p - w) mod L < S),
+// else from past. Each work-item reads and writes only its own element, so past may also be present.
+// Global (inner, L, outer).
+__kernel void tensor_scatter_whole(long S, long rows_per_batch, int circular, int has_indices,
+                                   __global const elem_t* past, long past_off, __global const elem_t* update,
+                                   long upd_off, __global const long* indices, long idx_off,
+                                   __global elem_t* present, long pres_off) {
+  const long i = get_global_id(0), p = get_global_id(1), o = get_global_id(2);
+  const long inner = get_global_size(0), L = get_global_size(1);
+  long j = p - (has_indices ? indices[idx_off + o / rows_per_batch] : 0);
+  if (circular) {
+    j %= L;
+    if (j < 0) j += L;
+  }
+  const long e = (o * L + p) * inner + i;
+  present[pres_off + e] = (j >= 0 && j < S) ? update[upd_off + (o * S + j) * inner + i] : past[past_off + e];
 }
 
 // SwiGLU of two inputs: y = a * sigmoid(alpha * a) * b, element for element. Global (n).

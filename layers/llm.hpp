@@ -21,7 +21,8 @@ struct TensorScatterConfig {
 };
 
 // Inputs past_cache, update and, when has_indices, write_indices; output present_cache (the cache's shape):
-// a copy of past_cache (clEnqueueCopyBuffer), then a kernel writing the update rows.
+// one kernel writing every element of present_cache (the update rows, the rest from past_cache); where
+// past_cache and present_cache are the same bytes (bound so by the caller), a kernel writing the update rows.
 class TensorScatter : public Op {
  public:
   // The axis as a non-negative index; errors name the argument.
@@ -34,8 +35,8 @@ class TensorScatter : public Op {
  private:
   TensorScatterConfig cfg_;
   int64_t axis_ = 0;
-  Context* ctx_ = nullptr;  // for the cache copy
-  cl::Kernel kernel_;
+  Context* ctx_ = nullptr;  // for the copy of an empty update
+  cl::Kernel kernel_, whole_kernel_;
 };
 
 // Inputs A (gate) and B (value) of one shape, f32 or f16; output Y = A * sigmoid(alpha * A) * B.

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -140,6 +141,9 @@ struct Generator::Compiled {
   std::unique_ptr<Session> session;
   std::map<std::string, Shape> state_shapes;
   std::map<std::string, DType> state_dtypes;
+  // States whose input the model reads only in a TensorScatter that writes their output (a KV cache after
+  // the kv-cache-scatter pass): one buffer serves as both, and the step writes the new rows alone.
+  std::set<std::string> in_place;
 };
 
 Generator::Generator(std::shared_ptr<Context> ctx, const std::string& model_path, GeneratorOptions opts)
@@ -235,6 +239,23 @@ CompiledModel& Generator::model_for(int64_t t) {
   if (vocab_size_ && v != vocab_size_) fail("{}: logits have {} entries, the T = 1 model {}", what, v, vocab_size_);
   vocab_size_ = v;
   c->model = CompiledModel::compile(ctx_, std::move(g), opts_.compile);
+  {
+    const Graph& cg = c->model->graph();
+    for (auto& s : states_) {
+      std::vector<const Node*> readers;
+      for (auto& n : cg.nodes)
+        if (std::find(n.inputs.begin(), n.inputs.end(), s + kStateIn) != n.inputs.end()) readers.push_back(&n);
+      const bool outputs_elsewhere = std::any_of(cg.outputs.begin(), cg.outputs.end(), [&](const ValueInfo& o) {
+        return o.name == s + kStateIn;  // the input passed through as an output too
+      });
+      if (readers.size() == 1 && !outputs_elsewhere && readers[0]->op_type == "TensorScatter" &&
+          readers[0]->input_count() >= 2 && readers[0]->input(0) == s + kStateIn && readers[0]->input(1) != s + kStateIn &&
+          readers[0]->outputs.size() == 1 && readers[0]->outputs[0] == s + kStateOut) {
+        c->in_place.insert(s);
+        log::debug("{}: state '{}' is updated in place (read only by {})", what, s, readers[0]->describe());
+      }
+    }
+  }
   c->session = c->model->session();
   compiled_.emplace(t, std::move(c));
   // One call on zeros, so the first real call (and its timing) does not pay for first-run set-up.
@@ -330,13 +351,13 @@ GenerateResult Generator::generate(std::span<const int64_t> prompt, const Genera
   // The states (KV caches, RNN states) stay on the device from call to call: two buffers per state, the
   // call reads one and writes the other, then they swap. A step moves only its token(s) and the logits
   // between host and device, not every state twice (on a discrete GPU, two bus transfers of the whole
-  // cache per token).
+  // cache per token). A state updated in place (Compiled::in_place) uses one of its two buffers as both.
   std::map<std::string, std::array<Tensor, 2>> dev_state;
   for (auto& [name, z] : zero_state(t0)) {
     const int dev = compiled_.at(t0)->session->device_tensor(name + kStateIn).device;  // where the model reads it
     dev_state[name] = {ctx_->upload(z, dev), ctx_->alloc(z.shape(), z.dtype(), dev)};  // zeros in, first output
   }
-  int cur = 0;
+  std::map<std::string, int> cur;  // per state: the buffer the next call reads
   std::vector<Session*> bound;
   struct Unbind {  // the sessions get their own buffers back, also when a call throws
     const std::vector<std::string>& states;
@@ -356,11 +377,14 @@ GenerateResult Generator::generate(std::span<const int64_t> prompt, const Genera
   } unbind{states_, bound};
   std::map<std::string, HostTensor> step_in;
   auto step = [&](int64_t t, std::span<const int64_t> tokens, int64_t pos) {
-    Session& ss = *compiled_.at(t)->session;
+    Compiled& cm = *compiled_.at(t);
+    Session& ss = *cm.session;
     for (auto& s : states_) {
-      check_state_shape(t, s, dev_state[s][cur].shape);
-      ss.bind_input(s + kStateIn, dev_state[s][cur]);
-      ss.bind_output(s + kStateOut, dev_state[s][1 - cur]);
+      const int in = cur[s], out = cm.in_place.count(s) ? in : 1 - in;
+      check_state_shape(t, s, dev_state[s][in].shape);
+      ss.bind_input(s + kStateIn, dev_state[s][in]);
+      ss.bind_output(s + kStateOut, dev_state[s][out]);
+      cur[s] = out;
     }
     if (std::find(bound.begin(), bound.end(), &ss) == bound.end()) bound.push_back(&ss);
     // The token (and position) go without a host wait: writes on the run's queue whose events the run waits
@@ -387,7 +411,6 @@ GenerateResult Generator::generate(std::span<const int64_t> prompt, const Genera
       if (!writes.empty()) cl::WaitForEvents(writes);
       throw;
     }
-    cur = 1 - cur;
     return ss.read_output("logits");
   };
 

@@ -112,12 +112,12 @@ void plan_in_place_slices(const Graph& g, const std::vector<int>& view_of, const
   }
 }
 
-// Which Concat nodes write their inputs in place (MemoryPlan::in_place_concats): one device; not a graph
-// output; the output's dims before the axis all 1 (each input is then one contiguous block of it). An input
-// is a part, written by its producer straight into the output, where a kernel of its own writes it (not a
-// view, input, constant or graph output), no other Concat reads it and it sits at an offset that is a
-// multiple of 16 bytes; the others are copied there (concat_copies). A Concat whose output is a part of a
-// later one nests in it. (Kernels
+// Which Concat nodes write their inputs in place (MemoryPlan::in_place_concats): one device; the output's
+// dims before the axis all 1 (each input is then one contiguous block of it). An input is a part, written
+// by its producer straight into the output, where a kernel of its own writes it (not a view, input,
+// constant or graph output), no other Concat reads it and it sits at an offset that is a multiple of 16
+// bytes; the others are copied there (concat_copies). A Concat whose output is a part of a later one nests
+// in it. (Kernels
 // take any element offset; clFFT's sub-buffers, which need the device's base-address alignment, are made
 // only in workspaces. The plan's 256 bytes would leave out ShuffleNet's halves of 58 x 28 x 28 floats.)
 void plan_in_place_concats(const Graph& g, const std::vector<int>& view_of, const std::vector<int>& device_of,
@@ -134,9 +134,9 @@ void plan_in_place_concats(const Graph& g, const std::vector<int>& view_of, cons
   std::map<std::string, std::pair<std::string, size_t>> parent;  // part -> (concat output, offset)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& node = g.nodes[i];
-    // Not a graph output: a session may bind an output to a buffer of the app's (Session::bind_output).
-    if (node.op_type != "Concat" || !node.domain.empty() || node.outputs.size() != 1 || node.inputs.empty() ||
-        outputs.count(node.outputs[0]))
+    // A graph output too: when a session binds it to a buffer of the app's (Session::bind_output), the
+    // parts follow it there (Session::set_slot_tensor), so an RNN's state outputs are written in place.
+    if (node.op_type != "Concat" || !node.domain.empty() || node.outputs.size() != 1 || node.inputs.empty())
       continue;
     const ValueInfo* out = g.info(node.outputs[0]);
     if (!out || !out->shape.is_static()) continue;

@@ -28,7 +28,8 @@ struct MemoryPlan {
   // In-place concatenation: Concat nodes whose inputs (its parts) are written by their producers straight
   // into their place in the output (a part's slot lies inside the output's, at that offset; the output's
   // lifetime covers the parts'); the other inputs are copied there. `concat_parts` maps a part to (the
-  // outermost output holding it, offset).
+  // outermost output holding it, offset). That output may be a graph output: bound to a buffer of the
+  // caller's, its parts are written there (Session::set_slot_tensor).
   std::set<size_t> in_place_concats;
   std::map<std::string, std::pair<std::string, size_t>> concat_parts;
   std::map<size_t, std::vector<std::pair<size_t, size_t>>> concat_copies;  // node -> (input, byte offset) to copy

@@ -25,6 +25,19 @@ void Session::set_slot_tensor(int slot, const Tensor& t) {
     v.dtype = slots[i].dtype;
     tensors_[i] = v;
   }
+  // The parts of an in-place Concat whose output this is (MemoryPlan::concat_parts) are written where it now
+  // lives: a graph output bound to the caller's buffer gets its parts there, and they move back with it.
+  // (Their planned offsets are the output's plus theirs in it, so unbinding restores them exactly.)
+  for (auto& [part, where] : model_->plan_.concat_parts) {
+    if (where.first != slots[size_t(slot)].name) continue;
+    auto p = model_->slot_of_.find(part);
+    if (p == model_->slot_of_.end() || slots[size_t(p->second)].kind != CompiledModel::Kind::planned) continue;
+    Tensor v = t;
+    v.offset_bytes += where.second;
+    v.shape = slots[size_t(p->second)].shape;
+    v.dtype = slots[size_t(p->second)].dtype;
+    set_slot_tensor(p->second, v);
+  }
 }
 
 namespace {

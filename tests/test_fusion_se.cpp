@@ -102,15 +102,8 @@ struct Run {
 };
 
 Run prepare_and_run(Graph g, const HostTensor& x, bool fuse = true) {
-  if (!fuse) setenv("CLDL_SKIP_PASSES", "squeeze-excitation", 1);
   Run r;
-  try {
-    prepare(g);
-  } catch (...) {
-    unsetenv("CLDL_SKIP_PASSES");
-    throw;
-  }
-  unsetenv("CLDL_SKIP_PASSES");
+  test::prepare_skipping(g, fuse ? "" : "squeeze-excitation");
   r.g = g;
   r.y = CompiledModel::compile(test::shared_ctx(), std::move(g))->session()->run({{"x", x}})["y"];
   return r;

@@ -1,6 +1,6 @@
 // Language-model ops against tests/reference/llm_ref.cpp: TensorScatter (linear and circular, write positions at
 // the end of the cache and wrapping past it, axis other than -2, several dtypes moved bit for bit, absent
-// write_indices, a run-time linear index past the end), SwiGLU of two inputs (alpha, odd sizes, f16),
+// write_indices, a run-time linear index past the end; a separate output and in place), SwiGLU of two inputs (alpha, odd sizes, f16),
 // CausalConvWithState (kernel sizes 1, 3, 4, 6 with inputs shorter than the state, bias, past state, SiLU, f16),
 // LinearAttention (all four update rules; head dims 1, 3, 17, 64 and one past the private-state limit; T = 1, 5,
 // 33; batch 1 and 2; GQA ratios 1, 2, 3; decay per head and per key dim; beta per head and shared; with and
@@ -104,6 +104,13 @@ TEST_CASE("TensorScatter: linear and circular KV-cache writes against the refere
     if (!c.idx.empty()) in.push_back(up(c.idx, Shape{c.cache[0]}));
     auto got = down<float>(run_op(*op, in, c.cache));
     check_close(got, want, 0, 0, 0);
+    // In place (past_cache and present_cache one buffer, as Generator binds a state): the rows alone.
+    std::vector<Tensor> same{up(cache, c.cache)};
+    in[0] = same[0];
+    auto ec = ctx().exec();
+    op->enqueue(in, same, nullptr, ec);
+    ctx().finish();
+    check_close(down<float>(same[0]), want, 0, 0, 0);
   }
   SUBCASE("a linear write index known only at run time that runs past the cache writes only the rows that fit") {
     // The spec forbids it (checked at load when the index is known then); at run time nothing outside the
