@@ -887,6 +887,18 @@ void conv_transpose_rule(Builder& b, Step& s) {
   s.dx[0] = d;
 }
 
+// Where(cond, X, Y): dy where cond picks X (Y), zeros elsewhere, summed back to X's (Y's) broadcast shape; cond
+// (bool) has no gradient. The masked_fill of attention as torch exports it below opset 23.
+void where_rule(Builder& b, Step& s) {
+  const Shape sy = b.shape(s.y());
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (!s.wants(i)) continue;
+    std::vector<std::string> in{s.in(0), s.dy, b.scalar(0)};
+    if (i == 2) std::swap(in[1], in[2]);
+    s.dx[i] = b.sum_to(b.emit("Where", "Where", in, sy), b.shape(s.in(i)));
+  }
+}
+
 // ONNX Attention (opsets 23/24; models/ops_attention_backward.cpp): a training forward (AttentionTrain) recomputes Y
 // and saves each query row's log-sum-exp, then AttentionGrad gives dQ, dK and dV flash-style (probabilities
 // recomputed from Q, K and the LSE; layers/attention_backward.hpp). The mask gets no gradient; a KV cache
@@ -971,6 +983,7 @@ const std::map<std::string, Rule>& rules() {
       {"LSTMTrain", rnn_rule},
       {"GRUTrain", rnn_rule},
       {"Attention", attention_rule},
+      {"Where", where_rule},
   };
   return r;
 }

@@ -770,8 +770,8 @@ TEST_SUITE("autodiff") {
         e.find("node 'grad' (ai.onnx.preview.training.Gradient): xs names 'nope', which is not a value of the graph") !=
         std::string::npos);
     // Every rule the header lists has a test above (LSTM, GRU, LSTMTrain, GRUTrain: suite "autodiff rnn" below;
-    // Attention: "autodiff attention").
-    CHECK(differentiable_ops().size() == 55);
+    // Attention and Where: "autodiff attention").
+    CHECK(differentiable_ops().size() == 56);
   }
 }
 
@@ -917,5 +917,36 @@ TEST_SUITE("autodiff attention") {
     }
     SUBCASE("4-D, boolean mask, batch 3") { check_attention({3, 6, 6, 2, 2, 5, 5, false, false, 2}); }
     SUBCASE("3-D, grouped-query heads 4 / 2, causal") { check_attention({1, 5, 5, 4, 2, 8, 8, true, false, 0}); }
+  }
+  TEST_CASE("Where: X and Y broadcast, a constant condition") {
+    HostTensor cond(DType::boolean, Shape{3, 4, 5});
+    auto* c = static_cast<uint8_t*>(cond.data());
+    for (int64_t i = 0; i < cond.numel(); ++i) c[i] = (i * 7) % 3 != 0;
+    check_gradients({{"a", Shape{3, 1, 5}}, {"b", Shape{5}}}, [&](GraphBuilder& b, auto& in) {
+      return b.op1("Where", {b.constant("cond", cond), in["a"], in["b"]});
+    });
+  }
+  // Attention as torch.onnx writes it below opset 23 (tools/bench/train_gpt_vs_torch.py's TrainGpt without the
+  // custom symbolic): heads split by Reshape + Transpose, MatMul, a scale, masked_fill (Where with -inf), Softmax,
+  // MatMul, the heads merged back.
+  TEST_CASE("unfused attention: Reshape, Transpose, MatMul, Mul, Where, Softmax") {
+    const int64_t B = 2, T = 5, H = 2, D = 3;
+    HostTensor keep(DType::boolean, Shape{T, T});
+    auto* k = static_cast<uint8_t*>(keep.data());
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j) k[i * T + j] = j <= i;
+    check_gradients({{"q", Shape{B, T, H * D}}, {"k", Shape{B, T, H * D}}, {"v", Shape{B, T, H * D}}},
+                    [&](GraphBuilder& b, auto& in) {
+      auto heads = [&](Value x) {
+        return b.op1("Transpose", {b.op1("Reshape", {x, ints(b, x.name + "_shape", {B, T, H, D})})},
+                     {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+      };
+      Value q = heads(in["q"]), kt = b.op1("Transpose", {heads(in["k"])}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+      Value s = b.op1("Mul", {b.op1("MatMul", {q, kt}), b.constant("scale", HostTensor::from<float>(Shape{}, std::vector<float>{0.577f}))});
+      HostTensor ninf = HostTensor::from<float>(Shape{}, std::vector<float>{-INFINITY});
+      Value p = b.op1("Softmax", {b.op1("Where", {b.constant("keep", keep), s, b.constant("ninf", ninf)})}, {{"axis", int64_t(-1)}});
+      Value o = b.op1("Transpose", {b.op1("MatMul", {p, heads(in["v"])})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+      return b.op1("Reshape", {o, ints(b, "out_shape", {B, T, H * D})});
+    });
   }
 }
