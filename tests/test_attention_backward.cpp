@@ -11,6 +11,7 @@
 #include "models/model.hpp"
 #include "models/npy.hpp"
 #include "tests/support/onnx_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace cldl;
 using namespace cldl::graph;
@@ -31,18 +32,7 @@ struct Case {
 };
 
 double check_close(const HostTensor& got, const HostTensor& want, const std::string& what) {
-  CAPTURE(what);
-  REQUIRE(got.shape() == want.shape());
-  double worst = 0;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const double g = got.as<float>()[i], w = want.as<float>()[i], err = std::fabs(g - w);
-    worst = std::max(worst, err);
-    if (!(err <= 2e-5 + 1e-4 * std::fabs(w))) {
-      FAIL_CHECK(what << "[" << i << "]: cldl " << g << ", PyTorch " << w);
-      return worst;
-    }
-  }
-  return worst;
+  return test::largest_difference(got, want, what, 2e-5, 1e-4);
 }
 
 void run_case(const Case& c) {

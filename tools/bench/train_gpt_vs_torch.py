@@ -23,7 +23,6 @@ with torch.set_num_threads(--threads); --rounds runs of each, alternating.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "models", "zoo", "tiny_gpt"))
 from train_vs_torch import OnnxAdam  # noqa: E402
+from train_rnn_vs_torch import char_data  # noqa: E402
 import train as gpt  # noqa: E402  (the zoo's recipe: TinyGpt, attend, gelu_symbolic, finish_model)
 
 
@@ -80,22 +80,10 @@ class TrainGpt(torch.nn.Module):
 
 
 def data(args):
-    chars = json.load(open(os.path.join(ROOT, "models", "zoo", "tiny_gpt", "vocab.json")))["chars"]
-    if args.text:
-        text = open(args.text).read()
-    elif shutil.which("bible"):
-        sys.path.insert(0, os.path.join(ROOT, "models", "zoo"))
-        import kjv
-        text = "\n".join(kjv.load_verses()) + "\n"
-    else:
-        text = open("/usr/share/common-licenses/GPL-3").read()
-    index = {c: i for i, c in enumerate(chars)}
-    ids = np.array([index[c] for c in text if c in index], dtype=np.int64)
-    need = args.sequences * args.seq + 1
-    if len(ids) < need:
-        ids = np.tile(ids, need // len(ids) + 1)
-    w = np.stack([ids[k * args.seq:(k + 1) * args.seq + 1] for k in range(args.sequences)])
-    return len(chars), w[:, :-1].copy(), w[:, 1:].copy()
+    """(vocabulary size, x, y): train_rnn_vs_torch's char_lstm windows (the zoo's char_lstm and tiny_gpt share the
+    63-character vocabulary), its training part."""
+    vocab, x, y, _, _ = char_data(args)
+    return vocab, x, y
 
 
 def train_torch(model, args, x, y):

@@ -4,7 +4,7 @@
 
 Attention as ONNX Attention (opset 23) computes it: softmax(scale Q K^T + mask, causal: j <= i) V per head (q head h
 reads kv head h // (Hq / Hkv)), in float64 (torch 1.13 has no F.scaled_dot_product_attention; this is its math),
-then autograd of sum(dO * Y). Per case <case>.npz-like files: <case>.{q,k,v,do,y,dq,dk,dv}.npy (f32), and
+then autograd of sum(dO * Y). Per case: <case>.{q,k,v,do,y,dq,dk,dv}.npy (f32), and
 <case>.mask.npy when the case has a mask (f32 additive or bool). Layouts: "3d" Q [B, S, Hq*D], K/V [B, S, Hkv*D];
 "4d" [B, H, S, D]. The cases (name: B, Sq, Skv, Hq, Hkv, D, Dv, layout, causal, mask, scale):
 """
