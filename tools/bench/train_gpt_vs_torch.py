@@ -4,10 +4,10 @@ pre-norm blocks of causal self-attention with 4 heads and a Gelu MLP, final Laye
 `cldl train` and with PyTorch from the same initial weights, data and batch order, and compares the per-step
 losses and the time per step.
 
-The training export: full sequences of --seq tokens (no KV cache), tokens int64 [B, T] -> logits [B, T, V]; each
-block's attention is one ONNX Attention node (3-D Q/K/V, q_num_heads = kv_num_heads = 4, is_causal 1, opset 23
-as the zoo's export raises it, with the onnx package here), the QKV projection split by Slice (its backward is in cldl), every Linear a Gemm on
-[B*T, 128] rows. cldl differentiates it through the Attention rule (AttentionTrain + AttentionGrad, flash-style).
+The training export is models/zoo/tiny_gpt/train_cldl.py's (training_export): full sequences of --seq tokens (no KV
+cache), tokens int64 [B, T] -> logits [B, T, V], each block's attention one ONNX Attention node (3-D Q/K/V, 4 heads,
+is_causal 1, opset 23), the QKV projection split by Slice, every Linear a Gemm on [B*T, 128] rows; cldl
+differentiates the attention through its Attention rule (AttentionTrain + AttentionGrad, flash-style).
 Data: windows of --seq + 1 characters of --text (default: the KJV through `bible` when installed, else
 /usr/share/common-licenses/GPL-3) mapped onto the zoo's 63-character vocabulary; next-character cross entropy
 (the mean over B x T). Optimizer: AdamW lr --lr, weight decay --weight-decay, as cldl's (the ONNX Adam epsilon
@@ -29,7 +29,6 @@ import tempfile
 import time
 
 import numpy as np
-import onnx
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,45 +37,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "models", "zoo", "tiny_gpt"))
 from train_vs_torch import OnnxAdam  # noqa: E402
 from train_rnn_vs_torch import char_data  # noqa: E402
-import train as gpt  # noqa: E402  (the zoo's recipe: TinyGpt, attend, gelu_symbolic, finish_model)
-
-
-class CausalAttention(torch.autograd.Function):
-    """gpt.attend with the causal mask in PyTorch; one ONNX Attention node with is_causal 1 in the export."""
-
-    @staticmethod
-    def forward(ctx, q, k, v):
-        T = q.shape[1]
-        return gpt.attend(q, k, v, torch.ones(T, T, dtype=torch.bool).tril())
-
-    @staticmethod
-    def symbolic(g, q, k, v):
-        out = g.op("Attention", q, k, v, q_num_heads_i=gpt.HEADS, kv_num_heads_i=gpt.HEADS, is_causal_i=1)
-        out.setType(q.type())
-        return out
-
-
-class TrainGpt(torch.nn.Module):
-    """TinyGpt.forward (full recompute from position 0) in the export form described above."""
-
-    def __init__(self, model, export):
-        super().__init__()
-        self.m, self.export = model, export
-
-    def forward(self, tokens):
-        m, D = self.m, gpt.DIM
-        T = tokens.shape[1]
-        x = (m.tok(tokens) + m.pos(torch.arange(T))).reshape(-1, D)
-        for b in m.blocks:
-            qkv = b.qkv(b.ln1(x))
-            q, k, v = (qkv[:, i * D:(i + 1) * D].reshape(-1, T, D) for i in range(3))
-            if self.export:
-                a = CausalAttention.apply(q, k, v)
-            else:
-                a = gpt.attend(q, k, v, torch.ones(T, T, dtype=torch.bool).tril())
-            x = x + b.proj(a.reshape(-1, D))
-            x = x + b.mlp(x)
-        return m.head(m.ln_f(x)).reshape(-1, T, m.head.out_features)
+import train as gpt  # noqa: E402  (the zoo's recipe: TinyGpt and its sizes)
+from train_cldl import TrainGpt, training_export  # noqa: E402  (the training export)
 
 
 def data(args):
@@ -130,29 +92,7 @@ def main():
         folder = args.keep or tmp
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, "tiny_gpt_train.onnx")
-        torch.onnx.register_custom_op_symbolic("aten::gelu", gpt.gelu_symbolic, 17)
-        import io
-        buf = io.BytesIO()
-        torch.onnx.export(TrainGpt(init, True).eval(), torch.from_numpy(x[:1]), buf, input_names=["tokens"],
-                          output_names=["logits"], dynamic_axes={"tokens": {0: "B"}, "logits": {0: "B"}},
-                          opset_version=17, do_constant_folding=True, keep_initializers_as_inputs=False,
-                          operator_export_type=torch.onnx.OperatorExportTypes.ONNX_FALLTHROUGH)
-        proto = onnx.load_from_string(buf.getvalue())  # Attention and Gelu are ai.onnx ops from opset 23 / 20 on
-        proto.ir_version = 11
-        # torch.onnx shares equal initializers (the LayerNorms' ones and zeros) through Identity nodes; each
-        # parameter gets its own initializer again, or cldl would train one tensor for several of them.
-        inits = {t.name: t for t in proto.graph.initializer}
-        for node in list(proto.graph.node):
-            if node.op_type == "Identity" and node.input[0] in inits:
-                copy = onnx.TensorProto()
-                copy.CopyFrom(inits[node.input[0]])
-                copy.name = node.output[0]
-                proto.graph.initializer.append(copy)
-                proto.graph.node.remove(node)
-        for o in proto.opset_import:
-            if o.domain in ("", "ai.onnx"):
-                o.version = 23
-        onnx.save(proto, path)
+        training_export(init, args.seq, path)
         np.save(os.path.join(folder, "x.npy"), x)
         np.save(os.path.join(folder, "y.npy"), y)
         out = os.path.join(folder, "tiny_gpt_trained.onnx")
