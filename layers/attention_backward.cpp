@@ -32,12 +32,8 @@ BwdParams params_of(const AttentionConfig& c) {
   p.causal = c.causal, p.causal_offset = cl_int(c.causal_offset);
   p.scale = c.eff_scale();
   if (c.mask != AttentionMask::none) {
-    Shape m = c.mask_shape;
-    while (m.rank() < 4) m.dims.insert(m.dims.begin(), 1);
-    p.mask_cols = cl_int(m[3]);
-    p.mask_ss = m[2] == 1 ? 0 : m[3];
-    p.mask_sh = m[1] == 1 ? 0 : m[2] * m[3];
-    p.mask_sb = m[0] == 1 ? 0 : m[1] * m[2] * m[3];
+    const AttentionMaskLayout m = attention_mask_layout(c);
+    p.mask_cols = cl_int(m.cols), p.mask_sb = m.sb, p.mask_sh = m.sh, p.mask_ss = m.ss;
   }
   return p;
 }
