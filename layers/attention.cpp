@@ -358,12 +358,8 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
   p.scale = fused_ ? c.eff_scale() : 1.0f;  // the plain path's GEMM applies the scale as alpha
   p.softcap = c.softcap;
   if (mask) {
-    Shape m = c.mask_shape;
-    while (m.rank() < 4) m.dims.insert(m.dims.begin(), 1);
-    p.mask_cols = cl_int(m[3]);
-    p.mask_ss = m[2] == 1 ? 0 : m[3];
-    p.mask_sh = m[1] == 1 ? 0 : m[2] * m[3];
-    p.mask_sb = m[0] == 1 ? 0 : m[1] * m[2] * m[3];
+    const AttentionMaskLayout m = attention_mask_layout(c);
+    p.mask_cols = cl_int(m.cols), p.mask_sb = m.sb, p.mask_sh = m.sh, p.mask_ss = m.ss;
   }
   const cl::Buffer none;
   const cl::Buffer& mbuf = mask ? mask->buffer : none;
@@ -455,6 +451,12 @@ void Attention::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> 
     Tensor y_out[1] = {at(Y, b * ys.b + g * ys.h)};
     pv_->enqueue(pv_in, y_out, nullptr, ec);
   });
+}
+
+AttentionMaskLayout attention_mask_layout(const AttentionConfig& c) {
+  Shape m = c.mask_shape;
+  while (m.rank() < 4) m.dims.insert(m.dims.begin(), 1);
+  return {m[0] == 1 ? 0 : m[1] * m[2] * m[3], m[1] == 1 ? 0 : m[2] * m[3], m[2] == 1 ? 0 : m[3], m[3]};
 }
 
 AttentionConfig onnx_attention_config(const OnnxAttentionNode& n) {

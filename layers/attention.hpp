@@ -127,6 +127,13 @@ class Attention : public Op {
   std::unique_ptr<Gemm> qk_, pv_;
 };
 
+// The mask's element strides for batch, q head and query row (0 on an axis it broadcasts) and its columns: cfg's
+// mask_shape right-aligned to [B, Hq, Sq, cols] (the kernels of attention.cl and attention_backward.cl read it so).
+struct AttentionMaskLayout {
+  int64_t sb, sh, ss, cols;
+};
+AttentionMaskLayout attention_mask_layout(const AttentionConfig& cfg);
+
 // ONNX Attention (opset 23/24) node -> AttentionConfig, for the importer. With past_key the importer
 // builds present_key/value with a KvCache of max_len = past + new (append past, then K/V with
 // `layout`) and feeds its keys()/values() as K and V; the config already says kv_layout = bhsd and

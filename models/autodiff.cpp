@@ -887,6 +887,44 @@ void conv_transpose_rule(Builder& b, Step& s) {
   s.dx[0] = d;
 }
 
+// Where(cond, X, Y): dy where cond picks X (Y), zeros elsewhere, summed back to X's (Y's) broadcast shape; cond
+// (bool) has no gradient. The masked_fill of attention as torch exports it below opset 23.
+void where_rule(Builder& b, Step& s) {
+  const Shape sy = b.shape(s.y());
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (!s.wants(i)) continue;
+    std::vector<std::string> in{s.in(0), s.dy, b.scalar(0)};
+    if (i == 2) std::swap(in[1], in[2]);
+    s.dx[i] = b.sum_to(b.emit("Where", "Where", in, sy), b.shape(s.in(i)));
+  }
+}
+
+// ONNX Attention (opsets 23/24; models/ops_attention_backward.cpp): a training forward (AttentionTrain) recomputes Y
+// and saves each query row's log-sum-exp, then AttentionGrad gives dQ, dK and dV flash-style (probabilities
+// recomputed from Q, K and the LSE; layers/attention_backward.hpp). The mask gets no gradient; a KV cache
+// (past_key), nonpad_kv_seqlen, softcap and a gradient through present_key / value or qk_matmul_output are refused.
+void attention_rule(Builder& b, Step& s) {
+  const Node& n = s.node;
+  for (size_t i : {size_t(4), size_t(5), size_t(6)})
+    if (!n.input(i).empty()) fail("{}: input {} ('{}') is not differentiated: training attends without a KV cache or "
+                                  "kv lengths", n.describe(), i, n.input(i));
+  if (n.attr_f("softcap", 0.0f) > 0.0f)
+    fail("{}: softcap {} is not differentiated (training needs softcap 0)", n.describe(), n.attr_f("softcap", 0.0f));
+  if (s.wants(3)) fail("{}: attn_mask '{}' depends on trained values; its gradient is not computed", n.describe(), s.in(3));
+  if (!s.wants(0) && !s.wants(1) && !s.wants(2)) return;
+  const std::string mask = n.input(3);
+  auto attrs = n.attrs;
+  attrs.erase("qk_matmul_output_mode");
+  const Shape sy = b.shape(s.y()), sq = b.shape(s.in(0)), sk = b.shape(s.in(1)), sv = b.shape(s.in(2));
+  const int64_t batch = sq[0], heads = sq.rank() == 4 ? sq[1] : n.attr_i("q_num_heads", 0), len = sq.rank() == 4 ? sq[2] : sq[1];
+  const auto fwd = b.emit_outputs("AttentionTrain", "AttentionTrain", {s.in(0), s.in(1), s.in(2), mask},
+                                  {sy, Shape{batch, heads, len}}, attrs);
+  const auto d = b.emit_outputs("AttentionGrad", "AttentionGrad", {s.in(0), s.in(1), s.in(2), mask, fwd[0], fwd[1], s.dy},
+                                {sq, sk, sv}, attrs);
+  for (size_t i = 0; i < 3; ++i)
+    if (s.wants(i)) s.dx[i] = d[i];
+}
+
 using Rule = void (*)(Builder&, Step&);
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> r = {
@@ -944,6 +982,8 @@ const std::map<std::string, Rule>& rules() {
       {"GRU", rnn_rule},
       {"LSTMTrain", rnn_rule},
       {"GRUTrain", rnn_rule},
+      {"Attention", attention_rule},
+      {"Where", where_rule},
   };
   return r;
 }

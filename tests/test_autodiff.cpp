@@ -769,8 +769,9 @@ TEST_SUITE("autodiff") {
     CHECK(
         e.find("node 'grad' (ai.onnx.preview.training.Gradient): xs names 'nope', which is not a value of the graph") !=
         std::string::npos);
-    // Every rule the header lists has a test above (LSTM, GRU, LSTMTrain, GRUTrain: suite "autodiff rnn" below).
-    CHECK(differentiable_ops().size() == 54);
+    // Every rule the header lists has a test above (LSTM, GRU, LSTMTrain, GRUTrain: suite "autodiff rnn" below;
+    // Attention and Where: "autodiff attention").
+    CHECK(differentiable_ops().size() == 56);
   }
 }
 
@@ -867,5 +868,85 @@ TEST_SUITE("autodiff rnn") {
     SUBCASE("constant weights (states recomputed), from Y_h") {
       check_rnn({"GRU", "forward", 5, 3, true, "Y_h", 0, true, 0});
     }
+  }
+}
+
+// ONNX Attention (opset 23; AttentionTrain + AttentionGrad, flash-style): dQ, dK, dV against finite differences on
+// odd sizes; the PyTorch comparisons are in tests/test_attention_backward.cpp.
+namespace {
+
+struct AttentionCase {
+  int64_t B, Sq, Skv, Hq, Hkv, D, Dv;
+  bool three_d, causal;
+  int mask;  // 0 none, 1 additive [Sq, Skv] (some -inf), 2 boolean [B, 1, Sq, Skv]
+  float scale = 0.0f;
+};
+
+void check_attention(const AttentionCase& c) {
+  const Shape sq = c.three_d ? Shape{c.B, c.Sq, c.Hq * c.D} : Shape{c.B, c.Hq, c.Sq, c.D};
+  const Shape sk = c.three_d ? Shape{c.B, c.Skv, c.Hkv * c.D} : Shape{c.B, c.Hkv, c.Skv, c.D};
+  const Shape sv = c.three_d ? Shape{c.B, c.Skv, c.Hkv * c.Dv} : Shape{c.B, c.Hkv, c.Skv, c.Dv};
+  check_gradients({{"q", sq, -1.5f, 1.5f}, {"k", sk, -1.5f, 1.5f}, {"v", sv}}, [&](GraphBuilder& b, auto& in) {
+    std::vector<Value> ins{in["q"], in["k"], in["v"]};
+    if (c.mask == 1) {
+      HostTensor m = test::random_tensor(Shape{c.Sq, c.Skv}, 5, -1.0f, 1.0f);
+      for (int64_t i = 0; i < m.numel(); ++i)
+        if (i % c.Skv != 0 && i % 3 == 1) m.as<float>()[i] = -INFINITY;
+      ins.push_back(b.constant("mask", m));
+    } else if (c.mask == 2) {
+      HostTensor m(DType::boolean, Shape{c.B, 1, c.Sq, c.Skv});
+      auto* keep = static_cast<uint8_t*>(m.data());
+      for (int64_t i = 0; i < m.numel(); ++i) keep[i] = i % c.Skv == 0 || i % 4 != 2;
+      ins.push_back(b.constant("mask", m));
+    }
+    std::map<std::string, AttrValue> attrs{{"is_causal", int64_t(c.causal)}};
+    if (c.three_d) attrs["q_num_heads"] = c.Hq, attrs["kv_num_heads"] = c.Hkv;
+    if (c.scale != 0.0f) attrs["scale"] = c.scale;
+    return b.op1("Attention", ins, attrs);
+  }, 23);
+}
+
+}  // namespace
+
+TEST_SUITE("autodiff attention") {
+  TEST_CASE("Attention: dQ, dK, dV (flash-style backward) against finite differences") {
+    SUBCASE("4-D, S 1, batch 1") { check_attention({1, 1, 1, 2, 2, 16, 16, false, false, 0}); }
+    SUBCASE("3-D, S 7, D 24, causal, batch 3") { check_attention({3, 7, 7, 2, 2, 24, 24, true, false, 0}); }
+    SUBCASE("4-D, Sq 5, Skv 9, Dv 7, additive mask with -inf, scale 0.4") {
+      check_attention({1, 5, 9, 1, 1, 6, 7, false, false, 1, 0.4f});
+    }
+    SUBCASE("4-D, boolean mask, batch 3") { check_attention({3, 6, 6, 2, 2, 5, 5, false, false, 2}); }
+    SUBCASE("3-D, grouped-query heads 4 / 2, causal") { check_attention({1, 5, 5, 4, 2, 8, 8, true, false, 0}); }
+  }
+  TEST_CASE("Where: X and Y broadcast, a constant condition") {
+    HostTensor cond(DType::boolean, Shape{3, 4, 5});
+    auto* c = static_cast<uint8_t*>(cond.data());
+    for (int64_t i = 0; i < cond.numel(); ++i) c[i] = (i * 7) % 3 != 0;
+    check_gradients({{"a", Shape{3, 1, 5}}, {"b", Shape{5}}}, [&](GraphBuilder& b, auto& in) {
+      return b.op1("Where", {b.constant("cond", cond), in["a"], in["b"]});
+    });
+  }
+  // Attention as torch.onnx writes it below opset 23 (tools/bench/train_gpt_vs_torch.py's TrainGpt without the
+  // custom symbolic): heads split by Reshape + Transpose, MatMul, a scale, masked_fill (Where with -inf), Softmax,
+  // MatMul, the heads merged back.
+  TEST_CASE("unfused attention: Reshape, Transpose, MatMul, Mul, Where, Softmax") {
+    const int64_t B = 2, T = 5, H = 2, D = 3;
+    HostTensor keep(DType::boolean, Shape{T, T});
+    auto* k = static_cast<uint8_t*>(keep.data());
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j) k[i * T + j] = j <= i;
+    check_gradients({{"q", Shape{B, T, H * D}}, {"k", Shape{B, T, H * D}}, {"v", Shape{B, T, H * D}}},
+                    [&](GraphBuilder& b, auto& in) {
+      auto heads = [&](Value x) {
+        return b.op1("Transpose", {b.op1("Reshape", {x, ints(b, x.name + "_shape", {B, T, H, D})})},
+                     {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+      };
+      Value q = heads(in["q"]), kt = b.op1("Transpose", {heads(in["k"])}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+      Value s = b.op1("Mul", {b.op1("MatMul", {q, kt}), b.constant("scale", HostTensor::from<float>(Shape{}, std::vector<float>{0.577f}))});
+      HostTensor ninf = HostTensor::from<float>(Shape{}, std::vector<float>{-INFINITY});
+      Value p = b.op1("Softmax", {b.op1("Where", {b.constant("keep", keep), s, b.constant("ninf", ninf)})}, {{"axis", int64_t(-1)}});
+      Value o = b.op1("Transpose", {b.op1("MatMul", {p, heads(in["v"])})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+      return b.op1("Reshape", {o, ints(b, "out_shape", {B, T, H * D})});
+    });
   }
 }
