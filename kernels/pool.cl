@@ -276,6 +276,77 @@ __kernel void pool2d_planes(int is_max, int include_pad, int H, int W, int OH, i
 }
 #endif
 
+// pool2d_srows for CPUs: stride 1, no dilation, rows of at most 16 inputs and outputs (the 3x3 / 1 max and
+// average pools inside GoogLeNet's and Inception's blocks on 14x14, 7x7, 8x8 maps, where pool2d_planes
+// gathered each tap's 4 inputs one by one): a plane per work-item, each input row one float16 in
+// registers, the window's columns as lane shuffles of it (masked where they fall in the padding) and its
+// rows combined vector by vector. The window's height, width and left padding are built in (-DPS_KH, -DPS_KW,
+// -DPS_PL) so the taps unroll into fixed lane permutations. Same arguments as pool2d_planes. Global (N*C), padded.
+#ifdef PS_KH
+inline float16 ps_row(__global const float* x, long at, long left) {
+  if (left >= 16) return vload16(0, x + at);
+  float t[16];
+  for (int i = 0; i < 16; ++i) t[i] = i < left ? x[at + i] : 0.0f;  // the tensor's last row: no read past it
+  return vload16(0, t);
+}
+
+__kernel void pool2d_srows(int is_max, int include_pad, int H, int W, int OH, int OW, int dh, int dw, int pt, int pl,
+                           int pb, int pr, __global const float* x, long x_off, __global float* y, long y_off,
+                           int nc_total) {
+  const int nc = get_global_id(0);
+  if (nc >= nc_total) return;
+  const long plane = (long)H * W, end = (long)nc_total * plane;  // elements of X from x_off
+  const float16 ident = (float16)(is_max ? -INFINITY : 0.0f);
+  const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  // Tap j of output lane ow reads column ow - pl + j: a shuffle index and a mask per tap.
+  uint16 idx[PS_KW];
+  int16 ok[PS_KW];
+  float16 cols = (float16)(0.0f);  // window columns inside the row, per output lane
+#pragma unroll
+  for (int j = 0; j < PS_KW; ++j) {
+    const int16 c = lane - PS_PL + j;
+    idx[j] = convert_uint16(clamp(c, 0, 15));
+    ok[j] = c >= 0 && c < W;
+    cols += select((float16)(0.0f), (float16)(1.0f), ok[j]);
+  }
+  // count_include_pad: the window clipped to the padded input, not to the input.
+  const float16 w0 = convert_float16(lane - PS_PL);
+  const float16 cols_pad = fmin(w0 + PS_KW, (float16)(W + pr)) - w0;
+  x += x_off;
+  y += y_off + (long)nc * OH * OW;
+  const long base = (long)nc * plane;
+  for (int oh = 0; oh < OH; ++oh) {
+    float16 acc = ident;
+    int rows = 0;
+#pragma unroll
+    for (int i = 0; i < PS_KH; ++i) {
+      const int h = oh - pt + i;
+      if (h < 0 || h >= H) continue;
+      ++rows;
+      const long at = base + (long)h * W;
+      const float16 v = ps_row(x, at, end - at);
+#pragma unroll
+      for (int j = 0; j < PS_KW; ++j) {
+        const float16 s = shuffle(v, idx[j]);
+        acc = is_max ? select(acc, fmax(acc, s), ok[j]) : acc + select((float16)(0.0f), s, ok[j]);
+      }
+    }
+    if (!is_max) {
+      const int h0 = oh - pt;
+      acc /= include_pad ? (float)(min(h0 + PS_KH, H + pb) - h0) * cols_pad : (float)rows * cols;
+    }
+    __global float* out = y + (long)oh * OW;
+    if ((long)oh * OW + 16 <= (long)OH * OW) {
+      vstore16(acc, 0, out);  // lanes past OW land on later rows of this plane, written after
+    } else {
+      float t[16];
+      vstore16(acc, 0, t);
+      for (int i = 0; i < OW; ++i) out[i] = t[i];
+    }
+  }
+}
+#endif
+
 // Global pools: one work-group of `get_local_size(0)` (a power of two) per (n, c) plane reduces it
 // in local memory.
 __kernel void global_pool(int is_max, long plane, __global const float* x, long x_off, __global float* y,
