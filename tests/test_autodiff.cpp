@@ -395,6 +395,57 @@ TEST_SUITE("autodiff") {
         18);
   }
 
+  TEST_CASE("Slice with steps of either sign; Split; Pad in reflect and edge modes") {
+    auto i64 = [](GraphBuilder& b, const char* n, std::vector<int64_t> v) { return ints(b, n, std::move(v)); };
+    auto slice = [&](Shape x, std::vector<int64_t> st, std::vector<int64_t> en, std::vector<int64_t> ax,
+                     std::vector<int64_t> sp) {
+      CAPTURE(x.str());
+      check_gradients({{"x", x}}, [&](GraphBuilder& b, auto& in) {
+        return b.op1("Tanh", {b.op1("Slice", {in["x"], i64(b, "s", st), i64(b, "e", en), i64(b, "a", ax),
+                                              i64(b, "t", sp)})});
+      });
+    };
+    slice({5, 7, 3}, {1}, {7}, {1}, {2});                                 // 1, 3, 5
+    slice({5, 7, 3}, {4, -1}, {-100, -4}, {0, 2}, {-2, -1});              // 4, 2, 0; all of axis 2 reversed
+    slice({1, 9, 4}, {0, 3, 0}, {9, 0, 1}, {1, 2, 0}, {3, -3, 1});        // batch 1: 0, 3, 6; 3 alone
+    slice({6, 5}, {-2, 100}, {0, 1}, {0, -1}, {-3, -2});                  // 4, 1; 4, 2 (start past the end)
+    slice({8, 3}, {1}, {8}, {0}, {4});                                    // 1, 5: a tail shorter than the step
+
+    // Split: opset 13 split sizes, an output y does not read (zeros), the first output unread too.
+    check_gradients({{"x", {3, 7, 2}}}, [&](GraphBuilder& b, auto& in) {
+      auto o = b.op("Split", {in["x"], i64(b, "sp", {2, 4, 1})}, {{"axis", int64_t(1)}}, 3);
+      return b.op1("Concat", {b.op1("Tanh", {o[0]}), b.op1("Sigmoid", {o[2]})}, {{"axis", int64_t(1)}});
+    });
+    check_gradients({{"x", {1, 5}}}, [&](GraphBuilder& b, auto& in) {
+      auto o = b.op("Split", {in["x"], i64(b, "sp", {1, 3, 1})}, {{"axis", int64_t(-1)}}, 3);
+      return b.op1("Tanh", {b.op1("Mul", {o[1], o[1]})});
+    });
+    check_gradients({{"x", {6, 5}}}, [&](GraphBuilder& b, auto& in) {  // equal parts, each read
+      auto o = b.op("Split", {in["x"]}, {}, 3);
+      return b.op1("Add", {b.op1("Add", {b.op1("Tanh", {o[0]}), o[1]}), b.op1("Mul", {o[2], o[2]})});
+    });
+
+    // Pad reflect / edge: every element of dy summed onto the element of x it copies.
+    auto pad = [&](Shape x, const char* mode, std::vector<int64_t> pads) {
+      const std::string what = mode;
+      CAPTURE(what);
+      check_gradients({{"x", x}}, [&](GraphBuilder& b, auto& in) {
+        return b.op1("Tanh", {b.op1("Pad", {in["x"], i64(b, "p", pads)}, {{"mode", std::string(mode)}})});
+      });
+    };
+    pad({2, 3, 5}, "reflect", {0, 1, 2, 0, 2, 4});
+    pad({1, 4, 3}, "edge", {0, 3, 1, 0, 2, 5});
+    pad({3, 1}, "edge", {2, 0, 1, 3});
+    pad({1, 7}, "reflect", {0, 0, 0, 6});
+    check_gradients(
+        {{"x", {3, 4}}},
+        [&](GraphBuilder& b, auto& in) {  // opset 18: axes
+          return b.op1("Sigmoid", {b.op1("Pad", {in["x"], i64(b, "p", {3, 2}), Value{}, i64(b, "a", {-1})},
+                                         {{"mode", std::string("reflect")}})});
+        },
+        18);
+  }
+
   TEST_CASE("Gather: repeated and negative indices, axis 0 and 1, int32, a scalar index") {
     auto gather = [](HostTensor idx, int64_t axis) {
       return [idx, axis](GraphBuilder& b, std::map<std::string, Value>& in) {
@@ -770,7 +821,7 @@ TEST_SUITE("autodiff") {
         e.find("node 'grad' (ai.onnx.preview.training.Gradient): xs names 'nope', which is not a value of the graph") !=
         std::string::npos);
     // Every rule the header lists has a test above (LSTM, GRU, LSTMTrain, GRUTrain: suite "autodiff rnn" below).
-    CHECK(differentiable_ops().size() == 54);
+    CHECK(differentiable_ops().size() == 55);
   }
 }
 
