@@ -33,6 +33,26 @@ def close(got, want, what):
     assert not bad.any(), "{}: cldl {} PyTorch {}".format(what, got[bad][:4], want[bad][:4])
 
 
+def torch_matches(torch, t, m, opt, x, y, batch, epochs, what):
+    """`epochs` passes of PyTorch's model m with optimizer opt over x, y in batches in order, and of the Trainer t:
+    every step's loss and the final weights close; returns the Trainer's step losses. x and y go to the Trainer as
+    given (float64 / int32 included: it converts them), to PyTorch as float32 / int64."""
+    xt, yt = torch.from_numpy(np.asarray(x, np.float32)), torch.from_numpy(np.asarray(y, np.int64))
+    want = []
+    for _ in range(epochs):
+        for i in range(0, len(x), batch):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(xt[i:i + batch]), yt[i:i + batch])
+            loss.backward()
+            opt.step()
+            want.append(loss.item())
+    got = np.concatenate([t.epoch(x, y)["losses"] for _ in range(epochs)])
+    close(got, want, what)
+    for name, v in t.weights().items():
+        close(v, m.state_dict()[name].numpy(), name)
+    return got
+
+
 def test_trainer_matches_pytorch_reference_data():
     x, y = load("x.npy"), load("y.npy")
     t = cldl.Trainer(MODEL, loss="cross_entropy", optimizer="sgd", lr=0.1, momentum=0.9, nesterov=True, batch=3,
@@ -88,19 +108,7 @@ def test_live_pytorch_from_the_trainers_initial_weights():
     m = Tiny()
     m.load_state_dict({k: torch.from_numpy(v) for k, v in t.weights().items()})
     opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
-    xt, yt = torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y.astype(np.int64))
-    want = []
-    for _ in range(3):
-        for i in range(0, 11, 4):  # batches 4, 4, 3
-            opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(m(xt[i:i + 4]), yt[i:i + 4])
-            loss.backward()
-            opt.step()
-            want.append(loss.item())
-    got = np.concatenate([t.epoch(x, y)["losses"] for _ in range(3)])
-    close(got, want, "step losses")
-    for name, v in t.weights().items():
-        close(v, m.state_dict()[name].numpy(), name)
+    torch_matches(torch, t, m, opt, x, y, 4, 3, "step losses")  # batches 4, 4, 3
 
 
 def test_adamw_matches_pytorch_and_the_cli(tmp_path):
@@ -123,19 +131,7 @@ def test_adamw_matches_pytorch_and_the_cli(tmp_path):
     m = mods["make"].Tiny()
     m.load_state_dict({k: torch.from_numpy(v) for k, v in t.weights().items()})
     opt = mods["bench"].OnnxAdam(m.parameters(), 0.01, decoupled=0.05)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    want = []
-    for _ in range(2):
-        for i in range(0, 7, 3):
-            opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(m(xt[i:i + 3]), yt[i:i + 3])
-            loss.backward()
-            opt.step()
-            want.append(loss.item())
-    got = np.concatenate([t.epoch(x, y)["losses"] for _ in range(2)])
-    close(got, want, "adamw step losses")
-    for name, v in t.weights().items():
-        close(v, m.state_dict()[name].numpy(), name)
+    got = torch_matches(torch, t, m, opt, x, y, 3, 2, "adamw step losses")
     cli = os.path.join(ROOT, "build", "cldl")
     if os.path.exists(cli):
         import json
