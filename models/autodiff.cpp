@@ -964,9 +964,12 @@ void dropout_rule(Builder& b, Step& s) {
 // forward, so they carry no gradient here.
 void conv_transpose_rule(Builder& b, Step& s) {
   const Node& n = s.node;
-  if (s.wants(1) || s.wants(2))
-    fail("{}: ConvTranspose reads W and B at load; their gradients are not implemented", n.describe());
-  if (!s.wants(0)) return;
+  const bool dynamic = n.op_type == "ConvTransposeDynamic";
+  if (!dynamic && (s.wants(1) || s.wants(2)))
+    fail("{}: ConvTranspose reads W and B at load; the Trainer trains them (as ConvTransposeDynamic), a Gradient "
+         "node of the ONNX op does not differentiate them",
+         n.describe());
+  if (!s.wants(0) && !s.wants(1)) return;
   const Shape sx = b.shape(s.in(0)), sw = b.shape(s.in(1)), sy = b.shape(s.y());
   const size_t r = sx.rank() - 2;
   if (sx.rank() < 3 || r > 2) fail("{}: the backward handles 1-D and 2-D (input shape {})", n.describe(), sx.str());
@@ -1002,6 +1005,18 @@ void conv_transpose_rule(Builder& b, Step& s) {
                                          {"dilations", dilations},
                                          {"pads", conv_pads},
                                          {"group", n.attr_i("group", 1)}};
+  if (s.wants(1)) {  // ConvTransposeDynamic: dW = the filter gradient of that convolution, x as its output's gradient
+    std::string dout = s.in(0);
+    if (slice) {
+      std::vector<int64_t> pads(2 * sx.rank(), 0);
+      for (size_t i = 0; i < r; ++i) pads[sx.rank() + 2 + i] = out[2 + i] - sx[2 + i];
+      dout = b.emit("Pad", "Pad", {dout, b.ints(pads)}, out);
+    }
+    auto a = attrs;
+    a["out_shape"] = sw.dims;
+    s.dx[1] = b.emit("ConvGradFilter", "ConvGradFilter", {dout, s.dy}, sw, a);
+  }
+  if (!s.wants(0)) return;
   std::string d = b.emit("ConvDynamic", "ConvDynamic", {s.dy, s.in(1)}, out, attrs);
   if (slice) {
     std::vector<int64_t> starts(r, 0), ends(sx.dims.begin() + 2, sx.dims.end()), axes(r);
@@ -1065,6 +1080,7 @@ const std::map<std::string, Rule>& rules() {
       {"Dropout", dropout_rule},
       {"TrainingDropout", dropout_rule},
       {"ConvTranspose", conv_transpose_rule},
+      {"ConvTransposeDynamic", conv_transpose_rule},
       {"LSTM", rnn_rule},
       {"GRU", rnn_rule},
       {"LSTMTrain", rnn_rule},

@@ -50,6 +50,40 @@ Node fused(Graph& g, const std::string& base, const std::string& op, std::vector
   return n;
 }
 
+// ConvTranspose whose W is trained (a graph input now) reads it at run time: ConvTransposeDynamic
+// (models/ops_backward.cpp), its bias B (when there is one) added after it as B reshaped to [C_out, 1, ...].
+size_t make_conv_transpose_weights_dynamic(Graph& g) {
+  std::vector<Node> added;
+  size_t count = 0;
+  for (auto& n : g.nodes) {
+    if (!n.domain.empty() || n.op_type != "ConvTranspose" || n.inputs.size() < 2 || g.is_constant(n.inputs[1])) continue;
+    const ValueInfo* w = g.info(n.inputs[1]);
+    for (auto& in : g.inputs)
+      if (!w && in.name == n.inputs[1]) w = &in;
+    if (!w || !w->shape.known || w->shape.dims.size() < 3)
+      fail("train: {}: its weights '{}' have no known rank", n.describe(), n.inputs[1]);
+    n.op_type = "ConvTransposeDynamic";
+    n.domain = kFusedDomain;
+    ++count;
+    if (n.inputs.size() < 3 || n.inputs[2].empty()) {
+      n.inputs.resize(2);
+      continue;
+    }
+    const std::string bias = n.inputs[2], y = n.outputs[0], base = n.name.empty() ? "cldl.train/convt" : n.name;
+    n.inputs.resize(2);
+    n.outputs[0] = g.unique_name(y + ".no_bias");
+    std::vector<int64_t> dims(w->shape.dims.size() - 1, 1);
+    dims[0] = -1;
+    const std::string shape = add_constant(g, base + "/bias_shape", HostTensor::from<int64_t>(Shape{int64_t(dims.size())}, dims));
+    const std::string b = g.unique_name(base + "/bias");
+    added.push_back(fused(g, base + "/bias", "Reshape", {bias, shape}, {b}));
+    added.push_back(fused(g, base + "/add_bias", "Add", {n.outputs[0], b}, {y}));
+  }
+  for (auto& n : added) g.nodes.push_back(std::move(n));
+  if (count) log::debug("{} ConvTranspose nodes with trained weights run as ConvTransposeDynamic", count);
+  return count;
+}
+
 }  // namespace
 
 HostTensor take_along(const HostTensor& t, int64_t axis, const std::vector<int64_t>& index) {
@@ -403,12 +437,13 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   }
 
   // The weights: float initializers that no node reads where its op needs a value known at load (but Conv's
-  // weights and bias, which ConvDynamic reads at run time, and LSTM / GRU's W, R and B, which LSTMTrain / GRUTrain
-  // read at run time).
+  // weights and bias, which ConvDynamic reads at run time, ConvTranspose's, which ConvTransposeDynamic reads at run
+  // time, and LSTM / GRU's W, R and B, which LSTMTrain / GRUTrain read at run time).
   std::set<std::string> fixed;
   for (auto& n : g.nodes) {
     const bool rnn = n.domain.empty() && (n.op_type == "LSTM" || n.op_type == "GRU");
-    if (const OpDef* d = n.domain.empty() && n.op_type == "Conv" ? nullptr : find_op(n.op_type, n.domain))
+    const bool dynamic = n.domain.empty() && (n.op_type == "Conv" || n.op_type == "ConvTranspose");
+    if (const OpDef* d = dynamic ? nullptr : find_op(n.op_type, n.domain))
       for (size_t i : d->const_inputs)
         if (i < n.inputs.size() && !(rnn && i >= 1 && i <= 3)) fixed.insert(n.inputs[i]);
   }
@@ -437,6 +472,7 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   }
   make_conv_weights_dynamic(g);
   make_rnn_weights_dynamic(g);  // LSTM / GRU with their weights among the inputs
+  make_conv_transpose_weights_dynamic(g);
 
   // The loss.
   m.labels_name = g.unique_name("cldl.train.labels");

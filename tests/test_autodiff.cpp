@@ -571,6 +571,38 @@ TEST_SUITE("autodiff") {
     check_gradients({{"x", {2, 3, 7}}}, convt({3, 2, 4}, {{"strides", V{3}}, {"pads", V{2, 1}}}));
   }
 
+  TEST_CASE("ConvTransposeDynamic (the Trainer's ConvTranspose): ConvTranspose's output; dX and dW") {
+    using V = std::vector<int64_t>;
+    struct Case {
+      Shape x, w;
+      std::map<std::string, AttrValue> attrs;
+    };
+    const std::vector<Case> cases = {
+        {{2, 3, 4, 5}, {3, 2, 3, 3}, {{"strides", V{2, 1}}, {"pads", V{1, 0, 0, 1}}}},
+        {{1, 4, 3, 4}, {4, 3, 2, 3}, {{"strides", V{2, 3}}, {"output_padding", V{1, 2}}, {"group", int64_t(2)}, {"dilations", V{1, 2}}}},
+        {{2, 2, 3, 3}, {2, 3, 3, 3}, {{"strides", V{2, 2}}, {"auto_pad", std::string("SAME_LOWER")}}},
+        {{2, 2, 3, 4}, {2, 2, 3, 3}, {{"strides", V{2, 2}}, {"output_shape", V{8, 9}}}},
+        {{1, 3, 7}, {3, 2, 4}, {{"strides", V{3}}, {"pads", V{2, 1}}}},
+    };
+    for (auto& c : cases) {
+      CAPTURE(c.x.str());
+      const HostTensor x = test::random_tensor(c.x, 3), w = test::random_tensor(c.w, 4);
+      GraphBuilder r("convt", 17);
+      r.output(r.op1("ConvTranspose", {r.input("x", DType::f32, c.x), r.constant("w", w)}, c.attrs), "y");
+      const HostTensor ref = test::run_graph(r.build(), {{"x", x}}).at("y");
+      GraphBuilder d("convt_dynamic", 17);
+      d.output(d.op("ConvTransposeDynamic", {d.input("x", DType::f32, c.x), d.input("w", DType::f32, c.w)}, c.attrs,
+                    1, kFusedDomain)[0],
+               "y");
+      const HostTensor got = test::run_graph(d.build(), {{"x", x}, {"w", w}}).at("y");
+      REQUIRE(got.shape() == ref.shape());
+      for (int64_t k = 0; k < ref.numel(); ++k) REQUIRE(std::fabs(got.as<float>()[k] - ref.as<float>()[k]) <= 1e-5f);
+      check_gradients({{"x", c.x}, {"w", c.w}}, [&](GraphBuilder& b, auto& in) {
+        return b.op1("Tanh", {b.op("ConvTransposeDynamic", {in["x"], in["w"]}, c.attrs, 1, kFusedDomain)[0]});
+      });
+    }
+  }
+
   TEST_CASE("ConvDynamic (run-time weights) computes what Conv does") {
     using V = std::vector<int64_t>;
     struct Case {
@@ -821,7 +853,7 @@ TEST_SUITE("autodiff") {
         e.find("node 'grad' (ai.onnx.preview.training.Gradient): xs names 'nope', which is not a value of the graph") !=
         std::string::npos);
     // Every rule the header lists has a test above (LSTM, GRU, LSTMTrain, GRUTrain: suite "autodiff rnn" below).
-    CHECK(differentiable_ops().size() == 55);
+    CHECK(differentiable_ops().size() == 56);
   }
 }
 

@@ -9,10 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/builder.hpp"
 #include "models/control_flow.hpp"
 #include "models/model.hpp"
 #include "models/npy.hpp"
 #include "models/onnx_import.hpp"
+#include "models/passes.hpp"
 #include "models/train.hpp"
 #include "tests/support/onnx_util.hpp"
 #include "tests/support/test_util.hpp"
@@ -227,6 +229,38 @@ TEST_SUITE("train") {
     CHECK_THROWS_WITH_AS(t.epoch(xtm, take_along(y, 0, {0, 1, 2})),
                          doctest::Contains("the data has 7 samples along axis 1, the labels 3 along their axis 0"),
                          Error);
+  }
+
+  TEST_CASE("ConvTranspose's W and B are trained (ConvTransposeDynamic, the bias added after it)") {
+    GraphBuilder b("convt_train", 17);
+    Value x = b.input("x", DType::f32, Shape{4, 2, 3, 3});  // batches of 4
+    Value y = b.op1("ConvTranspose",
+                    {x, b.constant("W", test::random_tensor(Shape{2, 5, 3, 2}, 1, -0.5f, 0.5f)),
+                     b.constant("B", test::random_tensor(Shape{5}, 2, -0.5f, 0.5f))},
+                    {{"strides", std::vector<int64_t>{2, 1}}});
+    b.output(b.op1("Flatten", {b.op1("GlobalAveragePool", {y})}), "logits");
+    TrainOptions o;
+    o.lr = 0.5f;
+    o.batch = 4;
+    o.shuffle = false;
+    Graph g = b.build();
+    infer_shapes(g, false);  // the output's shape, as an imported model has it
+    Trainer t(test::shared_ctx(), std::move(g), o);
+    REQUIRE(t.weights().size() == 2);
+    const HostTensor data = test::random_tensor(Shape{8, 2, 3, 3}, 3);
+    const HostTensor labels = HostTensor::from<int64_t>(Shape{8}, std::vector<int64_t>{0, 1, 2, 3, 4, 0, 1, 2});
+    const auto before = t.read_weights();
+    const float first = t.epoch(data, labels).step_losses[0];
+    for (int e = 0; e < 20; ++e) t.epoch(data, labels);
+    const auto after = t.read_weights();
+    for (auto& name : t.weights()) {
+      CAPTURE(name);
+      double moved = 0;
+      for (int64_t k = 0; k < after.at(name).numel(); ++k)
+        moved = std::max(moved, double(std::fabs(after.at(name).as<float>()[k] - before.at(name).as<float>()[k])));
+      CHECK(moved > 1e-3);
+    }
+    CHECK(t.epoch(data, labels).step_losses[0] < first);
   }
 
   TEST_CASE("parse_train_options: the CLI's and Python's options, their defaults and errors") {
