@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -533,7 +534,7 @@ void rnn_rule(Builder& b, Step& s) {
 
 // The ops whose rule reads the gradients of several outputs (Step::dys).
 const std::set<std::string>& multi_output_ops() {
-  static const std::set<std::string> ops = {"LSTM", "GRU", "LSTMTrain", "GRUTrain"};
+  static const std::set<std::string> ops = {"LSTM", "GRU", "LSTMTrain", "GRUTrain", "Split"};
   return ops;
 }
 
@@ -729,7 +730,47 @@ std::optional<std::vector<int64_t>> ints_of(Builder& b, const Step& s, size_t i,
   return to_ints(*t);
 }
 
-// Slice with step 1: dx is dy padded with zeros back to x's shape. Other steps are an error.
+// dy's elements put back at positions first, first + step, ... (step > 0) of an axis of length d, zeros elsewhere:
+// each element followed by step - 1 zeros (a Pad on a new axis after it, then a Reshape), the tail cut, then a Pad
+// to d.
+std::string scatter_strided(Builder& b, const std::string& dy, size_t axis, int64_t first, int64_t step, int64_t d) {
+  Shape s = b.shape(dy);
+  const size_t r = s.rank();
+  const int64_t n = s[axis];
+  std::string g = dy;
+  if (step > 1 && n > 1) {
+    std::vector<int64_t> split = s.dims;
+    split.insert(split.begin() + int64_t(axis) + 1, 1);
+    std::vector<int64_t> pads(2 * (r + 1), 0);
+    pads[r + 1 + axis + 1] = step - 1;
+    std::vector<int64_t> spread = split;
+    spread[axis + 1] = step;
+    g = b.emit("Pad", "Pad", {b.reshape(g, Shape{split}), b.ints(pads)}, Shape{spread});
+    std::vector<int64_t> flat = s.dims;
+    flat[axis] = n * step;
+    g = b.reshape(g, Shape{flat});
+    flat[axis] = (n - 1) * step + 1;
+    g = b.emit("Slice", "Slice", {g, b.ints({0}), b.ints({(n - 1) * step + 1}), b.ints({int64_t(axis)})}, Shape{flat});
+    s = Shape{flat};
+  }
+  const int64_t last = first + s[axis];
+  if (first == 0 && last == d) return g;
+  std::vector<int64_t> pads(2 * r, 0);
+  pads[axis] = first;
+  pads[r + axis] = d - last;
+  s[axis] = d;
+  return b.emit("Pad", "Pad", {g, b.ints(pads)}, s);
+}
+
+// x reversed along an axis (a Slice with step -1).
+std::string reverse_axis(Builder& b, const std::string& x, size_t axis) {
+  return b.emit("Reverse", "Slice",
+                {x, b.ints({-1}), b.ints({std::numeric_limits<int64_t>::min()}), b.ints({int64_t(axis)}), b.ints({-1})},
+                b.shape(x));
+}
+
+// Slice with any steps (either sign) and axes: dy's elements go back to the positions of x they were read from,
+// zeros elsewhere; axis by axis (scatter_strided; a negative step reads dy reversed from the last position taken).
 void slice_rule(Builder& b, Step& s) {
   if (!s.wants(0)) return;
   const Node& n = s.node;
@@ -745,22 +786,57 @@ void slice_rule(Builder& b, Step& s) {
   if (auto st = ints_of(b, s, 4, "steps", 10)) steps = *st;
   if (axes.size() != starts->size() || steps.size() != starts->size())
     fail("{}: starts, ends, axes and steps differ in length", n.describe());
-  std::vector<int64_t> pads(2 * r, 0);
+  if (b.shape(s.dy).numel() == 0) {
+    s.dx[0] = b.fill(0, sx, b.dtype);
+    return;
+  }
+  std::string g = s.dy;
   for (size_t k = 0; k < axes.size(); ++k) {
     const int64_t a = axes[k] < 0 ? axes[k] + int64_t(r) : axes[k];
     if (a < 0 || a >= int64_t(r)) fail("{}: axis {} is outside rank {}", n.describe(), axes[k], r);
-    if (steps[k] != 1)
-      fail("{}: the backward handles Slice with step 1, got step {} on axis {}", n.describe(), steps[k], a);
-    const int64_t d = sx[size_t(a)];
+    const int64_t st = steps[k], d = sx[size_t(a)];
+    if (st == 0) fail("{}: step 0 on axis {}", n.describe(), a);
     int64_t b0 = (*starts)[k], e0 = (*ends)[k];
     if (b0 < 0) b0 += d;
     if (e0 < 0) e0 += d;
-    b0 = std::clamp<int64_t>(b0, 0, d);
-    e0 = std::clamp<int64_t>(e0, b0, d);
-    pads[size_t(a)] = b0;
-    pads[r + size_t(a)] = d - e0;
+    int64_t count;
+    if (st > 0) {
+      b0 = std::clamp<int64_t>(b0, 0, d);
+      e0 = std::clamp<int64_t>(e0, 0, d);
+      count = e0 > b0 ? (e0 - b0 + st - 1) / st : 0;
+    } else {
+      b0 = std::clamp<int64_t>(b0, 0, d - 1);
+      e0 = std::clamp<int64_t>(e0, -1, d - 1);
+      count = b0 > e0 ? (b0 - e0 - st - 1) / -st : 0;
+    }
+    if (count != b.shape(g)[size_t(a)])
+      fail("{}: axis {} takes {} elements, dy has {}", n.describe(), a, count, b.shape(g)[size_t(a)]);
+    if (st > 0) {
+      g = scatter_strided(b, g, size_t(a), b0, st, d);
+    } else {  // positions b0, b0 + st, ...: reversed, the positions b0 + (count - 1) st, ... up by -st
+      g = scatter_strided(b, reverse_axis(b, g, size_t(a)), size_t(a), b0 + (count - 1) * st, -st, d);
+    }
   }
-  s.dx[0] = b.emit("Pad", "Pad", {s.dy, b.ints(pads)}, sx);
+  s.dx[0] = g;
+}
+
+// Split: dx is the outputs' gradients concatenated along the axis (zeros for an output y does not depend on).
+void split_rule(Builder& b, Step& s) {
+  if (!s.wants(0)) return;
+  const Node& n = s.node;
+  const Shape sx = b.shape(s.in(0));
+  int64_t axis = n.attr_i("axis", 0);
+  if (axis < 0) axis += int64_t(sx.rank());
+  if (axis < 0 || axis >= int64_t(sx.rank()))
+    fail("{}: axis {} is outside rank {}", n.describe(), n.attr_i("axis", 0), sx.rank());
+  std::vector<std::string> parts;
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const std::string dy = k < s.dys.size() ? s.dys[k] : "";
+    const Shape so = b.shape(n.outputs[k]);
+    if (so.numel() == 0) continue;
+    parts.push_back(dy.empty() ? b.fill(0, so, b.dtype) : dy);
+  }
+  s.dx[0] = parts.size() == 1 ? b.reshape(parts[0], sx) : b.emit("Concat", "Concat", parts, sx, {{"axis", axis}});
 }
 
 // Concat: each input's gradient is its slice of dy along the axis.
@@ -781,14 +857,54 @@ void concat_rule(Builder& b, Step& s) {
   }
 }
 
-// Pad (constant mode, pads not negative): dx is dy's slice where x sits.
+// One axis of a reflect / edge Pad backward: g's extent on `axis` is p0 + d + p1 (x's d from p0 to end); returns
+// the middle plus the padded parts summed onto the x elements they copy. reflect: the p0 leading elements are x's
+// 1..p0 reversed, the p1 trailing ones x's d-2 down to d-1-p1 (p0, p1 < d); edge: copies of x's first / last.
+std::string fold_pad(Builder& b, const std::string& g, size_t axis, int64_t p0, int64_t end, bool reflect,
+                     const Node& n) {
+  Shape sg = b.shape(g);
+  const int64_t total = sg[axis], d = end - p0, p1 = total - end;
+  if (p0 == 0 && p1 == 0) return g;
+  if (reflect && (p0 >= d || p1 >= d))
+    fail("{}: reflect pads {} and {} on axis {} must be smaller than its extent {}", n.describe(), p0, p1, axis, d);
+  const size_t r = sg.rank();
+  auto part = [&](int64_t from, int64_t to) {
+    Shape sp = sg;
+    sp[axis] = to - from;
+    return b.emit("Slice", "Slice", {g, b.ints({from}), b.ints({to}), b.ints({int64_t(axis)})}, sp);
+  };
+  auto place = [&](const std::string& v, int64_t before) {  // v along the axis at x positions before..., zeros around
+    Shape sv = b.shape(v);
+    std::vector<int64_t> pads(2 * r, 0);
+    pads[axis] = before;
+    pads[r + axis] = d - before - sv[axis];
+    sv[axis] = d;
+    return b.emit("Pad", "Pad", {v, b.ints(pads)}, sv);
+  };
+  std::string out = part(p0, end);
+  if (p0 > 0) {
+    std::string lead = part(0, p0);
+    lead = reflect ? reverse_axis(b, lead, axis) : b.reduce_sum(lead, {int64_t(axis)});
+    out = b.add(out, place(lead, reflect ? 1 : 0));
+  }
+  if (p1 > 0) {
+    std::string tail = part(end, total);
+    tail = reflect ? reverse_axis(b, tail, axis) : b.reduce_sum(tail, {int64_t(axis)});
+    out = b.add(out, place(tail, reflect ? d - 1 - p1 : d - 1));
+  }
+  return out;
+}
+
+// Pad (constant, reflect, edge; pads not negative): constant: dx is dy's slice where x sits; reflect / edge
+// add the padded parts folded back (fold_pad).
 void pad_rule(Builder& b, Step& s) {
   if (!s.wants(0)) return;
   const Node& n = s.node;
   const Shape sx = b.shape(s.in(0));
   const size_t r = sx.rank();
   const std::string mode = n.attr_s("mode", "constant");
-  if (mode != "constant") fail("{}: the backward handles mode 'constant', got '{}'", n.describe(), mode);
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    fail("{}: the backward handles modes 'constant', 'reflect' and 'edge', got '{}'", n.describe(), mode);
   auto pads = ints_of(b, s, 1, "pads", 11);
   if (!pads) fail("{}: pads are missing", n.describe());
   std::vector<int64_t> axes(r);
@@ -807,7 +923,15 @@ void pad_rule(Builder& b, Step& s) {
     ends.push_back(p0 + sx[size_t(a)]);
     on.push_back(a);
   }
-  s.dx[0] = b.emit("Slice", "Slice", {s.dy, b.ints(starts), b.ints(ends), b.ints(on)}, sx);
+  if (mode == "constant") {
+    s.dx[0] = b.emit("Slice", "Slice", {s.dy, b.ints(starts), b.ints(ends), b.ints(on)}, sx);
+    return;
+  }
+  // reflect / edge: axis by axis, the middle plus the padded parts folded back onto the elements they copy.
+  std::string g = s.dy;
+  for (size_t k = 0; k < on.size(); ++k)
+    g = fold_pad(b, g, size_t(on[k]), starts[k], ends[k], mode == "reflect", n);
+  s.dx[0] = g;
 }
 
 // Gather: dx (data) sums the rows of dy that each index picks (GatherGrad, deterministic); indices get none.
@@ -840,9 +964,12 @@ void dropout_rule(Builder& b, Step& s) {
 // forward, so they carry no gradient here.
 void conv_transpose_rule(Builder& b, Step& s) {
   const Node& n = s.node;
-  if (s.wants(1) || s.wants(2))
-    fail("{}: ConvTranspose reads W and B at load; their gradients are not implemented", n.describe());
-  if (!s.wants(0)) return;
+  const bool dynamic = n.op_type == "ConvTransposeDynamic";
+  if (!dynamic && (s.wants(1) || s.wants(2)))
+    fail("{}: ConvTranspose reads W and B at load; the Trainer trains them (as ConvTransposeDynamic), a Gradient "
+         "node of the ONNX op does not differentiate them",
+         n.describe());
+  if (!s.wants(0) && !s.wants(1)) return;
   const Shape sx = b.shape(s.in(0)), sw = b.shape(s.in(1)), sy = b.shape(s.y());
   const size_t r = sx.rank() - 2;
   if (sx.rank() < 3 || r > 2) fail("{}: the backward handles 1-D and 2-D (input shape {})", n.describe(), sx.str());
@@ -878,6 +1005,18 @@ void conv_transpose_rule(Builder& b, Step& s) {
                                          {"dilations", dilations},
                                          {"pads", conv_pads},
                                          {"group", n.attr_i("group", 1)}};
+  if (s.wants(1)) {  // ConvTransposeDynamic: dW = the filter gradient of that convolution, x as its output's gradient
+    std::string dout = s.in(0);
+    if (slice) {
+      std::vector<int64_t> pads(2 * sx.rank(), 0);
+      for (size_t i = 0; i < r; ++i) pads[sx.rank() + 2 + i] = out[2 + i] - sx[2 + i];
+      dout = b.emit("Pad", "Pad", {dout, b.ints(pads)}, out);
+    }
+    auto a = attrs;
+    a["out_shape"] = sw.dims;
+    s.dx[1] = b.emit("ConvGradFilter", "ConvGradFilter", {dout, s.dy}, sw, a);
+  }
+  if (!s.wants(0)) return;
   std::string d = b.emit("ConvDynamic", "ConvDynamic", {s.dy, s.in(1)}, out, attrs);
   if (slice) {
     std::vector<int64_t> starts(r, 0), ends(sx.dims.begin() + 2, sx.dims.end()), axes(r);
@@ -972,12 +1111,14 @@ const std::map<std::string, Rule>& rules() {
       {"Min", minmax_rule},
       {"LayerNormalization", layer_norm_rule},
       {"Slice", slice_rule},
+      {"Split", split_rule},
       {"Concat", concat_rule},
       {"Pad", pad_rule},
       {"Gather", gather_rule},
       {"Dropout", dropout_rule},
       {"TrainingDropout", dropout_rule},
       {"ConvTranspose", conv_transpose_rule},
+      {"ConvTransposeDynamic", conv_transpose_rule},
       {"LSTM", rnn_rule},
       {"GRU", rnn_rule},
       {"LSTMTrain", rnn_rule},

@@ -6,6 +6,7 @@
 // out_shape, the shape of the gradient made (the forward input's or weights').
 //   ConvDynamic(x, w, b?) -> y     (Conv's attributes)
 //   ConvGradData(dy, w) -> dx      ConvGradFilter(dy, x) -> dw
+//   ConvTransposeDynamic(x, w) -> y (ConvTranspose's attributes; no bias)
 //   MaxPoolGrad(dy, x) -> dx       AveragePoolGrad(dy, x) -> dx (x for its shape)
 //   BatchNormGrad(dy, x, scale) -> dx, dscale, dbias (epsilon; training mode)
 //   GatherGrad(dy, indices) -> dx (axis, out_shape)    TrainingDropout(x, T) -> y, scale (ratio, seed)
@@ -97,6 +98,78 @@ std::unique_ptr<NodeKernel> lower_conv_dynamic(LowerCtx& c) {
   return wrap(ConvGrad::create(c.ctx, c.device,
                                conv_dynamic_config(c.node, c.in[0].shape.to_shape(), c.in[1].shape.to_shape(), bias)),
               c, bias ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1});
+}
+
+// ConvTransposeDynamic(x, w) -> y: ConvTranspose (no bias: the Trainer adds B after it) whose weights are computed
+// at run time, run as the data gradient of the convolution it is the transpose of (ConvGrad's data mode: y's
+// extent and the pads from ConvTranspose's strides, pads, output_padding, dilations, auto_pad, output_shape).
+// Output positions no input reaches (output_padding) are zeros.
+ConvGradConfig conv_transpose_dynamic_config(const Node& n, const Shape& x, const Shape& w) {
+  if (x.rank() < 3 || x.rank() > 4 || w.rank() != x.rank())
+    fail("{}: input x {} and weights w {} must both have rank 3 or 4 (1-D or 2-D)", n.describe(), x.str(), w.str());
+  const size_t r = x.rank() - 2;
+  const int64_t group = n.attr_i("group", 1);
+  if (group < 1 || x[1] != w[0] || w[0] % group != 0)
+    fail("{}: x has {} channels, w {} ({} groups)", n.describe(), x[1], w.str(), group);
+  const auto k = n.attr_ints("kernel_shape", std::vector<int64_t>(w.dims.begin() + 2, w.dims.end()));
+  const auto s = n.attr_ints("strides", std::vector<int64_t>(r, 1)), d = n.attr_ints("dilations", std::vector<int64_t>(r, 1)),
+             op = n.attr_ints("output_padding", std::vector<int64_t>(r, 0));
+  auto p = n.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
+  if (k.size() != r || s.size() != r || d.size() != r || op.size() != r || p.size() != 2 * r)
+    fail("{}: kernel_shape, strides, dilations, output_padding and pads do not match {} spatial dims", n.describe(), r);
+  const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
+  const bool derived = (auto_pad != "NOTSET" && auto_pad != "VALID") || n.has("output_shape");
+  if (auto_pad == "VALID") p.assign(2 * r, 0);
+  std::vector<int64_t> out_shape;
+  if (n.has("output_shape")) {
+    out_shape = n.attr_ints("output_shape");
+    if (out_shape.size() == r + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+    if (out_shape.size() != r) fail("{}: output_shape has {} values for {} spatial dims", n.describe(), out_shape.size(), r);
+  }
+  Shape y = x;
+  y[1] = w[1] * group;
+  std::vector<int64_t> pads(2 * r);
+  for (size_t i = 0; i < r; ++i) {
+    if (s[i] < 1 || d[i] < 1) fail("{}: strides and dilations must be positive", n.describe());
+    const int64_t in = x[2 + i], span = (k[i] - 1) * d[i] + 1;
+    int64_t o = 0, begin = p[i];
+    if (derived) {
+      o = !out_shape.empty() ? out_shape[i] : in * s[i];
+      const int64_t total = s[i] * (in - 1) + op[i] + span - o;
+      begin = total < 0 ? 0 : auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+    } else {
+      o = s[i] * (in - 1) + op[i] + span - p[i] - p[r + i];
+    }
+    if (o < 1) fail("{}: the output's extent {} on spatial axis {} is not positive", n.describe(), o, i);
+    pads[i] = begin;
+    pads[r + i] = std::max<int64_t>(s[i] * (in - 1) + span - o - begin, 0);
+    y[2 + i] = o;
+  }
+  ConvGradConfig c;
+  c.mode = ConvGradMode::data;
+  c.group = int(group);
+  c.geo = window(y, x, k, s, d, pads);
+  c.w = w;
+  return c;
+}
+
+void infer_conv_transpose_dynamic(InferCtx& c) {
+  for (size_t i = 0; i < 2; ++i)
+    if (c.input(i).dtype != DType::f32)
+      c.error("input '{}' is {}, only f32 is implemented", c.input(i).name, to_string(c.input(i).dtype));
+  if (c.has_input(2)) c.error("takes no bias (input B): the Trainer adds it after the node");
+  const auto k = checked(c, [&] { return conv_transpose_dynamic_config(c.node, c.shape(0), c.shape(1)); });
+  checked(c, [&] {
+    ConvGrad::validate(k);
+    return 0;
+  });
+  c.set(0, DType::f32, k.geo.x);
+}
+
+std::unique_ptr<NodeKernel> lower_conv_transpose_dynamic(LowerCtx& c) {
+  return wrap(ConvGrad::create(c.ctx, c.device,
+                               conv_transpose_dynamic_config(c.node, c.in[0].shape.to_shape(), c.in[1].shape.to_shape())),
+              c, std::vector<int>{0, 1});
 }
 
 // dy's shape, x's shape (out_shape or input 1), from the node.
@@ -245,6 +318,12 @@ const OpRegistration kBackwardOps{
      .family = "training",
      .infer = infer_conv_dynamic,
      .lower = lower_conv_dynamic},
+    {.type = "ConvTransposeDynamic",
+     .domain = kFusedDomain,
+     .since = 1,
+     .family = "training",
+     .infer = infer_conv_transpose_dynamic,
+     .lower = lower_conv_transpose_dynamic},
     {.type = "ConvGradData",
      .domain = kFusedDomain,
      .since = 1,

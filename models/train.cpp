@@ -50,6 +50,40 @@ Node fused(Graph& g, const std::string& base, const std::string& op, std::vector
   return n;
 }
 
+// ConvTranspose whose W is trained (a graph input now) reads it at run time: ConvTransposeDynamic
+// (models/ops_backward.cpp), its bias B (when there is one) added after it as B reshaped to [C_out, 1, ...].
+size_t make_conv_transpose_weights_dynamic(Graph& g) {
+  std::vector<Node> added;
+  size_t count = 0;
+  for (auto& n : g.nodes) {
+    if (!n.domain.empty() || n.op_type != "ConvTranspose" || n.inputs.size() < 2 || g.is_constant(n.inputs[1])) continue;
+    const ValueInfo* w = g.info(n.inputs[1]);
+    for (auto& in : g.inputs)
+      if (!w && in.name == n.inputs[1]) w = &in;
+    if (!w || !w->shape.known || w->shape.dims.size() < 3)
+      fail("train: {}: its weights '{}' have no known rank", n.describe(), n.inputs[1]);
+    n.op_type = "ConvTransposeDynamic";
+    n.domain = kFusedDomain;
+    ++count;
+    if (n.inputs.size() < 3 || n.inputs[2].empty()) {
+      n.inputs.resize(2);
+      continue;
+    }
+    const std::string bias = n.inputs[2], y = n.outputs[0], base = n.name.empty() ? "cldl.train/convt" : n.name;
+    n.inputs.resize(2);
+    n.outputs[0] = g.unique_name(y + ".no_bias");
+    std::vector<int64_t> dims(w->shape.dims.size() - 1, 1);
+    dims[0] = -1;
+    const std::string shape = add_constant(g, base + "/bias_shape", HostTensor::from<int64_t>(Shape{int64_t(dims.size())}, dims));
+    const std::string b = g.unique_name(base + "/bias");
+    added.push_back(fused(g, base + "/bias", "Reshape", {bias, shape}, {b}));
+    added.push_back(fused(g, base + "/add_bias", "Add", {n.outputs[0], b}, {y}));
+  }
+  for (auto& n : added) g.nodes.push_back(std::move(n));
+  if (count) log::debug("{} ConvTranspose nodes with trained weights run as ConvTransposeDynamic", count);
+  return count;
+}
+
 }  // namespace
 
 HostTensor take_along(const HostTensor& t, int64_t axis, const std::vector<int64_t>& index) {
@@ -80,6 +114,7 @@ struct Trainer::Impl {
   std::string x_name, labels_name, lr_name, step_name, step_next_name, loss_name;
   DType x_dtype = DType::f32;
   size_t x_rank = 0, labels_rank = 0;
+  int64_t labels_axis = 0;  // the labels' batch axis (labels_batch_axis in train.hpp)
   std::vector<std::string> weights;
   // Carried but not trained: BatchNormalization's running mean and var, at carried_in[running_at...].
   std::vector<std::string> running;
@@ -193,8 +228,14 @@ struct Trainer::Impl {
     if (labels.shape().rank() != labels_rank)
       fail("train: the labels have shape {}, expected rank {}", labels.shape().str(), labels_rank);
     const int64_t count = x.shape()[axis];
-    if (labels.shape()[axis] != count)
-      fail("train: the data has {} samples along axis {}, the labels {}", count, axis, labels.shape()[axis]);
+    const size_t la = size_t(labels_axis);
+    if (labels.shape()[la] != count) {
+      if (la == axis)
+        fail("train: the data has {} samples along axis {}, the labels {}", count, axis, labels.shape()[la]);
+      fail("train: the data has {} samples along axis {}, the labels {} along their axis {} (labels of rank {} "
+           "have their batch on axis 0 when the batch axis is {})",
+           count, axis, labels.shape()[la], la, labels_rank, axis);
+    }
     if (count == 0) fail("train: no samples");
     return count;
   }
@@ -208,6 +249,38 @@ struct Trainer::Impl {
            opts.loss == TrainLoss::cross_entropy ? "cross_entropy" : "mse", to_string(lt));
   }
 };
+
+int64_t labels_batch_axis(int64_t batch_axis, size_t labels_rank) {
+  return size_t(batch_axis) < labels_rank ? batch_axis : 0;
+}
+
+TrainOptions parse_train_options(const TrainOptionNames& n) {
+  TrainOptions o;
+  o.input = n.input;
+  o.output = n.output;
+  if (n.loss != "cross_entropy" && n.loss != "mse")
+    fail("train: loss '{}' is not one of cross_entropy, mse", n.loss);
+  o.loss = n.loss == "mse" ? TrainLoss::mse : TrainLoss::cross_entropy;
+  if (n.optimizer != "sgd" && n.optimizer != "adam" && n.optimizer != "adamw")
+    fail("train: optimizer '{}' is not one of sgd, adam, adamw", n.optimizer);
+  o.optimizer = n.optimizer == "adam"    ? TrainOptimizer::adam
+                : n.optimizer == "adamw" ? TrainOptimizer::adamw
+                                         : TrainOptimizer::sgd;
+  o.lr = n.lr.value_or(o.optimizer == TrainOptimizer::sgd ? 0.01f : 1e-3f);
+  if (!(o.lr > 0)) fail("train: the learning rate must be positive, got {}", o.lr);
+  if (!(n.momentum >= 0)) fail("train: momentum must not be negative, got {}", n.momentum);
+  if (!(n.weight_decay >= 0)) fail("train: weight_decay must not be negative, got {}", n.weight_decay);
+  if (n.batch < 1) fail("train: the batch must be at least 1, got {}", n.batch);
+  if (n.batch_axis < 0) fail("train: the batch axis must not be negative, got {}", n.batch_axis);
+  o.momentum = n.momentum;
+  o.nesterov = n.nesterov;
+  o.weight_decay = n.weight_decay;
+  o.batch = n.batch;
+  o.batch_axis = n.batch_axis;
+  o.shuffle = n.shuffle;
+  o.seed = n.seed;
+  return o;
+}
 
 Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
@@ -364,12 +437,13 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   }
 
   // The weights: float initializers that no node reads where its op needs a value known at load (but Conv's
-  // weights and bias, which ConvDynamic reads at run time, and LSTM / GRU's W, R and B, which LSTMTrain / GRUTrain
-  // read at run time).
+  // weights and bias, which ConvDynamic reads at run time, ConvTranspose's, which ConvTransposeDynamic reads at run
+  // time, and LSTM / GRU's W, R and B, which LSTMTrain / GRUTrain read at run time).
   std::set<std::string> fixed;
   for (auto& n : g.nodes) {
     const bool rnn = n.domain.empty() && (n.op_type == "LSTM" || n.op_type == "GRU");
-    if (const OpDef* d = n.domain.empty() && n.op_type == "Conv" ? nullptr : find_op(n.op_type, n.domain))
+    const bool dynamic = n.domain.empty() && (n.op_type == "Conv" || n.op_type == "ConvTranspose");
+    if (const OpDef* d = dynamic ? nullptr : find_op(n.op_type, n.domain))
       for (size_t i : d->const_inputs)
         if (i < n.inputs.size() && !(rnn && i >= 1 && i <= 3)) fixed.insert(n.inputs[i]);
   }
@@ -398,6 +472,7 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   }
   make_conv_weights_dynamic(g);
   make_rnn_weights_dynamic(g);  // LSTM / GRU with their weights among the inputs
+  make_conv_transpose_weights_dynamic(g);
 
   // The loss.
   m.labels_name = g.unique_name("cldl.train.labels");
@@ -409,8 +484,9 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     ls.symbols.pop_back();
   }
   m.labels_rank = ls.dims.size();
-  if (size_t(opts.batch_axis) >= m.labels_rank)
-    fail("train: --batch-axis {} is outside the labels' rank {} (shape {})", opts.batch_axis, m.labels_rank, ls.str());
+  if (m.labels_rank == 0)
+    fail("train: output '{}' has shape {}: the labels would have no batch axis", output.name, output.shape.str());
+  m.labels_axis = labels_batch_axis(opts.batch_axis, m.labels_rank);
   g.inputs.push_back(info(m.labels_name, opts.loss == TrainLoss::cross_entropy ? DType::i64 : DType::f32, ls));
   g.inputs.push_back(info(m.lr_name, DType::f32, Shape{1}));
   g.inputs.push_back(info(m.step_name, DType::i64, Shape{1}));
@@ -646,7 +722,7 @@ size_t Trainer::enqueue_step_dp(const HostTensor& x, const HostTensor& labels, c
     auto& r = m.replicas[i];
     const std::vector<int64_t> idx(rows.begin() + lo, rows.begin() + lo + sizes[i]);
     lo += sizes[i];
-    const HostTensor xs = take_along(x, m.opts.batch_axis, idx), ys = take_along(labels, m.opts.batch_axis, idx);
+    const HostTensor xs = take_along(x, m.opts.batch_axis, idx), ys = take_along(labels, m.labels_axis, idx);
     Session& s = m.grad_session(r, xs.shape(), ys.shape(), parity);
     s.write_input(m.x_name, xs);
     s.write_input(m.labels_name, ys);
@@ -709,7 +785,7 @@ EpochResult Trainer::epoch(const HostTensor& x, const HostTensor& labels,
     const int64_t lo = i * m.opts.batch, hi = std::min(count, lo + m.opts.batch);
     std::vector<int64_t> idx(order.begin() + lo, order.begin() + hi);
     if (m.replicas.empty())
-      enqueue_step(take_along(x, axis, idx), take_along(labels, axis, idx), i);
+      enqueue_step(take_along(x, axis, idx), take_along(labels, m.labels_axis, idx), i);
     else
       taking_part[size_t(i)] = enqueue_step_dp(x, labels, idx, i);
     if (progress) progress(i + 1, steps, std::nanf(""));  // the losses are read once, at the end

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,13 +46,33 @@ struct TrainOptions {
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // adam
   float weight_decay = 0.0f;  // L2 added to the gradient (PyTorch's weight_decay of SGD and Adam); adamw: decoupled
   int64_t batch = 32;
-  int64_t batch_axis = 0;  // of the input, the labels and the output
+  int64_t batch_axis = 0;  // of the input; the labels' and the output's: labels_batch_axis()
   bool shuffle = true;     // a permutation per epoch from `seed`
   uint64_t seed = 0;
   int device = 0;
   // Data parallel: the context's devices that share each batch (indices, no repeats). Empty: `device` alone.
   std::vector<int> devices = {};
 };
+
+// The options as `cldl train` (tools/cldl/cmd_train.cpp) and Python's cldl.Trainer (python/cldl_module.cpp) take
+// them, by name: one parser and one set of checks for both. loss: cross_entropy | mse; optimizer: sgd | adam |
+// adamw; lr unset: 0.01 with sgd, 0.001 with adam / adamw. Errors name the option and its choices or range.
+struct TrainOptionNames {
+  std::string input, output;
+  std::string loss = "cross_entropy", optimizer = "sgd";
+  std::optional<float> lr;
+  float momentum = 0.9f, weight_decay = 0.0f;
+  bool nesterov = false, shuffle = true;
+  int64_t batch = 32, batch_axis = 0;
+  uint64_t seed = 0;
+};
+TrainOptions parse_train_options(const TrainOptionNames& names);
+
+// The labels' batch axis (and the loss output's): the batch axis when the labels have more axes than it, else
+// axis 0. So time-major data [T, B, ...] (batch axis 1) trains with labels [T, B] (one per step, e.g. a language
+// model) or [B] (one per sequence, e.g. a classifier of the last hidden state). A sample count that differs is an
+// error naming both axes.
+int64_t labels_batch_axis(int64_t batch_axis, size_t labels_rank);
 
 // Per step (1-based), its loss; per epoch, the mean of its steps' losses weighted by their batch sizes.
 struct EpochResult {

@@ -273,23 +273,20 @@ class Trainer {
           const py::object& devices, float momentum, bool nesterov, float weight_decay, int64_t batch_axis,
           bool shuffle)
       : path_(model) {
-    graph::TrainOptions o;
-    o.input = input.value_or("");
-    o.output = output.value_or("");
-    if (loss != "cross_entropy" && loss != "mse")
-      throw Error(fmt::format("Trainer: loss '{}' is not one of cross_entropy, mse", loss));
-    if (optimizer != "sgd" && optimizer != "adam")
-      throw Error(fmt::format("Trainer: optimizer '{}' is not one of sgd, adam", optimizer));
-    o.loss = loss == "mse" ? graph::TrainLoss::mse : graph::TrainLoss::cross_entropy;
-    o.optimizer = optimizer == "adam" ? graph::TrainOptimizer::adam : graph::TrainOptimizer::sgd;
-    o.lr = lr.value_or(o.optimizer == graph::TrainOptimizer::adam ? 1e-3f : 0.01f);  // as cldl train
-    o.batch = batch;
-    o.seed = seed;
-    o.momentum = momentum;
-    o.nesterov = nesterov;
-    o.weight_decay = weight_decay;
-    o.batch_axis = batch_axis;
-    o.shuffle = shuffle;
+    graph::TrainOptionNames names;  // cldl train's options, checked by the one parser (models/train.hpp)
+    names.input = input.value_or("");
+    names.output = output.value_or("");
+    names.loss = loss;
+    names.optimizer = optimizer;
+    names.lr = lr;
+    names.batch = batch;
+    names.seed = seed;
+    names.momentum = momentum;
+    names.nesterov = nesterov;
+    names.weight_decay = weight_decay;
+    names.batch_axis = batch_axis;
+    names.shuffle = shuffle;
+    graph::TrainOptions o = graph::parse_train_options(names);
     // devices: a spec ("cpu", "cpu:0,cpu:1") or a list of specs; several train data parallel.
     std::string spec;
     if (devices.is_none()) {

@@ -395,6 +395,57 @@ TEST_SUITE("autodiff") {
         18);
   }
 
+  TEST_CASE("Slice with steps of either sign; Split; Pad in reflect and edge modes") {
+    auto i64 = [](GraphBuilder& b, const char* n, std::vector<int64_t> v) { return ints(b, n, std::move(v)); };
+    auto slice = [&](Shape x, std::vector<int64_t> st, std::vector<int64_t> en, std::vector<int64_t> ax,
+                     std::vector<int64_t> sp) {
+      CAPTURE(x.str());
+      check_gradients({{"x", x}}, [&](GraphBuilder& b, auto& in) {
+        return b.op1("Tanh", {b.op1("Slice", {in["x"], i64(b, "s", st), i64(b, "e", en), i64(b, "a", ax),
+                                              i64(b, "t", sp)})});
+      });
+    };
+    slice({5, 7, 3}, {1}, {7}, {1}, {2});                                 // 1, 3, 5
+    slice({5, 7, 3}, {4, -1}, {-100, -4}, {0, 2}, {-2, -1});              // 4, 2, 0; all of axis 2 reversed
+    slice({1, 9, 4}, {0, 3, 0}, {9, 0, 1}, {1, 2, 0}, {3, -3, 1});        // batch 1: 0, 3, 6; 3 alone
+    slice({6, 5}, {-2, 100}, {0, 1}, {0, -1}, {-3, -2});                  // 4, 1; 4, 2 (start past the end)
+    slice({8, 3}, {1}, {8}, {0}, {4});                                    // 1, 5: a tail shorter than the step
+
+    // Split: opset 13 split sizes, an output y does not read (zeros), the first output unread too.
+    check_gradients({{"x", {3, 7, 2}}}, [&](GraphBuilder& b, auto& in) {
+      auto o = b.op("Split", {in["x"], i64(b, "sp", {2, 4, 1})}, {{"axis", int64_t(1)}}, 3);
+      return b.op1("Concat", {b.op1("Tanh", {o[0]}), b.op1("Sigmoid", {o[2]})}, {{"axis", int64_t(1)}});
+    });
+    check_gradients({{"x", {1, 5}}}, [&](GraphBuilder& b, auto& in) {
+      auto o = b.op("Split", {in["x"], i64(b, "sp", {1, 3, 1})}, {{"axis", int64_t(-1)}}, 3);
+      return b.op1("Tanh", {b.op1("Mul", {o[1], o[1]})});
+    });
+    check_gradients({{"x", {6, 5}}}, [&](GraphBuilder& b, auto& in) {  // equal parts, each read
+      auto o = b.op("Split", {in["x"]}, {}, 3);
+      return b.op1("Add", {b.op1("Add", {b.op1("Tanh", {o[0]}), o[1]}), b.op1("Mul", {o[2], o[2]})});
+    });
+
+    // Pad reflect / edge: every element of dy summed onto the element of x it copies.
+    auto pad = [&](Shape x, const char* mode, std::vector<int64_t> pads) {
+      const std::string what = mode;
+      CAPTURE(what);
+      check_gradients({{"x", x}}, [&](GraphBuilder& b, auto& in) {
+        return b.op1("Tanh", {b.op1("Pad", {in["x"], i64(b, "p", pads)}, {{"mode", std::string(mode)}})});
+      });
+    };
+    pad({2, 3, 5}, "reflect", {0, 1, 2, 0, 2, 4});
+    pad({1, 4, 3}, "edge", {0, 3, 1, 0, 2, 5});
+    pad({3, 1}, "edge", {2, 0, 1, 3});
+    pad({1, 7}, "reflect", {0, 0, 0, 6});
+    check_gradients(
+        {{"x", {3, 4}}},
+        [&](GraphBuilder& b, auto& in) {  // opset 18: axes
+          return b.op1("Sigmoid", {b.op1("Pad", {in["x"], i64(b, "p", {3, 2}), Value{}, i64(b, "a", {-1})},
+                                         {{"mode", std::string("reflect")}})});
+        },
+        18);
+  }
+
   TEST_CASE("Gather: repeated and negative indices, axis 0 and 1, int32, a scalar index") {
     auto gather = [](HostTensor idx, int64_t axis) {
       return [idx, axis](GraphBuilder& b, std::map<std::string, Value>& in) {
@@ -518,6 +569,38 @@ TEST_SUITE("autodiff") {
                     convt({2, 3, 3, 3}, {{"strides", V{2, 2}}, {"auto_pad", std::string("SAME_LOWER")}}));
     check_gradients({{"x", {2, 2, 3, 4}}}, convt({2, 2, 3, 3}, {{"strides", V{2, 2}}, {"output_shape", V{8, 9}}}));
     check_gradients({{"x", {2, 3, 7}}}, convt({3, 2, 4}, {{"strides", V{3}}, {"pads", V{2, 1}}}));
+  }
+
+  TEST_CASE("ConvTransposeDynamic (the Trainer's ConvTranspose): ConvTranspose's output; dX and dW") {
+    using V = std::vector<int64_t>;
+    struct Case {
+      Shape x, w;
+      std::map<std::string, AttrValue> attrs;
+    };
+    const std::vector<Case> cases = {
+        {{2, 3, 4, 5}, {3, 2, 3, 3}, {{"strides", V{2, 1}}, {"pads", V{1, 0, 0, 1}}}},
+        {{1, 4, 3, 4}, {4, 3, 2, 3}, {{"strides", V{2, 3}}, {"output_padding", V{1, 2}}, {"group", int64_t(2)}, {"dilations", V{1, 2}}}},
+        {{2, 2, 3, 3}, {2, 3, 3, 3}, {{"strides", V{2, 2}}, {"auto_pad", std::string("SAME_LOWER")}}},
+        {{2, 2, 3, 4}, {2, 2, 3, 3}, {{"strides", V{2, 2}}, {"output_shape", V{8, 9}}}},
+        {{1, 3, 7}, {3, 2, 4}, {{"strides", V{3}}, {"pads", V{2, 1}}}},
+    };
+    for (auto& c : cases) {
+      CAPTURE(c.x.str());
+      const HostTensor x = test::random_tensor(c.x, 3), w = test::random_tensor(c.w, 4);
+      GraphBuilder r("convt", 17);
+      r.output(r.op1("ConvTranspose", {r.input("x", DType::f32, c.x), r.constant("w", w)}, c.attrs), "y");
+      const HostTensor ref = test::run_graph(r.build(), {{"x", x}}).at("y");
+      GraphBuilder d("convt_dynamic", 17);
+      d.output(d.op("ConvTransposeDynamic", {d.input("x", DType::f32, c.x), d.input("w", DType::f32, c.w)}, c.attrs,
+                    1, kFusedDomain)[0],
+               "y");
+      const HostTensor got = test::run_graph(d.build(), {{"x", x}, {"w", w}}).at("y");
+      REQUIRE(got.shape() == ref.shape());
+      for (int64_t k = 0; k < ref.numel(); ++k) REQUIRE(std::fabs(got.as<float>()[k] - ref.as<float>()[k]) <= 1e-5f);
+      check_gradients({{"x", c.x}, {"w", c.w}}, [&](GraphBuilder& b, auto& in) {
+        return b.op1("Tanh", {b.op("ConvTransposeDynamic", {in["x"], in["w"]}, c.attrs, 1, kFusedDomain)[0]});
+      });
+    }
   }
 
   TEST_CASE("ConvDynamic (run-time weights) computes what Conv does") {

@@ -9,9 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/builder.hpp"
+#include "models/control_flow.hpp"
 #include "models/model.hpp"
 #include "models/npy.hpp"
 #include "models/onnx_import.hpp"
+#include "models/passes.hpp"
 #include "models/train.hpp"
 #include "tests/support/onnx_util.hpp"
 #include "tests/support/test_util.hpp"
@@ -186,6 +189,116 @@ TEST_SUITE("train") {
     CHECK_THROWS_AS(take_along(t, 3, {0}), Error);
   }
 
+  TEST_CASE("time-major data [T, B, I] with labels [B] (--batch-axis 1): PyTorch's losses of the batch-major model") {
+    // rnn_lstm.onnx (batch_first LSTM, last hidden state -> Linear) read through a Transpose from [T, N, 3]: the
+    // same network on the same batches, so make_rnn.py's losses and weights (SGD lr 0.2, momentum 0.9).
+    CHECK(labels_batch_axis(1, 2) == 1);
+    CHECK(labels_batch_axis(1, 1) == 0);
+    CHECK(labels_batch_axis(0, 1) == 0);
+    Graph g = import_onnx_file(kDir + "rnn_lstm.onnx");
+    REQUIRE(g.inputs.size() == 1);
+    const std::string x_name = g.inputs[0].name;
+    g.inputs[0].name = "x_time_major";
+    std::swap(g.inputs[0].shape.dims[0], g.inputs[0].shape.dims[1]);
+    std::swap(g.inputs[0].shape.symbols[0], g.inputs[0].shape.symbols[1]);
+    g.nodes.insert(g.nodes.begin(), make_node(g, "to_batch_major", "Transpose", {"x_time_major"}, {x_name},
+                                              {{"perm", std::vector<int64_t>{1, 0, 2}}}));
+    TrainOptions o;
+    o.lr = 0.2f;
+    o.momentum = 0.9f;
+    o.batch = 3;
+    o.batch_axis = 1;
+    o.shuffle = false;
+    Trainer t(test::shared_ctx(), std::move(g), o);
+    const HostTensor x = load("rnn_x.npy"), y = load("rnn_y.npy");  // [7, 5, 3], [7]
+    REQUIRE(x.shape() == Shape{7, 5, 3});
+    std::vector<float> xt(size_t(x.numel()));
+    for (int64_t n = 0; n < 7; ++n)
+      for (int64_t s = 0; s < 5; ++s)
+        for (int64_t i = 0; i < 3; ++i) xt[size_t((s * 7 + n) * 3 + i)] = x.as<float>()[(n * 5 + s) * 3 + i];
+    const HostTensor xtm = HostTensor::from<float>(Shape{5, 7, 3}, xt);
+    std::vector<float> losses;
+    for (int e = 0; e < 2; ++e) {
+      auto r = t.epoch(xtm, y);
+      REQUIRE(r.step_losses.size() == 3);
+      losses.insert(losses.end(), r.step_losses.begin(), r.step_losses.end());
+    }
+    check_close(HostTensor::from<float>(Shape{6}, losses), load("rnn_lstm_sgd_losses.npy"), "step losses");
+    auto w = t.read_weights();
+    for (auto& name : t.weights()) check_close(w.at(name), load("rnn_lstm_sgd." + name + ".npy"), name);
+    CHECK_THROWS_WITH_AS(t.epoch(xtm, take_along(y, 0, {0, 1, 2})),
+                         doctest::Contains("the data has 7 samples along axis 1, the labels 3 along their axis 0"),
+                         Error);
+  }
+
+  TEST_CASE("ConvTranspose's W and B are trained (ConvTransposeDynamic, the bias added after it)") {
+    GraphBuilder b("convt_train", 17);
+    Value x = b.input("x", DType::f32, Shape{4, 2, 3, 3});  // batches of 4
+    Value y = b.op1("ConvTranspose",
+                    {x, b.constant("W", test::random_tensor(Shape{2, 5, 3, 2}, 1, -0.5f, 0.5f)),
+                     b.constant("B", test::random_tensor(Shape{5}, 2, -0.5f, 0.5f))},
+                    {{"strides", std::vector<int64_t>{2, 1}}});
+    b.output(b.op1("Flatten", {b.op1("GlobalAveragePool", {y})}), "logits");
+    TrainOptions o;
+    o.lr = 0.5f;
+    o.batch = 4;
+    o.shuffle = false;
+    Graph g = b.build();
+    infer_shapes(g, false);  // the output's shape, as an imported model has it
+    Trainer t(test::shared_ctx(), std::move(g), o);
+    REQUIRE(t.weights().size() == 2);
+    const HostTensor data = test::random_tensor(Shape{8, 2, 3, 3}, 3);
+    const HostTensor labels = HostTensor::from<int64_t>(Shape{8}, std::vector<int64_t>{0, 1, 2, 3, 4, 0, 1, 2});
+    const auto before = t.read_weights();
+    const float first = t.epoch(data, labels).step_losses[0];
+    for (int e = 0; e < 20; ++e) t.epoch(data, labels);
+    const auto after = t.read_weights();
+    for (auto& name : t.weights()) {
+      CAPTURE(name);
+      double moved = 0;
+      for (int64_t k = 0; k < after.at(name).numel(); ++k)
+        moved = std::max(moved, double(std::fabs(after.at(name).as<float>()[k] - before.at(name).as<float>()[k])));
+      CHECK(moved > 1e-3);
+    }
+    CHECK(t.epoch(data, labels).step_losses[0] < first);
+  }
+
+  TEST_CASE("parse_train_options: the CLI's and Python's options, their defaults and errors") {
+    TrainOptionNames n;
+    TrainOptions o = parse_train_options(n);
+    CHECK(o.optimizer == TrainOptimizer::sgd);
+    CHECK(o.lr == 0.01f);
+    n.optimizer = "adamw";
+    n.weight_decay = 0.05f;
+    o = parse_train_options(n);
+    CHECK(o.optimizer == TrainOptimizer::adamw);
+    CHECK(o.lr == 1e-3f);
+    CHECK(o.weight_decay == 0.05f);
+    n.lr = 0.3f;
+    n.loss = "mse";
+    CHECK(parse_train_options(n).lr == 0.3f);
+    CHECK(parse_train_options(n).loss == TrainLoss::mse);
+    auto err = [](TrainOptionNames v) { return test::error_of([&] { parse_train_options(v); }); };
+    TrainOptionNames bad;
+    bad.optimizer = "rmsprop";
+    CHECK(err(bad).find("optimizer 'rmsprop' is not one of sgd, adam, adamw") != std::string::npos);
+    bad = {};
+    bad.loss = "hinge";
+    CHECK(err(bad).find("loss 'hinge' is not one of cross_entropy, mse") != std::string::npos);
+    bad = {};
+    bad.lr = 0.0f;
+    CHECK(err(bad).find("the learning rate must be positive, got 0") != std::string::npos);
+    bad = {};
+    bad.momentum = -1;
+    CHECK(err(bad).find("momentum must not be negative") != std::string::npos);
+    bad = {};
+    bad.batch = 0;
+    CHECK(err(bad).find("the batch must be at least 1, got 0") != std::string::npos);
+    bad = {};
+    bad.batch_axis = -2;
+    CHECK(err(bad).find("the batch axis must not be negative, got -2") != std::string::npos);
+  }
+
   TEST_CASE("errors name the option, the input or the output") {
     auto err = [](TrainOptions o) {
       try {
@@ -205,8 +318,14 @@ TEST_SUITE("train") {
     o.batch_axis = 4;
     CHECK(err(o).find("--batch-axis 4 is outside the rank 4 of input 'x'") != std::string::npos);
     o = {};
-    o.batch_axis = 1;  // cross entropy: labels [N]
-    CHECK(err(o).find("outside the labels' rank 1") != std::string::npos);
+    o.batch_axis = 1;  // cross entropy: labels [N], their batch on axis 0 (labels_batch_axis); x [7, 1, 5, 6]
+    {
+      Trainer t(test::shared_ctx(), import_onnx_file(kDir + "model.onnx"), o);
+      CHECK_THROWS_WITH_AS(t.epoch(load("x.npy"), load("y.npy")),
+                           doctest::Contains("the data has 1 samples along axis 1, the labels 7 along their axis 0 "
+                                             "(labels of rank 1 have their batch on axis 0 when the batch axis is 1)"),
+                           Error);
+    }
     // Labels of the wrong type, and a count that does not match the data.
     Trainer t(test::shared_ctx(), import_onnx_file(kDir + "model.onnx"), TrainOptions{});
     CHECK_THROWS_WITH_AS(t.epoch(load("x.npy"), take_along(load("y.npy"), 0, {0, 1})),

@@ -33,6 +33,26 @@ def close(got, want, what):
     assert not bad.any(), "{}: cldl {} PyTorch {}".format(what, got[bad][:4], want[bad][:4])
 
 
+def torch_matches(torch, t, m, opt, x, y, batch, epochs, what):
+    """`epochs` passes of PyTorch's model m with optimizer opt over x, y in batches in order, and of the Trainer t:
+    every step's loss and the final weights close; returns the Trainer's step losses. x and y go to the Trainer as
+    given (float64 / int32 included: it converts them), to PyTorch as float32 / int64."""
+    xt, yt = torch.from_numpy(np.asarray(x, np.float32)), torch.from_numpy(np.asarray(y, np.int64))
+    want = []
+    for _ in range(epochs):
+        for i in range(0, len(x), batch):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(xt[i:i + batch]), yt[i:i + batch])
+            loss.backward()
+            opt.step()
+            want.append(loss.item())
+    got = np.concatenate([t.epoch(x, y)["losses"] for _ in range(epochs)])
+    close(got, want, what)
+    for name, v in t.weights().items():
+        close(v, m.state_dict()[name].numpy(), name)
+    return got
+
+
 def test_trainer_matches_pytorch_reference_data():
     x, y = load("x.npy"), load("y.npy")
     t = cldl.Trainer(MODEL, loss="cross_entropy", optimizer="sgd", lr=0.1, momentum=0.9, nesterov=True, batch=3,
@@ -88,19 +108,41 @@ def test_live_pytorch_from_the_trainers_initial_weights():
     m = Tiny()
     m.load_state_dict({k: torch.from_numpy(v) for k, v in t.weights().items()})
     opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
-    xt, yt = torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y.astype(np.int64))
-    want = []
-    for _ in range(3):
-        for i in range(0, 11, 4):  # batches 4, 4, 3
-            opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(m(xt[i:i + 4]), yt[i:i + 4])
-            loss.backward()
-            opt.step()
-            want.append(loss.item())
-    got = np.concatenate([t.epoch(x, y)["losses"] for _ in range(3)])
-    close(got, want, "step losses")
-    for name, v in t.weights().items():
-        close(v, m.state_dict()[name].numpy(), name)
+    torch_matches(torch, t, m, opt, x, y, 4, 3, "step losses")  # batches 4, 4, 3
+
+
+def test_adamw_matches_pytorch_and_the_cli(tmp_path):
+    """optimizer="adamw" (the options parser cldl train uses): PyTorch's decoupled weight decay with the ONNX Adam
+    op's epsilon placement (tools/bench/train_vs_torch.py's OnnxAdam), from the Trainer's initial weights; and the
+    same losses as `cldl train --optimizer adamw`."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not importable here (Debian: python3-torch)")
+    try:
+        torch.from_numpy(np.zeros(1, np.float32))
+    except RuntimeError as e:
+        pytest.skip("this PyTorch cannot read this NumPy's arrays ({})".format(e))
+    mods = {}
+    for name, path in (("make", os.path.join(DATA, "make.py")),
+                       ("bench", os.path.join(ROOT, "tools", "bench", "train_vs_torch.py"))):
+        spec = importlib.util.spec_from_file_location("cldl_adamw_" + name, path)
+        mods[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mods[name])
+    x, y = load("x.npy"), load("y.npy")
+    t = cldl.Trainer(MODEL, optimizer="adamw", lr=0.01, weight_decay=0.05, batch=3, shuffle=False, devices=DEVICE)
+    m = mods["make"].Tiny()
+    m.load_state_dict({k: torch.from_numpy(v) for k, v in t.weights().items()})
+    opt = mods["bench"].OnnxAdam(m.parameters(), 0.01, decoupled=0.05)
+    got = torch_matches(torch, t, m, opt, x, y, 3, 2, "adamw step losses")
+    cli = os.path.join(ROOT, "build", "cldl")
+    if os.path.exists(cli):
+        import json
+        r = subprocess.run([cli, "train", MODEL, "--input", os.path.join(DATA, "x.npy"), "--labels",
+                            os.path.join(DATA, "y.npy"), "--optimizer", "adamw", "--lr", "0.01", "--weight-decay",
+                            "0.05", "--batch", "3", "--no-shuffle", "--epochs", "2", "--json", "--out",
+                            str(tmp_path / "w.onnx")] + (["--device", DEVICE] if DEVICE else []),
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        steps = [v for e in json.loads(r.stdout)["epochs"] for v in e["step_losses"]]
+        np.testing.assert_allclose(steps, got, rtol=1e-6, atol=1e-7)
 
 
 def test_train_saves_a_model_that_runs(tmp_path):
@@ -123,8 +165,14 @@ def test_train_saves_a_model_that_runs(tmp_path):
 def test_errors_are_cldl_errors_with_the_message():
     with pytest.raises(cldl.Error, match="loss 'hinge' is not one of cross_entropy, mse"):
         cldl.Trainer(MODEL, loss="hinge", devices=DEVICE)
-    with pytest.raises(cldl.Error, match="optimizer 'rmsprop' is not one of sgd, adam"):
+    with pytest.raises(cldl.Error, match="optimizer 'rmsprop' is not one of sgd, adam, adamw"):
         cldl.Trainer(MODEL, optimizer="rmsprop", devices=DEVICE)
+    with pytest.raises(cldl.Error, match="momentum must not be negative, got -0.5"):
+        cldl.Trainer(MODEL, momentum=-0.5, devices=DEVICE)
+    with pytest.raises(cldl.Error, match="weight_decay must not be negative"):
+        cldl.Trainer(MODEL, weight_decay=-1.0, devices=DEVICE)
+    with pytest.raises(cldl.Error, match="the batch axis must not be negative, got -1"):
+        cldl.Trainer(MODEL, batch_axis=-1, devices=DEVICE)
     with pytest.raises(cldl.Error, match="the model has no input 'nope'"):
         cldl.Trainer(MODEL, input="nope", devices=DEVICE)
     with pytest.raises(cldl.Error, match="the batch must be at least 1"):

@@ -51,25 +51,24 @@ void add_train_command(CLI::App& app) {
       ->envname("CLDL_DEVICE");
   cmd->add_flag("--json", json, "One JSON object on stdout (per-epoch and per-step losses, times)");
   cmd->callback([] {
-    graph::TrainOptions o;
+    graph::TrainOptionNames names;
     std::string x_file = input;
     if (auto eq = input.find('='); eq != std::string::npos) {
-      o.input = input.substr(0, eq);
+      names.input = input.substr(0, eq);
       x_file = input.substr(eq + 1);
     }
-    o.output = output;
-    o.loss = loss == "mse" ? graph::TrainLoss::mse : graph::TrainLoss::cross_entropy;
-    o.optimizer = optimizer == "adam"    ? graph::TrainOptimizer::adam
-                  : optimizer == "adamw" ? graph::TrainOptimizer::adamw
-                                         : graph::TrainOptimizer::sgd;
-    o.lr = lr_opt->count() == 0 && o.optimizer != graph::TrainOptimizer::sgd ? 1e-3f : lr;
-    o.momentum = momentum;
-    o.nesterov = nesterov;
-    o.weight_decay = weight_decay;
-    o.batch = batch;
-    o.batch_axis = batch_axis;
-    o.seed = seed;
-    o.shuffle = !no_shuffle;
+    names.output = output;
+    names.loss = loss;
+    names.optimizer = optimizer;
+    if (lr_opt->count() > 0) names.lr = lr;
+    names.momentum = momentum;
+    names.nesterov = nesterov;
+    names.weight_decay = weight_decay;
+    names.batch = batch;
+    names.batch_axis = batch_axis;
+    names.seed = seed;
+    names.shuffle = !no_shuffle;
+    graph::TrainOptions o = graph::parse_train_options(names);
     HostTensor x = graph::read_tensor_file(x_file);
     HostTensor y = graph::read_tensor_file(labels);
     if (o.loss == graph::TrainLoss::cross_entropy && y.dtype() == DType::i32)

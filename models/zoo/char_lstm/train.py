@@ -59,6 +59,61 @@ def greedy(model, ids, n):
     return out, min(margins)
 
 
+def validation_loss(model, val):
+    """The mean next-character cross entropy (nats) over the first 16K held-out characters, windows of SEQ from
+    zero state."""
+    model.eval()
+    with torch.no_grad():
+        n = (min(len(val), 16384) - 1) // SEQ * SEQ
+        x = val[:n].reshape(-1, SEQ)
+        y = val[1:n + 1].reshape(-1, SEQ)
+        z = torch.zeros(LAYERS, x.shape[0], HIDDEN)
+        logits, _, _ = model(x, z, z)
+        return float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)))
+
+
+def write_outputs(model, chars, val, out, settings):
+    """Writes model.onnx, vocab.json, the reference outputs (PyTorch's, of `model`) and reference.json (with
+    `settings`, how the model was trained) to the folder `out`."""
+    index = {ch: i for i, ch in enumerate(chars)}
+    val_loss = validation_loss(model, val)
+    print(f"validation loss {val_loss:.3f} (nats/char)")
+
+    prompt_ids = [index[ch] for ch in PROMPT]
+    tokens, margin = greedy(model, prompt_ids, GREEDY_TOKENS)
+    text = "".join(chars[t] for t in tokens)
+    print(f"greedy: {PROMPT!r} -> {text!r} (smallest top-2 logit margin {margin:.4f})")
+
+    # Fixed input for the output comparison: a verse fragment from zero state.
+    ref_text = "In the beginning God created the heaven and the earth.\nAnd the"
+    ref_tokens = torch.tensor([[index[ch] for ch in ref_text]])
+    z = torch.zeros(LAYERS, 1, HIDDEN)
+    with torch.no_grad():
+        logits, h, c = model(ref_tokens, z, z)
+    np.save(os.path.join(out, "ref_tokens.npy"), ref_tokens.numpy())
+    np.save(os.path.join(out, "ref_logits.npy"), logits.numpy())
+    np.save(os.path.join(out, "ref_h_out.npy"), h.numpy())
+    np.save(os.path.join(out, "ref_c_out.npy"), c.numpy())
+
+    torch.onnx.export(model, (ref_tokens, z, z), os.path.join(out, "model.onnx"),
+                      input_names=["tokens", "h_in", "c_in"], output_names=["logits", "h_out", "c_out"],
+                      dynamic_axes={"tokens": {0: "B", 1: "T"}, "h_in": {1: "B"}, "c_in": {1: "B"},
+                                    "logits": {0: "B", 1: "T"}, "h_out": {1: "B"}, "c_out": {1: "B"}},
+                      opset_version=17, do_constant_folding=True)
+    with open(os.path.join(out, "vocab.json"), "w") as f:
+        json.dump({"chars": chars}, f, ensure_ascii=True)
+        f.write("\n")
+    ref = {"prompt": PROMPT, "greedy_tokens": tokens, "greedy_text": text, "greedy_min_margin": margin,
+           "val_loss": val_loss, "hidden": HIDDEN, "layers": LAYERS, "embed": EMBED, "seq": SEQ,
+           "torch": torch.__version__,
+           "data": "bible -l10000 gen1:1-rev22:21 (bible-kjv, /usr/lib/bible.data of bible-kjv-text), one verse a line, last 2% held out, validation loss over the first 16K held-out characters"}
+    ref.update(settings)
+    with open(os.path.join(out, "reference.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+    return val_loss, text
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=STEPS, help="training steps (the committed model: %(default)s)")
@@ -82,47 +137,8 @@ def main():
 
     train_s = kjv.fit(loss_of, opt, sched, model.parameters(), train, SEQ, BATCH, args.steps)
 
-    model.eval()
-    with torch.no_grad():  # validation loss over the first 16K held-out characters, windows of SEQ from zero state
-        n = (min(len(val), 16384) - 1) // SEQ * SEQ
-        x = val[:n].reshape(-1, SEQ)
-        y = val[1:n + 1].reshape(-1, SEQ)
-        z = torch.zeros(LAYERS, x.shape[0], HIDDEN)
-        logits, _, _ = model(x, z, z)
-        val_loss = float(torch.nn.functional.cross_entropy(logits.reshape(-1, len(chars)), y.reshape(-1)))
-    print(f"validation loss {val_loss:.3f} (nats/char), trained in {train_s:.0f} s")
-
-    prompt_ids = [index[ch] for ch in PROMPT]
-    tokens, margin = greedy(model, prompt_ids, GREEDY_TOKENS)
-    text = "".join(chars[t] for t in tokens)
-    print(f"greedy: {PROMPT!r} -> {text!r} (smallest top-2 logit margin {margin:.4f})")
-
-    # Fixed input for the output comparison: a verse fragment from zero state.
-    ref_text = "In the beginning God created the heaven and the earth.\nAnd the"
-    ref_tokens = torch.tensor([[index[ch] for ch in ref_text]])
-    z = torch.zeros(LAYERS, 1, HIDDEN)
-    with torch.no_grad():
-        logits, h, c = model(ref_tokens, z, z)
-    np.save(os.path.join(args.out, "ref_tokens.npy"), ref_tokens.numpy())
-    np.save(os.path.join(args.out, "ref_logits.npy"), logits.numpy())
-    np.save(os.path.join(args.out, "ref_h_out.npy"), h.numpy())
-    np.save(os.path.join(args.out, "ref_c_out.npy"), c.numpy())
-
-    torch.onnx.export(model, (ref_tokens, z, z), os.path.join(args.out, "model.onnx"),
-                      input_names=["tokens", "h_in", "c_in"], output_names=["logits", "h_out", "c_out"],
-                      dynamic_axes={"tokens": {0: "B", 1: "T"}, "h_in": {1: "B"}, "c_in": {1: "B"},
-                                    "logits": {0: "B", 1: "T"}, "h_out": {1: "B"}, "c_out": {1: "B"}},
-                      opset_version=17, do_constant_folding=True)
-    with open(os.path.join(args.out, "vocab.json"), "w") as f:
-        json.dump({"chars": chars}, f, ensure_ascii=True)
-        f.write("\n")
-    ref = {"prompt": PROMPT, "greedy_tokens": tokens, "greedy_text": text, "greedy_min_margin": margin,
-           "val_loss": val_loss, "hidden": HIDDEN, "layers": LAYERS, "embed": EMBED, "seq": SEQ, "batch": BATCH,
-           "steps": args.steps, "lr": LR, "seed": SEED, "torch": torch.__version__, "train_seconds": round(train_s),
-           "data": "bible -l10000 gen1:1-rev22:21 (bible-kjv, /usr/lib/bible.data of bible-kjv-text), one verse a line, last 2% held out, validation loss over the first 16K held-out characters"}
-    with open(os.path.join(args.out, "reference.json"), "w") as f:
-        json.dump(ref, f, indent=1)
-        f.write("\n")
+    write_outputs(model, chars, val, args.out, {"steps": args.steps, "lr": LR, "batch": BATCH, "seed": SEED,
+                                             "train_seconds": round(train_s)})
 
 
 if __name__ == "__main__":

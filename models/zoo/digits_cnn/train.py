@@ -36,14 +36,45 @@ class DigitsCnn(torch.nn.Module):
         return self.classifier(self.features(image))
 
 
+def data():
+    """(x_train, x_test, y_train, y_test): sklearn's digits, images / 16 as [N, 1, 8, 8], the stratified split."""
+    digits = load_digits()
+    x = (digits.images / 16.0).astype(np.float32)[:, None, :, :]
+    y = digits.target.astype(np.int64)
+    return train_test_split(x, y, test_size=0.25, random_state=SEED, stratify=y)
+
+
+def write_outputs(model, x_test, y_test, settings, out=HERE):
+    """Writes the held-out split, PyTorch's logits of `model` for it, model.onnx and reference.json (the accuracy
+    and `settings`, how it was trained) to `out`; returns the accuracy."""
+    model.eval()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(x_test)).numpy()
+    pred = logits.argmax(1)
+    correct = int((pred == y_test).sum())
+    accuracy = correct / len(y_test)
+    print(f"test accuracy {accuracy:.4f} ({correct}/{len(y_test)})")
+
+    np.save(os.path.join(out, "x_test.npy"), x_test)
+    np.save(os.path.join(out, "y_test.npy"), y_test)
+    np.save(os.path.join(out, "ref_logits.npy"), logits.astype(np.float32))
+    torch.onnx.export(model, torch.from_numpy(x_test[:1]), os.path.join(out, "model.onnx"),
+                      input_names=["image"], output_names=["logits"], dynamic_axes={"image": {0: "N"}, "logits": {0: "N"}},
+                      opset_version=17, do_constant_folding=True)
+    ref = {"accuracy": accuracy, "correct": correct, "count": int(len(y_test)), "torch": torch.__version__,
+           "data": "sklearn.datasets.load_digits, images/16, train_test_split(test_size=0.25, random_state=0, stratify)"}
+    ref.update(settings)
+    with open(os.path.join(out, "reference.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+    return accuracy
+
+
 def main():
     torch.manual_seed(SEED)
     np.random.seed(SEED)
     torch.set_num_threads(1)
-    digits = load_digits()
-    x = (digits.images / 16.0).astype(np.float32)[:, None, :, :]
-    y = digits.target.astype(np.int64)
-    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.25, random_state=SEED, stratify=y)
+    x_train, x_test, y_train, y_test = data()
 
     model = DigitsCnn()
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
@@ -63,26 +94,7 @@ def main():
         print(f"epoch {epoch + 1}: train loss {total / len(xt):.4f}")
     train_s = time.time() - t0
 
-    model.eval()
-    with torch.no_grad():
-        logits = model(torch.from_numpy(x_test)).numpy()
-    pred = logits.argmax(1)
-    correct = int((pred == y_test).sum())
-    accuracy = correct / len(y_test)
-    print(f"test accuracy {accuracy:.4f} ({correct}/{len(y_test)}), trained in {train_s:.1f} s")
-
-    np.save(os.path.join(HERE, "x_test.npy"), x_test)
-    np.save(os.path.join(HERE, "y_test.npy"), y_test)
-    np.save(os.path.join(HERE, "ref_logits.npy"), logits.astype(np.float32))
-    torch.onnx.export(model, torch.from_numpy(x_test[:1]), os.path.join(HERE, "model.onnx"),
-                      input_names=["image"], output_names=["logits"], dynamic_axes={"image": {0: "N"}, "logits": {0: "N"}},
-                      opset_version=17, do_constant_folding=True)
-    ref = {"accuracy": accuracy, "correct": correct, "count": int(len(y_test)), "epochs": EPOCHS, "seed": SEED,
-           "torch": torch.__version__, "train_seconds": round(train_s, 1),
-           "data": "sklearn.datasets.load_digits, images/16, train_test_split(test_size=0.25, random_state=0, stratify)"}
-    with open(os.path.join(HERE, "reference.json"), "w") as f:
-        json.dump(ref, f, indent=1)
-        f.write("\n")
+    write_outputs(model, x_test, y_test, {"epochs": EPOCHS, "seed": SEED, "train_seconds": round(train_s, 1)})
 
 
 if __name__ == "__main__":
