@@ -115,8 +115,8 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     bool dilated = false;
     for (auto d : cfg.dilations) dilated |= d != 1;
     p->use_2d_ = n <= 2 && !cfg.indices && !(cfg.kind == PoolKind::average && dilated) && cfg.kind != PoolKind::lp;
-    if (cfg.block != 0 && cfg.block != 1 && cfg.block != 8 && cfg.block != 16 && cfg.block != 64)
-      invalid(pool_name(cfg.kind), "block {} is not 0, 1, 8, 16 or 64", cfg.block);
+    if (cfg.block != 0 && cfg.block != 1 && cfg.block != 8 && cfg.block != 64)
+      invalid(pool_name(cfg.kind), "block {} is not 0, 1, 8 or 64", cfg.block);
     // CPUs: an output row per work-item in vector strips of 8 (PoCL, max 2x2/2 on 8x8x224x224: see `cldl
     // bench kernels --filter pool`); GPUs: one output per work-item, neighbours coalesce.
     // Rows narrower than 16 outputs have no vector strip (the zoo digits CNN's 450x16x8x8 max pool: 5.3 ms
@@ -125,46 +125,21 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     const int64_t out_w = p->out_[p->out_.rank() - 1];
     const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
     const int64_t taps = std::accumulate(cfg.kernel.begin(), cfg.kernel.end(), int64_t(1), std::multiplies<>());
-    // Stride 1 on rows of at most 16 (GoogLeNet's and Inception's 3x3 / 1 pools on 14x14, 7x7 and 8x8 maps):
-    // each input row one float16, the window's columns fixed lane permutations of it (pool2d_srows). Min of
-    // 30 on the loaded 2-core EPYC (`cldl bench kernels --filter "pool 3x3/1"`), planes / rows -> srows: max
-    // 3x3 / 1 pad 1 over 528x14x14 0.55 / 0.31 -> 0.15 ms, 832x7x7 0.46 / 0.36 -> 0.10 ms, average over
-    // 1280x8x8 0.93 / 0.85 -> 0.09 ms; GoogLeNet's max pools in `cldl profile` 5.3-5.8 -> 2.4-2.5 ms.
-    bool unit = true;
-    for (auto s : cfg.strides) unit &= s == 1;
-    for (auto d : cfg.dilations) unit &= d == 1;
-    const int64_t in_w = cfg.input[cfg.input.rank() - 1];
-    const bool srows_fits = p->use_2d_ && n <= 2 && unit && in_w <= 16 && out_w <= 16 &&
-                            cfg.kernel.back() <= 5 && (n == 1 || cfg.kernel[0] <= 5);
-    if (cfg.block == 16 && !srows_fits)
-      invalid(pool_name(cfg.kind), "block 16 needs stride 1, no dilation, rows of at most 16 and a window of at "
-              "most 5x5; got input {} kernel {}", cfg.input.str(), fmt::join(cfg.kernel, "x"));
-    const int block = cfg.block                ? cfg.block
-                      : cpu && srows_fits      ? 16
-                      : cpu && out_w >= 16     ? 8
-                      : cpu && taps <= 25      ? 64
-                                               : 1;
+    const int block = cfg.block ? cfg.block : cpu && out_w >= 16 ? 8 : cpu && taps <= 25 ? 64 : 1;
     p->rows_ = p->use_2d_ && block == 8;
-    p->planes_ = p->use_2d_ && (block == 64 || block == 16);
-    p->srows_ = block == 16;
-    if (p->srows_) {
-      const int64_t kh = n == 2 ? cfg.kernel[0] : 1;
-      prog = ctx.program("pool.cl", fmt::format("-DPS_KH={} -DPS_KW={} -DPS_PL={}", kh, cfg.kernel.back(), p->pads_[n - 1]),
-                         device);
-    } else if (p->planes_) {
+    p->planes_ = p->use_2d_ && block == 64;
+    if (p->planes_) {
       const size_t k = cfg.kernel.size();
       const int64_t kh = k == 2 ? cfg.kernel[0] : 1, sh = k == 2 && !cfg.strides.empty() ? cfg.strides[0] : 1;
       const int64_t sw = cfg.strides.empty() ? 1 : cfg.strides.back();
       prog = ctx.program(
           "pool.cl", fmt::format("-DPP_KH={} -DPP_KW={} -DPP_SH={} -DPP_SW={}", kh, cfg.kernel.back(), sh, sw), device);
     }
-    p->kernel_ = make_kernel(prog, p->srows_    ? "pool2d_srows"
-                                   : p->planes_ ? "pool2d_planes"
+    p->kernel_ = make_kernel(prog, p->planes_   ? "pool2d_planes"
                                    : p->rows_   ? "pool2d_rows"
                                    : p->use_2d_ ? "pool2d"
                                                 : "pool3d");
-    p->algorithm_ = p->srows_    ? "direct 2-D, a plane per work-item, rows as float16"
-                    : p->planes_ ? "direct 2-D, a plane per work-item"
+    p->algorithm_ = p->planes_   ? "direct 2-D, a plane per work-item"
                     : p->rows_   ? "direct 2-D, an output row per work-item"
                     : p->use_2d_ ? "direct 2-D"
                                  : "direct 3-D";
@@ -233,7 +208,7 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), sp[1], sp[2], osp[1], osp[2], dl[1], dl[2], pb[1],
              pb[2], pe[1], pe[2], in[0].buffer, cl_long(in[0].offset_elems()), out[0].buffer,
              cl_long(out[0].offset_elems()), cl_int(nc));
-    ec.enqueue_kernel(kernel_, global_, local_, srows_ ? "pool2d_srows" : "pool2d_planes");
+    ec.enqueue_kernel(kernel_, global_, local_, "pool2d_planes");
     return;
   }
   if (use_2d_) {

@@ -30,12 +30,10 @@ struct PoolConfig {
   // fastest), after the N * C planes before it, as ONNX's reference and ONNX Runtime do.
   bool column_major_indices = false;
   int p = 2;  // LpPool only: the norm's (integer) order, >= 1
-  // Outputs per work-item of the 2-D kernel: 1 (pool2d), 8 (pool2d_rows: along the last dim), 64
-  // (pool2d_planes: a whole plane, the window's size and stride built into the program) or 16
-  // (pool2d_srows: a whole plane, each row one float16, for stride 1 without dilation on rows of at most 16
-  // inputs and outputs, windows of at most 5x5); 0 = by device: on CPUs 16 where it applies, else 8 for rows
-  // of 16 outputs or more, else 64 for windows of at most 25 taps; 1 elsewhere (neighbouring items coalesce
-  // on GPUs).
+  // Outputs per work-item of the 2-D kernel: 1 (pool2d), 8 (pool2d_rows: along the last dim) or 64
+  // (pool2d_planes: a whole plane, the window's size and stride built into the program); 0 = by device: on
+  // CPUs 8 for rows of 16 outputs or more, else 64 for windows of at most 25 taps; 1 elsewhere
+  // (neighbouring items coalesce on GPUs).
   int block = 0;
 };
 
@@ -62,7 +60,6 @@ class Pool : public Op {
   cl::NDRange local_ = cl::NullRange;  // pool2d: whole output planes per work-group
   cl::NDRange global_ = cl::NullRange;  // pool2d_rows: padded to local_
   bool planes_ = false;                 // pool2d_planes: a plane per work-item, the window built in
-  bool srows_ = false;                  // pool2d_srows (with planes_ set: the same launch and arguments)
   bool rows_ = false;                   // pool2d_rows: 8 outputs per work-item; global: a plane per item
 };
 
