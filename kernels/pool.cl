@@ -192,6 +192,58 @@ __kernel void pool2d_rows(int is_max, int include_pad, int H, int W, int OH, int
     y[ow] = pool_one(is_max, include_pad, x, H, W, kh, kw, dh, dw, pb, pr, h0, ow * sw - pl);
 }
 
+// MaxPool 3x3, stride 1, no dilation, pads of at most 1 (googlenet's and inception's pools inside the blocks:
+// 3x3/1 pad 1 on 28x28, 14x14 and 7x7 maps) on CPUs, separable: the max of the window's three rows first
+// (a column max), then of three neighbouring column maxes. An output row per work-item. Rows and columns
+// outside the input are clamped to the edge row / column: the edge lies inside the window (pads <= 1), and
+// max is idempotent, so the duplicate changes nothing. Outputs whose 10 input columns lie inside the row go in
+// strips of 8 (three vload8 + three vload2, the shifted windows by swizzles: 6 loads and 6 vector max for 8
+// outputs, against 9 loads and 9 max by pool2d_rows); the rest slide along the row, a new column max (3 loads)
+// per output. Same arguments as pool2d_rows (the window's size, strides and dilations are not read).
+__kernel void pool2d_max3s1(int is_max, int include_pad, int H, int W, int OH, int OW, int kh, int kw, int sh,
+                            int sw, int dh, int dw, int pt, int pl, int pb, int pr, __global const float* x,
+                            long x_off, __global float* y, long y_off, int nc_total) {
+  const int oh = get_global_id(0), nc = get_global_id(1);
+  if (oh >= OH || nc >= nc_total) return;
+  x += x_off + (long)nc * H * W;
+  y += y_off + ((long)nc * OH + oh) * OW;
+  const int h0 = oh - pt;
+  __global const float* r0 = x + (long)clamp(h0, 0, H - 1) * W;
+  __global const float* r1 = x + (long)clamp(h0 + 1, 0, H - 1) * W;
+  __global const float* r2 = x + (long)clamp(h0 + 2, 0, H - 1) * W;
+#define M3_COL(c) fmax(fmax(r0[c], r1[c]), r2[c])
+  // Strips: output s reads columns s - pl .. s - pl + 9.
+  const int lo = pl, hi = min(OW - 8, W - 10 + pl);
+  const int scalar_end = hi >= lo ? lo : OW;
+  // Sliding column maxes over [0, scalar_end) and, after the strips, [hi + 8, OW).
+  for (int pass = 0; pass < 2; ++pass) {
+    const int from = pass == 0 ? 0 : hi + 8, to = pass == 0 ? scalar_end : OW;
+    if (pass == 1 && hi < lo) break;
+    if (from >= to) continue;
+    float c0 = M3_COL(clamp(from - pl, 0, W - 1)), c1 = M3_COL(clamp(from - pl + 1, 0, W - 1));
+    for (int ow = from; ow < to; ++ow) {
+      const float c2 = M3_COL(clamp(ow - pl + 2, 0, W - 1));
+      y[ow] = fmax(fmax(c0, c1), c2);
+      c0 = c1;
+      c1 = c2;
+    }
+  }
+  if (hi < lo) return;
+  for (int s = lo;; s += 8) {
+    if (s > hi) s = hi;  // the last strip ends at hi + 7, overlapping the one before
+    __global const float* p0 = r0 + s - pl;
+    __global const float* p1 = r1 + s - pl;
+    __global const float* p2 = r2 + s - pl;
+    const float8 a = fmax(fmax(vload8(0, p0), vload8(0, p1)), vload8(0, p2));
+    const float2 b = fmax(fmax(vload2(0, p0 + 8), vload2(0, p1 + 8)), vload2(0, p2 + 8));
+    const float8 a1 = (float8)(a.s1234, a.s567, b.s0);
+    const float8 a2 = (float8)(a.s2345, a.s67, b);
+    vstore8(fmax(fmax(a, a1), a2), 0, y + s);
+    if (s == hi) break;
+  }
+#undef M3_COL
+}
+
 // pool2d for CPUs on small planes (rows too narrow for pool2d_rows' strips: the digits CNN's 8x8 and 4x4
 // maps at batch 450, where the 3-D pool2d range vectorised over 4 or 8 outputs of a row): a whole output
 // plane per work-item, the window's size and stride built in (-DPP_KH, PP_KW, PP_SH, PP_SW), so its taps

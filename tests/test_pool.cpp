@@ -222,6 +222,61 @@ TEST_CASE("LpPool over 1, 2 and 3 spatial dims: p 1 to 4, pads, strides, dilatio
   expect_invalid([&] { Pool::validate(bad); }, {"LpPool", "p", "0"});
 }
 
+TEST_CASE("MaxPool 3x3 stride 1 (separable kernel): every pad combination, narrow to wide rows, batch 1 and 3") {
+  // pool2d_max3s1 against the reference: rows narrower than one vector strip (all sliding), rows with one
+  // strip, with overlapping last strips and long rows; googlenet's 14x14 and 7x7; pads 0 / 1 on each side.
+  const int sizes[][2] = {{1, 1}, {2, 3}, {3, 9}, {7, 7}, {5, 10}, {6, 11}, {14, 14}, {9, 17}, {4, 28}, {3, 45}};
+  for (auto [h, w] : sizes)
+    for (int pads = 0; pads < 16; ++pads)
+      for (int batch : {1, 3})
+        for (int block : {0, 3}) {
+          PoolConfig cfg;
+          cfg.input = Shape{batch, 5, h, w};
+          cfg.kernel = {3, 3};
+          cfg.strides = {1, 1};
+          cfg.pads = {pads & 1, pads >> 1 & 1, pads >> 2 & 1, pads >> 3 & 1};
+          cfg.ceil_mode = pads % 3 == 0;
+          cfg.block = block;
+          if (h + cfg.pads[0] + cfg.pads[2] < 3 || w + cfg.pads[1] + cfg.pads[3] < 3) continue;
+          CAPTURE(cfg.input.str());
+          CAPTURE(pads);
+          CAPTURE(block);
+          auto x = random_floats(cfg.input.numel(), 11 + h * w + pads);
+          // Ties and negative planes: the padding must never win (it is not a zero).
+          for (size_t i = 0; i < x.size(); i += 7) x[i] = -5.0f;
+          check_pool(cfg, x, cfg.pads);
+          if (block == 0 && ctx().device().info.type == DeviceType::cpu)
+            CHECK(Pool::create(ctx(), 0, cfg)->algorithm().find("separable") != std::string::npos);
+        }
+  // Not this kernel: pads of 2, stride 2, dilation 2, Indices, average; block 3 on them is an error.
+  PoolConfig c;
+  c.input = Shape{1, 2, 9, 20};
+  c.kernel = {3, 3};
+  auto not3 = [&](PoolConfig b, const char* what) {
+    CAPTURE(what);
+    check_pool(b, random_floats(b.input.numel(), 3), b.pads.empty() ? std::vector<int64_t>(4, 0) : b.pads);
+    CHECK(Pool::create(ctx(), 0, b)->algorithm().find("separable") == std::string::npos);
+    b.block = 3;
+    expect_invalid([&] { Pool::create(ctx(), 0, b); }, {b.kind == PoolKind::max ? "MaxPool" : "AveragePool",
+                                                         "block 3", "[1, 2, 9, 20]"});
+  };
+  auto b = c;
+  b.pads = {2, 1, 1, 1};
+  not3(b, "pads 2");
+  b = c;
+  b.strides = {2, 1};
+  not3(b, "stride 2");
+  b = c;
+  b.dilations = {1, 2};
+  not3(b, "dilation 2");
+  b = c;
+  b.kind = PoolKind::average;
+  not3(b, "average");
+  b = c;
+  b.kernel = {3, 2};
+  not3(b, "3x2");
+}
+
 TEST_CASE("bad pool configurations name the op, the argument and the value") {
   PoolConfig c;
   c.input = Shape{1, 3, 7, 13};
