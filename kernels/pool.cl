@@ -192,14 +192,16 @@ __kernel void pool2d_rows(int is_max, int include_pad, int H, int W, int OH, int
     y[ow] = pool_one(is_max, include_pad, x, H, W, kh, kw, dh, dw, pb, pr, h0, ow * sw - pl);
 }
 
-// MaxPool 3x3, stride 1, no dilation, pads of at most 1 (googlenet's and inception's pools inside the blocks:
+// MaxPool 3x3, stride 1, no dilation, pads of at most 1 (googlenet's pools inside the inception blocks:
 // 3x3/1 pad 1 on 28x28, 14x14 and 7x7 maps) on CPUs, separable: the max of the window's three rows first
 // (a column max), then of three neighbouring column maxes. An output row per work-item. Rows and columns
 // outside the input are clamped to the edge row / column: the edge lies inside the window (pads <= 1), and
 // max is idempotent, so the duplicate changes nothing. Outputs whose 10 input columns lie inside the row go in
 // strips of 8 (three vload8 + three vload2, the shifted windows by swizzles: 6 loads and 6 vector max for 8
 // outputs, against 9 loads and 9 max by pool2d_rows); the rest slide along the row, a new column max (3 loads)
-// per output. Same arguments as pool2d_rows (the window's size, strides and dilations are not read).
+// per output. is_max 0: AveragePool 3x3/1 with no padding (inception_v3's, after its Pad node), the same
+// with sums (no clamp is ever taken: every window lies inside) divided by 9. Same arguments as pool2d_rows
+// (the window's size, strides, dilations and include_pad are not read).
 __kernel void pool2d_max3s1(int is_max, int include_pad, int H, int W, int OH, int OW, int kh, int kw, int sh,
                             int sw, int dh, int dw, int pt, int pl, int pb, int pr, __global const float* x,
                             long x_off, __global float* y, long y_off, int nc_total) {
@@ -211,7 +213,8 @@ __kernel void pool2d_max3s1(int is_max, int include_pad, int H, int W, int OH, i
   __global const float* r0 = x + (long)clamp(h0, 0, H - 1) * W;
   __global const float* r1 = x + (long)clamp(h0 + 1, 0, H - 1) * W;
   __global const float* r2 = x + (long)clamp(h0 + 2, 0, H - 1) * W;
-#define M3_COL(c) fmax(fmax(r0[c], r1[c]), r2[c])
+#define M3_OP(a, b) (is_max ? fmax(a, b) : (a) + (b))
+#define M3_COL(c) M3_OP(M3_OP(r0[c], r1[c]), r2[c])
   // Strips: output s reads columns s - pl .. s - pl + 9.
   const int lo = pl, hi = min(OW - 8, W - 10 + pl);
   const int scalar_end = hi >= lo ? lo : OW;
@@ -223,7 +226,7 @@ __kernel void pool2d_max3s1(int is_max, int include_pad, int H, int W, int OH, i
     float c0 = M3_COL(clamp(from - pl, 0, W - 1)), c1 = M3_COL(clamp(from - pl + 1, 0, W - 1));
     for (int ow = from; ow < to; ++ow) {
       const float c2 = M3_COL(clamp(ow - pl + 2, 0, W - 1));
-      y[ow] = fmax(fmax(c0, c1), c2);
+      y[ow] = is_max ? fmax(fmax(c0, c1), c2) : (c0 + c1 + c2) / 9.0f;
       c0 = c1;
       c1 = c2;
     }
@@ -234,14 +237,15 @@ __kernel void pool2d_max3s1(int is_max, int include_pad, int H, int W, int OH, i
     __global const float* p0 = r0 + s - pl;
     __global const float* p1 = r1 + s - pl;
     __global const float* p2 = r2 + s - pl;
-    const float8 a = fmax(fmax(vload8(0, p0), vload8(0, p1)), vload8(0, p2));
-    const float2 b = fmax(fmax(vload2(0, p0 + 8), vload2(0, p1 + 8)), vload2(0, p2 + 8));
+    const float8 a = M3_OP(M3_OP(vload8(0, p0), vload8(0, p1)), vload8(0, p2));
+    const float2 b = M3_OP(M3_OP(vload2(0, p0 + 8), vload2(0, p1 + 8)), vload2(0, p2 + 8));
     const float8 a1 = (float8)(a.s1234, a.s567, b.s0);
     const float8 a2 = (float8)(a.s2345, a.s67, b);
-    vstore8(fmax(fmax(a, a1), a2), 0, y + s);
+    vstore8(is_max ? fmax(fmax(a, a1), a2) : (a + a1 + a2) / 9.0f, 0, y + s);
     if (s == hi) break;
   }
 #undef M3_COL
+#undef M3_OP
 }
 
 // pool2d for CPUs on small planes (rows too narrow for pool2d_rows' strips: the digits CNN's 8x8 and 4x4

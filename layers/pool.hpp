@@ -33,8 +33,8 @@ struct PoolConfig {
   // Outputs per work-item of the 2-D kernel: 1 (pool2d), 8 (pool2d_rows: along the last dim) or 64
   // (pool2d_planes: a whole plane, the window's size and stride built into the program); 0 = by device: on
   // CPUs 8 for rows of 16 outputs or more, else 64 for windows of at most 25 taps; 1 elsewhere
-  // (neighbouring items coalesce on GPUs). 3: pool2d_max3s1, the separable MaxPool 3x3 stride 1 with pads
-  // of at most 1 and no dilation (an output row per work-item), the CPU choice for those windows.
+  // (neighbouring items coalesce on GPUs). 3: pool2d_max3s1, the separable 3x3 stride 1 kernel (MaxPool with
+  // pads of at most 1, AveragePool with none; no dilation; an output row per work-item), the CPU choice there.
   int block = 0;
 };
 

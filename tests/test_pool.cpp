@@ -222,7 +222,7 @@ TEST_CASE("LpPool over 1, 2 and 3 spatial dims: p 1 to 4, pads, strides, dilatio
   expect_invalid([&] { Pool::validate(bad); }, {"LpPool", "p", "0"});
 }
 
-TEST_CASE("MaxPool 3x3 stride 1 (separable kernel): every pad combination, narrow to wide rows, batch 1 and 3") {
+TEST_CASE("3x3 stride 1 pools (separable kernel): max over every pad combination, average unpadded, batch 1 and 3") {
   // pool2d_max3s1 against the reference: rows narrower than one vector strip (all sliding), rows with one
   // strip, with overlapping last strips and long rows; googlenet's 14x14 and 7x7; pads 0 / 1 on each side.
   const int sizes[][2] = {{1, 1}, {2, 3}, {3, 9}, {7, 7}, {5, 10}, {6, 11}, {14, 14}, {9, 17}, {4, 28}, {3, 45}};
@@ -247,6 +247,15 @@ TEST_CASE("MaxPool 3x3 stride 1 (separable kernel): every pad combination, narro
           check_pool(cfg, x, cfg.pads);
           if (block == 0 && ctx().device().info.type == DeviceType::cpu)
             CHECK(Pool::create(ctx(), 0, cfg)->algorithm().find("separable") != std::string::npos);
+          // AveragePool 3x3/1 without padding (inception_v3's): sums, divided by 9.
+          if (pads == 0)
+            for (bool cip : {false, true}) {
+              auto avg = cfg;
+              avg.kind = PoolKind::average;
+              avg.count_include_pad = cip;
+              CAPTURE(cip);
+              check_pool(avg, x, avg.pads);
+            }
         }
   // Not this kernel: pads of 2, stride 2, dilation 2, Indices, average; block 3 on them is an error.
   PoolConfig c;
@@ -271,7 +280,8 @@ TEST_CASE("MaxPool 3x3 stride 1 (separable kernel): every pad combination, narro
   not3(b, "dilation 2");
   b = c;
   b.kind = PoolKind::average;
-  not3(b, "average");
+  b.pads = {1, 1, 1, 1};
+  not3(b, "average with pads");
   b = c;
   b.kernel = {3, 2};
   not3(b, "3x2");
