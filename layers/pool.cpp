@@ -125,14 +125,19 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
       return true;
     };
     // AveragePool 3x3/1 with no padding too (inception_v3's nine, after its Pad node: 35x35, 17x17, 8x8).
+    // MaxPool 3x3/2 (the stem pools of resnet, shufflenet, densenet, googlenet, inception) where rows have at
+    // least 16 outputs (narrower: pool2d_planes).
+    const bool s1 = all_of(cfg.strides, 1, 1),
+               s2 = cfg.strides.size() == 2 && cfg.strides[0] == 2 && cfg.strides[1] == 2;
     const bool max3 = n == 2 && !cfg.indices && cfg.kernel.size() == 2 && cfg.kernel[0] == 3 &&
-                      cfg.kernel[1] == 3 && all_of(cfg.strides, 1, 1) && all_of(cfg.dilations, 1, 1) &&
-                      ((cfg.kind == PoolKind::max && all_of(p->pads_, 0, 1)) ||
-                       (cfg.kind == PoolKind::average && all_of(p->pads_, 0, 0)));
+                      cfg.kernel[1] == 3 && all_of(cfg.dilations, 1, 1) &&
+                      ((cfg.kind == PoolKind::max && all_of(p->pads_, 0, 1) &&
+                        (s1 || (s2 && p->out_[p->out_.rank() - 1] >= 16))) ||
+                       (cfg.kind == PoolKind::average && s1 && all_of(p->pads_, 0, 0)));
     if (cfg.block == 3 && !max3)
       invalid(pool_name(cfg.kind),
-              "block 3 is the 3x3 stride 1 kernel (MaxPool with pads <= 1, AveragePool with none; no dilation, no "
-              "Indices); this pool on "
+              "block 3 is the 3x3 kernel of stride 1 (MaxPool with pads <= 1, AveragePool with none) or 2 "
+              "(MaxPool, rows of 16 outputs or more); no dilation, no Indices; this pool on "
               "input {} is not one",
               cfg.input.str());
     // CPUs: an output row per work-item in vector strips of 8 (PoCL, max 2x2/2 on 8x8x224x224: see `cldl
@@ -164,7 +169,7 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
                                    : p->use_2d_ ? "pool2d"
                                                 : "pool3d");
     p->algorithm_ = p->planes_   ? "direct 2-D, a plane per work-item"
-                    : p->max3_   ? "separable 3x3 stride 1, an output row per work-item"
+                    : p->max3_   ? "separable 3x3, an output row per work-item"
                     : p->rows_   ? "direct 2-D, an output row per work-item"
                     : p->use_2d_ ? "direct 2-D"
                                  : "direct 3-D";

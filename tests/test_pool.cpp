@@ -257,6 +257,28 @@ TEST_CASE("3x3 stride 1 pools (separable kernel): max over every pad combination
               check_pool(avg, x, avg.pads);
             }
         }
+  // MaxPool 3x3/2 (the stem pools) with rows of 16 outputs or more: strips of 8 by vload16, the edges one by
+  // one, ceil_mode windows past the end.
+  const int wide[][2] = {{5, 33}, {4, 34}, {3, 35}, {7, 50}, {2, 57}, {9, 113}};
+  for (auto [h, w] : wide)
+    for (int pads = 0; pads < 16; ++pads)
+      for (bool ceil_mode : {false, true}) {
+        PoolConfig cfg;
+        cfg.input = Shape{pads % 5 == 0 ? 3 : 1, 4, h, w};
+        cfg.kernel = {3, 3};
+        cfg.strides = {2, 2};
+        cfg.pads = {pads & 1, pads >> 1 & 1, pads >> 2 & 1, pads >> 3 & 1};
+        cfg.ceil_mode = ceil_mode;
+        if (h + cfg.pads[0] + cfg.pads[2] < 3) continue;
+        CAPTURE(cfg.input.str());
+        CAPTURE(pads);
+        CAPTURE(ceil_mode);
+        auto x = random_floats(cfg.input.numel(), 5 + h * w + pads);
+        for (size_t i = 0; i < x.size(); i += 5) x[i] = -5.0f;
+        check_pool(cfg, x, cfg.pads);
+        if (ctx().device().info.type == DeviceType::cpu)
+          CHECK(Pool::create(ctx(), 0, cfg)->algorithm().find("separable") != std::string::npos);
+      }
   // Not this kernel: pads of 2, stride 2, dilation 2, Indices, average; block 3 on them is an error.
   PoolConfig c;
   c.input = Shape{1, 2, 9, 20};
@@ -282,6 +304,16 @@ TEST_CASE("3x3 stride 1 pools (separable kernel): max over every pad combination
   b.kind = PoolKind::average;
   b.pads = {1, 1, 1, 1};
   not3(b, "average with pads");
+  b = c;
+  b.strides = {2, 2};  // rows of 9 outputs: pool2d_planes
+  not3(b, "stride 2 on a narrow row");
+  b = c;
+  b.kind = PoolKind::average;
+  b.input = Shape{1, 2, 9, 40};
+  b.strides = {2, 2};
+  b.block = 0;
+  check_pool(b, random_floats(b.input.numel(), 3), std::vector<int64_t>(4, 0));
+  CHECK(Pool::create(ctx(), 0, b)->algorithm().find("separable") == std::string::npos);
   b = c;
   b.kernel = {3, 2};
   not3(b, "3x2");

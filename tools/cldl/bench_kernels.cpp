@@ -257,7 +257,10 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     // Small planes (the digits CNN's, at batch 450): the plane-per-work-item kernel too.
     for (int block : {1, 3, 8, 64}) {
       if (block == 64 && so.dims.back() >= 16) continue;
-      if (block == 3 && !(p.k == 3 && p.stride == 1 && p.pad <= (p.kind == PoolKind::max ? 1 : 0))) continue;
+      const bool max = p.kind == PoolKind::max;
+      if (block == 3 && !(p.k == 3 && ((p.stride == 1 && p.pad <= (max ? 1 : 0)) ||
+                                       (max && p.stride == 2 && p.pad <= 1 && so.dims.back() >= 16))))
+        continue;
       c.block = block;
       auto op = Pool::create(ctx, 0, c);
       b.op(fmt::format("{}pool {}x{}/{} {} block {}", p.kind == PoolKind::max ? "max" : "avg", p.k, p.k, p.stride,
