@@ -222,6 +222,31 @@ TEST_CASE("LpPool over 1, 2 and 3 spatial dims: p 1 to 4, pads, strides, dilatio
   expect_invalid([&] { Pool::validate(bad); }, {"LpPool", "p", "0"});
 }
 
+// MaxPool 3x3 of the given stride; pad_bits: bit 0 top, 1 left, 2 bottom, 3 right pad of 1.
+static PoolConfig max3x3(const Shape& in, int64_t stride, int pad_bits, bool ceil_mode, int block) {
+  PoolConfig cfg;
+  cfg.input = in;
+  cfg.kernel = {3, 3};
+  cfg.strides = {stride, stride};
+  cfg.pads = {pad_bits & 1, pad_bits >> 1 & 1, pad_bits >> 2 & 1, pad_bits >> 3 & 1};
+  cfg.ceil_mode = ceil_mode;
+  cfg.block = block;
+  return cfg;
+}
+
+// Checks cfg against the reference on random data with repeated negative values (ties, and the padding must
+// never win: it is not a zero); with `separable`, that CPUs choose the separable kernel. Returns the input.
+static std::vector<float> check_max3x3(const PoolConfig& cfg, int pad_bits, bool separable) {
+  CAPTURE(cfg.input.str());
+  CAPTURE(pad_bits);
+  auto x = random_floats(cfg.input.numel(), 11 + int(cfg.input.numel()) + pad_bits);
+  for (size_t i = 0; i < x.size(); i += 7) x[i] = -5.0f;
+  check_pool(cfg, x, cfg.pads);
+  if (separable && ctx().device().info.type == DeviceType::cpu)
+    CHECK(Pool::create(ctx(), 0, cfg)->algorithm().find("separable") != std::string::npos);
+  return x;
+}
+
 TEST_CASE("3x3 stride 1 pools (separable kernel): max over every pad combination, average unpadded, batch 1 and 3") {
   // pool2d_max3s1 against the reference: rows narrower than one vector strip (all sliding), rows with one
   // strip, with overlapping last strips and long rows; googlenet's 14x14 and 7x7; pads 0 / 1 on each side.
@@ -230,23 +255,10 @@ TEST_CASE("3x3 stride 1 pools (separable kernel): max over every pad combination
     for (int pads = 0; pads < 16; ++pads)
       for (int batch : {1, 3})
         for (int block : {0, 3}) {
-          PoolConfig cfg;
-          cfg.input = Shape{batch, 5, h, w};
-          cfg.kernel = {3, 3};
-          cfg.strides = {1, 1};
-          cfg.pads = {pads & 1, pads >> 1 & 1, pads >> 2 & 1, pads >> 3 & 1};
-          cfg.ceil_mode = pads % 3 == 0;
-          cfg.block = block;
+          auto cfg = max3x3(Shape{batch, 5, h, w}, 1, pads, pads % 3 == 0, block);
           if (h + cfg.pads[0] + cfg.pads[2] < 3 || w + cfg.pads[1] + cfg.pads[3] < 3) continue;
-          CAPTURE(cfg.input.str());
-          CAPTURE(pads);
           CAPTURE(block);
-          auto x = random_floats(cfg.input.numel(), 11 + h * w + pads);
-          // Ties and negative planes: the padding must never win (it is not a zero).
-          for (size_t i = 0; i < x.size(); i += 7) x[i] = -5.0f;
-          check_pool(cfg, x, cfg.pads);
-          if (block == 0 && ctx().device().info.type == DeviceType::cpu)
-            CHECK(Pool::create(ctx(), 0, cfg)->algorithm().find("separable") != std::string::npos);
+          auto x = check_max3x3(cfg, pads, block == 0);
           // AveragePool 3x3/1 without padding (inception_v3's): sums, divided by 9.
           if (pads == 0)
             for (bool cip : {false, true}) {
@@ -263,21 +275,10 @@ TEST_CASE("3x3 stride 1 pools (separable kernel): max over every pad combination
   for (auto [h, w] : wide)
     for (int pads = 0; pads < 16; ++pads)
       for (bool ceil_mode : {false, true}) {
-        PoolConfig cfg;
-        cfg.input = Shape{pads % 5 == 0 ? 3 : 1, 4, h, w};
-        cfg.kernel = {3, 3};
-        cfg.strides = {2, 2};
-        cfg.pads = {pads & 1, pads >> 1 & 1, pads >> 2 & 1, pads >> 3 & 1};
-        cfg.ceil_mode = ceil_mode;
+        auto cfg = max3x3(Shape{pads % 5 == 0 ? 3 : 1, 4, h, w}, 2, pads, ceil_mode, 0);
         if (h + cfg.pads[0] + cfg.pads[2] < 3) continue;
-        CAPTURE(cfg.input.str());
-        CAPTURE(pads);
         CAPTURE(ceil_mode);
-        auto x = random_floats(cfg.input.numel(), 5 + h * w + pads);
-        for (size_t i = 0; i < x.size(); i += 5) x[i] = -5.0f;
-        check_pool(cfg, x, cfg.pads);
-        if (ctx().device().info.type == DeviceType::cpu)
-          CHECK(Pool::create(ctx(), 0, cfg)->algorithm().find("separable") != std::string::npos);
+        check_max3x3(cfg, pads, true);
       }
   // Not this kernel: pads of 2, stride 2, dilation 2, Indices, average; block 3 on them is an error.
   PoolConfig c;
