@@ -192,8 +192,8 @@ __kernel void pool2d_rows(int is_max, int include_pad, int H, int W, int OH, int
     y[ow] = pool_one(is_max, include_pad, x, H, W, kh, kw, dh, dw, pb, pr, h0, ow * sw - pl);
 }
 
-// MaxPool 3x3, stride 1, no dilation, pads of at most 1 (googlenet's pools inside the inception blocks:
-// 3x3/1 pad 1 on 28x28, 14x14 and 7x7 maps) on CPUs, separable: the max of the window's three rows first
+// 3x3 pools on CPUs, separable. MaxPool stride 1, no dilation, pads of at most 1 (googlenet's pools inside
+// the inception blocks: 3x3/1 pad 1 on 28x28, 14x14 and 7x7 maps): the max of the window's three rows first
 // (a column max), then of three neighbouring column maxes. An output row per work-item. Rows and columns
 // outside the input are clamped to the edge row / column: the edge lies inside the window (pads <= 1), and
 // max is idempotent, so the duplicate changes nothing. Outputs whose 10 input columns lie inside the row go in
@@ -203,7 +203,7 @@ __kernel void pool2d_rows(int is_max, int include_pad, int H, int W, int OH, int
 // AveragePool 3x3/1 with no padding (inception_v3's, after its Pad node), the same
 // with sums (no clamp is ever taken: every window lies inside) divided by 9. Same arguments as pool2d_rows
 // (the window's size, dilations and include_pad are not read).
-__kernel void pool2d_max3s1(int is_max, int include_pad, int H, int W, int OH, int OW, int kh, int kw, int sh,
+__kernel void pool2d_3x3(int is_max, int include_pad, int H, int W, int OH, int OW, int kh, int kw, int sh,
                             int sw, int dh, int dw, int pt, int pl, int pb, int pr, __global const float* x,
                             long x_off, __global float* y, long y_off, int nc_total) {
   const int oh = get_global_id(0), nc = get_global_id(1);

@@ -118,7 +118,7 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     if (cfg.block != 0 && cfg.block != 1 && cfg.block != 3 && cfg.block != 8 && cfg.block != 64)
       invalid(pool_name(cfg.kind), "block {} is not 0, 1, 3, 8 or 64", cfg.block);
     // MaxPool 3x3 stride 1, pads <= 1, undilated (googlenet's pools in the inception blocks: 19 % of its
-    // device time by pool2d_planes / pool2d_rows): the separable kernel, pool2d_max3s1.
+    // device time by pool2d_planes / pool2d_rows): the separable kernel, pool2d_3x3.
     auto all_of = [](const std::vector<int64_t>& v, int64_t lo, int64_t hi) {
       for (auto e : v)
         if (e < lo || e > hi) return false;
@@ -164,7 +164,7 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
           "pool.cl", fmt::format("-DPP_KH={} -DPP_KW={} -DPP_SH={} -DPP_SW={}", kh, cfg.kernel.back(), sh, sw), device);
     }
     p->kernel_ = make_kernel(prog, p->planes_   ? "pool2d_planes"
-                                   : p->max3_   ? "pool2d_max3s1"
+                                   : p->max3_   ? "pool2d_3x3"
                                    : p->rows_   ? "pool2d_rows"
                                    : p->use_2d_ ? "pool2d"
                                                 : "pool3d");
@@ -247,7 +247,7 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
              cl_long(out[0].offset_elems()));
     if (rows_) {
       kernel_.setArg(20, cl_int(nc));
-      ec.enqueue_kernel(kernel_, global_, local_, max3_ ? "pool2d_max3s1" : "pool2d_rows");
+      ec.enqueue_kernel(kernel_, global_, local_, max3_ ? "pool2d_3x3" : "pool2d_rows");
     } else {
       ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], nc), local_, "pool2d");
     }

@@ -248,7 +248,7 @@ static std::vector<float> check_max3x3(const PoolConfig& cfg, int pad_bits, bool
 }
 
 TEST_CASE("3x3 stride 1 pools (separable kernel): max over every pad combination, average unpadded, batch 1 and 3") {
-  // pool2d_max3s1 against the reference: rows narrower than one vector strip (all sliding), rows with one
+  // pool2d_3x3 against the reference: rows narrower than one vector strip (all sliding), rows with one
   // strip, with overlapping last strips and long rows; googlenet's 14x14 and 7x7; pads 0 / 1 on each side.
   const int sizes[][2] = {{1, 1}, {2, 3}, {3, 9}, {7, 7}, {5, 10}, {6, 11}, {14, 14}, {9, 17}, {4, 28}, {3, 45}};
   for (auto [h, w] : sizes)
