@@ -62,7 +62,7 @@ class Pool : public Op {
   cl::NDRange global_ = cl::NullRange;  // pool2d_rows: padded to local_
   bool planes_ = false;                 // pool2d_planes: a plane per work-item, the window built in
   bool rows_ = false;                   // pool2d_rows: 8 outputs per work-item; global: a plane per item
-  bool max3_ = false;                   // pool2d_3x3 (global and arguments as pool2d_rows)
+  bool sep3_ = false;                   // pool2d_3x3 (global and arguments as pool2d_rows)
 };
 
 }  // namespace cldl
