@@ -192,6 +192,86 @@ __kernel void pool2d_rows(int is_max, int include_pad, int H, int W, int OH, int
     y[ow] = pool_one(is_max, include_pad, x, H, W, kh, kw, dh, dw, pb, pr, h0, ow * sw - pl);
 }
 
+// 3x3 pools on CPUs, separable. MaxPool stride 1, no dilation, pads of at most 1 (googlenet's pools inside
+// the inception blocks: 3x3/1 pad 1 on 28x28, 14x14 and 7x7 maps): the max of the window's three rows first
+// (a column max), then of three neighbouring column maxes. An output row per work-item. Rows and columns
+// outside the input are clamped to the edge row / column: the edge lies inside the window (pads <= 1), and
+// max is idempotent, so the duplicate changes nothing. Outputs whose 10 input columns lie inside the row go in
+// strips of 8 (three vload8 + three vload2, the shifted windows by swizzles: 6 loads and 6 vector max for 8
+// outputs, against 9 loads and 9 max by pool2d_rows); the rest slide along the row, a new column max (3 loads)
+// per output. sh, sw: 1 or 2 (stride 2 for MaxPool only, rows of 16 outputs or more, see below). is_max 0:
+// AveragePool 3x3/1 with no padding (inception_v3's, after its Pad node), the same
+// with sums (no clamp is ever taken: every window lies inside) divided by 9. Same arguments as pool2d_rows
+// (the window's size, dilations and include_pad are not read).
+__kernel void pool2d_3x3(int is_max, int include_pad, int H, int W, int OH, int OW, int kh, int kw, int sh,
+                            int sw, int dh, int dw, int pt, int pl, int pb, int pr, __global const float* x,
+                            long x_off, __global float* y, long y_off, int nc_total) {
+  const int oh = get_global_id(0), nc = get_global_id(1);
+  if (oh >= OH || nc >= nc_total) return;
+  x += x_off + (long)nc * H * W;
+  y += y_off + ((long)nc * OH + oh) * OW;
+  const int h0 = oh * sh - pt;
+  __global const float* r0 = x + (long)clamp(h0, 0, H - 1) * W;
+  __global const float* r1 = x + (long)clamp(h0 + 1, 0, H - 1) * W;
+  __global const float* r2 = x + (long)clamp(h0 + 2, 0, H - 1) * W;
+#define M3_OP(a, b) (is_max ? fmax(a, b) : (a) + (b))
+#define M3_COL(c) M3_OP(M3_OP(r0[c], r1[c]), r2[c])
+  if (sw == 2) {
+    // Stride 2 (max only; the stem pools 3x3/2): output s reads columns 2s - pl .. 2s - pl + 2; 8 outputs
+    // read 17 columns, a vload16 and one more per row, and the three taps are the even lanes, the odd lanes
+    // and the even lanes shifted by one.
+    const int lo = (pl + 1) / 2, room = W - 17 + pl, hi = room < 0 ? -1 : min(OW - 8, room / 2);
+    for (int ow = 0; ow < OW; ++ow) {
+      if (ow == lo && hi >= lo) ow = hi + 8;  // the strips below cover [lo, hi + 8)
+      if (ow >= OW) break;
+      const int w = ow * 2 - pl;
+      y[ow] = fmax(fmax(M3_COL(clamp(w, 0, W - 1)), M3_COL(clamp(w + 1, 0, W - 1))), M3_COL(clamp(w + 2, 0, W - 1)));
+    }
+    if (hi < lo) return;
+    for (int s = lo;; s += 8) {
+      if (s > hi) s = hi;
+      const int w = s * 2 - pl;
+      const float16 a = fmax(fmax(vload16(0, r0 + w), vload16(0, r1 + w)), vload16(0, r2 + w));
+      const float e = M3_COL(w + 16);
+      vstore8(fmax(fmax(a.even, a.odd), (float8)(a.s2468, a.sace, e)), 0, y + s);
+      if (s == hi) break;
+    }
+    return;
+  }
+  // Stride 1: strips: output s reads columns s - pl .. s - pl + 9.
+  // Strips: output s reads columns s - pl .. s - pl + 9.
+  const int lo = pl, hi = min(OW - 8, W - 10 + pl);
+  const int scalar_end = hi >= lo ? lo : OW;
+  // Sliding column maxes over [0, scalar_end) and, after the strips, [hi + 8, OW).
+  for (int pass = 0; pass < 2; ++pass) {
+    const int from = pass == 0 ? 0 : hi + 8, to = pass == 0 ? scalar_end : OW;
+    if (pass == 1 && hi < lo) break;
+    if (from >= to) continue;
+    float c0 = M3_COL(clamp(from - pl, 0, W - 1)), c1 = M3_COL(clamp(from - pl + 1, 0, W - 1));
+    for (int ow = from; ow < to; ++ow) {
+      const float c2 = M3_COL(clamp(ow - pl + 2, 0, W - 1));
+      y[ow] = is_max ? fmax(fmax(c0, c1), c2) : (c0 + c1 + c2) / 9.0f;
+      c0 = c1;
+      c1 = c2;
+    }
+  }
+  if (hi < lo) return;
+  for (int s = lo;; s += 8) {
+    if (s > hi) s = hi;  // the last strip ends at hi + 7, overlapping the one before
+    __global const float* p0 = r0 + s - pl;
+    __global const float* p1 = r1 + s - pl;
+    __global const float* p2 = r2 + s - pl;
+    const float8 a = M3_OP(M3_OP(vload8(0, p0), vload8(0, p1)), vload8(0, p2));
+    const float2 b = M3_OP(M3_OP(vload2(0, p0 + 8), vload2(0, p1 + 8)), vload2(0, p2 + 8));
+    const float8 a1 = (float8)(a.s1234, a.s567, b.s0);
+    const float8 a2 = (float8)(a.s2345, a.s67, b);
+    vstore8(is_max ? fmax(fmax(a, a1), a2) : (a + a1 + a2) / 9.0f, 0, y + s);
+    if (s == hi) break;
+  }
+#undef M3_COL
+#undef M3_OP
+}
+
 // pool2d for CPUs on small planes (rows too narrow for pool2d_rows' strips: the digits CNN's 8x8 and 4x4
 // maps at batch 450, where the 3-D pool2d range vectorised over 4 or 8 outputs of a row): a whole output
 // plane per work-item, the window's size and stride built in (-DPP_KH, PP_KW, PP_SH, PP_SW), so its taps

@@ -115,8 +115,31 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     bool dilated = false;
     for (auto d : cfg.dilations) dilated |= d != 1;
     p->use_2d_ = n <= 2 && !cfg.indices && !(cfg.kind == PoolKind::average && dilated) && cfg.kind != PoolKind::lp;
-    if (cfg.block != 0 && cfg.block != 1 && cfg.block != 8 && cfg.block != 64)
-      invalid(pool_name(cfg.kind), "block {} is not 0, 1, 8 or 64", cfg.block);
+    if (cfg.block != 0 && cfg.block != 1 && cfg.block != 3 && cfg.block != 8 && cfg.block != 64)
+      invalid(pool_name(cfg.kind), "block {} is not 0, 1, 3, 8 or 64", cfg.block);
+    // The separable 3x3 kernel (pool2d_3x3), undilated: MaxPool stride 1 with pads <= 1 (googlenet's pools
+    // in the inception blocks: 19 % of its device time by pool2d_planes / pool2d_rows); AveragePool stride 1
+    // with no pads (inception_v3's nine, after its Pad node: 35x35, 17x17, 8x8); MaxPool 3x3/2 with pads <= 1
+    // (the stem pools of resnet, shufflenet, densenet, googlenet, inception) where rows have at least 16
+    // outputs (narrower: pool2d_planes).
+    auto all_of = [](const std::vector<int64_t>& v, int64_t lo, int64_t hi) {
+      for (auto e : v)
+        if (e < lo || e > hi) return false;
+      return true;
+    };
+    const bool s1 = all_of(cfg.strides, 1, 1),
+               s2 = cfg.strides.size() == 2 && cfg.strides[0] == 2 && cfg.strides[1] == 2;
+    const bool sep3 =
+        n == 2 && !cfg.indices && cfg.kernel.size() == 2 && cfg.kernel[0] == 3 && cfg.kernel[1] == 3 &&
+        all_of(cfg.dilations, 1, 1) &&
+        ((cfg.kind == PoolKind::max && all_of(p->pads_, 0, 1) && (s1 || (s2 && p->out_[p->out_.rank() - 1] >= 16))) ||
+         (cfg.kind == PoolKind::average && s1 && all_of(p->pads_, 0, 0)));
+    if (cfg.block == 3 && !sep3)
+      invalid(pool_name(cfg.kind),
+              "block 3 is the 3x3 kernel of stride 1 (MaxPool with pads <= 1, AveragePool with none) or 2 "
+              "(MaxPool, rows of 16 outputs or more); no dilation, no Indices; this pool on "
+              "input {} is not one",
+              cfg.input.str());
     // CPUs: an output row per work-item in vector strips of 8 (PoCL, max 2x2/2 on 8x8x224x224: see `cldl
     // bench kernels --filter pool`); GPUs: one output per work-item, neighbours coalesce.
     // Rows narrower than 16 outputs have no vector strip (the zoo digits CNN's 450x16x8x8 max pool: 5.3 ms
@@ -125,8 +148,9 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     const int64_t out_w = p->out_[p->out_.rank() - 1];
     const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
     const int64_t taps = std::accumulate(cfg.kernel.begin(), cfg.kernel.end(), int64_t(1), std::multiplies<>());
-    const int block = cfg.block ? cfg.block : cpu && out_w >= 16 ? 8 : cpu && taps <= 25 ? 64 : 1;
-    p->rows_ = p->use_2d_ && block == 8;
+    const int block = cfg.block ? cfg.block : cpu && sep3 ? 3 : cpu && out_w >= 16 ? 8 : cpu && taps <= 25 ? 64 : 1;
+    p->sep3_ = block == 3;
+    p->rows_ = p->use_2d_ && (block == 8 || block == 3);
     p->planes_ = p->use_2d_ && block == 64;
     if (p->planes_) {
       const size_t k = cfg.kernel.size();
@@ -136,10 +160,12 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
           "pool.cl", fmt::format("-DPP_KH={} -DPP_KW={} -DPP_SH={} -DPP_SW={}", kh, cfg.kernel.back(), sh, sw), device);
     }
     p->kernel_ = make_kernel(prog, p->planes_   ? "pool2d_planes"
+                                   : p->sep3_   ? "pool2d_3x3"
                                    : p->rows_   ? "pool2d_rows"
                                    : p->use_2d_ ? "pool2d"
                                                 : "pool3d");
     p->algorithm_ = p->planes_   ? "direct 2-D, a plane per work-item"
+                    : p->sep3_   ? "separable 3x3, an output row per work-item"
                     : p->rows_   ? "direct 2-D, an output row per work-item"
                     : p->use_2d_ ? "direct 2-D"
                                  : "direct 3-D";
@@ -217,7 +243,7 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
              cl_long(out[0].offset_elems()));
     if (rows_) {
       kernel_.setArg(20, cl_int(nc));
-      ec.enqueue_kernel(kernel_, global_, local_, "pool2d_rows");
+      ec.enqueue_kernel(kernel_, global_, local_, sep3_ ? "pool2d_3x3" : "pool2d_rows");
     } else {
       ec.enqueue_kernel(kernel_, cl::NDRange(osp[2], osp[1], nc), local_, "pool2d");
     }

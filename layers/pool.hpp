@@ -33,7 +33,8 @@ struct PoolConfig {
   // Outputs per work-item of the 2-D kernel: 1 (pool2d), 8 (pool2d_rows: along the last dim) or 64
   // (pool2d_planes: a whole plane, the window's size and stride built into the program); 0 = by device: on
   // CPUs 8 for rows of 16 outputs or more, else 64 for windows of at most 25 taps; 1 elsewhere
-  // (neighbouring items coalesce on GPUs).
+  // (neighbouring items coalesce on GPUs). 3: pool2d_3x3, the separable 3x3 stride 1 kernel (MaxPool with
+  // pads of at most 1, AveragePool with none; no dilation; an output row per work-item), the CPU choice there.
   int block = 0;
 };
 
@@ -61,6 +62,7 @@ class Pool : public Op {
   cl::NDRange global_ = cl::NullRange;  // pool2d_rows: padded to local_
   bool planes_ = false;                 // pool2d_planes: a plane per work-item, the window built in
   bool rows_ = false;                   // pool2d_rows: 8 outputs per work-item; global: a plane per item
+  bool sep3_ = false;                   // pool2d_3x3 (global and arguments as pool2d_rows)
 };
 
 }  // namespace cldl

@@ -222,6 +222,104 @@ TEST_CASE("LpPool over 1, 2 and 3 spatial dims: p 1 to 4, pads, strides, dilatio
   expect_invalid([&] { Pool::validate(bad); }, {"LpPool", "p", "0"});
 }
 
+// MaxPool 3x3 of the given stride; pad_bits: bit 0 top, 1 left, 2 bottom, 3 right pad of 1.
+static PoolConfig max3x3(const Shape& in, int64_t stride, int pad_bits, bool ceil_mode, int block) {
+  PoolConfig cfg;
+  cfg.input = in;
+  cfg.kernel = {3, 3};
+  cfg.strides = {stride, stride};
+  cfg.pads = {pad_bits & 1, pad_bits >> 1 & 1, pad_bits >> 2 & 1, pad_bits >> 3 & 1};
+  cfg.ceil_mode = ceil_mode;
+  cfg.block = block;
+  return cfg;
+}
+
+// Checks cfg against the reference on random data with repeated negative values (ties, and the padding must
+// never win: it is not a zero); with `separable`, that CPUs choose the separable kernel. Returns the input.
+static std::vector<float> check_max3x3(const PoolConfig& cfg, int pad_bits, bool separable) {
+  CAPTURE(cfg.input.str());
+  CAPTURE(pad_bits);
+  auto x = random_floats(cfg.input.numel(), 11 + int(cfg.input.numel()) + pad_bits);
+  for (size_t i = 0; i < x.size(); i += 7) x[i] = -5.0f;
+  check_pool(cfg, x, cfg.pads);
+  if (separable && ctx().device().info.type == DeviceType::cpu)
+    CHECK(Pool::create(ctx(), 0, cfg)->algorithm().find("separable") != std::string::npos);
+  return x;
+}
+
+TEST_CASE("3x3 stride 1 pools (separable kernel): max over every pad combination, average unpadded, batch 1 and 3") {
+  // pool2d_3x3 against the reference: rows narrower than one vector strip (all sliding), rows with one
+  // strip, with overlapping last strips and long rows; googlenet's 14x14 and 7x7; pads 0 / 1 on each side.
+  const int sizes[][2] = {{1, 1}, {2, 3}, {3, 9}, {7, 7}, {5, 10}, {6, 11}, {14, 14}, {9, 17}, {4, 28}, {3, 45}};
+  for (auto [h, w] : sizes)
+    for (int pads = 0; pads < 16; ++pads)
+      for (int batch : {1, 3})
+        for (int block : {0, 3}) {
+          auto cfg = max3x3(Shape{batch, 5, h, w}, 1, pads, pads % 3 == 0, block);
+          if (h + cfg.pads[0] + cfg.pads[2] < 3 || w + cfg.pads[1] + cfg.pads[3] < 3) continue;
+          CAPTURE(block);
+          auto x = check_max3x3(cfg, pads, block == 0);
+          // AveragePool 3x3/1 without padding (inception_v3's): sums, divided by 9.
+          if (pads == 0)
+            for (bool cip : {false, true}) {
+              auto avg = cfg;
+              avg.kind = PoolKind::average;
+              avg.count_include_pad = cip;
+              CAPTURE(cip);
+              check_pool(avg, x, avg.pads);
+            }
+        }
+  // MaxPool 3x3/2 (the stem pools) with rows of 16 outputs or more: strips of 8 by vload16, the edges one by
+  // one, ceil_mode windows past the end.
+  const int wide[][2] = {{5, 33}, {4, 34}, {3, 35}, {7, 50}, {2, 57}, {9, 113}};
+  for (auto [h, w] : wide)
+    for (int pads = 0; pads < 16; ++pads)
+      for (bool ceil_mode : {false, true}) {
+        auto cfg = max3x3(Shape{pads % 5 == 0 ? 3 : 1, 4, h, w}, 2, pads, ceil_mode, 0);
+        if (h + cfg.pads[0] + cfg.pads[2] < 3) continue;
+        CAPTURE(ceil_mode);
+        check_max3x3(cfg, pads, true);
+      }
+  // Not this kernel: pads of 2, stride 2, dilation 2, Indices, average; block 3 on them is an error.
+  PoolConfig c;
+  c.input = Shape{1, 2, 9, 20};
+  c.kernel = {3, 3};
+  auto not3 = [&](PoolConfig b, const char* what) {
+    CAPTURE(what);
+    check_pool(b, random_floats(b.input.numel(), 3), b.pads.empty() ? std::vector<int64_t>(4, 0) : b.pads);
+    CHECK(Pool::create(ctx(), 0, b)->algorithm().find("separable") == std::string::npos);
+    b.block = 3;
+    expect_invalid([&] { Pool::create(ctx(), 0, b); }, {b.kind == PoolKind::max ? "MaxPool" : "AveragePool",
+                                                         "block 3", "[1, 2, 9, 20]"});
+  };
+  auto b = c;
+  b.pads = {2, 1, 1, 1};
+  not3(b, "pads 2");
+  b = c;
+  b.strides = {2, 1};
+  not3(b, "stride 2");
+  b = c;
+  b.dilations = {1, 2};
+  not3(b, "dilation 2");
+  b = c;
+  b.kind = PoolKind::average;
+  b.pads = {1, 1, 1, 1};
+  not3(b, "average with pads");
+  b = c;
+  b.strides = {2, 2};  // rows of 9 outputs: pool2d_planes
+  not3(b, "stride 2 on a narrow row");
+  b = c;
+  b.kind = PoolKind::average;
+  b.input = Shape{1, 2, 9, 40};
+  b.strides = {2, 2};
+  b.block = 0;
+  check_pool(b, random_floats(b.input.numel(), 3), std::vector<int64_t>(4, 0));
+  CHECK(Pool::create(ctx(), 0, b)->algorithm().find("separable") == std::string::npos);
+  b = c;
+  b.kernel = {3, 2};
+  not3(b, "3x2");
+}
+
 TEST_CASE("bad pool configurations name the op, the argument and the value") {
   PoolConfig c;
   c.input = Shape{1, 3, 7, 13};
