@@ -32,7 +32,6 @@ import tempfile
 import time
 
 import numpy as np
-import onnxruntime as ort
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -141,6 +140,8 @@ def train_torch(model, opt_name, x, y, epochs, batch):
 
 
 def accuracy_onnx(path, x, y):
+    import onnxruntime as ort  # only here: tests/python/test_train.py imports this script without it
+
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     logits = sess.run(None, {"image": x})[0]
     return float((logits.argmax(1) == y).mean())
