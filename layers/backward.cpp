@@ -406,7 +406,9 @@ std::unique_ptr<BatchNormGrad> BatchNormGrad::create(Context& ctx, int device, c
   std::unique_ptr<BatchNormGrad> o(new BatchNormGrad());
   o->cfg_ = cfg;
   o->kernel_ = make_kernel(ctx.program("norm.cl", "-DACT=0", device), "batch_norm_grad");  // with batch_norm_train
-  o->group_ = reduction_group_size(o->kernel_, ctx.device(device), 256);
+  // CPUs: a work-item per channel, as batch_norm_train (layers/norm.cpp).
+  o->group_ = ctx.device(device).info.type == DeviceType::cpu ? 1
+                                                               : reduction_group_size(o->kernel_, ctx.device(device), 256);
   return o;
 }
 
