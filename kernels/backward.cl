@@ -41,6 +41,14 @@ inline int clamped_tap(int o, int stride, int pad, int k, int dil, int size, boo
   return clamp(v, 0, size - 1);
 }
 
+// tap_output without the branch: the output position that reads input position `pos` through tap k, clamped into
+// [0, out); *inside says whether there is one (the caller adds 0 otherwise, so work-items stay uniform).
+inline int clamped_output(int pos, int pad, int k, int dil, int stride, int out, bool* inside) {
+  const int t = pos + pad - k * dil;
+  *inside = t >= 0 && t % stride == 0 && t / stride < out;
+  return clamp(t / stride, 0, out - 1);
+}
+
 // dx[n, c, y, x] = sum over the outputs (oy, ox) of channel m of c's group whose window reads (y, x) through
 // tap (kh, kw): dy[n, m, oy, ox] * w[m, c - g * Cg, kh, kw]. One work-item per element of dx.
 __kernel void conv_grad_data(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a,
@@ -59,13 +67,11 @@ __kernel void conv_grad_data(int C_a, int H_a, int W_a, int M_a, int OH_a, int O
   // compilers vectorize across them.
   float acc = 0.0f;
   for (int kh = 0; kh < KH; ++kh) {
-    const int ty = y + ph - kh * dh;
-    const bool iny = ty >= 0 && ty % sh == 0 && ty / sh < OH;
-    const int oy = clamp(ty / sh, 0, OH - 1);
+    bool iny, inx;
+    const int oy = clamped_output(y, ph, kh, dh, sh, OH, &iny);
     for (int kw = 0; kw < KW; ++kw) {
-      const int tx = x + pw - kw * dw;
-      const bool in = iny && tx >= 0 && tx % sw == 0 && tx / sw < OW;
-      const int ox = clamp(tx / sw, 0, OW - 1);
+      const int ox = clamped_output(x, pw, kw, dw, sw, OW, &inx);
+      const bool in = iny && inx;
       float part = 0.0f;
       for (int m = g * mg; m < (g + 1) * mg; ++m)
         part += dy[((long)m * OH + oy) * OW + ox] * w[(((long)m * cg + ci) * KH + kh) * KW + kw];
@@ -312,13 +318,11 @@ __kernel void conv_col2im(int N, __global const float* dcol, long dcol_off, __gl
   __global const float* d = dcol + dcol_off + (long)c * KH * KW * cols + n * OH * OW;
   float acc = 0.0f;
   for (int kh = 0; kh < KH; ++kh) {
-    const int ty = y + ph - kh * dh;
-    const bool iny = ty >= 0 && ty % sh == 0 && ty / sh < OH;
-    const int oy = clamp(ty / sh, 0, OH - 1);
+    bool iny, inx;
+    const int oy = clamped_output(y, ph, kh, dh, sh, OH, &iny);
     for (int kw = 0; kw < KW; ++kw) {
-      const int tx = x + pw - kw * dw;
-      const bool in = iny && tx >= 0 && tx % sw == 0 && tx / sw < OW;
-      const int ox = clamp(tx / sw, 0, OW - 1);
+      const int ox = clamped_output(x, pw, kw, dw, sw, OW, &inx);
+      const bool in = iny && inx;
       const float v = d[(long)(kh * KW + kw) * cols + oy * OW + ox];
       acc += in ? v : 0.0f;
     }
