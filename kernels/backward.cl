@@ -41,6 +41,14 @@ inline int clamped_tap(int o, int stride, int pad, int k, int dil, int size, boo
   return clamp(v, 0, size - 1);
 }
 
+// tap_output without the branch: the output position that reads input position `pos` through tap k, clamped into
+// [0, out); *inside says whether there is one (the caller adds 0 otherwise, so work-items stay uniform).
+inline int clamped_output(int pos, int pad, int k, int dil, int stride, int out, bool* inside) {
+  const int t = pos + pad - k * dil;
+  *inside = t >= 0 && t % stride == 0 && t / stride < out;
+  return clamp(t / stride, 0, out - 1);
+}
+
 // dx[n, c, y, x] = sum over the outputs (oy, ox) of channel m of c's group whose window reads (y, x) through
 // tap (kh, kw): dy[n, m, oy, ox] * w[m, c - g * Cg, kh, kw]. One work-item per element of dx.
 __kernel void conv_grad_data(int C_a, int H_a, int W_a, int M_a, int OH_a, int OW_a, int KH_a, int KW_a, int sh_a,
@@ -59,13 +67,11 @@ __kernel void conv_grad_data(int C_a, int H_a, int W_a, int M_a, int OH_a, int O
   // compilers vectorize across them.
   float acc = 0.0f;
   for (int kh = 0; kh < KH; ++kh) {
-    const int ty = y + ph - kh * dh;
-    const bool iny = ty >= 0 && ty % sh == 0 && ty / sh < OH;
-    const int oy = clamp(ty / sh, 0, OH - 1);
+    bool iny, inx;
+    const int oy = clamped_output(y, ph, kh, dh, sh, OH, &iny);
     for (int kw = 0; kw < KW; ++kw) {
-      const int tx = x + pw - kw * dw;
-      const bool in = iny && tx >= 0 && tx % sw == 0 && tx / sw < OW;
-      const int ox = clamp(tx / sw, 0, OW - 1);
+      const int ox = clamped_output(x, pw, kw, dw, sw, OW, &inx);
+      const bool in = iny && inx;
       float part = 0.0f;
       for (int m = g * mg; m < (g + 1) * mg; ++m)
         part += dy[((long)m * OH + oy) * OW + ox] * w[(((long)m * cg + ci) * KH + kh) * KW + kw];
@@ -271,3 +277,56 @@ __kernel void dropout_train(float ratio, uint seed, __global const long* step, l
   y[y_off + i] = x[x_off + i] * s;
   scale[s_off + i] = s;
 }
+
+#ifdef GEO_SPEC
+// The GEMM form of the group-1 convolution (ConvGrad's gemm algorithm, layers/backward.cpp). The column matrix
+// col [C * KH * KW, N * OH * OW]: row (c, kh, kw), column (n, oy, ox) holds x[n, c, oy * sh - ph + kh * dh,
+// ox * sw - pw + kw * dw] (0 in the padding). The batch sits in the columns so that the filter gradient is one
+// GEMM whose K runs over the batch and the positions: dw = dy^T-by-channel x col^T. A work-item per element,
+// columns along dimension 0 (contiguous writes), rows along dimension 1.
+__kernel void conv_im2col(int N, __global const float* x, long x_off, __global float* col, long col_off) {
+  const int C = GEO_C, H = GEO_H, W = GEO_W, OH = GEO_OH, OW = GEO_OW, KH = GEO_KH, KW = GEO_KW;
+  const int sh = GEO_sh, sw = GEO_sw, ph = GEO_ph, pw = GEO_pw, dh = GEO_dh, dw = GEO_dw;
+  const long j = get_global_id(0), cols = (long)N * OH * OW;
+  const int r = (int)get_global_id(1);
+  const int kw = r % KW, kh = (r / KW) % KH, c = r / (KW * KH);
+  const long n = j / (OH * OW);
+  const int p = (int)(j - n * (OH * OW)), oy = p / OW, ox = p - oy * OW;
+  bool iny, inx;
+  const int yy = clamped_tap(oy, sh, ph, kh, dh, H, &iny), xx = clamped_tap(ox, sw, pw, kw, dw, W, &inx);
+  const float v = x[x_off + ((n * C + c) * H + yy) * W + xx];
+  col[col_off + r * cols + j] = iny && inx ? v : 0.0f;
+}
+
+// dyt[m, n, p] = dy[n, m, p] (p over OH * OW): the filter gradient's A operand, [M, N * OH * OW].
+__kernel void conv_dy_by_channel(__global const float* dy, long dy_off, __global float* dyt, long dyt_off) {
+  const long P = (long)GEO_OH * GEO_OW, M = GEO_M;
+  const long p = get_global_id(0), m = get_global_id(1), n = get_global_id(2), N = get_global_size(2);
+  dyt[dyt_off + (m * N + n) * P + p] = dy[dy_off + (n * M + m) * P + p];
+}
+
+// col2im: dx[n, c, y, x] = sum over the taps (kh, kw) of dcol[(c, kh, kw), (n, oy, ox)] for the output (oy, ox)
+// that reads (y, x) through the tap (dcol: the data gradient's GEMM, col's layout). A work-item per element of
+// dx, gathering (no atomics), branch-free as conv_grad_data.
+__kernel void conv_col2im(int N, __global const float* dcol, long dcol_off, __global float* dx, long dx_off) {
+  const int C = GEO_C, H = GEO_H, W = GEO_W, OH = GEO_OH, OW = GEO_OW, KH = GEO_KH, KW = GEO_KW;
+  const int sh = GEO_sh, sw = GEO_sw, ph = GEO_ph, pw = GEO_pw, dh = GEO_dh, dw = GEO_dw;
+  const long i = get_global_id(0), cols = (long)N * OH * OW;
+  long n;
+  const int3 at = nchw_of(i, C, H, W, &n);
+  const int x = at.x, y = at.y, c = at.z;
+  __global const float* d = dcol + dcol_off + (long)c * KH * KW * cols + n * OH * OW;
+  float acc = 0.0f;
+  for (int kh = 0; kh < KH; ++kh) {
+    bool iny, inx;
+    const int oy = clamped_output(y, ph, kh, dh, sh, OH, &iny);
+    for (int kw = 0; kw < KW; ++kw) {
+      const int ox = clamped_output(x, pw, kw, dw, sw, OW, &inx);
+      const bool in = iny && inx;
+      const float v = d[(long)(kh * KW + kw) * cols + oy * OW + ox];
+      acc += in ? v : 0.0f;
+    }
+  }
+  dx[dx_off + i] = acc;
+}
+#endif

@@ -1,7 +1,11 @@
 // ConvGrad and PoolGrad: shape checks and the launches of kernels/backward.cl (see layers/backward.hpp).
 #include "layers/backward.hpp"
 
+#include <cstdlib>
+
+#include "layers/gemm.hpp"
 #include "layers/strided.hpp"
+#include "runtime/log.hpp"
 
 namespace cldl {
 namespace {
@@ -75,22 +79,92 @@ void ConvGrad::validate(const ConvGradConfig& c) {
     invalid(op, "weights have shape {}, expected {}", c.w.str(), w.str());
 }
 
+ConvGrad::~ConvGrad() = default;
+
+namespace {
+
+// ConvGradAlgo::automatic: the GEMM form for group 1 (the digits CNN's layers, batch 32: 3-10x the direct
+// kernels' speed through PoCL, see docs/training.md "Speed"), the direct kernels otherwise; CLDL_CONV_GRAD
+// (direct | gemm) overrides the automatic choice for A/B runs.
+bool use_gemm(const ConvGradConfig& cfg) {
+  if (cfg.algo != ConvGradAlgo::automatic) {
+    if (cfg.algo == ConvGradAlgo::gemm && cfg.group != 1)
+      invalid(conv_name(cfg.mode), "the gemm algorithm needs group 1, got group {}", cfg.group);
+    return cfg.algo == ConvGradAlgo::gemm;
+  }
+  if (cfg.group != 1) return false;
+  if (const char* e = std::getenv("CLDL_CONV_GRAD"); e && *e) {
+    const std::string_view v(e);
+    if (v != "direct" && v != "gemm")
+      invalid(conv_name(cfg.mode), "CLDL_CONV_GRAD is '{}', expected direct or gemm", v);
+    log::info("{}: CLDL_CONV_GRAD={} chooses the {} kernels", conv_name(cfg.mode), v, v);
+    return v == "gemm";
+  }
+  return true;
+}
+
+}  // namespace
+
 std::unique_ptr<ConvGrad> ConvGrad::create(Context& ctx, int device, const ConvGradConfig& cfg) {
   validate(cfg);
   std::unique_ptr<ConvGrad> o(new ConvGrad());
   o->cfg_ = cfg;
+  const auto& g = cfg.geo;
+  const auto x = nchw("ConvGrad", "input", g.x), y = nchw("ConvGrad", "output", g.y);
+  const cl::Program prog = ctx.program("backward.cl", geometry_options(g, cfg.group, false, false), device);
+  if (use_gemm(cfg)) {
+    const int64_t N = x[0], C = x[1], M = y[1], P = y[2] * y[3], R = C * g.kernel[0] * g.kernel[1];
+    o->pointwise_ = R == C && g.stride == std::array<int, 2>{1, 1} && g.pad_begin == std::array<int, 2>{0, 0} &&
+                    g.pad_end == std::array<int, 2>{0, 0};
+    GemmConfig gc;
+    switch (cfg.mode) {
+      case ConvGradMode::forward:  // y[n] (M x P) = w (M x R) col[:, n] (R x P): batched over n, w broadcast
+        gc.M = M, gc.N = P, gc.K = R, gc.batch = N, gc.stride_a = 0;
+        gc.ldb = o->pointwise_ ? P : N * P, gc.stride_b = o->pointwise_ ? C * P : P;
+        gc.bias = cfg.bias ? GemmBias::per_row : GemmBias::none;
+        if (!o->pointwise_) o->col_elems_ = R * N * P;
+        break;
+      case ConvGradMode::filter:  // dw (M x R) = dy by channel (M x N P) col^T (N P x R): the batch in K
+        gc.M = M, gc.N = R, gc.K = N * P, gc.trans_b = true;
+        o->col_elems_ = R * N * P;
+        o->dyt_elems_ = M * N * P;
+        break;
+      case ConvGradMode::data:  // dcol[:, n] (R x P) = w^T (R x M) dy[n] (M x P): batched over n
+        gc.M = R, gc.N = P, gc.K = M, gc.batch = N, gc.trans_a = true, gc.stride_a = 0;
+        gc.ldc = o->pointwise_ ? P : N * P, gc.stride_c = o->pointwise_ ? C * P : P;
+        if (!o->pointwise_) o->col_elems_ = R * N * P;
+        break;
+    }
+    o->gemm_ = Gemm::create(ctx, device, gc);
+    if (o->col_elems_ && cfg.mode != ConvGradMode::data) o->im2col_ = make_kernel(prog, "conv_im2col");
+    if (o->col_elems_ && cfg.mode == ConvGradMode::data) o->col2im_ = make_kernel(prog, "conv_col2im");
+    if (o->dyt_elems_) o->by_channel_ = make_kernel(prog, "conv_dy_by_channel");
+    return o;
+  }
   // The filter gradient keeps a work-item per (m, ci) and all its taps while that leaves enough work-items.
   const int64_t taps = int64_t(cfg.geo.kernel[0]) * cfg.geo.kernel[1];
   o->taps_ = cfg.mode == ConvGradMode::filter && taps > 1 && taps <= 49 && cfg.w.numel() / taps >= 64;
-  o->kernel_ = make_kernel(ctx.program("backward.cl", geometry_options(cfg.geo, cfg.group, false, false), device),
-                           cfg.mode == ConvGradMode::forward  ? "conv_forward"
-                           : o->taps_                         ? "conv_grad_filter_taps"
-                           : cfg.mode == ConvGradMode::filter ? "conv_grad_filter"
-                                                              : "conv_grad_data");
+  o->kernel_ = make_kernel(prog, cfg.mode == ConvGradMode::forward  ? "conv_forward"
+                                 : o->taps_                         ? "conv_grad_filter_taps"
+                                 : cfg.mode == ConvGradMode::filter ? "conv_grad_filter"
+                                                                    : "conv_grad_data");
   return o;
 }
 
+size_t ConvGrad::workspace_bytes() const {
+  return gemm_ ? size_t(col_elems_ + dyt_elems_) * sizeof(float) + gemm_->workspace_bytes() : 0;
+}
+
 std::string ConvGrad::algorithm() const {
+  if (gemm_)
+    return fmt::format("{}{} ({}, group 1)",
+                       cfg_.mode == ConvGradMode::data ? "GEMM" : pointwise_ && cfg_.mode == ConvGradMode::forward
+                                                                      ? "GEMM on x"
+                                                                      : "im2col + GEMM",
+                       cfg_.mode == ConvGradMode::data ? (pointwise_ ? " into dx" : " + col2im")
+                       : cfg_.mode == ConvGradMode::filter ? " over the batch" : "",
+                       geometry_str(cfg_.geo)) +
+           ", " + gemm_->algorithm();
   return fmt::format("direct, one work-item per {} ({}, group {})",
                      cfg_.mode == ConvGradMode::forward  ? "output element"
                      : cfg_.mode == ConvGradMode::filter ? "weight"
@@ -98,7 +172,69 @@ std::string ConvGrad::algorithm() const {
                      geometry_str(cfg_.geo), cfg_.group);
 }
 
-void ConvGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor*, ExecutionContext& ec) {
+void ConvGrad::enqueue_gemm(std::span<const Tensor> in, const Tensor& out, const Tensor* workspace,
+                            ExecutionContext& ec) {
+  const std::string_view op = type();
+  const size_t need = workspace_bytes();
+  if (need && (!workspace || workspace->bytes() < need))
+    invalid(op, "algorithm {} needs a workspace of {} bytes, got {}", algorithm(), need,
+            workspace ? workspace->bytes() : 0);
+  const auto& g = cfg_.geo;
+  const auto x = nchw(op, "input", g.x), y = nchw(op, "output", g.y);
+  const int64_t N = x[0], M = y[1], P = y[2] * y[3];
+  Tensor ws;
+  if (workspace) {
+    ws = *workspace;
+    ws.dtype = DType::f32;
+    ws.shape = Shape{int64_t(workspace->bytes() / sizeof(float))};
+  }
+  const Tensor col = col_elems_ ? ws.slice_elems(0, col_elems_, Shape{col_elems_}) : Tensor{};
+  const Tensor dyt = dyt_elems_ ? ws.slice_elems(col_elems_, dyt_elems_, Shape{dyt_elems_}) : Tensor{};
+  const int64_t gemm_ws = int64_t(gemm_->workspace_bytes() / sizeof(float));
+  const Tensor gws = gemm_ws ? ws.slice_elems(col_elems_ + dyt_elems_, gemm_ws, Shape{gemm_ws}) : Tensor{};
+  const Tensor* gw = gemm_ws ? &gws : nullptr;
+  auto flat = [](const Tensor& t) {
+    Tensor v = t;
+    v.shape = Shape{t.numel()};
+    return v;
+  };
+  std::lock_guard lock(launch_mutex_);
+  if (col_elems_ && cfg_.mode != ConvGradMode::data) {  // im2col of x (input 0 forward, input 1 filter)
+    const Tensor& xs = cfg_.mode == ConvGradMode::forward ? in[0] : in[1];
+    set_args(im2col_, cl_int(N), xs.buffer, cl_long(xs.offset_elems()), col.buffer, cl_long(col.offset_elems()));
+    ec.enqueue_kernel(im2col_, cl::NDRange(size_t(N * P), size_t(col_elems_ / (N * P))), cl::NullRange,
+                      "conv_im2col");
+  }
+  switch (cfg_.mode) {
+    case ConvGradMode::forward: {
+      std::vector<Tensor> ins{flat(in[1]), col_elems_ ? col : flat(in[0])};
+      if (cfg_.bias) ins.push_back(flat(in[2]));
+      const Tensor o[1] = {flat(out)};
+      gemm_->enqueue(ins, o, gw, ec);
+      break;
+    }
+    case ConvGradMode::filter: {
+      set_args(by_channel_, in[0].buffer, cl_long(in[0].offset_elems()), dyt.buffer, cl_long(dyt.offset_elems()));
+      ec.enqueue_kernel(by_channel_, cl::NDRange(size_t(P), size_t(M), size_t(N)), cl::NullRange,
+                        "conv_dy_by_channel");
+      const Tensor ins[2] = {dyt, col}, o[1] = {flat(out)};
+      gemm_->enqueue(ins, o, gw, ec);
+      break;
+    }
+    case ConvGradMode::data: {
+      const Tensor ins[2] = {flat(in[1]), flat(in[0])}, o[1] = {col_elems_ ? col : flat(out)};
+      gemm_->enqueue(ins, o, gw, ec);
+      if (col_elems_) {
+        set_args(col2im_, cl_int(N), col.buffer, cl_long(col.offset_elems()), out.buffer, cl_long(out.offset_elems()));
+        ec.enqueue_kernel(col2im_, cl::NDRange(size_t(out.numel())), cl::NullRange, "conv_col2im");
+      }
+      break;
+    }
+  }
+}
+
+void ConvGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, const Tensor* ws,
+                       ExecutionContext& ec) {
   const std::string_view op = type();
   const size_t n_in = cfg_.mode == ConvGradMode::forward && cfg_.bias ? 3 : 2;
   if (in.size() != n_in || out.size() != 1)
@@ -112,6 +248,10 @@ void ConvGrad::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, 
   auto x = nchw(op, "input", g.x), y = nchw(op, "output", g.y);
   const size_t items = size_t(out[0].numel());
   if (items == 0) return;
+  if (gemm_) {
+    enqueue_gemm(in, out[0], ws, ec);
+    return;
+  }
   std::lock_guard lock(launch_mutex_);
   const cl_int kh = g.kernel[0], kw = g.kernel[1], sh = g.stride[0], sw = g.stride[1], ph = g.pad_begin[0],
                pw = g.pad_begin[1], dh = g.dilation[0], dw = g.dilation[1], group = cfg_.group;
@@ -266,7 +406,9 @@ std::unique_ptr<BatchNormGrad> BatchNormGrad::create(Context& ctx, int device, c
   std::unique_ptr<BatchNormGrad> o(new BatchNormGrad());
   o->cfg_ = cfg;
   o->kernel_ = make_kernel(ctx.program("norm.cl", "-DACT=0", device), "batch_norm_grad");  // with batch_norm_train
-  o->group_ = reduction_group_size(o->kernel_, ctx.device(device), 256);
+  // CPUs: a work-item per channel, as batch_norm_train (layers/norm.cpp).
+  o->group_ = ctx.device(device).info.type == DeviceType::cpu ? 1
+                                                               : reduction_group_size(o->kernel_, ctx.device(device), 256);
   return o;
 }
 

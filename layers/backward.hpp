@@ -22,13 +22,22 @@ struct WindowGeometry {
 // (inputs dy, w; output dx) or the weights' (inputs dy, x; output dw).
 enum class ConvGradMode { forward, data, filter };
 
+// How a ConvGrad computes: direct kernels (a work-item per element written: any group) or the GEMM form (group 1:
+// im2col + the project's GEMM for the forward and the filter gradient, GEMM + col2im for the data gradient; a 1x1
+// window with stride 1 and no pads reads x / writes dx in place of col). automatic: gemm for group 1, unless the
+// environment variable CLDL_CONV_GRAD is "direct" (or "gemm"): an A/B switch for benchmarks, logged.
+enum class ConvGradAlgo { automatic, direct, gemm };
+
 struct ConvGradConfig {
   WindowGeometry geo;
   Shape w;  // [M, C / group, KH, KW]
   int group = 1;
   ConvGradMode mode = ConvGradMode::data;
   bool bias = false;  // forward: input b [M]
+  ConvGradAlgo algo = ConvGradAlgo::automatic;
 };
+
+class Gemm;
 
 class ConvGrad : public Op {
  public:
@@ -38,11 +47,20 @@ class ConvGrad : public Op {
   std::string algorithm() const override;
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
+  size_t workspace_bytes() const override;
+  ~ConvGrad() override;
 
  private:
+  void enqueue_gemm(std::span<const Tensor> in, const Tensor& out, const Tensor* workspace, ExecutionContext& ec);
   ConvGradConfig cfg_;
   bool taps_ = false;  // filter: conv_grad_filter_taps (every tap of one weight plane per work-item)
   cl::Kernel kernel_;
+  // The GEMM form: gemm_ and the kernels around it (forward / filter: conv_im2col, filter: conv_dy_by_channel
+  // as well, data: conv_col2im). Workspace: [col or dcol][dy by channel (filter)][the GEMM's own].
+  std::unique_ptr<Gemm> gemm_;
+  bool pointwise_ = false;  // 1x1, stride 1, no pads: no col matrix for the forward and the data gradient
+  cl::Kernel im2col_, by_channel_, col2im_;
+  int64_t col_elems_ = 0, dyt_elems_ = 0;
 };
 
 struct PoolGradConfig {

@@ -15,11 +15,13 @@
 #include <functional>
 #include <random>
 
+#include "layers/backward.hpp"
 #include "models/autodiff.hpp"
 #include "models/model.hpp"
 #include "models/op_registry.hpp"
 #include "models/passes.hpp"
 #include "tests/support/onnx_util.hpp"
+#include "tests/support/test_util.hpp"
 
 using namespace cldl;
 using namespace cldl::graph;
@@ -543,6 +545,12 @@ TEST_SUITE("autodiff") {
                       conv({{"group", int64_t(3)}, {"strides", V{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}},
                            false));
     }
+    SUBCASE("group 1, batch 3, pads 1 (the GEMM form: im2col + GEMM, GEMM + col2im)") {
+      check_gradients({{"x", {3, 2, 5, 4}}, {"w", {3, 2, 3, 3}}, {"b", {3}}}, conv({{"pads", V{1, 1, 1, 1}}}));
+    }
+    SUBCASE("1x1, batch 3, no bias (the GEMM form on x in place of col)") {
+      check_gradients({{"x", {3, 4, 3, 5}}, {"w", {2, 4, 1, 1}}}, conv({}, false));
+    }
     SUBCASE("1-D: stride 2, dilation 2, pads 1, 2") {
       check_gradients({{"x", {2, 3, 11}}, {"w", {2, 3, 3}}, {"b", {2}}},
                       conv({{"strides", V{2}}, {"dilations", V{2}}, {"pads", V{1, 2}}}));
@@ -551,6 +559,70 @@ TEST_SUITE("autodiff") {
       check_gradients({{"x", {2, 8, 5, 6}}, {"w", {18, 4, 3, 2}}, {"b", {18}}},
                       conv({{"strides", V{2, 1}}, {"group", int64_t(2)}, {"pads", V{1, 0, 2, 1}}}));
     }
+  }
+
+  TEST_CASE("ConvGrad's GEMM form (im2col + GEMM, GEMM + col2im) equals its direct kernels") {
+    // Each mode of ConvGrad forced to gemm and to direct on the same random data: odd planes, strides 1 and 2,
+    // asymmetric pads, dilation, 1-D, the 1x1 window read in place, batch 1 and 3. The direct kernels are the
+    // reference the finite-difference cases above check (the automatic choice, gemm for group 1, runs there).
+    struct Case {
+      Shape x;
+      int m;
+      std::array<int, 2> k, s, d, pb, pe;
+    };
+    const std::vector<Case> cases = {
+        {{3, 5, 7, 6}, 4, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},  // the digits CNN's form
+        {{1, 3, 9, 7}, 6, {3, 2}, {2, 1}, {1, 2}, {1, 0}, {0, 1}},  // batch 1, stride 2x1, dilation 1x2
+        {{3, 4, 5, 5}, 5, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},  // 1x1: x and dx in place of col
+        {{3, 4, 6, 5}, 3, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},  // 1x1 with stride 2: through col
+        {{3, 3, 1, 11}, 2, {1, 3}, {1, 2}, {1, 2}, {0, 1}, {0, 2}},  // 1-D (H = 1)
+        {{1, 2, 2, 3}, 7, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},  // a 2x3 plane, most taps in the padding
+    };
+    for (const auto& c : cases) {
+      WindowGeometry g;
+      g.x = c.x;
+      g.kernel = c.k, g.stride = c.s, g.dilation = c.d, g.pad_begin = c.pb, g.pad_end = c.pe;
+      int64_t out[2];
+      for (int i = 0; i < 2; ++i)
+        out[i] = (c.x[size_t(2 + i)] + c.pb[size_t(i)] + c.pe[size_t(i)] - (c.k[size_t(i)] - 1) * c.d[size_t(i)] - 1) /
+                     c.s[size_t(i)] + 1;
+      g.y = Shape{c.x[0], c.m, out[0], out[1]};
+      const Shape w{c.m, c.x[1], c.k[0], c.k[1]};
+      CAPTURE(c.x.str());
+      CAPTURE(g.y.str());
+      const HostTensor x = test::random_tensor(c.x, 21), wt = test::random_tensor(w, 22),
+                       b = test::random_tensor(Shape{c.m}, 23), dy = test::random_tensor(g.y, 24);
+      for (auto mode : {ConvGradMode::forward, ConvGradMode::data, ConvGradMode::filter}) {
+        CAPTURE(int(mode));
+        auto run = [&](ConvGradAlgo algo) {
+          ConvGradConfig cfg;
+          cfg.geo = g, cfg.w = w, cfg.mode = mode, cfg.algo = algo, cfg.bias = mode == ConvGradMode::forward;
+          auto op = ConvGrad::create(test::ctx(), 0, cfg);
+          if (algo == ConvGradAlgo::gemm) CHECK(op->algorithm().find("GEMM") != std::string::npos);
+          std::vector<Tensor> in;
+          if (mode == ConvGradMode::forward) in = {test::ctx().upload(x), test::ctx().upload(wt), test::ctx().upload(b)};
+          else if (mode == ConvGradMode::data) in = {test::ctx().upload(dy), test::ctx().upload(wt)};
+          else in = {test::ctx().upload(dy), test::ctx().upload(x)};
+          const Shape os = mode == ConvGradMode::forward ? g.y : mode == ConvGradMode::data ? c.x : w;
+          Tensor o = test::ctx().upload(test::random_tensor(os, 25));  // garbage: every element must be written
+          Tensor ws;
+          if (op->workspace_bytes())
+            ws = test::ctx().upload(test::random_tensor(Shape{int64_t(op->workspace_bytes() / 4)}, 26));
+          auto ec = test::ctx().exec();
+          const Tensor outs[1] = {o};
+          op->enqueue(in, outs, op->workspace_bytes() ? &ws : nullptr, ec);
+          return test::ctx().download(o);
+        };
+        const HostTensor got = run(ConvGradAlgo::gemm), want = run(ConvGradAlgo::direct);
+        REQUIRE(got.numel() == want.numel());
+        CLDL_CHECK_CLOSE(got.as<float>(), want.as<float>(), size_t(got.numel()), 1e-5, 1e-5);
+      }
+    }
+    ConvGradConfig depthwise;
+    depthwise.geo.x = Shape{1, 2, 3, 3}, depthwise.geo.y = Shape{1, 2, 3, 3}, depthwise.geo.kernel = {1, 1};
+    depthwise.w = Shape{2, 1, 1, 1}, depthwise.group = 2, depthwise.algo = ConvGradAlgo::gemm;
+    CHECK_THROWS_WITH(ConvGrad::create(test::ctx(), 0, depthwise),
+                      doctest::Contains("ConvGradData: the gemm algorithm needs group 1, got group 2"));
   }
 
   TEST_CASE("ConvTranspose: dX for strides, pads, output_padding, dilations, groups, auto_pad, output_shape, 1-D") {
