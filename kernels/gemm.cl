@@ -44,8 +44,8 @@
 #endif
 
 // Clang warns that float16 arguments of vload16/vstore16 change the ABI without AVX-512; the calls are
-// inlined, so the warning is noise on every PoCL build.
-#if defined(__clang__) && NR == 16
+// inlined, so the warning is noise on every PoCL build (gemm_gemv uses float16 whatever NR is).
+#if defined(__clang__)
 #pragma clang diagnostic ignored "-Wpsabi"
 #endif
 
@@ -318,4 +318,93 @@ __kernel void gemm_epilogue(int M, int N, __global float* C, long c_off, int ldc
   v += bias[bias_off + m];
 #endif
   *C = APPLY_ACT(v, act_a, act_b);
+}
+
+// Vector-matrix products (M <= 4 rows of A, B stored N x K: a dense layer or MatMul with transposed weights
+// at batch 1..4). gemm_tile would read B through its packed panels, a copy of all the weights per call, and
+// use MR of its rows; here every weight is read once, straight from B, in float16 loads along K (each row
+// of B^T is contiguous), and each work-item keeps GV_COLS output columns x MR rows of float16 partial sums
+// (no reduction across work-items, no atomics), summing the lanes at the end. Then the same epilogue as
+// gemm_simple. NDRange: (ceil(N / GV_COLS), 1, batch); MR = M. Correct for any M, but meant for M <= 4.
+#ifndef GV_COLS
+#define GV_COLS 4
+#endif
+inline float gemv_hsum16(float16 v) {
+  const float8 a = v.lo + v.hi;
+  const float4 b = a.lo + a.hi;
+  return (b.x + b.y) + (b.z + b.w);
+}
+inline float16 gemv_load_a(__global const float* A, int lda, int m, int k) {
+#if TRANS_A
+  float t[16];
+  for (int j = 0; j < 16; ++j) t[j] = A_AT(m, k + j);
+  return vload16(0, t);
+#else
+  return vload16(0, A + (long)m * lda + k);
+#endif
+}
+__kernel void gemm_gemv(int M, int N, int K, __global const float* A, long a_off, int lda, long stride_a,
+                        __global const float* B, long b_off, int ldb, long stride_b, __global float* C,
+                        long c_off, int ldc, long stride_c, float alpha, float beta,
+                        __global const float* bias, long bias_off, float act_a, float act_b) {
+  const int n0 = get_global_id(0) * GV_COLS;
+  const int b = get_global_id(2);
+  if (n0 >= N) return;
+  A += a_off + b * stride_a;
+  B += b_off + b * stride_b;
+  C += c_off + b * stride_c;
+  // Columns past N read column N - 1 again (dropped by the epilogue), so the K loop has no branches.
+  __global const float* brow[GV_COLS];
+#pragma unroll
+  for (int j = 0; j < GV_COLS; ++j) brow[j] = &B_AT(0, min(n0 + j, N - 1));
+  float16 acc[MR][GV_COLS];
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < GV_COLS; ++j) acc[i][j] = (float16)(0.0f);
+  const int rows = min(M, MR);
+  int k = 0;
+#if TRANS_B
+  for (; k + 16 <= K; k += 16) {
+    float16 bv[GV_COLS];
+#pragma unroll
+    for (int j = 0; j < GV_COLS; ++j) bv[j] = vload16(0, brow[j] + k);
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+      const float16 av = gemv_load_a(A, lda, min(i, rows - 1), k);
+#pragma unroll
+      for (int j = 0; j < GV_COLS; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
+    }
+  }
+#endif
+  float s[MR][GV_COLS];
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < GV_COLS; ++j) s[i][j] = gemv_hsum16(acc[i][j]);
+  for (; k < K; ++k)
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+      const float a = A_AT(min(i, rows - 1), k);
+#pragma unroll
+      for (int j = 0; j < GV_COLS; ++j) s[i][j] = fma(a, B_AT(k, min(n0 + j, N - 1)), s[i][j]);
+    }
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+    if (i >= M) break;
+#pragma unroll
+    for (int j = 0; j < GV_COLS; ++j) {
+      const int n = n0 + j;
+      if (n < N) {
+        float v = alpha * s[i][j];
+        if (beta != 0.0f) v += beta * C[(long)i * ldc + n];
+#if BIAS == 1
+        v += bias[bias_off + n];
+#elif BIAS == 2
+        v += bias[bias_off + i];
+#endif
+        C[(long)i * ldc + n] = APPLY_ACT(v, act_a, act_b);
+      }
+    }
+  }
 }

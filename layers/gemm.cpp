@@ -34,6 +34,7 @@ const ProgramVariants kGemmVariants("gemm.cl", gemm_cpu_variants(1),
 const ProgramVariants kGemmWideVariants("gemm.cl", gemm_cpu_variants(4), gemm_nc4_device);
 
 constexpr int64_t kPackK = 16;  // PACK_K in kernels/gemm.cl
+constexpr int64_t kGemvMaxM = 4;  // gemm_gemv keeps M x GV_COLS float16 sums per work-item
 
 int64_t batch_b(const GemmConfig& c) { return c.eff_stride_b() == 0 ? 1 : c.batch; }
 int64_t batch_a(const GemmConfig& c) { return c.eff_stride_a() == 0 ? 1 : c.batch; }
@@ -72,6 +73,10 @@ void Gemm::validate(const GemmConfig& c) {
   if (o.pack_a < -1 || o.pack_a > 1) invalid("Gemm", "own.pack_a must be -1, 0 or 1, got {}", o.pack_a);
   if (o.local < 0) invalid("Gemm", "own.local must be >= 0, got {}", o.local);
   if (o.mt < 0 || o.mt > 64) invalid("Gemm", "own.mt must be 1..64 (0 = auto), got {}", o.mt);
+  if (o.gemv < -1 || o.gemv > 1) invalid("Gemm", "own.gemv must be -1, 0 or 1, got {}", o.gemv);
+  if (o.gemv == 1 && (c.M > kGemvMaxM || !c.trans_b))
+    invalid("Gemm", "own.gemv=1 needs M <= {} and trans_b (B stored N x K), got M = {}, trans_b {}", kGemvMaxM, c.M,
+            int(c.trans_b));
 }
 
 Gemm::Gemm(Context& ctx, int device, GemmConfig cfg) : ctx_(&ctx), device_(device), cfg_(std::move(cfg)) {}
@@ -110,6 +115,22 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
       check.own = o;
       validate(check);
       tuned = true;
+    }
+    // Vector-matrix products (a dense layer / MatMul at batch 1..4 with B stored N x K): gemm_gemv reads every
+    // weight once in float16 loads along K instead of packing B (a copy of all the weights per call) and
+    // running a 6-row block with M rows used. 8 columns per work-item at M <= 2 (8 or more independent FMA
+    // chains), 4 above (M x 4 float16 sums + 4 B vectors fit the 32 registers of AVX-512).
+    if (o.gemv < 0) o.gemv = cfg.M <= kGemvMaxM && cfg.trans_b && o.mr == 0 && o.nr == 0 && o.nc == 0 ? 1 : 0;
+    if (o.gemv == 1) {
+      const int cols = cfg.M <= 2 ? 8 : 4;
+      g->gemv_cols_ = size_t(cols);
+      g->cfg_.own = o;
+      g->kernel_ = make_kernel(
+          ctx.program("gemm.cl", fmt::format("{} -DMR={} -DGV_COLS={}", base, cfg.M, cols), device), "gemm_gemv");
+      g->algorithm_ = fmt::format("own:gemv m={} cols={}{}", cfg.M, cols, tuned ? " (tuned)" : "");
+      log::debug("Gemm {}x{}x{} batch {} trans {}{} on {}: {}", cfg.M, cfg.N, cfg.K, cfg.batch, int(cfg.trans_a),
+                 int(cfg.trans_b), info.name, g->algorithm_);
+      return g;
     }
     // Register block: 6 rows x 16 columns = 12 AVX accumulators on CPUs; small blocks elsewhere, where the
     // own kernel is only a correct fallback (GPUs get CLBlast by default).
@@ -299,6 +320,16 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
     return;
   }
 
+  if (gemv_cols_) {
+    set_args(kernel_, cl_int(c.M), cl_int(c.N), cl_int(c.K), A.buffer, cl_long(A.offset_elems()), cl_int(c.eff_lda()),
+             cl_long(c.eff_stride_a()), B.buffer, cl_long(B.offset_elems()), cl_int(c.eff_ldb()),
+             cl_long(c.eff_stride_b()), C.buffer, cl_long(C.offset_elems()), cl_int(c.eff_ldc()),
+             cl_long(c.eff_stride_c()), c.alpha, c.beta, bias.buffer, cl_long(bias.offset_elems()), c.act.alpha,
+             c.act.beta);
+    ec.enqueue_kernel(kernel_, cl::NDRange((c.N + gemv_cols_ - 1) / gemv_cols_, 1, c.batch), cl::NullRange,
+                      "gemm_gemv");
+    return;
+  }
   const cl::Buffer* abuf = &A.buffer;
   const cl::Buffer* bbuf = &B.buffer;
   cl_long a_off = cl_long(A.offset_elems()), a_stride = cl_long(c.eff_stride_a());

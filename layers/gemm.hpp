@@ -23,6 +23,7 @@ struct GemmOwnParams {
   int pack_a = -1;   // 1: copy op(A) into MR-tall panels in the workspace first; 0: read A in place
   int mt = 0;        // row blocks per work-item (more work per work-group when K is small)
   int local = 0;     // work-group size along M (1 on CPUs, where each work-group runs on one thread)
+  int gemv = -1;     // 1: the vector-matrix kernel gemm_gemv (M <= 4, trans_b); 0: never; -1: by shape
 };
 
 struct GemmConfig {
@@ -103,6 +104,7 @@ class Gemm : public Op {
   size_t tail_nr_ = 0, tail_nc_ = 0, tail_mt_ = 1;
   cl::Kernel tail_kernel_, tail_kernel_partial_;
   bool clblast_ = false, pack_b_ = false, pack_a_ = false;
+  size_t gemv_cols_ = 0;    // > 0: kernel_ is gemm_gemv with this many columns per work-item
   size_t workspace_bytes_ = 0, ws_b_offset_ = 0;  // workspace: [packed A][packed B] (floats)
   Tensor scratch_;          // workspace used when enqueue gets none
   cl::Event scratch_done_;  // last GEMM that read scratch_; the next use waits for it

@@ -219,6 +219,48 @@ TEST_CASE("own kernel: bias per column / per row with activations") {
   check_gemm(c, 404);
 }
 
+TEST_CASE("own kernel: the vector-matrix kernel (M <= 4, B stored N x K) on odd shapes, with every epilogue") {
+  // gemm_gemv: float16 loads along K, then a scalar tail (K = 1, 3, 49, 577 leave 1, 3, 1, 1 elements past
+  // whole vectors; 16 and 1024 none); N = 1, 3, 49, 196, 1000 against 8- and 4-column work-items (M <= 2 / 3..4);
+  // A transposed or not, bias per column or row with activations, beta, alpha, a strided batch and padded
+  // leading dimensions (every element of C outside the product must stay as it was).
+  struct Case {
+    int64_t M, N, K;
+  };
+  const Case cases[] = {{1, 1, 1}, {1, 1000, 577}, {2, 49, 3}, {3, 196, 49}, {4, 3, 1024}, {1, 49, 16}, {4, 17, 577}};
+  uint32_t seed = 700;
+  for (const auto& cs : cases)
+    for (int variant = 0; variant < 3; ++variant) {
+      CAPTURE(variant);
+      GemmConfig c = make(cs.M, cs.N, cs.K, variant == 1, true);
+      c.own = GemmOwnParams{};
+      c.own.gemv = 1;
+      if (variant == 0) {
+        c.bias = GemmBias::per_col, c.act = Activation(Act::relu);
+      } else if (variant == 1) {
+        c.bias = GemmBias::per_row, c.act = Activation(Act::leaky_relu, 0.1f), c.beta = 0.5f, c.alpha = -1.25f;
+        c.batch = 2, c.stride_c = cs.M * cs.N + 3;
+      } else {
+        c.act = Activation(Act::silu), c.ldb = cs.K + 5, c.lda = cs.K + 2, c.ldc = cs.N + 1, c.batch = 3;
+        c.stride_b = 0;
+      }
+      check_gemm(c, seed++, "own:gemv");
+    }
+  // Chosen by shape: M <= 4 with B^T and the own parameters left at auto; not for M = 5 or B stored K x N.
+  if (ctx().device(0).info.type == DeviceType::cpu) {
+    tuning::ScopedEnabled heuristic_only(false);
+    GemmConfig c = make(3, 100, 64, false, true);
+    c.own = GemmOwnParams{};
+    CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:gemv m=3 cols=4");
+    c.M = 1;
+    CHECK(Gemm::create(ctx(), 0, c)->algorithm() == "own:gemv m=1 cols=8");
+    c.M = 5;
+    CHECK(Gemm::create(ctx(), 0, c)->algorithm().rfind("own:tile", 0) == 0);
+    c.M = 1, c.trans_b = false;
+    CHECK(Gemm::create(ctx(), 0, c)->algorithm().rfind("own:tile", 0) == 0);
+  }
+}
+
 TEST_CASE("CLBlast provider: transposes, batches, beta, and the bias/activation epilogue") {
   uint32_t seed = 500;
   GemmConfig c = make(33, 17, 65, false, false, GemmProvider::clblast);
@@ -351,6 +393,9 @@ TEST_CASE("bad configurations name Gemm, the argument and the value") {
   expect(c, {"own.nr", "5"});
   c.own.nr = 0, c.own.nc = 5;
   expect(c, {"own.nc", "5"});
+  c.own.nc = 0, c.own.gemv = 1;  // M = 8 rows: too many for the vector-matrix kernel
+  expect(c, {"own.gemv", "M = 8"});
+  c.own.gemv = 0;
 
   // Tensors too small for the config fail at enqueue, naming the tensor.
   c = make(8, 6, 5, false, false);

@@ -74,6 +74,7 @@ void run_gemm(Context& ctx, const Options& opts, Reporter& rep) {
     cfg.own.pack_a = setting(opts, "pack_a", -1);
     cfg.own.local = setting(opts, "local", 0);
     cfg.own.mt = setting(opts, "mt", 0);
+    cfg.own.gemv = setting(opts, "gemv", -1);
     std::vector<float> ha(size_t(cs.M * cs.K)), hb(size_t(cs.K * cs.N)), hc(size_t(cs.M * cs.N));
     for (size_t i = 0; i < ha.size(); ++i) ha[i] = float(int(i * 7 % 13) - 6) / 8.0f;
     for (size_t i = 0; i < hb.size(); ++i) hb[i] = float(int(i * 5 % 11) - 5) / 8.0f;
