@@ -106,11 +106,14 @@ void check_vs_reference(const Case& c, const Got& g) {
   if (c.cfg.cell == RnnCell::lstm) CLDL_CHECK_CLOSE(g.Yc.data(), want.Yc.data(), want.Yc.size(), kRtol, kAtol);
 }
 
+// Two strategies sum the gate products in different orders (tile kernels, GEMM, the GEMV for a batch of at
+// most 4): on a hidden value of 0.0055 made of O(1) terms they differed by 1.15e-7 on Intel's CPU runtime,
+// so the absolute part is 5e-7, still 40x below the reference tolerance (kAtol).
 void check_same(const Got& a, const Got& b) {
   INFO("algorithms: " << a.algorithm << " vs " << b.algorithm);
-  CLDL_CHECK_CLOSE(a.Y.data(), b.Y.data(), b.Y.size(), 1e-6, 1e-7);
-  CLDL_CHECK_CLOSE(a.Yh.data(), b.Yh.data(), b.Yh.size(), 1e-6, 1e-7);
-  if (!b.Yc.empty()) CLDL_CHECK_CLOSE(a.Yc.data(), b.Yc.data(), b.Yc.size(), 1e-6, 1e-7);
+  CLDL_CHECK_CLOSE(a.Y.data(), b.Y.data(), b.Y.size(), 1e-6, 5e-7);
+  CLDL_CHECK_CLOSE(a.Yh.data(), b.Yh.data(), b.Yh.size(), 1e-6, 5e-7);
+  if (!b.Yc.empty()) CLDL_CHECK_CLOSE(a.Yc.data(), b.Yc.data(), b.Yc.size(), 1e-6, 5e-7);
 }
 
 const RnnStrategy kAll[] = {RnnStrategy::sequential, RnnStrategy::time_parallel, RnnStrategy::layer_parallel,
