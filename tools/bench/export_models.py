@@ -10,6 +10,7 @@ shape to bench with); a model torch cannot export at an opset is listed in FAILE
 
 Then: tools/bench/models_vs_ort.py --models DIR (cldl against ONNX Runtime on the same inputs)."""
 import argparse
+import inspect
 import json
 import os
 import traceback
@@ -52,6 +53,9 @@ MODELS = {
 }
 
 DETECTORS = ("ssdlite", "fasterrcnn", "retinanet")
+# torch 2.9+ exports through dynamo by default; the TorchScript exporter (Debian's torch 1.13 has only it) keeps
+# the graphs of every torch version alike.
+LEGACY_EXPORT = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
 
 
 class Plain(torch.nn.Module):
@@ -99,13 +103,19 @@ def export(name, opset, out_dir, calibrated=True):
     path = os.path.join(out_dir, f"{name}_opset{opset}.onnx")
     x = torch.randn(*shape)
     if detection:  # takes a list of images; the batch is that list
-        torch.onnx.export(model, ([x[0]],), path, opset_version=opset, input_names=["image"],
-                          output_names=["boxes", "scores", "labels"], dynamic_axes={"image": {1: "height", 2: "width"}})
-        spec = {"image": list(shape[1:])}
+        args, names = ([x[0]],), ["boxes", "scores", "labels"]
+        axes, spec = {"image": {1: "height", 2: "width"}}, {"image": list(shape[1:])}
     else:
-        torch.onnx.export(Plain(model), (x,), path, opset_version=opset, input_names=["image"], output_names=["y"],
-                          dynamic_axes={"image": {0: "batch"}, "y": {0: "batch"}})
-        spec = {"image": list(shape)}
+        model, args, names = Plain(model), (x,), ["y"]
+        axes, spec = {"image": {0: "batch"}, "y": {0: "batch"}}, {"image": list(shape)}
+    try:
+        torch.onnx.export(model, args, path, opset_version=opset, input_names=["image"], output_names=names,
+                          dynamic_axes=axes, **LEGACY_EXPORT)
+    except Exception:  # noqa: BLE001 - a torch whose TorchScript exporter is gone: its default exporter
+        if not LEGACY_EXPORT:
+            raise
+        torch.onnx.export(model, args, path, opset_version=opset, input_names=["image"], output_names=names,
+                          dynamic_axes=axes)
     with open(path[:-5] + ".json", "w") as f:
         json.dump({"inputs": {k: ["float32", v] for k, v in spec.items()}}, f)
     return path
