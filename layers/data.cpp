@@ -504,6 +504,8 @@ std::unique_ptr<Gather> Gather::create(Context& ctx, int device, const GatherCon
   for (size_t i = ax + 1; i < cfg.input.rank(); ++i) g->inner_ *= cfg.input[i];
   g->kernel_ = sized_kernel(ctx, device, "gather", cfg.dtype);
   g->items_ = fixed_group_items(g->kernel_, ctx.device(device));
+  g->max_ly_ = pow2_work_items(ctx.device(device), 1);
+  g->max_lz_ = pow2_work_items(ctx.device(device), 2);
   return g;
 }
 
@@ -524,8 +526,8 @@ void Gather::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, co
   // indices all the way to the group (1024 / width) made a one-index Gather of a column of 3,234 rows
   // 3.3 million work-items (SSDlite's per-class score columns: 214 ms of a 250 ms run).
   const size_t lx = pow2_divisor(inner_, 64);
-  const size_t ly = pow2_cover(n_idx, std::max<size_t>(items_ / lx, 1));
-  const size_t lz = pow2_cover(outer_, std::max<size_t>(items_ / (lx * ly), 1));
+  const size_t ly = pow2_cover(n_idx, std::min(std::max<size_t>(items_ / lx, 1), max_ly_));
+  const size_t lz = pow2_cover(outer_, std::min(std::max<size_t>(items_ / (lx * ly), 1), max_lz_));
   const cl::NDRange global(size_t(inner_), round_up(size_t(n_idx), ly), round_up(size_t(outer_), lz));
   ec.enqueue_kernel(kernel_, global, cl::NDRange(lx, ly, lz), "gather");
 }

@@ -224,6 +224,7 @@ class Gather : public Op {
   Shape out_;
   int64_t outer_ = 1, inner_ = 1;
   size_t items_ = 1;  // work-items per group (launch.hpp)
+  size_t max_ly_ = 1, max_lz_ = 1;  // the device's work-item sizes along y and z, as powers of two
   cl::Kernel kernel_;
 };
 

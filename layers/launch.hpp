@@ -49,6 +49,16 @@ inline size_t pow2_cover(int64_t n, size_t cap) {
   return g;
 }
 
+// The largest power of two within the device's work-item size along `dim` (NVIDIA: 1024, 1024, 64), so a
+// group that covers a dim up to a power of two stays launchable there.
+inline size_t pow2_work_items(const Device& dev, size_t dim) {
+  const auto& sizes = dev.info.max_work_item_sizes;
+  const size_t lim = dim < sizes.size() ? std::max<size_t>(sizes[dim], 1) : 1;
+  size_t g = 1;
+  while (g * 2 <= lim) g *= 2;
+  return g;
+}
+
 // A launch over (gx, gy, gz) with local (lx, ly, 1): gx and gy padded up to it, gz as it is.
 struct FixedLaunch {
   cl::NDRange global, local;

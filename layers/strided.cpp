@@ -142,7 +142,11 @@ cl::NDRange plane_batch_local_size(const cl::Kernel& k, const Device& dev, size_
   const size_t lim = std::min(target, k.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.device));
   const size_t plane = w * h;
   if (plane == 0 || planes == 0 || plane > lim) return cl::NullRange;
-  size_t g = std::min(planes, lim / plane);
+  // Each dimension within the device's work-item sizes too: NVIDIA's third is 64, and a 1x1 plane batched
+  // 128 deep failed to launch there (SSDlite's last head convolutions).
+  const std::vector<size_t>& dims = dev.info.max_work_item_sizes;
+  if (dims.size() < 3 || w > dims[0] || h > dims[1]) return cl::NullRange;
+  size_t g = std::min({planes, lim / plane, dims[2]});
   while (g > 1 && planes % g) --g;
   return cl::NDRange(w, h, g);
 }

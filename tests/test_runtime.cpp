@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include "layers/launch.hpp"
+#include "layers/strided.hpp"
 #include "support/test_util.hpp"
 
 using namespace cldl;
@@ -284,6 +286,26 @@ TEST_CASE("errors carry the OpenCL error name and the failing call") {
   size_t too_big = ctx().device().info.max_work_group_size * 2;
   CHECK_THROWS_WITH_AS(ec.enqueue_kernel(k, cl::NDRange(too_big), cl::NDRange(too_big), "fill"),
                        doctest::Contains("fill"), Error);
+}
+
+TEST_CASE("plane_batch_local_size keeps every dimension within the device's work-item sizes") {
+  cl::Kernel k = make_kernel(ctx().program("selftest.cl"), "fill_f32");
+  Device dev = ctx().device();
+  dev.info.max_work_item_sizes = {1024, 1024, 64};  // NVIDIA's limits
+  // 1x1 planes, 128 of them: 128 would fit the group size but not the third dimension.
+  cl::NDRange l = plane_batch_local_size(k, dev, 1, 1, 128);
+  REQUIRE(l.dimensions() == 3);
+  CHECK(l[2] == 64);
+  CHECK(plane_batch_local_size(k, dev, 1, 1, 96)[2] == 48);  // a divisor of the planes, at most 64
+  CHECK(plane_batch_local_size(k, dev, 2, 2, 480)[2] == 60);
+  dev.info.max_work_item_sizes = {8, 1024, 64};
+  CHECK(plane_batch_local_size(k, dev, 9, 1, 4).dimensions() == 0);  // a row wider than dimension 0 allows
+  // Gather's group covers the indices and the outer dim up to these powers of two.
+  dev.info.max_work_item_sizes = {1024, 1000, 64};
+  CHECK(pow2_work_items(dev, 0) == 1024);
+  CHECK(pow2_work_items(dev, 1) == 512);
+  CHECK(pow2_work_items(dev, 2) == 64);
+  CHECK(pow2_work_items(dev, 3) == 1);
 }
 
 TEST_CASE("profiler records kernels and writes Chrome trace JSON") {
