@@ -404,11 +404,22 @@ TEST_CASE("automatic choice follows the documented heuristic") {
   CHECK(algo_for(16, 8, 1, 2, 1, 0) == ConvAlgo::im2col_gemm);  // strided 1x1
   CHECK(algo_for(1, 4, 3, 1, 1, 1) == ConvAlgo::direct);
   CHECK(algo_for(16, 16, 3, 1, 2, 1) == ConvAlgo::im2col_gemm);  // grouped: im2col + GEMM per group ...
-  // ... except on CPUs, where an output row per work-item serves 8 channels of a group (conv_grouped_rows).
+  // ... when the device is not known. On a device, one direct kernel serves 8 channels of a group per
+  // work-item (CPUs: of a row, conv_grouped_rows; other devices: of a pixel, while a group has at most 64
+  // output channels; wider groups keep a GEMM per group there).
   {
     Problem g{"grouped", 1, 48, 20, 20, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 6, true, {}};
     auto op = ConvOp::create(ctx(), 0, make_config(g, 3));
-    CHECK(op->algorithm() == (ctx().device(0).info.type == DeviceType::cpu ? "direct" : "im2col_gemm"));
+    CHECK(op->algorithm() == "direct");
+    DeviceInfo cpu, gpu;
+    cpu.type = DeviceType::cpu;
+    gpu.type = DeviceType::gpu;
+    std::string why;
+    CHECK(ConvOp::choose(make_config(g, 3), gpu, &why) == ConvAlgo::direct);
+    CHECK(why.find("grouped") != std::string::npos);
+    Problem wide{"wide groups", 1, 32, 20, 20, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true, {}};  // 128 per group
+    CHECK(ConvOp::choose(make_config(wide, 3), gpu, &why) == ConvAlgo::im2col_gemm);
+    CHECK(ConvOp::choose(make_config(wide, 3), cpu, &why) == ConvAlgo::direct);
   }
   // CPUs: output planes of at most 64 pixels with at most 512 KiB of weights run conv_small_plane (the
   // direct algorithm); larger planes or weights, and GPUs, keep the choice above.
