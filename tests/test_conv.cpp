@@ -440,6 +440,13 @@ TEST_CASE("automatic choice follows the documented heuristic") {
     CHECK(choice(cpu, 1, 512, 7, 512).first == ConvAlgo::winograd);  // 9 MiB of weights
     CHECK(choice(cpu, 1, 16, 9, 16).first == ConvAlgo::winograd);    // 81 pixels
     CHECK(choice(gpu, 450, 16, 4, 32).first == ConvAlgo::winograd);
+    // Few outputs from a short reduction: direct at stride 1, im2col + GEMM at stride 2 (MobileNet v3's stem).
+    auto stem = [&](int64_t s) {
+      Problem q{"stem", 1, 3, 224, 224, 16, 3, 3, s, s, 1, 1, 1, 1, 1, 1, 1, true, {}};
+      return ConvOp::choose(make_config(q, 4), cpu, nullptr);
+    };
+    CHECK(stem(1) == ConvAlgo::direct);
+    CHECK(stem(2) == ConvAlgo::im2col_gemm);
   }
   // create uses the same choice and reports it.
   Problem p{"auto", 1, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, {}};
