@@ -29,14 +29,7 @@ using cldl::test::ctx;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 // ---- Gemm ------------------------------------------------------------------------------------------------
 
@@ -316,16 +309,18 @@ TEST_SUITE("fusion_residual") {
     const Shape xs{1, 12, 5, 7};
     HostTensor x = test::random_tensor(xs, 31);
     HostTensor w = test::random_tensor(Shape{12, 12, 1, 1}, 32);
+    // x -> Conv 1x1 (w) -> c; y = tail(x, c), which holds the Add.
+    auto graph_of = [&](std::function<Value(GraphBuilder&, Value, Value)> tail) {
+      return [&xs, &w, tail] {
+        GraphBuilder gb("neg", 13);
+        Value xi = gb.input("x", DType::f32, xs);
+        gb.output(tail(gb, xi, gb.conv(xi, gb.constant("w", w))), "y");
+        return gb.build();
+      };
+    };
     SUBCASE("the conv output has a second reader") {
-      check_graph(
-          [&] {
-            GraphBuilder gb("two", 13);
-            Value xi = gb.input("x", DType::f32, xs);
-            Value c = gb.conv(xi, gb.constant("w", w));
-            gb.output(gb.op1("Mul", {gb.add(c, xi), c}), "y");
-            return gb.build();
-          },
-          x, 0, 1);
+      check_graph(graph_of([](GraphBuilder& gb, Value xi, Value c) { return gb.op1("Mul", {gb.add(c, xi), c}); }), x,
+                  0, 1);
     }
     SUBCASE("the conv output is a graph output") {
       GraphBuilder gb("out", 13);
@@ -338,37 +333,17 @@ TEST_SUITE("fusion_residual") {
       CHECK(count_residual(g) == 0);
     }
     SUBCASE("the Add broadcasts") {
-      check_graph(
-          [&] {
-            GraphBuilder gb("bcast", 13);
-            Value xi = gb.input("x", DType::f32, xs);
-            Value c = gb.conv(xi, gb.constant("w", w));
-            gb.output(gb.add(c, gb.op1("GlobalAveragePool", {xi})), "y");
-            return gb.build();
-          },
-          x, 0, 1);
+      check_graph(graph_of([](GraphBuilder& gb, Value xi, Value c) {
+                    return gb.add(c, gb.op1("GlobalAveragePool", {xi}));
+                  }),
+                  x, 0, 1);
     }
     SUBCASE("the residual is produced after the conv") {
-      check_graph(
-          [&] {
-            GraphBuilder gb("late", 13);
-            Value xi = gb.input("x", DType::f32, xs);
-            Value c = gb.conv(xi, gb.constant("w", w));
-            Value r = gb.op1("Sigmoid", {xi});
-            gb.output(gb.add(c, r), "y");
-            return gb.build();
-          },
-          x, 0, 1);
+      check_graph(graph_of([](GraphBuilder& gb, Value xi, Value c) { return gb.add(c, gb.op1("Sigmoid", {xi})); }), x,
+                  0, 1);
     }
     SUBCASE("an activation between the conv and the Add") {
-      check_graph(
-          [&] {
-            GraphBuilder gb("act", 13);
-            Value xi = gb.input("x", DType::f32, xs);
-            gb.output(gb.add(gb.relu(gb.conv(xi, gb.constant("w", w))), xi), "y");
-            return gb.build();
-          },
-          x, 0, 1);
+      check_graph(graph_of([](GraphBuilder& gb, Value xi, Value c) { return gb.add(gb.relu(c), xi); }), x, 0, 1);
     }
     SUBCASE("a Winograd conv (its algorithm takes no residual)") {
       const Shape ws{1, 16, 8, 8};
