@@ -3,9 +3,9 @@
 // ConvOp's residual on the GEMM algorithms (gemm_1x1, im2col_gemm with both im2col kernels, groups, 1-D),
 // against the C++ references (tests/reference: conv_ref, a double GEMM here) plus the residual and the
 // activation written out here; and the graph pass (models/ops_conv.cpp, "residual-add"): where it fires
-// (both Add operand orders, a Relu after the Add joining, a Conv on both sides), where it must not (a second
-// reader, a broadcasting Add, a residual produced after the Conv, an activation before the Add, a Winograd
-// conv), each fused graph also against the same graph run unfused (CLDL_SKIP_PASSES=residual-add).
+// (gemm_1x1 convs: both Add operand orders, a Relu after the Add joining, a Conv on both sides), where it must
+// not (a second reader, a broadcasting Add, a residual produced after the Conv, an activation before the Add,
+// a Winograd or an im2col conv), each fused graph also against the same graph run unfused (CLDL_SKIP_PASSES=residual-add).
 // Tolerances: rtol 1e-4, atol 1e-4 as tests/test_conv.cpp's GEMM algorithms (fp32 sums of at most a few
 // thousand products; the residual adds one rounding).
 #include <algorithm>
@@ -290,19 +290,25 @@ TEST_SUITE("fusion_residual") {
         }
   }
 
-  TEST_CASE("the pass fuses one Conv of a downsample block and a 3x3 stride-2 conv (im2col)") {
+  TEST_CASE("the pass fuses one Conv of a downsample block (the later, gemm_1x1), not the stride-2 shortcut") {
     const Shape xs{2, 8, 9, 9};
     HostTensor x = test::random_tensor(xs, 21);
-    HostTensor wa = test::random_tensor(Shape{16, 8, 1, 1}, 22), wb = test::random_tensor(Shape{16, 8, 3, 3}, 23);
+    HostTensor wa = test::random_tensor(Shape{16, 8, 1, 1}, 22), wb = test::random_tensor(Shape{16, 8, 3, 3}, 23),
+               wc = test::random_tensor(Shape{16, 16, 1, 1}, 24);
     auto build = [&] {
       GraphBuilder gb("down", 13);
       Value xi = gb.input("x", DType::f32, xs);
-      Value a = gb.conv(xi, gb.constant("wa", wa), {}, {2, 2});                 // 1x1 stride 2, 8 channels: direct
-      Value c = gb.conv(xi, gb.constant("wb", wb), {}, {2, 2}, {1, 1, 1, 1});  // 3x3 stride 2: im2col_gemm
-      gb.output(gb.relu(gb.add(a, c)), "y");
+      Value a = gb.conv(xi, gb.constant("wa", wa), {}, {2, 2});  // 1x1 stride 2: not gemm_1x1, stays the residual
+      Value b = gb.relu(gb.conv(xi, gb.constant("wb", wb), {}, {2, 2}, {1, 1, 1, 1}));
+      Value c = gb.conv(b, gb.constant("wc", wc));  // 1x1 stride 1: gemm_1x1, after a
+      gb.output(gb.relu(gb.add(c, a)), "y");
       return gb.build();
     };
     check_graph(build, x, 1, 0);
+    Graph g = build();
+    graph::prepare(g);
+    for (auto& n : g.nodes)
+      if (n.op_type == "Conv") CHECK((n.attr_i("_cldl_residual", 0) != 0) == (n.input(1) == "wc"));
   }
 
   TEST_CASE("the pass leaves the Add where fusing would be wrong or slower") {
@@ -344,6 +350,20 @@ TEST_SUITE("fusion_residual") {
     }
     SUBCASE("an activation between the conv and the Add") {
       check_graph(graph_of([](GraphBuilder& gb, Value xi, Value c) { return gb.add(gb.relu(c), xi); }), x, 0, 1);
+    }
+    SUBCASE("a 3x3 stride-2 conv (im2col_gemm: on CPUs the device may pick a direct kernel the pass cannot see)") {
+      const Shape ws{1, 8, 9, 9};
+      HostTensor xw = test::random_tensor(ws, 35), w3 = test::random_tensor(Shape{8, 8, 3, 3}, 36);
+      check_graph(
+          [&] {
+            GraphBuilder gb("s2", 13);
+            Value xi = gb.input("x", DType::f32, ws);
+            Value r = gb.op1("MaxPool", {xi}, {{"kernel_shape", std::vector<int64_t>{1, 1}},
+                                               {"strides", std::vector<int64_t>{2, 2}}});
+            gb.output(gb.add(gb.conv(xi, gb.constant("w", w3), {}, {2, 2}, {1, 1, 1, 1}), r), "y");
+            return gb.build();
+          },
+          xw, 0, 1);
     }
     SUBCASE("a Winograd conv (its algorithm takes no residual)") {
       const Shape ws{1, 16, 8, 8};
