@@ -5,6 +5,9 @@
 //   TRANS_A, TRANS_B  0/1: A stored K x M / B stored N x K
 //   BIAS              0 none, 1 per column (length N), 2 per row (length M)
 //   ACT               activation number (common.cl)
+//   RESIDUAL          0/1: add R (C's layout: ldc, stride_c, offset r_off) after the bias, before the
+//                     activation (a residual Add fused into a conv's epilogue); gemm_tile, gemm_gemv and
+//                     gemm_epilogue take R, r_off as their last arguments whatever RESIDUAL is
 //   MR                rows of C per work-item in gemm_tile (register block), 1..8
 //   NR                the vector width of gemm_tile, 4, 8 or 16: columns of C per vector and per B panel
 //   NC                vectors of NR columns per work-item in gemm_tile (NC adjacent panels), 1..4
@@ -26,6 +29,9 @@
 #endif
 #ifndef BIAS
 #define BIAS 0
+#endif
+#ifndef RESIDUAL
+#define RESIDUAL 0
 #endif
 #ifndef MR
 #define MR 4
@@ -178,7 +184,8 @@ inline VEC gemm_b_gather(__global const float* B, int ldb, int k, int n0, int N)
 __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off, int lda, long stride_a,
                         __global const float* B, long b_off, int ldb, long stride_b, __global float* C,
                         long c_off, int ldc, long stride_c, float alpha, float beta,
-                        __global const float* bias, long bias_off, float act_a, float act_b, int mt) {
+                        __global const float* bias, long bias_off, float act_a, float act_b, int mt,
+                        __global const float* R, long r_off) {
   const int panel = get_global_id(1) * NC;
   const int n0 = panel * NR;
   const int b = get_global_id(2);
@@ -186,6 +193,9 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
   A += a_off + b * stride_a;
   B += b_off + b * stride_b;
   C += c_off + b * stride_c;
+#if RESIDUAL
+  R += r_off + b * stride_c;
+#endif
   // Panels past N (the last work-item's, when the panel count is not a multiple of NC) read the last
   // panel again: computed, then dropped by the epilogue, so the K loop has no branches.
   const int last_panel = (N - 1) / NR;
@@ -269,6 +279,9 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
 #elif BIAS == 2
           v += (VEC)(bias[bias_off + m]);
 #endif
+#if RESIDUAL
+          v += VLOAD(0, R + (long)m * ldc + nb);
+#endif
 #if ACT_VEC
           v = APPLY_ACT_V(v, act_a, act_b);
 #else
@@ -291,6 +304,9 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
 #elif BIAS == 2
               v += bias[bias_off + m];
 #endif
+#if RESIDUAL
+              v += R[(long)m * ldc + n];
+#endif
               crow[n] = APPLY_ACT(v, act_a, act_b);
             }
           }
@@ -302,20 +318,25 @@ __kernel void gemm_tile(int M, int N, int K, __global const float* A, long a_off
   }  // row blocks
 }
 
-// Bias and activation after a provider that has no epilogue (CLBlast): C = act(C + bias) in place.
-// NDRange: (N, M, batch).
+// Bias, residual and activation after a provider that has no epilogue (CLBlast): C = act(C + bias + R) in
+// place. NDRange: (N, M, batch).
 __kernel void gemm_epilogue(int M, int N, __global float* C, long c_off, int ldc, long stride_c,
-                            __global const float* bias, long bias_off, float act_a, float act_b) {
+                            __global const float* bias, long bias_off, float act_a, float act_b,
+                            __global const float* R, long r_off) {
   const int n = get_global_id(0);
   const int m = get_global_id(1);
   const int b = get_global_id(2);
   if (m >= M || n >= N) return;
-  C += c_off + b * stride_c + (long)m * ldc + n;
+  const long at = b * stride_c + (long)m * ldc + n;
+  C += c_off + at;
   float v = *C;
 #if BIAS == 1
   v += bias[bias_off + n];
 #elif BIAS == 2
   v += bias[bias_off + m];
+#endif
+#if RESIDUAL
+  v += R[r_off + at];
 #endif
   *C = APPLY_ACT(v, act_a, act_b);
 }
@@ -346,13 +367,17 @@ inline float16 gemv_load_a(__global const float* A, int lda, int m, int k) {
 __kernel void gemm_gemv(int M, int N, int K, __global const float* A, long a_off, int lda, long stride_a,
                         __global const float* B, long b_off, int ldb, long stride_b, __global float* C,
                         long c_off, int ldc, long stride_c, float alpha, float beta,
-                        __global const float* bias, long bias_off, float act_a, float act_b) {
+                        __global const float* bias, long bias_off, float act_a, float act_b,
+                        __global const float* R, long r_off) {
   const int n0 = get_global_id(0) * GV_COLS;
   const int b = get_global_id(2);
   if (n0 >= N) return;
   A += a_off + b * stride_a;
   B += b_off + b * stride_b;
   C += c_off + b * stride_c;
+#if RESIDUAL
+  R += r_off + b * stride_c;
+#endif
   // Columns past N read column N - 1 again (dropped by the epilogue), so the K loop has no branches.
   __global const float* brow[GV_COLS];
 #pragma unroll
@@ -402,6 +427,9 @@ __kernel void gemm_gemv(int M, int N, int K, __global const float* A, long a_off
         v += bias[bias_off + n];
 #elif BIAS == 2
         v += bias[bias_off + i];
+#endif
+#if RESIDUAL
+        v += R[(long)i * ldc + n];
 #endif
         C[(long)i * ldc + n] = APPLY_ACT(v, act_a, act_b);
       }

@@ -191,6 +191,9 @@ ConvGeometry ConvOp::geometry(const ConvConfig& c) {
 
 Shape ConvOp::validate(const ConvConfig& c) {
   ConvGeometry g = geometry(c);
+  if (c.residual && g.three_d)
+    invalid("Conv", "residual: a fused residual add needs a 1-D or 2-D convolution (3-D runs the direct "
+                    "algorithm only), got input {}", c.input.str());
   if (g.three_d) return Shape{g.N, g.K, g.OD, g.OH, g.OW};
   return g.one_d ? Shape{g.N, g.K, g.OW} : Shape{g.N, g.K, g.OH, g.OW};
 }
@@ -204,6 +207,8 @@ bool ConvOp::applies(const ConvConfig& cfg, ConvAlgo a, std::string* why) {
   const bool unit = g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1;
   if (g.three_d && a != ConvAlgo::automatic && a != ConvAlgo::direct)
     return no("3-D convolution runs the direct algorithm only");
+  if (cfg.residual && (a == ConvAlgo::direct || a == ConvAlgo::depthwise || a == ConvAlgo::winograd || a == ConvAlgo::fft))
+    return no("a fused residual add runs in the GEMM epilogue only (gemm_1x1, im2col_gemm)");
   switch (a) {
     case ConvAlgo::automatic:
     case ConvAlgo::im2col_gemm:
@@ -251,6 +256,8 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, std::string* why_out) {
     a = ConvAlgo::fft, why = "kernel >= 7x7, stride 1";
   } else if (g.C / g.groups * g.KH * g.KW >= 16) {
     a = ConvAlgo::im2col_gemm, why = "reduction C/group*KH*KW >= 16";
+  } else if (cfg.residual) {
+    a = ConvAlgo::im2col_gemm, why = "fused residual add (GEMM epilogue)";
   } else {
     a = ConvAlgo::direct, why = "small reduction";
   }
@@ -276,7 +283,7 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::stri
   // made 2x2 tiles per 4x4 image in three commands (digits_cnn at batch 450, 16 -> 32 on 4x4: 4.9 ms of
   // transforms and GEMM, 0.7-1.0 ms now), im2col + GEMM a GEMM of 16 columns per image.
   if (cfg.algo == ConvAlgo::automatic && info.type == DeviceType::cpu && cfg.input.rank() == 4 &&
-      a != ConvAlgo::depthwise && a != ConvAlgo::gemm_1x1) {
+      a != ConvAlgo::depthwise && a != ConvAlgo::gemm_1x1 && applies(cfg, ConvAlgo::direct)) {
     // Up to 512 KiB of weights (each tile reads all of them; Winograd does 2.25x fewer FLOPs): batch 1, 3x3,
     // median ms conv_small_plane vs Winograd: 64 -> 64 on 8x8 (144 KiB) 0.061 vs 0.265; 128 -> 128 on 8x8
     // (576 KiB) 0.195 vs 0.182; 192 -> 192 on 7x7 0.54 vs 0.41; 512 -> 512 on 7x7 5.1 vs 2.8 (cldl bench conv
@@ -407,9 +414,13 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   op->ctx_ = &ctx;
   op->device_ = device;
   op->act_ = cfg.act;
+  op->residual_ = cfg.residual;
   const ConvGeometry& g = op->g_;
   std::string why;
   op->algo_ = choose(cfg, ctx.device(device).info, &why);
+  if (std::string no; !applies(cfg, op->algo_, &no))  // every choice above checks; a new one must too
+    invalid("Conv", "algorithm {} ({}) does not apply to input {} weight {}: {}", to_string(op->algo_), why,
+            cfg.input.str(), cfg.weight.shape().str(), no);
   log::debug("Conv input {} weight {} -> {}: algorithm {} ({})", cfg.input.str(), cfg.weight.shape().str(),
              op->out_shape_.str(), to_string(op->algo_), why);
 
@@ -566,6 +577,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       gc.stride_c = g.K * P;
       gc.bias = op->has_bias_ ? GemmBias::per_row : GemmBias::none;
       gc.act = cfg.act;
+      gc.residual = cfg.residual;
       // One Gemm op serves every group: the group is only a view offset.
       op->gemm_.push_back(Gemm::create(ctx, device, gc));
       break;
@@ -716,9 +728,13 @@ std::vector<GemmConfig> ConvOp::gemm_configs() const {
 
 void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                      ExecutionContext& ec) {
-  if (inputs.size() != 1 || outputs.size() != 1)
-    invalid("Conv", "expects 1 input and 1 output, got {} and {}", inputs.size(), outputs.size());
+  const size_t need_in = residual_ ? 2 : 1;
+  if (inputs.size() != need_in || outputs.size() != 1)
+    invalid("Conv", "expects {} input(s) and 1 output, got {} and {}", need_in, inputs.size(), outputs.size());
   const Tensor &x = inputs[0], &y = outputs[0];
+  if (residual_ && (inputs[1].dtype != DType::f32 || inputs[1].shape != out_shape_))
+    invalid("Conv", "residual is {} {}, expected f32 {}", to_string(inputs[1].dtype), inputs[1].shape.str(),
+            out_shape_.str());
   if (x.dtype != DType::f32 || y.dtype != DType::f32) invalid("Conv", "only f32 tensors are supported");
   if (x.numel() != g_.N * g_.C * g_.D * g_.H * g_.W)
     invalid("Conv", "input shape {} does not match the configured problem", x.shape.str());
@@ -806,6 +822,7 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
       for (int64_t grp = 0; grp < g_.groups; ++grp) {
         std::vector<Tensor> in{view(weight_, grp * KG * R), view(src, grp * R * P)};
         if (has_bias_) in.push_back(view(bias_, grp * KG));
+        if (residual_) in.push_back(view(inputs[1], grp * KG * P));
         Tensor out[1] = {view(y, grp * KG * P)};
         gemm_[0]->enqueue(in, out, nullptr, ec);
       }

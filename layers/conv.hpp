@@ -41,7 +41,11 @@ struct ConvConfig {
   std::vector<int64_t> strides, dilations, pads;
   AutoPad auto_pad = AutoPad::notset;
   int64_t groups = 1;
-  Activation act;  // fused after bias
+  Activation act;  // fused after bias (and the residual)
+  // A residual R with the output's shape, an input after X, added after the bias and before the activation
+  // (a residual Add fused into the epilogue: Y = act(conv(X) + bias + R)). The GEMM-based algorithms
+  // (gemm_1x1, im2col_gemm) take it; applies() refuses the others, so the automatic choice keeps to those two.
+  bool residual = false;
   ConvAlgo algo = ConvAlgo::automatic;
   // Depthwise kernel: 1 = conv_depthwise (an output per work-item), 8 = conv_depthwise_rows (an output
   // row per work-item in vector strips of 8), 64 = conv_depthwise_plane (a whole plane per work-item from
@@ -80,7 +84,7 @@ struct ConvGeometry {
   double flops() const { return 2.0 * double(N * K * OD * OH * OW) * double(C / groups * KD * KH * KW); }
 };
 
-// Inputs: X; output: Y. Workspace: workspace_bytes() (im2col columns, Winograd/FFT planes).
+// Inputs: X, [R] (cfg.residual); output: Y (must not overlap R). Workspace: workspace_bytes() (im2col columns, Winograd/FFT planes).
 class ConvOp : public Op {
  public:
   // Checks the config; returns the output shape. Errors name Conv, the argument and the value.
@@ -121,6 +125,7 @@ class ConvOp : public Op {
   ConvGeometry g_;
   Shape out_shape_;
   Activation act_;
+  bool residual_ = false;  // inputs[1] is added in the GEMM epilogue
   ConvAlgo algo_ = ConvAlgo::direct;
   size_t workspace_ = 0;
   Tensor weight_, bias_;  // device copies (weight_ transformed for Winograd / FFT)

@@ -95,11 +95,13 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
   if (p == GemmProvider::clblast && binaries_only)
     fail("Gemm: provider clblast compiles kernels from source at run time, which an offline program bundle "
          "(--binaries) cannot hold; use the own provider");
-  const std::string base = fmt::format("-DTRANS_A={} -DTRANS_B={} -DBIAS={} -DACT={}", int(cfg.trans_a),
-                                       int(cfg.trans_b), int(cfg.bias), int(cfg.act.kind));
+  // RESIDUAL only where set, so the programs without one keep the names warm-up and the caches know.
+  const std::string base = fmt::format("-DTRANS_A={} -DTRANS_B={} -DBIAS={} -DACT={}{}", int(cfg.trans_a),
+                                       int(cfg.trans_b), int(cfg.bias), int(cfg.act.kind),
+                                       cfg.residual ? " -DRESIDUAL=1" : "");
   if (p == GemmProvider::clblast) {
     g->clblast_ = true;
-    bool epi = cfg.bias != GemmBias::none || cfg.act.kind != Act::none;
+    bool epi = cfg.bias != GemmBias::none || cfg.act.kind != Act::none || cfg.residual;
     if (epi) g->kernel_ = make_kernel(ctx.program("gemm.cl", base, device), "gemm_epilogue");
     // CLBlast's Xgemm parameters: the database's set for this device, or CLBlast's defaults.
     tuning::clblast_use_database(ctx.device(device));
@@ -260,7 +262,7 @@ void Gemm::run(const Tensor& a, const Tensor& b, const Tensor& c, ExecutionConte
 void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                    ExecutionContext& ec) {
   const auto& c = cfg_;
-  size_t need_in = c.bias == GemmBias::none ? 2 : 3;
+  const size_t need_in = (c.bias == GemmBias::none ? 2 : 3) + (c.residual ? 1 : 0);
   if (inputs.size() != need_in || outputs.size() != 1)
     invalid("Gemm", "expects {} inputs and 1 output, got {} and {}", need_in, inputs.size(), outputs.size());
   const Tensor &A = inputs[0], &B = inputs[1], &C = outputs[0];
@@ -282,12 +284,22 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
   for (const auto& r : reqs)
     if (r.t->numel() < r.n)
       invalid("Gemm", "tensor {} has {} elements, the config needs {}", r.name, r.t->numel(), r.n);
-  if (need_in == 3) {
+  if (c.bias != GemmBias::none) {
     int64_t bn = c.bias == GemmBias::per_col ? c.N : c.M;
     if (inputs[2].numel() < bn) invalid("Gemm", "bias has {} elements, expected {}", inputs[2].numel(), bn);
     if (inputs[2].dtype != DType::f32) invalid("Gemm", "bias must be f32, got {}", to_string(inputs[2].dtype));
   }
-  const Tensor& bias = need_in == 3 ? inputs[2] : C;
+  const Tensor& bias = c.bias != GemmBias::none ? inputs[2] : C;
+  const Tensor& res = c.residual ? inputs[need_in - 1] : C;  // any valid buffer when there is none
+  if (c.residual) {
+    const int64_t n = need(c.eff_stride_c(), c.M, c.N, c.eff_ldc());
+    if (res.dtype != DType::f32 || res.numel() < n)
+      invalid("Gemm", "residual is {} with {} elements, expected f32 with {}", to_string(res.dtype), res.numel(), n);
+    // Every epilogue reads R where it writes C, but K chunks write C before the last one reads R.
+    const size_t rb = res.offset_bytes, re = rb + size_t(n) * sizeof(float), cb = C.offset_bytes,
+                 ce = cb + size_t(need(c.eff_stride_c(), c.M, c.N, c.eff_ldc())) * sizeof(float);
+    if (res.buffer() == C.buffer() && rb < ce && cb < re) invalid("Gemm", "residual overlaps the output C");
+  }
   std::lock_guard lock(launch_mutex_);
 
   if (clblast_) {
@@ -314,7 +326,8 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
     if (evp) ec.record(cl::Event(ev), "gemm_clblast");  // cl::Event takes ownership of ev
     if (epi) {
       set_args(kernel_, cl_int(c.M), cl_int(c.N), C.buffer, cl_long(C.offset_elems()), cl_int(c.eff_ldc()),
-               cl_long(c.eff_stride_c()), bias.buffer, cl_long(bias.offset_elems()), c.act.alpha, c.act.beta);
+               cl_long(c.eff_stride_c()), bias.buffer, cl_long(bias.offset_elems()), c.act.alpha, c.act.beta,
+               res.buffer, cl_long(res.offset_elems()));
       ec.enqueue_kernel(kernel_, cl::NDRange(c.N, c.M, c.batch), cl::NullRange, "gemm_epilogue");
     }
     return;
@@ -325,7 +338,7 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
              cl_long(c.eff_stride_a()), B.buffer, cl_long(B.offset_elems()), cl_int(c.eff_ldb()),
              cl_long(c.eff_stride_b()), C.buffer, cl_long(C.offset_elems()), cl_int(c.eff_ldc()),
              cl_long(c.eff_stride_c()), c.alpha, c.beta, bias.buffer, cl_long(bias.offset_elems()), c.act.alpha,
-             c.act.beta);
+             c.act.beta, res.buffer, cl_long(res.offset_elems()));
     ec.enqueue_kernel(kernel_, cl::NDRange((c.N + gemv_cols_ - 1) / gemv_cols_, 1, c.batch), cl::NullRange,
                       "gemm_gemv");
     return;
@@ -379,12 +392,13 @@ void Gemm::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outpu
     const size_t gn = ((np + nr - 1) / nr + nc - 1) / nc;
     const cl_long co = cl_long(C.offset_elems() + n0);
     const cl_long bco = cl_long(bias.offset_elems() + (c.bias == GemmBias::per_col ? n0 : 0));
+    const cl_long ro = cl_long(res.offset_elems() + (c.residual ? n0 : 0));
     auto set_chunk = [&](cl::Kernel& kk, int64_t k0, int64_t klen) {
       const cl_long ao = a_off + (c.trans_a ? k0 * c.eff_lda() : k0);
       const cl_long bo = b_off + (c.trans_b ? k0 + n0 * c.eff_ldb() : k0 * c.eff_ldb() + n0);
       set_args(kk, cl_int(c.M), cl_int(np), cl_int(klen), *abuf, ao, cl_int(c.eff_lda()), a_stride, *bbuf, bo,
                cl_int(c.eff_ldb()), b_stride, C.buffer, co, cl_int(c.eff_ldc()), cl_long(c.eff_stride_c()), c.alpha,
-               k0 == 0 ? c.beta : 1.0f, bias.buffer, bco, c.act.alpha, c.act.beta, cl_int(mt));
+               k0 == 0 ? c.beta : 1.0f, bias.buffer, bco, c.act.alpha, c.act.beta, cl_int(mt), res.buffer, ro);
     };
     int64_t k0 = 0;
     if (k_chunk_)

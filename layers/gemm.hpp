@@ -1,5 +1,5 @@
-// GEMM, the workhorse: C[b] = act(alpha * op(A[b]) * op(B[b]) + beta * C[b] + bias), row-major,
-// batched and strided-batched. Providers: cldl's own kernel (kernels/gemm.cl) or CLBlast.
+// GEMM, the workhorse: C[b] = act(alpha * op(A[b]) * op(B[b]) + beta * C[b] + bias + R[b]), row-major,
+// batched and strided-batched (R: an optional residual in C's layout). Providers: cldl's own kernel (kernels/gemm.cl) or CLBlast.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -37,6 +37,9 @@ struct GemmConfig {
   float alpha = 1.0f, beta = 0.0f;
   GemmBias bias = GemmBias::none;
   Activation act;
+  // A residual R (the last input) in C's layout (ldc, stride_c) added after the bias, before the activation:
+  // a residual Add fused into a conv's epilogue. R must not overlap C (K chunks write C before the last reads R).
+  bool residual = false;
   GemmProvider provider = GemmProvider::automatic;
   GemmOwnParams own;  // own-kernel parameters (only read when the own kernel is chosen)
 
@@ -49,7 +52,7 @@ struct GemmConfig {
   double flops() const { return 2.0 * double(M) * double(N) * double(K) * double(batch); }
 };
 
-// Inputs: A, B, [bias]; output: C (read too when beta != 0). Each tensor is used from its view offset
+// Inputs: A, B, [bias], [residual]; output: C (read too when beta != 0). Each tensor is used from its view offset
 // with the config's leading dimensions and strides; shapes are checked only for element counts.
 //
 // Provider choice (GemmProvider::automatic), a documented heuristic until a tuning database exists:

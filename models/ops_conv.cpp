@@ -1,7 +1,12 @@
 // ONNX Conv (1-D / 2-D, algorithm picked by ConvOp::choose; 3-D direct) and ConvTranspose (1-D to 3-D) mapped onto
 // layers/conv.hpp. Weights and bias must be load-time constants (initializers): the op prepares them once
 // (Winograd / FFT transforms). The activation-fusion pass of models/fusion.cpp folds an activation that is a
-// Conv's only reader into the Conv (attributes _cldl_act*); it runs in the conv epilogue.
+// Conv's only reader into the Conv (attributes _cldl_act*); it runs in the conv epilogue. The residual-add pass
+// (models/fusion_residual.cpp) folds an Add of a same-shaped tensor into it (attribute _cldl_residual, the
+// tensor as input 3), added in the GEMM epilogue before the activation.
+
+#include <optional>
+#include <set>
 
 #include "layers/conv.hpp"
 #include "models/ops_cnn_common.hpp"
@@ -27,6 +32,7 @@ ConvConfig conv_config(const Node& n, Shape x, const std::vector<const HostTenso
   cfg.auto_pad = auto_pad_of(n);
   cfg.groups = n.attr_i("group", 1);
   cfg.act = fused_activation(n);
+  cfg.residual = n.attr_i("_cldl_residual", 0) != 0;
   return cfg;
 }
 
@@ -37,13 +43,20 @@ void infer_conv(InferCtx& c) {
   if (c.shape(0).rank() > 5)
     c.error("unsupported: {}-D convolution (1-D to 3-D are implemented)", c.shape(0).rank() - 2);
   auto cfg = checked(c, [&] { return conv_config(c.node, c.shape(0), c.value); });
-  c.set(0, DType::f32, checked(c, [&] { return ConvOp::validate(cfg); }));
+  const Shape y = checked(c, [&] { return ConvOp::validate(cfg); });
+  if (cfg.residual && (!c.has_input(3) || c.shape(3) != y))
+    c.error("residual (input 3) is {}, expected the output's shape {}", c.has_input(3) ? c.shape(3).str() : "absent",
+            y.str());
+  c.set(0, DType::f32, y);
 }
 
 std::unique_ptr<NodeKernel> lower_conv(LowerCtx& c) {
   auto op = ConvOp::create(c.ctx, c.device, conv_config(c.node, c.in[0].shape.to_shape(), c.value));
-  std::string note = c.node.has("_cldl_act") ? fmt::format("{} fused", c.node.attr_s("_cldl_act", "")) : "";
-  return wrap(std::move(op), c, {0}, note);
+  const bool residual = c.node.attr_i("_cldl_residual", 0) != 0;
+  std::string note = residual ? "residual Add fused" : "";
+  if (c.node.has("_cldl_act"))
+    note += fmt::format("{}{} fused", note.empty() ? "" : ", ", c.node.attr_s("_cldl_act", ""));
+  return wrap(std::move(op), c, residual ? std::vector<int>{0, 3} : std::vector<int>{0}, note);
 }
 
 ConvTransposeConfig convt_config(const Node& n, Shape x, const std::vector<const HostTensor*>& v) {
@@ -99,6 +112,75 @@ void infer_convt(InferCtx& c) {
 std::unique_ptr<NodeKernel> lower_convt(LowerCtx& c) {
   return wrap(ConvTransposeOp::create(c.ctx, c.device, convt_config(c.node, c.in[0].shape.to_shape(), c.value)), c, {0});
 }
+
+// Residual Add into the conv epilogue (typed: it needs shapes). A Conv whose output is read only by an Add whose
+// other input r has exactly that output's shape and dtype (no broadcasting), is not a constant and is produced
+// before the Conv (so the schedule stays as it was) becomes one Conv with r as input 3 (attribute _cldl_residual):
+// Y = act(conv(X) + bias + r). A Conv that already applies an activation is left alone (the Add comes after it),
+// and so is one whose algorithm, chosen as create() would without a device, is not gemm_1x1 (Winograd, direct,
+// depthwise take no residual, and forcing the GEMM on them would trade a fast kernel for one launch).
+// When the device's choice differs, ConvOp::choose keeps to the GEMM algorithms (their applies() refuse the
+// rest). The structure passes run again after a typed rewrite, so a Relu after the Add then joins as well:
+// Conv + Add + Relu is one command. Downsample blocks (a Conv on both sides) fuse the later Conv.
+size_t fuse_residual_adds(Graph& g) {
+  if (!has_op(g, {"Add"}) || !has_op(g, {"Conv"})) return 0;
+  auto rd = value_readers(g);
+  auto pr = g.producers();
+  auto f32_shape = [&](const std::string& v) -> std::optional<Shape> {
+    auto it = g.values.find(v);
+    if (it == g.values.end() || it->second.dtype != DType::f32 || !it->second.shape.is_static()) return std::nullopt;
+    return it->second.shape.to_shape();
+  };
+  size_t n = 0;
+  std::set<size_t> drop;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& add = g.nodes[i];
+    if (add.op_type != "Add" || !add.domain.empty() || add.input_count() != 2) continue;
+    for (int side = 0; side < 2; ++side) {
+      const std::string &y = add.input(size_t(side)), &r = add.input(size_t(1 - side));
+      auto p = pr.find(y);
+      if (y == r || p == pr.end() || rd[y] != std::vector<int>{int(i)}) continue;
+      Node& conv = g.nodes[p->second];
+      if (conv.op_type != "Conv" || !conv.domain.empty() || conv.has("_cldl_act") || conv.has("_cldl_residual"))
+        continue;
+      if (g.initializers.count(r)) continue;
+      if (auto rp = pr.find(r); rp != pr.end() && rp->second >= p->second) continue;  // r comes after the Conv
+      const auto ys = f32_shape(y), rs = f32_shape(r), xs = f32_shape(conv.input(0)), os = f32_shape(add.outputs[0]);
+      if (!ys || !rs || !xs || !os || *ys != *rs || *os != *ys || (ys->rank() != 3 && ys->rank() != 4)) continue;
+      auto w = g.initializers.find(conv.input(1));
+      if (w == g.initializers.end() || w->second.dtype() != DType::f32) continue;
+      const HostTensor* b = nullptr;
+      if (conv.input_count() > 2 && !conv.input(2).empty()) {
+        auto bi = g.initializers.find(conv.input(2));
+        if (bi == g.initializers.end()) continue;
+        b = &bi->second;
+      }
+      ConvAlgo algo;
+      try {
+        algo = ConvOp::choose(conv_config(conv, *xs, {nullptr, &w->second, b}));
+      } catch (const std::exception&) {
+        continue;  // inference reports what is wrong with the Conv
+      }
+      // gemm_1x1 only: no device choice overrides it, whereas an im2col_gemm problem runs direct on CPUs where
+      // the plane is small or the conv grouped, and with the residual it would stay on im2col + GEMM (RegNet
+      // Y-400MF's stride-2 downsamples: 24.4 -> 27.7 ms when those fused too, models_vs_ort.py, loaded machine).
+      if (algo != ConvAlgo::gemm_1x1) continue;
+      conv.inputs.resize(3);
+      conv.inputs.push_back(r);
+      conv.attrs["_cldl_residual"] = int64_t(1);
+      conv.outputs[0] = add.outputs[0];
+      drop.insert(i);
+      ++n;
+      break;
+    }
+  }
+  erase_nodes(g, drop);
+  return n;
+}
+
+struct RegisterResidual {
+  RegisterResidual() { register_fusion_pass("residual-add", fuse_residual_adds, FusionStage::typed); }
+} const kRegisterResidual;
 
 const OpRegistration kConvOps{
     {.type = "Conv", .since = 1, .family = "conv", .const_inputs = {1, 2}, .infer = infer_conv, .lower = lower_conv},

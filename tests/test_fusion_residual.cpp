@@ -1,0 +1,381 @@
+// Residual Add fused into the conv / GEMM epilogue (issue #26): Gemm's residual input in every kernel that
+// takes it (gemm_tile with and without K chunks and its column tail, gemm_gemv, CLBlast + gemm_epilogue),
+// ConvOp's residual on the GEMM algorithms (gemm_1x1, im2col_gemm with both im2col kernels, groups, 1-D),
+// against the C++ references (tests/reference: conv_ref, a double GEMM here) plus the residual and the
+// activation written out here; and the graph pass (models/ops_conv.cpp, "residual-add"): where it fires
+// (gemm_1x1 convs: both Add operand orders, a Relu after the Add joining, a Conv on both sides), where it must
+// not (a second reader, a broadcasting Add, a residual produced after the Conv, an activation before the Add,
+// a Winograd or an im2col conv), each fused graph also against the same graph run unfused (CLDL_SKIP_PASSES=residual-add).
+// Tolerances: rtol 1e-4, atol 1e-4 as tests/test_conv.cpp's GEMM algorithms (fp32 sums of at most a few
+// thousand products; the residual adds one rounding).
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "layers/conv.hpp"
+#include "layers/gemm.hpp"
+#include "models/builder.hpp"
+#include "models/executor.hpp"
+#include "support/test_util.hpp"
+#include "tests/reference/conv_ref.hpp"
+#include "tests/support/graph_util.hpp"
+#include "tests/support/onnx_util.hpp"
+
+using namespace cldl;
+using cldl::test::ctx;
+
+namespace {
+
+using test::error_of;
+
+// ---- Gemm ------------------------------------------------------------------------------------------------
+
+// C = act(A * op(B) + bias_row + R), A M x K row-major, B K x N (or N x K when trans_b), double sums.
+std::vector<float> gemm_want(const GemmConfig& c, const HostTensor& a, const HostTensor& b, const HostTensor* bias,
+                             const HostTensor& r) {
+  std::vector<float> y(size_t(c.batch * c.M * c.N));
+  for (int64_t t = 0; t < c.batch; ++t)
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t n = 0; n < c.N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < c.K; ++k)
+          s += double(a.as<float>()[(t * c.M + m) * c.K + k]) *
+               b.as<float>()[t * c.K * c.N + (c.trans_b ? n * c.K + k : k * c.N + n)];
+        if (bias) s += bias->as<float>()[c.bias == GemmBias::per_row ? m : n];
+        const size_t i = size_t((t * c.M + m) * c.N + n);
+        s += r.as<float>()[i];
+        y[i] = float(ref::act_ref(c.act, s));
+      }
+  return y;
+}
+
+std::string check_gemm_residual(GemmConfig c, bool bias) {
+  const Shape as{c.batch * c.M * c.K}, bs{c.batch * c.K * c.N}, cs{c.batch * c.M * c.N};
+  HostTensor a = test::random_tensor(as, 1), b = test::random_tensor(bs, 2), r = test::random_tensor(cs, 3);
+  HostTensor bt = test::random_tensor(Shape{c.bias == GemmBias::per_col ? c.N : c.M}, 4);
+  if (!bias) c.bias = GemmBias::none;
+  c.residual = true;
+  auto g = Gemm::create(ctx(), 0, c);
+  Tensor da = ctx().upload(a), db = ctx().upload(b), dr = ctx().upload(r), dc = ctx().alloc(cs, DType::f32);
+  std::vector<Tensor> in{da, db};
+  if (bias) in.push_back(ctx().upload(bt));
+  in.push_back(dr);
+  Tensor out[1] = {dc};
+  auto ec = ctx().exec();
+  g->enqueue(in, out, nullptr, ec);
+  HostTensor got = ctx().download(dc);
+  auto want = gemm_want(c, a, b, bias ? &bt : nullptr, r);
+  INFO(g->algorithm() << " " << c.M << "x" << c.N << "x" << c.K << " batch " << c.batch);
+  CLDL_CHECK_CLOSE(got.as<float>(), want.data(), want.size(), 1e-4, 1e-4);
+  return g->algorithm();
+}
+
+// ---- Conv ------------------------------------------------------------------------------------------------
+
+struct Problem {
+  int64_t N, C, H, W, K, KH, KW, S = 1, P = 0, groups = 1;
+  bool bias = true;
+  Activation act{};
+  bool one_d = false;
+};
+
+// act(conv(x) + bias + r) from the reference conv (no activation there) and the residual added here.
+void check_conv_residual(const Problem& p, ConvAlgo algo, int im2col_kernel = 0) {
+  ConvConfig cfg;
+  cfg.input = p.one_d ? Shape{p.N, p.C, p.W} : Shape{p.N, p.C, p.H, p.W};
+  cfg.weight = test::random_tensor(p.one_d ? Shape{p.K, p.C / p.groups, p.KW} : Shape{p.K, p.C / p.groups, p.KH, p.KW}, 5);
+  if (p.bias) cfg.bias = test::random_tensor(Shape{p.K}, 6);
+  if (p.one_d) {
+    cfg.strides = {p.S}, cfg.pads = {p.P, p.P};
+  } else {
+    cfg.strides = {p.S, p.S}, cfg.pads = {p.P, p.P, p.P, p.P};
+  }
+  cfg.groups = p.groups;
+  cfg.act = p.act;
+  cfg.residual = true;
+  cfg.algo = algo;
+  cfg.im2col_kernel = im2col_kernel;
+  const Shape ys = ConvOp::validate(cfg);
+  HostTensor x = test::random_tensor(cfg.input, 7), r = test::random_tensor(ys, 8);
+  ref::ConvParams rp;
+  rp.N = p.N, rp.C = p.C, rp.H = p.one_d ? 1 : p.H, rp.W = p.W, rp.K = p.K, rp.KH = p.one_d ? 1 : p.KH, rp.KW = p.KW;
+  rp.SH = p.one_d ? 1 : p.S, rp.SW = p.S, rp.PT = p.one_d ? 0 : p.P, rp.PB = rp.PT, rp.PL = p.P, rp.PR = p.P;
+  rp.groups = p.groups;
+  int64_t OH = 0, OW = 0;
+  auto want = ref::conv2d(rp, x.as<float>(), cfg.weight.as<float>(), p.bias ? cfg.bias->as<float>() : nullptr,
+                          Activation{}, OH, OW);
+  REQUIRE(int64_t(want.size()) == ys.numel());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = float(ref::act_ref(p.act, double(want[i]) + r.as<float>()[i]));
+  auto op = ConvOp::create(ctx(), 0, cfg);
+  CHECK(op->algo() == algo);
+  Tensor dx = ctx().upload(x), dr = ctx().upload(r), dy = ctx().alloc(ys, DType::f32);
+  Tensor ws;
+  if (op->workspace_bytes()) ws = ctx().alloc(Shape{int64_t(op->workspace_bytes())}, DType::u8);
+  auto ec = ctx().exec();
+  Tensor in[2] = {dx, dr}, out[1] = {dy};
+  op->enqueue(in, out, op->workspace_bytes() ? &ws : nullptr, ec);
+  HostTensor got = ctx().download(dy);
+  INFO(to_string(algo) << " im2col_kernel " << im2col_kernel << " input " << cfg.input.str() << " weight "
+                       << cfg.weight.shape().str() << " act " << int(p.act.kind));
+  CLDL_CHECK_CLOSE(got.as<float>(), want.data(), want.size(), 1e-4, 1e-4);
+}
+
+// ---- Graph -----------------------------------------------------------------------------------------------
+
+using graph::Graph;
+using graph::GraphBuilder;
+using graph::Value;
+using test::count_ops;
+
+HostTensor run_graph(Graph g, const std::map<std::string, HostTensor>& in, const std::string& skip, Graph* prepared) {
+  test::prepare_skipping(g, skip);
+  if (prepared) *prepared = g;
+  return graph::CompiledModel::compile(test::shared_ctx(), std::move(g))->session()->run(in)["y"];
+}
+
+int count_residual(const Graph& g) {
+  int n = 0;
+  for (auto& node : g.nodes) n += node.op_type == "Conv" && node.attr_i("_cldl_residual", 0) != 0;
+  return n;
+}
+
+// Runs `build` fused and unfused on x; checks the fused graph has `fused` residual convs and `adds` Adds left and
+// that both runs agree; returns the fused output.
+HostTensor check_graph(const std::function<Graph()>& build, const HostTensor& x, int fused, int adds) {
+  Graph gf, gu;
+  HostTensor yf = run_graph(build(), {{"x", x}}, "", &gf);
+  HostTensor yu = run_graph(build(), {{"x", x}}, "residual-add", &gu);
+  CHECK(count_residual(gf) == fused);
+  // Left alone, the Add stays an Add or joins an element-wise group (the late pass).
+  CHECK(count_ops(gf, "Add") + count_ops(gf, "FusedElementwise") == adds);
+  CHECK(count_residual(gu) == 0);
+  REQUIRE(yf.shape() == yu.shape());
+  CLDL_CHECK_CLOSE(yf.as<float>(), yu.as<float>(), size_t(yf.numel()), 1e-5, 1e-5);
+  return yf;
+}
+
+// Host reference of y = relu?(conv1x1(x) + bias + r) for a [N, C, H, W] x and [K, C, 1, 1] weight.
+std::vector<float> conv1x1_add(const HostTensor& x, const HostTensor& w, const HostTensor* b, const float* r,
+                               bool relu) {
+  const Shape& xs = x.shape();
+  ref::ConvParams rp;
+  rp.N = xs[0], rp.C = xs[1], rp.H = xs[2], rp.W = xs[3], rp.K = w.shape()[0];
+  int64_t OH = 0, OW = 0;
+  auto y = ref::conv2d(rp, x.as<float>(), w.as<float>(), b ? b->as<float>() : nullptr, Activation{}, OH, OW);
+  for (size_t i = 0; i < y.size(); ++i) {
+    y[i] += r[i];
+    if (relu) y[i] = std::max(y[i], 0.0f);
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_SUITE("fusion_residual") {
+  TEST_CASE("Gemm adds the residual after the bias, before the activation, in every own kernel and CLBlast") {
+    GemmConfig c;
+    c.act = Activation{Act::relu};
+    c.bias = GemmBias::per_row;
+    // gemm_tile: odd sizes (partial vectors past N, rows past the block), batch 1 and 3.
+    c.M = 13, c.N = 37, c.K = 29;
+    check_gemm_residual(c, true);
+    c.batch = 3, c.act = Activation{Act::leaky_relu, 0.1f};
+    check_gemm_residual(c, false);
+    // The column tail (N just past a strip on CPUs) and K chunks (a long K): where the device takes them, the
+    // algorithm names them; the numbers are checked either way.
+    c.batch = 1, c.M = 7, c.N = 70, c.K = 33;
+    check_gemm_residual(c, true);
+    c.N = 70, c.K = 6200;
+    check_gemm_residual(c, true);
+    // gemm_gemv: M <= 4 with B stored N x K, a per-column bias.
+    GemmConfig v;
+    v.M = 3, v.N = 41, v.K = 35, v.trans_b = true, v.bias = GemmBias::per_col, v.act = Activation{Act::sigmoid};
+    CHECK(check_gemm_residual(v, true).find("gemv") != std::string::npos);
+    // CLBlast, then gemm_epilogue with the residual.
+    c.provider = GemmProvider::clblast, c.M = 9, c.N = 17, c.K = 12, c.batch = 2;
+    CHECK(check_gemm_residual(c, true).find("+epilogue") != std::string::npos);
+  }
+
+  TEST_CASE("Gemm refuses a residual that overlaps C or is too small") {
+    GemmConfig c;
+    c.M = 4, c.N = 8, c.K = 3, c.residual = true;
+    auto g = Gemm::create(ctx(), 0, c);
+    Tensor a = ctx().alloc(Shape{12}, DType::f32), b = ctx().alloc(Shape{24}, DType::f32),
+           y = ctx().alloc(Shape{32}, DType::f32), small = ctx().alloc(Shape{31}, DType::f32);
+    auto ec = ctx().exec();
+    Tensor out[1] = {y};
+    std::vector<Tensor> same{a, b, y}, tiny{a, b, small};
+    CHECK(error_of([&] { g->enqueue(same, out, nullptr, ec); }).find("overlaps") != std::string::npos);
+    CHECK(error_of([&] { g->enqueue(tiny, out, nullptr, ec); }).find("residual") != std::string::npos);
+  }
+
+  TEST_CASE("Conv with a residual on gemm_1x1 and im2col_gemm matches the reference") {
+    const Activation relu{Act::relu}, leaky{Act::leaky_relu, 0.2f};
+    // 1x1 projections, batch 1 and 3, odd channels and planes.
+    check_conv_residual({1, 7, 5, 9, 11, 1, 1}, ConvAlgo::gemm_1x1);
+    check_conv_residual({3, 16, 7, 7, 24, 1, 1, 1, 0, 1, false, relu}, ConvAlgo::gemm_1x1);
+    check_conv_residual({2, 12, 6, 5, 10, 1, 1, 1, 0, 2, true, leaky}, ConvAlgo::gemm_1x1);  // grouped
+    // im2col + GEMM: 3x3 pad 1 stride 1 and 2, both im2col kernels, groups, 1-D, a 1x1 stride-2 downsample.
+    for (int k : {1, 2}) {
+      check_conv_residual({1, 5, 9, 11, 6, 3, 3, 1, 1, 1, true, relu}, ConvAlgo::im2col_gemm, k);
+      check_conv_residual({3, 8, 10, 7, 9, 3, 3, 2, 1, 1, false}, ConvAlgo::im2col_gemm, k);
+      check_conv_residual({2, 6, 5, 8, 4, 3, 3, 1, 1, 2, true, leaky}, ConvAlgo::im2col_gemm, k);
+    }
+    check_conv_residual({3, 5, 1, 17, 7, 1, 3, 1, 1, 1, true, relu, true}, ConvAlgo::im2col_gemm);
+    check_conv_residual({1, 16, 9, 9, 32, 1, 1, 2, 0, 1, true}, ConvAlgo::im2col_gemm);
+  }
+
+  TEST_CASE("Conv: the algorithms without a residual epilogue refuse it, and the automatic choice avoids them") {
+    ConvConfig cfg;
+    cfg.input = Shape{1, 16, 8, 8};
+    cfg.weight = test::random_tensor(Shape{16, 16, 3, 3}, 1);
+    cfg.pads = {1, 1, 1, 1};
+    CHECK(ConvOp::choose(cfg) == ConvAlgo::winograd);
+    cfg.residual = true;
+    std::string why;
+    for (ConvAlgo a : {ConvAlgo::direct, ConvAlgo::winograd, ConvAlgo::fft}) {
+      CHECK_FALSE(ConvOp::applies(cfg, a, &why));
+      CHECK(why.find("residual") != std::string::npos);
+    }
+    CHECK(ConvOp::choose(cfg) == ConvAlgo::im2col_gemm);
+    CHECK(ConvOp::create(ctx(), 0, cfg)->algo() == ConvAlgo::im2col_gemm);  // the device's choice too
+    cfg.algo = ConvAlgo::winograd;
+    CHECK(error_of([&] { ConvOp::choose(cfg); }).find("residual") != std::string::npos);
+    // Depthwise, and a small reduction that would run direct: im2col + GEMM.
+    ConvConfig dw;
+    dw.input = Shape{1, 8, 6, 6};
+    dw.weight = test::random_tensor(Shape{8, 1, 3, 3}, 2);
+    dw.groups = 8;
+    dw.residual = true;
+    CHECK_FALSE(ConvOp::applies(dw, ConvAlgo::depthwise));
+    CHECK(ConvOp::choose(dw) == ConvAlgo::im2col_gemm);
+    // 3-D runs the direct algorithm only.
+    ConvConfig d3;
+    d3.input = Shape{1, 2, 3, 4, 5};
+    d3.weight = test::random_tensor(Shape{3, 2, 1, 1, 1}, 3);
+    d3.residual = true;
+    CHECK(error_of([&] { ConvOp::validate(d3); }).find("residual") != std::string::npos);
+  }
+
+  TEST_CASE("the pass fuses Conv + Add (+ Relu) in both operand orders, batch 1 and 3") {
+    for (int64_t N : {1, 3})
+      for (int side = 0; side < 2; ++side)
+        for (bool relu : {false, true}) {
+          INFO("batch " << N << " conv on side " << side << " relu " << relu);
+          const Shape xs{N, 12, 5, 7};
+          HostTensor w = test::random_tensor(Shape{12, 12, 1, 1}, 11), b = test::random_tensor(Shape{12}, 12);
+          HostTensor x = test::random_tensor(xs, 13);
+          auto build = [&] {
+            GraphBuilder gb("res", 13);
+            Value xi = gb.input("x", DType::f32, xs);
+            Value r = gb.relu(xi);  // the residual, produced before the conv
+            Value c = gb.conv(r, gb.constant("w", w), gb.constant("b", b));
+            Value y = side == 0 ? gb.add(c, r) : gb.add(r, c);
+            gb.output(relu ? gb.relu(y) : y, "y");
+            return gb.build();
+          };
+          HostTensor y = check_graph(build, x, 1, 0);
+          Graph g = build();
+          graph::prepare(g);
+          CHECK(count_ops(g, "Relu") == 1);  // the residual's; the one after the Add joined the conv
+          std::vector<float> rx(x.as<float>(), x.as<float>() + x.numel());
+          for (auto& v : rx) v = std::max(v, 0.0f);
+          HostTensor xr(DType::f32, xs);
+          std::copy(rx.begin(), rx.end(), xr.as<float>());
+          auto want = conv1x1_add(xr, w, &b, rx.data(), relu);
+          CLDL_CHECK_CLOSE(y.as<float>(), want.data(), want.size(), 1e-4, 1e-4);
+        }
+  }
+
+  TEST_CASE("the pass fuses one Conv of a downsample block (the later, gemm_1x1), not the stride-2 shortcut") {
+    const Shape xs{2, 8, 9, 9};
+    HostTensor x = test::random_tensor(xs, 21);
+    HostTensor wa = test::random_tensor(Shape{16, 8, 1, 1}, 22), wb = test::random_tensor(Shape{16, 8, 3, 3}, 23),
+               wc = test::random_tensor(Shape{16, 16, 1, 1}, 24);
+    auto build = [&] {
+      GraphBuilder gb("down", 13);
+      Value xi = gb.input("x", DType::f32, xs);
+      Value a = gb.conv(xi, gb.constant("wa", wa), {}, {2, 2});  // 1x1 stride 2: not gemm_1x1, stays the residual
+      Value b = gb.relu(gb.conv(xi, gb.constant("wb", wb), {}, {2, 2}, {1, 1, 1, 1}));
+      Value c = gb.conv(b, gb.constant("wc", wc));  // 1x1 stride 1: gemm_1x1, after a
+      gb.output(gb.relu(gb.add(c, a)), "y");
+      return gb.build();
+    };
+    check_graph(build, x, 1, 0);
+    Graph g = build();
+    graph::prepare(g);
+    for (auto& n : g.nodes)
+      if (n.op_type == "Conv") CHECK((n.attr_i("_cldl_residual", 0) != 0) == (n.input(1) == "wc"));
+  }
+
+  TEST_CASE("the pass leaves the Add where fusing would be wrong or slower") {
+    const Shape xs{1, 12, 5, 7};
+    HostTensor x = test::random_tensor(xs, 31);
+    HostTensor w = test::random_tensor(Shape{12, 12, 1, 1}, 32);
+    // x -> Conv 1x1 (w) -> c; y = tail(x, c), which holds the Add.
+    auto graph_of = [&](std::function<Value(GraphBuilder&, Value, Value)> tail) {
+      return [&xs, &w, tail] {
+        GraphBuilder gb("neg", 13);
+        Value xi = gb.input("x", DType::f32, xs);
+        gb.output(tail(gb, xi, gb.conv(xi, gb.constant("w", w))), "y");
+        return gb.build();
+      };
+    };
+    SUBCASE("the conv output has a second reader") {
+      check_graph(graph_of([](GraphBuilder& gb, Value xi, Value c) { return gb.op1("Mul", {gb.add(c, xi), c}); }), x,
+                  0, 1);
+    }
+    SUBCASE("the conv output is a graph output") {
+      GraphBuilder gb("out", 13);
+      Value xi = gb.input("x", DType::f32, xs);
+      Value c = gb.conv(xi, gb.constant("w", w));
+      gb.output(gb.add(c, xi), "y");
+      gb.output(c, "c");
+      Graph g = gb.build();
+      graph::prepare(g);
+      CHECK(count_residual(g) == 0);
+    }
+    SUBCASE("the Add broadcasts") {
+      check_graph(graph_of([](GraphBuilder& gb, Value xi, Value c) {
+                    return gb.add(c, gb.op1("GlobalAveragePool", {xi}));
+                  }),
+                  x, 0, 1);
+    }
+    SUBCASE("the residual is produced after the conv") {
+      check_graph(graph_of([](GraphBuilder& gb, Value xi, Value c) { return gb.add(c, gb.op1("Sigmoid", {xi})); }), x,
+                  0, 1);
+    }
+    SUBCASE("an activation between the conv and the Add") {
+      check_graph(graph_of([](GraphBuilder& gb, Value xi, Value c) { return gb.add(gb.relu(c), xi); }), x, 0, 1);
+    }
+    SUBCASE("a 3x3 stride-2 conv (im2col_gemm: on CPUs the device may pick a direct kernel the pass cannot see)") {
+      const Shape ws{1, 8, 9, 9};
+      HostTensor xw = test::random_tensor(ws, 35), w3 = test::random_tensor(Shape{8, 8, 3, 3}, 36);
+      check_graph(
+          [&] {
+            GraphBuilder gb("s2", 13);
+            Value xi = gb.input("x", DType::f32, ws);
+            Value r = gb.op1("MaxPool", {xi}, {{"kernel_shape", std::vector<int64_t>{1, 1}},
+                                               {"strides", std::vector<int64_t>{2, 2}}});
+            gb.output(gb.add(gb.conv(xi, gb.constant("w", w3), {}, {2, 2}, {1, 1, 1, 1}), r), "y");
+            return gb.build();
+          },
+          xw, 0, 1);
+    }
+    SUBCASE("a Winograd conv (its algorithm takes no residual)") {
+      const Shape ws{1, 16, 8, 8};
+      HostTensor xw = test::random_tensor(ws, 33), w3 = test::random_tensor(Shape{16, 16, 3, 3}, 34);
+      check_graph(
+          [&] {
+            GraphBuilder gb("wino", 13);
+            Value xi = gb.input("x", DType::f32, ws);
+            gb.output(gb.add(gb.conv(xi, gb.constant("w", w3), {}, {1, 1}, {1, 1, 1, 1}), xi), "y");
+            return gb.build();
+          },
+          xw, 0, 1);
+    }
+  }
+}
