@@ -190,8 +190,10 @@ TEST_SUITE("fusion_residual") {
     check_gemm_residual(c, true);
     c.N = 70, c.K = 6200;
     check_gemm_residual(c, true);
-    // gemm_gemv: M <= 4 with B stored N x K, a per-column bias.
+    // gemm_gemv: M <= 4 with B stored N x K, a per-column bias (the own kernels: other devices than CPUs take
+    // CLBlast by default).
     GemmConfig v;
+    v.provider = GemmProvider::own;
     v.M = 3, v.N = 41, v.K = 35, v.trans_b = true, v.bias = GemmBias::per_col, v.act = Activation{Act::sigmoid};
     CHECK(check_gemm_residual(v, true).find("gemv") != std::string::npos);
     // CLBlast, then gemm_epilogue with the residual.
