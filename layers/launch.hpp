@@ -24,13 +24,18 @@ namespace cldl {
 // vectorised function and pays about a microsecond per group: an Add over 4x128x384 floats took the
 // same time as with its own pick, 64 per group took 1.5x), 256 elsewhere; a power of two within the
 // kernel's and the device's limits.
+// The largest power of two that is at most `lim` (1 for 0).
+inline size_t pow2_at_most(size_t lim) {
+  size_t g = 1;
+  while (g * 2 <= lim) g *= 2;
+  return g;
+}
+
 inline size_t fixed_group_items(const cl::Kernel& k, const Device& dev) {
   const size_t want = dev.info.type == DeviceType::cpu ? 1024 : 256;
   size_t lim = std::min(want, k.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.device));
   if (dev.info.max_work_group_size) lim = std::min(lim, dev.info.max_work_group_size);
-  size_t g = 1;
-  while (g * 2 <= lim) g *= 2;
-  return g;
+  return pow2_at_most(lim);
 }
 
 // The largest power of two that divides n, at most `cap` (n > 0): a work-group width along a dim that
@@ -53,10 +58,7 @@ inline size_t pow2_cover(int64_t n, size_t cap) {
 // group that covers a dim up to a power of two stays launchable there.
 inline size_t pow2_work_items(const Device& dev, size_t dim) {
   const auto& sizes = dev.info.max_work_item_sizes;
-  const size_t lim = dim < sizes.size() ? std::max<size_t>(sizes[dim], 1) : 1;
-  size_t g = 1;
-  while (g * 2 <= lim) g *= 2;
-  return g;
+  return pow2_at_most(dim < sizes.size() ? sizes[dim] : 1);
 }
 
 // A launch over (gx, gy, gz) with local (lx, ly, 1): gx and gy padded up to it, gz as it is.

@@ -353,31 +353,31 @@ TEST_SUITE("fusion_residual") {
     SUBCASE("an activation between the conv and the Add") {
       check_graph(graph_of([](GraphBuilder& gb, Value xi, Value c) { return gb.add(gb.relu(c), xi); }), x, 0, 1);
     }
+    // A 3x3 conv (padding 1) of x's channels plus a residual made from x: the pass must leave it alone.
+    auto conv3x3_add = [](const Shape& ws, const HostTensor& w3, int64_t stride,
+                          std::function<Value(GraphBuilder&, Value)> residual) {
+      return [=] {
+        GraphBuilder gb("conv3x3", 13);
+        Value xi = gb.input("x", DType::f32, ws);
+        Value c = gb.conv(xi, gb.constant("w", w3), {}, {stride, stride}, {1, 1, 1, 1});
+        gb.output(gb.add(c, residual(gb, xi)), "y");
+        return gb.build();
+      };
+    };
     SUBCASE("a 3x3 stride-2 conv (im2col_gemm: on CPUs the device may pick a direct kernel the pass cannot see)") {
       const Shape ws{1, 8, 9, 9};
       HostTensor xw = test::random_tensor(ws, 35), w3 = test::random_tensor(Shape{8, 8, 3, 3}, 36);
-      check_graph(
-          [&] {
-            GraphBuilder gb("s2", 13);
-            Value xi = gb.input("x", DType::f32, ws);
-            Value r = gb.op1("MaxPool", {xi}, {{"kernel_shape", std::vector<int64_t>{1, 1}},
-                                               {"strides", std::vector<int64_t>{2, 2}}});
-            gb.output(gb.add(gb.conv(xi, gb.constant("w", w3), {}, {2, 2}, {1, 1, 1, 1}), r), "y");
-            return gb.build();
-          },
-          xw, 0, 1);
+      check_graph(conv3x3_add(ws, w3, 2,
+                              [](GraphBuilder& gb, Value xi) {
+                                return gb.op1("MaxPool", {xi}, {{"kernel_shape", std::vector<int64_t>{1, 1}},
+                                                                {"strides", std::vector<int64_t>{2, 2}}});
+                              }),
+                  xw, 0, 1);
     }
     SUBCASE("a Winograd conv (its algorithm takes no residual)") {
       const Shape ws{1, 16, 8, 8};
       HostTensor xw = test::random_tensor(ws, 33), w3 = test::random_tensor(Shape{16, 16, 3, 3}, 34);
-      check_graph(
-          [&] {
-            GraphBuilder gb("wino", 13);
-            Value xi = gb.input("x", DType::f32, ws);
-            gb.output(gb.add(gb.conv(xi, gb.constant("w", w3), {}, {1, 1}, {1, 1, 1, 1}), xi), "y");
-            return gb.build();
-          },
-          xw, 0, 1);
+      check_graph(conv3x3_add(ws, w3, 1, [](GraphBuilder&, Value xi) { return xi; }), xw, 0, 1);
     }
   }
 }
