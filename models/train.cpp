@@ -197,8 +197,18 @@ struct Trainer::Impl {
         }
         s->bind_input(replica_grads[q][k], q < n ? replicas[q].grads[k] : zeros[k]);
       }
-    s->write_input(lr_name, HostTensor::from<float>(Shape{1}, std::vector<float>{opts.lr}));
     return *s;
+  }
+
+  // The learning rate of step `step` into session `s`'s lr input, when it differs from what `s` holds (a
+  // constant schedule writes it once per session).
+  std::map<const Session*, float> lr_held;
+  void write_lr(Session& s, int64_t step) {
+    const float lr = lr_at(opts, step);
+    auto it = lr_held.find(&s);
+    if (it != lr_held.end() && it->second == lr) return;
+    s.write_input(lr_name, HostTensor::from<float>(Shape{1}, std::vector<float>{lr}));
+    lr_held[&s] = lr;
   }
 
   Session& session_for(const Shape& x, const Shape& labels, int parity) {
@@ -214,7 +224,6 @@ struct Trainer::Impl {
         s->bind_input(carried_in[k], set[size_t(parity)][k]);
         s->bind_output(carried_out[k], set[size_t(1 - parity)][k]);
       }
-      s->write_input(lr_name, HostTensor::from<float>(Shape{1}, std::vector<float>{opts.lr}));
     }
     return *s;
   }
@@ -279,7 +288,29 @@ TrainOptions parse_train_options(const TrainOptionNames& n) {
   o.batch_axis = n.batch_axis;
   o.shuffle = n.shuffle;
   o.seed = n.seed;
+  if (n.schedule != "constant" && n.schedule != "cosine")
+    fail("train: schedule '{}' is not one of constant, cosine", n.schedule);
+  o.schedule = n.schedule == "cosine" ? LrSchedule::cosine : LrSchedule::constant;
+  if (n.warmup < 0) fail("train: warmup must not be negative, got {} steps", n.warmup);
+  if (n.total_steps < 0) fail("train: total_steps must not be negative, got {}", n.total_steps);
+  if (!(n.min_lr >= 0) || n.min_lr > o.lr)
+    fail("train: min_lr must be in [0, lr = {}], got {}", o.lr, n.min_lr);
+  if (!(n.clip_norm >= 0)) fail("train: clip_norm must not be negative, got {}", n.clip_norm);
+  o.warmup = n.warmup;
+  o.total_steps = n.total_steps;
+  o.min_lr = n.min_lr;
+  o.clip_norm = n.clip_norm;
   return o;
+}
+
+float lr_at(const TrainOptions& o, int64_t step) {
+  double lr = o.lr;
+  if (o.schedule == LrSchedule::cosine) {
+    const double t = double(std::min(step, o.total_steps)) / double(std::max<int64_t>(o.total_steps, 1));
+    lr = o.min_lr + (double(o.lr) - o.min_lr) * 0.5 * (1.0 + std::cos(M_PI * t));
+  }
+  if (o.warmup > 0) lr *= std::min(1.0, double(step + 1) / double(o.warmup));
+  return float(lr);
 }
 
 Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : impl_(std::make_unique<Impl>()) {
@@ -288,6 +319,9 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   m.opts = opts;
   if (opts.batch < 1) fail("train: the batch must be at least 1, got {}", opts.batch);
   if (!(opts.lr > 0)) fail("train: the learning rate must be positive, got {}", opts.lr);
+  if (opts.schedule == LrSchedule::cosine && opts.total_steps <= 0)
+    fail("train: the cosine schedule needs total_steps (the steps it decays over), got {}", opts.total_steps);
+  if (!(opts.clip_norm >= 0)) fail("train: clip_norm must not be negative, got {}", opts.clip_norm);
   std::vector<int> devices = opts.devices.empty() ? std::vector<int>{opts.device} : opts.devices;
   for (size_t i = 0; i < devices.size(); ++i) {
     if (devices[i] < 0 || size_t(devices[i]) >= ctx->device_count())
@@ -538,7 +572,33 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
   auto add_update = [&](Graph& u) {
     std::vector<std::string> in{m.lr_name, m.step_name};
     in.insert(in.end(), m.weights.begin(), m.weights.end());
-    in.insert(in.end(), grads.begin(), grads.end());
+    if (opts.clip_norm > 0) {
+      // clip_grad_norm_: the global L2 norm of all the gradients, each scaled by min(1, clip / (norm + 1e-6)).
+      auto scalar = [&](const std::string& what, float f) {
+        return add_constant(u, "cldl.train.clip/" + what, HostTensor::from<float>(Shape{}, std::vector<float>{f}));
+      };
+      std::vector<std::string> squares;
+      for (size_t k = 0; k < grads.size(); ++k) {
+        squares.push_back(u.unique_name(grads[k] + ".sumsq"));
+        u.nodes.push_back(fused(u, "cldl.train.clip/sumsq_" + m.weights[k], "ReduceSumSquare", {grads[k]},
+                                {squares.back()}, {{"keepdims", int64_t(0)}}));
+      }
+      const std::string total = u.unique_name("cldl.train.clip.sumsq"), norm = u.unique_name("cldl.train.clip.norm"),
+                        den = u.unique_name("cldl.train.clip.den"), ratio = u.unique_name("cldl.train.clip.ratio"),
+                        coef = u.unique_name("cldl.train.clip.coef");
+      u.nodes.push_back(fused(u, "cldl.train.clip/sum", "Sum", squares, {total}));
+      u.nodes.push_back(fused(u, "cldl.train.clip/norm", "Sqrt", {total}, {norm}));
+      u.nodes.push_back(fused(u, "cldl.train.clip/den", "Add", {norm, scalar("eps", 1e-6f)}, {den}));
+      u.nodes.push_back(fused(u, "cldl.train.clip/ratio", "Div", {scalar("max_norm", opts.clip_norm), den}, {ratio}));
+      u.nodes.push_back(fused(u, "cldl.train.clip/coef", "Min", {ratio, scalar("one", 1.0f)}, {coef}));
+      for (size_t k = 0; k < grads.size(); ++k) {
+        const std::string clipped = u.unique_name(grads[k] + ".clipped");
+        u.nodes.push_back(fused(u, "cldl.train.clip/scale_" + m.weights[k], "Mul", {grads[k], coef}, {clipped}));
+        in.push_back(clipped);
+      }
+    } else {
+      in.insert(in.end(), grads.begin(), grads.end());
+    }
     in.insert(in.end(), states.begin(), states.end());
     Node update = make_node(u, "cldl.train/update", adamw ? "AdamW" : adam ? "Adam" : "Momentum", in, outs, attrs);
     update.domain = adamw ? kFusedDomain : kTrainingDomain;
@@ -689,6 +749,7 @@ void Trainer::enqueue_step(const HostTensor& x, const HostTensor& labels, int64_
   Impl& m = *impl_;
   m.check_types(x, labels);
   Session& s = m.session_for(x.shape(), labels.shape(), int(step_ % 2));
+  m.write_lr(s, step_);
   s.write_input(m.x_name, x);
   s.write_input(m.labels_name, labels);
   s.bind_output(m.loss_name, m.losses.slice_elems(slot, 1, Shape{}));
@@ -734,7 +795,11 @@ size_t Trainer::enqueue_step_dp(const HostTensor& x, const HostTensor& labels, c
     s.bind_output(m.scaled_loss_name, r.losses.slice_elems(slot, 1, Shape{}));
     grads.push_back(s.enqueue(prev));
   }
-  for (auto& r : m.replicas) r.done = m.update_session(r, n, parity).enqueue(grads);
+  for (auto& r : m.replicas) {
+    Session& u = m.update_session(r, n, parity);
+    m.write_lr(u, step_);
+    r.done = u.enqueue(grads);
+  }
   m.last = m.replicas[0].done;
   ++step_;
   return n;

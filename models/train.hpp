@@ -34,6 +34,7 @@ namespace cldl::graph {
 
 enum class TrainLoss { cross_entropy, mse };
 enum class TrainOptimizer { sgd, adam, adamw };  // adamw: weight_decay decoupled (torch.optim.AdamW)
+enum class LrSchedule { constant, cosine };
 
 struct TrainOptions {
   std::string input;   // the model input fed with the data; empty: the model's only (first) input
@@ -52,7 +53,20 @@ struct TrainOptions {
   int device = 0;
   // Data parallel: the context's devices that share each batch (indices, no repeats). Empty: `device` alone.
   std::vector<int> devices = {};
+  // The learning rate of step s (0-based, counted over the trainer's life): lr_at(). cosine decays from lr to
+  // min_lr over total_steps (then stays at min_lr); warmup > 0 scales the first steps by (s + 1) / warmup, as
+  // LambdaLR(min(1, (s + 1) / W) * 0.5 (1 + cos(pi s / T))) does in PyTorch when min_lr is 0.
+  LrSchedule schedule = LrSchedule::constant;
+  int64_t warmup = 0;
+  int64_t total_steps = 0;  // cosine: required (> 0)
+  float min_lr = 0.0f;
+  // > 0: every step's gradients scaled by min(1, clip_norm / (||g|| + 1e-6)), ||g|| the L2 norm over all the
+  // weights' gradients together (torch.nn.utils.clip_grad_norm_), before the optimizer.
+  float clip_norm = 0.0f;
 };
+
+// The learning rate of step `step` (0-based) under opts' schedule.
+float lr_at(const TrainOptions& opts, int64_t step);
 
 // The options as `cldl train` (tools/cldl/cmd_train.cpp) and Python's cldl.Trainer (python/cldl_module.cpp) take
 // them, by name: one parser and one set of checks for both. loss: cross_entropy | mse; optimizer: sgd | adam |
@@ -65,6 +79,9 @@ struct TrainOptionNames {
   bool nesterov = false, shuffle = true;
   int64_t batch = 32, batch_axis = 0;
   uint64_t seed = 0;
+  std::string schedule = "constant";  // constant | cosine
+  int64_t warmup = 0, total_steps = 0;
+  float min_lr = 0.0f, clip_norm = 0.0f;
 };
 TrainOptions parse_train_options(const TrainOptionNames& names);
 

@@ -271,7 +271,7 @@ class Trainer {
   Trainer(const std::string& model, const std::optional<std::string>& input, const std::optional<std::string>& output,
           const std::string& loss, const std::string& optimizer, std::optional<float> lr, int64_t batch, uint64_t seed,
           const py::object& devices, float momentum, bool nesterov, float weight_decay, int64_t batch_axis,
-          bool shuffle)
+          bool shuffle, const std::string& schedule, int64_t warmup, int64_t total_steps, float min_lr, float clip_norm)
       : path_(model) {
     graph::TrainOptionNames names;  // cldl train's options, checked by the one parser (models/train.hpp)
     names.input = input.value_or("");
@@ -286,6 +286,11 @@ class Trainer {
     names.weight_decay = weight_decay;
     names.batch_axis = batch_axis;
     names.shuffle = shuffle;
+    names.schedule = schedule;
+    names.warmup = warmup;
+    names.total_steps = total_steps;
+    names.min_lr = min_lr;
+    names.clip_norm = clip_norm;
     graph::TrainOptions o = graph::parse_train_options(names);
     // devices: a spec ("cpu", "cpu:0,cpu:1") or a list of specs; several train data parallel.
     std::string spec;
@@ -419,14 +424,15 @@ PYBIND11_MODULE(_cldl, m) {
   py::class_<Trainer>(m, "Trainer")
       .def(py::init<const std::string&, const std::optional<std::string>&, const std::optional<std::string>&,
                     const std::string&, const std::string&, std::optional<float>, int64_t, uint64_t, const py::object&,
-                    float, bool, float, int64_t, bool>(),
+                    float, bool, float, int64_t, bool, const std::string&, int64_t, int64_t, float, float>(),
            py::arg("model"), py::arg("input") = py::none(), py::arg("output") = py::none(),
            py::arg("loss") = "cross_entropy", py::arg("optimizer") = "sgd", py::arg("lr") = py::none(),
            py::arg("batch") = 32, py::arg("seed") = 0, py::arg("devices") = py::none(), py::arg("momentum") = 0.9f,
            py::arg("nesterov") = false, py::arg("weight_decay") = 0.0f, py::arg("batch_axis") = 0,
-           py::arg("shuffle") = true,
+           py::arg("shuffle") = true, py::arg("schedule") = "constant", py::arg("warmup") = 0,
+           py::arg("total_steps") = 0, py::arg("min_lr") = 0.0f, py::arg("clip_norm") = 0.0f,
            "Trains every float initializer of an ONNX model (cldl train's options; devices: a spec or a list, "
-           "several train data parallel)")
+           "several train data parallel; schedule 'cosine' decays over total_steps)")
       .def("step", &Trainer::step, py::arg("x"), py::arg("y"), "One step on one batch; returns its loss")
       .def("epoch", &Trainer::epoch, py::arg("x"), py::arg("y"),
            "One pass in batches: {'losses': per step, 'mean_loss', 'seconds'}")

@@ -81,6 +81,44 @@ TEST_SUITE("train") {
     run_case("mse_sgd", o, load("t.npy"));
   }
 
+  // make.py's schedule_cases: warm-up 2, cosine over the 6 steps to lr / 10, gradients clipped to norm 0.6 (the
+  // data has steps with norms 0.44 to 1.15, so some are clipped and some not).
+  TEST_CASE("cosine schedule with warm-up and gradient clipping, SGD and Adam: PyTorch's losses and weights") {
+    for (bool adam : {false, true}) {
+      TrainOptions o;
+      o.optimizer = adam ? TrainOptimizer::adam : TrainOptimizer::sgd;
+      o.lr = adam ? 0.02f : 0.2f;
+      o.momentum = 0.9f;
+      o.schedule = LrSchedule::cosine;
+      o.warmup = 2;
+      o.total_steps = 6;
+      o.min_lr = o.lr / 10;
+      o.clip_norm = 0.6f;
+      run_case(adam ? "adam_cosine_clip" : "sgd_cosine_clip", o, load("y.npy"));
+    }
+  }
+
+  TEST_CASE("lr_at: constant, warm-up, cosine to min_lr and after its end") {
+    TrainOptions o;
+    o.lr = 0.5f;
+    CHECK(lr_at(o, 0) == 0.5f);
+    CHECK(lr_at(o, 1000) == 0.5f);
+    o.warmup = 4;
+    CHECK(lr_at(o, 0) == doctest::Approx(0.125));
+    CHECK(lr_at(o, 2) == doctest::Approx(0.375));
+    CHECK(lr_at(o, 3) == 0.5f);
+    o.warmup = 0;
+    o.schedule = LrSchedule::cosine;
+    o.total_steps = 10;
+    o.min_lr = 0.1f;
+    CHECK(lr_at(o, 0) == doctest::Approx(0.5));
+    CHECK(lr_at(o, 5) == doctest::Approx(0.3));
+    CHECK(lr_at(o, 10) == doctest::Approx(0.1));
+    CHECK(lr_at(o, 11) == doctest::Approx(0.1));
+    o.warmup = 5;
+    CHECK(lr_at(o, 1) == doctest::Approx(0.4 * (0.1 + 0.4 * 0.5 * (1 + std::cos(M_PI * 0.1)))));
+  }
+
   TEST_CASE("BatchNorm (training mode) + Dropout(0), SGD: losses, weights and running statistics as PyTorch's") {
     TrainOptions o;
     o.lr = 0.1f;
@@ -167,6 +205,17 @@ TEST_SUITE("train") {
     for (auto& e : j["epochs"])
       for (auto& l : e["step_losses"]) CHECK(std::fabs(l.get<double>() - want.as<float>()[k++]) <= 1e-5);
     CHECK(k == 6);
+    // The cosine over both epochs' 6 steps (the CLI counts them), warm-up and clipping: make.py's sgd_cosine_clip.
+    REQUIRE_MESSAGE(test::run_command(base + " --epochs 2 --batch 3 --optimizer sgd --lr 0.2 --momentum 0.9 "
+                                             "--schedule cosine --warmup 2 --min-lr 0.02 --clip-norm 0.6 "
+                                             "--no-shuffle --json", text) == 0, text);
+    const auto jc = nlohmann::json::parse(text.substr(text.find('{')));
+    const HostTensor want_c = load("sgd_cosine_clip_losses.npy");
+    k = 0;
+    for (auto& e : jc["epochs"])
+      for (auto& l : e["step_losses"]) CHECK(std::fabs(l.get<double>() - want_c.as<float>()[k++]) <= 1e-5);
+    CHECK(k == 6);
+    CHECK(jc["epochs"][1]["lr"].get<double>() == doctest::Approx(0.02 + 0.18 * 0.5 * (1 + std::cos(M_PI * 5 / 6))));
     REQUIRE_MESSAGE(test::run_command(cli + " run " + out + " --input x=" + kDir + "x.npy --device " +
                                           test::device_spec(), text) == 0, text);
     CHECK(text.find("logits") != std::string::npos);
@@ -297,6 +346,26 @@ TEST_SUITE("train") {
     bad = {};
     bad.batch_axis = -2;
     CHECK(err(bad).find("the batch axis must not be negative, got -2") != std::string::npos);
+    bad = {};
+    bad.schedule = "step";
+    CHECK(err(bad).find("schedule 'step' is not one of constant, cosine") != std::string::npos);
+    bad = {};
+    bad.warmup = -1;
+    CHECK(err(bad).find("warmup must not be negative, got -1 steps") != std::string::npos);
+    bad = {};
+    bad.min_lr = 0.5f;  // above the default 0.01
+    CHECK(err(bad).find("min_lr must be in [0, lr = 0.01], got 0.5") != std::string::npos);
+    bad = {};
+    bad.clip_norm = -1;
+    CHECK(err(bad).find("clip_norm must not be negative, got -1") != std::string::npos);
+    n = {};
+    n.schedule = "cosine";
+    n.warmup = 3;
+    n.clip_norm = 1.5f;
+    o = parse_train_options(n);
+    CHECK(o.schedule == LrSchedule::cosine);
+    CHECK(o.warmup == 3);
+    CHECK(o.clip_norm == 1.5f);
   }
 
   TEST_CASE("errors name the option, the input or the output") {
@@ -314,6 +383,9 @@ TEST_SUITE("train") {
     o = {};
     o.output = "nope";
     CHECK(err(o).find("the model has no output 'nope'") != std::string::npos);
+    o = {};
+    o.schedule = LrSchedule::cosine;
+    CHECK(err(o).find("the cosine schedule needs total_steps (the steps it decays over), got 0") != std::string::npos);
     o = {};
     o.batch_axis = 4;
     CHECK(err(o).find("--batch-axis 4 is outside the rank 4 of input 'x'") != std::string::npos);

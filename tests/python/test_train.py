@@ -90,6 +90,17 @@ def test_adam_and_mse_match_pytorch_reference_data():
         close(v, load("mse_sgd.{}.npy".format(name)), name)
 
 
+def test_cosine_schedule_and_clipping_match_pytorch_reference_data():
+    t = cldl.Trainer(MODEL, optimizer="adam", lr=0.02, batch=3, shuffle=False, devices=DEVICE, schedule="cosine",
+                     warmup=2, total_steps=6, min_lr=0.002, clip_norm=0.6)
+    losses = np.concatenate([t.epoch(load("x.npy"), load("y.npy"))["losses"] for _ in range(2)])
+    close(losses, load("adam_cosine_clip_losses.npy"), "adam step losses")
+    for name, v in t.weights().items():
+        close(v, load("adam_cosine_clip.{}.npy".format(name)), name)
+    with pytest.raises(cldl.Error, match="needs total_steps"):
+        cldl.Trainer(MODEL, schedule="cosine", devices=DEVICE)
+
+
 def test_live_pytorch_from_the_trainers_initial_weights():
     torch = pytest.importorskip("torch", reason="PyTorch is not importable here (Debian: python3-torch)")
     try:

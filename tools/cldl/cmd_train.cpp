@@ -17,7 +17,9 @@ void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train the float initializers of an ONNX model (SGD or Adam)");
   static std::string model, input, labels, loss = "cross_entropy", output, optimizer = "sgd", out, device;
   static int64_t epochs = 1, batch = 32, batch_axis = 0;
-  static float lr = 0.01f, momentum = 0.9f, weight_decay = 0.0f;
+  static float lr = 0.01f, momentum = 0.9f, weight_decay = 0.0f, min_lr = 0.0f, clip_norm = 0.0f;
+  static std::string schedule = "constant";
+  static int64_t warmup = 0;
   static uint64_t seed = 0;
   static bool nesterov = false, no_shuffle = false, json = false;
   cmd->add_option("model", model, "ONNX model file")->required();
@@ -41,6 +43,15 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--nesterov", nesterov, "SGD with Nesterov momentum");
   cmd->add_option("--weight-decay", weight_decay,
                   "L2 coefficient added to the gradients (adamw: the decoupled weight decay)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--schedule", schedule,
+                  "Learning rate per step: constant, or cosine (from --lr down to --min-lr over all the epochs' steps)")
+      ->check(CLI::IsMember({"constant", "cosine"}));
+  cmd->add_option("--warmup", warmup, "Steps of linear warm-up: step s (from 0) takes (s + 1) / N of its rate")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-lr", min_lr, "The rate the cosine schedule ends at (default 0)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--clip-norm", clip_norm,
+                  "Scale each step's gradients so their global L2 norm is at most this (as torch's clip_grad_norm_)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", seed, "Seed of the per-epoch shuffling");
   cmd->add_flag("--no-shuffle", no_shuffle, "Batches in the data's order every epoch");
@@ -68,9 +79,15 @@ void add_train_command(CLI::App& app) {
     names.batch_axis = batch_axis;
     names.seed = seed;
     names.shuffle = !no_shuffle;
+    names.schedule = schedule;
+    names.warmup = warmup;
+    names.min_lr = min_lr;
+    names.clip_norm = clip_norm;
     graph::TrainOptions o = graph::parse_train_options(names);
     HostTensor x = graph::read_tensor_file(x_file);
     HostTensor y = graph::read_tensor_file(labels);
+    if (size_t(o.batch_axis) < x.shape().rank())  // the cosine's length: every step of every epoch
+      o.total_steps = epochs * ((x.shape()[size_t(o.batch_axis)] + o.batch - 1) / o.batch);
     if (o.loss == graph::TrainLoss::cross_entropy && y.dtype() == DType::i32)
       y = graph::cast_host(y, DType::i64);
     auto ctx = Context::create(device);
@@ -91,9 +108,14 @@ void add_train_command(CLI::App& app) {
       const auto r = trainer.epoch(x, y, progress);
       if (bar) fmt::print(stderr, "\r\x1b[K");
       if (json)
-        epochs_json.push_back({{"epoch", e + 1}, {"loss", r.mean_loss}, {"seconds", r.seconds}, {"step_losses", r.step_losses}});
+        epochs_json.push_back({{"epoch", e + 1},
+                               {"loss", r.mean_loss},
+                               {"seconds", r.seconds},
+                               {"lr", graph::lr_at(o, trainer.steps_done() - 1)},
+                               {"step_losses", r.step_losses}});
       else
-        fmt::print("epoch {}: loss {:.6f} ({} steps, {:.2f} s)\n", e + 1, r.mean_loss, r.step_losses.size(), r.seconds);
+        fmt::print("epoch {}: loss {:.6f} ({} steps, {:.2f} s, last lr {:.3g})\n", e + 1, r.mean_loss,
+                   r.step_losses.size(), r.seconds, graph::lr_at(o, trainer.steps_done() - 1));
     }
     trainer.save_onnx(model, out);
     std::string dev = ctx->device().info.name;

@@ -8,7 +8,7 @@ generation model (the KV-cache form that `cldl generate` runs). It never touches
    Slice, torch's shared equal initializers (the LayerNorms' ones and zeros) given back one per parameter.
 2. --windows random windows of --seq + 1 characters of the training text (the KJV's first 98 % of verses through
    `bible`, as train.py, or --text) are the data; `cldl train` runs AdamW (--lr, weight decay 0.01; the ONNX Adam
-   epsilon placement; no warm-up, cosine decay or clipping: cldl train has no schedules) for --epochs epochs of
+   epsilon placement; --warmup steps, --cosine down to --min-lr, --clip-norm as cldl train has them) for --epochs epochs of
    --batch, shuffled from --seed.
 3. write_generation_model copies every trained initializer into the generation model (--model, default this
    folder's model.onnx) by name: both exports name the parameters m.<module>.<param>; where the generation export
@@ -160,6 +160,10 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=0, help="steps of linear warm-up (cldl train --warmup)")
+    ap.add_argument("--cosine", action="store_true", help="the rate on a cosine down to --min-lr over all the steps")
+    ap.add_argument("--min-lr", type=float, default=0.0)
+    ap.add_argument("--clip-norm", type=float, default=0.0, help="clip the gradients' global norm (0: off)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval", action="store_true", help="held-out loss before and after (ONNX Runtime)")
     args = ap.parse_args()
@@ -185,7 +189,9 @@ def main():
         subprocess.run([args.cldl, "train", init, "--input", "tokens=" + os.path.join(tmp, "x.npy"), "--labels",
                         os.path.join(tmp, "y.npy"), "--loss", "cross_entropy", "--epochs", str(args.epochs), "--batch",
                         str(args.batch), "--optimizer", "adamw", "--lr", str(args.lr), "--weight-decay", "0.01",
-                        "--seed", str(args.seed), "--out", trained], check=True)
+                        "--seed", str(args.seed), "--out", trained, "--warmup", str(args.warmup),
+                        "--schedule", "cosine" if args.cosine else "constant", "--min-lr", str(args.min_lr),
+                        "--clip-norm", str(args.clip_norm)], check=True)
         if args.eval:
             before, after = held_out_loss(init, val_ids, args.seq), held_out_loss(trained, val_ids, args.seq)
             print(f"held-out loss {before:.3f} -> {after:.3f} nats/char ({len(val_ids)} characters)")

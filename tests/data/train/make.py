@@ -9,7 +9,8 @@ in batches of 3 (3, 3, 1; no shuffling) for each case; <case>_losses.npy holds i
   adam           cross entropy, Adam lr 0.01 with the ONNX Adam op's epsilon placement (see
                  tools/bench/train_vs_torch.py: epsilon added to sqrt(v) before the bias correction)
   mse_sgd        mean squared error against t, SGD lr 0.05, momentum 0.5, weight decay 0.01
-and bn_cases (below): the same with BatchNorm2d and Dropout in training mode.
+and bn_cases (below): the same with BatchNorm2d and Dropout in training mode, and schedule_cases (below): the
+learning-rate schedule and gradient clipping (`make.py schedule` makes only those, from model.onnx's weights).
 """
 import math
 import os
@@ -132,6 +133,55 @@ def bn_cases():
             np.save(os.path.join(HERE, f"bn_sgd.{name}.npy"), p.numpy())
 
 
+def schedule_lr(lr, step, warmup, total, min_lr):
+    """cldl's lr_at (models/train.hpp): warm-up, then a cosine from lr to min_lr over total steps."""
+    cos = min_lr + (lr - min_lr) * 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
+    return cos * min(1.0, (step + 1) / warmup)
+
+
+def schedule_cases():
+    """Tiny with model.onnx's weights, two epochs of batches 3, 3, 1 as main()'s, the rate per step from
+    schedule_lr(warmup 2, total 6, min_lr lr / 10) and the gradients clipped to a global norm (clip_grad_norm_)
+    before each step; prints the norms so the data shows both clipped and unclipped steps:
+      sgd_cosine_clip    cross entropy, SGD lr 0.2, momentum 0.9, clip 0.6
+      adam_cosine_clip   cross entropy, Adam (ONNX epsilon placement) lr 0.02, clip 0.6"""
+    import onnx
+    import onnx.numpy_helper
+    init = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy())
+            for t in onnx.load(os.path.join(HERE, "model.onnx")).graph.initializer}
+    x = torch.from_numpy(np.load(os.path.join(HERE, "x.npy")))
+    y = torch.from_numpy(np.load(os.path.join(HERE, "y.npy")))
+    for case, lr in [("sgd_cosine_clip", 0.2), ("adam_cosine_clip", 0.02)]:
+        m = Tiny()
+        m.load_state_dict(init)
+        opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9) if case.startswith("sgd") else None
+        state, step, losses, norms = {}, 0, [], []
+        for _ in range(2):
+            for i in range(0, 7, 3):
+                for p in m.parameters():
+                    p.grad = None
+                loss = torch.nn.functional.cross_entropy(m(x[i:i + 3]), y[i:i + 3])
+                loss.backward()
+                norms.append(float(torch.nn.utils.clip_grad_norm_(m.parameters(), 0.6)))
+                rate = schedule_lr(lr, step, 2, 6, lr / 10)
+                step += 1
+                with torch.no_grad():
+                    if opt is None:
+                        onnx_adam_step(list(m.parameters()), state, step, rate)
+                    else:
+                        opt.param_groups[0]["lr"] = rate
+                        opt.step()
+                losses.append(loss.item())
+        print(case, "gradient norms before clipping", " ".join(f"{n:.3f}" for n in norms))
+        np.save(os.path.join(HERE, f"{case}_losses.npy"), np.array(losses, dtype=np.float32))
+        for name, p in m.state_dict().items():
+            np.save(os.path.join(HERE, f"{case}.{name}.npy"), p.numpy())
+
+
 if __name__ == "__main__":
-    main()
-    bn_cases()
+    if sys.argv[1:] == ["schedule"]:
+        schedule_cases()
+    else:
+        main()
+        bn_cases()
+        schedule_cases()
