@@ -327,7 +327,9 @@ def main():
         ck = torch.load(args.checkpoint)
         model.load_state_dict(ck["model"])
         train_s, steps = ck["train_seconds"], ck["steps"]
+        recipe = ck.get("recipe")  # train_cldl.py's checkpoints: how cldl train trained them
     else:
+        recipe = None
         opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.99), weight_decay=0.01)
         steps = args.steps
         sched = torch.optim.lr_scheduler.LambdaLR(
@@ -368,6 +370,9 @@ def main():
            "val_loss": val_loss, "layers": LAYERS, "dim": DIM, "heads": HEADS, "ffn": FFN, "max_positions": MAX_POS,
            "batch": BATCH, "steps": steps, "lr": LR, "seed": SEED, "torch": torch.__version__,
            "train_seconds": train_s, "data": DATA}
+    if recipe:
+        ref.update(recipe)
+        ref["steps"] = steps
     with open(os.path.join(HERE, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
         f.write("\n")

@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import onnx
@@ -122,6 +123,26 @@ def write_generation_model(trained_path, model_path, out_path):
     onnx.save(gen, out_path)
 
 
+def write_checkpoint(trained_path, model, args, seconds, path):
+    """train.py's checkpoint of `model` (a gpt.TinyGpt) holding the weights of trained_path (named m.<key> by the
+    training export), with the recipe that trained them (train.py --export-only records it in reference.json)."""
+    import onnx.numpy_helper
+    trained = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(trained_path).graph.initializer}
+    state = model.state_dict()
+    for key in state:
+        if "m." + key not in trained:
+            raise SystemExit(f"the trained model has no initializer m.{key}")
+        state[key] = torch.from_numpy(trained["m." + key].copy())
+    steps = args.epochs * ((args.windows + args.batch - 1) // args.batch)
+    recipe = {"trainer": "cldl train", "optimizer": "adamw", "weight_decay": 0.01, "lr": args.lr,
+              "schedule": "cosine" if args.cosine else "constant", "warmup": args.warmup, "min_lr": args.min_lr,
+              "clip_norm": args.clip_norm, "windows": args.windows, "seq": args.seq, "epochs": args.epochs,
+              "batch": args.batch, "seed": args.seed}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    torch.save({"model": state, "train_seconds": seconds, "steps": steps, "recipe": recipe}, path)
+    print(f"checkpoint: {path}")
+
+
 def texts(args):
     if args.text:
         text = open(args.text).read()
@@ -166,6 +187,8 @@ def main():
     ap.add_argument("--clip-norm", type=float, default=0.0, help="clip the gradients' global norm (0: off)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval", action="store_true", help="held-out loss before and after (ONNX Runtime)")
+    ap.add_argument("--checkpoint", help="also write the trained weights as train.py's checkpoint (torch.save), so "
+                    "`train.py --export-only --checkpoint PATH` writes the zoo model and PyTorch's references")
     args = ap.parse_args()
     if os.path.abspath(args.out) == os.path.abspath(os.path.join(HERE, "model.onnx")):
         raise SystemExit("--out must not be the zoo's committed model.onnx")
@@ -186,6 +209,7 @@ def main():
         np.save(os.path.join(tmp, "x.npy"), x)
         np.save(os.path.join(tmp, "y.npy"), y)
         trained = os.path.join(tmp, "trained.onnx")
+        t0 = time.monotonic()
         subprocess.run([args.cldl, "train", init, "--input", "tokens=" + os.path.join(tmp, "x.npy"), "--labels",
                         os.path.join(tmp, "y.npy"), "--loss", "cross_entropy", "--epochs", str(args.epochs), "--batch",
                         str(args.batch), "--optimizer", "adamw", "--lr", str(args.lr), "--weight-decay", "0.01",
@@ -196,6 +220,8 @@ def main():
             before, after = held_out_loss(init, val_ids, args.seq), held_out_loss(trained, val_ids, args.seq)
             print(f"held-out loss {before:.3f} -> {after:.3f} nats/char ({len(val_ids)} characters)")
         write_generation_model(trained, args.model, args.out)
+        if args.checkpoint:
+            write_checkpoint(trained, model, args, round(time.monotonic() - t0), args.checkpoint)
     shutil.copy(os.path.join(HERE, "vocab.json"), os.path.join(os.path.dirname(os.path.abspath(args.out)), "vocab.json"))
     print(f"wrote {args.out}")
 
