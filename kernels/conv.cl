@@ -1,7 +1,9 @@
 // Convolution kernels (NCHW, fp32): direct (2-D and 3-D), depthwise, im2col, Winograd F(2x2,3x3) and
 // F(4x4,3x3) input/output transforms, FFT-convolution helpers (pad, complex multiply-accumulate, crop) and direct ConvTranspose.
 // All geometry is a runtime int16 argument so one program build (per -DACT) serves every shape; only
-// the fused activation is a build-time macro (ACT, see common.cl).
+// the fused activation is a build-time macro (ACT, see common.cl). The direct, small-plane, grouped-rows and
+// Winograd output kernels take a residual `res` (the output's layout, has_res 1): y = act(conv + bias + res),
+// a residual Add fused into the epilogue; has_res 0 never reads it.
 
 // Geometry vector `g`, filled by layers/conv.cpp (conv_geometry_arg). For ConvTranspose, C/H/W describe
 // the input and K/OH/OW the output, as for Conv.
@@ -32,8 +34,8 @@
 // Direct convolution, any stride/pad/dilation/groups. Blocks of K_BLOCK output channels never cross a
 // group. Global (OW, OH, N * groups * ceil(KG / K_BLOCK)).
 __kernel void conv_direct(int16 g, __global const float* x, long x_off, __global const float* w, long w_off,
-                          __global const float* bias, long b_off, int has_bias, __global float* y, long y_off,
-                          float act_a, float act_b) {
+                          __global const float* bias, long b_off, int has_bias, __global const float* res,
+                          long r_off, int has_res, __global float* y, long y_off, float act_a, float act_b) {
   const int ow = get_global_id(0);
   const int oh = get_global_id(1);
   if (ow >= G_OW || oh >= G_OH) return;
@@ -68,7 +70,8 @@ __kernel void conv_direct(int16 g, __global const float* x, long x_off, __global
     if (i >= nk) break;
     const int k = k0 + i;
     const float b = has_bias ? bias[b_off + k] : 0.0f;
-    y[y_off + (((long)n * G_K + k) * G_OH + oh) * G_OW + ow] = APPLY_ACT(acc[i] + b, act_a, act_b);
+    const long yi = (((long)n * G_K + k) * G_OH + oh) * G_OW + ow;
+    y[y_off + yi] = APPLY_ACT(acc[i] + b + (has_res ? res[r_off + yi] : 0.0f), act_a, act_b);
   }
 }
 
@@ -93,8 +96,9 @@ inline float8 gr_taps(int16 g, __global const float* row, int iw) {
 }
 
 __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, long x_off, __global const float* w,
-                                long w_off, __global const float* bias, long b_off, int has_bias, __global float* y,
-                                long y_off, float act_a, float act_b) {
+                                long w_off, __global const float* bias, long b_off, int has_bias,
+                                __global const float* res, long r_off, int has_res, __global float* y, long y_off,
+                                float act_a, float act_b) {
   const int oh = get_global_id(0);
   const int z = get_global_id(1);
   if (oh >= G_OH || z >= z_total) return;
@@ -106,6 +110,7 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
   x += x_off + ((long)n * G_C + (long)grp * G_CG) * G_H * G_W;
   w += w_off + (long)k0 * wk;
   y += y_off + ((long)n * G_K + k0) * G_OH * G_OW + (long)oh * G_OW;
+  res += r_off + ((long)n * G_K + k0) * G_OH * G_OW + (long)oh * G_OW;
   int woff[8];
   float8 b[8];
 #pragma unroll
@@ -139,10 +144,19 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
     for (int i = 0; i < 8; ++i) {
       if (i >= nk) break;
       __global float* out = y + (long)i * G_OH * G_OW + ow0;
-#if ACT_VEC
-      const float8 o = APPLY_ACT_V(acc[i] + b[i], act_a, act_b);
-#else
       float8 o = acc[i] + b[i];
+      if (has_res) {
+        __global const float* rr = res + (long)i * G_OH * G_OW + ow0;
+        if (cols == 8) {
+          o += vload8(0, rr);
+        } else {
+          float t[8];
+          for (int j = 0; j < 8; ++j) t[j] = j < cols ? rr[j] : 0.0f;
+          o += vload8(0, t);
+        }
+      }
+#if ACT_VEC
+      o = APPLY_ACT_V(o, act_a, act_b);
 #endif
       if (cols == 8) {
 #if ACT_VEC
@@ -174,7 +188,8 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
 #endif
 __kernel void conv_small_plane(int16 g, int total, __global const float* x, long x_off, __global const float* wt,
                                long w_off, int kpad, __global const int* offs, long o_off, __global const float* bias,
-                               long b_off, int has_bias, __global float* y, long y_off, float act_a, float act_b) {
+                               long b_off, int has_bias, __global const float* res, long r_off, int has_res,
+                               __global float* y, long y_off, float act_a, float act_b) {
   const int id = get_global_id(0);
   if (id >= total) return;
   const int P = G_OH * G_OW, tiles = (P + 7) / 8, kbs = kpad / (16 * SP_KV);
@@ -214,6 +229,7 @@ __kernel void conv_small_plane(int16 g, int total, __global const float* x, long
   }
   const int np = min(8, P);
   y += y_off + (long)n * G_K * P + p0;
+  res += r_off + (long)n * G_K * P + p0;
 #pragma unroll
   for (int v = 0; v < SP_KV; ++v) {
     const int k0 = (kb * SP_KV + v) * 16, nk = min(16, G_K - k0);
@@ -223,14 +239,16 @@ __kernel void conv_small_plane(int16 g, int total, __global const float* x, long
     for (int i = 0; i < nk; ++i) {
       const float b = has_bias ? bias[b_off + k0 + i] : 0.0f;
       __global float* yk = y + (long)(k0 + i) * P;
+      __global const float* rk = res + (long)(k0 + i) * P;
 #if ACT_VEC
       if (np == 8) {  // a channel's 8 pixels are contiguous: one vector store
-        const float8 s = (float8)(o[0][i], o[1][i], o[2][i], o[3][i], o[4][i], o[5][i], o[6][i], o[7][i]);
-        vstore8(APPLY_ACT_V(s + b, act_a, act_b), 0, yk);
+        float8 s = (float8)(o[0][i], o[1][i], o[2][i], o[3][i], o[4][i], o[5][i], o[6][i], o[7][i]) + b;
+        if (has_res) s += vload8(0, rk);
+        vstore8(APPLY_ACT_V(s, act_a, act_b), 0, yk);
         continue;
       }
 #endif
-      for (int j = 0; j < np; ++j) yk[j] = APPLY_ACT(o[j][i] + b, act_a, act_b);
+      for (int j = 0; j < np; ++j) yk[j] = APPLY_ACT(o[j][i] + b + (has_res ? rk[j] : 0.0f), act_a, act_b);
     }
   }
 }
@@ -599,8 +617,8 @@ __kernel void winograd_input(int16 g, int tiles_h, int tiles_w, __global const f
 // Winograd output transform Y = A^T m A per tile, plus bias and activation. M layout [16][K][P].
 // Global (tiles_h*tiles_w, K, N).
 __kernel void winograd_output(int16 g, int tiles_h, int tiles_w, __global const float* m, long m_off,
-                              __global const float* bias, long b_off, int has_bias, __global float* y,
-                              long y_off, float act_a, float act_b) {
+                              __global const float* bias, long b_off, int has_bias, __global const float* res,
+                              long r_off, int has_res, __global float* y, long y_off, float act_a, float act_b) {
   const int t = get_global_id(0);
   const int k = get_global_id(1);
   const int n = get_global_id(2);
@@ -619,13 +637,15 @@ __kernel void winograd_output(int16 g, int tiles_h, int tiles_w, __global const 
   const float b = has_bias ? bias[b_off + k] : 0.0f;
   const int oh0 = (t / tiles_w) * 2, ow0 = (t % tiles_w) * 2;
   __global float* yk = y + y_off + ((long)n * G_K + k) * G_OH * G_OW;
+  __global const float* rk = res + r_off + ((long)n * G_K + k) * G_OH * G_OW;
   for (int i = 0; i < 2; ++i) {
     const float r0 = tmp[i][0] + tmp[i][1] + tmp[i][2];
     const float r1 = tmp[i][1] - tmp[i][2] - tmp[i][3];
     const int oh = oh0 + i;
     if (oh >= G_OH) continue;
-    yk[oh * G_OW + ow0] = APPLY_ACT(r0 + b, act_a, act_b);
-    if (ow0 + 1 < G_OW) yk[oh * G_OW + ow0 + 1] = APPLY_ACT(r1 + b, act_a, act_b);
+    const int o = oh * G_OW + ow0;
+    yk[o] = APPLY_ACT(r0 + b + (has_res ? rk[o] : 0.0f), act_a, act_b);
+    if (ow0 + 1 < G_OW) yk[o + 1] = APPLY_ACT(r1 + b + (has_res ? rk[o + 1] : 0.0f), act_a, act_b);
   }
 }
 
@@ -699,7 +719,8 @@ __kernel void winograd_input_rows(int16 g, int tiles_h, int tiles_w, int batch, 
 // float16 (the tiles' two columns interleaved). Global (ceil(tiles_w / 8), tiles_h, batch * K), padded.
 __kernel void winograd_output_rows(int16 g, int tiles_h, int tiles_w, int batch, __global const float* m,
                                    long m_off, __global const float* bias, long b_off, int has_bias,
-                                   __global float* y, long y_off, float act_a, float act_b) {
+                                   __global const float* res, long r_off, int has_res, __global float* y, long y_off,
+                                   float act_a, float act_b) {
   const int j0 = get_global_id(0) * 8;
   const int tr = get_global_id(1);
   const int nk = get_global_id(2);
@@ -734,6 +755,16 @@ __kernel void winograd_output_rows(int16 g, int tiles_h, int tiles_w, int batch,
     r.even = t[i][0] + t[i][1] + t[i][2] + b;
     r.odd = t[i][1] - t[i][2] - t[i][3] + b;
     __global float* yr = yk + (long)oh * G_OW + ow0;
+    if (has_res) {
+      __global const float* rr = res + r_off + (long)nk * G_OH * G_OW + (long)oh * G_OW + ow0;
+      if (nw == 16) {
+        r += vload16(0, rr);
+      } else {
+        float rb[16];
+        for (int q = 0; q < 16; ++q) rb[q] = q < nw ? rr[q] : 0.0f;
+        r += vload16(0, rb);
+      }
+    }
 #if ACT_VEC
     r = APPLY_ACT_V(r, act_a, act_b);
     if (nw == 16) {
@@ -816,8 +847,8 @@ __kernel void winograd4_input(int16 g, int tiles_h, int tiles_w, __global const 
 // F(4x4,3x3) output transform Y = A^T m A plus bias and activation, a tile per work-item.
 // Global (tiles_h*tiles_w, K, N).
 __kernel void winograd4_output(int16 g, int tiles_h, int tiles_w, __global const float* m, long m_off,
-                               __global const float* bias, long b_off, int has_bias, __global float* y,
-                               long y_off, float act_a, float act_b) {
+                               __global const float* bias, long b_off, int has_bias, __global const float* res,
+                               long r_off, int has_res, __global float* y, long y_off, float act_a, float act_b) {
   const int t = get_global_id(0);
   const int k = get_global_id(1);
   const int n = get_global_id(2);
@@ -844,7 +875,10 @@ __kernel void winograd4_output(int16 g, int tiles_h, int tiles_w, __global const
     float o0, o1, o2, o3;
     WINO4_AT(m, o);
     const float o[4] = {o0, o1, o2, o3};
-    for (int q = 0; q < 4 && ow0 + q < G_OW; ++q) yk[oh * G_OW + ow0 + q] = APPLY_ACT(o[q] + b, act_a, act_b);
+    for (int q = 0; q < 4 && ow0 + q < G_OW; ++q) {
+      const long yi = ((long)n * G_K + k) * G_OH * G_OW + oh * G_OW + ow0 + q;
+      yk[oh * G_OW + ow0 + q] = APPLY_ACT(o[q] + b + (has_res ? res[r_off + yi] : 0.0f), act_a, act_b);
+    }
   }
 }
 
@@ -919,7 +953,8 @@ __kernel void winograd4_input_rows(int16 g, int tiles_h, int tiles_w, int batch,
 // padded.
 __kernel void winograd4_output_rows(int16 g, int tiles_h, int tiles_w, int batch, __global const float* m,
                                     long m_off, __global const float* bias, long b_off, int has_bias,
-                                    __global float* y, long y_off, float act_a, float act_b) {
+                                    __global const float* res, long r_off, int has_res, __global float* y,
+                                    long y_off, float act_a, float act_b) {
   const int j0 = get_global_id(0) * 8;
   const int tr = get_global_id(1);
   const int nk = get_global_id(2);
@@ -962,6 +997,18 @@ __kernel void winograd4_output_rows(int16 g, int tiles_h, int tiles_w, int batch
     float16 hi = (float16)(y0.s4, y1.s4, y2.s4, y3.s4, y0.s5, y1.s5, y2.s5, y3.s5, y0.s6, y1.s6, y2.s6, y3.s6,
                            y0.s7, y1.s7, y2.s7, y3.s7) + b;
     __global float* yr = yk + (long)oh * G_OW + ow0;
+    if (has_res) {
+      __global const float* rr = res + r_off + (long)nk * G_OH * G_OW + (long)oh * G_OW + ow0;
+      if (nw == 32) {
+        lo += vload16(0, rr);
+        hi += vload16(0, rr + 16);
+      } else {
+        float rb[32];
+        for (int q = 0; q < 32; ++q) rb[q] = q < nw ? rr[q] : 0.0f;
+        lo += vload16(0, rb);
+        hi += vload16(0, rb + 16);
+      }
+    }
 #if ACT_VEC
     lo = APPLY_ACT_V(lo, act_a, act_b);
     hi = APPLY_ACT_V(hi, act_a, act_b);

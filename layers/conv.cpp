@@ -207,8 +207,8 @@ bool ConvOp::applies(const ConvConfig& cfg, ConvAlgo a, std::string* why) {
   const bool unit = g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1;
   if (g.three_d && a != ConvAlgo::automatic && a != ConvAlgo::direct)
     return no("3-D convolution runs the direct algorithm only");
-  if (cfg.residual && (a == ConvAlgo::direct || a == ConvAlgo::depthwise || a == ConvAlgo::winograd || a == ConvAlgo::fft))
-    return no("a fused residual add runs in the GEMM epilogue only (gemm_1x1, im2col_gemm)");
+  if (cfg.residual && (a == ConvAlgo::depthwise || a == ConvAlgo::fft))
+    return no("a fused residual add runs in the epilogues of gemm_1x1, im2col_gemm, winograd and direct only");
   switch (a) {
     case ConvAlgo::automatic:
     case ConvAlgo::im2col_gemm:
@@ -256,8 +256,6 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, std::string* why_out) {
     a = ConvAlgo::fft, why = "kernel >= 7x7, stride 1";
   } else if (g.C / g.groups * g.KH * g.KW >= 16) {
     a = ConvAlgo::im2col_gemm, why = "reduction C/group*KH*KW >= 16";
-  } else if (cfg.residual) {
-    a = ConvAlgo::im2col_gemm, why = "fused residual add (GEMM epilogue)";
   } else {
     a = ConvAlgo::direct, why = "small reduction";
   }
@@ -743,6 +741,7 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
     invalid("Conv", "algorithm {} needs a workspace of {} bytes, got {}", algorithm(), workspace_,
             workspace ? workspace->bytes() : 0);
   const Tensor& b = has_bias_ ? bias_ : y;  // any valid buffer when there is no bias
+  const Tensor& r = residual_ ? inputs[1] : y;  // the same for the residual
   const cl_int16 ga = geometry_arg(g_);
   const size_t N = size_t(g_.N), K = size_t(g_.K), OH = size_t(g_.OH), OW = size_t(g_.OW);
   std::lock_guard lock(launch_mutex_);
@@ -761,21 +760,23 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
       if (direct_plane_) {
         set_args(main_, ga, cl_int(small_plane_items(g_, kpad_, sp_kv_)), x.buffer, cl_long(x.offset_elems()),
                  weight_.buffer, cl_long(weight_.offset_elems()), cl_int(kpad_), offsets_.buffer,
-                 cl_long(offsets_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,
-                 cl_long(y.offset_elems()), act_.alpha, act_.beta);
+                 cl_long(offsets_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), r.buffer,
+                 cl_long(r.offset_elems()), cl_int(residual_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
+                 act_.beta);
         ec.enqueue_kernel(main_, global_main_, local_main_, "conv_small_plane");
         break;
       }
       if (direct_rows_) {
         set_args(main_, ga, cl_int(g_.N * g_.groups * ceil_div(g_.K / g_.groups, 8)), x.buffer,
                  cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,
-                 cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
-                 act_.beta);
+                 cl_long(b.offset_elems()), cl_int(has_bias_), r.buffer, cl_long(r.offset_elems()), cl_int(residual_),
+                 y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
         ec.enqueue_kernel(main_, global_main_, local_main_, "conv_grouped_rows");
         break;
       }
       set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,
-               cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+               cl_long(b.offset_elems()), cl_int(has_bias_), r.buffer, cl_long(r.offset_elems()), cl_int(residual_),
+               y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
       const size_t kb = 8;  // K_BLOCK default in conv.cl
       const size_t groups = size_t(g_.groups), bpg = (size_t(g_.K / g_.groups) + kb - 1) / kb;
       ec.enqueue_kernel(main_, cl::NDRange(OW, OH, N * groups * bpg), local_main_, "conv_direct");
@@ -852,13 +853,13 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
       gemm_[0]->enqueue(in, out, nullptr, ec);
       if (winograd_rows_) {
         set_args(post_, ga, cl_int(th), cl_int(tw), cl_int(N), m.buffer, cl_long(m.offset_elems()), b.buffer,
-                 cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
-                 act_.beta);
+                 cl_long(b.offset_elems()), cl_int(has_bias_), r.buffer, cl_long(r.offset_elems()), cl_int(residual_),
+                 y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
         ec.enqueue_kernel(post_, global_post_, local_post_, wm == 4 ? "winograd4_output_rows" : "winograd_output_rows");
       } else {
         set_args(post_, ga, cl_int(th), cl_int(tw), m.buffer, cl_long(m.offset_elems()), b.buffer,
-                 cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
-                 act_.beta);
+                 cl_long(b.offset_elems()), cl_int(has_bias_), r.buffer, cl_long(r.offset_elems()), cl_int(residual_),
+                 y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
         ec.enqueue_kernel(post_, cl::NDRange(size_t(th * tw), K, N), local_post_,
                           wm == 4 ? "winograd4_output" : "winograd_output");
       }

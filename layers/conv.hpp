@@ -43,8 +43,9 @@ struct ConvConfig {
   int64_t groups = 1;
   Activation act;  // fused after bias (and the residual)
   // A residual R with the output's shape, an input after X, added after the bias and before the activation
-  // (a residual Add fused into the epilogue: Y = act(conv(X) + bias + R)). The GEMM-based algorithms
-  // (gemm_1x1, im2col_gemm) take it; applies() refuses the others, so the automatic choice keeps to those two.
+  // (a residual Add fused into the epilogue: Y = act(conv(X) + bias + R)). gemm_1x1, im2col_gemm, winograd
+  // and the 2-D direct kernels take it; applies() refuses depthwise and fft (the automatic choice then takes
+  // the next applicable algorithm) and 3-D convolutions.
   bool residual = false;
   ConvAlgo algo = ConvAlgo::automatic;
   // Depthwise kernel: 1 = conv_depthwise (an output per work-item), 8 = conv_depthwise_rows (an output
@@ -125,7 +126,7 @@ class ConvOp : public Op {
   ConvGeometry g_;
   Shape out_shape_;
   Activation act_;
-  bool residual_ = false;  // inputs[1] is added in the GEMM epilogue
+  bool residual_ = false;  // inputs[1] is added in the epilogue
   ConvAlgo algo_ = ConvAlgo::direct;
   size_t workspace_ = 0;
   Tensor weight_, bias_;  // device copies (weight_ transformed for Winograd / FFT)

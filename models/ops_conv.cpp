@@ -117,10 +117,10 @@ std::unique_ptr<NodeKernel> lower_convt(LowerCtx& c) {
 // other input r has exactly that output's shape and dtype (no broadcasting), is not a constant and is produced
 // before the Conv (so the schedule stays as it was) becomes one Conv with r as input 3 (attribute _cldl_residual):
 // Y = act(conv(X) + bias + r). A Conv that already applies an activation is left alone (the Add comes after it),
-// and so is one whose algorithm, chosen as create() would without a device, is not gemm_1x1 (Winograd, direct,
-// depthwise take no residual, and forcing the GEMM on them would trade a fast kernel for one launch).
-// When the device's choice differs, ConvOp::choose keeps to the GEMM algorithms (their applies() refuse the
-// rest). The structure passes run again after a typed rewrite, so a Relu after the Add then joins as well:
+// and so is one whose algorithm, chosen as create() would without a device, is depthwise or fft (they take no
+// residual, and moving them to another algorithm would trade a fast kernel for one launch); the GEMM, Winograd
+// and direct kernels add it in their epilogues, so a device's own choice among those keeps. The structure passes
+// run again after a typed rewrite, so a Relu after the Add then joins as well:
 // Conv + Add + Relu is one command. Downsample blocks (a Conv on both sides) fuse the later Conv.
 size_t fuse_residual_adds(Graph& g) {
   if (!has_op(g, {"Add"}) || !has_op(g, {"Conv"})) return 0;
@@ -161,10 +161,7 @@ size_t fuse_residual_adds(Graph& g) {
       } catch (const std::exception&) {
         continue;  // inference reports what is wrong with the Conv
       }
-      // gemm_1x1 only: no device choice overrides it, whereas an im2col_gemm problem runs direct on CPUs where
-      // the plane is small or the conv grouped, and with the residual it would stay on im2col + GEMM (RegNet
-      // Y-400MF's stride-2 downsamples: 24.4 -> 27.7 ms when those fused too, models_vs_ort.py, loaded machine).
-      if (algo != ConvAlgo::gemm_1x1) continue;
+      if (algo == ConvAlgo::depthwise || algo == ConvAlgo::fft) continue;
       conv.inputs.resize(3);
       conv.inputs.push_back(r);
       conv.attrs["_cldl_residual"] = int64_t(1);

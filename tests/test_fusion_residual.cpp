@@ -1,11 +1,12 @@
 // Residual Add fused into the conv / GEMM epilogue (issue #26): Gemm's residual input in every kernel that
 // takes it (gemm_tile with and without K chunks and its column tail, gemm_gemv, CLBlast + gemm_epilogue),
-// ConvOp's residual on the GEMM algorithms (gemm_1x1, im2col_gemm with both im2col kernels, groups, 1-D),
-// against the C++ references (tests/reference: conv_ref, a double GEMM here) plus the residual and the
-// activation written out here; and the graph pass (models/ops_conv.cpp, "residual-add"): where it fires
-// (gemm_1x1 convs: both Add operand orders, a Relu after the Add joining, a Conv on both sides), where it must
-// not (a second reader, a broadcasting Add, a residual produced after the Conv, an activation before the Add,
-// a Winograd or an im2col conv), each fused graph also against the same graph run unfused (CLDL_SKIP_PASSES=residual-add).
+// ConvOp's residual on the GEMM algorithms (gemm_1x1, im2col_gemm with both im2col kernels, groups, 1-D), on
+// Winograd (F(2x2) and F(4x4), both transform kernels) and on the three 2-D direct kernels, against the C++
+// references (tests/reference: conv_ref, a double GEMM here) plus the residual and the activation written out
+// here; and the graph pass (models/ops_conv.cpp, "residual-add"): where it fires (1x1, Winograd, stride-2 and
+// small-plane 3x3 convs; both Add operand orders, a Relu after the Add joining, a Conv on both sides), where it
+// must not (a second reader, a broadcasting Add, a residual produced after the Conv, an activation before the
+// Add, a depthwise conv), each fused graph also against the same graph run unfused (CLDL_SKIP_PASSES=residual-add).
 // Tolerances: rtol 1e-4, atol 1e-4 as tests/test_conv.cpp's GEMM algorithms (fp32 sums of at most a few
 // thousand products; the residual adds one rounding).
 #include <algorithm>
@@ -83,7 +84,8 @@ struct Problem {
 };
 
 // act(conv(x) + bias + r) from the reference conv (no activation there) and the residual added here.
-void check_conv_residual(const Problem& p, ConvAlgo algo, int im2col_kernel = 0) {
+void check_conv_residual(const Problem& p, ConvAlgo algo, int im2col_kernel = 0,
+                         const std::function<void(ConvConfig&)>& tweak = {}) {
   ConvConfig cfg;
   cfg.input = p.one_d ? Shape{p.N, p.C, p.W} : Shape{p.N, p.C, p.H, p.W};
   cfg.weight = test::random_tensor(p.one_d ? Shape{p.K, p.C / p.groups, p.KW} : Shape{p.K, p.C / p.groups, p.KH, p.KW}, 5);
@@ -98,6 +100,7 @@ void check_conv_residual(const Problem& p, ConvAlgo algo, int im2col_kernel = 0)
   cfg.residual = true;
   cfg.algo = algo;
   cfg.im2col_kernel = im2col_kernel;
+  if (tweak) tweak(cfg);
   const Shape ys = ConvOp::validate(cfg);
   HostTensor x = test::random_tensor(cfg.input, 7), r = test::random_tensor(ys, 8);
   ref::ConvParams rp;
@@ -118,7 +121,8 @@ void check_conv_residual(const Problem& p, ConvAlgo algo, int im2col_kernel = 0)
   Tensor in[2] = {dx, dr}, out[1] = {dy};
   op->enqueue(in, out, op->workspace_bytes() ? &ws : nullptr, ec);
   HostTensor got = ctx().download(dy);
-  INFO(to_string(algo) << " im2col_kernel " << im2col_kernel << " input " << cfg.input.str() << " weight "
+  INFO(to_string(algo) << " im2col_kernel " << im2col_kernel << " winograd tile / kernel " << cfg.winograd_tile << " / "
+                       << cfg.winograd_kernel << " direct_kernel " << cfg.direct_kernel << " input " << cfg.input.str() << " weight "
                        << cfg.weight.shape().str() << " act " << int(p.act.kind));
   CLDL_CHECK_CLOSE(got.as<float>(), want.data(), want.size(), 1e-4, 1e-4);
 }
@@ -230,30 +234,62 @@ TEST_SUITE("fusion_residual") {
     check_conv_residual({1, 16, 9, 9, 32, 1, 1, 2, 0, 1, true}, ConvAlgo::im2col_gemm);
   }
 
-  TEST_CASE("Conv: the algorithms without a residual epilogue refuse it, and the automatic choice avoids them") {
+  TEST_CASE("Conv with a residual on Winograd (both tiles, both transform kernels) and the direct kernels") {
+    const Activation relu{Act::relu}, leaky{Act::leaky_relu, 0.2f};
+    // Winograd: planes that are not whole tiles (the output kernels' partial strips), a strip of 8 tiles and
+    // more (9x37: 10 F(4x4) tiles across), batch 1 and 2.
+    for (int tile : {2, 4})
+      for (int kernel : {1, 2}) {
+        auto wino = [&](ConvConfig& c) { c.winograd_tile = tile, c.winograd_kernel = kernel; };
+        check_conv_residual({1, 16, 9, 37, 17, 3, 3, 1, 1, 1, true, relu}, ConvAlgo::winograd, 0, wino);
+        check_conv_residual({2, 5, 7, 6, 9, 3, 3, 1, 1, 1, false}, ConvAlgo::winograd, 0, wino);
+        check_conv_residual({1, 24, 34, 35, 8, 3, 3, 1, 1, 1, true, leaky}, ConvAlgo::winograd, 0, wino);
+      }
+    // Direct: conv_direct (1), conv_grouped_rows (2, rows of fewer and more than 8 outputs, stride 2),
+    // conv_small_plane (3, planes under and over 8 pixels, batch 3).
+    for (int kernel : {1, 2}) {
+      auto direct = [&](ConvConfig& c) { c.direct_kernel = kernel; };
+      check_conv_residual({1, 6, 9, 11, 13, 3, 3, 1, 1, 1, true, relu}, ConvAlgo::direct, 0, direct);
+      check_conv_residual({2, 8, 5, 6, 12, 3, 3, 1, 1, 4, false, leaky}, ConvAlgo::direct, 0, direct);  // grouped
+      check_conv_residual({1, 4, 23, 21, 9, 3, 3, 2, 1, 1, true}, ConvAlgo::direct, 0, direct);
+      check_conv_residual({2, 3, 4, 19, 5, 1, 3, 1, 1, 1, true, relu, true}, ConvAlgo::direct, 0, direct);  // 1-D
+    }
+    auto small = [](ConvConfig& c) { c.direct_kernel = 3; };
+    check_conv_residual({3, 16, 5, 5, 20, 3, 3, 1, 1, 1, true, relu}, ConvAlgo::direct, 0, small);
+    check_conv_residual({1, 7, 2, 3, 33, 3, 3, 1, 1, 1, false}, ConvAlgo::direct, 0, small);
+    check_conv_residual({2, 9, 8, 7, 16, 3, 3, 1, 1, 1, true, leaky}, ConvAlgo::direct, 0, small);
+  }
+
+  TEST_CASE("Conv: depthwise and fft refuse a residual, and the automatic choice avoids them") {
     ConvConfig cfg;
     cfg.input = Shape{1, 16, 8, 8};
     cfg.weight = test::random_tensor(Shape{16, 16, 3, 3}, 1);
     cfg.pads = {1, 1, 1, 1};
     CHECK(ConvOp::choose(cfg) == ConvAlgo::winograd);
     cfg.residual = true;
+    CHECK(ConvOp::choose(cfg) == ConvAlgo::winograd);  // the Winograd output kernels add it
     std::string why;
-    for (ConvAlgo a : {ConvAlgo::direct, ConvAlgo::winograd, ConvAlgo::fft}) {
-      CHECK_FALSE(ConvOp::applies(cfg, a, &why));
-      CHECK(why.find("residual") != std::string::npos);
-    }
-    CHECK(ConvOp::choose(cfg) == ConvAlgo::im2col_gemm);
-    CHECK(ConvOp::create(ctx(), 0, cfg)->algo() == ConvAlgo::im2col_gemm);  // the device's choice too
-    cfg.algo = ConvAlgo::winograd;
+    CHECK_FALSE(ConvOp::applies(cfg, ConvAlgo::fft, &why));
+    CHECK(why.find("residual") != std::string::npos);
+    cfg.algo = ConvAlgo::fft;
     CHECK(error_of([&] { ConvOp::choose(cfg); }).find("residual") != std::string::npos);
-    // Depthwise, and a small reduction that would run direct: im2col + GEMM.
+    // A 7x7 stride-1 conv of fewer than 16 channels would take fft: with the residual, im2col + GEMM.
+    ConvConfig big;
+    big.input = Shape{1, 4, 12, 12};
+    big.weight = test::random_tensor(Shape{6, 4, 7, 7}, 4);
+    big.pads = {3, 3, 3, 3};
+    CHECK(ConvOp::choose(big) == ConvAlgo::fft);
+    big.residual = true;
+    CHECK(ConvOp::choose(big) == ConvAlgo::im2col_gemm);
+    // Depthwise: the small reduction runs the direct kernel.
     ConvConfig dw;
     dw.input = Shape{1, 8, 6, 6};
     dw.weight = test::random_tensor(Shape{8, 1, 3, 3}, 2);
     dw.groups = 8;
     dw.residual = true;
-    CHECK_FALSE(ConvOp::applies(dw, ConvAlgo::depthwise));
-    CHECK(ConvOp::choose(dw) == ConvAlgo::im2col_gemm);
+    CHECK_FALSE(ConvOp::applies(dw, ConvAlgo::depthwise, &why));
+    CHECK(why.find("residual") != std::string::npos);
+    CHECK(ConvOp::choose(dw) == ConvAlgo::direct);
     // 3-D runs the direct algorithm only.
     ConvConfig d3;
     d3.input = Shape{1, 2, 3, 4, 5};
@@ -292,7 +328,7 @@ TEST_SUITE("fusion_residual") {
         }
   }
 
-  TEST_CASE("the pass fuses one Conv of a downsample block (the later, gemm_1x1), not the stride-2 shortcut") {
+  TEST_CASE("the pass fuses one Conv of a downsample block (the later one), not the stride-2 shortcut") {
     const Shape xs{2, 8, 9, 9};
     HostTensor x = test::random_tensor(xs, 21);
     HostTensor wa = test::random_tensor(Shape{16, 8, 1, 1}, 22), wb = test::random_tensor(Shape{16, 8, 3, 3}, 23),
@@ -300,7 +336,7 @@ TEST_SUITE("fusion_residual") {
     auto build = [&] {
       GraphBuilder gb("down", 13);
       Value xi = gb.input("x", DType::f32, xs);
-      Value a = gb.conv(xi, gb.constant("wa", wa), {}, {2, 2});  // 1x1 stride 2: not gemm_1x1, stays the residual
+      Value a = gb.conv(xi, gb.constant("wa", wa), {}, {2, 2});  // 1x1 stride 2, before c: the residual
       Value b = gb.relu(gb.conv(xi, gb.constant("wb", wb), {}, {2, 2}, {1, 1, 1, 1}));
       Value c = gb.conv(b, gb.constant("wc", wc));  // 1x1 stride 1: gemm_1x1, after a
       gb.output(gb.relu(gb.add(c, a)), "y");
@@ -364,7 +400,41 @@ TEST_SUITE("fusion_residual") {
         return gb.build();
       };
     };
-    SUBCASE("a 3x3 stride-2 conv (im2col_gemm: on CPUs the device may pick a direct kernel the pass cannot see)") {
+    SUBCASE("a depthwise conv (its kernels take no residual)") {
+      const Shape ws{1, 8, 9, 10};
+      HostTensor xw = test::random_tensor(ws, 37), wd = test::random_tensor(Shape{8, 1, 3, 3}, 38);
+      auto build = [&] {
+        GraphBuilder gb("dw", 13);
+        Value xi = gb.input("x", DType::f32, ws);
+        Value c = gb.op1("Conv", {xi, gb.constant("w", wd)},
+                         {{"group", int64_t(8)}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+        gb.output(gb.add(c, xi), "y");
+        return gb.build();
+      };
+      check_graph(build, xw, 0, 1);
+    }
+  }
+
+  TEST_CASE("the pass fuses the Add into 3x3 convs: Winograd, stride 2 (im2col or direct), a small plane") {
+    auto conv3x3_add = [](const Shape& ws, const HostTensor& w3, int64_t stride,
+                          std::function<Value(GraphBuilder&, Value)> residual) {
+      return [=] {
+        GraphBuilder gb("conv3x3", 13);
+        Value xi = gb.input("x", DType::f32, ws);
+        Value r = residual(gb, xi);  // produced before the conv, as the pass needs
+        Value c = gb.conv(xi, gb.constant("w", w3), {}, {stride, stride}, {1, 1, 1, 1});
+        gb.output(gb.relu(gb.add(c, r)), "y");
+        return gb.build();
+      };
+    };
+    auto identity = [](GraphBuilder&, Value xi) { return xi; };
+    SUBCASE("Winograd, batch 1 and 2, a plane of whole and partial tiles") {
+      for (const Shape& ws : {Shape{1, 16, 8, 8}, Shape{2, 16, 13, 30}}) {
+        HostTensor xw = test::random_tensor(ws, 33), w3 = test::random_tensor(Shape{16, 16, 3, 3}, 34);
+        check_graph(conv3x3_add(ws, w3, 1, identity), xw, 1, 0);
+      }
+    }
+    SUBCASE("stride 2, the residual a strided pooling of x") {
       const Shape ws{1, 8, 9, 9};
       HostTensor xw = test::random_tensor(ws, 35), w3 = test::random_tensor(Shape{8, 8, 3, 3}, 36);
       check_graph(conv3x3_add(ws, w3, 2,
@@ -372,12 +442,12 @@ TEST_SUITE("fusion_residual") {
                                 return gb.op1("MaxPool", {xi}, {{"kernel_shape", std::vector<int64_t>{1, 1}},
                                                                 {"strides", std::vector<int64_t>{2, 2}}});
                               }),
-                  xw, 0, 1);
+                  xw, 1, 0);
     }
-    SUBCASE("a Winograd conv (its algorithm takes no residual)") {
-      const Shape ws{1, 16, 8, 8};
-      HostTensor xw = test::random_tensor(ws, 33), w3 = test::random_tensor(Shape{16, 16, 3, 3}, 34);
-      check_graph(conv3x3_add(ws, w3, 1, [](GraphBuilder&, Value xi) { return xi; }), xw, 0, 1);
+    SUBCASE("a 7x7 plane (CPUs: conv_small_plane)") {
+      const Shape ws{2, 32, 7, 7};
+      HostTensor xw = test::random_tensor(ws, 39), w3 = test::random_tensor(Shape{32, 32, 3, 3}, 40);
+      check_graph(conv3x3_add(ws, w3, 1, identity), xw, 1, 0);
     }
   }
 }
