@@ -8,6 +8,8 @@
 //    one the GELU pattern pass (fusion_patterns.cpp) makes from PyTorch's erf / tanh spelling.
 //  - MatMul bias (typed): MatMul by a 2-D weight, then Add of a per-column bias, becomes one MatMul
 //    whose GEMM epilogue adds the bias (attribute _cldl_bias, bias as input 2).
+//  - MatMul residual (typed, after it): MatMul by a 2-D weight, then Add of a same-shaped earlier tensor,
+//    becomes one MatMul whose GEMM epilogue adds it (attribute _cldl_residual, input 3).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -461,12 +463,32 @@ size_t fuse_matmul_bias(Graph& g) {
   return n;
 }
 
+// MatMul by a 2-D B (one GEMM: A's batch folded into its rows) followed by an Add of a same-shaped tensor
+// made before it (a transformer's residual stream: x + proj(...), after matmul-bias took the bias): the Add
+// joins the GEMM epilogue (input 3, attribute _cldl_residual; input 2 is the fused bias or empty),
+// y = act(A B + bias + r). Not when an activation is already fused (it comes before the Add).
+size_t fuse_matmul_residual(Graph& g) {
+  if (g.opset() < 7 || !has_op(g, {"MatMul"})) return 0;
+  return fold_residual_adds(g, [&](Node& mm, const std::string& r) {
+    if (mm.op_type != "MatMul" || !mm.domain.empty() || mm.has("_cldl_act") || mm.has("_cldl_residual")) return false;
+    auto a = g.values.find(mm.input(0)), b = g.values.find(mm.input(1));
+    if (a == g.values.end() || b == g.values.end() || a->second.shape.dims.size() < 2 ||
+        b->second.shape.dims.size() != 2)
+      return false;
+    mm.inputs.resize(3);
+    mm.inputs.push_back(r);
+    mm.attrs["_cldl_residual"] = int64_t(1);
+    return true;
+  });
+}
+
 struct Register {
   Register() {
     register_fusion_pass("batchnorm-folding", fold_batchnorm);
     register_fusion_pass("silu-fusion", fuse_gated_activations);  // the name CLDL_SKIP_PASSES knows; hard-swish too
     register_fusion_pass("activation-fusion", fuse_activations);
     register_fusion_pass("matmul-bias", fuse_matmul_bias, FusionStage::typed);
+    register_fusion_pass("matmul-residual", fuse_matmul_residual, FusionStage::typed);  // after matmul-bias
     register_fusion_pass("zero-pad", drop_zero_pads, FusionStage::typed);
     register_fusion_pass("batchnorm-affine", batchnorm_to_affine, FusionStage::typed);
     register_fusion_pass("concat-single", drop_single_concats);

@@ -123,56 +123,34 @@ std::unique_ptr<NodeKernel> lower_convt(LowerCtx& c) {
 // run again after a typed rewrite, so a Relu after the Add then joins as well:
 // Conv + Add + Relu is one command. Downsample blocks (a Conv on both sides) fuse the later Conv.
 size_t fuse_residual_adds(Graph& g) {
-  if (!has_op(g, {"Add"}) || !has_op(g, {"Conv"})) return 0;
-  auto rd = value_readers(g);
-  auto pr = g.producers();
-  auto f32_shape = [&](const std::string& v) -> std::optional<Shape> {
-    auto it = g.values.find(v);
-    if (it == g.values.end() || it->second.dtype != DType::f32 || !it->second.shape.is_static()) return std::nullopt;
-    return it->second.shape.to_shape();
-  };
-  size_t n = 0;
-  std::set<size_t> drop;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& add = g.nodes[i];
-    if (add.op_type != "Add" || !add.domain.empty() || add.input_count() != 2) continue;
-    for (int side = 0; side < 2; ++side) {
-      const std::string &y = add.input(size_t(side)), &r = add.input(size_t(1 - side));
-      auto p = pr.find(y);
-      if (y == r || p == pr.end() || rd[y] != std::vector<int>{int(i)}) continue;
-      Node& conv = g.nodes[p->second];
-      if (conv.op_type != "Conv" || !conv.domain.empty() || conv.has("_cldl_act") || conv.has("_cldl_residual"))
-        continue;
-      if (g.initializers.count(r)) continue;
-      if (auto rp = pr.find(r); rp != pr.end() && rp->second >= p->second) continue;  // r comes after the Conv
-      const auto ys = f32_shape(y), rs = f32_shape(r), xs = f32_shape(conv.input(0)), os = f32_shape(add.outputs[0]);
-      if (!ys || !rs || !xs || !os || *ys != *rs || *os != *ys || (ys->rank() != 3 && ys->rank() != 4)) continue;
-      auto w = g.initializers.find(conv.input(1));
-      if (w == g.initializers.end() || w->second.dtype() != DType::f32) continue;
-      const HostTensor* b = nullptr;
-      if (conv.input_count() > 2 && !conv.input(2).empty()) {
-        auto bi = g.initializers.find(conv.input(2));
-        if (bi == g.initializers.end()) continue;
-        b = &bi->second;
-      }
-      ConvAlgo algo;
-      try {
-        algo = ConvOp::choose(conv_config(conv, *xs, {nullptr, &w->second, b}));
-      } catch (const std::exception&) {
-        continue;  // inference reports what is wrong with the Conv
-      }
-      if (algo == ConvAlgo::depthwise || algo == ConvAlgo::fft) continue;
-      conv.inputs.resize(3);
-      conv.inputs.push_back(r);
-      conv.attrs["_cldl_residual"] = int64_t(1);
-      conv.outputs[0] = add.outputs[0];
-      drop.insert(i);
-      ++n;
-      break;
+  if (!has_op(g, {"Conv"})) return 0;
+  return fold_residual_adds(g, [&](Node& conv, const std::string& r) {
+    if (conv.op_type != "Conv" || !conv.domain.empty() || conv.has("_cldl_act") || conv.has("_cldl_residual"))
+      return false;
+    auto xi = g.values.find(conv.input(0));
+    if (xi == g.values.end() || !xi->second.shape.is_static()) return false;
+    const Shape xs = xi->second.shape.to_shape();
+    if (xs.rank() != 3 && xs.rank() != 4) return false;
+    auto w = g.initializers.find(conv.input(1));
+    if (w == g.initializers.end() || w->second.dtype() != DType::f32) return false;
+    const HostTensor* b = nullptr;
+    if (conv.input_count() > 2 && !conv.input(2).empty()) {
+      auto bi = g.initializers.find(conv.input(2));
+      if (bi == g.initializers.end()) return false;
+      b = &bi->second;
     }
-  }
-  erase_nodes(g, drop);
-  return n;
+    ConvAlgo algo;
+    try {
+      algo = ConvOp::choose(conv_config(conv, xs, {nullptr, &w->second, b}));
+    } catch (const std::exception&) {
+      return false;  // inference reports what is wrong with the Conv
+    }
+    if (algo == ConvAlgo::depthwise || algo == ConvAlgo::fft) return false;
+    conv.inputs.resize(3);
+    conv.inputs.push_back(r);
+    conv.attrs["_cldl_residual"] = int64_t(1);
+    return true;
+  });
 }
 
 struct RegisterResidual {

@@ -201,6 +201,13 @@ void infer_matmul(InferCtx& c) {
     if (c.node.attr_i("_cldl_bias", 0) == 0 || b.rank() != 2 || a.rank() < 2 || c.shape(2) != Shape{d.N})
       c.error("input 2 (fused bias) must be [{}] with a 2-D B and _cldl_bias = 1; got {}", d.N, c.shape(2).str());
   }
+  if (c.node.attr_i("_cldl_residual", 0) != 0) {  // the residual the matmul-residual pass fused
+    if (!c.has_input(3) || b.rank() != 2 || a.rank() < 2) c.error("a fused residual (input 3) needs a 2-D B");
+    need_f32(c, 3);
+    if (c.shape(3) != out) c.error("residual (input 3) is {}, expected the output's shape {}", c.shape(3).str(), out.str());
+  } else if (c.has_input(3)) {
+    c.error("input 3 is set without _cldl_residual = 1");
+  }
   c.set(0, DType::f32, out);
 }
 
@@ -211,9 +218,17 @@ class MatMulKernel : public NodeKernel {
   int64_t a_elems = 0, b_elems = 0, y_elems = 0;
   std::string algo;
   std::string algorithm() const override { return algo; }
-  bool bias = false;  // input 2: per-column bias in the epilogue
-  Tensor b_padded;    // a constant B stored with padded rows (constant_b_padding), read instead of input 1
+  bool bias = false;      // input 2: per-column bias in the epilogue
+  bool residual = false;  // input 3: a residual in the output's layout, added in the epilogue
+  Tensor b_padded;        // a constant B stored with padded rows (constant_b_padding), read instead of input 1
   void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
+    if (residual) {
+      std::vector<Tensor> args{in[0], b_padded.valid() ? b_padded : in[1]};
+      if (bias) args.push_back(in[2]);
+      args.push_back(in[3]);
+      Tensor y[1] = {out[0]};
+      return op->enqueue(args, y, nullptr, ec);
+    }
     if (calls.empty()) return op->run(in[0], b_padded.valid() ? b_padded : in[1], out[0], ec, bias ? &in[2] : nullptr);
     for (auto& [oa, ob, oy] : calls)
       op->run(in[0].slice_elems(oa, a_elems, Shape{a_elems}), in[1].slice_elems(ob, b_elems, Shape{b_elems}),
@@ -229,6 +244,8 @@ std::unique_ptr<NodeKernel> lower_matmul(LowerCtx& c) {
   g.act = fused_activation(c.node);
   k->bias = c.in.size() > 2 && !c.in[2].name.empty();
   if (k->bias) g.bias = GemmBias::per_col;
+  k->residual = c.node.attr_i("_cldl_residual", 0) != 0;
+  g.residual = k->residual;
   int64_t nb = d.batch.numel(), na = d.a_batch.numel(), nbb = d.b_batch.numel();
   if ((na == nb || na == 1) && (nbb == nb || nbb == 1)) {
     if (na == nb && nbb == 1 && nb > 1) {  // B shared: one tall GEMM over all of A's rows
@@ -265,8 +282,9 @@ std::unique_ptr<NodeKernel> lower_matmul(LowerCtx& c) {
   k->op = Gemm::create(c.ctx, c.device, g);
   k->algo = k->op->algorithm() + ", " + k->algo;
   if (k->bias) k->algo += ", bias fused";
+  if (k->residual) k->algo += ", residual Add fused";
   if (g.act.kind != Act::none) k->algo += fmt::format(", {} fused", to_string(g.act.kind));
-  if (k->bias && !k->calls.empty()) c.error("a fused bias needs one GEMM call (2-D B)");
+  if ((k->bias || k->residual) && !k->calls.empty()) c.error("a fused bias or residual needs one GEMM call (2-D B)");
   return k;
 }
 

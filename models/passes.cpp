@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "models/autodiff.hpp"
@@ -53,6 +54,41 @@ ValueReaders value_readers(const Graph& g) {
   }
   for (auto& o : g.outputs) r[o.name].push_back(-1);
   return r;
+}
+
+size_t fold_residual_adds(Graph& g, const std::function<bool(Node&, const std::string&)>& fold) {
+  if (!has_op(g, {"Add"})) return 0;
+  auto rd = value_readers(g);
+  auto pr = g.producers();
+  auto f32_shape = [&](const std::string& v) -> std::optional<Shape> {
+    auto it = g.values.find(v);
+    if (it == g.values.end() || it->second.dtype != DType::f32 || !it->second.shape.is_static()) return std::nullopt;
+    return it->second.shape.to_shape();
+  };
+  size_t n = 0;
+  std::set<size_t> drop;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& add = g.nodes[i];
+    if (add.op_type != "Add" || !add.domain.empty() || add.input_count() != 2) continue;
+    for (int side = 0; side < 2; ++side) {
+      const std::string y = add.input(size_t(side)), r = add.input(size_t(1 - side));
+      auto p = pr.find(y);
+      if (y == r || p == pr.end() || rd[y] != std::vector<int>{int(i)} || g.initializers.count(r)) continue;
+      Node& prod = g.nodes[p->second];
+      if (prod.outputs.empty() || prod.outputs[0] != y) continue;
+      if (auto rp = pr.find(r); rp != pr.end() && rp->second >= p->second) continue;  // r comes after P
+      const auto ys = f32_shape(y), rs = f32_shape(r), os = f32_shape(add.outputs[0]);
+      if (!ys || !rs || !os || *ys != *rs || *os != *ys) continue;
+      const std::string out = add.outputs[0];
+      if (!fold(prod, r)) continue;
+      prod.outputs[0] = out;
+      drop.insert(i);
+      ++n;
+      break;
+    }
+  }
+  erase_nodes(g, drop);
+  return n;
 }
 
 void erase_nodes(Graph& g, const std::set<size_t>& drop) {

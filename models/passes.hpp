@@ -121,6 +121,14 @@ void erase_nodes(Graph& g, const std::set<size_t>& drop);
 // never on shapes, so a plan skips exactly the passes that could not rewrite anything.
 bool has_op(const Graph& g, std::initializer_list<std::string_view> ops);
 
+// A residual Add folded into the node producing one of its operands (typed passes): for each default-domain Add
+// of two inputs whose operand y is read by that Add alone, is the first output of a node P, and has the static
+// f32 shape of the other operand r and of the Add's output (no broadcasting), where r is no initializer and is
+// a graph input or produced before P (so the schedule stays as it was), `fold(P, r)` decides: it returns false
+// to leave the Add, or rewrites P to add r itself and returns true, and then P writes the Add's output and the
+// Add goes. Returns the number of Adds folded.
+size_t fold_residual_adds(Graph& g, const std::function<bool(Node& producer, const std::string& r)>& fold);
+
 // The activation a fusion pass folded into a Gemm / MatMul node (Act::none when none).
 Activation fused_activation(const Node& n);
 

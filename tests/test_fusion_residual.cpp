@@ -6,7 +6,9 @@
 // here; and the graph pass (models/ops_conv.cpp, "residual-add"): where it fires (1x1, Winograd, stride-2 and
 // small-plane 3x3 convs; both Add operand orders, a Relu after the Add joining, a Conv on both sides), where it
 // must not (a second reader, a broadcasting Add, a residual produced after the Conv, an activation before the
-// Add, a depthwise conv), each fused graph also against the same graph run unfused (CLDL_SKIP_PASSES=residual-add).
+// Add, a depthwise conv); MatMul by a 2-D weight with the Add after its bias (and not for a batched B, an
+// activation before the Add, a residual made after it); each fused graph also against the same graph run unfused
+// (CLDL_SKIP_PASSES=residual-add,matmul-residual).
 // Tolerances: rtol 1e-4, atol 1e-4 as tests/test_conv.cpp's GEMM algorithms (fp32 sums of at most a few
 // thousand products; the residual adds one rounding).
 #include <algorithm>
@@ -142,7 +144,8 @@ HostTensor run_graph(Graph g, const std::map<std::string, HostTensor>& in, const
 
 int count_residual(const Graph& g) {
   int n = 0;
-  for (auto& node : g.nodes) n += node.op_type == "Conv" && node.attr_i("_cldl_residual", 0) != 0;
+  for (auto& node : g.nodes)
+    n += (node.op_type == "Conv" || node.op_type == "MatMul") && node.attr_i("_cldl_residual", 0) != 0;
   return n;
 }
 
@@ -151,7 +154,7 @@ int count_residual(const Graph& g) {
 HostTensor check_graph(const std::function<Graph()>& build, const HostTensor& x, int fused, int adds) {
   Graph gf, gu;
   HostTensor yf = run_graph(build(), {{"x", x}}, "", &gf);
-  HostTensor yu = run_graph(build(), {{"x", x}}, "residual-add", &gu);
+  HostTensor yu = run_graph(build(), {{"x", x}}, "residual-add,matmul-residual", &gu);
   CHECK(count_residual(gf) == fused);
   // Left alone, the Add stays an Add or joins an element-wise group (the late pass).
   CHECK(count_ops(gf, "Add") + count_ops(gf, "FusedElementwise") == adds);
@@ -448,6 +451,79 @@ TEST_SUITE("fusion_residual") {
       const Shape ws{2, 32, 7, 7};
       HostTensor xw = test::random_tensor(ws, 39), w3 = test::random_tensor(Shape{32, 32, 3, 3}, 40);
       check_graph(conv3x3_add(ws, w3, 1, identity), xw, 1, 0);
+    }
+  }
+
+  TEST_CASE("MatMul by a 2-D weight: the residual Add joins the GEMM epilogue, after the bias, before a Relu") {
+    // A transformer block's output projection: x [B, S, D] -> x + (h W + b), at odd sizes, batch 1 and 3, with and
+    // without the bias, with and without a Relu after the Add; against a double reference written out here.
+    for (int64_t B : {1, 3})
+      for (bool bias : {false, true})
+        for (bool relu : {false, true}) {
+          INFO("batch " << B << " bias " << bias << " relu " << relu);
+          const int64_t S = 7, D = 13, H = 11;
+          const Shape xs{B, S, D};
+          HostTensor x = test::random_tensor(xs, 41), w1 = test::random_tensor(Shape{D, H}, 42),
+                     w2 = test::random_tensor(Shape{H, D}, 43), b2 = test::random_tensor(Shape{D}, 44);
+          auto build = [&] {
+            GraphBuilder gb("mm", 13);
+            Value xi = gb.input("x", DType::f32, xs);
+            Value h = gb.relu(gb.matmul(xi, gb.constant("w1", w1)));
+            Value p = gb.matmul(h, gb.constant("w2", w2));
+            if (bias) p = gb.add(p, gb.constant("b2", b2));
+            Value y = gb.add(xi, p);
+            gb.output(relu ? gb.relu(y) : y, "y");
+            return gb.build();
+          };
+          HostTensor y = check_graph(build, x, 1, 0);
+          std::vector<double> want(size_t(B * S * D));
+          const float* X = x.as<float>();
+          for (int64_t r = 0; r < B * S; ++r) {
+            std::vector<double> hr(size_t(H), 0.0);
+            for (int64_t j = 0; j < H; ++j) {
+              for (int64_t k = 0; k < D; ++k) hr[size_t(j)] += double(X[r * D + k]) * w1.as<float>()[k * H + j];
+              hr[size_t(j)] = std::max(hr[size_t(j)], 0.0);
+            }
+            for (int64_t j = 0; j < D; ++j) {
+              double v = bias ? b2.as<float>()[j] : 0.0;
+              for (int64_t k = 0; k < H; ++k) v += hr[size_t(k)] * w2.as<float>()[k * D + j];
+              v += X[r * D + j];
+              want[size_t(r * D + j)] = relu ? std::max(v, 0.0) : v;
+            }
+          }
+          std::vector<float> wf(want.begin(), want.end());
+          CLDL_CHECK_CLOSE(y.as<float>(), wf.data(), wf.size(), 1e-4, 1e-4);
+        }
+  }
+
+  TEST_CASE("MatMul: no residual fusion for a batched B, a fused activation, or a residual made after it") {
+    const Shape xs{2, 5, 6};
+    HostTensor x = test::random_tensor(xs, 51), w = test::random_tensor(Shape{6, 6}, 52),
+               wb = test::random_tensor(Shape{2, 6, 6}, 53);
+    SUBCASE("B of rank 3") {
+      check_graph([&] {
+        GraphBuilder gb("b3", 13);
+        Value xi = gb.input("x", DType::f32, xs);
+        gb.output(gb.add(gb.matmul(xi, gb.constant("wb", wb)), xi), "y");
+        return gb.build();
+      }, x, 0, 1);
+    }
+    SUBCASE("an activation between the MatMul and the Add") {
+      check_graph([&] {
+        GraphBuilder gb("act", 13);
+        Value xi = gb.input("x", DType::f32, xs);
+        gb.output(gb.add(gb.relu(gb.matmul(xi, gb.constant("w", w))), xi), "y");
+        return gb.build();
+      }, x, 0, 1);
+    }
+    SUBCASE("the residual is produced after the MatMul") {
+      check_graph([&] {
+        GraphBuilder gb("late", 13);
+        Value xi = gb.input("x", DType::f32, xs);
+        Value p = gb.matmul(xi, gb.constant("w", w));
+        gb.output(gb.add(p, gb.op1("Sigmoid", {xi})), "y");
+        return gb.build();
+      }, x, 0, 1);
     }
   }
 }
