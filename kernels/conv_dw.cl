@@ -1,4 +1,5 @@
-// Depthwise convolution for CPUs on "same" geometries (stride 1, output plane == input plane: every
+// Depthwise convolution for CPUs: conv_dw_flat (built with the DWF_* macros) and conv_dw_s2 (DWS_*, below).
+// conv_dw_flat: "same" geometries (stride 1, output plane == input plane: every
 // stride-1 depthwise layer of MobileNet v2/v3, EfficientNet, DeepLab v3 and ShuffleNet), vectorised along
 // the flattened plane. Built per geometry by layers/conv.cpp; the macros have no defaults on purpose.
 //
@@ -17,6 +18,7 @@
 // (KH-1)*DH*W + (KW-1)*DW rounded up to 16), DWF_NV (float16 vectors per band: ceil(BR * W / 16)), and ACT.
 // Global (bands, N*C), padded; `g` is conv.cl's geometry vector (only its K is read).
 
+#ifdef DWF_KH
 #define DWF_HW (DWF_H * DWF_W)
 #define DWF_FRONT (DWF_PT * DWF_W + DWF_PL)
 
@@ -91,3 +93,83 @@ __kernel void conv_dw_flat(int16 g, int nc_total, __global const float* x, long 
     }
   }
 }
+#endif
+
+// Stride-2 depthwise convolution for CPUs (the downsampling depthwise layers of MobileNet v2/v3, EfficientNet,
+// MnasNet: 3x3 and 5x5, undilated), an output row per work-item. Output column ow reads input column
+// 2 ow + d for tap column d = kw - PL: an even column (ow + d / 2) when d is even, an odd one (ow + (d - 1) / 2)
+// when it is odd. So each of the KH input rows is split once into its even and its odd columns (private,
+// zero-padded: DWS_FP in front, zeros past the row's end and for rows outside the plane), and every tap is then
+// one unaligned float16 load at a constant offset of one of them and one FMA; the rows kernel in conv.cl
+// loaded two vectors per tap to take their even lanes, and one output at a time at the row's edges.
+//
+// Macros (all required): DWS_KH, DWS_KW, DWS_W (input row), DWS_OW, DWS_PL (left pad), DWS_FP (front zeros,
+// ceil(PL / 2)), DWS_NV (float16 vectors per output row: ceil(OW / 16)), DWS_LEN (floats per split row, a
+// multiple of 16 covering FP + NV * 16 + the largest tap offset), and ACT. H, OH and PT come from `g` (conv.cl).
+// Global (OH, N*C), padded.
+#ifdef DWS_KH
+#define DWS_HALF_E ((DWS_W + 1) / 2)  // even columns of an input row
+#define DWS_HALF_O (DWS_W / 2)        // odd columns
+__kernel void conv_dw_s2(int16 g, int nc_total, __global const float* x, long x_off, __global const float* w,
+                         long w_off, __global const float* bias, long b_off, int has_bias, __global float* y,
+                         long y_off, float act_a, float act_b) {
+  const int oh = get_global_id(0);
+  const int nc = get_global_id(1);
+  if (oh >= g.s4 || nc >= nc_total) return;
+  const int H = g.s1, PT = g.sa;
+  const int c = nc % g.s3;
+  x += x_off + (long)nc * H * DWS_W;
+  y += y_off + ((long)nc * g.s4 + oh) * DWS_OW;
+  w += w_off + c * (DWS_KH * DWS_KW);
+  float ev[DWS_KH][DWS_LEN], od[DWS_KH][DWS_LEN];
+  for (int kh = 0; kh < DWS_KH; ++kh) {
+    const int ih = oh * 2 - PT + kh;
+    for (int j = 0; j < DWS_LEN; j += 16) {
+      vstore16((float16)(0.0f), 0, ev[kh] + j);
+      vstore16((float16)(0.0f), 0, od[kh] + j);
+    }
+    if (ih < 0 || ih >= H) continue;
+    __global const float* row = x + (long)ih * DWS_W;
+    int j = 0;
+    for (; 2 * j + 32 <= DWS_W; j += 16) {
+      const float16 a = vload16(0, row + 2 * j), b = vload16(0, row + 2 * j + 16);
+      vstore16((float16)(a.even, b.even), 0, ev[kh] + DWS_FP + j);
+      vstore16((float16)(a.odd, b.odd), 0, od[kh] + DWS_FP + j);
+    }
+    for (; j < DWS_HALF_E; ++j) {
+      ev[kh][DWS_FP + j] = row[2 * j];
+      if (j < DWS_HALF_O) od[kh][DWS_FP + j] = row[2 * j + 1];
+    }
+  }
+  float wk[DWS_KH * DWS_KW];
+#pragma unroll
+  for (int i = 0; i < DWS_KH * DWS_KW; ++i) wk[i] = w[i];
+  const float b = has_bias ? bias[b_off + c] : 0.0f;
+  for (int v = 0; v < DWS_NV; ++v) {
+    const int p = v * 16;
+    float16 acc = (float16)(b);
+#pragma unroll
+    for (int kh = 0; kh < DWS_KH; ++kh)
+#pragma unroll
+      for (int kw = 0; kw < DWS_KW; ++kw) {
+        const int d = kw - DWS_PL;
+        const int e = d >= 0 ? d / 2 : -((1 - d) / 2);  // floor(d / 2)
+        const float* src = (d & 1) ? od[kh] : ev[kh];
+        acc = fma(vload16(0, src + DWS_FP + p + e), (float16)(wk[kh * DWS_KW + kw]), acc);
+      }
+    if (p + 16 <= DWS_OW) {
+#if ACT_VEC
+      vstore16(APPLY_ACT_V(acc, act_a, act_b), 0, y + p);
+#else
+      float o[16];
+      vstore16(acc, 0, o);
+      for (int i = 0; i < 16; ++i) y[p + i] = APPLY_ACT(o[i], act_a, act_b);
+#endif
+    } else {
+      float o[16];
+      vstore16(acc, 0, o);
+      for (int i = 0; i < DWS_OW - p; ++i) y[p + i] = APPLY_ACT(o[i], act_a, act_b);
+    }
+  }
+}
+#endif

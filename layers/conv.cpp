@@ -349,6 +349,25 @@ DwFlat dw_flat_geometry(const ConvGeometry& g) {
   return f;
 }
 
+// conv_dw_s2 (kernels/conv_dw.cl): stride 2, undilated; each input row split into its even and odd columns,
+// `front` zeros before them (ceil(PL / 2): the leftmost tap's offset), `len` floats each (a multiple of 16 that
+// holds the split row and the float16 loads of `vectors` output vectors at every tap's offset); KH * 2 of them
+// per work-item, at most 16 KiB.
+struct DwS2 {
+  bool fits = false;
+  int64_t front = 0, vectors = 0, len = 0;
+};
+DwS2 dw_s2_geometry(const ConvGeometry& g) {
+  DwS2 f;
+  if (g.three_d || g.SH != 2 || g.SW != 2 || g.DH != 1 || g.DW != 1 || g.PL >= g.KW) return f;
+  f.front = (g.PL + 1) / 2;
+  f.vectors = ceil_div(g.OW, int64_t(16));
+  const int64_t emax = std::max<int64_t>(0, (g.KW - 1 - g.PL) / 2);
+  f.len = ceil_div(std::max(f.front + f.vectors * 16 + emax, f.front + (g.W + 1) / 2), int64_t(16)) * 16;
+  f.fits = 2 * g.KH * f.len <= 4096;
+  return f;
+}
+
 // im2col_rows: output rows per work-item, about 256 outputs each: one row of a small map was too little
 // work per item (DeepLab's dilated 3x3 on 16x16 x 960 channels: 138K items, 15 ms on PoCL).
 int64_t im2col_rows_per_item(const ConvGeometry& g) { return std::clamp<int64_t>(256 / std::max<int64_t>(g.OW, 1), 1, g.OH); }
@@ -476,8 +495,8 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
     case ConvAlgo::depthwise: {
       op->weight_ = ctx.upload(cfg.weight, device);
       if (cfg.depthwise_block != 0 && cfg.depthwise_block != 1 && cfg.depthwise_block != 8 &&
-          cfg.depthwise_block != 16 && cfg.depthwise_block != 64)
-        invalid("Conv", "depthwise_block {} is not 0, 1, 8, 16 or 64", cfg.depthwise_block);
+          cfg.depthwise_block != 16 && cfg.depthwise_block != 32 && cfg.depthwise_block != 64)
+        invalid("Conv", "depthwise_block {} is not 0, 1, 8, 16, 32 or 64", cfg.depthwise_block);
       // The plane kernel's padded private copy: the rows the outputs read, and the columns of round_up(OW, 8)
       // outputs (float16 loads at stride 2); DW_PLANE_MAX in conv.cl bounds it.
       const int64_t owr = ceil_div(g.OW, 8) * 8;
@@ -488,6 +507,11 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
         invalid("Conv", "depthwise_block 64 needs stride 1 or 2 and a padded plane of at most 2,304 floats; "
                 "input {} weight {} needs {} x {}", cfg.input.str(), cfg.weight.shape().str(), pr, pc);
       const DwFlat flat = dw_flat_geometry(g);
+      const DwS2 s2 = dw_s2_geometry(g);
+      if (cfg.depthwise_block == 32 && !s2.fits)
+        invalid("Conv", "depthwise_block 32 needs stride 2, no dilation, a left pad under the kernel width and "
+                "split rows of at most 4,096 floats (input {} weight {} stride {}x{} dilation {}x{})",
+                cfg.input.str(), cfg.weight.shape().str(), g.SH, g.SW, g.DH, g.DW);
       if (cfg.depthwise_block == 16 && !flat.fits)
         invalid("Conv", "depthwise_block 16 needs stride 1 and an output plane of the input's size (input {} "
                 "weight {} stride {}x{} output {}x{})", cfg.input.str(), cfg.weight.shape().str(), g.SH, g.SW,
@@ -511,11 +535,26 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
                         : !cpu              ? 1
                         : flat_wins         ? 16
                         : plane_fits        ? 64
+                        : s2.fits           ? 32
                                             : 8;
       op->depthwise_rows_ = block == 8;
       op->depthwise_plane_ = block == 64;
       op->depthwise_flat_ = block == 16;
+      op->depthwise_s2_ = block == 32;
       op->dw_pr_ = int(pr), op->dw_pc_ = int(pc);
+      if (op->depthwise_s2_) {
+        // A program per (kernel, row width, left pad, activation).
+        op->main_ = make_kernel(
+            ctx.program("conv_dw.cl",
+                        fmt::format("-DACT={} -DDWS_KH={} -DDWS_KW={} -DDWS_W={} -DDWS_OW={} -DDWS_PL={} -DDWS_FP={} "
+                                    "-DDWS_NV={} -DDWS_LEN={}",
+                                    int(cfg.act.kind), g.KH, g.KW, g.W, g.OW, g.PL, s2.front, s2.vectors, s2.len),
+                        device),
+            "conv_dw_s2");
+        log::debug("Conv depthwise {}: stride 2, an output row per work-item from split rows (conv_dw_s2)",
+                   cfg.input.str());
+        break;
+      }
       if (op->depthwise_flat_) {
         // A program per (kernel, dilation, plane, pads, activation): the band and tap loops have constant
         // bounds and offsets. MobileNet v2 builds 4, EfficientNet-B0 6.
@@ -671,7 +710,11 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
                                                            N * size_t(g.groups) * size_t(ceil_div(g.K / g.groups, 8)));
       break;
     case ConvAlgo::depthwise:
-      if (op->depthwise_flat_) {
+      if (op->depthwise_s2_) {  // a work-item per group: PoCL keeps one copy of the split rows
+        const PaddedLaunch l = padded_launch(g.OH, g.N * g.K, 1, 1);
+        op->global_main_ = l.global;
+        op->local_main_ = l.local;
+      } else if (op->depthwise_flat_) {
         const PaddedLaunch l = padded_launch(op->dw_pr_, g.N * g.K, 1, 1);
         op->global_main_ = l.global;
         op->local_main_ = l.local;
@@ -790,11 +833,12 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
         ec.enqueue_kernel(main_, global_main_, local_main_, "conv_depthwise_plane");
         break;
       }
-      if (depthwise_rows_ || depthwise_flat_) {  // the same arguments
+      if (depthwise_rows_ || depthwise_flat_ || depthwise_s2_) {  // the same arguments
         set_args(main_, ga, cl_int(N * K), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
                  cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), y.buffer,
                  cl_long(y.offset_elems()), act_.alpha, act_.beta);
-        ec.enqueue_kernel(main_, global_main_, local_main_, depthwise_flat_ ? "conv_dw_flat" : "conv_depthwise_rows");
+        ec.enqueue_kernel(main_, global_main_, local_main_,
+                          depthwise_flat_ ? "conv_dw_flat" : depthwise_s2_ ? "conv_dw_s2" : "conv_depthwise_rows");
         break;
       }
       set_args(main_, ga, x.buffer, cl_long(x.offset_elems()), weight_.buffer, cl_long(weight_.offset_elems()), b.buffer,

@@ -52,8 +52,10 @@ struct ConvConfig {
   // row per work-item in vector strips of 8), 64 = conv_depthwise_plane (a whole plane per work-item from
   // a padded private copy; stride 1 or 2 and planes whose padded copy holds at most 2,304 floats), 16 =
   // conv_dw_flat (kernels/conv_dw.cl: float16 vectors along the flattened plane, bands of rows per work-item;
-  // stride 1 with the output plane the input's size); 0 = by device: on CPUs 16 where it applies, else 64
-  // where it applies, else 8; 1 elsewhere (neighbouring items coalesce on GPUs).
+  // stride 1 with the output plane the input's size), 32 = conv_dw_s2 (kernels/conv_dw.cl: stride 2, an output
+  // row per work-item from its input rows split into even and odd columns); 0 = by device: on CPUs 16 where it
+  // applies, else 64 where it applies, else 32 where it applies, else 8; 1 elsewhere (neighbouring items
+  // coalesce on GPUs).
   int depthwise_block = 0;
   // im2col kernel of im2col_gemm: 1 = im2col (KH*KW values per output pixel), 2 = im2col_rows (a
   // contiguous output row per work-item); 0 = by device: 2 on CPUs, 1 elsewhere.
@@ -153,6 +155,7 @@ class ConvOp : public Op {
   bool fft_plans_ = false;
   int64_t fh_ = 0, fw_ = 0;
   bool depthwise_flat_ = false;  // depthwise: conv_dw_flat (kernels/conv_dw.cl), dw_pr_ bands of rows
+  bool depthwise_s2_ = false;    // depthwise: conv_dw_s2 (kernels/conv_dw.cl), an output row per work-item
 };
 
 enum class ConvTransposeAlgo { automatic, direct, gemm_col2im };

@@ -110,6 +110,9 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
     // Depthwise: the flattened-plane kernel (conv_dw_flat) where the output plane is the input's (stride 1).
     const bool same = p.SH == 1 && p.SW == 1 && OH == p.H && OW == p.W;
     if (a == ConvAlgo::depthwise && same) blocks.push_back(16);
+    // Depthwise: the split-rows kernel (conv_dw_s2) at stride 2, undilated.
+    if (a == ConvAlgo::depthwise && p.SH == 2 && p.SW == 2 && p.DH == 1 && p.DW == 1 && p.PL < p.KW)
+      blocks.push_back(32);
     // Winograd: F(2x2,3x3) and F(4x4,3x3), each with both transforms.
     std::vector<int> tiles{0};
     if (a == ConvAlgo::winograd) tiles = {2, 4};
@@ -267,6 +270,50 @@ TEST_CASE("depthwise flattened-plane kernel (conv_dw_flat) matches the reference
   bad.algo = ConvAlgo::depthwise;
   bad.depthwise_block = 16;
   CHECK(error_of([&] { ConvOp::create(ctx(), 0, bad); }).find("depthwise_block 16") != std::string::npos);
+}
+
+// conv_dw_s2 (depthwise_block 32, the CPU choice for stride-2 depthwise layers whose plane is too large for the
+// plane kernel): MobileNet's 3x3 pad 1 and EfficientNet's 5x5 pad 2 on even and odd rows, rows of fewer than 16
+// outputs and ones with a partial last vector (112 -> 56: 3 whole + 1 of 8; 37 -> 19), more than 32 input
+// columns (the split's vector loop) and fewer; pads 0 (a valid conv: the split row longer than the outputs
+// need), asymmetric and one of 2 on a 3x3 (the left tap reading the front zeros); odd heights (the last output
+// row's taps below the plane); batch 1 and 3, epilogues, against the reference.
+TEST_CASE("depthwise stride-2 kernel (conv_dw_s2) matches the reference") {
+  const Activation relu(Act::relu), hswish(Act::hard_swish), relu6(Act::clip, 0.0f, 1.5f), silu(Act::silu);
+  // name, N, C, H, W, K, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR, groups, bias, act
+  const Problem problems[] = {
+      {"3x3 on 112x112 relu6", 1, 3, 112, 112, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true, relu6},
+      {"5x5 on 37x37 silu batch 3", 3, 5, 37, 37, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 5, true, silu},
+      {"3x3 on 15x9 hard-swish", 1, 7, 15, 9, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 7, true, hswish},
+      {"3x3 unpadded on 17x70", 1, 2, 17, 70, 2, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 2, false, {}},
+      {"3x3 pads 0/1 on 14x14 relu", 3, 4, 14, 14, 4, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 4, true, relu},
+      {"3x3 pad 2 on 10x33", 1, 3, 10, 33, 3, 3, 3, 2, 2, 1, 1, 2, 2, 2, 2, 3, true, relu},
+      {"5x5 on 7x7", 1, 6, 7, 7, 6, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 6, false, silu},
+  };
+  uint32_t seed = 950;
+  for (const auto& p : problems) {
+    INFO(std::string(p.name));
+    ConvConfig cfg = make_config(p, seed += 10);
+    HostTensor x = test::random_tensor(cfg.input, seed + 7);
+    int64_t OH = 0, OW = 0;
+    auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(),
+                            cfg.bias ? cfg.bias->as<float>() : nullptr, p.act, OH, OW);
+    cfg.algo = ConvAlgo::depthwise;
+    cfg.depthwise_block = 32;
+    auto op = ConvOp::create(ctx(), 0, cfg);
+    auto got = run(*op, x);
+    REQUIRE(got.size() == want.size());
+    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+  }
+  // Stride 1 or dilation is an error naming the setting.
+  ConvConfig bad = make_config({"3x3 stride 1", 1, 3, 9, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false, {}}, 7);
+  bad.algo = ConvAlgo::depthwise;
+  bad.depthwise_block = 32;
+  CHECK(error_of([&] { ConvOp::create(ctx(), 0, bad); }).find("depthwise_block 32") != std::string::npos);
+  bad = make_config({"3x3 dilation 2", 1, 3, 19, 19, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, false, {}}, 7);
+  bad.algo = ConvAlgo::depthwise;
+  bad.depthwise_block = 32;
+  CHECK(error_of([&] { ConvOp::create(ctx(), 0, bad); }).find("depthwise_block 32") != std::string::npos);
 }
 
 TEST_CASE("taps that read only padding are dropped under the automatic choice, with the same output") {

@@ -169,7 +169,8 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
   for (const C& c : {C{Shape{1, 96, 80, 120}, 3, 1}, C{Shape{1, 96, 160, 240}, 3, 2}, C{Shape{1, 32, 112, 112}, 3, 1},
                      C{Shape{8, 64, 56, 56}, 3, 1}, C{Shape{1, 144, 56, 56}, 3, 1}, C{Shape{1, 240, 28, 28}, 5, 1},
                      C{Shape{1, 384, 14, 14}, 3, 1}, C{Shape{1, 672, 14, 14}, 5, 1}, C{Shape{1, 576, 7, 7}, 5, 1},
-                     C{Shape{1, 960, 7, 7}, 3, 1}, C{Shape{1, 672, 14, 14}, 5, 2}}) {
+                     C{Shape{1, 960, 7, 7}, 3, 1}, C{Shape{1, 672, 14, 14}, 5, 2}, C{Shape{1, 96, 112, 112}, 3, 2},
+                     C{Shape{1, 144, 56, 56}, 5, 2}, C{Shape{1, 240, 28, 28}, 3, 2}}) {
     ConvConfig cfg;
     const int64_t ch = c.in[1];
     cfg.input = c.in;
@@ -182,8 +183,9 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     const Shape so = ConvOp::validate(cfg);
     Tensor x = filled(ctx, c.in), y = ctx.alloc(so, DType::f32);
     const double flops = 2.0 * double(so.numel()) * double(c.k * c.k);
-    // 1: an output per work-item, 8: rows, 16: the flattened plane (stride 1), 64: a plane per work-item.
-    for (int block : {1, 8, 16, 64}) {
+    // 1: an output per work-item, 8: rows, 16: the flattened plane (stride 1), 32: split rows (stride 2), 64: a
+    // plane per work-item.
+    for (int block : {1, 8, 16, 32, 64}) {
       cfg.depthwise_block = block;
       std::unique_ptr<ConvOp> op;
       try {
