@@ -279,6 +279,9 @@ def train(model, x, y, epochs=1, out=None, **options):
     trained model to `out` when given. Returns the epochs' results ({'losses', 'mean_loss', 'seconds'} each)."""
     if epochs < 1:
         raise Error("train: epochs must be at least 1, got {}".format(epochs))
+    if options.get("schedule") == "cosine" and not options.get("total_steps"):  # as cldl train: every epoch's steps
+        batch, axis = options.get("batch", 32), options.get("batch_axis", 0)
+        options["total_steps"] = epochs * -(-_np.asarray(x).shape[axis] // batch)
     t = Trainer(model, **options)
     history = [t.epoch(x, y) for _ in range(epochs)]
     if out is not None:

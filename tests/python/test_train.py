@@ -99,6 +99,10 @@ def test_cosine_schedule_and_clipping_match_pytorch_reference_data():
         close(v, load("adam_cosine_clip.{}.npy".format(name)), name)
     with pytest.raises(cldl.Error, match="needs total_steps"):
         cldl.Trainer(MODEL, schedule="cosine", devices=DEVICE)
+    # cldl.train counts the cosine's steps itself: 2 epochs of 3 batches, as above.
+    history = cldl.train(MODEL, load("x.npy"), load("y.npy"), epochs=2, optimizer="adam", lr=0.02, batch=3,
+                         shuffle=False, devices=DEVICE, schedule="cosine", warmup=2, min_lr=0.002, clip_norm=0.6)
+    close(np.concatenate([h["losses"] for h in history]), load("adam_cosine_clip_losses.npy"), "cldl.train losses")
 
 
 def test_live_pytorch_from_the_trainers_initial_weights():
