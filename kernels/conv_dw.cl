@@ -18,6 +18,23 @@
 // (KH-1)*DH*W + (KW-1)*DW rounded up to 16), DWF_NV (float16 vectors per band: ceil(BR * W / 16)), and ACT.
 // Global (bands, N*C), padded; `g` is conv.cl's geometry vector (only its K is read).
 
+// act(v) into y[0 .. n) (n >= 1): one vector store when all 16 lanes are outputs.
+inline void dw_store16(float16 v, __global float* y, int n, float act_a, float act_b) {
+  if (n >= 16) {
+#if ACT_VEC
+    vstore16(APPLY_ACT_V(v, act_a, act_b), 0, y);
+#else
+    float o[16];
+    vstore16(v, 0, o);
+    for (int i = 0; i < 16; ++i) y[i] = APPLY_ACT(o[i], act_a, act_b);
+#endif
+    return;
+  }
+  float o[16];
+  vstore16(v, 0, o);
+  for (int i = 0; i < n; ++i) y[i] = APPLY_ACT(o[i], act_a, act_b);
+}
+
 #ifdef DWF_KH
 #define DWF_HW (DWF_H * DWF_W)
 #define DWF_FRONT (DWF_PT * DWF_W + DWF_PL)
@@ -72,25 +89,7 @@ __kernel void conv_dw_flat(int16 g, int nc_total, __global const float* x, long 
         acc += select((float16)(0.0f), t, ic >= 0 && ic < DWF_W);
       }
     }
-    acc += b;
-    if (p + 16 <= np) {
-#if ACT_VEC
-      vstore16(APPLY_ACT_V(acc, act_a, act_b), 0, y + p);
-#else
-      float o[16];
-      vstore16(acc, 0, o);
-      for (int i = 0; i < 16; ++i) y[p + i] = APPLY_ACT(o[i], act_a, act_b);
-#endif
-    } else {
-      float o[16];
-#if ACT_VEC
-      vstore16(APPLY_ACT_V(acc, act_a, act_b), 0, o);
-      for (int i = 0; i < np - p; ++i) y[p + i] = o[i];
-#else
-      vstore16(acc, 0, o);
-      for (int i = 0; i < np - p; ++i) y[p + i] = APPLY_ACT(o[i], act_a, act_b);
-#endif
-    }
+    dw_store16(acc + b, y + p, np - p, act_a, act_b);
   }
 }
 #endif
@@ -157,19 +156,7 @@ __kernel void conv_dw_s2(int16 g, int nc_total, __global const float* x, long x_
         const float* src = (d & 1) ? od[kh] : ev[kh];
         acc = fma(vload16(0, src + DWS_FP + p + e), (float16)(wk[kh * DWS_KW + kw]), acc);
       }
-    if (p + 16 <= DWS_OW) {
-#if ACT_VEC
-      vstore16(APPLY_ACT_V(acc, act_a, act_b), 0, y + p);
-#else
-      float o[16];
-      vstore16(acc, 0, o);
-      for (int i = 0; i < 16; ++i) y[p + i] = APPLY_ACT(o[i], act_a, act_b);
-#endif
-    } else {
-      float o[16];
-      vstore16(acc, 0, o);
-      for (int i = 0; i < DWS_OW - p; ++i) y[p + i] = APPLY_ACT(o[i], act_a, act_b);
-    }
+    dw_store16(acc, y + p, DWS_OW - p, act_a, act_b);
   }
 }
 #endif

@@ -221,6 +221,34 @@ TEST_CASE("every applicable algorithm matches the reference on the same problem"
   CHECK(total >= 35);
 }
 
+// Each problem through the depthwise kernel `block` (ConvConfig::depthwise_block) against the reference.
+template <size_t N>
+void check_depthwise_block(const Problem (&problems)[N], int block, uint32_t seed) {
+  for (const auto& p : problems) {
+    INFO(std::string(p.name) << " depthwise_block " << block);
+    ConvConfig cfg = make_config(p, seed += 10);
+    HostTensor x = test::random_tensor(cfg.input, seed + 7);
+    int64_t OH = 0, OW = 0;
+    auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(),
+                            cfg.bias ? cfg.bias->as<float>() : nullptr, p.act, OH, OW);
+    cfg.algo = ConvAlgo::depthwise;
+    cfg.depthwise_block = block;
+    auto op = ConvOp::create(ctx(), 0, cfg);
+    auto got = run(*op, x);
+    REQUIRE(got.size() == want.size());
+    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
+  }
+}
+
+// A problem the kernel `block` does not take: create() fails naming the setting.
+void check_depthwise_refused(const Problem& p, int block) {
+  ConvConfig bad = make_config(p, 7);
+  bad.algo = ConvAlgo::depthwise;
+  bad.depthwise_block = block;
+  CHECK(error_of([&] { ConvOp::create(ctx(), 0, bad); }).find(fmt::format("depthwise_block {}", block)) !=
+        std::string::npos);
+}
+
 // conv_dw_flat (depthwise_block 16, the CPU choice for stride-1 depthwise layers whose output plane is
 // the input's): one band (7x7, 13x13, 15x17) and several with a partial last band (56x57: 3 bands of 19
 // rows; 112x113: 14 of 8 rows, 9 float16 vectors of 904 outputs with the last one partial); planes
@@ -245,31 +273,10 @@ TEST_CASE("depthwise flattened-plane kernel (conv_dw_flat) matches the reference
       {"5x5 on 2x9", 1, 3, 2, 9, 3, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 3, true, relu},
       {"1x1 on 7x7", 1, 3, 7, 7, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, true, relu},
   };
-  uint32_t seed = 900;
-  for (const auto& p : problems) {
-    INFO(std::string(p.name));
-    ConvConfig cfg = make_config(p, seed += 10);
-    HostTensor x = test::random_tensor(cfg.input, seed + 7);
-    int64_t OH = 0, OW = 0;
-    auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(),
-                            cfg.bias ? cfg.bias->as<float>() : nullptr, p.act, OH, OW);
-    REQUIRE((OH == p.H && OW == p.W));
-    cfg.algo = ConvAlgo::depthwise;
-    cfg.depthwise_block = 16;
-    auto op = ConvOp::create(ctx(), 0, cfg);
-    auto got = run(*op, x);
-    REQUIRE(got.size() == want.size());
-    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
-  }
+  check_depthwise_block(problems, 16, 900);
   // Only where the output plane is the input's: stride 2 or a shrinking plane is an error naming the setting.
-  ConvConfig bad = make_config({"3x3 stride 2", 1, 3, 9, 9, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, false, {}}, 7);
-  bad.algo = ConvAlgo::depthwise;
-  bad.depthwise_block = 16;
-  CHECK(error_of([&] { ConvOp::create(ctx(), 0, bad); }).find("depthwise_block 16") != std::string::npos);
-  bad = make_config({"3x3 unpadded", 1, 3, 9, 9, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 3, false, {}}, 7);
-  bad.algo = ConvAlgo::depthwise;
-  bad.depthwise_block = 16;
-  CHECK(error_of([&] { ConvOp::create(ctx(), 0, bad); }).find("depthwise_block 16") != std::string::npos);
+  check_depthwise_refused({"3x3 stride 2", 1, 3, 9, 9, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, false, {}}, 16);
+  check_depthwise_refused({"3x3 unpadded", 1, 3, 9, 9, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 3, false, {}}, 16);
 }
 
 // conv_dw_s2 (depthwise_block 32, the CPU choice for stride-2 depthwise layers whose plane is too large for the
@@ -290,30 +297,10 @@ TEST_CASE("depthwise stride-2 kernel (conv_dw_s2) matches the reference") {
       {"3x3 pad 2 on 10x33", 1, 3, 10, 33, 3, 3, 3, 2, 2, 1, 1, 2, 2, 2, 2, 3, true, relu},
       {"5x5 on 7x7", 1, 6, 7, 7, 6, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 6, false, silu},
   };
-  uint32_t seed = 950;
-  for (const auto& p : problems) {
-    INFO(std::string(p.name));
-    ConvConfig cfg = make_config(p, seed += 10);
-    HostTensor x = test::random_tensor(cfg.input, seed + 7);
-    int64_t OH = 0, OW = 0;
-    auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(),
-                            cfg.bias ? cfg.bias->as<float>() : nullptr, p.act, OH, OW);
-    cfg.algo = ConvAlgo::depthwise;
-    cfg.depthwise_block = 32;
-    auto op = ConvOp::create(ctx(), 0, cfg);
-    auto got = run(*op, x);
-    REQUIRE(got.size() == want.size());
-    CLDL_CHECK_CLOSE(got.data(), want.data(), got.size(), 1e-4, 1e-4);
-  }
+  check_depthwise_block(problems, 32, 950);
   // Stride 1 or dilation is an error naming the setting.
-  ConvConfig bad = make_config({"3x3 stride 1", 1, 3, 9, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false, {}}, 7);
-  bad.algo = ConvAlgo::depthwise;
-  bad.depthwise_block = 32;
-  CHECK(error_of([&] { ConvOp::create(ctx(), 0, bad); }).find("depthwise_block 32") != std::string::npos);
-  bad = make_config({"3x3 dilation 2", 1, 3, 19, 19, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, false, {}}, 7);
-  bad.algo = ConvAlgo::depthwise;
-  bad.depthwise_block = 32;
-  CHECK(error_of([&] { ConvOp::create(ctx(), 0, bad); }).find("depthwise_block 32") != std::string::npos);
+  check_depthwise_refused({"3x3 stride 1", 1, 3, 9, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false, {}}, 32);
+  check_depthwise_refused({"3x3 dilation 2", 1, 3, 19, 19, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, false, {}}, 32);
 }
 
 TEST_CASE("taps that read only padding are dropped under the automatic choice, with the same output") {

@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import kjv  # noqa: E402  (models/zoo/kjv.py: the text and its split)
 SEED = 0
-HIDDEN, LAYERS, EMBED = 128, 2, 32
+HIDDEN, LAYERS, EMBED = 256, 2, 32
 SEQ, BATCH, STEPS, LR = 64, 16, 1000, 5e-3
 PROMPT = "And God said"
 GREEDY_TOKENS = 80

@@ -96,6 +96,7 @@ def main():
     ap.add_argument("--windows", type=int, default=8192, help="windows of 64 characters per stage")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=4e-3, help="the first stage's Adam learning rate")
+    ap.add_argument("--clip-norm", type=float, default=0.0, help="cldl train --clip-norm (0: no clipping)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", default="/tmp/char_lstm_cldl", help="stage checkpoints and data")
     ap.add_argument("--out", default=HERE, help="where the zoo model and references go")
@@ -136,7 +137,7 @@ def main():
         cmd = [args.cldl, "train", os.path.join(args.work, f"stage_{stage - 1}.onnx"), "--input",
                "x=" + os.path.join(args.work, "x.npy"), "--labels", os.path.join(args.work, "y.npy"), "--batch-axis",
                "1", "--batch", str(args.batch), "--optimizer", "adam", "--lr", f"{lr:.6g}", "--seed", str(stage),
-               "--epochs", "1", "--json", "--out", out + ".part"]
+               "--epochs", "1", "--json", "--out", out + ".part", "--clip-norm", str(args.clip_norm)]
         t0 = time.time()
         res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         os.replace(out + ".part", out)
@@ -154,6 +155,7 @@ def main():
     settings = {"trained_by": "cldl train (models/zoo/char_lstm/train_cldl.py)", "stages": done,
                 "windows_per_stage": args.windows, "batch": args.batch, "optimizer": "adam",
                 "lr": args.lr, "lr_schedule": "cosine over stages to lr/20, a fresh Adam per stage",
+                "clip_norm": args.clip_norm, "hidden": zoo.HIDDEN,
                 "characters_seen": chars_seen, "seed": args.seed,
                 "train_seconds": round(sum(e["seconds"] for e in log[:done]))}
     zoo.write_outputs(model, chars, val, args.out, settings)
