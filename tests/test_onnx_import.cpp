@@ -165,6 +165,10 @@ TEST_SUITE("onnx_import") {
     std::string names;
     for (auto& e : trace["traceEvents"]) names += e.value("name", "") + ";";
     CHECK(names.find("Gemm_2/gemm") != std::string::npos);
+    rc = test::run_command(cli() + " profile " + dir + "/m.onnx --random --runs 3", out);
+    REQUIRE(rc == 0);
+    CHECK(out.find("(minimum of 3 runs each)") != std::string::npos);
+    CHECK(out.find("Gemm_2/gemm") != std::string::npos);
 
     // Bad inputs: non-zero exit and a one-line reason.
     write_npy(rnd({13, 3}, 4), dir + "/wrong.npy");
