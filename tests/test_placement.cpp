@@ -351,7 +351,7 @@ TEST_SUITE("multi-device") {
     const std::string dir = kZoo + "char_lstm/";
     HostTensor tokens = read_npy(dir + "ref_tokens.npy"), want = read_npy(dir + "ref_logits.npy"),
                want_h = read_npy(dir + "ref_h_out.npy"), want_c = read_npy(dir + "ref_c_out.npy");
-    HostTensor zeros(DType::f32, Shape{2, 1, 128});
+    HostTensor zeros(DType::f32, want_h.shape());  // [layers, 1, hidden]
     std::memset(zeros.data(), 0, zeros.bytes());
     for (auto rules : {std::vector<std::pair<std::string, int>>{{"/lstm/LSTM_1", 1}, {"/head/*", 1}},
                        std::vector<std::pair<std::string, int>>{{"op:LSTM", 1}}}) {

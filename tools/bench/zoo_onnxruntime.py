@@ -45,9 +45,11 @@ def main():
     prompt = np.array([[index[c] for c in "And God said"]], np.int64)
     tokens = 64
 
+    state = [d if isinstance(d, int) else 1 for d in lstm.get_inputs()[1].shape]  # h_in: [layers, B, hidden]
+
     def generate():
-        h = np.zeros((2, 1, 128), np.float32)
-        c = np.zeros((2, 1, 128), np.float32)
+        h = np.zeros(state, np.float32)
+        c = np.zeros(state, np.float32)
         logits, h, c = lstm.run(None, {"tokens": prompt, "h_in": h, "c_in": c})
         out = [int(logits[0, -1].argmax())]
         while len(out) < tokens:

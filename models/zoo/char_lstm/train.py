@@ -6,7 +6,7 @@ Data: /usr/lib/bible.data of Debian package bible-kjv-text, read with the `bible
 bible-kjv (`bible -l10000 gen1:1-rev22:21`): one verse per line, verse numbers and chapter headings
 dropped. The last 2% of the verses are held out for the validation loss.
 
-Writes beside this script: model.onnx (inputs `tokens` i64 [B,T], `h_in` / `c_in` f32 [2,B,128];
+Writes beside this script: model.onnx (inputs `tokens` i64 [B,T], `h_in` / `c_in` f32 [2,B,256];
 outputs `logits` f32 [B,T,V], `h_out` / `c_out`), vocab.json, ref_tokens.npy + ref_logits.npy +
 ref_h_out.npy + ref_c_out.npy (PyTorch's outputs for a fixed input from zero state) and reference.json
 (greedy continuation of a fixed prompt, validation loss, training settings).

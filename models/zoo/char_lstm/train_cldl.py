@@ -2,7 +2,7 @@
 """Trains the zoo's char_lstm with `cldl train` from a fresh random initialisation, then writes the zoo model and
 its PyTorch references from the cldl-trained weights.
 
-The network is train.py's (embedding 63x32 as a Gather, 2-layer LSTM 128, Linear 128->63) on the same data
+The network is train.py's (embedding 63x32 as a Gather, 2-layer LSTM 256, Linear 256->63) on the same data
 (models/zoo/kjv.py: the KJV through `bible`, the last 2 % of the verses held out), initialised by PyTorch (seed
 --seed) and exported time-major for training: input `x` int64 [T, N], zero initial states, output `logits`
 [T, N, 63]; labels [T, N] (the next characters), `cldl train --batch-axis 1`.
