@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Paired A/B of one model's latency for a machine whose speed drifts: A and B (`cldl run MODEL --random --bench`,
+each a process) alternate PAIRS times, the order flipped each pair, and the median of the pairs' ratios B/A of
+the runs' minimum latency is printed with its quartiles. A slow spell then hits both sides of a pair instead of
+a whole round of one build (models_vs_ort.py's rounds).
+
+  tools/bench/ab_pairs.py MODEL.onnx PAIRS "A" "B"      # A, B: "[ENV=VALUE ...] /path/to/cldl"
+  tools/bench/ab_pairs.py resnet18.onnx 12 "CLDL_SKIP_PASSES=residual-add build/cldl" "build/cldl"
+"""
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+
+def latency(spec, model):
+    parts = spec.split()
+    env = dict(os.environ)
+    while parts and "=" in parts[0]:
+        k, v = parts.pop(0).split("=", 1)
+        env[k] = v
+    out = subprocess.run(parts + ["run", model, "--random", "--bench"], env=env, capture_output=True, text=True)
+    m = re.search(r"latency min ([0-9.]+) ms", out.stdout)
+    if not m:
+        raise SystemExit(f"{spec}: no latency in its output:\n{out.stdout}{out.stderr}")
+    return float(m.group(1))
+
+
+def main():
+    if len(sys.argv) != 5:
+        raise SystemExit(__doc__)
+    model, pairs, a_spec, b_spec = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    if pairs < 2:
+        raise SystemExit("PAIRS must be at least 2")
+    a_ms, b_ms, ratios = [], [], []
+    for i in range(pairs):
+        if i % 2 == 0:
+            a, b = latency(a_spec, model), latency(b_spec, model)
+        else:
+            b, a = latency(b_spec, model), latency(a_spec, model)
+        a_ms.append(a)
+        b_ms.append(b)
+        ratios.append(b / a)
+    q = statistics.quantiles(ratios, n=4)
+    print(f"{os.path.basename(model)}: A min {min(a_ms):.3f} median {statistics.median(a_ms):.3f} ms | B min "
+          f"{min(b_ms):.3f} median {statistics.median(b_ms):.3f} ms | B/A {statistics.median(ratios):.3f} "
+          f"(quartiles {q[0]:.3f}-{q[2]:.3f}, {pairs} pairs)")
+
+
+if __name__ == "__main__":
+    main()
