@@ -137,6 +137,22 @@ TEST_SUITE("multi-device") {
     one_vs_two(ctx, o, load("y.npy"), 3);
   }
 
+  TEST_CASE("data parallel: cosine schedule, warm-up and gradient clipping (of the summed gradient), Adam") {
+    auto ctx = two_devices();
+    if (!ctx) return;
+    TrainOptions o;
+    o.batch = 3;
+    o.shuffle = false;
+    o.optimizer = TrainOptimizer::adam;
+    o.lr = 0.02f;
+    o.schedule = LrSchedule::cosine;
+    o.warmup = 2;
+    o.total_steps = 10;  // 3 epochs of 3 steps and one_vs_two's step()
+    o.min_lr = 0.002f;
+    o.clip_norm = 0.6f;  // the tiny CNN's gradient norms are 0.4 to 1.2 (tests/data/train/make.py schedule)
+    one_vs_two(ctx, o, load("y.npy"), 3);
+  }
+
   TEST_CASE("data parallel: mse, SGD with momentum and weight decay, batch 1 (every step on one device)") {
     auto ctx = two_devices();
     if (!ctx) return;
