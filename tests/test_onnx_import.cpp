@@ -215,6 +215,15 @@ TEST_SUITE("onnx_import") {
     rc = test::run_command(cli() + " bench " + dir + "/m.onnx " + dir + "/m.onnx --random", out);
     CHECK(rc != 0);
     CHECK(out.find("one model at a time") != std::string::npos);
+    // A folder named like a bench family: the bare name runs the family, ./NAME benches the folder's models.
+    std::filesystem::create_directories(dir + "/fam/gemm");
+    rc = test::run_command("cd " + dir + "/fam && " + cli() + " bench gemm --set shape=8x8x8 --set clblast=0 --runs 1 "
+                           "--warmup 0 --no-compare --device " + test::device_spec(), out);
+    CHECK(rc == 0);
+    CHECK(out.find("8x8x8") != std::string::npos);
+    rc = test::run_command("cd " + dir + "/fam && " + cli() + " bench ./gemm --device " + test::device_spec(), out);
+    CHECK(rc != 0);
+    CHECK(out.find("no .onnx file in the folder") != std::string::npos);
 
     // x [T, 13] with T symbolic: unbound without --random (named), 1 with it, a file's size with --input.
     GraphBuilder b("sym", 17);

@@ -164,7 +164,9 @@ void add_bench_command(CLI::App& app) {
   static std::vector<std::string> which;
   static bool list = false;
   static ModelOptions model;  // `cldl bench model.onnx`: inputs, symbolic dims, --random
-  cmd->add_option("families", which, "Families to run (default: all; see --list), one model.onnx, or a folder of models");
+  cmd->add_option("families", which,
+                  "Families to run (default: all; see --list), one model.onnx, or a folder of models (./NAME where a "
+                  "folder has a family's name)");
   cmd->add_option("-d,--device", opts.device, "Device spec")->envname("CLDL_DEVICE");
   cmd->add_option("--runs", opts.runs, "Timed runs per case")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", opts.warmup, "Untimed runs first")->check(CLI::NonNegativeNumber);
@@ -182,7 +184,12 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--tuning", opts.tuning, "Tuning database: db (use it), default (heuristics only), compare (both)")
       ->check(CLI::IsMember({"db", "default", "compare"}));
   cmd->callback([] {
-    if (!which.empty() && std::filesystem::is_directory(which[0])) {
+    // A bare family name is the family even where a folder of that name is in the way (`cldl bench kernels` at the
+    // repository root, beside kernels/); `./kernels` names the folder.
+    const bool family_name =
+        !which.empty() && which[0].find('/') == std::string::npos &&
+        std::any_of(bench::families().begin(), bench::families().end(), [&](auto& f) { return f.name == which[0]; });
+    if (!which.empty() && !family_name && std::filesystem::is_directory(which[0])) {
       if (which.size() > 1) fail("cldl bench {}: one folder at a time (got '{}' too)", which[0], which[1]);
       model.device = opts.device;
       bench_folder(which[0], model, opts.runs, opts.warmup, opts.json, opts.compare);
