@@ -24,6 +24,21 @@
 #define G_CG g.se  // input channels per group
 #define G_KG g.sf  // output channels per group
 
+// The n leading floats of p as a vector, zeros after them (a row's last, partial strip; n <= 0: all zeros, p
+// not read).
+inline float8 load8_upto(__global const float* p, int n) {
+  if (n >= 8) return vload8(0, p);
+  float t[8];
+  for (int j = 0; j < 8; ++j) t[j] = j < n ? p[j] : 0.0f;
+  return vload8(0, t);
+}
+inline float16 load16_upto(__global const float* p, int n) {
+  if (n >= 16) return vload16(0, p);
+  float t[16];
+  for (int j = 0; j < 16; ++j) t[j] = j < n ? p[j] : 0.0f;
+  return vload16(0, t);
+}
+
 // Output channels per work-item in the direct kernel: each input load is reused K_BLOCK times, while
 // neighbouring work-items (along OW) read neighbouring pixels, which PoCL and GPUs vectorise/coalesce
 // across the work-group. Any value >= 1 is correct.
@@ -145,16 +160,7 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
       if (i >= nk) break;
       __global float* out = y + (long)i * G_OH * G_OW + ow0;
       float8 o = acc[i] + b[i];
-      if (has_res) {
-        __global const float* rr = res + (long)i * G_OH * G_OW + ow0;
-        if (cols == 8) {
-          o += vload8(0, rr);
-        } else {
-          float t[8];
-          for (int j = 0; j < 8; ++j) t[j] = j < cols ? rr[j] : 0.0f;
-          o += vload8(0, t);
-        }
-      }
+      if (has_res) o += load8_upto(res + (long)i * G_OH * G_OW + ow0, cols);
 #if ACT_VEC
       o = APPLY_ACT_V(o, act_a, act_b);
 #endif
@@ -755,16 +761,7 @@ __kernel void winograd_output_rows(int16 g, int tiles_h, int tiles_w, int batch,
     r.even = t[i][0] + t[i][1] + t[i][2] + b;
     r.odd = t[i][1] - t[i][2] - t[i][3] + b;
     __global float* yr = yk + (long)oh * G_OW + ow0;
-    if (has_res) {
-      __global const float* rr = res + r_off + (long)nk * G_OH * G_OW + (long)oh * G_OW + ow0;
-      if (nw == 16) {
-        r += vload16(0, rr);
-      } else {
-        float rb[16];
-        for (int q = 0; q < 16; ++q) rb[q] = q < nw ? rr[q] : 0.0f;
-        r += vload16(0, rb);
-      }
-    }
+    if (has_res) r += load16_upto(res + r_off + (long)nk * G_OH * G_OW + (long)oh * G_OW + ow0, nw);
 #if ACT_VEC
     r = APPLY_ACT_V(r, act_a, act_b);
     if (nw == 16) {
@@ -868,6 +865,7 @@ __kernel void winograd4_output(int16 g, int tiles_h, int tiles_w, __global const
   const float b = has_bias ? bias[b_off + k] : 0.0f;
   const int oh0 = (t / tiles_w) * 4, ow0 = (t % tiles_w) * 4;
   __global float* yk = y + y_off + ((long)n * G_K + k) * G_OH * G_OW;
+  __global const float* rk = res + r_off + ((long)n * G_K + k) * G_OH * G_OW;
   for (int i = 0; i < 4; ++i) {
     const int oh = oh0 + i;
     if (oh >= G_OH) break;
@@ -876,8 +874,8 @@ __kernel void winograd4_output(int16 g, int tiles_h, int tiles_w, __global const
     WINO4_AT(m, o);
     const float o[4] = {o0, o1, o2, o3};
     for (int q = 0; q < 4 && ow0 + q < G_OW; ++q) {
-      const long yi = ((long)n * G_K + k) * G_OH * G_OW + oh * G_OW + ow0 + q;
-      yk[oh * G_OW + ow0 + q] = APPLY_ACT(o[q] + b + (has_res ? res[r_off + yi] : 0.0f), act_a, act_b);
+      const int yi = oh * G_OW + ow0 + q;
+      yk[yi] = APPLY_ACT(o[q] + b + (has_res ? rk[yi] : 0.0f), act_a, act_b);
     }
   }
 }
@@ -999,15 +997,8 @@ __kernel void winograd4_output_rows(int16 g, int tiles_h, int tiles_w, int batch
     __global float* yr = yk + (long)oh * G_OW + ow0;
     if (has_res) {
       __global const float* rr = res + r_off + (long)nk * G_OH * G_OW + (long)oh * G_OW + ow0;
-      if (nw == 32) {
-        lo += vload16(0, rr);
-        hi += vload16(0, rr + 16);
-      } else {
-        float rb[32];
-        for (int q = 0; q < 32; ++q) rb[q] = q < nw ? rr[q] : 0.0f;
-        lo += vload16(0, rb);
-        hi += vload16(0, rb + 16);
-      }
+      lo += load16_upto(rr, nw);
+      hi += load16_upto(rr + 16, nw - 16);
     }
 #if ACT_VEC
     lo = APPLY_ACT_V(lo, act_a, act_b);

@@ -252,9 +252,11 @@ std::unique_ptr<Gemm> Gemm::create(Context& ctx, int device, const GemmConfig& c
   return g;
 }
 
-void Gemm::run(const Tensor& a, const Tensor& b, const Tensor& c, ExecutionContext& ec, const Tensor* bias) {
+void Gemm::run(const Tensor& a, const Tensor& b, const Tensor& c, ExecutionContext& ec, const Tensor* bias,
+               const Tensor* residual) {
   std::vector<Tensor> in{a, b};
   if (bias) in.push_back(*bias);
+  if (residual) in.push_back(*residual);
   Tensor out[1] = {c};
   enqueue(in, out, nullptr, ec);
 }

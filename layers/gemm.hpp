@@ -81,7 +81,8 @@ class Gemm : public Op {
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
   // Convenience form.
-  void run(const Tensor& a, const Tensor& b, const Tensor& c, ExecutionContext& ec, const Tensor* bias = nullptr);
+  void run(const Tensor& a, const Tensor& b, const Tensor& c, ExecutionContext& ec, const Tensor* bias = nullptr,
+           const Tensor* residual = nullptr);
   const GemmConfig& config() const { return cfg_; }
   size_t workspace_bytes() const override { return workspace_bytes_; }
   bool uses_clblast() const { return clblast_; }

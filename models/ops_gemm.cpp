@@ -222,14 +222,9 @@ class MatMulKernel : public NodeKernel {
   bool residual = false;  // input 3: a residual in the output's layout, added in the epilogue
   Tensor b_padded;        // a constant B stored with padded rows (constant_b_padding), read instead of input 1
   void enqueue(std::span<const Tensor> in, std::span<const Tensor> out, ExecutionContext& ec) override {
-    if (residual) {
-      std::vector<Tensor> args{in[0], b_padded.valid() ? b_padded : in[1]};
-      if (bias) args.push_back(in[2]);
-      args.push_back(in[3]);
-      Tensor y[1] = {out[0]};
-      return op->enqueue(args, y, nullptr, ec);
-    }
-    if (calls.empty()) return op->run(in[0], b_padded.valid() ? b_padded : in[1], out[0], ec, bias ? &in[2] : nullptr);
+    if (calls.empty())
+      return op->run(in[0], b_padded.valid() ? b_padded : in[1], out[0], ec, bias ? &in[2] : nullptr,
+                     residual ? &in[3] : nullptr);
     for (auto& [oa, ob, oy] : calls)
       op->run(in[0].slice_elems(oa, a_elems, Shape{a_elems}), in[1].slice_elems(ob, b_elems, Shape{b_elems}),
               out[0].slice_elems(oy, y_elems, Shape{y_elems}), ec);
