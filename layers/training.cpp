@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "layers/launch.hpp"
 #include "layers/softmax.hpp"
 
 namespace cldl {
@@ -162,6 +163,9 @@ std::unique_ptr<Optimizer> Optimizer::create(Context& ctx, int device, const Opt
                      : cfg.kind == OptimizerKind::adam  ? "adam"
                                                         : "momentum";
   o->kernel_ = make_kernel(ctx.program("training.cl", "-DTARGET_T=long", device), name);
+  // A local size of its own (the items past the end return): Adam's rate is computed once per group, and the
+  // driver's pick for a prime element count would be groups of one.
+  o->group_ = fixed_group_items(o->kernel_, ctx.device(device));
   return o;
 }
 
@@ -232,7 +236,7 @@ void Optimizer::enqueue(std::span<const Tensor> in, std::span<const Tensor> out,
         }
       }
     }
-    if (items) ec.enqueue_kernel(kernel_, cl::NDRange(items), cl::NullRange, "optimizer");
+    if (items) ec.enqueue_kernel(kernel_, cl::NDRange(round_up(items, group_)), cl::NDRange(group_), "optimizer");
   }
 }
 

@@ -83,6 +83,7 @@ class Optimizer : public Op {
  private:
   OptimizerConfig cfg_;
   cl::Kernel kernel_;
+  size_t group_ = 1;  // work-items per group (fixed_group_items)
 };
 
 }  // namespace cldl

@@ -266,10 +266,11 @@ TEST_SUITE("losses") {
 TEST_SUITE("optimizers") {
   const std::vector<Shape> shapes{Shape{7}, Shape{3, 5}, Shape{1}, Shape{2, 1, 9}};
 
-  TEST_CASE("Adagrad, Momentum (standard, Nesterov), Adam and AdamW over 4 and 11 tensors, steps 0 and 3") {
-    // 11 tensors take two launches of 8 slots (kernels/training.cl), one of them empty.
+  TEST_CASE("Adagrad, Momentum (standard, Nesterov), Adam and AdamW over 4 and 12 tensors, steps 0 and 3") {
+    // 12 tensors take two launches of 8 slots (kernels/training.cl), one of them empty; the 37 x 61 one spans
+    // several work-groups (Adam's rate is computed once per group).
     const std::vector<Shape> many{Shape{7},    Shape{3, 5}, Shape{1}, Shape{2, 1, 9}, Shape{0, 3}, Shape{13},
-                                  Shape{4, 4}, Shape{2},    Shape{5}, Shape{3, 3},    Shape{1, 6}};
+                                  Shape{4, 4}, Shape{2},    Shape{5}, Shape{3, 3},    Shape{1, 6}, Shape{37, 61}};
     for (const auto* list : {&shapes, &many})
       for (int64_t step : {int64_t(0), int64_t(3)})
         for (const char* which : {"Adagrad", "Momentum", "Nesterov", "Adam", "AdamW"}) {
