@@ -164,6 +164,25 @@ __kernel void pool_grad(int is_max_a, int count_include_pad_a, int H_a, int W_a,
   __global const float* d = dy + dy_off + plane * OH * OW;
   __global const float* xs = xin + x_off + plane * H * W;
   float acc = 0.0f;
+  if (is_max && sh == KH && sw == KW && dh == 1 && dw == 1 && ph == 0 && pw == 0) {
+    // Windows that tile the input (MaxPool 2x2 / 2, 3x3 / 3): one window holds (y, x), and its argmax is found
+    // in KH KW reads, not (KH KW)^2 (its first tap is inside: it is at or before (y, x)). A compile-time branch
+    // with GEO_SPEC.
+    const int oy = y / KH, ox = x / KW;
+    if (oy < OH && ox < OW) {
+      const int wy = oy * KH, wx = ox * KW;
+      int best = wy * W + wx;
+      float bv = xs[best];
+      for (int a = 0; a < KH; ++a)
+        for (int b = 0; b < KW; ++b) {
+          const int yy = wy + a, xx = wx + b;
+          if (yy < H && xx < W && xs[yy * W + xx] > bv) best = yy * W + xx, bv = xs[yy * W + xx];
+        }
+      if (best == y * W + x) acc = d[oy * OW + ox];
+    }
+    dx[dx_off + i] = acc;
+    return;
+  }
   for (int kh = 0; kh < KH; ++kh) {
     const int oy = tap_output(y, ph, kh, dh, sh, OH);
     if (oy < 0) continue;

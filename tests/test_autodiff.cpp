@@ -723,6 +723,13 @@ TEST_SUITE("autodiff") {
       x1.distinct = true;
       check_gradients({x1}, pool("MaxPool", {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}, {"ceil_mode", int64_t(1)}}));
     }
+    SUBCASE("MaxPool windows that tile the input (the kernel's own path): 2x2 / 2 and 3x2 / 3x2, tails uncovered") {
+      check_gradients({x}, pool("MaxPool", {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}}));
+      check_gradients({x}, pool("MaxPool", {{"kernel_shape", V{3, 2}}, {"strides", V{3, 2}}}));
+      Input x1{"x", {2, 3, 13}};
+      x1.distinct = true;
+      check_gradients({x1}, pool("MaxPool", {{"kernel_shape", V{3}}, {"strides", V{3}}, {"ceil_mode", int64_t(1)}}));
+    }
     SUBCASE("MaxPool dilation 2, SAME_LOWER") {
       check_gradients({x}, pool("MaxPool", {{"kernel_shape", V{2, 3}}, {"dilations", V{2, 2}},
                                             {"auto_pad", std::string("SAME_LOWER")}}));
