@@ -192,13 +192,22 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
 #ifndef SP_KV
 #define SP_KV 1  // float16 vectors of output channels per work-item: 1 or 2 (16 or 32 channels)
 #endif
+// SP_POOL 1: a MaxPool 2x2 / 2 (floor) after the activation. A tile's 8 pixels are then the 2x2 windows of pooled
+// outputs 2t and 2t + 1 (the offsets table says which pixels), and the epilogue writes their maxima.
+#ifndef SP_POOL
+#define SP_POOL 0
+#endif
 __kernel void conv_small_plane(int16 g, int total, __global const float* x, long x_off, __global const float* wt,
                                long w_off, int kpad, __global const int* offs, long o_off, __global const float* bias,
                                long b_off, int has_bias, __global const float* res, long r_off, int has_res,
                                __global float* y, long y_off, float act_a, float act_b) {
   const int id = get_global_id(0);
   if (id >= total) return;
+#if SP_POOL
+  const int P = (G_OH / 2) * (G_OW / 2), tiles = (P + 1) / 2, kbs = kpad / (16 * SP_KV);
+#else
   const int P = G_OH * G_OW, tiles = (P + 7) / 8, kbs = kpad / (16 * SP_KV);
+#endif
   const int kb = id % kbs, t = (id / kbs) % tiles, n = id / (kbs * tiles);
   const int p0 = P >= 8 ? min(t * 8, P - 8) : 0;
   const int HW = G_H * G_W, taps = G_KH * G_KW;
@@ -233,6 +242,45 @@ __kernel void conv_small_plane(int16 g, int total, __global const float* x, long
       }
     }
   }
+#if SP_POOL
+  // Pooled outputs 2t and 2t + 1 (P is the pooled plane here): each the maximum of its window's 4 activated pixels,
+  // taken on the tile's 16-channel vectors (the Pool op's comparison: a NaN never wins).
+  const int q0 = 2 * t, nq = min(2, P - q0);
+  y += y_off + (long)n * G_K * P + q0;
+#pragma unroll
+  for (int v = 0; v < SP_KV; ++v) {
+    const int k0 = (kb * SP_KV + v) * 16, nk = min(16, G_K - k0);
+    float bb[16];
+    for (int i = 0; i < 16; ++i) bb[i] = has_bias && i < nk ? bias[b_off + k0 + i] : 0.0f;
+    const float16 bv = vload16(0, bb);
+    for (int q = 0; q < nq; ++q) {
+      float mq[16];
+#if ACT_VEC
+      float16 m = (float16)(-INFINITY);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float16 a = APPLY_ACT_V(acc[v][4 * q + j] + bv, act_a, act_b);
+        m = select(m, a, a > m);
+      }
+      vstore16(m, 0, mq);
+#else
+      float o[4][16];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) vstore16(acc[v][4 * q + j] + bv, 0, o[j]);
+      for (int i = 0; i < 16; ++i) {
+        float m = -INFINITY;
+        for (int j = 0; j < 4; ++j) {
+          const float a = APPLY_ACT(o[j][i], act_a, act_b);
+          m = a > m ? a : m;
+        }
+        mq[i] = m;
+      }
+#endif
+      for (int i = 0; i < nk; ++i) y[(long)(k0 + i) * P + q] = mq[i];
+    }
+  }
+  return;
+#endif
   const int np = min(8, P);
   y += y_off + (long)n * G_K * P + p0;
   res += r_off + (long)n * G_K * P + p0;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "layers/conv_internal.hpp"
+#include "layers/pool.hpp"
 #include "layers/tuning_ops.hpp"
 #include "runtime/log.hpp"
 #include "runtime/program_cache.hpp"
@@ -23,9 +24,14 @@ int64_t attr(const std::vector<int64_t>& v, size_t i, int64_t def) { return v.em
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// conv_small_plane's work-items: tiles of 8 output pixels x 16 * kv output channels, per image.
-int64_t small_plane_items(const ConvGeometry& g, int64_t kpad, int kv) {
-  return g.N * ceil_div(g.OH * g.OW, 8) * (kpad / (16 * kv));
+// conv_small_plane's tiles per image: 8 output pixels, or (pooling) the 2x2 windows of 2 pooled outputs.
+int64_t small_plane_tiles(const ConvGeometry& g, bool pool) {
+  return pool ? ceil_div((g.OH / 2) * (g.OW / 2), 2) : ceil_div(g.OH * g.OW, 8);
+}
+
+// conv_small_plane's work-items: its tiles x 16 * kv output channels, per image.
+int64_t small_plane_items(const ConvGeometry& g, int64_t kpad, int kv, bool pool) {
+  return g.N * small_plane_tiles(g, pool) * (kpad / (16 * kv));
 }
 
 // The reason choose() gives for conv_small_plane; create() keys the kernel on it.
@@ -194,6 +200,14 @@ Shape ConvOp::validate(const ConvConfig& c) {
   if (c.residual && g.three_d)
     invalid("Conv", "residual: a fused residual add needs a 1-D or 2-D convolution (3-D runs the direct "
                     "algorithm only), got input {}", c.input.str());
+  if (c.max_pool_2x2) {
+    if (g.three_d || g.one_d || c.residual)
+      invalid("Conv", "max_pool_2x2: a fused 2x2 max pool needs a 2-D convolution without a residual, got input {}{}",
+              c.input.str(), c.residual ? " with a residual" : "");
+    if (g.OH < 2 || g.OW < 2)
+      invalid("Conv", "max_pool_2x2: the output plane {}x{} is smaller than the 2x2 window", g.OH, g.OW);
+    return Shape{g.N, g.K, g.OH / 2, g.OW / 2};
+  }
   if (g.three_d) return Shape{g.N, g.K, g.OD, g.OH, g.OW};
   return g.one_d ? Shape{g.N, g.K, g.OW} : Shape{g.N, g.K, g.OH, g.OW};
 }
@@ -427,6 +441,10 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   std::unique_ptr<ConvOp> op(new ConvOp());
   op->g_ = geometry(cfg);
   op->out_shape_ = validate(cfg);
+  if (cfg.max_pool_2x2) {
+    op->pool_shape_ = op->out_shape_;
+    op->out_shape_ = Shape{op->g_.N, op->g_.K, op->g_.OH, op->g_.OW};
+  }
   if (!op->g_.three_d) tuning::record(cfg);
   op->ctx_ = &ctx;
   op->device_ = device;
@@ -468,23 +486,35 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
           for (int64_t r = 0; r < R; ++r) d[r * op->kpad_ + k] = w[k * R + r];
         op->weight_ = ctx.upload(wt, device);
         // Each tile's input offsets per tap (conv_small_plane's table): -1 in the padding or past the plane.
-        const int64_t tiles = ceil_div(P, 8), taps = g.KH * g.KW;
+        // Pooling, a tile's pixels are the 2x2 windows of pooled outputs 2t and 2t + 1 (pixel j: output 2t + j / 4,
+        // its window's pixel j % 4, row-major); a tile past the last pooled output reads nothing.
+        const bool pool = cfg.max_pool_2x2;
+        const int64_t tiles = small_plane_tiles(g, pool), taps = g.KH * g.KW, PQ = (g.OH / 2) * (g.OW / 2);
         HostTensor ot(DType::i32, Shape{tiles * taps * 8});
         int32_t* o = ot.as<int32_t>();
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t p0 = P >= 8 ? std::min(t * 8, P - 8) : 0;
           for (int64_t tap = 0; tap < taps; ++tap)
             for (int64_t j = 0; j < 8; ++j) {
-              const int64_t p = p0 + j, kh = tap / g.KW, kw = tap % g.KW;
-              const int64_t ih = p / g.OW * g.SH - g.PT + kh * g.DH, iw = p % g.OW * g.SW - g.PL + kw * g.DW;
-              const bool in = p < P && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W;
+              int64_t oy = (p0 + j) / g.OW, ox = (p0 + j) % g.OW;
+              bool live = p0 + j < P;
+              if (pool) {
+                const int64_t q = 2 * t + j / 4;
+                live = q < PQ;
+                oy = q / (g.OW / 2) * 2 + (j % 4) / 2, ox = q % (g.OW / 2) * 2 + j % 2;
+              }
+              const int64_t kh = tap / g.KW, kw = tap % g.KW;
+              const int64_t ih = oy * g.SH - g.PT + kh * g.DH, iw = ox * g.SW - g.PL + kw * g.DW;
+              const bool in = live && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W;
               o[(t * taps + tap) * 8 + j] = in ? int32_t(ih * g.W + iw) : -1;
             }
         }
         op->offsets_ = ctx.upload(ot, device);
-        op->main_ = make_kernel(
-            ctx.program("conv.cl", fmt::format("-DACT={} -DSP_KV={}", int(cfg.act.kind), op->sp_kv_), device),
-            "conv_small_plane");
+        op->main_ = make_kernel(ctx.program("conv.cl",
+                                            fmt::format("-DACT={} -DSP_KV={} -DSP_POOL={}", int(cfg.act.kind),
+                                                        op->sp_kv_, int(pool)),
+                                            device),
+                                "conv_small_plane");
         break;
       }
       op->weight_ = ctx.upload(cfg.weight, device);
@@ -694,7 +724,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   switch (op->algo_) {
     case ConvAlgo::direct:
       if (op->direct_plane_) {
-        const PaddedLaunch l = padded_launch(small_plane_items(g, op->kpad_, op->sp_kv_), 1, 1, 64);
+        const PaddedLaunch l = padded_launch(small_plane_items(g, op->kpad_, op->sp_kv_, cfg.max_pool_2x2), 1, 1, 64);
         op->global_main_ = l.global;
         op->local_main_ = l.local;
         break;
@@ -753,10 +783,26 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       break;
     default: break;
   }
+  if (cfg.max_pool_2x2 && !op->direct_plane_) {
+    // The kernel writes the convolution's output into the workspace, after what it needs there; the Pool op reads it.
+    PoolConfig pc;
+    pc.kind = PoolKind::max;
+    pc.input = op->out_shape_;
+    pc.kernel = {2, 2};
+    pc.strides = {2, 2};
+    op->pool_ = Pool::create(ctx, device, pc);
+    op->pool_ws_off_ = round_up(op->workspace_, 256);
+    op->workspace_ = op->pool_ws_off_ + size_t(op->out_shape_.numel()) * sizeof(float);
+  }
   return op;
 }
 
 ConvOp::~ConvOp() { release_fft(); }
+
+std::string ConvOp::algorithm() const {
+  const std::string a(to_string(algo_));
+  return pool_shape_.rank() == 0 ? a : pool_ ? a + " + MaxPool 2x2 / 2 (the Pool op)" : a + " + MaxPool 2x2 / 2 in the epilogue";
+}
 
 std::vector<GemmConfig> ConvOp::gemm_configs() const {
   std::vector<GemmConfig> out;
@@ -779,10 +825,26 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
   if (x.dtype != DType::f32 || y.dtype != DType::f32) invalid("Conv", "only f32 tensors are supported");
   if (x.numel() != g_.N * g_.C * g_.D * g_.H * g_.W)
     invalid("Conv", "input shape {} does not match the configured problem", x.shape.str());
-  if (y.shape != out_shape_) invalid("Conv", "output shape {} does not match the expected {}", y.shape.str(), out_shape_.str());
+  if (y.shape != output_shape())
+    invalid("Conv", "output shape {} does not match the expected {}", y.shape.str(), output_shape().str());
   if (workspace_ && (!workspace || workspace->bytes() < workspace_))
     invalid("Conv", "algorithm {} needs a workspace of {} bytes, got {}", algorithm(), workspace_,
             workspace ? workspace->bytes() : 0);
+  if (!pool_) return run(inputs, y, workspace, ec);
+  // max_pool_2x2 where the kernel does not pool: the convolution into the workspace, then the Pool op.
+  Tensor full = *workspace;
+  full.offset_bytes += pool_ws_off_;
+  full.dtype = DType::f32;
+  full.shape = out_shape_;
+  Tensor own = *workspace;  // the algorithm's own part of the workspace
+  own.shape = Shape{int64_t(pool_ws_off_)};
+  run(inputs, full, pool_ws_off_ ? &own : nullptr, ec);
+  const Tensor pin[1] = {full};
+  pool_->enqueue(pin, outputs, nullptr, ec);
+}
+
+void ConvOp::run(std::span<const Tensor> inputs, const Tensor& y, const Tensor* workspace, ExecutionContext& ec) {
+  const Tensor& x = inputs[0];
   const Tensor& b = has_bias_ ? bias_ : y;  // any valid buffer when there is no bias
   const Tensor& r = residual_ ? inputs[1] : y;  // the same for the residual
   const cl_int16 ga = geometry_arg(g_);
@@ -801,7 +863,8 @@ void ConvOp::enqueue(std::span<const Tensor> inputs, std::span<const Tensor> out
         break;
       }
       if (direct_plane_) {
-        set_args(main_, ga, cl_int(small_plane_items(g_, kpad_, sp_kv_)), x.buffer, cl_long(x.offset_elems()),
+        set_args(main_, ga, cl_int(small_plane_items(g_, kpad_, sp_kv_, pool_shape_.rank() != 0)), x.buffer,
+                 cl_long(x.offset_elems()),
                  weight_.buffer, cl_long(weight_.offset_elems()), cl_int(kpad_), offsets_.buffer,
                  cl_long(offsets_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), r.buffer,
                  cl_long(r.offset_elems()), cl_int(residual_), y.buffer, cl_long(y.offset_elems()), act_.alpha,

@@ -31,6 +31,8 @@ namespace cldl {
 enum class ConvAlgo { automatic, im2col_gemm, gemm_1x1, direct, depthwise, winograd, fft };
 std::string_view to_string(ConvAlgo a);
 
+class Pool;  // layers/pool.hpp
+
 struct ConvConfig {
   Shape input;        // [N, C, H, W], or [N, C, L] for 1-D convolution (treated as H = 1), or [N, C, D, H, W]
   HostTensor weight;  // f32 [K, C/groups, KH, KW] (or [K, C/groups, KL], [K, C/groups, KD, KH, KW])
@@ -47,6 +49,11 @@ struct ConvConfig {
   // and the 2-D direct kernels take it; applies() refuses depthwise and fft (the automatic choice then takes
   // the next applicable algorithm) and 3-D convolutions.
   bool residual = false;
+  // A MaxPool of window 2x2, stride 2 (no pads, floor) after the activation: the output is [N, K, OH / 2, OW / 2].
+  // conv_small_plane pools in its epilogue (its tiles are then four windows of 2x2 pixels); the other algorithms
+  // write the convolution's output into the workspace and run the Pool op on it (two commands, no worse than
+  // unfused). 2-D only, not with a residual.
+  bool max_pool_2x2 = false;
   ConvAlgo algo = ConvAlgo::automatic;
   // Depthwise kernel: 1 = conv_depthwise (an output per work-item), 8 = conv_depthwise_rows (an output
   // row per work-item in vector strips of 8), 64 = conv_depthwise_plane (a whole plane per work-item from
@@ -110,11 +117,13 @@ class ConvOp : public Op {
   ~ConvOp() override;
 
   std::string_view type() const override { return "Conv"; }
-  std::string algorithm() const override { return std::string(to_string(algo_)); }
+  std::string algorithm() const override;
   ConvAlgo algo() const { return algo_; }
   size_t workspace_bytes() const override { return workspace_; }
   const ConvGeometry& geom() const { return g_; }
-  Shape output_shape() const { return out_shape_; }
+  Shape output_shape() const { return pool_shape_.rank() ? pool_shape_ : out_shape_; }
+  // Whether a fused 2x2 max pool runs in the kernel's epilogue (not as the Pool op after it).
+  bool pools_in_epilogue() const { return pool_shape_.rank() && !pool_; }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
@@ -129,6 +138,10 @@ class ConvOp : public Op {
   Shape out_shape_;
   Activation act_;
   bool residual_ = false;  // inputs[1] is added in the epilogue
+  Shape pool_shape_;       // max_pool_2x2: the pooled output's shape (rank 0 without)
+  std::unique_ptr<Pool> pool_;  // max_pool_2x2 where the kernel does not pool: the Pool op after it
+  size_t pool_ws_off_ = 0;            // ... and where its input (the convolution's output) lies in the workspace
+  void run(std::span<const Tensor> inputs, const Tensor& y, const Tensor* workspace, ExecutionContext& ec);
   ConvAlgo algo_ = ConvAlgo::direct;
   size_t workspace_ = 0;
   Tensor weight_, bias_;  // device copies (weight_ transformed for Winograd / FFT)

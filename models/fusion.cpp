@@ -158,7 +158,8 @@ size_t fuse_activations(Graph& g) {
     if (p == pr.end() || rd[act.input(0)].size() != 1) continue;
     Node& prod = g.nodes[p->second];
     bool epilogue = prod.op_type == "Gemm" || prod.op_type == "MatMul" || prod.op_type == "Conv";
-    if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act")) continue;
+    // A Conv that pools (_cldl_pool) applies its activation before the pool: one after it stays a node.
+    if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act") || prod.has("_cldl_pool")) continue;
     if (clip) {
       set_epilogue_act(prod, "Clip", clip->first, clip->second, act.outputs[0]);
       drop.insert(i);
@@ -215,7 +216,7 @@ size_t fuse_gated_activations(Graph& g) {
       if (rd[s] != std::vector<int>{int(i)} || rx != want_x) continue;
       Node& prod = g.nodes[px->second];
       const bool epilogue = prod.op_type == "Gemm" || prod.op_type == "MatMul" || prod.op_type == "Conv";
-      if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act")) continue;
+      if (!epilogue || !prod.domain.empty() || prod.has("_cldl_act") || prod.has("_cldl_pool")) continue;
       const Activation def = activation_from_onnx(act);
       set_epilogue_act(prod, act, def.alpha, def.beta, mul.outputs[0]);
       drop.insert(ps->second);

@@ -33,6 +33,7 @@ ConvConfig conv_config(const Node& n, Shape x, const std::vector<const HostTenso
   cfg.groups = n.attr_i("group", 1);
   cfg.act = fused_activation(n);
   cfg.residual = n.attr_i("_cldl_residual", 0) != 0;
+  cfg.max_pool_2x2 = n.attr_i("_cldl_pool", 0) != 0;
   return cfg;
 }
 
@@ -125,7 +126,8 @@ std::unique_ptr<NodeKernel> lower_convt(LowerCtx& c) {
 size_t fuse_residual_adds(Graph& g) {
   if (!has_op(g, {"Conv"})) return 0;
   return fold_residual_adds(g, [&](Node& conv, const std::string& r) {
-    if (conv.op_type != "Conv" || !conv.domain.empty() || conv.has("_cldl_act") || conv.has("_cldl_residual"))
+    if (conv.op_type != "Conv" || !conv.domain.empty() || conv.has("_cldl_act") || conv.has("_cldl_residual") ||
+        conv.has("_cldl_pool"))
       return false;
     auto xi = g.values.find(conv.input(0));
     if (xi == g.values.end() || !xi->second.shape.is_static()) return false;
@@ -153,8 +155,56 @@ size_t fuse_residual_adds(Graph& g) {
   });
 }
 
+// MaxPool 2x2 / 2 into the Conv before it (typed): a 2-D Conv (already with its activation, if any) whose output
+// only a MaxPool reads, of kernel_shape 2x2, strides 2x2, no pads (auto_pad NOTSET or VALID), no dilation,
+// ceil_mode 0 and no Indices output, becomes one Conv with attribute _cldl_pool writing the MaxPool's output.
+// conv_small_plane (small planes on CPUs: the zoo's digits CNN) pools in its epilogue; elsewhere the Conv
+// runs the Pool op after its kernel (layers/conv.hpp: max_pool_2x2). An activation after the pool is not folded
+// into such a Conv afterwards (the epilogue applies it before the pool).
+size_t fuse_conv_max_pools(Graph& g) {
+  if (!has_op(g, {"MaxPool"}) || !has_op(g, {"Conv"})) return 0;
+  auto rd = value_readers(g);
+  auto pr = g.producers();
+  size_t n = 0;
+  std::set<size_t> drop;
+  auto ints_are = [](const Node& nd, const char* name, std::vector<int64_t> want, bool absent_ok) {
+    if (!nd.has(name)) return absent_ok;
+    return nd.attr_ints(name) == want;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& mp = g.nodes[i];
+    if (mp.op_type != "MaxPool" || !mp.domain.empty() || mp.input_count() != 1) continue;
+    if (mp.outputs.size() > 1 && !mp.outputs[1].empty()) continue;  // Indices
+    if (!ints_are(mp, "kernel_shape", {2, 2}, false) || !ints_are(mp, "strides", {2, 2}, false) ||
+        !ints_are(mp, "pads", {0, 0, 0, 0}, true) || !ints_are(mp, "dilations", {1, 1}, true) ||
+        mp.attr_i("ceil_mode", 0) != 0)
+      continue;
+    if (const std::string ap = mp.attr_s("auto_pad", "NOTSET"); ap != "NOTSET" && ap != "VALID") continue;
+    const std::string& y = mp.input(0);
+    auto p = pr.find(y);
+    if (p == pr.end() || rd[y] != std::vector<int>{int(i)}) continue;
+    Node& conv = g.nodes[p->second];
+    if (conv.op_type != "Conv" || !conv.domain.empty() || conv.outputs.empty() || conv.outputs[0] != y ||
+        conv.has("_cldl_residual") || conv.has("_cldl_pool"))
+      continue;
+    auto yi = g.values.find(y);
+    if (yi == g.values.end() || yi->second.dtype != DType::f32 || !yi->second.shape.is_static()) continue;
+    const Shape ys = yi->second.shape.to_shape();
+    if (ys.rank() != 4 || ys[2] < 2 || ys[3] < 2) continue;
+    conv.attrs["_cldl_pool"] = int64_t(1);
+    conv.outputs[0] = mp.outputs[0];
+    drop.insert(i);
+    ++n;
+  }
+  erase_nodes(g, drop);
+  return n;
+}
+
 struct RegisterResidual {
-  RegisterResidual() { register_fusion_pass("residual-add", fuse_residual_adds, FusionStage::typed); }
+  RegisterResidual() {
+    register_fusion_pass("residual-add", fuse_residual_adds, FusionStage::typed);
+    register_fusion_pass("conv-maxpool", fuse_conv_max_pools, FusionStage::typed);
+  }
 } const kRegisterResidual;
 
 const OpRegistration kConvOps{
