@@ -4,8 +4,11 @@ each a process) alternate PAIRS times, the order flipped each pair, and the medi
 the runs' minimum latency is printed with its quartiles. A slow spell then hits both sides of a pair instead of
 a whole round of one build (models_vs_ort.py's rounds).
 
-  tools/bench/ab_pairs.py MODEL.onnx PAIRS "A" "B"      # A, B: "[ENV=VALUE ...] /path/to/cldl"
+  tools/bench/ab_pairs.py MODEL.onnx PAIRS "A" "B" [RUN_ARGS ...]   # A, B: "[ENV=VALUE ...] /path/to/cldl"
   tools/bench/ab_pairs.py resnet18.onnx 12 "CLDL_SKIP_PASSES=residual-add build/cldl" "build/cldl"
+  tools/bench/ab_pairs.py digits.onnx 12 "CLDL_SKIP_PASSES=conv-maxpool build/cldl" build/cldl --dim N=450 --runs 50
+
+RUN_ARGS go to every `cldl run` after `--random --bench` (a batch size, more runs).
 """
 import os
 import re
@@ -14,13 +17,13 @@ import subprocess
 import sys
 
 
-def latency(spec, model):
+def latency(spec, model, extra):
     parts = spec.split()
     env = dict(os.environ)
     while parts and "=" in parts[0]:
         k, v = parts.pop(0).split("=", 1)
         env[k] = v
-    out = subprocess.run(parts + ["run", model, "--random", "--bench"], env=env, capture_output=True, text=True)
+    out = subprocess.run(parts + ["run", model, "--random", "--bench"] + extra, env=env, capture_output=True, text=True)
     m = re.search(r"latency min ([0-9.]+) ms", out.stdout)
     if not m:
         raise SystemExit(f"{spec}: no latency in its output:\n{out.stdout}{out.stderr}")
@@ -28,17 +31,18 @@ def latency(spec, model):
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) < 5:
         raise SystemExit(__doc__)
     model, pairs, a_spec, b_spec = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    extra = sys.argv[5:]
     if pairs < 2:
         raise SystemExit("PAIRS must be at least 2")
     a_ms, b_ms, ratios = [], [], []
     for i in range(pairs):
         if i % 2 == 0:
-            a, b = latency(a_spec, model), latency(b_spec, model)
+            a, b = latency(a_spec, model, extra), latency(b_spec, model, extra)
         else:
-            b, a = latency(b_spec, model), latency(a_spec, model)
+            b, a = latency(b_spec, model, extra), latency(a_spec, model, extra)
         a_ms.append(a)
         b_ms.append(b)
         ratios.append(b / a)
