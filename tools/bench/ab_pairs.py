@@ -30,6 +30,26 @@ def latency(spec, model, extra):
     return float(m.group(1))
 
 
+def alternate(a, b, pairs):
+    """Calls a() and b() `pairs` times each, in pairs whose order flips each time; returns both lists of results."""
+    a_out, b_out = [], []
+    for i in range(pairs):
+        if i % 2 == 0:
+            a_out.append(a())
+            b_out.append(b())
+        else:
+            b_out.append(b())
+            a_out.append(a())
+    return a_out, b_out
+
+
+def ratio_stats(num, den):
+    """The median and quartiles of the pairs' ratios num / den."""
+    ratios = [n / d for n, d in zip(num, den)]
+    q = statistics.quantiles(ratios, n=4)
+    return statistics.median(ratios), q[0], q[2]
+
+
 def main():
     if len(sys.argv) < 5:
         raise SystemExit(__doc__)
@@ -37,19 +57,11 @@ def main():
     extra = sys.argv[5:]
     if pairs < 2:
         raise SystemExit("PAIRS must be at least 2")
-    a_ms, b_ms, ratios = [], [], []
-    for i in range(pairs):
-        if i % 2 == 0:
-            a, b = latency(a_spec, model, extra), latency(b_spec, model, extra)
-        else:
-            b, a = latency(b_spec, model, extra), latency(a_spec, model, extra)
-        a_ms.append(a)
-        b_ms.append(b)
-        ratios.append(b / a)
-    q = statistics.quantiles(ratios, n=4)
+    a_ms, b_ms = alternate(lambda: latency(a_spec, model, extra), lambda: latency(b_spec, model, extra), pairs)
+    med, q1, q3 = ratio_stats(b_ms, a_ms)
     print(f"{os.path.basename(model)}: A min {min(a_ms):.3f} median {statistics.median(a_ms):.3f} ms | B min "
-          f"{min(b_ms):.3f} median {statistics.median(b_ms):.3f} ms | B/A {statistics.median(ratios):.3f} "
-          f"(quartiles {q[0]:.3f}-{q[2]:.3f}, {pairs} pairs)")
+          f"{min(b_ms):.3f} median {statistics.median(b_ms):.3f} ms | B/A {med:.3f} (quartiles {q1:.3f}-{q3:.3f}, "
+          f"{pairs} pairs)")
 
 
 if __name__ == "__main__":

@@ -9,13 +9,15 @@ ratios ORT / cldl (above 1: cldl is faster) with its quartiles. Both get random 
 """
 import argparse
 import os
-import re
 import statistics
-import subprocess
+import sys
 import time
 
 import numpy as np
 import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_pairs import alternate, latency, ratio_stats  # noqa: E402  (the same cldl run and pairing as the A/B script)
 
 
 def main():
@@ -46,14 +48,9 @@ def main():
             raise SystemExit(f"input {i.name} is {i.type}: this script feeds float inputs only")
         feed[i.name] = rng.standard_normal(shape).astype(np.float32)
 
-    parts = args.cldl.split()
-    env = dict(os.environ)
-    while parts and "=" in parts[0]:
-        k, v = parts.pop(0).split("=", 1)
-        env[k] = v
-    cmd = parts + ["run", args.model, "--random", "--bench", "--runs", str(args.runs)]
+    extra = ["--runs", str(args.runs)]
     for d in args.dim:
-        cmd += ["--dim", d]
+        extra += ["--dim", d]
 
     def ort_min():
         for _ in range(3):
@@ -65,26 +62,11 @@ def main():
             best = min(best, time.perf_counter() - t)
         return best * 1e3
 
-    def cldl_min():
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        m = re.search(r"latency min ([0-9.]+) ms", out.stdout)
-        if not m:
-            raise SystemExit(f"{' '.join(cmd)}: no latency in its output:\n{out.stdout}{out.stderr}")
-        return float(m.group(1))
-
-    o_ms, c_ms, ratios = [], [], []
-    for i in range(args.pairs):
-        if i % 2 == 0:
-            o, c = ort_min(), cldl_min()
-        else:
-            c, o = cldl_min(), ort_min()
-        o_ms.append(o)
-        c_ms.append(c)
-        ratios.append(o / c)
-    q = statistics.quantiles(ratios, n=4)
+    o_ms, c_ms = alternate(ort_min, lambda: latency(args.cldl, args.model, extra), args.pairs)
+    med, q1, q3 = ratio_stats(o_ms, c_ms)
     print(f"{os.path.basename(args.model)} {' '.join(args.dim)}: ORT {statistics.median(o_ms):.3f} ms, cldl "
           f"{statistics.median(c_ms):.3f} ms (medians of the pairs' minima over {args.runs} runs); ORT / cldl "
-          f"{statistics.median(ratios):.2f}x (quartiles {q[0]:.2f}-{q[2]:.2f}, {args.pairs} pairs)")
+          f"{med:.2f}x (quartiles {q1:.2f}-{q3:.2f}, {args.pairs} pairs)")
 
 
 if __name__ == "__main__":
