@@ -468,10 +468,23 @@ size_t fuse_matmul_bias(Graph& g) {
 // made before it (a transformer's residual stream: x + proj(...), after matmul-bias took the bias): the Add
 // joins the GEMM epilogue (input 3, attribute _cldl_residual; input 2 is the fused bias or empty),
 // y = act(A B + bias + r). Not when an activation is already fused (it comes before the Add).
+// Gemm too (torch's nn.Linear on 2-D rows: tiny_gpt's projections), where its C is absent or a per-column bias
+// with beta 1 (the case its lowering fuses): y = alpha op(A) op(B) + C + r.
 size_t fuse_matmul_residual(Graph& g) {
-  if (g.opset() < 7 || !has_op(g, {"MatMul"})) return 0;
+  if (g.opset() < 7 || !has_op(g, {"MatMul", "Gemm"})) return 0;
   return fold_residual_adds(g, [&](Node& mm, const std::string& r) {
-    if (mm.op_type != "MatMul" || !mm.domain.empty() || mm.has("_cldl_act") || mm.has("_cldl_residual")) return false;
+    if ((mm.op_type != "MatMul" && mm.op_type != "Gemm") || !mm.domain.empty() || mm.has("_cldl_act") ||
+        mm.has("_cldl_residual"))
+      return false;
+    if (mm.op_type == "Gemm" && mm.input_count() > 2 && !mm.input(2).empty()) {
+      auto c = g.values.find(mm.input(2));
+      if (c == g.values.end() || !c->second.shape.is_static() || mm.attr_f("beta", 1.0f) != 1.0f) return false;
+      const Shape cs = c->second.shape.to_shape();
+      auto y = g.values.find(mm.outputs[0]);
+      if (y == g.values.end() || !y->second.shape.is_static()) return false;
+      const int64_t N = y->second.shape.to_shape()[1];
+      if (!(cs == Shape{N} || cs == Shape{1, N})) return false;
+    }
     auto a = g.values.find(mm.input(0)), b = g.values.find(mm.input(1));
     if (a == g.values.end() || b == g.values.end() || a->second.shape.dims.size() < 2 ||
         b->second.shape.dims.size() != 2)

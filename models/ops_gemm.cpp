@@ -36,6 +36,14 @@ void infer_gemm(InferCtx& c) {
     if (s.rank() > 2 || (cm != 1 && cm != M) || (cn != 1 && cn != N))
       c.error("C {} does not broadcast to [{}, {}]", s.str(), M, N);
   }
+  if (c.node.attr_i("_cldl_residual", 0) != 0) {  // the residual the matmul-residual pass fused
+    if (!c.has_input(3)) c.error("_cldl_residual = 1 without input 3");
+    need_f32(c, 3);
+    if (c.shape(3) != Shape{M, N})
+      c.error("residual (input 3) is {}, expected the output's shape [{}, {}]", c.shape(3).str(), M, N);
+  } else if (c.has_input(3)) {
+    c.error("input 3 is set without _cldl_residual = 1");
+  }
   c.set(0, DType::f32, Shape{M, N});
 }
 
@@ -44,6 +52,7 @@ struct Step {
   std::unique_ptr<Gemm> op;
   int a = 0, b = 1;  // >= 0: node input index; -1: the ones vector; -2: the kernel's b_t
   bool bias = false;
+  bool residual = false;  // input 3 added in the epilogue (_cldl_residual)
   bool copy_c = false;  // instead of a GEMM: copy input 2 into the output
 };
 
@@ -65,7 +74,7 @@ class GemmKernel : public NodeKernel {
       }
       const Tensor& A = s.a >= 0 ? in[s.a] : ones;
       const Tensor& B = s.b >= 0 ? in[s.b] : s.b == -2 ? b_t : ones;
-      s.op->run(A, B, y, ec, s.bias ? &in[2] : nullptr);
+      s.op->run(A, B, y, ec, s.bias ? &in[2] : nullptr, s.residual ? &in[3] : nullptr);
     }
   }
   std::function<void(const Tensor&, const Tensor&, ExecutionContext&)> copy;
@@ -140,6 +149,11 @@ std::unique_ptr<NodeKernel> lower_gemm(LowerCtx& c) {
   }
   Step s;
   s.a = 0; s.b = 1; s.bias = main.bias != GemmBias::none;
+  if (c.node.attr_i("_cldl_residual", 0) != 0) {
+    if (!k->steps.empty()) c.error("a fused residual needs C absent or a per-column bias with beta 1");
+    s.residual = main.residual = true;
+    parts.push_back("residual Add fused");
+  }
   // A constant B with transB = 1 (how PyTorch exports nn.Linear) is transposed once here: the GEMM then
   // reads [K, N] in place, where a transposed B would be packed into panels again on every call.
   const HostTensor* wb = c.value.size() > 1 ? c.value[1] : nullptr;

@@ -7,7 +7,8 @@
 // small-plane 3x3 convs; both Add operand orders, a Relu after the Add joining, a Conv on both sides), where it
 // must not (a second reader, a broadcasting Add, a residual produced after the Conv, an activation before the
 // Add, a depthwise conv); MatMul by a 2-D weight with the Add after its bias (and not for a batched B, an
-// activation before the Add, a residual made after it); each fused graph also against the same graph run unfused
+// activation before the Add, a residual made after it); Gemm with C absent or a per-column bias (not with beta 2
+// or a full C); each fused graph also against the same graph run unfused
 // (CLDL_SKIP_PASSES=residual-add,matmul-residual).
 // Tolerances: rtol 1e-4, atol 1e-4 as tests/test_conv.cpp's GEMM algorithms (fp32 sums of at most a few
 // thousand products; the residual adds one rounding).
@@ -145,7 +146,8 @@ HostTensor run_graph(Graph g, const std::map<std::string, HostTensor>& in, const
 int count_residual(const Graph& g) {
   int n = 0;
   for (auto& node : g.nodes)
-    n += (node.op_type == "Conv" || node.op_type == "MatMul") && node.attr_i("_cldl_residual", 0) != 0;
+    n += (node.op_type == "Conv" || node.op_type == "MatMul" || node.op_type == "Gemm") &&
+         node.attr_i("_cldl_residual", 0) != 0;
   return n;
 }
 
@@ -494,6 +496,57 @@ TEST_SUITE("fusion_residual") {
           std::vector<float> wf(want.begin(), want.end());
           CLDL_CHECK_CLOSE(y.as<float>(), wf.data(), wf.size(), 1e-4, 1e-4);
         }
+  }
+
+  TEST_CASE("Gemm (nn.Linear on rows): the residual Add joins the epilogue with C absent or a per-column bias") {
+    // y = alpha x W^T + C + x (+ Relu), x [M, D], W [D, D] (transB 1, as torch exports nn.Linear); against a double
+    // reference. C [D] or [1, D] with beta 1, or no C; alpha 1, 0.5 and 1.5; M 1 and 7.
+    const int64_t D = 11;
+    HostTensor w = test::random_tensor(Shape{D, D}, 61), b = test::random_tensor(Shape{D}, 62);
+    struct Case {
+      int64_t M;
+      int c_rank;  // 0: no C, 1: [D], 2: [1, D]
+      float alpha;
+      bool relu;
+    };
+    for (const Case& k : {Case{1, 1, 1.0f, false}, Case{7, 2, 0.5f, true}, Case{7, 0, 1.5f, false}, Case{1, 0, 1.0f, true}}) {
+      INFO("M " << k.M << " C rank " << k.c_rank << " alpha " << k.alpha << " relu " << k.relu);
+      HostTensor x = test::random_tensor(Shape{k.M, D}, 63);
+      HostTensor c = k.c_rank == 2 ? HostTensor(DType::f32, Shape{1, D}) : b;
+      if (k.c_rank == 2) std::copy(b.as<float>(), b.as<float>() + D, c.as<float>());
+      auto build = [&] {
+        GraphBuilder gb("gemm_res", 13);
+        Value xi = gb.input("x", DType::f32, Shape{k.M, D});
+        Value p = gb.gemm(xi, gb.constant("w", w), k.c_rank ? gb.constant("c", c) : Value{}, k.alpha, 1.0f, false, true);
+        Value y = gb.add(p, xi);
+        gb.output(k.relu ? gb.relu(y) : y, "y");
+        return gb.build();
+      };
+      HostTensor y = check_graph(build, x, 1, 0);
+      std::vector<float> want(size_t(k.M * D));
+      for (int64_t m = 0; m < k.M; ++m)
+        for (int64_t n = 0; n < D; ++n) {
+          double v = 0;
+          for (int64_t j = 0; j < D; ++j) v += double(x.as<float>()[m * D + j]) * w.as<float>()[n * D + j];
+          v = k.alpha * v + (k.c_rank ? b.as<float>()[n] : 0.0) + x.as<float>()[m * D + n];
+          want[size_t(m * D + n)] = float(k.relu ? std::max(v, 0.0) : v);
+        }
+      CLDL_CHECK_CLOSE(y.as<float>(), want.data(), want.size(), 1e-4, 1e-4);
+    }
+    SUBCASE("not with beta 2, nor a full [M, D] C (the lowering's C copy runs first)") {
+      HostTensor x = test::random_tensor(Shape{5, D}, 64), cfull = test::random_tensor(Shape{5, D}, 65);
+      for (int which : {0, 1}) {
+        CAPTURE(which);
+        check_graph([&] {
+          GraphBuilder gb("gemm_nores", 13);
+          Value xi = gb.input("x", DType::f32, Shape{5, D});
+          Value p = which == 0 ? gb.gemm(xi, gb.constant("w", w), gb.constant("b", b), 1.0f, 2.0f, false, true)
+                               : gb.gemm(xi, gb.constant("w", w), gb.constant("cf", cfull), 1.0f, 1.0f, false, true);
+          gb.output(gb.add(p, xi), "y");
+          return gb.build();
+        }, x, 0, 1);
+      }
+    }
   }
 
   TEST_CASE("MatMul: no residual fusion for a batched B, a fused activation, or a residual made after it") {
