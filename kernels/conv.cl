@@ -250,9 +250,7 @@ __kernel void conv_small_plane(int16 g, int total, __global const float* x, long
 #pragma unroll
   for (int v = 0; v < SP_KV; ++v) {
     const int k0 = (kb * SP_KV + v) * 16, nk = min(16, G_K - k0);
-    float bb[16];
-    for (int i = 0; i < 16; ++i) bb[i] = has_bias && i < nk ? bias[b_off + k0 + i] : 0.0f;
-    const float16 bv = vload16(0, bb);
+    const float16 bv = load16_upto(bias + b_off + k0, has_bias ? nk : 0);
     for (int q = 0; q < nq; ++q) {
       float mq[16];
 #if ACT_VEC

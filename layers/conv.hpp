@@ -122,8 +122,6 @@ class ConvOp : public Op {
   size_t workspace_bytes() const override { return workspace_; }
   const ConvGeometry& geom() const { return g_; }
   Shape output_shape() const { return pool_shape_.rank() ? pool_shape_ : out_shape_; }
-  // Whether a fused 2x2 max pool runs in the kernel's epilogue (not as the Pool op after it).
-  bool pools_in_epilogue() const { return pool_shape_.rank() && !pool_; }
   void enqueue(std::span<const Tensor> inputs, std::span<const Tensor> outputs, const Tensor* workspace,
                ExecutionContext& ec) override;
 
