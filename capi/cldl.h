@@ -115,8 +115,8 @@ typedef struct cldl_load_options {
   size_t dim_count;
   const char* const* dim_names;
   const int64_t* dim_values;
-  /* Most in-order queues independent branches spread over (0: default, 2; a wrapped context: 1, so
-   * the whole run is on the app's queue). */
+  /* Most in-order queues independent branches spread over (0: default, one on a CPU device and two on
+   * others; a wrapped context: 1, so the whole run is on the app's queue). */
   int queues;
   /* RNN/LSTM/GRU strategy: NULL or "auto", "sequential", "time", "layer", "data", "wave". */
   const char* rnn_strategy;

@@ -83,6 +83,11 @@ bool rule_matches(const std::string& pattern, const Node& n) {
 
 }  // namespace
 
+int queues_for(const CompileOptions& opts, const DeviceInfo& info) {
+  if (opts.queues > 0) return opts.queues;
+  return info.type == DeviceType::cpu ? 1 : 2;
+}
+
 std::vector<int> resolve_placement(const Graph& g, const CompileOptions& opts, size_t device_count) {
   auto device_list = [&] {
     return fmt::format("the context has {} device{}", device_count, device_count == 1 ? "" : "s");
@@ -275,7 +280,7 @@ std::shared_ptr<CompiledModel> CompiledModel::compile(std::shared_ptr<Context> c
     if (queue < 0) {
       int& nq = next_queue[st.device];
       queue = nq;
-      nq = (nq + 1) % std::max(1, opts.queues);
+      nq = (nq + 1) % queues_for(opts, cx.device(st.device).info);
     }
     st.queue = queue;
     for (size_t o = 0; o < n.outputs.size(); ++o) {

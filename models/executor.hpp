@@ -60,7 +60,12 @@ class ConstantCache {
 
 struct CompileOptions {
   int device = 0;
-  int queues = 2;          // most in-order queues that independent branches spread over
+  // Most in-order queues that independent branches spread over, per device; 0: one on a CPU device, two on
+  // others (queues_for). On PoCL's CPU device a second queue made every model of the set as fast or slower
+  // (two queues against one, paired: ShuffleNet v2 1.22x the latency, GoogLeNet 1.15x, MobileNet v2 1.07x,
+  // ResNet-18 1.06x, the others within the noise): its kernels already fill the cores, and the events
+  // between the queues cost.
+  int queues = 0;
   bool profiling = false;  // profiling queues, so Session::run can record every command
   // RNN/LSTM/GRU nodes: "auto", "sequential", "time", "layer", "data" or "wave" (layers/rnn.hpp RnnStrategy).
   std::string rnn_strategy = "auto";
@@ -77,6 +82,9 @@ struct CompileOptions {
 // (`device_count`), is an error naming the rule. Node names are those after the graph passes
 // (`cldl run --stats` lists them).
 std::vector<int> resolve_placement(const Graph& g, const CompileOptions& opts, size_t device_count);
+// The in-order queues a device's independent branches spread over: opts.queues, or where it is 0 one on a
+// CPU device and two on others.
+int queues_for(const CompileOptions& opts, const DeviceInfo& info);
 // "PATTERN=DEV" (the CLI's --place) as a rule; errors name the text.
 std::pair<std::string, int> parse_placement_rule(const std::string& text);
 

@@ -404,7 +404,7 @@ PYBIND11_MODULE(_cldl, m) {
   py::class_<Model>(m, "Model")
       .def(py::init<const py::object&, const std::optional<std::string>&, const std::map<std::string, int64_t>&, int>(),
            py::arg("model"), py::arg("device") = py::none(), py::arg("dims") = std::map<std::string, int64_t>{},
-           py::arg("queues") = 2,
+           py::arg("queues") = 0,
            "Loads an ONNX model (path or bytes) for a device spec (as the CLI's --device); dims (optional) plans "
            "one signature of symbolic input dimensions at load")
       .def_property_readonly("inputs", &Model::inputs)

@@ -210,6 +210,26 @@ TEST_SUITE("graph") {
     CHECK(bad == 0);
   }
 
+  TEST_CASE("queues 0 (the default): one queue on a CPU device, two on others") {
+    DeviceInfo cpu, gpu;
+    cpu.type = DeviceType::cpu;
+    gpu.type = DeviceType::gpu;
+    CHECK(queues_for(CompileOptions{}, cpu) == 1);
+    CHECK(queues_for(CompileOptions{}, gpu) == 2);
+    CHECK(queues_for(CompileOptions{.queues = 3}, cpu) == 3);
+    CHECK(queues_for(CompileOptions{.queues = 1}, gpu) == 1);
+    // The branches of the graph above, compiled with the default options, on the test device.
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, Shape{9, 11});
+    auto l = b.matmul(x, b.constant("wl", rnd({11, 6}, 1)));
+    auto r = b.matmul(x, b.constant("wr", rnd({11, 6}, 2)));
+    b.output(b.gemm(l, r, {}, 1, 1, false, true), "y");
+    auto m = test::compile_graph(b.build(), {}, CompileOptions{});
+    bool second = false;
+    for (auto& line : m->describe()) second |= line.find("queue 1") != std::string::npos;
+    CHECK(second == (test::shared_ctx()->device(0).info.type != DeviceType::cpu));
+  }
+
   TEST_CASE("in-place Concat: inputs written into the output at batch 1, DenseNet-style chains nest, copies otherwise") {
     // a = Relu(x), f1 = Sigmoid(a), c1 = Concat(a, f1), f2 = Tanh(c1), c2 = Concat(a, f1, f2) (chained to
     // Concat(c1, f2)), y = -c2; and two branches on two queues, z = -Concat(Relu(x), Sigmoid(x)).

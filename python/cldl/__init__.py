@@ -172,10 +172,10 @@ class InferenceSession:
     folder). providers / provider_options: onnxruntime's, accepted; a provider option 'device' picks the
     device. device: a spec as the CLI's --device ('gpu', 'cpu', 'gpu:1', 'P:D', a name substring) and wins
     over the provider options. cldl-only keywords: dims ({symbol: value}) plans that signature at load,
-    queues (in-order queues per device, default 2)."""
+    queues (in-order queues per device; 0, the default: one on a CPU device, two on others)."""
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, *, device=None,
-                 dims=None, queues=2, **kwargs):
+                 dims=None, queues=0, **kwargs):
         # onnxruntime's own keywords change its graph optimizer, which cldl does not have; others are typos.
         unknown = sorted(set(kwargs) - {"disabled_optimizers", "read_config_from_model"})
         if unknown:
@@ -269,7 +269,7 @@ class InferenceSession:
             return self._model.bench(input_feed, warmup, iters)
 
 
-def load(path_or_bytes, device=None, dims=None, queues=2):
+def load(path_or_bytes, device=None, dims=None, queues=0):
     """Shorthand for InferenceSession(path_or_bytes, device=device, dims=dims, queues=queues)."""
     return InferenceSession(path_or_bytes, device=device, dims=dims, queues=queues)
 

@@ -25,7 +25,7 @@ struct ModelOptions {
   std::string model, device;
   std::vector<std::string> inputs, dims;
   bool random = false;
-  int queues = 2;
+  int queues = 0;  // 0: graph::queues_for (one on a CPU device, two on others)
   std::string rnn_strategy = "auto";
   std::string binaries;  // offline bundle folder (`cldl compile model.onnx --out DIR`); no source compiled
   std::vector<std::string> place;  // NODE=DEV placement rules (graph::resolve_placement)
@@ -36,7 +36,8 @@ struct ModelOptions {
     cmd->add_option("-i,--input", inputs, "NAME=FILE (.npy or ONNX .pb tensor)");
     cmd->add_option("--dim", dims, "NAME=VALUE for a symbolic input dimension");
     cmd->add_flag("--random", random, "Fill the inputs not given with random data");
-    cmd->add_option("--queues", queues, "In-order queues for independent branches")->check(CLI::PositiveNumber);
+    cmd->add_option("--queues", queues, "In-order queues per device for independent branches (0: one on a CPU, two on others)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--rnn-strategy", rnn_strategy, "RNN/LSTM/GRU nodes: auto, sequential, time, layer, data, wave")
         ->check(CLI::IsMember({"auto", "sequential", "time", "layer", "data", "wave"}));
     cmd->add_option("--binaries", binaries, "Load every program from this offline bundle (cldl compile --out); "
