@@ -181,6 +181,149 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
   }
 }
 
+// Grouped convolution for CPUs, specialised by build macros (GB_CG input channels per group, at most 16;
+// GB_KH x GB_KW kernel; GB_S stride in both axes, 1 or 2; no dilation): a work-item per (n, group, block of 8
+// output channels of the group, band of `rows` output rows). It first copies the band's input (the group's
+// channels, zero-padded) into private memory as GB_S x GB_S phase planes per channel, plane (pr, pc) holding
+// padded input row S * (oh0 + rr) + pr and column S * j + pc at rr * pitch + j, so every tap (kh, kw) of an
+// output (r, ow) reads plane (kh % S, kw % S) at (r + kh / S) * pitch + ow + kw / S: one float16 load per tap
+// for 16 outputs of a row, whatever the stride and the padding. Rows are taken in pairs, so each broadcast
+// weight feeds two FMAs (16 float16 accumulators: 8 channels x 2 rows). Strips of 16 outputs along the row,
+// the last one ending at the row's end (overlapping the one before; rows under 16 outputs store their lanes).
+// Channels past the group's end repeat its last one (computed, not stored). Against conv_grouped_rows (float8
+// strips, runtime geometry, gathers at the edges) 17-30 -> 100+ GFLOP/s on RegNet's layers.
+// Global (total = N * groups * ceil(KG / 8) * bands), padded.
+#ifdef GB_CG
+#define GB_PRIVATE 6144  // floats of the private copy (24 KiB); ConvOp::create sizes the bands to fit
+__kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pitch, int prow,
+                                __global const float* x, long x_off, __global const float* w, long w_off,
+                                __global const float* bias, long b_off, int has_bias, __global const float* res,
+                                long r_off, int has_res, __global float* y, long y_off, float act_a, float act_b) {
+  const int id = get_global_id(0);
+  if (id >= total) return;
+  const int groups = G_C / GB_CG, kbs = (G_KG + 7) / 8;
+  const int band = id % bands, kb = (id / bands) % kbs, grp = (id / (bands * kbs)) % groups;
+  const int n = id / (bands * kbs * groups);
+  const int oh0 = band * rows, nr = min(rows, G_OH - oh0);
+  const int k0 = grp * G_KG + kb * 8;
+  const int nk = min(8, G_KG - kb * 8);
+  // prow: rows of each phase plane (nr + (KH - 1) / S at most); plane length prow * pitch.
+  const int plen = prow * pitch;
+  x += x_off + ((long)n * G_C + (long)grp * GB_CG) * G_H * G_W;
+  __private float xs[GB_PRIVATE + 16];
+  for (int q = 0; q < GB_CG * GB_S * GB_S * plen; q += 16) vstore16((float16)(0.0f), 0, xs + q);
+  // Phase column pc: dst[j] = src[S * j + pc - PL] for the j whose column lies in the row, j in [j0, j0 + cnt).
+  int j0[GB_S], cnt[GB_S];
+  for (int pc = 0; pc < GB_S; ++pc) {
+    j0[pc] = max(0, (G_PL - pc + GB_S - 1) / GB_S);
+    const int last = G_W - 1 - pc + G_PL;  // the padded column of the row's last element
+    cnt[pc] = last < 0 ? 0 : max(0, min(pitch, last / GB_S + 1) - j0[pc]);
+  }
+  for (int c = 0; c < GB_CG; ++c)
+    for (int pr = 0; pr < GB_S; ++pr)
+      for (int rr = 0; rr < prow; ++rr) {
+        const int ih = GB_S * (oh0 + rr) + pr - G_PT;
+        if (ih < 0 || ih >= G_H) continue;
+        __global const float* row = x + ((long)c * G_H + ih) * G_W;
+        for (int pc = 0; pc < GB_S; ++pc) {
+          float* dst = xs + ((c * GB_S + pr) * GB_S + pc) * plen + rr * pitch + j0[pc];
+          __global const float* src = row + GB_S * j0[pc] + pc - G_PL;
+          const int m = cnt[pc];
+          // Vector chunks whose source span lies inside the row, the last one ending at the run's end
+          // (overlapping the one before); what is left (a stride-2 run whose last span would pass the row's
+          // end by one) element by element.
+          int q = 0;
+#if GB_S == 1
+#define GB_CHUNK(V)                                                                          \
+  if (m >= V) {                                                                              \
+    for (; q + V <= m; q += V) vstore##V(vload##V(0, src + q), 0, dst + q);                  \
+    if (q < m) vstore##V(vload##V(0, src + m - V), 0, dst + m - V);                           \
+    q = m;                                                                                   \
+  }
+#else
+          const int lim = G_W - (GB_S * j0[pc] + pc - G_PL);  // floats of the row from src on
+#define GB_CHUNK(V)                                                                          \
+  if (m - q >= V) {                                                                          \
+    for (; q + V <= m && 2 * (q + V) <= lim; q += V) {                                       \
+      const float##V a_ = vload##V(0, src + 2 * q), b_ = vload##V(0, src + 2 * q + V);        \
+      vstore##V((float##V)(a_.even, b_.even), 0, dst + q);                                   \
+    }                                                                                        \
+    if (q < m && m >= V && 2 * m <= lim) {                                                   \
+      const float##V a_ = vload##V(0, src + 2 * (m - V)), b_ = vload##V(0, src + 2 * (m - V) + V); \
+      vstore##V((float##V)(a_.even, b_.even), 0, dst + m - V);                               \
+      q = m;                                                                                 \
+    }                                                                                        \
+  }
+#endif
+          GB_CHUNK(16)
+          GB_CHUNK(8)
+          GB_CHUNK(4)
+#undef GB_CHUNK
+          for (; q < m; ++q) dst[q] = src[GB_S * q];
+        }
+      }
+  const int wk = GB_CG * GB_KH * GB_KW;  // weight stride between output channels
+  __global const float* wp[8];
+  float16 bv[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    wp[i] = w + w_off + (long)(k0 + min(i, nk - 1)) * wk;
+    bv[i] = (float16)(has_bias ? bias[b_off + k0 + min(i, nk - 1)] : 0.0f);
+  }
+  const long plane_out = (long)G_OH * G_OW;
+  y += y_off + ((long)n * G_K + k0) * plane_out;
+  res += r_off + ((long)n * G_K + k0) * plane_out;
+  const int cols = min(16, G_OW);
+  for (int r = 0; r < nr; r += 2) {
+    const int r1 = min(r + 1, nr - 1);  // an odd last row pairs with itself (computed twice, stored once)
+    for (int s = 0; s < G_OW; s += 16) {
+      const int ow0 = G_OW >= 16 ? min(s, G_OW - 16) : 0;
+      float16 a0[8], a1[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) a0[i] = a1[i] = (float16)(0.0f);
+#pragma unroll
+      for (int c = 0; c < GB_CG; ++c)
+#pragma unroll
+        for (int kh = 0; kh < GB_KH; ++kh)
+#pragma unroll
+          for (int kw = 0; kw < GB_KW; ++kw) {
+            const float* pl = xs + ((c * GB_S + kh % GB_S) * GB_S + kw % GB_S) * plen + kh / GB_S * pitch + kw / GB_S + ow0;
+            const float16 v0 = vload16(0, pl + r * pitch), v1 = vload16(0, pl + r1 * pitch);
+            const int t = (c * GB_KH + kh) * GB_KW + kw;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              const float wv = wp[i][t];
+              a0[i] = fma(v0, (float16)(wv), a0[i]);
+              a1[i] = fma(v1, (float16)(wv), a1[i]);
+            }
+          }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (i >= nk) break;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (h == 1 && r1 == r) break;
+          const int oh = oh0 + (h ? r1 : r);
+          __global float* out = y + (long)i * plane_out + (long)oh * G_OW + ow0;
+          float16 o = (h ? a1[i] : a0[i]) + bv[i];
+          if (has_res) o += load16_upto(res + (long)i * plane_out + (long)oh * G_OW + ow0, cols);
+#if ACT_VEC
+          o = APPLY_ACT_V(o, act_a, act_b);
+          if (cols == 16) {
+            vstore16(o, 0, out);
+            continue;
+          }
+#endif
+          float t_[16];
+          vstore16(o, 0, t_);
+          for (int j = 0; j < cols; ++j) out[j] = ACT_VEC ? t_[j] : APPLY_ACT(t_[j], act_a, act_b);
+        }
+      }
+    }
+  }
+}
+#endif
+
 // Small output planes on CPUs (the digits CNN's 8x8 and 4x4 maps at batch 450; late stages of small
 // models): an implicit GEMM per image. A work-item computes 8 output pixels x 16 * SP_KV output channels;
 // for each tap and input channel it loads the channels' weights as SP_KV vectors (weights transposed at

@@ -382,6 +382,45 @@ DwS2 dw_s2_geometry(const ConvGeometry& g) {
   return f;
 }
 
+}  // namespace
+
+GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units, std::string* why) {
+  GroupedBand b;
+  auto no = [&](std::string reason) {
+    if (why) *why = std::move(reason);
+    return b;
+  };
+  const int64_t CG = g.C / g.groups, KG = g.K / g.groups;
+  if (g.three_d) return no("3-D");
+  if (CG > 16) return no(fmt::format("{} input channels per group (at most 16)", CG));
+  if (g.DH != 1 || g.DW != 1) return no("dilated");
+  if (g.SH != g.SW || (g.SH != 1 && g.SH != 2)) return no("needs the same stride, 1 or 2, in both axes");
+  if (g.KH > 7 || g.KW > 7) return no("a kernel of more than 7x7");
+  const int64_t S = g.SH;
+  b.pitch = std::max<int64_t>(g.OW, 16) + (g.KW - 1) / S;
+  const int64_t extra = (g.KH - 1) / S, per_row = CG * S * S * b.pitch;
+  const int64_t cap = kGroupedBandPrivate / per_row - extra;
+  if (cap < 1)
+    return no(fmt::format("a row band's private copy ({} floats) exceeds {}", per_row * (1 + extra),
+                          kGroupedBandPrivate));
+  // Bands so that the launch has at least 64 work-items (8 per compute unit on larger devices), rows in pairs
+  // (each broadcast weight feeds two rows' FMAs).
+  const int64_t blocks = g.N * g.groups * ceil_div(KG, int64_t(8));
+  const int64_t want = std::max<int64_t>(64, int64_t(compute_units) * 8);
+  int64_t rows = std::clamp<int64_t>(ceil_div(g.OH, ceil_div(want, blocks)), 1, cap);
+  if (rows % 2 && rows < g.OH && rows + 1 <= cap && blocks * ceil_div(g.OH, rows + 1) >= want) ++rows;
+  b.rows = rows;
+  b.bands = ceil_div(g.OH, rows);
+  b.prow = rows + extra;
+  b.fits = true;
+  return b;
+}
+
+int64_t grouped_band_items(const ConvGeometry& g, const GroupedBand& b) {
+  return g.N * g.groups * ceil_div(g.K / g.groups, int64_t(8)) * b.bands;
+}
+
+namespace {
 // im2col_rows: output rows per work-item, about 256 outputs each: one row of a small map was too little
 // work per item (DeepLab's dilated 3x3 on 16x16 x 960 channels: 138K items, 15 ms on PoCL).
 int64_t im2col_rows_per_item(const ConvGeometry& g) { return std::clamp<int64_t>(256 / std::max<int64_t>(g.OW, 1), 1, g.OH); }
@@ -465,8 +504,8 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   const int64_t P = g.OH * g.OW, KG = g.K / g.groups, CG = g.C / g.groups, R = CG * g.KH * g.KW;
   switch (op->algo_) {
     case ConvAlgo::direct:
-      if (cfg.direct_kernel < 0 || cfg.direct_kernel > 3)
-        invalid("Conv", "direct_kernel {} is not 0, 1, 2 or 3", cfg.direct_kernel);
+      if (cfg.direct_kernel < 0 || cfg.direct_kernel > 4)
+        invalid("Conv", "direct_kernel {} is not 0, 1, 2, 3 or 4", cfg.direct_kernel);
       if (cfg.direct_kernel == 3 && (g.three_d || g.groups != 1))
         invalid("Conv",
                 "direct_kernel 3 (conv_small_plane) needs a 2-D convolution of group 1; input {} weight {} group {}",
@@ -518,6 +557,23 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
         break;
       }
       op->weight_ = ctx.upload(cfg.weight, device);
+      if (cfg.direct_kernel == 4 || (cfg.direct_kernel == 0 && ctx.device(device).info.type == DeviceType::cpu &&
+                                     g.groups > 1)) {
+        std::string no;
+        const GroupedBand b = grouped_band_geometry(g, ctx.device(device).info.compute_units, &no);
+        if (b.fits) {
+          op->band_ = b;
+          op->main_ = make_kernel(ctx.program("conv.cl",
+                                              fmt::format("-DACT={} -DGB_CG={} -DGB_KH={} -DGB_KW={} -DGB_S={}",
+                                                          int(cfg.act.kind), CG, g.KH, g.KW, g.SH),
+                                              device),
+                                  "conv_grouped_band");
+          break;
+        }
+        if (cfg.direct_kernel == 4)
+          invalid("Conv", "direct_kernel 4 (conv_grouped_band) does not apply to input {} weight {}: {}",
+                  cfg.input.str(), cfg.weight.shape().str(), no);
+      }
       op->direct_rows_ = !g.three_d && (cfg.direct_kernel == 2 || (cfg.direct_kernel == 0 &&
                                                                     ctx.device(device).info.type == DeviceType::cpu));
       op->main_ = make_kernel(prog, g.three_d ? "conv_direct3d" : op->direct_rows_ ? "conv_grouped_rows" : "conv_direct");
@@ -729,6 +785,12 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
         op->local_main_ = l.local;
         break;
       }
+      if (op->band_.fits) {
+        const PaddedLaunch l = padded_launch(grouped_band_items(g, op->band_), 1, 1, 1);
+        op->global_main_ = l.global;
+        op->local_main_ = l.local;
+        break;
+      }
       if (op->direct_rows_) {
         const PaddedLaunch l = padded_launch(g.OH, g.N * g.groups * ceil_div(g.K / g.groups, 8), 1, 1);
         op->global_main_ = l.global;
@@ -870,6 +932,15 @@ void ConvOp::run(std::span<const Tensor> inputs, const Tensor& y, const Tensor* 
                  cl_long(r.offset_elems()), cl_int(residual_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
                  act_.beta);
         ec.enqueue_kernel(main_, global_main_, local_main_, "conv_small_plane");
+        break;
+      }
+      if (band_.fits) {
+        set_args(main_, ga, cl_int(grouped_band_items(g_, band_)), cl_int(band_.rows), cl_int(band_.bands),
+                 cl_int(band_.pitch), cl_int(band_.prow), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
+                 cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), r.buffer,
+                 cl_long(r.offset_elems()), cl_int(residual_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
+                 act_.beta);
+        ec.enqueue_kernel(main_, global_main_, local_main_, "conv_grouped_band");
         break;
       }
       if (direct_rows_) {

@@ -76,8 +76,10 @@ struct ConvConfig {
   int winograd_tile = 0;
   // Direct kernel (2-D): 1 = conv_direct (an output pixel per work-item, 8 channels), 2 = conv_grouped_rows
   // (an output row per work-item in float8 strips, 8 channels), 3 = conv_small_plane (8 output pixels x 16
-  // channels per work-item, group 1 only); 0 = by device: 2 on CPUs, 1 elsewhere, 3 where choose() picks
-  // it for a small output plane on a CPU.
+  // channels per work-item, group 1 only), 4 = conv_grouped_band (bands of rows from a private padded copy,
+  // float16 strips, 8 channels x 2 rows; see grouped_band_geometry for where it applies); 0 = by device: on
+  // CPUs 4 for grouped convolutions where it applies, else 2; 1 elsewhere; 3 where choose() picks it for a
+  // small output plane on a CPU.
   int direct_kernel = 0;
 };
 
@@ -93,6 +95,20 @@ struct ConvGeometry {
   bool three_d = false;
   double flops() const { return 2.0 * double(N * K * OD * OH * OW) * double(C / groups * KD * KH * KW); }
 };
+
+// conv_grouped_band (kernels/conv.cl, grouped convolutions on CPUs): bands of `rows` output rows per work-item,
+// the band's padded input copied into private memory as stride x stride phase planes of `prow` rows of `pitch`
+// floats per input channel, at most kGroupedBandPrivate floats (GB_PRIVATE in conv.cl).
+constexpr int64_t kGroupedBandPrivate = 6144;
+struct GroupedBand {
+  bool fits = false;
+  int64_t rows = 0, bands = 0, pitch = 0, prow = 0;
+};
+// The bands for `g` (at least 64 work-items, or 8 per compute unit); fits false with `why` where the kernel
+// does not apply (3-D, dilated, over 16 input channels per group, unequal strides or strides over 2, a kernel
+// over 7x7, or a row's copy over the private budget).
+GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units, std::string* why = nullptr);
+int64_t grouped_band_items(const ConvGeometry& g, const GroupedBand& b);
 
 // Inputs: X, [R] (cfg.residual); output: Y (must not overlap R). Workspace: workspace_bytes() (im2col columns, Winograd/FFT planes).
 class ConvOp : public Op {
@@ -158,6 +174,7 @@ class ConvOp : public Op {
   Tensor offsets_;    // conv_small_plane: each tile's input offsets per tap (i32 [tiles][KH*KW][8])
   int sp_kv_ = 1;     // conv_small_plane: float16 vectors of output channels per work-item (SP_KV)
   bool direct_rows_ = false;                     // direct: conv_grouped_rows (a row per work-item)
+  GroupedBand band_;                             // direct: conv_grouped_band where band_.fits
   cl::NDRange global_post_ = cl::NullRange;      // winograd_output_rows: padded to local_post_
   cl::NDRange global_pre_ = cl::NullRange;       // im2col_rows: padded to local_pre_
   std::vector<std::unique_ptr<Gemm>> gemm_;      // one per group (GEMM-based) or one (Winograd)

@@ -102,6 +102,9 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
     // Direct, group 1: the small-plane kernel too (8 pixels x 16 channels per work-item).
     if (a == ConvAlgo::direct && !p.one_d) blocks = {1, 8};
     if (a == ConvAlgo::direct && !p.one_d && p.groups == 1) blocks.push_back(3);
+    // Direct, grouped: the band kernel (conv_grouped_band) where it applies.
+    if (a == ConvAlgo::direct && !p.one_d && p.groups > 1 && grouped_band_geometry(ConvOp::geometry(cfg), 0).fits)
+      blocks.push_back(4);
     const bool plane = (p.SW == 1 || p.SW == 2) &&
                        ((OH - 1) * p.SH + (p.KH - 1) * p.DH + 1) *
                                (((OW + 7) / 8 * 8 - 8) * p.SW + (p.KW - 1) * p.DW + (p.SW == 1 ? 8 : 16)) <=
@@ -122,7 +125,7 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
         cfg.depthwise_block = a == ConvAlgo::depthwise ? block : 0;
         cfg.im2col_kernel = a == ConvAlgo::im2col_gemm ? (block == 1 ? 1 : 2) : 0;
         cfg.winograd_kernel = a == ConvAlgo::winograd ? (block == 1 ? 1 : 2) : 0;
-        cfg.direct_kernel = a == ConvAlgo::direct ? (block == 1 ? 1 : block == 3 ? 3 : 2) : 0;
+        cfg.direct_kernel = a == ConvAlgo::direct ? (block == 1 ? 1 : block == 3 || block == 4 ? block : 2) : 0;
         auto op = ConvOp::create(ctx(), 0, cfg);
         CHECK(op->algorithm() == to_string(a));
         auto got = run(*op, x);
@@ -301,6 +304,70 @@ TEST_CASE("depthwise stride-2 kernel (conv_dw_s2) matches the reference") {
   // Stride 1 or dilation is an error naming the setting.
   check_depthwise_refused({"3x3 stride 1", 1, 3, 9, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false, {}}, 32);
   check_depthwise_refused({"3x3 dilation 2", 1, 3, 19, 19, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, false, {}}, 32);
+}
+
+// conv_grouped_band (direct_kernel 4, the CPU choice for grouped convolutions): RegNet's groups of 8 at stride 1
+// and 2 on planes whose rows are wider than a strip (28: an overlapping last strip; 57 at stride 2: a run whose
+// last vector span would pass the row's end), narrower (14, 7, 3: partial stores, the fill's 8-, 4- and 1-wide
+// copies) and bands with a partial last band and an odd row count (a row paired with itself); a partial block
+// of output channels (12 per group), 16 input channels per group (the most), 5x5 and 1x3 kernels, asymmetric
+// pads, pads wider than the plane, batch 1 and 3; the vector epilogues (ReLU, SiLU) and an element-wise one
+// (leaky). Against the reference and against conv_grouped_rows.
+TEST_CASE("grouped band kernel (conv_grouped_band) matches the reference") {
+  const Activation relu(Act::relu), leaky(Act::leaky_relu, 0.1f), silu(Act::silu);
+  // name, N, C, H, W, K, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR, groups, bias, act
+  const Problem problems[] = {
+      {"RegNet 8 per group 28x28", 1, 104, 28, 28, 104, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 13, true, relu},
+      {"8 per group stride 2 on 33x57", 1, 48, 33, 57, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 6, true, relu},
+      {"8 per group stride 2 on 30x56", 2, 16, 30, 56, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, false, {}},
+      {"8 per group 14x14 batch 3", 3, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true, silu},
+      {"8 per group 7x7 leaky", 1, 40, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, true, leaky},
+      {"5 in 12 out per group 9x37", 2, 20, 9, 37, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true, relu},
+      {"16 per group 5x5 stride 2 pad 2", 1, 32, 13, 19, 32, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 2, true, {}},
+      {"1x3 asymmetric pads 3x3 plane", 1, 6, 3, 3, 9, 1, 3, 1, 1, 1, 1, 0, 2, 0, 0, 3, false, leaky},
+      {"pads wider than a 2x3 plane stride 2", 1, 8, 2, 3, 8, 3, 3, 2, 2, 1, 1, 2, 2, 1, 2, 2, true, relu},
+      {"3x3 groups 2 odd rows 11x21", 1, 6, 11, 21, 10, 3, 3, 1, 1, 1, 1, 0, 1, 1, 0, 2, true, silu},
+  };
+  uint32_t seed = 900;
+  for (const auto& p : problems) {
+    INFO(p.name);
+    ConvConfig cfg = make_config(p, seed += 10);
+    HostTensor x = test::random_tensor(cfg.input, seed + 7);
+    int64_t OH = 0, OW = 0;
+    auto want = ref::conv2d(ref_params(p), x.as<float>(), cfg.weight.as<float>(),
+                            cfg.bias ? cfg.bias->as<float>() : nullptr, p.act, OH, OW);
+    REQUIRE(grouped_band_geometry(ConvOp::geometry(cfg), 0).fits);
+    cfg.algo = ConvAlgo::direct;
+    cfg.direct_kernel = 4;
+    auto band = run(*ConvOp::create(ctx(), 0, cfg), x);
+    cfg.direct_kernel = 2;
+    auto rows = run(*ConvOp::create(ctx(), 0, cfg), x);
+    REQUIRE(band.size() == want.size());
+    CLDL_CHECK_CLOSE(band.data(), want.data(), band.size(), 1e-4, 1e-4);
+    CLDL_CHECK_CLOSE(band.data(), rows.data(), band.size(), 1e-5, 1e-5);
+  }
+  // Bands: at least 64 work-items (8 per compute unit), rows in pairs, within the private budget.
+  const Problem regnet{"", 1, 48, 112, 112, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 6};
+  const GroupedBand b = grouped_band_geometry(ConvOp::geometry(make_config(regnet, 1)), 2);
+  CHECK(b.fits);
+  CHECK(b.pitch == 57);
+  CHECK(b.rows == 2);  // 8 channels x 4 phase planes x 3 rows x 57 floats: 5,472 of 6,144
+  CHECK(b.prow == 3);
+  CHECK(b.bands == 28);
+  const GroupedBand many = grouped_band_geometry(ConvOp::geometry(make_config(regnet, 1)), 64);
+  CHECK(many.rows == 1);  // 512 work-items wanted: a band per row (6 groups x 56 rows) is the most there are
+  CHECK(many.bands == 56);
+  // Where it does not apply: a requested band kernel is an error naming it, the automatic choice the rows kernel.
+  const Problem wide{"", 1, 32, 4, 400, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2};
+  ConvConfig cw = make_config(wide, 3);
+  std::string why;
+  CHECK_FALSE(grouped_band_geometry(ConvOp::geometry(cw), 0, &why).fits);
+  CHECK(why.find("private copy") != std::string::npos);
+  cw.algo = ConvAlgo::direct;
+  cw.direct_kernel = 4;
+  CHECK(error_of([&] { ConvOp::create(ctx(), 0, cw); }).find("direct_kernel 4 (conv_grouped_band)") != std::string::npos);
+  const Problem dilated{"", 1, 16, 9, 9, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2};
+  CHECK_FALSE(grouped_band_geometry(ConvOp::geometry(make_config(dilated, 4)), 0).fits);
 }
 
 TEST_CASE("taps that read only padding are dropped under the automatic choice, with the same output") {

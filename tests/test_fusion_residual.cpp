@@ -259,6 +259,11 @@ TEST_SUITE("fusion_residual") {
       check_conv_residual({1, 4, 23, 21, 9, 3, 3, 2, 1, 1, true}, ConvAlgo::direct, 0, direct);
       check_conv_residual({2, 3, 4, 19, 5, 1, 3, 1, 1, 1, true, relu, true}, ConvAlgo::direct, 0, direct);  // 1-D
     }
+    // conv_grouped_band (4): rows of 16 and more outputs (an overlapping last strip) and fewer, stride 2, batch 2.
+    auto band = [](ConvConfig& c) { c.direct_kernel = 4; };
+    check_conv_residual({1, 16, 9, 37, 16, 3, 3, 1, 1, 2, true, relu}, ConvAlgo::direct, 0, band);
+    check_conv_residual({2, 8, 5, 6, 12, 3, 3, 1, 1, 4, false, leaky}, ConvAlgo::direct, 0, band);
+    check_conv_residual({1, 24, 23, 40, 24, 3, 3, 2, 1, 3, true}, ConvAlgo::direct, 0, band);
     auto small = [](ConvConfig& c) { c.direct_kernel = 3; };
     check_conv_residual({3, 16, 5, 5, 20, 3, 3, 1, 1, 1, true, relu}, ConvAlgo::direct, 0, small);
     check_conv_residual({1, 7, 2, 3, 33, 3, 3, 1, 1, 1, false}, ConvAlgo::direct, 0, small);
