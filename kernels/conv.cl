@@ -194,7 +194,7 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
 // strips, runtime geometry, gathers at the edges) 17-30 -> 100+ GFLOP/s on RegNet's layers.
 // Global (total = N * groups * ceil(KG / 8) * bands), padded.
 #ifdef GB_CG
-#define GB_PRIVATE 6144  // floats of the private copy (24 KiB); ConvOp::create sizes the bands to fit
+#define GB_PRIVATE 8192  // floats of the private copy (32 KiB); ConvOp::create sizes the bands to fit
 __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pitch, int prow,
                                 __global const float* x, long x_off, __global const float* w, long w_off,
                                 __global const float* bias, long b_off, int has_bias, __global const float* res,
@@ -211,7 +211,6 @@ __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pit
   const int plen = prow * pitch;
   x += x_off + ((long)n * G_C + (long)grp * GB_CG) * G_H * G_W;
   __private float xs[GB_PRIVATE + 16];
-  for (int q = 0; q < GB_CG * GB_S * GB_S * plen; q += 16) vstore16((float16)(0.0f), 0, xs + q);
   // Phase column pc: dst[j] = src[S * j + pc - PL] for the j whose column lies in the row, j in [j0, j0 + cnt).
   int j0[GB_S], cnt[GB_S];
   for (int pc = 0; pc < GB_S; ++pc) {
@@ -223,10 +222,19 @@ __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pit
     for (int pr = 0; pr < GB_S; ++pr)
       for (int rr = 0; rr < prow; ++rr) {
         const int ih = GB_S * (oh0 + rr) + pr - G_PT;
-        if (ih < 0 || ih >= G_H) continue;
+        if (ih < 0 || ih >= G_H) {  // a padding row
+          for (int pc = 0; pc < GB_S; ++pc) {
+            float* z = xs + ((c * GB_S + pr) * GB_S + pc) * plen + rr * pitch;
+            for (int j = 0; j < pitch; ++j) z[j] = 0.0f;
+          }
+          continue;
+        }
         __global const float* row = x + ((long)c * G_H + ih) * G_W;
         for (int pc = 0; pc < GB_S; ++pc) {
-          float* dst = xs + ((c * GB_S + pr) * GB_S + pc) * plen + rr * pitch + j0[pc];
+          float* z = xs + ((c * GB_S + pr) * GB_S + pc) * plen + rr * pitch;  // the padding columns
+          for (int j = 0; j < j0[pc]; ++j) z[j] = 0.0f;
+          for (int j = j0[pc] + cnt[pc]; j < pitch; ++j) z[j] = 0.0f;
+          float* dst = z + j0[pc];
           __global const float* src = row + GB_S * j0[pc] + pc - G_PL;
           const int m = cnt[pc];
           // Vector chunks whose source span lies inside the row, the last one ending at the run's end

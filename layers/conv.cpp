@@ -36,6 +36,8 @@ int64_t small_plane_items(const ConvGeometry& g, int64_t kpad, int kv, bool pool
 
 // The reason choose() gives for conv_small_plane; create() keys the kernel on it.
 constexpr std::string_view kSmallPlaneWhy = "small output plane, CPU: 8 pixels x 16 or 32 channels per work-item";
+// ... and for conv_grouped_band on a dense convolution of few input channels (an image stem).
+constexpr std::string_view kStemWhy = "at most 4 input channels (an image stem), CPU: conv_grouped_band";
 }  // namespace
 
 std::string_view to_string(ConvAlgo a) {
@@ -306,6 +308,17 @@ ConvAlgo ConvOp::choose(const ConvConfig& cfg, const DeviceInfo& info, std::stri
       return ConvAlgo::direct;
     }
   }
+  // Image stems on CPUs (3 input channels: 3x3 / 2 in the MobileNets, EfficientNets, ShuffleNet and RegNet,
+  // 7x7 / 2 in ResNet): conv_grouped_band as one group, no im2col matrix (27 or 147 rows of the whole output
+  // plane: 1.4 or 7.4 MB at 224x224) and no GEMM over it.
+  if (cfg.algo == ConvAlgo::automatic && a == ConvAlgo::im2col_gemm && info.type == DeviceType::cpu &&
+      cfg.input.rank() == 4) {
+    const ConvGeometry g = geometry(cfg);
+    if (g.groups == 1 && g.C <= 4 && grouped_band_geometry(g, info.compute_units).fits) {
+      if (why) *why = std::string(kStemWhy);
+      return ConvAlgo::direct;
+    }
+  }
   // A grouped convolution that is not depthwise (RegNet, ResNeXt) runs one direct kernel, 8 output channels
   // per work-item (CPUs: of a row, conv_grouped_rows; GPUs: of a pixel, conv_direct), instead of im2col and
   // a GEMM of KG rows per group: a command per group (two with CLBlast's epilogue), 1,202 commands and
@@ -408,7 +421,12 @@ GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units,
   const int64_t blocks = g.N * g.groups * ceil_div(KG, int64_t(8));
   const int64_t want = std::max<int64_t>(64, int64_t(compute_units) * 8);
   int64_t rows = std::clamp<int64_t>(ceil_div(g.OH, ceil_div(want, blocks)), 1, cap);
-  if (rows % 2 && rows < g.OH && rows + 1 <= cap && blocks * ceil_div(g.OH, rows + 1) >= want) ++rows;
+  if (rows % 2 && rows < g.OH) {  // an even band (an odd one computes its last row twice)
+    if (rows + 1 <= cap && blocks * ceil_div(g.OH, rows + 1) >= want)
+      ++rows;
+    else if (rows > 1)
+      --rows;
+  }
   b.rows = rows;
   b.bands = ceil_div(g.OH, rows);
   b.prow = rows + extra;
@@ -558,7 +576,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       }
       op->weight_ = ctx.upload(cfg.weight, device);
       if (cfg.direct_kernel == 4 || (cfg.direct_kernel == 0 && ctx.device(device).info.type == DeviceType::cpu &&
-                                     g.groups > 1)) {
+                                     (g.groups > 1 || why == kStemWhy))) {
         std::string no;
         const GroupedBand b = grouped_band_geometry(g, ctx.device(device).info.compute_units, &no);
         if (b.fits) {

@@ -78,8 +78,8 @@ struct ConvConfig {
   // (an output row per work-item in float8 strips, 8 channels), 3 = conv_small_plane (8 output pixels x 16
   // channels per work-item, group 1 only), 4 = conv_grouped_band (bands of rows from a private padded copy,
   // float16 strips, 8 channels x 2 rows; see grouped_band_geometry for where it applies); 0 = by device: on
-  // CPUs 4 for grouped convolutions where it applies, else 2; 1 elsewhere; 3 where choose() picks it for a
-  // small output plane on a CPU.
+  // CPUs 4 for grouped convolutions and image stems (choose()) where it applies, else 2; 1 elsewhere; 3 where
+  // choose() picks it for a small output plane on a CPU.
   int direct_kernel = 0;
 };
 
@@ -99,7 +99,7 @@ struct ConvGeometry {
 // conv_grouped_band (kernels/conv.cl, grouped convolutions on CPUs): bands of `rows` output rows per work-item,
 // the band's padded input copied into private memory as stride x stride phase planes of `prow` rows of `pitch`
 // floats per input channel, at most kGroupedBandPrivate floats (GB_PRIVATE in conv.cl).
-constexpr int64_t kGroupedBandPrivate = 6144;
+constexpr int64_t kGroupedBandPrivate = 8192;
 struct GroupedBand {
   bool fits = false;
   int64_t rows = 0, bands = 0, pitch = 0, prow = 0;

@@ -327,6 +327,10 @@ TEST_CASE("grouped band kernel (conv_grouped_band) matches the reference") {
       {"1x3 asymmetric pads 3x3 plane", 1, 6, 3, 3, 9, 1, 3, 1, 1, 1, 1, 0, 2, 0, 0, 3, false, leaky},
       {"pads wider than a 2x3 plane stride 2", 1, 8, 2, 3, 8, 3, 3, 2, 2, 1, 1, 2, 2, 1, 2, 2, true, relu},
       {"3x3 groups 2 odd rows 11x21", 1, 6, 11, 21, 10, 3, 3, 1, 1, 1, 1, 0, 1, 1, 0, 2, true, silu},
+      // Image stems as one group (the CPU choice for at most 4 input channels): ResNet's 7x7 / 2 pad 3 and
+      // the MobileNets' 3x3 / 2 with hard-swish, odd sizes.
+      {"stem 7x7 stride 2 pad 3", 1, 3, 37, 41, 20, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1, true, relu},
+      {"stem 3x3 stride 2 hard-swish", 2, 3, 45, 38, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true, {Act::hard_swish}},
   };
   uint32_t seed = 900;
   for (const auto& p : problems) {
@@ -351,7 +355,7 @@ TEST_CASE("grouped band kernel (conv_grouped_band) matches the reference") {
   const GroupedBand b = grouped_band_geometry(ConvOp::geometry(make_config(regnet, 1)), 2);
   CHECK(b.fits);
   CHECK(b.pitch == 57);
-  CHECK(b.rows == 2);  // 8 channels x 4 phase planes x 3 rows x 57 floats: 5,472 of 6,144
+  CHECK(b.rows == 2);  // 3 fit (8 channels x 4 phase planes x 4 rows x 57 floats: 7,296 of 8,192), an even 2 is taken
   CHECK(b.prow == 3);
   CHECK(b.bands == 28);
   const GroupedBand many = grouped_band_geometry(ConvOp::geometry(make_config(regnet, 1)), 64);
@@ -541,13 +545,20 @@ TEST_CASE("automatic choice follows the documented heuristic") {
     CHECK(choice(cpu, 1, 512, 7, 512).first == ConvAlgo::winograd);  // 9 MiB of weights
     CHECK(choice(cpu, 1, 16, 9, 16).first == ConvAlgo::winograd);    // 81 pixels
     CHECK(choice(gpu, 450, 16, 4, 32).first == ConvAlgo::winograd);
-    // Few outputs from a short reduction: direct at stride 1, im2col + GEMM at stride 2 (MobileNet v3's stem).
-    auto stem = [&](int64_t s) {
-      Problem q{"stem", 1, 3, 224, 224, 16, 3, 3, s, s, 1, 1, 1, 1, 1, 1, 1, true, {}};
-      return ConvOp::choose(make_config(q, 4), cpu, nullptr);
+    // Few outputs from a short reduction: direct at stride 1 (output rows per work-item); image stems of at
+    // most 4 input channels (MobileNet v3's 3x3 / 2, ResNet's 7x7 / 2): direct on CPUs (conv_grouped_band),
+    // im2col + GEMM elsewhere.
+    auto stem = [&](const DeviceInfo& info, int64_t s, int64_t C, int64_t k, std::string* why = nullptr) {
+      Problem q{"stem", 1, C, 224, 224, 16, k, k, s, s, 1, 1, k / 2, k / 2, k / 2, k / 2, 1, true, {}};
+      return ConvOp::choose(make_config(q, 4), info, why);
     };
-    CHECK(stem(1) == ConvAlgo::direct);
-    CHECK(stem(2) == ConvAlgo::im2col_gemm);
+    std::string stem_why;
+    CHECK(stem(cpu, 1, 3, 3) == ConvAlgo::direct);
+    CHECK(stem(cpu, 2, 3, 3, &stem_why) == ConvAlgo::direct);
+    CHECK(stem_why.find("image stem") != std::string::npos);
+    CHECK(stem(cpu, 2, 3, 7) == ConvAlgo::direct);
+    CHECK(stem(cpu, 2, 5, 3) == ConvAlgo::im2col_gemm);  // 5 input channels
+    CHECK(stem(gpu, 2, 3, 3) == ConvAlgo::im2col_gemm);
   }
   // create uses the same choice and reports it.
   Problem p{"auto", 1, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, {}};

@@ -88,19 +88,20 @@ TEST_SUITE("onnx_cnn") {
   }
 
   TEST_CASE("two sessions on two threads share one compiled conv (per-thread im2col workspace)") {
-    auto w = rnd({20, 4, 3, 3}, 40);  // more than 16 outputs: im2col + GEMM on CPUs too
+    // More than 16 outputs and 5 input channels: im2col + GEMM on CPUs too (not a stem's direct kernel).
+    auto w = rnd({20, 5, 3, 3}, 40);
     GraphBuilder b("conv2t");
-    b.output(b.conv(b.input("x", DType::f32, Shape{2, 4, 9, 11}), b.constant("w", w), {}, {1, 1}, {1, 1, 1, 1}), "y");
+    b.output(b.conv(b.input("x", DType::f32, Shape{2, 5, 9, 11}), b.constant("w", w), {}, {1, 1}, {1, 1, 1, 1}), "y");
     auto m = test::compile_graph(b.build());
     REQUIRE(!m->describe().empty());
     CHECK(m->describe()[0].find("im2col_gemm") != std::string::npos);  // the algorithm with a workspace
     ref::ConvParams cp;
-    cp.N = 2; cp.C = 4; cp.H = 9; cp.W = 11; cp.K = 20; cp.KH = 3; cp.KW = 3; cp.PT = cp.PL = cp.PB = cp.PR = 1;
+    cp.N = 2; cp.C = 5; cp.H = 9; cp.W = 11; cp.K = 20; cp.KH = 3; cp.KW = 3; cp.PT = cp.PL = cp.PB = cp.PR = 1;
     std::atomic<int> bad{0};
     auto worker = [&](uint32_t seed) {
       auto s = m->session();
       for (int it = 0; it < 10; ++it) {
-        auto x = rnd({2, 4, 9, 11}, seed + uint32_t(it));
+        auto x = rnd({2, 5, 9, 11}, seed + uint32_t(it));
         auto out = s->run({{"x", x}});
         int64_t OH = 0, OW = 0;
         // Both threads read w: through a const view, since the non-const accessor copies bytes the graph
