@@ -194,6 +194,9 @@ __kernel void conv_grouped_rows(int16 g, int z_total, __global const float* x, l
 // strips, runtime geometry, gathers at the edges) 17-30 -> 100+ GFLOP/s on RegNet's layers.
 // Global (total = N * groups * ceil(KG / 8) * bands), padded.
 #ifdef GB_CG
+#ifndef GB_DW
+#define GB_DW 0  // 1: depthwise (GB_CG 8: a block of 8 channels, each its own group)
+#endif
 #define GB_PRIVATE 8192  // floats of the private copy (32 KiB); ConvOp::create sizes the bands to fit
 __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pitch, int prow,
                                 __global const float* x, long x_off, __global const float* w, long w_off,
@@ -201,15 +204,27 @@ __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pit
                                 long r_off, int has_res, __global float* y, long y_off, float act_a, float act_b) {
   const int id = get_global_id(0);
   if (id >= total) return;
+#if GB_DW
+  // Depthwise: a block of 8 channels (groups of one), each output channel from its own input plane; channels
+  // past the last one repeat it (computed, not stored).
+  const int groups = (G_C + 7) / 8, kbs = 1;
+#else
   const int groups = G_C / GB_CG, kbs = (G_KG + 7) / 8;
+#endif
   const int band = id % bands, kb = (id / bands) % kbs, grp = (id / (bands * kbs)) % groups;
   const int n = id / (bands * kbs * groups);
   const int oh0 = band * rows, nr = min(rows, G_OH - oh0);
+#if GB_DW
+  const int k0 = grp * 8;
+  const int nk = min(8, G_C - k0);
+  x += x_off + ((long)n * G_C + k0) * G_H * G_W;
+#else
   const int k0 = grp * G_KG + kb * 8;
   const int nk = min(8, G_KG - kb * 8);
+  x += x_off + ((long)n * G_C + (long)grp * GB_CG) * G_H * G_W;
+#endif
   // prow: rows of each phase plane (nr + (KH - 1) / S at most); plane length prow * pitch.
   const int plen = prow * pitch;
-  x += x_off + ((long)n * G_C + (long)grp * GB_CG) * G_H * G_W;
   __private float xs[GB_PRIVATE + 16];
   // Phase column pc: dst[j] = src[S * j + pc - PL] for the j whose column lies in the row, j in [j0, j0 + cnt).
   int j0[GB_S], cnt[GB_S];
@@ -229,7 +244,11 @@ __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pit
           }
           continue;
         }
+#if GB_DW
+        __global const float* row = x + ((long)min(c, nk - 1) * G_H + ih) * G_W;
+#else
         __global const float* row = x + ((long)c * G_H + ih) * G_W;
+#endif
         for (int pc = 0; pc < GB_S; ++pc) {
           float* z = xs + ((c * GB_S + pr) * GB_S + pc) * plen + rr * pitch;  // the padding columns
           for (int j = 0; j < j0[pc]; ++j) z[j] = 0.0f;
@@ -270,7 +289,7 @@ __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pit
           for (; q < m; ++q) dst[q] = src[GB_S * q];
         }
       }
-  const int wk = GB_CG * GB_KH * GB_KW;  // weight stride between output channels
+  const int wk = (GB_DW ? 1 : GB_CG) * GB_KH * GB_KW;  // weight stride between output channels
   __global const float* wp[8];
   float16 bv[8];
 #pragma unroll
@@ -289,6 +308,19 @@ __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pit
       float16 a0[8], a1[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) a0[i] = a1[i] = (float16)(0.0f);
+#if GB_DW
+#pragma unroll
+      for (int kh = 0; kh < GB_KH; ++kh)
+#pragma unroll
+        for (int kw = 0; kw < GB_KW; ++kw)
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const float* pl = xs + ((i * GB_S + kh % GB_S) * GB_S + kw % GB_S) * plen + kh / GB_S * pitch + kw / GB_S + ow0;
+            const float wv = wp[i][kh * GB_KW + kw];
+            a0[i] = fma(vload16(0, pl + r * pitch), (float16)(wv), a0[i]);
+            a1[i] = fma(vload16(0, pl + r1 * pitch), (float16)(wv), a1[i]);
+          }
+#else
 #pragma unroll
       for (int c = 0; c < GB_CG; ++c)
 #pragma unroll
@@ -305,6 +337,7 @@ __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pit
               a1[i] = fma(v1, (float16)(wv), a1[i]);
             }
           }
+#endif
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         if (i >= nk) break;

@@ -397,13 +397,16 @@ DwS2 dw_s2_geometry(const ConvGeometry& g) {
 
 }  // namespace
 
-GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units, std::string* why) {
+GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units, std::string* why, bool depthwise) {
   GroupedBand b;
+  b.depthwise = depthwise;
   auto no = [&](std::string reason) {
     if (why) *why = std::move(reason);
     return b;
   };
-  const int64_t CG = g.C / g.groups, KG = g.K / g.groups;
+  // Depthwise: blocks of 8 channels, each its own group (8 input planes copied per work-item).
+  const int64_t CG = depthwise ? 8 : g.C / g.groups, KG = depthwise ? 8 : g.K / g.groups;
+  if (depthwise && (g.groups != g.C || g.K != g.C)) return no("depthwise needs group == input == output channels");
   if (g.three_d) return no("3-D");
   if (CG > 16) return no(fmt::format("{} input channels per group (at most 16)", CG));
   if (g.DH != 1 || g.DW != 1) return no("dilated");
@@ -418,7 +421,7 @@ GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units,
                           kGroupedBandPrivate));
   // Bands so that the launch has at least 64 work-items (8 per compute unit on larger devices), rows in pairs
   // (each broadcast weight feeds two rows' FMAs).
-  const int64_t blocks = g.N * g.groups * ceil_div(KG, int64_t(8));
+  const int64_t blocks = depthwise ? g.N * ceil_div(g.C, int64_t(8)) : g.N * g.groups * ceil_div(KG, int64_t(8));
   const int64_t want = std::max<int64_t>(64, int64_t(compute_units) * 8);
   int64_t rows = std::clamp<int64_t>(ceil_div(g.OH, ceil_div(want, blocks)), 1, cap);
   if (rows % 2 && rows < g.OH) {  // an even band (an odd one computes its last row twice)
@@ -435,6 +438,7 @@ GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units,
 }
 
 int64_t grouped_band_items(const ConvGeometry& g, const GroupedBand& b) {
+  if (b.depthwise) return g.N * ceil_div(g.C, int64_t(8)) * b.bands;
   return g.N * g.groups * ceil_div(g.K / g.groups, int64_t(8)) * b.bands;
 }
 
@@ -599,8 +603,9 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
     case ConvAlgo::depthwise: {
       op->weight_ = ctx.upload(cfg.weight, device);
       if (cfg.depthwise_block != 0 && cfg.depthwise_block != 1 && cfg.depthwise_block != 8 &&
-          cfg.depthwise_block != 16 && cfg.depthwise_block != 32 && cfg.depthwise_block != 64)
-        invalid("Conv", "depthwise_block {} is not 0, 1, 8, 16, 32 or 64", cfg.depthwise_block);
+          cfg.depthwise_block != 16 && cfg.depthwise_block != 32 && cfg.depthwise_block != 64 &&
+          cfg.depthwise_block != 128)
+        invalid("Conv", "depthwise_block {} is not 0, 1, 8, 16, 32, 64 or 128", cfg.depthwise_block);
       // The plane kernel's padded private copy: the rows the outputs read, and the columns of round_up(OW, 8)
       // outputs (float16 loads at stride 2); DW_PLANE_MAX in conv.cl bounds it.
       const int64_t owr = ceil_div(g.OW, 8) * 8;
@@ -635,12 +640,33 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
       const bool plane_wins = plane_fits && ((g.OW < 8 && g.KH * g.KW >= 25) || (g.OW % 8 == 0 && g.OW <= 16));
       const bool flat_wins = flat.fits && !plane_wins;
+      // Stride 2 on rows of 96 and more (the MobileNets' and EfficientNets' 112x112 layer): conv_grouped_band's
+      // depthwise form before the split rows (cldl bench conv --set shape=1,96,112,112,96,3,2,1,96 --set
+      // algos=depthwise --set depthwise_block=32|128, 3 alternating runs, min ms: 0.49 against 0.31); on 56x56
+      // the split rows win (144 channels, 3x3: 0.14 against 0.18-0.27; 5x5: 0.24-0.45 against 0.38-0.41).
+      const bool band_wins = g.SH == 2 && g.SW == 2 && g.W >= 96 &&
+                             grouped_band_geometry(g, ctx.device(device).info.compute_units, nullptr, true).fits;
       const int block = cfg.depthwise_block ? cfg.depthwise_block
                         : !cpu              ? 1
                         : flat_wins         ? 16
                         : plane_fits        ? 64
+                        : band_wins         ? 128
                         : s2.fits           ? 32
                                             : 8;
+      if (block == 128) {
+        std::string no;
+        const GroupedBand b = grouped_band_geometry(g, ctx.device(device).info.compute_units, &no, true);
+        if (!b.fits)
+          invalid("Conv", "depthwise_block 128 (conv_grouped_band) does not apply to input {} weight {}: {}",
+                  cfg.input.str(), cfg.weight.shape().str(), no);
+        op->band_ = b;
+        op->main_ = make_kernel(ctx.program("conv.cl",
+                                            fmt::format("-DACT={} -DGB_CG=8 -DGB_DW=1 -DGB_KH={} -DGB_KW={} -DGB_S={}",
+                                                        int(cfg.act.kind), g.KH, g.KW, g.SH),
+                                            device),
+                                "conv_grouped_band");
+        break;
+      }
       op->depthwise_rows_ = block == 8;
       op->depthwise_plane_ = block == 64;
       op->depthwise_flat_ = block == 16;
@@ -795,16 +821,14 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
   const Device& dev = ctx.device(device);
   const size_t N = size_t(g.N), OW = size_t(g.OW), OH = size_t(g.OH);
   const size_t th = size_t(ceil_div(g.OH, op->winograd_m_)), tw = size_t(ceil_div(g.OW, op->winograd_m_));
-  switch (op->algo_) {
+  if (op->band_.fits) {
+    const PaddedLaunch l = padded_launch(grouped_band_items(g, op->band_), 1, 1, 1);
+    op->global_main_ = l.global;
+    op->local_main_ = l.local;
+  } else switch (op->algo_) {
     case ConvAlgo::direct:
       if (op->direct_plane_) {
         const PaddedLaunch l = padded_launch(small_plane_items(g, op->kpad_, op->sp_kv_, cfg.max_pool_2x2), 1, 1, 64);
-        op->global_main_ = l.global;
-        op->local_main_ = l.local;
-        break;
-      }
-      if (op->band_.fits) {
-        const PaddedLaunch l = padded_launch(grouped_band_items(g, op->band_), 1, 1, 1);
         op->global_main_ = l.global;
         op->local_main_ = l.local;
         break;
@@ -930,6 +954,14 @@ void ConvOp::run(std::span<const Tensor> inputs, const Tensor& y, const Tensor* 
   const cl_int16 ga = geometry_arg(g_);
   const size_t N = size_t(g_.N), K = size_t(g_.K), OH = size_t(g_.OH), OW = size_t(g_.OW);
   std::lock_guard lock(launch_mutex_);
+  if (band_.fits) {  // conv_grouped_band: grouped, image stems (direct) or depthwise (depthwise_block 128)
+    set_args(main_, ga, cl_int(grouped_band_items(g_, band_)), cl_int(band_.rows), cl_int(band_.bands),
+             cl_int(band_.pitch), cl_int(band_.prow), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
+             cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), r.buffer,
+             cl_long(r.offset_elems()), cl_int(residual_), y.buffer, cl_long(y.offset_elems()), act_.alpha, act_.beta);
+    ec.enqueue_kernel(main_, global_main_, local_main_, "conv_grouped_band");
+    return;
+  }
   switch (algo_) {
     case ConvAlgo::direct: {
       if (g_.three_d) {
@@ -950,15 +982,6 @@ void ConvOp::run(std::span<const Tensor> inputs, const Tensor& y, const Tensor* 
                  cl_long(r.offset_elems()), cl_int(residual_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
                  act_.beta);
         ec.enqueue_kernel(main_, global_main_, local_main_, "conv_small_plane");
-        break;
-      }
-      if (band_.fits) {
-        set_args(main_, ga, cl_int(grouped_band_items(g_, band_)), cl_int(band_.rows), cl_int(band_.bands),
-                 cl_int(band_.pitch), cl_int(band_.prow), x.buffer, cl_long(x.offset_elems()), weight_.buffer,
-                 cl_long(weight_.offset_elems()), b.buffer, cl_long(b.offset_elems()), cl_int(has_bias_), r.buffer,
-                 cl_long(r.offset_elems()), cl_int(residual_), y.buffer, cl_long(y.offset_elems()), act_.alpha,
-                 act_.beta);
-        ec.enqueue_kernel(main_, global_main_, local_main_, "conv_grouped_band");
         break;
       }
       if (direct_rows_) {

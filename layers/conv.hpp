@@ -60,9 +60,11 @@ struct ConvConfig {
   // a padded private copy; stride 1 or 2 and planes whose padded copy holds at most 2,304 floats), 16 =
   // conv_dw_flat (kernels/conv_dw.cl: float16 vectors along the flattened plane, bands of rows per work-item;
   // stride 1 with the output plane the input's size), 32 = conv_dw_s2 (kernels/conv_dw.cl: stride 2, an output
-  // row per work-item from its input rows split into even and odd columns); 0 = by device: on CPUs 16 where it
-  // applies, else 64 where it applies, else 32 where it applies, else 8; 1 elsewhere (neighbouring items
-  // coalesce on GPUs).
+  // row per work-item from its input rows split into even and odd columns), 128 = conv_grouped_band's depthwise
+  // form (kernels/conv.cl GB_DW: 8 channels x 2 rows of float16 strips per work-item from a private padded
+  // copy; see grouped_band_geometry); 0 = by device: on CPUs 16 where it applies, else 64 where it applies,
+  // else 128 at stride 2 on rows of 96 and more, else 32 where it applies, else 8; 1 elsewhere (neighbouring
+  // items coalesce on GPUs).
   int depthwise_block = 0;
   // im2col kernel of im2col_gemm: 1 = im2col (KH*KW values per output pixel), 2 = im2col_rows (a
   // contiguous output row per work-item); 0 = by device: 2 on CPUs, 1 elsewhere.
@@ -102,12 +104,14 @@ struct ConvGeometry {
 constexpr int64_t kGroupedBandPrivate = 8192;
 struct GroupedBand {
   bool fits = false;
+  bool depthwise = false;  // blocks of 8 channels, each its own group (GB_DW)
   int64_t rows = 0, bands = 0, pitch = 0, prow = 0;
 };
 // The bands for `g` (at least 64 work-items, or 8 per compute unit); fits false with `why` where the kernel
 // does not apply (3-D, dilated, over 16 input channels per group, unequal strides or strides over 2, a kernel
 // over 7x7, or a row's copy over the private budget).
-GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units, std::string* why = nullptr);
+GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units, std::string* why = nullptr,
+                                  bool depthwise = false);
 int64_t grouped_band_items(const ConvGeometry& g, const GroupedBand& b);
 
 // Inputs: X, [R] (cfg.residual); output: Y (must not overlap R). Workspace: workspace_bytes() (im2col columns, Winograd/FFT planes).
@@ -127,6 +131,7 @@ class ConvOp : public Op {
   // and shape).
   static int winograd_tile_for(const ConvConfig& cfg, const DeviceInfo& info);
   int winograd_tile() const { return winograd_m_; }
+  bool grouped_band() const { return band_.fits; }  // runs conv_grouped_band
   // The GEMMs this op runs (GEMM-based algorithms), as configured before the GEMM's own choices.
   std::vector<GemmConfig> gemm_configs() const;
   static std::unique_ptr<ConvOp> create(Context& ctx, int device, const ConvConfig& cfg);

@@ -116,6 +116,9 @@ int check_all_algorithms(const Problem& p, uint32_t seed, bool fft) {
     // Depthwise: the split-rows kernel (conv_dw_s2) at stride 2, undilated.
     if (a == ConvAlgo::depthwise && p.SH == 2 && p.SW == 2 && p.DH == 1 && p.DW == 1 && p.PL < p.KW)
       blocks.push_back(32);
+    // Depthwise: conv_grouped_band's depthwise form where it applies.
+    if (a == ConvAlgo::depthwise && grouped_band_geometry(ConvOp::geometry(cfg), 0, nullptr, true).fits)
+      blocks.push_back(128);
     // Winograd: F(2x2,3x3) and F(4x4,3x3), each with both transforms.
     std::vector<int> tiles{0};
     if (a == ConvAlgo::winograd) tiles = {2, 4};
@@ -304,6 +307,32 @@ TEST_CASE("depthwise stride-2 kernel (conv_dw_s2) matches the reference") {
   // Stride 1 or dilation is an error naming the setting.
   check_depthwise_refused({"3x3 stride 1", 1, 3, 9, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false, {}}, 32);
   check_depthwise_refused({"3x3 dilation 2", 1, 3, 19, 19, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, false, {}}, 32);
+}
+
+// conv_grouped_band's depthwise form (depthwise_block 128, the CPU choice at stride 2 on rows of 96 and more):
+// blocks of 8 channels with a partial last block (3, 13 and 20 channels), stride 1 and 2, 3x3 and 5x5, rows of
+// 16 and more outputs and fewer (7x7), odd heights, batch 1 and 3, epilogues; the choice on 112x112 (and not
+// on 56x56); dilation is an error naming the setting.
+TEST_CASE("depthwise band kernel (conv_grouped_band, depthwise_block 128) matches the reference") {
+  const Activation relu6(Act::clip, 0.0f, 1.5f), silu(Act::silu), leaky(Act::leaky_relu, 0.1f);
+  // name, N, C, H, W, K, KH, KW, SH, SW, DH, DW, PT, PL, PB, PR, groups, bias, act
+  const Problem problems[] = {
+      {"3x3 stride 2 on 112x112 relu6", 1, 13, 112, 112, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 13, true, relu6},
+      {"5x5 stride 2 on 37x41 silu batch 3", 3, 20, 37, 41, 20, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 20, true, silu},
+      {"3x3 stride 1 on 19x23", 1, 3, 19, 23, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false, {}},
+      {"5x5 stride 1 on 7x7 leaky", 1, 16, 7, 7, 16, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 16, true, leaky},
+      {"3x3 stride 2 asymmetric pads on 9x30", 1, 9, 9, 30, 9, 3, 3, 2, 2, 1, 1, 0, 1, 1, 0, 9, true, {}},
+  };
+  check_depthwise_block(problems, 128, 970);
+  check_depthwise_refused({"3x3 dilation 2", 1, 8, 19, 19, 8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 8, false, {}}, 128);
+  if (ctx().device(0).info.type == DeviceType::cpu) {
+    auto chosen = [](int64_t hw) {
+      Problem p{"auto", 1, 16, hw, hw, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 16, true, {}};
+      return ConvOp::create(ctx(), 0, make_config(p, 5))->grouped_band();
+    };
+    CHECK(chosen(112));
+    CHECK_FALSE(chosen(56));
+  }
 }
 
 // conv_grouped_band (direct_kernel 4, the CPU choice for grouped convolutions): RegNet's groups of 8 at stride 1
