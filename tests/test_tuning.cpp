@@ -10,6 +10,8 @@
 #include "layers/gemm.hpp"
 #include "layers/rnn.hpp"
 #include "layers/tuning_ops.hpp"
+#include "models/builder.hpp"
+#include "models/onnx_import.hpp"
 #include "runtime/tuning.hpp"
 #include "support/test_util.hpp"
 #include "tests/reference/gemm_ref.hpp"
@@ -698,4 +700,29 @@ TEST_CASE("tuning: a short cldl tune over an RNN shape gives an entry the layer 
                         log);
   CHECK(rc3 != 0);
   CHECK(log.find("CLDL_RNN_MR") != std::string::npos);
+}
+
+TEST_CASE("tuning: cldl tune --model times a convolution with a fused residual Add and MaxPool without them") {
+  // y = MaxPool2x2(Relu(Conv3x3(r) + r)), r = Relu(x): the Add and the pool join the Conv in the model; the tuner
+  // times the bare convolution (the database keys the geometry), so every candidate runs.
+  RegistryGuard guard;
+  const std::string dir = test::temp_dir("tune-model");
+  const std::string model = dir + "/res.onnx", out = dir + "/db.json";
+  {
+    graph::GraphBuilder gb("res", 13);
+    auto r = gb.relu(gb.input("x", DType::f32, Shape{1, 8, 12, 10}));
+    auto c = gb.conv(r, gb.constant("w", test::random_tensor(Shape{8, 8, 3, 3}, 3)), {}, {1, 1}, {1, 1, 1, 1});
+    gb.output(gb.max_pool(gb.relu(gb.add(c, r)), {2, 2}, {2, 2}), "y");
+    graph::export_onnx_file(gb.build(), model);
+  }
+  std::string log;
+  const int rc = test::run_command(std::string(CLDL_CLI_PATH) + " tune --device " + test::device_spec() +
+                                       " --op conv --model " + model + " --budget 30 --out " + out,
+                                   log);
+  INFO(log);
+  REQUIRE(rc == 0);
+  CHECK(log.find("failed:") == std::string::npos);
+  Database db = Database::load_file(out);
+  REQUIRE(db.entries().size() == 1);
+  CHECK(db.entries()[0].kernels.at("conv").count("n1 c8 8x12x10 k3x3 s1x1 d1x1 p1,1,1,1 g1") == 1);
 }

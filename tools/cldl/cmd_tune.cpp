@@ -288,6 +288,7 @@ class Tuner {
     cfg.provider = GemmProvider::own;
     cfg.bias = GemmBias::none;
     cfg.act = Activation();
+    cfg.residual = false;  // the epilogue a model fused in (a conv's or Gemm's residual Add) is not timed
     cfg.alpha = 1.0f, cfg.beta = 0.0f;
     const std::string problem = gemm_problem(cfg);
     if (done_now_.count("gemm " + problem)) return finish_task();  // a conv or the model had it already
@@ -358,7 +359,11 @@ class Tuner {
   // ---- conv: the GEMMs of every GEMM-based algorithm first, then the algorithm ----
   void conv(const ConvConfig& cfg0) {
     ConvConfig cfg = cfg0;
+    // The database keys the geometry alone: the convolution is timed without the epilogue a model fused into
+    // it (an activation, a residual Add, a MaxPool), which the host reference below does not compute either.
     cfg.act = Activation();
+    cfg.residual = false;
+    cfg.max_pool_2x2 = false;
     const ConvGeometry g = ConvOp::geometry(cfg);
     const std::string problem = conv_problem(g);
     const Space space = conv_space(cfg);
