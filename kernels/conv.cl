@@ -289,14 +289,13 @@ __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pit
           for (; q < m; ++q) dst[q] = src[GB_S * q];
         }
       }
-  const int wk = (GB_DW ? 1 : GB_CG) * GB_KH * GB_KW;  // weight stride between output channels
-  __global const float* wp[8];
+  // The weights padded by ConvOp::create to blocks of 8 output channels (zeros past a group's end), so the 8
+  // channels of a block lie at constant offsets from one pointer: [groups][blocks][8][CG * KH * KW].
+#define GB_WK ((GB_DW ? 1 : GB_CG) * GB_KH * GB_KW)  // weight stride between output channels
+  __global const float* wb = w + w_off + (long)(grp * kbs + kb) * 8 * GB_WK;
   float16 bv[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    wp[i] = w + w_off + (long)(k0 + min(i, nk - 1)) * wk;
-    bv[i] = (float16)(has_bias ? bias[b_off + k0 + min(i, nk - 1)] : 0.0f);
-  }
+  for (int i = 0; i < 8; ++i) bv[i] = (float16)(has_bias ? bias[b_off + k0 + min(i, nk - 1)] : 0.0f);
   const long plane_out = (long)G_OH * G_OW;
   y += y_off + ((long)n * G_K + k0) * plane_out;
   res += r_off + ((long)n * G_K + k0) * plane_out;
@@ -316,7 +315,7 @@ __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pit
 #pragma unroll
           for (int i = 0; i < 8; ++i) {
             const float* pl = xs + ((i * GB_S + kh % GB_S) * GB_S + kw % GB_S) * plen + kh / GB_S * pitch + kw / GB_S + ow0;
-            const float wv = wp[i][kh * GB_KW + kw];
+            const float wv = wb[i * GB_WK + kh * GB_KW + kw];
             a0[i] = fma(vload16(0, pl + r * pitch), (float16)(wv), a0[i]);
             a1[i] = fma(vload16(0, pl + r1 * pitch), (float16)(wv), a1[i]);
           }
@@ -332,7 +331,7 @@ __kernel void conv_grouped_band(int16 g, int total, int rows, int bands, int pit
             const int t = (c * GB_KH + kh) * GB_KW + kw;
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
-              const float wv = wp[i][t];
+              const float wv = wb[i * GB_WK + t];
               a0[i] = fma(v0, (float16)(wv), a0[i]);
               a1[i] = fma(v1, (float16)(wv), a1[i]);
             }

@@ -437,6 +437,23 @@ GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units,
   return b;
 }
 
+HostTensor grouped_band_weights(const HostTensor& w, const ConvGeometry& g, bool depthwise) {
+  const int64_t groups = depthwise ? ceil_div(g.C, int64_t(8)) : g.groups;
+  const int64_t KG = depthwise ? std::min<int64_t>(8, g.C) : g.K / g.groups;
+  const int64_t blocks = depthwise ? 1 : ceil_div(KG, int64_t(8));
+  const int64_t wk = (depthwise ? 1 : g.C / g.groups) * g.KH * g.KW;
+  HostTensor out(DType::f32, Shape{groups * blocks * 8 * wk});
+  float* o = out.as<float>();
+  std::fill(o, o + out.numel(), 0.0f);
+  const float* src = w.as<float>();
+  for (int64_t k = 0; k < g.K; ++k) {
+    // Output channel k: its group and its place in the group (depthwise: blocks of 8 channels).
+    const int64_t grp = depthwise ? k / 8 : k / KG, kk = depthwise ? k % 8 : k % KG;
+    std::copy(src + k * wk, src + (k + 1) * wk, o + ((grp * blocks + kk / 8) * 8 + kk % 8) * wk);
+  }
+  return out;
+}
+
 int64_t grouped_band_items(const ConvGeometry& g, const GroupedBand& b) {
   if (b.depthwise) return g.N * ceil_div(g.C, int64_t(8)) * b.bands;
   return g.N * g.groups * ceil_div(g.K / g.groups, int64_t(8)) * b.bands;
@@ -585,6 +602,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
         const GroupedBand b = grouped_band_geometry(g, ctx.device(device).info.compute_units, &no);
         if (b.fits) {
           op->band_ = b;
+          op->weight_ = ctx.upload(grouped_band_weights(cfg.weight, g, false), device);
           op->main_ = make_kernel(ctx.program("conv.cl",
                                               fmt::format("-DACT={} -DGB_CG={} -DGB_KH={} -DGB_KW={} -DGB_S={}",
                                                           int(cfg.act.kind), CG, g.KH, g.KW, g.SH),
@@ -660,6 +678,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
           invalid("Conv", "depthwise_block 128 (conv_grouped_band) does not apply to input {} weight {}: {}",
                   cfg.input.str(), cfg.weight.shape().str(), no);
         op->band_ = b;
+        op->weight_ = ctx.upload(grouped_band_weights(cfg.weight, g, true), device);
         op->main_ = make_kernel(ctx.program("conv.cl",
                                             fmt::format("-DACT={} -DGB_CG=8 -DGB_DW=1 -DGB_KH={} -DGB_KW={} -DGB_S={}",
                                                         int(cfg.act.kind), g.KH, g.KW, g.SH),

@@ -113,6 +113,9 @@ struct GroupedBand {
 GroupedBand grouped_band_geometry(const ConvGeometry& g, uint32_t compute_units, std::string* why = nullptr,
                                   bool depthwise = false);
 int64_t grouped_band_items(const ConvGeometry& g, const GroupedBand& b);
+// The weights as conv_grouped_band reads them: per group, blocks of 8 output channels, zeros past the group's
+// last one ([groups][ceil(KG / 8)][8][C / groups * KH * KW]; depthwise: [ceil(C / 8)][8][KH * KW]).
+HostTensor grouped_band_weights(const HostTensor& w, const ConvGeometry& g, bool depthwise);
 
 // Inputs: X, [R] (cfg.residual); output: Y (must not overlap R). Workspace: workspace_bytes() (im2col columns, Winograd/FFT planes).
 class ConvOp : public Op {
