@@ -595,7 +595,6 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
                                 "conv_small_plane");
         break;
       }
-      op->weight_ = ctx.upload(cfg.weight, device);
       if (cfg.direct_kernel == 4 || (cfg.direct_kernel == 0 && ctx.device(device).info.type == DeviceType::cpu &&
                                      (g.groups > 1 || why == kStemWhy))) {
         std::string no;
@@ -614,12 +613,12 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
           invalid("Conv", "direct_kernel 4 (conv_grouped_band) does not apply to input {} weight {}: {}",
                   cfg.input.str(), cfg.weight.shape().str(), no);
       }
+      op->weight_ = ctx.upload(cfg.weight, device);
       op->direct_rows_ = !g.three_d && (cfg.direct_kernel == 2 || (cfg.direct_kernel == 0 &&
                                                                     ctx.device(device).info.type == DeviceType::cpu));
       op->main_ = make_kernel(prog, g.three_d ? "conv_direct3d" : op->direct_rows_ ? "conv_grouped_rows" : "conv_direct");
       break;
     case ConvAlgo::depthwise: {
-      op->weight_ = ctx.upload(cfg.weight, device);
       if (cfg.depthwise_block != 0 && cfg.depthwise_block != 1 && cfg.depthwise_block != 8 &&
           cfg.depthwise_block != 16 && cfg.depthwise_block != 32 && cfg.depthwise_block != 64 &&
           cfg.depthwise_block != 128)
@@ -686,6 +685,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
                                 "conv_grouped_band");
         break;
       }
+      op->weight_ = ctx.upload(cfg.weight, device);
       op->depthwise_rows_ = block == 8;
       op->depthwise_plane_ = block == 64;
       op->depthwise_flat_ = block == 16;
