@@ -18,21 +18,25 @@
 // (KH-1)*DH*W + (KW-1)*DW rounded up to 16), DWF_NV (float16 vectors per band: ceil(BR * W / 16)), and ACT.
 // Global (bands, N*C), padded; `g` is conv.cl's geometry vector (only its K is read).
 
-// act(v) into y[0 .. n) (n >= 1): one vector store when all 16 lanes are outputs.
+// act(v) into y[0 .. n) (n >= 1): one vector store when all 16 lanes are outputs. A partial vector still takes
+// the vector activation before its lanes are stored one by one: the scalar form of SiLU (an exp and a division
+// per lane, not inlined) on the 12 last outputs of each 28-wide row cost EfficientNet-B0's 5x5 stride-2 layer
+// 0.2 -> 0.6 ms.
 inline void dw_store16(float16 v, __global float* y, int n, float act_a, float act_b) {
-  if (n >= 16) {
 #if ACT_VEC
-    vstore16(APPLY_ACT_V(v, act_a, act_b), 0, y);
-#else
-    float o[16];
-    vstore16(v, 0, o);
-    for (int i = 0; i < 16; ++i) y[i] = APPLY_ACT(o[i], act_a, act_b);
-#endif
+  v = APPLY_ACT_V(v, act_a, act_b);
+  if (n >= 16) {
+    vstore16(v, 0, y);
     return;
   }
   float o[16];
   vstore16(v, 0, o);
-  for (int i = 0; i < n; ++i) y[i] = APPLY_ACT(o[i], act_a, act_b);
+  for (int i = 0; i < n; ++i) y[i] = o[i];
+#else
+  float o[16];
+  vstore16(v, 0, o);
+  for (int i = 0; i < min(n, 16); ++i) y[i] = APPLY_ACT(o[i], act_a, act_b);
+#endif
 }
 
 #ifdef DWF_KH
@@ -70,10 +74,12 @@ __kernel void conv_dw_flat(int16 g, int nc_total, __global const float* x, long 
   const float b = has_bias ? bias[b_off + c] : 0.0f;
   const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 
-  for (int v = 0; v < DWF_NV; ++v) {
+  // The lanes' output columns ((lane + p) % W, p0 being a multiple of W), stepped by 16 % W per vector with
+  // one wrap: a vector modulo per vector cost a dozen instructions next to the taps' 2 KH KW.
+  int16 col = lane % DWF_W;
+  for (int v = 0; v < DWF_NV; ++v, col += 16 % DWF_W, col = select(col, col - DWF_W, col >= DWF_W)) {
     const int p = v * 16;
     if (p >= np) break;
-    const int16 col = (lane + p) % DWF_W;  // p0 is a multiple of W
     float16 acc = (float16)(0.0f);
 #pragma unroll
     for (int kw = 0; kw < DWF_KW; ++kw) {
@@ -95,68 +101,80 @@ __kernel void conv_dw_flat(int16 g, int nc_total, __global const float* x, long 
 #endif
 
 // Stride-2 depthwise convolution for CPUs (the downsampling depthwise layers of MobileNet v2/v3, EfficientNet,
-// MnasNet: 3x3 and 5x5, undilated), an output row per work-item. Output column ow reads input column
-// 2 ow + d for tap column d = kw - PL: an even column (ow + d / 2) when d is even, an odd one (ow + (d - 1) / 2)
-// when it is odd. So each of the KH input rows is split once into its even and its odd columns (private,
-// zero-padded: DWS_FP in front, zeros past the row's end and for rows outside the plane), and every tap is then
-// one unaligned float16 load at a constant offset of one of them and one FMA; the rows kernel in conv.cl
-// loaded two vectors per tap to take their even lanes, and one output at a time at the row's edges.
+// MnasNet: 3x3 and 5x5, undilated), a band of DWS_BR output rows per work-item. Output column ow reads input
+// column 2 ow + d for tap column d = kw - PL: an even column (ow + d / 2) when d is even, an odd one
+// (ow + (d - 1) / 2) when it is odd. So each of the band's 2 BR + KH - 2 input rows is split once into its even
+// and its odd columns (private, zero-padded: DWS_FP in front, zeros past the row's end and for rows outside the
+// plane), 32 columns at a time as two float16 loads whose even and odd lanes are taken apart (lanes past the
+// row's end cleared by a select), and every tap is then one unaligned float16 load at a constant offset of one
+// of them and one FMA. A band of rows splits each input row once where a work-item per output row split it
+// KH / 2 times over, and the split had a scalar loop for every row's last columns (EfficientNet-B0's 5x5 on
+// 144 x 56 x 56: 0.25-0.5 ms, ONNX Runtime 0.07 ms).
 //
 // Macros (all required): DWS_KH, DWS_KW, DWS_W (input row), DWS_OW, DWS_PL (left pad), DWS_FP (front zeros,
 // ceil(PL / 2)), DWS_NV (float16 vectors per output row: ceil(OW / 16)), DWS_LEN (floats per split row, a
-// multiple of 16 covering FP + NV * 16 + the largest tap offset), and ACT. H, OH and PT come from `g` (conv.cl).
-// Global (OH, N*C), padded.
+// multiple of 16 covering FP + NV * 16 + the largest tap offset and FP + the split row in whole vectors),
+// DWS_BR (output rows per work-item), and ACT. H, OH and PT come from `g` (conv.cl).
+// Global (ceil(OH / BR), N*C), padded.
 #ifdef DWS_KH
 #define DWS_HALF_E ((DWS_W + 1) / 2)  // even columns of an input row
 #define DWS_HALF_O (DWS_W / 2)        // odd columns
+#define DWS_ROWS (2 * DWS_BR + DWS_KH - 2)
 __kernel void conv_dw_s2(int16 g, int nc_total, __global const float* x, long x_off, __global const float* w,
                          long w_off, __global const float* bias, long b_off, int has_bias, __global float* y,
                          long y_off, float act_a, float act_b) {
-  const int oh = get_global_id(0);
+  const int oh0 = get_global_id(0) * DWS_BR;
   const int nc = get_global_id(1);
-  if (oh >= g.s4 || nc >= nc_total) return;
-  const int H = g.s1, PT = g.sa;
+  const int H = g.s1, OH = g.s4, PT = g.sa;
+  if (oh0 >= OH || nc >= nc_total) return;
   const int c = nc % g.s3;
+  const int nr = min(DWS_BR, OH - oh0);  // output rows of this band
+  const int rows = 2 * nr + DWS_KH - 2;   // input rows they read
   x += x_off + (long)nc * H * DWS_W;
-  y += y_off + ((long)nc * g.s4 + oh) * DWS_OW;
+  y += y_off + ((long)nc * OH + oh0) * DWS_OW;
   w += w_off + c * (DWS_KH * DWS_KW);
-  float ev[DWS_KH][DWS_LEN], od[DWS_KH][DWS_LEN];
-  for (int kh = 0; kh < DWS_KH; ++kh) {
-    const int ih = oh * 2 - PT + kh;
+  const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  float ev[DWS_ROWS][DWS_LEN], od[DWS_ROWS][DWS_LEN];
+  for (int r = 0; r < rows; ++r) {
+    const int ih = oh0 * 2 - PT + r;
     for (int j = 0; j < DWS_LEN; j += 16) {
-      vstore16((float16)(0.0f), 0, ev[kh] + j);
-      vstore16((float16)(0.0f), 0, od[kh] + j);
+      vstore16((float16)(0.0f), 0, ev[r] + j);
+      vstore16((float16)(0.0f), 0, od[r] + j);
     }
     if (ih < 0 || ih >= H) continue;
     __global const float* row = x + (long)ih * DWS_W;
+    const int left = (H - ih) * DWS_W;  // floats from the row's start to the plane's end
     int j = 0;
-    for (; 2 * j + 32 <= DWS_W; j += 16) {
+    for (; j < DWS_HALF_E && 2 * j + 32 <= left; j += 16) {
       const float16 a = vload16(0, row + 2 * j), b = vload16(0, row + 2 * j + 16);
-      vstore16((float16)(a.even, b.even), 0, ev[kh] + DWS_FP + j);
-      vstore16((float16)(a.odd, b.odd), 0, od[kh] + DWS_FP + j);
+      const int16 col = lane + j;
+      vstore16(select((float16)(0.0f), (float16)(a.even, b.even), col < DWS_HALF_E), 0, ev[r] + DWS_FP + j);
+      vstore16(select((float16)(0.0f), (float16)(a.odd, b.odd), col < DWS_HALF_O), 0, od[r] + DWS_FP + j);
     }
-    for (; j < DWS_HALF_E; ++j) {
-      ev[kh][DWS_FP + j] = row[2 * j];
-      if (j < DWS_HALF_O) od[kh][DWS_FP + j] = row[2 * j + 1];
+    for (; j < DWS_HALF_E; ++j) {  // the plane's last columns, where 32 floats would read past it
+      ev[r][DWS_FP + j] = row[2 * j];
+      if (j < DWS_HALF_O) od[r][DWS_FP + j] = row[2 * j + 1];
     }
   }
   float wk[DWS_KH * DWS_KW];
 #pragma unroll
   for (int i = 0; i < DWS_KH * DWS_KW; ++i) wk[i] = w[i];
   const float b = has_bias ? bias[b_off + c] : 0.0f;
-  for (int v = 0; v < DWS_NV; ++v) {
-    const int p = v * 16;
-    float16 acc = (float16)(b);
+  for (int ro = 0; ro < nr; ++ro) {
+    for (int v = 0; v < DWS_NV; ++v) {
+      const int p = v * 16;
+      float16 acc = (float16)(b);
 #pragma unroll
-    for (int kh = 0; kh < DWS_KH; ++kh)
+      for (int kh = 0; kh < DWS_KH; ++kh)
 #pragma unroll
-      for (int kw = 0; kw < DWS_KW; ++kw) {
-        const int d = kw - DWS_PL;
-        const int e = d >= 0 ? d / 2 : -((1 - d) / 2);  // floor(d / 2)
-        const float* src = (d & 1) ? od[kh] : ev[kh];
-        acc = fma(vload16(0, src + DWS_FP + p + e), (float16)(wk[kh * DWS_KW + kw]), acc);
-      }
-    dw_store16(acc, y + p, DWS_OW - p, act_a, act_b);
+        for (int kw = 0; kw < DWS_KW; ++kw) {
+          const int d = kw - DWS_PL;
+          const int e = d >= 0 ? d / 2 : -((1 - d) / 2);  // floor(d / 2)
+          const float* src = (d & 1) ? od[2 * ro + kh] : ev[2 * ro + kh];
+          acc = fma(vload16(0, src + DWS_FP + p + e), (float16)(wk[kh * DWS_KW + kw]), acc);
+        }
+      dw_store16(acc, y + (long)ro * DWS_OW + p, DWS_OW - p, act_a, act_b);
+    }
   }
 }
 #endif

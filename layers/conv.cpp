@@ -376,13 +376,15 @@ DwFlat dw_flat_geometry(const ConvGeometry& g) {
   return f;
 }
 
-// conv_dw_s2 (kernels/conv_dw.cl): stride 2, undilated; each input row split into its even and odd columns,
-// `front` zeros before them (ceil(PL / 2): the leftmost tap's offset), `len` floats each (a multiple of 16 that
-// holds the split row and the float16 loads of `vectors` output vectors at every tap's offset); KH * 2 of them
-// per work-item, at most 16 KiB.
+// conv_dw_s2 (kernels/conv_dw.cl): stride 2, undilated; bands of `rows` output rows per work-item, each of the
+// band's 2 rows + KH - 2 input rows split once into its even and its odd columns, `front` zeros before them
+// (ceil(PL / 2): the leftmost tap's offset), `len` floats each (a multiple of 16 that holds the split row in whole
+// float16 vectors and the float16 loads of `vectors` output vectors at every tap's offset); at most 16 KiB of
+// them per work-item. Up to 4 rows a band: each input row is then split once instead of KH / 2 times, and the
+// work-items still number OH / 4 per channel (7 x 144 for EfficientNet-B0's 5x5 on 56x56).
 struct DwS2 {
   bool fits = false;
-  int64_t front = 0, vectors = 0, len = 0;
+  int64_t front = 0, vectors = 0, len = 0, rows = 0, bands = 0;
 };
 DwS2 dw_s2_geometry(const ConvGeometry& g) {
   DwS2 f;
@@ -390,8 +392,13 @@ DwS2 dw_s2_geometry(const ConvGeometry& g) {
   f.front = (g.PL + 1) / 2;
   f.vectors = ceil_div(g.OW, int64_t(16));
   const int64_t emax = std::max<int64_t>(0, (g.KW - 1 - g.PL) / 2);
-  f.len = ceil_div(std::max(f.front + f.vectors * 16 + emax, f.front + (g.W + 1) / 2), int64_t(16)) * 16;
-  f.fits = 2 * g.KH * f.len <= 4096;
+  f.len = ceil_div(std::max(f.front + f.vectors * 16 + emax, f.front + ceil_div((g.W + 1) / 2, int64_t(16)) * 16),
+                   int64_t(16)) * 16;
+  auto floats = [&](int64_t rows) { return 2 * (2 * rows + g.KH - 2) * f.len; };
+  f.rows = std::min<int64_t>(4, g.OH);
+  while (f.rows > 1 && floats(f.rows) > 4096) --f.rows;
+  f.bands = ceil_div(g.OH, f.rows);
+  f.fits = floats(f.rows) <= 4096;
   return f;
 }
 
@@ -659,8 +666,11 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       const bool flat_wins = flat.fits && !plane_wins;
       // Stride 2 on rows of 96 and more (the MobileNets' and EfficientNets' 112x112 layer): conv_grouped_band's
       // depthwise form before the split rows (cldl bench conv --set shape=1,96,112,112,96,3,2,1,96 --set
-      // algos=depthwise --set depthwise_block=32|128, 3 alternating runs, min ms: 0.49 against 0.31); on 56x56
-      // the split rows win (144 channels, 3x3: 0.14 against 0.18-0.27; 5x5: 0.24-0.45 against 0.38-0.41).
+      // algos=depthwise --set depthwise_block=32|128, 3 alternating runs, min ms: 0.49 against 0.31; with the
+      // split rows in bands, device time in EfficientNet-B0 (`cldl profile`, two runs): 0.37-0.44 against
+      // 0.39). Small stride-2 planes keep the plane kernel: the banded split rows measured faster alone with
+      // a ReLU (`cldl bench conv`) but not inside EfficientNet-B0 with its SiLU (device time, 672x14x14 5x5:
+      // 0.155-0.179 against 0.134 ms; 240x28x28 3x3: 0.086-0.10 against 0.087).
       const bool band_wins = g.SH == 2 && g.SW == 2 && g.W >= 96 &&
                              grouped_band_geometry(g, ctx.device(device).info.compute_units, nullptr, true).fits;
       const int block = cfg.depthwise_block ? cfg.depthwise_block
@@ -692,16 +702,18 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       op->depthwise_s2_ = block == 32;
       op->dw_pr_ = int(pr), op->dw_pc_ = int(pc);
       if (op->depthwise_s2_) {
+        op->dw_pr_ = int(s2.bands);
         // A program per (kernel, row width, left pad, activation).
         op->main_ = make_kernel(
             ctx.program("conv_dw.cl",
                         fmt::format("-DACT={} -DDWS_KH={} -DDWS_KW={} -DDWS_W={} -DDWS_OW={} -DDWS_PL={} -DDWS_FP={} "
-                                    "-DDWS_NV={} -DDWS_LEN={}",
-                                    int(cfg.act.kind), g.KH, g.KW, g.W, g.OW, g.PL, s2.front, s2.vectors, s2.len),
+                                    "-DDWS_NV={} -DDWS_LEN={} -DDWS_BR={}",
+                                    int(cfg.act.kind), g.KH, g.KW, g.W, g.OW, g.PL, s2.front, s2.vectors, s2.len,
+                                    s2.rows),
                         device),
             "conv_dw_s2");
-        log::debug("Conv depthwise {}: stride 2, an output row per work-item from split rows (conv_dw_s2)",
-                   cfg.input.str());
+        log::debug("Conv depthwise {}: stride 2, bands of {} output rows per work-item from split rows (conv_dw_s2)",
+                   cfg.input.str(), s2.rows);
         break;
       }
       if (op->depthwise_flat_) {
@@ -864,7 +876,7 @@ std::unique_ptr<ConvOp> ConvOp::create(Context& ctx, int device, const ConvConfi
       break;
     case ConvAlgo::depthwise:
       if (op->depthwise_s2_) {  // a work-item per group: PoCL keeps one copy of the split rows
-        const PaddedLaunch l = padded_launch(g.OH, g.N * g.K, 1, 1);
+        const PaddedLaunch l = padded_launch(op->dw_pr_, g.N * g.K, 1, 1);
         op->global_main_ = l.global;
         op->local_main_ = l.local;
       } else if (op->depthwise_flat_) {

@@ -135,6 +135,7 @@ class ConvOp : public Op {
   static int winograd_tile_for(const ConvConfig& cfg, const DeviceInfo& info);
   int winograd_tile() const { return winograd_m_; }
   bool grouped_band() const { return band_.fits; }  // runs conv_grouped_band
+  bool depthwise_s2() const { return depthwise_s2_; }  // runs conv_dw_s2
   // The GEMMs this op runs (GEMM-based algorithms), as configured before the GEMM's own choices.
   std::vector<GemmConfig> gemm_configs() const;
   static std::unique_ptr<ConvOp> create(Context& ctx, int device, const ConvConfig& cfg);
@@ -191,7 +192,7 @@ class ConvOp : public Op {
   bool fft_plans_ = false;
   int64_t fh_ = 0, fw_ = 0;
   bool depthwise_flat_ = false;  // depthwise: conv_dw_flat (kernels/conv_dw.cl), dw_pr_ bands of rows
-  bool depthwise_s2_ = false;    // depthwise: conv_dw_s2 (kernels/conv_dw.cl), an output row per work-item
+  bool depthwise_s2_ = false;    // depthwise: conv_dw_s2 (kernels/conv_dw.cl), dw_pr_ bands of rows
 };
 
 enum class ConvTransposeAlgo { automatic, direct, gemm_col2im };

@@ -286,9 +286,10 @@ TEST_CASE("depthwise flattened-plane kernel (conv_dw_flat) matches the reference
 }
 
 // conv_dw_s2 (depthwise_block 32, the CPU choice for stride-2 depthwise layers whose plane is too large for the
-// plane kernel): MobileNet's 3x3 pad 1 and EfficientNet's 5x5 pad 2 on even and odd rows, rows of fewer than 16
-// outputs and ones with a partial last vector (112 -> 56: 3 whole + 1 of 8; 37 -> 19), more than 32 input
-// columns (the split's vector loop) and fewer; pads 0 (a valid conv: the split row longer than the outputs
+// plane kernel), bands of up to 4 output rows (whole and partial last bands): MobileNet's 3x3 pad 1 and
+// EfficientNet's 5x5 pad 2 on even and odd rows, rows of fewer than 16 outputs and ones with a partial last
+// vector (112 -> 56: 3 whole + 1 of 8; 37 -> 19), more than 32 input columns (the split's vector loop, its last
+// lanes past the row cleared) and fewer; pads 0 (a valid conv: the split row longer than the outputs
 // need), asymmetric and one of 2 on a 3x3 (the left tap reading the front zeros); odd heights (the last output
 // row's taps below the plane); batch 1 and 3, epilogues, against the reference.
 TEST_CASE("depthwise stride-2 kernel (conv_dw_s2) matches the reference") {
@@ -304,6 +305,18 @@ TEST_CASE("depthwise stride-2 kernel (conv_dw_s2) matches the reference") {
       {"5x5 on 7x7", 1, 6, 7, 7, 6, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 6, false, silu},
   };
   check_depthwise_block(problems, 32, 950);
+  // The CPU choice for stride-2 planes too large for the plane kernel and narrower than 96 (EfficientNet-B0's
+  // 5x5 on 56x56, MobileNet v2's 3x3 there); not at stride 1.
+  if (ctx().device(0).info.type == DeviceType::cpu) {
+    auto chosen = [](int64_t hw, int64_t k, int64_t stride) {
+      const int64_t pad = k / 2;
+      Problem p{"auto", 1, 16, hw, hw, 16, k, k, stride, stride, 1, 1, pad, pad, pad, pad, 16, true, {}};
+      return ConvOp::create(ctx(), 0, make_config(p, 5))->depthwise_s2();
+    };
+    CHECK(chosen(56, 3, 2));
+    CHECK(chosen(56, 5, 2));
+    CHECK_FALSE(chosen(56, 3, 1));
+  }
   // Stride 1 or dilation is an error naming the setting.
   check_depthwise_refused({"3x3 stride 1", 1, 3, 9, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false, {}}, 32);
   check_depthwise_refused({"3x3 dilation 2", 1, 3, 19, 19, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, false, {}}, 32);
