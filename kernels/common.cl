@@ -60,7 +60,7 @@ inline float cldl_act(int kind, float x, float a, float b) {
     case ACT_GELU_TANH: return 0.5f * x * (1.0f + tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     case ACT_SILU: return x / (1.0f + exp(-x));
     case ACT_HARD_SIGMOID: return fmax(0.0f, fmin(1.0f, a * x + b));
-    case ACT_HARD_SWISH: return x * fmax(0.0f, fmin(1.0f, x / 6.0f + 0.5f));
+    case ACT_HARD_SWISH: return x * fmax(0.0f, fmin(1.0f, x * (1.0f / 6.0f) + 0.5f));
     case ACT_SOFTPLUS: return cldl_softplus(x);
     case ACT_MISH: return x * tanh(cldl_softplus(x));
     case ACT_CLIP: return fmin(fmax(x, a), b);
@@ -91,8 +91,8 @@ inline float cldl_act(int kind, float x, float a, float b) {
 #define APPLY_ACT_V(v, a, b) tanh(v)
 #elif ACT == ACT_HARD_SIGMOID
 #define APPLY_ACT_V(v, a, b) fmax(0.0f, fmin(1.0f, (a) * (v) + (b)))
-#elif ACT == ACT_HARD_SWISH
-#define APPLY_ACT_V(v, a, b) ((v) * fmax(0.0f, fmin(1.0f, (v) / 6.0f + 0.5f)))
+#elif ACT == ACT_HARD_SWISH  // times 1/6 as ONNX defines it: a division by 6 stays a division (no fast math)
+#define APPLY_ACT_V(v, a, b) ((v) * fmax(0.0f, fmin(1.0f, (v) * (1.0f / 6.0f) + 0.5f)))
 #elif ACT == ACT_CLIP
 #define APPLY_ACT_V(v, a, b) fmin(fmax((v), (a)), (b))
 #endif

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "layers/elementwise.hpp"
+#include "layers/gemm.hpp"
 #include "models/op_registry.hpp"
 #include "reference/cnn_harness.hpp"
 #include "reference/cnn_ref.hpp"
@@ -31,6 +32,46 @@ TEST_CASE("every activation matches apply() on f32") {
     std::vector<float> want(x.size());
     for (size_t i = 0; i < x.size(); ++i) want[i] = apply(a, x[i]);
     CLDL_CHECK_CLOSE(got.data(), want.data(), want.size(), 1e-5, 1e-6);
+  }
+}
+
+// Sigmoid, SiLU and HardSwish (HardSwish times 1/6, kernels/common.cl) at inputs past exp's range, zeros,
+// infinities and NaN through the scalar form (the Unary op) and the float16 form (a GEMM epilogue, C = 1 x B, a
+// row of 32: two whole vectors), against apply(): relative 1e-6, 1e-30 absolute; NaN where the reference gives
+// NaN (SiLU of -inf, HardSwish of -inf).
+TEST_CASE("Sigmoid, SiLU and HardSwish at extreme inputs, scalar and float16 forms") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> xs = {-3e38f, -1e4f, -104.0f, -88.0f, -87.5f, -86.9f, -20.0f, -1.0f,  -1e-30f, 0.0f,
+                                 1e-30f, 0.37f,  3.0f,    20.0f,  88.0f,  1e4f,   3e38f,  -inf,   inf,     nan,
+                                 -5.5f,  -0.25f, 2.5f,    7.0f,   -7.0f,  44.0f,  -44.0f, 0.5f,   -0.5f,   1.0f,
+                                 -2.0f,  6.0f};
+  REQUIRE(xs.size() == 32);
+  auto close = [](float got, float want) {
+    if (std::isnan(want)) return std::isnan(got);
+    if (std::isinf(want)) return got == want;
+    return std::fabs(double(got) - double(want)) <= 1e-6 * std::fabs(double(want)) + 1e-30;
+  };
+  const Shape s{int64_t(xs.size())};
+  for (const char* name : {"Sigmoid", "Silu", "HardSwish"}) {
+    const Activation a = activation_from_onnx(name);
+    CAPTURE(name);
+    auto unary = Unary::create(ctx(), 0, {UnaryOp::activation, a, DType::f32, s});
+    const auto scalar = down<float>(run_op(*unary, {up(xs, s)}, s));
+    GemmConfig g;
+    g.M = 1, g.N = int64_t(xs.size()), g.K = 1, g.act = a, g.provider = GemmProvider::own;
+    g.own.nr = 16, g.own.nc = 2;
+    auto gemm = Gemm::create(ctx(), 0, g);
+    Tensor one = up(std::vector<float>{1.0f}, Shape{1, 1}), b = up(xs, Shape{1, g.N});
+    Tensor c = ctx().alloc(Shape{1, g.N}, DType::f32);
+    auto ec = ctx().exec();
+    gemm->run(one, b, c, ec);
+    const auto vec = down<float>(c);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float want = apply(a, xs[i]);
+      CAPTURE(xs[i]);
+      CHECK(close(scalar[i], want));
+      CHECK(close(vec[i], want));
+    }
   }
 }
 
