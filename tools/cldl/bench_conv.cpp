@@ -3,7 +3,8 @@
 // Winograd runs twice, as rows "winograd F2" and "winograd F4" (ConvConfig::winograd_tile 2 and 4).
 // Settings: --set batch=N overrides every case's batch; --set algos=winograd,direct limits algorithms;
 // --set shape=N,C,H,W,K,k,stride,pad[,groups] times that one shape; --set direct_kernel=1|2|3|4 picks the direct
-// algorithm's kernel (ConvConfig::direct_kernel), --set depthwise_block=1|8|16|32|64|128 the depthwise one.
+// algorithm's kernel (ConvConfig::direct_kernel), --set depthwise_block=1|8|16|32|64|128 the depthwise one,
+// --set act=Silu (an ONNX activation name) the fused activation instead of Relu.
 // --tuning compare adds the automatic choice with heuristics only ("cldl:auto") and with the tuning
 // database ("cldl:auto+db": tuned algorithm and GEMM parameters), and their ratio.
 // After the timed runs, one profiled run splits the time by kernel (the note's stage list, device ms;
@@ -78,7 +79,7 @@ void run_conv(Context& ctx, const Options& opts, Reporter& rep) {
     cfg.strides = {cs.stride, cs.stride};
     cfg.pads = {cs.pad, cs.pad, cs.pad, cs.pad};
     cfg.groups = cs.groups;
-    cfg.act = Activation(Act::relu);
+    cfg.act = activation_from_onnx(setting(opts, "act", "Relu"));
     cfg.direct_kernel = std::atoi(setting(opts, "direct_kernel", "0").c_str());
     cfg.depthwise_block = std::atoi(setting(opts, "depthwise_block", "0").c_str());
     Tensor x = ctx.upload(filled(cfg.input, 3));
