@@ -95,6 +95,14 @@ std::vector<int> resolve_placement(const Graph& g, const CompileOptions& opts, s
   if (opts.device < 0 || size_t(opts.device) >= device_count)
     fail("compile: device {} does not exist ({})", opts.device, device_list());
   std::vector<int> dev(g.nodes.size(), opts.device);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!n.has(std::string(kDeviceAttr))) continue;
+    const int64_t d = n.attr_i(std::string(kDeviceAttr), opts.device);
+    if (d < 0 || size_t(d) >= device_count)
+      fail("{}: placed on device {} ({}), which does not exist ({})", n.describe(), d, kDeviceAttr, device_list());
+    dev[i] = int(d);
+  }
   for (auto& [pattern, d] : opts.placement) {
     if (pattern.empty() || pattern == "op:") fail("placement rule '={}': empty node pattern", d);
     if (d < 0 || size_t(d) >= device_count)

@@ -70,7 +70,8 @@ struct CompileOptions {
   // RNN/LSTM/GRU nodes: "auto", "sequential", "time", "layer", "data" or "wave" (layers/rnn.hpp RnnStrategy).
   std::string rnn_strategy = "auto";
   // Explicit placement: (pattern, device index) rules, see resolve_placement. Nodes that no rule
-  // matches run on `device`.
+  // matches run on the device their attribute _cldl_device names (set by passes, e.g. a training graph's
+  // recurrent layers over devices), else on `device`.
   std::vector<std::pair<std::string, int>> placement = {};
   // Set by Model: initializers shared with the model's other plans are uploaded once.
   std::shared_ptr<ConstantCache> constants = {};

@@ -209,6 +209,8 @@ size_t fuse_elementwise(Graph& g) {
   for (size_t i = 0; i < N; ++i) shape[i] = fusible(g, g.nodes[i]);
   // group[i]: the group node i belongs to (-1: none); groups[k]: its members in order.
   std::vector<int> group(N, -1);
+  // A group runs on one device: nodes placed on devices (kDeviceAttr) join only nodes placed alike.
+  auto device_of = [&](size_t i) { return g.nodes[i].attr_i(std::string(kDeviceAttr), -1); };
   std::vector<std::vector<size_t>> groups;
   // Whether the members plus node i may run as one node at i's place: every reader of a member's output
   // that comes before i is a member too.
@@ -226,7 +228,7 @@ size_t fuse_elementwise(Graph& g) {
       auto p = producers.find(in);
       if (p == producers.end()) continue;
       int k = group[p->second];
-      if (k >= 0 && shape[p->second] == shape[i]) cand.insert(k);
+      if (k >= 0 && shape[p->second] == shape[i] && device_of(p->second) == device_of(i)) cand.insert(k);
     }
     auto try_join = [&](const std::set<int>& ks) {
       std::set<size_t> members;
@@ -301,6 +303,7 @@ size_t fuse_elementwise(Graph& g) {
     f.attrs["results"] = outs;
     f.attrs["shape"] = cfg.shape.dims;
     f.attrs["members"] = names;
+    if (const int64_t d = device_of(members.back()); d >= 0) f.attrs[std::string(kDeviceAttr)] = d;
     for (size_t m : members) {
       drop.insert(m);
       for (auto& o : g.nodes[m].outputs)

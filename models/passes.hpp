@@ -109,6 +109,10 @@ size_t run_fusion_passes(Graph& g, FusionStage stage = FusionStage::structure);
 // LayerNormalization in an opset-14 model, Gelu, Attention) live in this domain: the registry serves
 // them with the ai.onnx op of the same name at the first opset cldl implements.
 inline constexpr const char* kFusedDomain = "ai.cldl.fused";
+// Int attribute of any node: the context's device it runs on (resolve_placement: a placement rule overrides it).
+// Passes that replace nodes keep it (rnn-time-chunks copies it to the chunks; element-wise fusion groups only nodes
+// placed alike).
+inline constexpr std::string_view kDeviceAttr = "_cldl_device";
 
 // Helpers for passes: readers of each value (graph outputs count as reader -1), and removal of the
 // nodes at the given indices keeping the order of the rest.

@@ -20,6 +20,7 @@
 #include "models/onnx_proto.hpp"
 #include "models/op_registry.hpp"
 #include "models/passes.hpp"
+#include "models/rnn_time_chunks.hpp"
 #include "runtime/log.hpp"
 
 namespace cldl::graph {
@@ -300,6 +301,13 @@ TrainOptions parse_train_options(const TrainOptionNames& n) {
   o.total_steps = n.total_steps;
   o.min_lr = n.min_lr;
   o.clip_norm = n.clip_norm;
+  if (n.parallel != "data" && n.parallel != "layers")
+    fail("train: parallel '{}' is not one of data, layers", n.parallel);
+  o.parallel = n.parallel == "layers" ? TrainParallel::layers : TrainParallel::data;
+  if (n.time_chunks < 0) fail("train: time_chunks must not be negative, got {}", n.time_chunks);
+  if (n.time_chunks > 0 && o.parallel != TrainParallel::layers)
+    fail("train: time_chunks {} is for parallel 'layers' (the recurrent layers over the devices)", n.time_chunks);
+  o.time_chunks = n.time_chunks;
   return o;
 }
 
@@ -331,9 +339,33 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
       if (devices[j] == devices[i]) {
         fail("train: device {} is in the device list twice", devices[i]);
       } else if (ctx->device(devices[j]).device() == ctx->device(devices[i]).device()) {
-        fail("train: devices {} and {} of the context are the same OpenCL device {} '{}'; data parallel takes "
-             "distinct devices", devices[j], devices[i], ctx->device(devices[i]).id(), ctx->device(devices[i]).info.name);
+        fail("train: devices {} and {} of the context are the same OpenCL device {} '{}'; training on several "
+             "devices takes distinct ones", devices[j], devices[i], ctx->device(devices[i]).id(), ctx->device(devices[i]).info.name);
       }
+  }
+  // Layer parallel: the recurrent layers in contiguous groups over the devices, in time chunks.
+  const bool layers = opts.parallel == TrainParallel::layers;
+  if (layers) {
+    g.sort();
+    std::vector<Node*> rnn;
+    for (auto& n : g.nodes)
+      if (n.domain.empty() && (n.op_type == "LSTM" || n.op_type == "GRU")) rnn.push_back(&n);
+    if (rnn.empty())
+      fail("train: parallel 'layers' splits the model's LSTM / GRU layers over the devices; graph '{}' has none",
+           g.name);
+    if (rnn.size() < devices.size())
+      fail("train: parallel 'layers' over {} devices needs at least as many LSTM / GRU layers; graph '{}' has {}",
+           devices.size(), g.name, rnn.size());
+    const int64_t chunks = opts.time_chunks > 0 ? opts.time_chunks : devices.size() > 1 ? 8 : 1;
+    std::vector<std::string> where;
+    for (size_t l = 0; l < rnn.size(); ++l) {
+      const int d = devices[l * devices.size() / rnn.size()];
+      rnn[l]->attrs[std::string(kDeviceAttr)] = int64_t(d);
+      rnn[l]->attrs[std::string(kTimeChunksAttr)] = chunks;
+      where.push_back(fmt::format("{} on device {}", rnn[l]->describe(), d));
+    }
+    log::info("train: {} recurrent layer(s) over {} device(s) in {} time chunk(s): {}", rnn.size(), devices.size(),
+              chunks, fmt::join(where, ", "));
   }
   // The data input and the output the loss reads.
   std::vector<const ValueInfo*> data_inputs;
@@ -615,7 +647,7 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     u.outputs.push_back(unknown(m.step_next_name, DType::i64));
   };
   g.opsets[kTrainingDomain] = 1;
-  if (devices.size() == 1) {
+  if (devices.size() == 1 || layers) {
     Node grad = make_node(g, "cldl.train/gradient", "Gradient", m.weights, grads,
                           {{"xs", m.weights}, {"y", m.loss_name}});
     grad.domain = kTrainingDomain;
@@ -733,7 +765,8 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
             adamw  ? "AdamW"
             : adam ? "Adam"
                    : "SGD",
-            states.size(), devices.size(), devices.size() == 1 ? "" : "s (data parallel)");
+            states.size(), devices.size(),
+            devices.size() == 1 ? "" : layers ? "s (layer parallel)" : "s (data parallel)");
 }
 
 Trainer::~Trainer() {
@@ -742,6 +775,13 @@ Trainer::~Trainer() {
 }
 
 const std::vector<std::string>& Trainer::weights() const { return impl_->weights; }
+
+std::vector<std::shared_ptr<CompiledModel>> Trainer::plans() const {
+  std::vector<std::shared_ptr<CompiledModel>> r;
+  for (auto& [key, p] : impl_->replicas.empty() ? impl_->plans : impl_->replicas[0].plans)
+    if (p.plan) r.push_back(p.plan);
+  return r;
+}
 
 // Enqueues one step whose loss goes to element `slot` of m.losses; waits only for the run two steps back (whose
 // session this one reuses), so the host stays ahead of the device.

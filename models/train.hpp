@@ -32,9 +32,16 @@
 
 namespace cldl::graph {
 
+class CompiledModel;
+
 enum class TrainLoss { cross_entropy, mse };
 enum class TrainOptimizer { sgd, adam, adamw };  // adamw: weight_decay decoupled (torch.optim.AdamW)
 enum class LrSchedule { constant, cosine };
+// How the devices of TrainOptions::devices share the work. data: each takes a shard of every batch (see above).
+// layers: the model's LSTM / GRU layers are split into contiguous groups, one per device in the list's order (the
+// other nodes on the first device), and each layer's forward and backward run in time chunks
+// (models/rnn_time_chunks.hpp): the forward a wavefront over the devices, the backward a wavefront in reverse.
+enum class TrainParallel { data, layers };
 
 struct TrainOptions {
   std::string input;   // the model input fed with the data; empty: the model's only (first) input
@@ -53,6 +60,9 @@ struct TrainOptions {
   int device = 0;
   // Data parallel: the context's devices that share each batch (indices, no repeats). Empty: `device` alone.
   std::vector<int> devices = {};
+  TrainParallel parallel = TrainParallel::data;
+  // layers: time chunks per recurrent layer (0: 8 over several devices, none on one; at most the steps).
+  int64_t time_chunks = 0;
   // The learning rate of step s (0-based, counted over the trainer's life): lr_at(). cosine decays from lr to
   // min_lr over total_steps (then stays at min_lr); warmup > 0 scales the first steps by (s + 1) / warmup, as
   // LambdaLR(min(1, (s + 1) / W) * 0.5 (1 + cos(pi s / T))) does in PyTorch when min_lr is 0.
@@ -80,6 +90,8 @@ struct TrainOptionNames {
   int64_t batch = 32, batch_axis = 0;
   uint64_t seed = 0;
   std::string schedule = "constant";  // constant | cosine
+  std::string parallel = "data";      // data | layers
+  int64_t time_chunks = 0;
   int64_t warmup = 0, total_steps = 0;
   float min_lr = 0.0f, clip_norm = 0.0f;
 };
@@ -108,6 +120,9 @@ class Trainer {
 
   // The trained weights (float initializers of the model), in the model's order.
   const std::vector<std::string>& weights() const;
+  // The plans of the training graph made so far, one per batch shape (`cldl train --stats` and the tests read
+  // their nodes and devices); data parallel: the first device's gradient plans.
+  std::vector<std::shared_ptr<CompiledModel>> plans() const;
   // One step on a batch: x of the input's shape with any batch extent, labels (cross_entropy: int64 class ids
   // of the output's shape without its last axis; mse: the output's shape). Returns the batch's loss.
   float step(const HostTensor& x, const HostTensor& labels);

@@ -271,7 +271,8 @@ class Trainer {
   Trainer(const std::string& model, const std::optional<std::string>& input, const std::optional<std::string>& output,
           const std::string& loss, const std::string& optimizer, std::optional<float> lr, int64_t batch, uint64_t seed,
           const py::object& devices, float momentum, bool nesterov, float weight_decay, int64_t batch_axis,
-          bool shuffle, const std::string& schedule, int64_t warmup, int64_t total_steps, float min_lr, float clip_norm)
+          bool shuffle, const std::string& schedule, int64_t warmup, int64_t total_steps, float min_lr, float clip_norm,
+          const std::string& parallel, int64_t time_chunks)
       : path_(model) {
     graph::TrainOptionNames names;  // cldl train's options, checked by the one parser (models/train.hpp)
     names.input = input.value_or("");
@@ -291,8 +292,10 @@ class Trainer {
     names.total_steps = total_steps;
     names.min_lr = min_lr;
     names.clip_norm = clip_norm;
+    names.parallel = parallel;
+    names.time_chunks = time_chunks;
     graph::TrainOptions o = graph::parse_train_options(names);
-    // devices: a spec ("cpu", "cpu:0,cpu:1") or a list of specs; several train data parallel.
+    // devices: a spec ("cpu", "cpu:0,cpu:1") or a list of specs; several train data parallel (or layer parallel).
     std::string spec;
     if (devices.is_none()) {
     } else if (py::isinstance<py::str>(devices)) {
@@ -424,15 +427,18 @@ PYBIND11_MODULE(_cldl, m) {
   py::class_<Trainer>(m, "Trainer")
       .def(py::init<const std::string&, const std::optional<std::string>&, const std::optional<std::string>&,
                     const std::string&, const std::string&, std::optional<float>, int64_t, uint64_t, const py::object&,
-                    float, bool, float, int64_t, bool, const std::string&, int64_t, int64_t, float, float>(),
+                    float, bool, float, int64_t, bool, const std::string&, int64_t, int64_t, float, float,
+                    const std::string&, int64_t>(),
            py::arg("model"), py::arg("input") = py::none(), py::arg("output") = py::none(),
            py::arg("loss") = "cross_entropy", py::arg("optimizer") = "sgd", py::arg("lr") = py::none(),
            py::arg("batch") = 32, py::arg("seed") = 0, py::arg("devices") = py::none(), py::arg("momentum") = 0.9f,
            py::arg("nesterov") = false, py::arg("weight_decay") = 0.0f, py::arg("batch_axis") = 0,
            py::arg("shuffle") = true, py::arg("schedule") = "constant", py::arg("warmup") = 0,
            py::arg("total_steps") = 0, py::arg("min_lr") = 0.0f, py::arg("clip_norm") = 0.0f,
+           py::arg("parallel") = "data", py::arg("time_chunks") = 0,
            "Trains every float initializer of an ONNX model (cldl train's options; devices: a spec or a list, "
-           "several train data parallel; schedule 'cosine' decays over total_steps)")
+           "several train data parallel, or layer parallel with parallel='layers'; schedule 'cosine' decays over "
+           "total_steps)")
       .def("step", &Trainer::step, py::arg("x"), py::arg("y"), "One step on one batch; returns its loss")
       .def("epoch", &Trainer::epoch, py::arg("x"), py::arg("y"),
            "One pass in batches: {'losses': per step, 'mean_loss', 'seconds'}")

@@ -196,12 +196,32 @@ def test_errors_are_cldl_errors_with_the_message():
         cldl.Trainer(MODEL, lr=-1.0, devices=DEVICE)
     with pytest.raises(cldl.Error, match="no OpenCL device matches"):
         cldl.Trainer(MODEL, devices=["cpu:0", "cpu:99"])
+    with pytest.raises(cldl.Error, match="parallel 'layers' splits the model's LSTM / GRU layers over the devices"):
+        cldl.Trainer(MODEL, parallel="layers", devices=DEVICE)
+    with pytest.raises(cldl.Error, match="parallel 'rows' is not one of data, layers"):
+        cldl.Trainer(MODEL, parallel="rows", devices=DEVICE)
     t = cldl.Trainer(MODEL, batch=3, devices=DEVICE)
     with pytest.raises(cldl.Error, match="the labels are f32; cross_entropy takes i64"):
         t.step(load("x.npy"), load("t.npy"))
     with pytest.raises(cldl.Error, match="the data has 7 samples along axis 0, the labels 2"):
         t.epoch(load("x.npy"), load("y.npy")[:2])
     assert np.isfinite(t.step(load("x.npy")[:2], load("y.npy")[:2]))  # still usable
+
+
+def test_layer_parallel_lstm_in_time_chunks_trains_as_whole():
+    # tests/data/train/rnn_lstm.onnx (one LSTM layer over 5 steps), its forward and backward in 2 time chunks
+    # (3 + 2 steps): the losses and weights of the whole layer (test_train_layers.cpp has the stacks, the plans and
+    # two devices).
+    model, x, y = os.path.join(DATA, "rnn_lstm.onnx"), load("rnn_x.npy"), load("rnn_y.npy")
+    runs = []
+    for kw in ({}, {"parallel": "layers", "time_chunks": 2}):
+        t = cldl.Trainer(model, lr=0.2, batch=3, shuffle=False, devices=DEVICE, **kw)
+        runs.append((np.concatenate([t.epoch(x, y)["losses"] for _ in range(2)]), t.weights()))
+    (la, wa), (lb, wb) = runs
+    assert len(la) == 6
+    assert np.allclose(lb, la, rtol=1e-5, atol=1e-6), (la, lb)
+    for k in wa:
+        assert np.allclose(wb[k], wa[k], rtol=1e-5, atol=1e-6), k
 
 
 _TWO_DEVICES = r"""

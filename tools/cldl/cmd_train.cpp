@@ -18,8 +18,8 @@ void add_train_command(CLI::App& app) {
   static std::string model, input, labels, loss = "cross_entropy", output, optimizer = "sgd", out, device;
   static int64_t epochs = 1, batch = 32, batch_axis = 0;
   static float lr = 0.01f, momentum = 0.9f, weight_decay = 0.0f, min_lr = 0.0f, clip_norm = 0.0f;
-  static std::string schedule = "constant";
-  static int64_t warmup = 0;
+  static std::string schedule = "constant", parallel = "data";
+  static int64_t warmup = 0, time_chunks = 0;
   static uint64_t seed = 0;
   static bool nesterov = false, no_shuffle = false, json = false;
   cmd->add_option("model", model, "ONNX model file")->required();
@@ -58,8 +58,15 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("-o,--out", out, "Where to write the trained model (.onnx)")->required();
   cmd->add_option("-d,--device", device,
                   "Device spec (cpu, gpu, P:D, name); several (cpu:0,cpu:1) train data parallel, each taking a shard "
-                  "of every batch")
+                  "of every batch, or layer parallel (--parallel layers)")
       ->envname("CLDL_DEVICE");
+  cmd->add_option("--parallel", parallel,
+                  "With several devices: data (each takes a shard of every batch) or layers (the LSTM / GRU layers in "
+                  "groups over the devices, in time chunks: a wavefront forward and in reverse backward)")
+      ->check(CLI::IsMember({"data", "layers"}));
+  cmd->add_option("--time-chunks", time_chunks,
+                  "--parallel layers: chunks of time steps per recurrent layer (default 8 over several devices)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", json, "One JSON object on stdout (per-epoch and per-step losses, times)");
   cmd->callback([] {
     graph::TrainOptionNames names;
@@ -83,6 +90,8 @@ void add_train_command(CLI::App& app) {
     names.warmup = warmup;
     names.min_lr = min_lr;
     names.clip_norm = clip_norm;
+    names.parallel = parallel;
+    names.time_chunks = time_chunks;
     graph::TrainOptions o = graph::parse_train_options(names);
     HostTensor x = graph::read_tensor_file(x_file);
     HostTensor y = graph::read_tensor_file(labels);
