@@ -37,11 +37,6 @@ Shape with_axis(Shape s, size_t axis, int64_t n) {
   return s;
 }
 
-// The nodes that make one chunked pair: what the rewrite adds for a forward node and its RNNGrad.
-struct Rewrite {
-  std::vector<Node> nodes;
-};
-
 // Why the pair (forward f, backward b) cannot run in chunks; empty when it can.
 std::string why_not(const Graph& g, const Node& f, const Node& b, const ValueReaders& rd) {
   if (f.attr_i("layout", 0) != 0) return "layout 1 (batch-major): its time steps are not contiguous";
@@ -54,28 +49,32 @@ std::string why_not(const Graph& g, const Node& f, const Node& b, const ValueRea
     return "its backward reads other X, W or R than its forward";
   auto x = static_shape(g, f.input(0));
   if (!x || x->rank() != 3) return "X has no static shape of rank 3";
+  for (const std::string* v : {&f.outputs[0], &f.outputs.back(), &f.inputs[2], &b.input(4)})
+    if (!v->empty() && !static_shape(g, *v)) return fmt::format("'{}' has no static shape", *v);
+  for (size_t k = 1; k < 4 && k < b.outputs.size(); ++k)
+    if (!b.outputs[k].empty() && !static_shape(g, b.outputs[k]))
+      return fmt::format("'{}' has no static shape", b.outputs[k]);
   return "";
 }
 
-void chunk_pair(Graph& g, const Node& f, const Node& b, const std::vector<int64_t>& sizes, Rewrite& out) {
+// The nodes replacing forward f and its backward b, in `sizes` chunks of steps.
+std::vector<Node> chunk_pair(Graph& g, const Node& f, const Node& b, const std::vector<int64_t>& sizes) {
+  std::vector<Node> out;
   const bool lstm = f.op_type == "LSTMTrain";
   const size_t C = sizes.size();
-  const Shape x = *static_shape(g, f.input(0));
+  const Shape x = static_shape(g, f.input(0)).value();
   const int64_t B = x[1];
-  const Shape saved = *static_shape(g, f.outputs.back());  // [1, T B, G + 2H]
+  const Shape saved = static_shape(g, f.outputs.back()).value();  // [1, T B, G + 2H]
+  const Shape state{1, B, static_shape(g, f.input(2)).value()[2]};  // [D, B, H]: R is [D, G, H]
   auto attrs = f.attrs;
   attrs.erase(std::string(kTimeChunksAttr));
   auto battrs = b.attrs;
   battrs.erase(std::string(kTimeChunksAttr));
-  auto copy_device = [&](Node& n, const Node& like) {
-    if (like.has(std::string(kDeviceAttr))) n.attrs[std::string(kDeviceAttr)] = like.attrs.at(std::string(kDeviceAttr));
-    return n;
-  };
   auto fused_node = [&](const Node& like, const std::string& base, const std::string& op, std::vector<std::string> in,
                         std::vector<std::string> outs, std::map<std::string, AttrValue> a = {}) {
     Node n = make_node(g, base, op, std::move(in), std::move(outs), std::move(a));
     n.domain = kFusedDomain;
-    copy_device(n, like);
+    if (like.has(std::string(kDeviceAttr))) n.attrs[std::string(kDeviceAttr)] = like.attrs.at(std::string(kDeviceAttr));
     return n;
   };
   auto fresh = [&](const std::string& base, const Shape& s) {
@@ -88,41 +87,39 @@ void chunk_pair(Graph& g, const Node& f, const Node& b, const std::vector<int64_
   // X in chunks, read by both passes.
   std::vector<std::string> xs;
   for (size_t i = 0; i < C; ++i) xs.push_back(fresh(f.input(0) + "/t" + std::to_string(i), with_axis(x, 0, sizes[i])));
-  out.nodes.push_back(fused_node(f, f.name + "/split_x", "Split", {f.input(0), sizes_c}, xs, {{"axis", int64_t(0)}}));
+  out.push_back(fused_node(f, f.name + "/split_x", "Split", {f.input(0), sizes_c}, xs, {{"axis", int64_t(0)}}));
 
   // The forward, chunk after chunk, each starting from the states the one before ended with.
   const std::string& Y = f.outputs[0];
   const auto yshape = static_shape(g, Y);
-  std::vector<std::string> ys, ss, hs(C), cs(C);
+  std::vector<std::string> ys, ss;
   std::string h_in = f.input(5), c_in = lstm ? f.input(6) : "";
   for (size_t i = 0; i < C; ++i) {
     const std::string tag = "/t" + std::to_string(i);
     const bool last = i + 1 == C;
     std::vector<std::string> o;
-    o.push_back(Y.empty() ? "" : fresh(Y + tag, with_axis(*yshape, 0, sizes[i])));
-    const Shape st{1, B, saved[2] / (lstm ? 6 : 5)};  // [D, B, H]: G + 2H = 6H (LSTM) or 5H (GRU)
-    o.push_back(last ? f.outputs[1] : fresh(f.name + tag + "/Y_h", st));
-    if (lstm) o.push_back(last ? f.outputs[2] : fresh(f.name + tag + "/Y_c", st));
+    o.push_back(Y.empty() ? "" : fresh(Y + tag, with_axis(yshape.value(), 0, sizes[i])));
+    o.push_back(last ? f.outputs[1] : fresh(f.name + tag + "/Y_h", state));
+    if (lstm) o.push_back(last ? f.outputs[2] : fresh(f.name + tag + "/Y_c", state));
     o.push_back(fresh(f.outputs.back() + tag, Shape{1, sizes[i] * B, saved[2]}));
     std::vector<std::string> in{xs[i], f.input(1), f.input(2), f.input(3), "", h_in};
     if (lstm) in.push_back(c_in);
-    Node n = fused_node(f, f.name + tag, f.op_type, in, o, attrs);
-    out.nodes.push_back(std::move(n));
+    out.push_back(fused_node(f, f.name + tag, f.op_type, in, o, attrs));
     if (!o[0].empty()) ys.push_back(o[0]);
     h_in = o[1];
     if (lstm) c_in = o[2];
     ss.push_back(o.back());
   }
-  if (!Y.empty()) out.nodes.push_back(fused_node(f, f.name + "/concat_y", "Concat", ys, {Y}, {{"axis", int64_t(0)}}));
+  if (!Y.empty()) out.push_back(fused_node(f, f.name + "/concat_y", "Concat", ys, {Y}, {{"axis", int64_t(0)}}));
 
   // The backward, from the last chunk to the first, each carrying the state gradients to the one before.
   const std::string& dY = b.input(4);
   std::vector<std::string> dys;
   if (!dY.empty()) {
-    const Shape dys_shape = *static_shape(g, dY);
+    const Shape dys_shape = static_shape(g, dY).value();
     for (size_t i = 0; i < C; ++i)
       dys.push_back(fresh(dY + "/t" + std::to_string(i), with_axis(dys_shape, 0, sizes[i])));
-    out.nodes.push_back(fused_node(b, b.name + "/split_dy", "Split", {dY, sizes_c}, dys, {{"axis", int64_t(0)}}));
+    out.push_back(fused_node(b, b.name + "/split_dy", "Split", {dY, sizes_c}, dys, {{"axis", int64_t(0)}}));
   }
   const size_t nout = lstm ? 6 : 5;
   std::vector<std::string> wanted(nout);
@@ -135,24 +132,24 @@ void chunk_pair(Graph& g, const Node& f, const Node& b, const std::vector<int64_
     std::vector<std::string> o(nout);
     for (size_t k = 0; k < 4; ++k)
       if (!wanted[k].empty()) {
-        const Shape s = k == 0 ? with_axis(x, 0, sizes[j]) : *static_shape(g, wanted[k]);
+        const Shape s = k == 0 ? with_axis(x, 0, sizes[j]) : static_shape(g, wanted[k]).value();
         o[k] = parts[k][j] = fresh(wanted[k] + tag, s);
       }
-    const Shape st{1, B, saved[2] / (lstm ? 6 : 5)};
-    o[4] = j == 0 ? wanted[4] : fresh(b.name + tag + "/dh", st);
-    if (lstm) o[5] = j == 0 ? wanted[5] : fresh(b.name + tag + "/dc", st);
+    o[4] = j == 0 ? wanted[4] : fresh(b.name + tag + "/dh", state);
+    if (lstm) o[5] = j == 0 ? wanted[5] : fresh(b.name + tag + "/dc", state);
     std::vector<std::string> in{xs[j], b.input(1), b.input(2), ss[j], dys.empty() ? "" : dys[j], dh};
     if (lstm) in.push_back(dc);
-    out.nodes.push_back(fused_node(b, b.name + tag, "RNNGrad", in, o, battrs));
+    out.push_back(fused_node(b, b.name + tag, "RNNGrad", in, o, battrs));
     dh = o[4];
     if (lstm) dc = o[5];
   }
   if (!wanted[0].empty())
-    out.nodes.push_back(fused_node(b, b.name + "/concat_dx", "Concat", parts[0], {wanted[0]}, {{"axis", int64_t(0)}}));
+    out.push_back(fused_node(b, b.name + "/concat_dx", "Concat", parts[0], {wanted[0]}, {{"axis", int64_t(0)}}));
   static const char* kWhat[] = {"dX", "dW", "dR", "dB"};
   for (size_t k = 1; k < 4; ++k)
     if (!wanted[k].empty())
-      out.nodes.push_back(fused_node(b, b.name + "/sum_" + kWhat[k], "Sum", parts[k], {wanted[k]}));
+      out.push_back(fused_node(b, b.name + "/sum_" + kWhat[k], "Sum", parts[k], {wanted[k]}));
+  return out;
 }
 
 // The axis-0 sizes a Split node cuts into (its constant split input); empty when not known or not axis 0.
@@ -201,7 +198,7 @@ size_t split_of_concat(Graph& g, const std::set<std::string>& split_names) {
       match = s && s->rank() >= 1 && (*s)[0] == sizes[k];
     }
     if (!match) continue;
-    const Shape vs = view ? *static_shape(g, view->outputs[0]) : Shape{};
+    const Shape vs = view ? static_shape(g, view->outputs[0]).value() : Shape{};
     for (size_t k = 0; k < sizes.size(); ++k) {
       if (!view) {
         rename[sp.outputs[k]] = cat->inputs[k];
@@ -268,9 +265,7 @@ size_t chunk_rnn_training(Graph& g) {
     }
     const auto sizes = time_chunk_sizes(static_shape(g, f.input(0)).value()[0], chunks);
     if (sizes.size() < 2) continue;
-    Rewrite r;
-    chunk_pair(g, f, b, sizes, r);
-    for (auto& n : r.nodes) {
+    for (auto& n : chunk_pair(g, f, b, sizes)) {
       if (n.op_type == "Split") splits.insert(n.name);
       added.push_back(std::move(n));
     }
