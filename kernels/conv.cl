@@ -692,6 +692,9 @@ __kernel void conv_depthwise_rows(int16 g, int nc_total, __global const float* x
 // pc covering round_up(OW, 8) outputs (plus 8 columns for stride 2's float16 loads); at most
 // DW_PLANE_MAX floats (the host checks). Global (N*C), padded.
 #define DW_PLANE_MAX 2304
+#ifndef DWP_R
+#define DWP_R 4
+#endif
 __kernel void conv_depthwise_plane(int16 g, int nc_total, int pr, int pc, __global const float* x, long x_off,
                                    __global const float* w, long w_off, __global const float* bias, long b_off,
                                    int has_bias, __global float* y, long y_off, float act_a, float act_b) {
@@ -717,29 +720,43 @@ __kernel void conv_depthwise_plane(int16 g, int nc_total, int pr, int pc, __glob
   __global const float* wk = w;
 #endif
   const float b = has_bias ? bias[b_off + c] : 0.0f;
-  for (int oh = 0; oh < G_OH; ++oh) {
+  // DWP_R output rows per pass, each with its own accumulator: a strip's KH * KW FMAs were one dependency chain
+  // (25 x the FMA latency for a 5x5), DWP_R chains overlap. The last pass's rows past OH recompute row OH - 1
+  // (reads stay inside the copy) and are not stored.
+  for (int oh0 = 0; oh0 < G_OH; oh0 += DWP_R) {
     for (int ow0 = 0; ow0 < G_OW; ow0 += 8) {
-      float8 acc = (float8)(0.0f);
+      float8 acc[DWP_R];
+#pragma unroll
+      for (int r = 0; r < DWP_R; ++r) acc[r] = (float8)(0.0f);
       for (int kh = 0; kh < DWP_KH; ++kh) {
-        const float* row = buf + (oh * DWP_SH + kh * DWP_DH) * pc + ow0 * DWP_SW;
         for (int kw = 0; kw < DWP_KW; ++kw) {
-          const float8 v = DWP_SW == 1 ? vload8(0, row + kw * DWP_DW) : vload16(0, row + kw * DWP_DW).even;
-          acc = fma(v, (float8)(wk[kh * DWP_KW + kw]), acc);
+          const float wv = wk[kh * DWP_KW + kw];
+#pragma unroll
+          for (int r = 0; r < DWP_R; ++r) {
+            const float* row = buf + (min(oh0 + r, G_OH - 1) * DWP_SH + kh * DWP_DH) * pc + ow0 * DWP_SW + kw * DWP_DW;
+            const float8 v = DWP_SW == 1 ? vload8(0, row) : vload16(0, row).even;
+            acc[r] = fma(v, (float8)(wv), acc[r]);
+          }
         }
       }
-      float o[8];
+#pragma unroll
+      for (int r = 0; r < DWP_R; ++r) {
+        const int oh = oh0 + r;
+        if (oh >= G_OH) break;
+        float o[8];
 #if ACT_VEC
-      vstore8(APPLY_ACT_V(acc + b, act_a, act_b), 0, o);
-      if (ow0 + 8 <= G_OW) {
-        vstore8(vload8(0, o), 0, y + oh * G_OW + ow0);
-        continue;
-      }
+        vstore8(APPLY_ACT_V(acc[r] + b, act_a, act_b), 0, o);
+        if (ow0 + 8 <= G_OW) {
+          vstore8(vload8(0, o), 0, y + oh * G_OW + ow0);
+          continue;
+        }
 #else
-      vstore8(acc + b, 0, o);
-      for (int j = 0; j < 8; ++j) o[j] = APPLY_ACT(o[j], act_a, act_b);
+        vstore8(acc[r] + b, 0, o);
+        for (int j = 0; j < 8; ++j) o[j] = APPLY_ACT(o[j], act_a, act_b);
 #endif
-      const int n = min(8, G_OW - ow0);
-      for (int j = 0; j < n; ++j) y[oh * G_OW + ow0 + j] = o[j];
+        const int n = min(8, G_OW - ow0);
+        for (int j = 0; j < n; ++j) y[oh * G_OW + ow0 + j] = o[j];
+      }
     }
   }
 }
