@@ -17,6 +17,7 @@
 #include "models/train.hpp"
 #include "tests/support/onnx_util.hpp"
 #include "tests/support/test_util.hpp"
+#include "tests/support/train_cli.hpp"
 #include "tests/support/two_devices.hpp"
 
 using namespace cldl;
@@ -225,22 +226,7 @@ TEST_SUITE("multi-device") {
     REQUIRE_MESSAGE(test::run_command(base + "cpu:0", one) == 0, one);
     REQUIRE_MESSAGE(test::run_command(base + "cpu:0,cpu:1", two) == 0, two);
     CHECK(two.find(" + ") != std::string::npos);  // both devices named
-    std::vector<float> a, b;
-    for (auto [text, v] : {std::pair{&one, &a}, std::pair{&two, &b}}) {
-      std::string t = *text;
-      size_t at = 0;
-      while ((at = t.find("\"step_losses\":[", at)) != std::string::npos) {
-        at += 15;
-        const size_t end = t.find(']', at);
-        std::string list = t.substr(at, end - at);
-        for (size_t p = 0; p < list.size();) {
-          size_t q = list.find(',', p);
-          if (q == std::string::npos) q = list.size();
-          v->push_back(std::stof(list.substr(p, q - p)));
-          p = q + 1;
-        }
-      }
-    }
+    const std::vector<float> a = test::cli_step_losses(one), b = test::cli_step_losses(two);
     REQUIRE(a.size() == 6);
     REQUIRE(b.size() == 6);
     check_close(b.data(), a.data(), 6, "cldl train step losses");

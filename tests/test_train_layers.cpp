@@ -10,8 +10,6 @@
 #include <cstring>
 #include <random>
 
-#include <nlohmann/json.hpp>
-
 #include "models/builder.hpp"
 #include "models/executor.hpp"
 #include "models/npy.hpp"
@@ -20,6 +18,7 @@
 #include "models/train.hpp"
 #include "tests/support/onnx_util.hpp"
 #include "tests/support/test_util.hpp"
+#include "tests/support/train_cli.hpp"
 #include "tests/support/two_devices.hpp"
 
 using namespace cldl;
@@ -42,13 +41,8 @@ Graph stack_model(const Stack& s) {
   xs.dims[1] = -1;
   xs.symbols[1] = "N";
   Value x = b.input("x", DType::f32, xs);
-  std::mt19937 rng(17);
-  std::uniform_real_distribution<float> u(-0.45f, 0.45f);
-  auto rand = [&](Shape sh) {
-    HostTensor t(DType::f32, sh);
-    for (auto& v : t.span<float>()) v = u(rng);
-    return t;
-  };
+  uint32_t seed = 17;
+  auto rand = [&](Shape sh) { return test::random_tensor(sh, seed++, -0.45f, 0.45f); };
   const int64_t G = (s.cell == "LSTM" ? 4 : 3) * s.hidden;
   Value axes = b.constant("axes1", HostTensor::from<int64_t>(Shape{1}, std::vector<int64_t>{1}));
   int64_t in = s.input;
@@ -361,12 +355,7 @@ TEST_SUITE("multi-device") {
     REQUIRE_MESSAGE(test::run_command(base + "-d cpu:0", one) == 0, one);
     REQUIRE_MESSAGE(test::run_command(base + "-d cpu:0,cpu:1 --parallel layers --time-chunks 3", two) == 0, two);
     CHECK(two.find(" + ") != std::string::npos);  // both devices named
-    std::vector<float> a, b;
-    for (auto [text, v] : {std::pair{&one, &a}, std::pair{&two, &b}}) {
-      auto j = nlohmann::json::parse(text->substr(text->find('{')));
-      for (auto& e : j.at("epochs"))
-        for (auto& l : e.at("step_losses")) v->push_back(l.get<float>());
-    }
+    const std::vector<float> a = test::cli_step_losses(one), b = test::cli_step_losses(two);
     REQUIRE(a.size() == 4);
     REQUIRE(b.size() == 4);
     check_close(b.data(), a.data(), 4, "cldl train step losses");
