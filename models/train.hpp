@@ -120,8 +120,8 @@ class Trainer {
 
   // The trained weights (float initializers of the model), in the model's order.
   const std::vector<std::string>& weights() const;
-  // The plans of the training graph made so far, one per batch shape (`cldl train --stats` and the tests read
-  // their nodes and devices); data parallel: the first device's gradient plans.
+  // The plans of the training graph made so far, one per batch shape (their nodes and devices: what the passes
+  // made of the graph, e.g. the time chunks of layer parallel); data parallel: the first device's gradient plans.
   std::vector<std::shared_ptr<CompiledModel>> plans() const;
   // One step on a batch: x of the input's shape with any batch extent, labels (cross_entropy: int64 class ids
   // of the output's shape without its last axis; mse: the output's shape). Returns the batch's loss.
