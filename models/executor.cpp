@@ -97,8 +97,8 @@ std::vector<int> resolve_placement(const Graph& g, const CompileOptions& opts, s
   std::vector<int> dev(g.nodes.size(), opts.device);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (!n.has(std::string(kDeviceAttr))) continue;
-    const int64_t d = n.attr_i(std::string(kDeviceAttr), opts.device);
+    if (!n.has(kDeviceAttr)) continue;
+    const int64_t d = placed_device(n);
     if (d < 0 || size_t(d) >= device_count)
       fail("{}: placed on device {} ({}), which does not exist ({})", n.describe(), d, kDeviceAttr, device_list());
     dev[i] = int(d);

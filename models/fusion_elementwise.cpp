@@ -210,7 +210,7 @@ size_t fuse_elementwise(Graph& g) {
   // group[i]: the group node i belongs to (-1: none); groups[k]: its members in order.
   std::vector<int> group(N, -1);
   // A group runs on one device: nodes placed on devices (kDeviceAttr) join only nodes placed alike.
-  auto device_of = [&](size_t i) { return g.nodes[i].attr_i(std::string(kDeviceAttr), -1); };
+  auto device_of = [&](size_t i) { return placed_device(g.nodes[i]); };
   std::vector<std::vector<size_t>> groups;
   // Whether the members plus node i may run as one node at i's place: every reader of a member's output
   // that comes before i is a member too.
@@ -303,7 +303,7 @@ size_t fuse_elementwise(Graph& g) {
     f.attrs["results"] = outs;
     f.attrs["shape"] = cfg.shape.dims;
     f.attrs["members"] = names;
-    if (const int64_t d = device_of(members.back()); d >= 0) f.attrs[std::string(kDeviceAttr)] = d;
+    place_like(f, g.nodes[members.back()]);
     for (size_t m : members) {
       drop.insert(m);
       for (auto& o : g.nodes[m].outputs)

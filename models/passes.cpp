@@ -44,6 +44,12 @@ void register_fusion_pass(std::string name, FusionPass p, FusionStage stage) {
   fusion_passes().push_back({std::move(name), std::move(p), stage});
 }
 
+int64_t placed_device(const Node& n) { return n.attr_i(kDeviceAttr, -1); }
+
+void place_like(Node& to, const Node& from) {
+  if (auto it = from.attrs.find(kDeviceAttr); it != from.attrs.end()) to.attrs[kDeviceAttr] = it->second;
+}
+
 ValueReaders value_readers(const Graph& g) {
   ValueReaders r;
   r.reserve(g.nodes.size() * 2 + g.outputs.size());

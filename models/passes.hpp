@@ -112,7 +112,10 @@ inline constexpr const char* kFusedDomain = "ai.cldl.fused";
 // Int attribute of any node: the context's device it runs on (resolve_placement: a placement rule overrides it).
 // Passes that replace nodes keep it (rnn-time-chunks copies it to the chunks; element-wise fusion groups only nodes
 // placed alike).
-inline constexpr std::string_view kDeviceAttr = "_cldl_device";
+inline constexpr const char* kDeviceAttr = "_cldl_device";
+// The device kDeviceAttr names on `n` (-1: none); `to` placed as `from` is (nothing when `from` is not placed).
+int64_t placed_device(const Node& n);
+void place_like(Node& to, const Node& from);
 
 // Helpers for passes: readers of each value (graph outputs count as reader -1), and removal of the
 // nodes at the given indices keeping the order of the rest.

@@ -67,14 +67,14 @@ std::vector<Node> chunk_pair(Graph& g, const Node& f, const Node& b, const std::
   const Shape saved = static_shape(g, f.outputs.back()).value();  // [1, T B, G + 2H]
   const Shape state{1, B, static_shape(g, f.input(2)).value()[2]};  // [D, B, H]: R is [D, G, H]
   auto attrs = f.attrs;
-  attrs.erase(std::string(kTimeChunksAttr));
+  attrs.erase(kTimeChunksAttr);
   auto battrs = b.attrs;
-  battrs.erase(std::string(kTimeChunksAttr));
+  battrs.erase(kTimeChunksAttr);
   auto fused_node = [&](const Node& like, const std::string& base, const std::string& op, std::vector<std::string> in,
                         std::vector<std::string> outs, std::map<std::string, AttrValue> a = {}) {
     Node n = make_node(g, base, op, std::move(in), std::move(outs), std::move(a));
     n.domain = kFusedDomain;
-    if (like.has(std::string(kDeviceAttr))) n.attrs[std::string(kDeviceAttr)] = like.attrs.at(std::string(kDeviceAttr));
+    place_like(n, like);
     return n;
   };
   auto fresh = [&](const std::string& base, const Shape& s) {
@@ -208,7 +208,7 @@ size_t split_of_concat(Graph& g, const std::set<std::string>& split_names) {
       Node r = make_node(g, sp.name + "/part" + std::to_string(k), "Reshape",
                          {cat->inputs[k], sizes_constant(g, sp.outputs[k] + "/shape", s.dims)}, {sp.outputs[k]});
       r.domain = kFusedDomain;
-      if (sp.has(std::string(kDeviceAttr))) r.attrs[std::string(kDeviceAttr)] = sp.attrs.at(std::string(kDeviceAttr));
+      place_like(r, sp);
       added.push_back(std::move(r));
     }
     drop.insert(i);
@@ -241,7 +241,7 @@ std::vector<int64_t> time_chunk_sizes(int64_t steps, int64_t chunks) {
 
 size_t chunk_rnn_training(Graph& g) {
   bool any = false;
-  for (auto& n : g.nodes) any = any || (is_rnn_grad(n) && n.attr_i(std::string(kTimeChunksAttr), 1) > 1);
+  for (auto& n : g.nodes) any = any || (is_rnn_grad(n) && n.attr_i(kTimeChunksAttr, 1) > 1);
   if (!any) return 0;
   auto rd = value_readers(g);
   auto pr = g.producers();
@@ -251,7 +251,7 @@ size_t chunk_rnn_training(Graph& g) {
   size_t pairs = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& b = g.nodes[i];
-    const int64_t chunks = is_rnn_grad(b) ? b.attr_i(std::string(kTimeChunksAttr), 1) : 1;
+    const int64_t chunks = is_rnn_grad(b) ? b.attr_i(kTimeChunksAttr, 1) : 1;
     if (chunks < 2) continue;
     auto p = pr.find(b.input(3));
     if (p == pr.end() || !is_train_forward(g.nodes[p->second])) {

@@ -17,7 +17,6 @@
 // saved states only their RNNGrad reads; any other layer runs whole, logged with the reason.
 #pragma once
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "models/graph.hpp"
@@ -25,7 +24,7 @@
 namespace cldl::graph {
 
 // Int attribute of an LSTM / GRU node (kept by its training forms and copied to its RNNGrad): the time chunks.
-inline constexpr std::string_view kTimeChunksAttr = "_cldl_time_chunks";
+inline constexpr const char* kTimeChunksAttr = "_cldl_time_chunks";
 
 // `steps` steps in min(chunks, steps) chunks (at least 1), as equal as possible, the first ones larger.
 std::vector<int64_t> time_chunk_sizes(int64_t steps, int64_t chunks);

@@ -360,8 +360,8 @@ Trainer::Trainer(std::shared_ptr<Context> ctx, Graph g, TrainOptions opts) : imp
     std::vector<std::string> where;
     for (size_t l = 0; l < rnn.size(); ++l) {
       const int d = devices[l * devices.size() / rnn.size()];
-      rnn[l]->attrs[std::string(kDeviceAttr)] = int64_t(d);
-      rnn[l]->attrs[std::string(kTimeChunksAttr)] = chunks;
+      rnn[l]->attrs[kDeviceAttr] = int64_t(d);
+      rnn[l]->attrs[kTimeChunksAttr] = chunks;
       where.push_back(fmt::format("{} on device {}", rnn[l]->describe(), d));
     }
     log::info("train: {} recurrent layer(s) over {} device(s) in {} time chunk(s): {}", rnn.size(), devices.size(),

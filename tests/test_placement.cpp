@@ -160,14 +160,14 @@ TEST_SUITE("placement") {
     CHECK(test::error_of([&] { place({}, 3, 2); }).find("compile: device 3 does not exist") != std::string::npos);
 
     // A node's _cldl_device attribute (kDeviceAttr: set by passes) places it unless a rule matches it.
-    g.nodes[1].attrs[std::string(kDeviceAttr)] = int64_t(2);
+    g.nodes[1].attrs[kDeviceAttr] = int64_t(2);
     CHECK(place({}) == std::vector<int>{0, 2, 0, 0, 0, 0});
     CHECK(place({}, 1) == std::vector<int>{1, 2, 1, 1, 1, 1});
     CHECK(place({{"Sig*", 1}}) == std::vector<int>{0, 1, 0, 0, 0, 0});
     CHECK(test::error_of([&] { place({}, 0, 2); })
               .find("node 'Sigmoid_1' (Sigmoid): placed on device 2 (_cldl_device), which does not exist (the "
                     "context has 2 devices)") != std::string::npos);
-    g.nodes[1].attrs.erase(std::string(kDeviceAttr));
+    g.nodes[1].attrs.erase(kDeviceAttr);
 
     CHECK(parse_placement_rule("conv1=1") == std::pair<std::string, int>{"conv1", 1});
     CHECK(parse_placement_rule("/a=b/c=0") == std::pair<std::string, int>{"/a=b/c", 0});  // the last '=' splits

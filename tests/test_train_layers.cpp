@@ -93,19 +93,11 @@ TrainOptions options() {
   return o;
 }
 
-void check_close(const float* got, const float* want, int64_t n, const std::string& what) {
-  CAPTURE(what);
-  double worst = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    const double g = got[k], w = want[k], err = std::fabs(g - w);
-    worst = std::max(worst, err);
-    if (err > 1e-5 * std::fabs(w) + 1e-6) {
-      FAIL_CHECK(what << "[" << k << "]: in chunks " << g << ", whole " << w);
-      return;
-    }
-  }
-  MESSAGE(what << ": largest difference " << worst);
+// Layer parallel against whole layers: 1e-6 absolute + 1e-5 relative.
+void check_close(const HostTensor& got, const HostTensor& want, const std::string& what) {
+  test::largest_difference(got, want, what, 1e-6, 1e-5);
 }
+HostTensor losses(const std::vector<float>& v) { return HostTensor::from<float>(Shape{int64_t(v.size())}, v); }
 
 // Two epochs (4 steps) with whole layers on device 0 and with `layered`; every loss and weight compared. Returns
 // the layered trainer's plans.
@@ -124,13 +116,13 @@ std::vector<std::shared_ptr<CompiledModel>> whole_vs_layered(const std::shared_p
   }
   REQUIRE(la.size() == 4);
   REQUIRE(lb.size() == 4);
-  check_close(lb.data(), la.data(), 4, "step losses");
+  check_close(losses(lb), losses(la), "step losses");
   auto wa = a.read_weights(), wb = b.read_weights();
   const Graph init = stack_model(s);
   bool moved = false;
   for (auto& name : a.weights()) {
     REQUIRE(wb.at(name).shape() == wa.at(name).shape());
-    check_close(wb.at(name).as<float>(), wa.at(name).as<float>(), wa.at(name).numel(), name);
+    check_close(wb.at(name), wa.at(name), name);
     moved |= std::memcmp(wa.at(name).data(), init.initializers.at(name).data(), wa.at(name).bytes()) != 0;
   }
   CHECK(moved);
@@ -358,7 +350,7 @@ TEST_SUITE("multi-device") {
     const std::vector<float> a = test::cli_step_losses(one), b = test::cli_step_losses(two);
     REQUIRE(a.size() == 4);
     REQUIRE(b.size() == 4);
-    check_close(b.data(), a.data(), 4, "cldl train step losses");
+    check_close(losses(b), losses(a), "cldl train step losses");
   }
 
   TEST_CASE("layer parallel over more devices than layers is an error") {
