@@ -272,6 +272,77 @@ __kernel void pool2d_3x3(int is_max, int include_pad, int H, int W, int OH, int 
 #undef M3_OP
 }
 
+// 3x3 max pools on CPUs over rows of at most 32 columns (googlenet's 28x28, 14x14 and 7x7 maps, stride 1
+// and 2), where pool2d_3x3's strips of 8 cover little of a row: 16 outputs of a row per vector. For output
+// vector q and tap column d (0..2), lane j reads column sw * (16 q + j) + d - pl of the window's three rows
+// (clamped to the edge rows: pt <= 1, max is idempotent): one unaligned vload16 per row at stride 1, the even
+// lanes of two at stride 2; columns outside the row (the pads, and lanes past the row) become -INFINITY
+// by a select, so each output is the max of the taps inside its window. Every window holds one. A plane per
+// work-item, rows in order: a row's whole vectors may run into the next row (written after it); rows whose
+// vectors would run past the plane are stored element by element, and rows whose reads would leave X
+// (nc_total planes from x_off) are read element by element. W <= 32, OW <= 32, sh and sw 1 or 2, pt and pl
+// 0 or 1 (Pool::create checks). Shuffling one column max per row instead of these loads was 2-3x slower
+// than pool2d_3x3 on PoCL, with masks computed at run time or built in.
+// max(acc, v) that skips a NaN v, as fmax does, in a compare and a blend (fmax is four instructions on
+// AVX-512 and made this kernel 1.7x slower); acc starts at -INFINITY, so it is never NaN.
+inline float16 pn_max(float16 acc, float16 v) { return select(acc, v, v > acc); }
+inline float16 pn_tap(__global const float* r, int base, int sw) {
+  if (sw == 1) return vload16(0, r + base);
+  const float16 a = vload16(0, r + base), b = vload16(1, r + base);
+  return (float16)(a.even, b.even);
+}
+__kernel void pool2d_3x3_narrow(int H, int W, int OH, int OW, int sh, int sw, int pt, int pl,
+                                __global const float* x, long x_off, __global float* y, long y_off, int nc_total) {
+  const int nc = get_global_id(0);
+  if (nc >= nc_total) return;
+  const int no = OW > 16 ? 2 : 1;              // output vectors per row
+  const long x_end = (long)nc_total * H * W;  // elements of X from x_off
+  const long plane = (long)nc * H * W;
+  x += x_off;
+  y += y_off + (long)nc * OH * OW;
+  const int16 iota = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int oh = 0; oh < OH; ++oh) {
+    const int h0 = oh * sh - pt;
+    long at[3];
+#pragma unroll
+    for (int i = 0; i < 3; ++i) at[i] = plane + (long)clamp(h0 + i, 0, H - 1) * W;
+    // The reads span columns -pl .. sw * 16 * no + 1 - pl of each row (+ 16 more lanes at stride 2).
+    bool whole = true;
+#pragma unroll
+    for (int i = 0; i < 3; ++i) whole = whole && at[i] - pl >= 0 && at[i] + sw * 16 * no + 2 - pl <= x_end;
+    __global float* yr = y + oh * OW;
+    const bool store_whole = oh * OW + 16 * no <= OH * OW;
+    for (int q = 0; q < no; ++q) {
+      float16 v = (float16)(-INFINITY);
+#pragma unroll
+      for (int d = 0; d < 3; ++d) {
+        const int base = sw * 16 * q + d - pl;
+        const int16 col = sw * (16 * q + iota) + d - pl;
+        float16 t;
+        if (whole) {
+          t = pn_max(pn_max(pn_max((float16)(-INFINITY), pn_tap(x + at[0], base, sw)), pn_tap(x + at[1], base, sw)),
+                     pn_tap(x + at[2], base, sw));
+        } else {
+          float e[16];
+          for (int j = 0; j < 16; ++j) {
+            const int c = clamp(sw * (16 * q + j) + d - pl, 0, W - 1);  // the select below drops clamped lanes
+            e[j] = fmax(fmax(x[at[0] + c], x[at[1] + c]), x[at[2] + c]);  // fmax skips NaN too
+          }
+          t = vload16(0, e);
+        }
+        v = pn_max(v, select(t, (float16)(-INFINITY), col < 0 || col >= W));
+      }
+      if (store_whole) {
+        vstore16(v, q, yr);
+      } else {
+        float e[16];
+        vstore16(v, 0, e);
+        for (int j = 0; j < 16 && 16 * q + j < OW; ++j) yr[16 * q + j] = e[j];
+      }
+    }
+  }
+}
+
 // pool2d for CPUs on small planes (rows too narrow for pool2d_rows' strips: the digits CNN's 8x8 and 4x4
 // maps at batch 450, where the 3-D pool2d range vectorised over 4 or 8 outputs of a row): a whole output
 // plane per work-item, the window's size and stride built in (-DPP_KH, PP_KW, PP_SH, PP_SW), so its taps

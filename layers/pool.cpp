@@ -115,8 +115,8 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     bool dilated = false;
     for (auto d : cfg.dilations) dilated |= d != 1;
     p->use_2d_ = n <= 2 && !cfg.indices && !(cfg.kind == PoolKind::average && dilated) && cfg.kind != PoolKind::lp;
-    if (cfg.block != 0 && cfg.block != 1 && cfg.block != 3 && cfg.block != 8 && cfg.block != 64)
-      invalid(pool_name(cfg.kind), "block {} is not 0, 1, 3, 8 or 64", cfg.block);
+    if (cfg.block != 0 && cfg.block != 1 && cfg.block != 3 && cfg.block != 8 && cfg.block != 32 && cfg.block != 64)
+      invalid(pool_name(cfg.kind), "block {} is not 0, 1, 3, 8, 32 or 64", cfg.block);
     // The separable 3x3 kernel (pool2d_3x3), undilated: MaxPool stride 1 with pads <= 1 (googlenet's pools
     // in the inception blocks: 19 % of its device time by pool2d_planes / pool2d_rows); AveragePool stride 1
     // with no pads (inception_v3's nine, after its Pad node: 35x35, 17x17, 8x8); MaxPool 3x3/2 with pads <= 1
@@ -140,6 +140,21 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
               "(MaxPool, rows of 16 outputs or more); no dilation, no Indices; this pool on "
               "input {} is not one",
               cfg.input.str());
+    // MaxPool 3x3 (strides 1 or 2, pads <= 1) on rows of at most 32 columns: pool2d_3x3_narrow, 16 outputs of
+    // a row per float16 vector, each tap column an unaligned load, a plane per work-item. googlenet's stride-1
+    // pools on 28x28 / 14x14 / 7x7 took 0.10-0.19 ms each by pool2d_3x3's strips (3-5x ONNX Runtime's), its
+    // 3x3/2 on 28x28 0.35 ms by pool2d_planes; the ten of them 1.09-1.16 -> 0.85-0.88 ms of device time
+    // (`cldl profile googlenet.onnx --random`, alternating).
+    const int64_t in_w = cfg.input[cfg.input.rank() - 1];
+    const bool strides12 = cfg.strides.empty() || all_of(cfg.strides, 1, 2);
+    const bool narrow = n == 2 && cfg.kind == PoolKind::max && !cfg.indices && cfg.kernel.size() == 2 &&
+                        cfg.kernel[0] == 3 && cfg.kernel[1] == 3 && all_of(cfg.dilations, 1, 1) &&
+                        all_of(p->pads_, 0, 1) && strides12 && in_w <= 32 && p->out_[p->out_.rank() - 1] <= 32;
+    if (cfg.block == 32 && !narrow)
+      invalid(pool_name(cfg.kind),
+              "block 32 is the 3x3 MaxPool of strides 1 or 2, pads <= 1, no dilation, no Indices, on rows of at "
+              "most 32 columns; this pool on input {} is not one",
+              cfg.input.str());
     // CPUs: an output row per work-item in vector strips of 8 (PoCL, max 2x2/2 on 8x8x224x224: see `cldl
     // bench kernels --filter pool`); GPUs: one output per work-item, neighbours coalesce.
     // Rows narrower than 16 outputs have no vector strip (the zoo digits CNN's 450x16x8x8 max pool: 5.3 ms
@@ -148,8 +163,14 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     const int64_t out_w = p->out_[p->out_.rank() - 1];
     const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
     const int64_t taps = std::accumulate(cfg.kernel.begin(), cfg.kernel.end(), int64_t(1), std::multiplies<>());
-    const int block = cfg.block ? cfg.block : cpu && sep3 ? 3 : cpu && out_w >= 16 ? 8 : cpu && taps <= 25 ? 64 : 1;
+    const int block = cfg.block         ? cfg.block
+                      : cpu && narrow   ? 32
+                      : cpu && sep3     ? 3
+                      : cpu && out_w >= 16 ? 8
+                      : cpu && taps <= 25  ? 64
+                                           : 1;
     p->sep3_ = block == 3;
+    p->narrow_ = block == 32;
     p->rows_ = p->use_2d_ && (block == 8 || block == 3);
     p->planes_ = p->use_2d_ && block == 64;
     if (p->planes_) {
@@ -159,12 +180,14 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
       prog = ctx.program(
           "pool.cl", fmt::format("-DPP_KH={} -DPP_KW={} -DPP_SH={} -DPP_SW={}", kh, cfg.kernel.back(), sh, sw), device);
     }
-    p->kernel_ = make_kernel(prog, p->planes_   ? "pool2d_planes"
+    p->kernel_ = make_kernel(prog, p->narrow_   ? "pool2d_3x3_narrow"
+                                   : p->planes_ ? "pool2d_planes"
                                    : p->sep3_   ? "pool2d_3x3"
                                    : p->rows_   ? "pool2d_rows"
                                    : p->use_2d_ ? "pool2d"
                                                 : "pool3d");
-    p->algorithm_ = p->planes_   ? "direct 2-D, a plane per work-item"
+    p->algorithm_ = p->narrow_   ? "3x3 max, rows in float16 vectors, a plane per work-item"
+                    : p->planes_ ? "direct 2-D, a plane per work-item"
                     : p->sep3_   ? "separable 3x3, an output row per work-item"
                     : p->rows_   ? "direct 2-D, an output row per work-item"
                     : p->use_2d_ ? "direct 2-D"
@@ -172,7 +195,11 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     if (p->use_2d_) {
       const size_t ow = size_t(p->out_[p->out_.rank() - 1]), oh = n == 2 ? size_t(p->out_[p->out_.rank() - 2]) : 1;
       const size_t nc = size_t(cfg.input[0]) * size_t(cfg.input[1]);
-      if (p->planes_) {
+      if (p->narrow_) {  // 8 planes per work-group: googlenet's 192-plane pools on both threads
+        const PaddedLaunch l = padded_launch(int64_t(nc), 1, 1, 8);
+        p->global_ = l.global;
+        p->local_ = l.local;
+      } else if (p->planes_) {
         const PaddedLaunch l = padded_launch(int64_t(nc), 1, 1, 64);
         p->global_ = l.global;
         p->local_ = l.local;
@@ -229,6 +256,12 @@ void Pool::enqueue(std::span<const Tensor> in, std::span<const Tensor> out, cons
     dl[a] = cfg_.dilations.empty() ? 1 : int(cfg_.dilations[i]);
     pb[a] = int(pads_[i]);
     pe[a] = int(pads_[i + n]);
+  }
+  if (narrow_) {
+    set_args(kernel_, sp[1], sp[2], osp[1], osp[2], st[1], st[2], pb[1], pb[2], in[0].buffer,
+             cl_long(in[0].offset_elems()), out[0].buffer, cl_long(out[0].offset_elems()), cl_int(nc));
+    ec.enqueue_kernel(kernel_, global_, local_, "pool2d_3x3_narrow");
+    return;
   }
   if (planes_) {
     set_args(kernel_, cl_int(is_max), cl_int(cfg_.count_include_pad), sp[1], sp[2], osp[1], osp[2], dl[1], dl[2], pb[1],

@@ -35,6 +35,8 @@ struct PoolConfig {
   // CPUs 8 for rows of 16 outputs or more, else 64 for windows of at most 25 taps; 1 elsewhere
   // (neighbouring items coalesce on GPUs). 3: pool2d_3x3, the separable 3x3 stride 1 kernel (MaxPool with
   // pads of at most 1, AveragePool with none; no dilation; an output row per work-item), the CPU choice there.
+  // 32: pool2d_3x3_narrow, 3x3 MaxPool of strides 1 or 2 with pads of at most 1 on rows of at most 32 columns
+  // (16 outputs of a row per float16 vector, a plane per work-item), the CPU choice there.
   int block = 0;
 };
 
@@ -63,6 +65,7 @@ class Pool : public Op {
   bool planes_ = false;                 // pool2d_planes: a plane per work-item, the window built in
   bool rows_ = false;                   // pool2d_rows: 8 outputs per work-item; global: a plane per item
   bool sep3_ = false;                   // pool2d_3x3 (global and arguments as pool2d_rows)
+  bool narrow_ = false;                 // pool2d_3x3_narrow: rows of <= 32 columns in vectors, a plane per item
 };
 
 }  // namespace cldl

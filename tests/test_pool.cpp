@@ -235,7 +235,8 @@ static PoolConfig max3x3(const Shape& in, int64_t stride, int pad_bits, bool cei
 }
 
 // Checks cfg against the reference on random data with repeated negative values (ties, and the padding must
-// never win: it is not a zero); with `separable`, that CPUs choose the separable kernel. Returns the input.
+// never win: it is not a zero); with `separable`, that CPUs choose a 3x3 kernel (pool2d_3x3 or, on rows of
+// at most 32 columns, pool2d_3x3_narrow). Returns the input.
 static std::vector<float> check_max3x3(const PoolConfig& cfg, int pad_bits, bool separable) {
   CAPTURE(cfg.input.str());
   CAPTURE(pad_bits);
@@ -243,7 +244,7 @@ static std::vector<float> check_max3x3(const PoolConfig& cfg, int pad_bits, bool
   for (size_t i = 0; i < x.size(); i += 7) x[i] = -5.0f;
   check_pool(cfg, x, cfg.pads);
   if (separable && ctx().device().info.type == DeviceType::cpu)
-    CHECK(Pool::create(ctx(), 0, cfg)->algorithm().find("separable") != std::string::npos);
+    CHECK(Pool::create(ctx(), 0, cfg)->algorithm().find("3x3") != std::string::npos);
   return x;
 }
 
@@ -280,17 +281,18 @@ TEST_CASE("3x3 stride 1 pools (separable kernel): max over every pad combination
         CAPTURE(ceil_mode);
         check_max3x3(cfg, pads, true);
       }
-  // Not this kernel: pads of 2, stride 2, dilation 2, Indices, average; block 3 on them is an error.
+  // Not these kernels: pads of 2, strides 2 x 1 on rows of more than 32, dilation 2, average with pads or at
+  // stride 2, a 3x2 window; block 3 on them is an error.
   PoolConfig c;
-  c.input = Shape{1, 2, 9, 20};
+  c.input = Shape{1, 2, 9, 40};
   c.kernel = {3, 3};
   auto not3 = [&](PoolConfig b, const char* what) {
     CAPTURE(what);
     check_pool(b, random_floats(b.input.numel(), 3), b.pads.empty() ? std::vector<int64_t>(4, 0) : b.pads);
-    CHECK(Pool::create(ctx(), 0, b)->algorithm().find("separable") == std::string::npos);
+    CHECK(Pool::create(ctx(), 0, b)->algorithm().find("3x3") == std::string::npos);
     b.block = 3;
     expect_invalid([&] { Pool::create(ctx(), 0, b); }, {b.kind == PoolKind::max ? "MaxPool" : "AveragePool",
-                                                         "block 3", "[1, 2, 9, 20]"});
+                                                         "block 3", "[1, 2, 9, 40]"});
   };
   auto b = c;
   b.pads = {2, 1, 1, 1};
@@ -306,18 +308,63 @@ TEST_CASE("3x3 stride 1 pools (separable kernel): max over every pad combination
   b.pads = {1, 1, 1, 1};
   not3(b, "average with pads");
   b = c;
-  b.strides = {2, 2};  // rows of 9 outputs: pool2d_planes
-  not3(b, "stride 2 on a narrow row");
-  b = c;
   b.kind = PoolKind::average;
   b.input = Shape{1, 2, 9, 40};
   b.strides = {2, 2};
   b.block = 0;
   check_pool(b, random_floats(b.input.numel(), 3), std::vector<int64_t>(4, 0));
-  CHECK(Pool::create(ctx(), 0, b)->algorithm().find("separable") == std::string::npos);
+  CHECK(Pool::create(ctx(), 0, b)->algorithm().find("3x3") == std::string::npos);
   b = c;
   b.kernel = {3, 2};
   not3(b, "3x2");
+}
+
+TEST_CASE("3x3 max pools on rows of at most 32 columns (narrow kernel): strides 1 and 2, every pad, ceil_mode") {
+  // pool2d_3x3_narrow against the reference: rows in one vector (1..16 columns) and two (17..32), strides 1
+  // and 2 on each axis, pads 0 / 1 on each side, ceil_mode windows past the end, planes fewer and more than a
+  // work-group (5 and 15), the last plane's rows read element by element; googlenet's 28 -> 14 at stride 2.
+  const int sizes[][2] = {{1, 1}, {3, 2}, {7, 7}, {5, 14}, {2, 16}, {6, 17}, {28, 28}, {4, 31}, {3, 32}};
+  for (auto [h, w] : sizes)
+    for (int sh : {1, 2})
+      for (int sw : {1, 2})
+        for (int pads = 0; pads < 16; ++pads)
+          for (int batch : {1, 3}) {
+            auto cfg = max3x3(Shape{batch, 5, h, w}, 1, pads, (pads + sh + sw) % 2 == 0, pads % 5 == 0 ? 32 : 0);
+            cfg.strides = {sh, sw};
+            if (h + cfg.pads[0] + cfg.pads[2] < 3 || w + cfg.pads[1] + cfg.pads[3] < 3) continue;
+            CAPTURE(sh);
+            CAPTURE(sw);
+            CAPTURE(cfg.block);
+            check_max3x3(cfg, pads, true);
+            if (ctx().device().info.type == DeviceType::cpu)
+              CHECK(Pool::create(ctx(), 0, cfg)->algorithm().find("float16 vectors") != std::string::npos);
+          }
+  // NaN inputs are skipped, as by the other max kernels (fmax): a window of NaNs and one value gives the value.
+  {
+    auto cfg = max3x3(Shape{1, 1, 3, 3}, 1, 15, false, 32);
+    std::vector<float> x(9, std::nanf(""));
+    x[4] = 2.5f;  // the centre, inside every window of the padded 3x3
+    auto op = Pool::create(ctx(), 0, cfg);
+    Tensor y = ctx().alloc(Shape{1, 1, 3, 3}, DType::f32);
+    auto ec = ctx().exec();
+    std::vector<Tensor> ins{up(x, cfg.input)}, outs{y};
+    op->enqueue(ins, outs, nullptr, ec);
+    ctx().finish();
+    CHECK(down<float>(y) == std::vector<float>(9, 2.5f));
+  }
+  // Rows of 33 columns, pads of 2, average: not this kernel; block 32 on them is an error naming the input.
+  for (auto [in, pad, kind] : {std::tuple{Shape{1, 2, 5, 33}, int64_t(1), PoolKind::max},
+                               std::tuple{Shape{1, 2, 5, 20}, int64_t(2), PoolKind::max},
+                               std::tuple{Shape{1, 2, 5, 20}, int64_t(1), PoolKind::average}}) {
+    PoolConfig b;
+    b.kind = kind;
+    b.input = in;
+    b.kernel = {3, 3};
+    b.pads = {pad, pad, pad, pad};
+    CHECK(Pool::create(ctx(), 0, b)->algorithm().find("float16 vectors") == std::string::npos);
+    b.block = 32;
+    expect_invalid([&] { Pool::create(ctx(), 0, b); }, {"block 32", in.str()});
+  }
 }
 
 TEST_CASE("bad pool configurations name the op, the argument and the value") {

@@ -252,9 +252,10 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
   for (const P& p :
        {P{PoolKind::max, Shape{8, 8, 224, 224}, 2, 2, 0}, P{PoolKind::max, Shape{1, 64, 112, 112}, 3, 2, 1},
         P{PoolKind::average, Shape{8, 64, 56, 56}, 2, 2, 0}, P{PoolKind::max, Shape{450, 16, 8, 8}, 2, 2, 0},
-        // googlenet's pools inside the inception blocks (3x3/1, pads 1): block 3 is the separable kernel.
+        // googlenet's pools inside the inception blocks (3x3/1, pads 1) and its 3x3/2 on 28x28: block 3 is the
+        // separable kernel, block 32 the narrow-row one (rows of at most 32 columns in float16 vectors).
         P{PoolKind::max, Shape{1, 256, 28, 28}, 3, 1, 1}, P{PoolKind::max, Shape{1, 512, 14, 14}, 3, 1, 1},
-        P{PoolKind::max, Shape{1, 832, 7, 7}, 3, 1, 1},
+        P{PoolKind::max, Shape{1, 832, 7, 7}, 3, 1, 1}, P{PoolKind::max, Shape{1, 480, 28, 28}, 3, 2, 0},
         // inception_v3's average pools (3x3/1 after its Pad node, so no pads of their own).
         P{PoolKind::average, Shape{1, 288, 37, 37}, 3, 1, 0}, P{PoolKind::average, Shape{1, 768, 19, 19}, 3, 1, 0}}) {
     PoolConfig c;
@@ -266,9 +267,10 @@ void run(Context& ctx, const Options& opts, Reporter& rep) {
     const Shape so = Pool::validate(c);
     Tensor x = filled(ctx, c.input), y = ctx.alloc(so, DType::f32);
     // Small planes (the digits CNN's, at batch 450): the plane-per-work-item kernel too.
-    for (int block : {1, 3, 8, 64}) {
+    for (int block : {1, 3, 8, 32, 64}) {
       if (block == 64 && so.dims.back() >= 16) continue;
       const bool max = p.kind == PoolKind::max;
+      if (block == 32 && !(max && p.k == 3 && p.pad <= 1 && p.in.dims.back() <= 32)) continue;
       if (block == 3 && !(p.k == 3 && ((p.stride == 1 && p.pad <= (max ? 1 : 0)) ||
                                        (max && p.stride == 2 && p.pad <= 1 && so.dims.back() >= 16))))
         continue;
