@@ -39,6 +39,33 @@ inline float16 load16_upto(__global const float* p, int n) {
   return vload16(0, t);
 }
 
+// Stores the first n lanes of v (n <= 8 / 16) as vector pieces of 8, 4, 2 and 1: a row's last partial strip
+// without a store per element.
+inline void store8_upto(float8 v, __global float* p, int n) {
+  if (n >= 8) {
+    vstore8(v, 0, p);
+    return;
+  }
+  int o = 0;
+  float4 a = v.lo;
+  if (n >= 4) vstore4(v.lo, 0, p), a = v.hi, o = 4;
+  float2 b = a.lo;
+  if (n - o >= 2) vstore2(a.lo, 0, p + o), b = a.hi, o += 2;
+  if (n - o >= 1) p[o] = b.x;
+}
+inline void store16_upto(float16 v, __global float* p, int n) {
+  if (n >= 16) {
+    vstore16(v, 0, p);
+    return;
+  }
+  if (n >= 8) {
+    vstore8(v.lo, 0, p);
+    store8_upto(v.hi, p + 8, n - 8);
+  } else {
+    store8_upto(v.lo, p, n);
+  }
+}
+
 // Output channels per work-item in the direct kernel: each input load is reused K_BLOCK times, while
 // neighbouring work-items (along OW) read neighbouring pixels, which PoCL and GPUs vectorise/coalesce
 // across the work-group. Any value >= 1 is correct.
@@ -903,6 +930,8 @@ __kernel void winograd_output(int16 g, int tiles_h, int tiles_w, __global const 
   }
 }
 
+#define WINO_IOTA16 ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+
 // Winograd input transform for CPUs, same V layout: a work-item per (n, c, tile row, strip of 8 tiles)
 // loads each of the strip's 4 input rows as two float16 (their even / odd lanes are the 8 tiles' 4
 // columns), transforms 8 tiles at once in float8 lanes and writes 8 adjacent tiles of each of the 16
@@ -919,15 +948,26 @@ __kernel void winograd_input_rows(int16 g, int tiles_h, int tiles_w, int batch, 
   const long P = (long)batch * T, plane = (long)G_C * P;
   const int row0 = tr * 2 - G_PT, col0 = j0 * 2 - G_PL;
   __global const float* xc = x + x_off + (long)nc * G_H * G_W;
+  const long x_total = (long)batch * G_C * G_H * G_W;
   float8 d[4][4];
   for (int i = 0; i < 4; ++i) {
     const int ih = row0 + i;
     float16 a, b;
+    const long flat = (long)nc * G_H * G_W + (long)ih * G_W + col0;  // the segment's start from x_off
     if (ih >= 0 && ih < G_H && col0 >= 0 && col0 + 18 <= G_W) {
       __global const float* r = xc + (long)ih * G_W + col0;
       a = vload16(0, r);
       b = vload16(0, r + 2);
-    } else {  // the padding edge: the same 18 columns, zero outside the image
+    } else if (ih < 0 || ih >= G_H) {  // a padding row
+      a = b = (float16)(0.0f);
+    } else if (flat >= 0 && flat + 18 <= x_total) {
+      // A segment over the left or right padding: whole loads (the lanes outside the row hold the neighbouring
+      // row's values), those lanes zeroed. Every strip of a row of 8 tiles or fewer is such an edge strip.
+      __global const float* r = xc + (long)ih * G_W + col0;
+      const int16 ca = WINO_IOTA16 + col0, cb = ca + 2;
+      a = select(vload16(0, r), (float16)(0.0f), ca < 0 || ca >= G_W);
+      b = select(vload16(0, r + 2), (float16)(0.0f), cb < 0 || cb >= G_W);
+    } else {  // the first and last rows of X: the same 18 columns element by element, zero outside the image
       float buf[18];
       for (int q = 0; q < 18; ++q) {
         const int iw = col0 + q;
@@ -957,15 +997,7 @@ __kernel void winograd_input_rows(int16 g, int tiles_h, int tiles_w, int batch, 
   }
   __global float* out = v + v_off + (long)c * P + (long)n * T + (long)tr * tiles_w + j0;
   const int nt = min(8, tiles_w - j0);
-  if (nt == 8) {
-    for (int q = 0; q < 16; ++q) vstore8(o[q], 0, out + q * plane);
-  } else {
-    for (int q = 0; q < 16; ++q) {
-      float buf[8];
-      vstore8(o[q], 0, buf);
-      for (int k = 0; k < nt; ++k) out[q * plane + k] = buf[k];
-    }
-  }
+  for (int q = 0; q < 16; ++q) store8_upto(o[q], out + q * plane, nt);
 }
 
 // Winograd output transform for CPUs, same M layout: a work-item per (n, k, tile row, strip of 8 tiles)
@@ -985,7 +1017,10 @@ __kernel void winograd_output_rows(int16 g, int tiles_h, int tiles_w, int batch,
   __global const float* src = m + m_off + (long)k * P + (long)n * T + (long)tr * tiles_w + j0;
   const int nt = min(8, tiles_w - j0);
   float8 a[16];
-  if (nt == 8) {
+  // A partial strip reads whole vectors too (the lanes past the row's tiles feed only outputs past the row,
+  // never stored) unless the last plane's read would leave M.
+  const long s_at = (long)k * P + (long)n * T + (long)tr * tiles_w + j0;
+  if (nt == 8 || s_at + 8 <= plane) {
     for (int q = 0; q < 16; ++q) a[q] = vload8(0, src + q * plane);
   } else {
     for (int q = 0; q < 16; ++q) {
@@ -1011,17 +1046,10 @@ __kernel void winograd_output_rows(int16 g, int tiles_h, int tiles_w, int batch,
     __global float* yr = yk + (long)oh * G_OW + ow0;
     if (has_res) r += load16_upto(res + r_off + (long)nk * G_OH * G_OW + (long)oh * G_OW + ow0, nw);
 #if ACT_VEC
-    r = APPLY_ACT_V(r, act_a, act_b);
-    if (nw == 16) {
-      vstore16(r, 0, yr);
-      continue;
-    }
-#endif
+    store16_upto(APPLY_ACT_V(r, act_a, act_b), yr, nw);
+#else
     float buf[16];
     vstore16(r, 0, buf);
-#if ACT_VEC
-    for (int q = 0; q < nw; ++q) yr[q] = buf[q];
-#else
     for (int q = 0; q < nw; ++q) yr[q] = APPLY_ACT(buf[q], act_a, act_b);
 #endif
   }
@@ -1143,18 +1171,32 @@ __kernel void winograd4_input_rows(int16 g, int tiles_h, int tiles_w, int batch,
   const long P = (long)batch * T, plane = (long)G_C * P;
   const int row0 = tr * 4 - G_PT, col0 = j0 * 4 - G_PL;
   __global const float* xc = x + x_off + (long)nc * G_H * G_W;
+  const long x_total = (long)batch * G_C * G_H * G_W;
   float8 h[6][6];  // d B: each input row's 6 tile columns transformed
   for (int i = 0; i < 6; ++i) {
     const int ih = row0 + i;
     float16 a, b;
     float e32, e33;
+    const long flat = (long)nc * G_H * G_W + (long)ih * G_W + col0;  // the segment's start from x_off
     if (ih >= 0 && ih < G_H && col0 >= 0 && col0 + 34 <= G_W) {
       __global const float* r = xc + (long)ih * G_W + col0;
       a = vload16(0, r);
       b = vload16(0, r + 16);
       e32 = r[32];
       e33 = r[33];
-    } else {  // the padding edge: the same 34 columns, zero outside the image
+    } else if (ih < 0 || ih >= G_H) {  // a padding row
+      a = b = (float16)(0.0f);
+      e32 = e33 = 0.0f;
+    } else if (flat >= 0 && flat + 34 <= x_total) {
+      // A segment over the left or right padding: whole loads (the lanes outside the row hold the neighbouring
+      // row's values), those lanes zeroed. Every strip of a row of 8 tiles or fewer is such an edge strip.
+      __global const float* r = xc + (long)ih * G_W + col0;
+      const int16 ca = WINO_IOTA16 + col0, cb = ca + 16;
+      a = select(vload16(0, r), (float16)(0.0f), ca < 0 || ca >= G_W);
+      b = select(vload16(0, r + 16), (float16)(0.0f), cb < 0 || cb >= G_W);
+      e32 = col0 + 32 >= 0 && col0 + 32 < G_W ? r[32] : 0.0f;
+      e33 = col0 + 33 >= 0 && col0 + 33 < G_W ? r[33] : 0.0f;
+    } else {  // the first and last rows of X: the same 34 columns element by element, zero outside the image
       float buf[34];
       for (int q = 0; q < 34; ++q) {
         const int iw = col0 + q;
@@ -1180,16 +1222,7 @@ __kernel void winograd4_input_rows(int16 g, int tiles_h, int tiles_w, int batch,
     float8 o0, o1, o2, o3, o4, o5;
     WINO4_BT(d, o);
     o[0] = o0, o[1] = o1, o[2] = o2, o[3] = o3, o[4] = o4, o[5] = o5;
-    for (int i = 0; i < 6; ++i) {
-      __global float* dst = out + (i * 6 + j) * plane;
-      if (nt == 8) {
-        vstore8(o[i], 0, dst);
-      } else {
-        float buf[8];
-        vstore8(o[i], 0, buf);
-        for (int q = 0; q < nt; ++q) dst[q] = buf[q];
-      }
-    }
+    for (int i = 0; i < 6; ++i) store8_upto(o[i], out + (i * 6 + j) * plane, nt);
   }
 }
 
@@ -1210,12 +1243,16 @@ __kernel void winograd4_output_rows(int16 g, int tiles_h, int tiles_w, int batch
   const long P = (long)batch * T, plane = (long)G_K * P;
   __global const float* src = m + m_off + (long)k * P + (long)n * T + (long)tr * tiles_w + j0;
   const int nt = min(8, tiles_w - j0);
+  // A partial strip reads whole vectors too (the lanes past the row's tiles feed only outputs past the row,
+  // never stored) unless the last plane's read would leave M.
+  const long s_at = (long)k * P + (long)n * T + (long)tr * tiles_w + j0;
+  const bool whole = nt == 8 || s_at + 8 <= plane;
   float8 t[4][6];  // A^T m: down each column
   for (int j = 0; j < 6; ++j) {
     float8 a[6];
     for (int i = 0; i < 6; ++i) {
       __global const float* s = src + (i * 6 + j) * plane;
-      if (nt == 8) {
+      if (whole) {
         a[i] = vload8(0, s);
       } else {
         float buf[8];
@@ -1249,20 +1286,12 @@ __kernel void winograd4_output_rows(int16 g, int tiles_h, int tiles_w, int batch
       hi += load16_upto(rr + 16, nw - 16);
     }
 #if ACT_VEC
-    lo = APPLY_ACT_V(lo, act_a, act_b);
-    hi = APPLY_ACT_V(hi, act_a, act_b);
-    if (nw == 32) {
-      vstore16(lo, 0, yr);
-      vstore16(hi, 0, yr + 16);
-      continue;
-    }
-#endif
+    store16_upto(APPLY_ACT_V(lo, act_a, act_b), yr, nw);
+    store16_upto(APPLY_ACT_V(hi, act_a, act_b), yr + 16, nw - 16);
+#else
     float buf[32];
     vstore16(lo, 0, buf);
     vstore16(hi, 0, buf + 16);
-#if ACT_VEC
-    for (int q = 0; q < nw; ++q) yr[q] = buf[q];
-#else
     for (int q = 0; q < nw; ++q) yr[q] = APPLY_ACT(buf[q], act_a, act_b);
 #endif
   }
