@@ -243,3 +243,30 @@ inline ushort cast_encode_bf16(float x) {
   if ((b & 0x7fffffffu) > 0x7f800000u) return (ushort)((b >> 16) | 0x40);
   return (ushort)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
 }
+
+// Stores the first n lanes of v (n <= 8 / 16) as vector pieces of 8, 4, 2 and 1: a row's last partial strip
+// without a store per element.
+inline void store8_upto(float8 v, __global float* p, int n) {
+  if (n >= 8) {
+    vstore8(v, 0, p);
+    return;
+  }
+  int o = 0;
+  float4 a = v.lo;
+  if (n >= 4) vstore4(v.lo, 0, p), a = v.hi, o = 4;
+  float2 b = a.lo;
+  if (n - o >= 2) vstore2(a.lo, 0, p + o), b = a.hi, o += 2;
+  if (n - o >= 1) p[o] = b.x;
+}
+inline void store16_upto(float16 v, __global float* p, int n) {
+  if (n >= 16) {
+    vstore16(v, 0, p);
+    return;
+  }
+  if (n >= 8) {
+    vstore8(v.lo, 0, p);
+    store8_upto(v.hi, p + 8, n - 8);
+  } else {
+    store8_upto(v.lo, p, n);
+  }
+}

@@ -39,32 +39,6 @@ inline float16 load16_upto(__global const float* p, int n) {
   return vload16(0, t);
 }
 
-// Stores the first n lanes of v (n <= 8 / 16) as vector pieces of 8, 4, 2 and 1: a row's last partial strip
-// without a store per element.
-inline void store8_upto(float8 v, __global float* p, int n) {
-  if (n >= 8) {
-    vstore8(v, 0, p);
-    return;
-  }
-  int o = 0;
-  float4 a = v.lo;
-  if (n >= 4) vstore4(v.lo, 0, p), a = v.hi, o = 4;
-  float2 b = a.lo;
-  if (n - o >= 2) vstore2(a.lo, 0, p + o), b = a.hi, o += 2;
-  if (n - o >= 1) p[o] = b.x;
-}
-inline void store16_upto(float16 v, __global float* p, int n) {
-  if (n >= 16) {
-    vstore16(v, 0, p);
-    return;
-  }
-  if (n >= 8) {
-    vstore8(v.lo, 0, p);
-    store8_upto(v.hi, p + 8, n - 8);
-  } else {
-    store8_upto(v.lo, p, n);
-  }
-}
 
 // Output channels per work-item in the direct kernel: each input load is reused K_BLOCK times, while
 // neighbouring work-items (along OW) read neighbouring pixels, which PoCL and GPUs vectorise/coalesce
@@ -818,31 +792,41 @@ inline void im2col_row(int16 g, __global const float* x, long x_off, __global fl
   __global float* out = col + col_off + (nc * G_KH * G_KW + kk) * ((long)G_OH * G_OW) + (long)oh * G_OW;
   const int ih = oh * G_SH - G_PT + kh * G_DH;
   if (ih < 0 || ih >= G_H) {
-    int ow = 0;
-    for (; ow + 16 <= G_OW; ow += 16) vstore16((float16)(0.0f), 0, out + ow);
-    for (; ow < G_OW; ++ow) out[ow] = 0.0f;
+    for (int ow = 0; ow < G_OW; ow += 16) store16_upto((float16)(0.0f), out + ow, G_OW - ow);
     return;
   }
   __global const float* row = x + x_off + nc * G_H * G_W + (long)ih * G_W;
   const int off = kw * G_DW - G_PL;  // output ow reads input column ow * SW + off
-  const int lo = min(G_OW, off >= 0 ? 0 : (-off + G_SW - 1) / G_SW);
-  const int hi = max(lo, min(G_OW, G_W - off > 0 ? (G_W - off + G_SW - 1) / G_SW : 0));
-  for (int ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
-  // Runs of 16 outputs as vectors (stride 2: the even lanes of 32 inputs, while those stay inside the input
-  // row); PoCL compiled the element loops to scalar moves.
-  int ow = lo;
-  if (G_SW == 1) {
-    for (; ow + 16 <= hi; ow += 16) vstore16(vload16(0, row + ow + off), 0, out + ow);
-    for (; ow < hi; ++ow) out[ow] = row[ow + off];
-  } else {
-    if (G_SW == 2)
-      for (; ow + 16 <= hi && 2 * ow + off + 32 <= G_W; ow += 16) {
-        const float16 a = vload16(0, row + 2 * ow + off), b = vload16(0, row + 2 * ow + off + 16);
-        vstore16((float16)(a.even, b.even), 0, out + ow);
+  // 16 outputs at a time, as vectors: a load of 16 (stride 2: 32, the even lanes) input columns, the columns
+  // outside the row (the padding; the neighbouring row's values) zeroed by a select, the last partial run
+  // stored in pieces. Element by element only where the load would leave X (its first and last rows); rows of
+  // 28 or 14 outputs had run element by element. PoCL compiled the element loops to scalar moves.
+  const long x_total = (long)get_global_size(2) * G_H * G_W;  // N * C planes
+  const long row_at = nc * G_H * G_W + (long)ih * G_W;
+  const int16 iota = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int ow = 0; ow < G_OW; ow += 16) {
+    const int c0 = ow * G_SW + off;  // input column of lane 0
+    const int16 col = c0 + iota * G_SW;
+    const long at = row_at + c0;
+    float16 v;
+    if ((G_SW == 1 || G_SW == 2) && at >= 0 && at + 16 * G_SW <= x_total) {
+      if (G_SW == 1) {
+        v = vload16(0, row + c0);
+      } else {
+        const float16 a = vload16(0, row + c0), b = vload16(0, row + c0 + 16);
+        v = (float16)(a.even, b.even);
       }
-    for (; ow < hi; ++ow) out[ow] = row[ow * G_SW + off];
+      v = select(v, (float16)(0.0f), col < 0 || col >= G_W);
+    } else {
+      float t[16];
+      for (int j = 0; j < 16; ++j) {
+        const int c = c0 + j * G_SW;
+        t[j] = c >= 0 && c < G_W ? row[c] : 0.0f;
+      }
+      v = vload16(0, t);
+    }
+    store16_upto(v, out + ow, G_OW - ow);
   }
-  for (ow = hi; ow < G_OW; ++ow) out[ow] = 0.0f;
 }
 
 // im2col for CPUs, same layout: a work-item per (n, c, kh, kw, `rows` output rows) writes contiguous rows
