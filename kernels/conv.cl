@@ -39,7 +39,6 @@ inline float16 load16_upto(__global const float* p, int n) {
   return vload16(0, t);
 }
 
-
 // Output channels per work-item in the direct kernel: each input load is reused K_BLOCK times, while
 // neighbouring work-items (along OW) read neighbouring pixels, which PoCL and GPUs vectorise/coalesce
 // across the work-group. Any value >= 1 is correct.
