@@ -913,7 +913,13 @@ __kernel void winograd_output(int16 g, int tiles_h, int tiles_w, __global const 
   }
 }
 
-#define WINO_IOTA16 ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+// 16 input columns c0 .. c0 + 15 of a row (r points at column c0) as one load, the lanes outside the row (over
+// the padding: the neighbouring row's values) zeroed: the Winograd row kernels' edge strips. Every strip of a
+// row of 8 tiles or fewer is such an edge strip; element by element they were most of the transforms' time.
+inline float16 wino_edge16(int16 g, __global const float* r, int c0) {
+  const int16 c = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) + c0;
+  return select(vload16(0, r), (float16)(0.0f), c < 0 || c >= G_W);
+}
 
 // Winograd input transform for CPUs, same V layout: a work-item per (n, c, tile row, strip of 8 tiles)
 // loads each of the strip's 4 input rows as two float16 (their even / odd lanes are the 8 tiles' 4
@@ -943,13 +949,10 @@ __kernel void winograd_input_rows(int16 g, int tiles_h, int tiles_w, int batch, 
       b = vload16(0, r + 2);
     } else if (ih < 0 || ih >= G_H) {  // a padding row
       a = b = (float16)(0.0f);
-    } else if (flat >= 0 && flat + 18 <= x_total) {
-      // A segment over the left or right padding: whole loads (the lanes outside the row hold the neighbouring
-      // row's values), those lanes zeroed. Every strip of a row of 8 tiles or fewer is such an edge strip.
+    } else if (flat >= 0 && flat + 18 <= x_total) {  // over the left or right padding, loads inside X
       __global const float* r = xc + (long)ih * G_W + col0;
-      const int16 ca = WINO_IOTA16 + col0, cb = ca + 2;
-      a = select(vload16(0, r), (float16)(0.0f), ca < 0 || ca >= G_W);
-      b = select(vload16(0, r + 2), (float16)(0.0f), cb < 0 || cb >= G_W);
+      a = wino_edge16(g, r, col0);
+      b = wino_edge16(g, r + 2, col0 + 2);
     } else {  // the first and last rows of X: the same 18 columns element by element, zero outside the image
       float buf[18];
       for (int q = 0; q < 18; ++q) {
@@ -1170,13 +1173,10 @@ __kernel void winograd4_input_rows(int16 g, int tiles_h, int tiles_w, int batch,
     } else if (ih < 0 || ih >= G_H) {  // a padding row
       a = b = (float16)(0.0f);
       e32 = e33 = 0.0f;
-    } else if (flat >= 0 && flat + 34 <= x_total) {
-      // A segment over the left or right padding: whole loads (the lanes outside the row hold the neighbouring
-      // row's values), those lanes zeroed. Every strip of a row of 8 tiles or fewer is such an edge strip.
+    } else if (flat >= 0 && flat + 34 <= x_total) {  // over the left or right padding, loads inside X
       __global const float* r = xc + (long)ih * G_W + col0;
-      const int16 ca = WINO_IOTA16 + col0, cb = ca + 16;
-      a = select(vload16(0, r), (float16)(0.0f), ca < 0 || ca >= G_W);
-      b = select(vload16(0, r + 16), (float16)(0.0f), cb < 0 || cb >= G_W);
+      a = wino_edge16(g, r, col0);
+      b = wino_edge16(g, r + 16, col0 + 16);
       e32 = col0 + 32 >= 0 && col0 + 32 < G_W ? r[32] : 0.0f;
       e33 = col0 + 33 >= 0 && col0 + 33 < G_W ? r[33] : 0.0f;
     } else {  // the first and last rows of X: the same 34 columns element by element, zero outside the image
