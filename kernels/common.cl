@@ -244,6 +244,9 @@ inline ushort cast_encode_bf16(float x) {
   return (ushort)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
 }
 
+// The lane numbers of an int16 (lane masks and per-lane columns).
+#define CLDL_IOTA16 ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+
 // Stores the first n lanes of v (n <= 8 / 16) as vector pieces of 8, 4, 2 and 1: a row's last partial strip
 // without a store per element.
 inline void store8_upto(float8 v, __global float* p, int n) {

@@ -802,10 +802,9 @@ inline void im2col_row(int16 g, __global const float* x, long x_off, __global fl
   // 28 or 14 outputs had run element by element. PoCL compiled the element loops to scalar moves.
   const long x_total = (long)get_global_size(2) * G_H * G_W;  // N * C planes
   const long row_at = nc * G_H * G_W + (long)ih * G_W;
-  const int16 iota = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int ow = 0; ow < G_OW; ow += 16) {
     const int c0 = ow * G_SW + off;  // input column of lane 0
-    const int16 col = c0 + iota * G_SW;
+    const int16 col = c0 + CLDL_IOTA16 * G_SW;
     const long at = row_at + c0;
     float16 v;
     if ((G_SW == 1 || G_SW == 2) && at >= 0 && at + 16 * G_SW <= x_total) {
@@ -917,7 +916,7 @@ __kernel void winograd_output(int16 g, int tiles_h, int tiles_w, __global const 
 // the padding: the neighbouring row's values) zeroed: the Winograd row kernels' edge strips. Every strip of a
 // row of 8 tiles or fewer is such an edge strip; element by element they were most of the transforms' time.
 inline float16 wino_edge16(int16 g, __global const float* r, int c0) {
-  const int16 c = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) + c0;
+  const int16 c = CLDL_IOTA16 + c0;
   return select(vload16(0, r), (float16)(0.0f), c < 0 || c >= G_W);
 }
 

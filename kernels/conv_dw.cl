@@ -72,7 +72,7 @@ __kernel void conv_dw_flat(int16 g, int nc_total, __global const float* x, long 
 #pragma unroll
   for (int i = 0; i < DWF_KH * DWF_KW; ++i) wk[i] = w[i];
   const float b = has_bias ? bias[b_off + c] : 0.0f;
-  const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const int16 lane = CLDL_IOTA16;
 
   // The lanes' output columns ((lane + p) % W, p0 being a multiple of W), stepped by 16 % W per vector with
   // one wrap: a vector modulo per vector cost a dozen instructions next to the taps' 2 KH KW.
@@ -133,7 +133,7 @@ __kernel void conv_dw_s2(int16 g, int nc_total, __global const float* x, long x_
   x += x_off + (long)nc * H * DWS_W;
   y += y_off + ((long)nc * OH + oh0) * DWS_OW;
   w += w_off + c * (DWS_KH * DWS_KW);
-  const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const int16 lane = CLDL_IOTA16;
   float ev[DWS_ROWS][DWS_LEN], od[DWS_ROWS][DWS_LEN];
   for (int r = 0; r < rows; ++r) {
     const int ih = oh0 * 2 - PT + r;

@@ -300,7 +300,6 @@ __kernel void pool2d_3x3_narrow(int H, int W, int OH, int OW, int sh, int sw, in
   const long plane = (long)nc * H * W;
   x += x_off;
   y += y_off + (long)nc * OH * OW;
-  const int16 iota = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int oh = 0; oh < OH; ++oh) {
     const int h0 = oh * sh - pt;
     long at[3];
@@ -317,7 +316,7 @@ __kernel void pool2d_3x3_narrow(int H, int W, int OH, int OW, int sh, int sw, in
 #pragma unroll
       for (int d = 0; d < 3; ++d) {
         const int base = sw * 16 * q + d - pl;
-        const int16 col = sw * (16 * q + iota) + d - pl;
+        const int16 col = sw * (16 * q + CLDL_IOTA16) + d - pl;
         float16 t;
         if (whole) {
           t = pn_max(pn_max(pn_max((float16)(-INFINITY), pn_tap(x + at[0], base, sw)), pn_tap(x + at[1], base, sw)),

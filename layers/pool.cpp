@@ -129,11 +129,14 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     };
     const bool s1 = all_of(cfg.strides, 1, 1),
                s2 = cfg.strides.size() == 2 && cfg.strides[0] == 2 && cfg.strides[1] == 2;
-    const bool sep3 =
-        n == 2 && !cfg.indices && cfg.kernel.size() == 2 && cfg.kernel[0] == 3 && cfg.kernel[1] == 3 &&
-        all_of(cfg.dilations, 1, 1) &&
-        ((cfg.kind == PoolKind::max && all_of(p->pads_, 0, 1) && (s1 || (s2 && p->out_[p->out_.rank() - 1] >= 16))) ||
-         (cfg.kind == PoolKind::average && s1 && all_of(p->pads_, 0, 0)));
+    const int64_t in_w = cfg.input[cfg.input.rank() - 1], out_w = p->out_[p->out_.rank() - 1];
+    // An undilated 2-D 3x3 window without Indices, and a MaxPool of it with pads <= 1: what both 3x3 kernels
+    // (pool2d_3x3, pool2d_3x3_narrow below) need.
+    const bool window3 = n == 2 && !cfg.indices && cfg.kernel.size() == 2 && cfg.kernel[0] == 3 &&
+                         cfg.kernel[1] == 3 && all_of(cfg.dilations, 1, 1);
+    const bool max3 = window3 && cfg.kind == PoolKind::max && all_of(p->pads_, 0, 1);
+    const bool sep3 = (max3 && (s1 || (s2 && out_w >= 16))) ||
+                      (window3 && cfg.kind == PoolKind::average && s1 && all_of(p->pads_, 0, 0));
     if (cfg.block == 3 && !sep3)
       invalid(pool_name(cfg.kind),
               "block 3 is the 3x3 kernel of stride 1 (MaxPool with pads <= 1, AveragePool with none) or 2 "
@@ -145,11 +148,7 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     // pools on 28x28 / 14x14 / 7x7 took 0.10-0.19 ms each by pool2d_3x3's strips (3-5x ONNX Runtime's), its
     // 3x3/2 on 28x28 0.35 ms by pool2d_planes; the ten of them 1.09-1.16 -> 0.85-0.88 ms of device time
     // (`cldl profile googlenet.onnx --random`, alternating).
-    const int64_t in_w = cfg.input[cfg.input.rank() - 1];
-    const bool strides12 = cfg.strides.empty() || all_of(cfg.strides, 1, 2);
-    const bool narrow = n == 2 && cfg.kind == PoolKind::max && !cfg.indices && cfg.kernel.size() == 2 &&
-                        cfg.kernel[0] == 3 && cfg.kernel[1] == 3 && all_of(cfg.dilations, 1, 1) &&
-                        all_of(p->pads_, 0, 1) && strides12 && in_w <= 32 && p->out_[p->out_.rank() - 1] <= 32;
+    const bool narrow = max3 && all_of(cfg.strides, 1, 2) && in_w <= 32 && out_w <= 32;
     if (cfg.block == 32 && !narrow)
       invalid(pool_name(cfg.kind),
               "block 32 is the 3x3 MaxPool of strides 1 or 2, pads <= 1, no dilation, no Indices, on rows of at "
@@ -160,7 +159,6 @@ std::unique_ptr<Pool> Pool::create(Context& ctx, int device, const PoolConfig& c
     // Rows narrower than 16 outputs have no vector strip (the zoo digits CNN's 450x16x8x8 max pool: 5.3 ms
     // by rows): there, windows of at most 25 taps, a plane per work-item with the window built in
     // (pool2d_planes: 0.24 ms, 0.65-0.75 ms plane-batched by pool2d; `cldl bench kernels --filter 450,`).
-    const int64_t out_w = p->out_[p->out_.rank() - 1];
     const bool cpu = ctx.device(device).info.type == DeviceType::cpu;
     const int64_t taps = std::accumulate(cfg.kernel.begin(), cfg.kernel.end(), int64_t(1), std::multiplies<>());
     const int block = cfg.block         ? cfg.block
